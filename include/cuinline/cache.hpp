@@ -1,0 +1,180 @@
+#pragma once
+/// @file cache.hpp
+/// The kernel cache: a SHA-256 key over everything that changes the binary, a thread-safe
+/// single-flight memory tier, and a bounded, crash-safe, cross-process disk tier.
+
+#include <cuinline/compiler.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuinline {
+
+/// Version of the on-disk entry format; part of every key and every entry header.
+inline constexpr std::uint32_t kCacheFormatVersion = 1;
+
+/// SHA-256 digest identifying one compiled binary.
+struct CacheKey {
+  std::array<unsigned char, 32> digest{};
+
+  /// 64 lowercase hex digits. The only thing cuinline ever builds a cache path from.
+  std::string hex() const;
+  /// Parses 64 hex digits; nullopt for anything else.
+  static std::optional<CacheKey> from_hex(std::string_view hex);
+
+  friend bool operator==(const CacheKey& a, const CacheKey& b) noexcept { return a.digest == b.digest; }
+  friend bool operator!=(const CacheKey& a, const CacheKey& b) noexcept { return !(a == b); }
+};
+
+struct CacheKeyHash {
+  std::size_t operator()(const CacheKey& key) const noexcept;
+};
+
+/// The key of `request` compiled for `target`: SHA-256 over the source, every header's name and
+/// content, the canonical options plus default_options(), the name expressions, the target arch,
+/// the NVRTC version, the cuinline version and kCacheFormatVersion — each length-prefixed, so no
+/// two different inputs hash the same bytes. Throws InvalidArgument for options that
+/// canonical_options rejects.
+CacheKey make_cache_key(const CompileRequest& request, const Arch& target);
+
+/// Where a request was served from.
+enum class CacheTier { memory, disk, compiled };
+const char* to_string(CacheTier tier) noexcept;
+
+/// Counters, all monotonic since the cache was created.
+struct CacheStats {
+  std::uint64_t memory_hits = 0;
+  std::uint64_t disk_hits = 0;
+  std::uint64_t compiles = 0;          ///< NVRTC compiles this process ran
+  std::uint64_t compile_failures = 0;
+  std::uint64_t disk_writes = 0;       ///< entries published
+  std::uint64_t disk_write_failures = 0;
+  std::uint64_t evictions = 0;         ///< entries removed to stay under the size cap
+  std::uint64_t rejected_entries = 0;  ///< entries that failed validation (removed, recompiled)
+};
+
+/// Settings of a cache; from_environment() reads the documented variables.
+struct CacheConfig {
+  /// Disk tier on/off. CUINLINE_DISABLE_DISK_CACHE=1 turns it off.
+  bool disk_enabled = true;
+  /// CUINLINE_CACHE_DIR, else $XDG_CACHE_HOME/cuinline, else ~/.cache/cuinline.
+  std::filesystem::path directory;
+  /// CUINLINE_CACHE_MAX_BYTES (default 1 GiB). Past it, least-recently-used entries are evicted.
+  std::uint64_t max_bytes = std::uint64_t{1} << 30;
+  /// Accept a directory not owned by the current user or writable by group/others
+  /// (CUINLINE_CACHE_SHARED=1). Off by default: entries are machine code run with the user's rights.
+  bool allow_shared_directory = false;
+
+  static CacheConfig from_environment();
+};
+
+/// The directory the environment selects (see CacheConfig::directory).
+std::filesystem::path default_cache_directory();
+
+/// One entry as the disk tier sees it (for `cuinline cache list`).
+struct DiskEntryInfo {
+  CacheKey key;
+  std::filesystem::path path;
+  std::string program_name;
+  std::vector<std::pair<std::string, std::string>> lowered_names;
+  Arch arch;
+  BinaryKind kind = BinaryKind::cubin;
+  NvrtcVersion nvrtc;
+  std::uint64_t size_bytes = 0;                        ///< file size
+  std::filesystem::file_time_type last_use;            ///< refreshed on every hit
+};
+
+/// Result of checking one entry file.
+enum class EntryCheck {
+  ok,
+  truncated,       ///< shorter than its header says, or empty
+  bad_magic,
+  wrong_version,   ///< written by another entry-format version
+  wrong_key,       ///< the key inside differs from the file name / the key asked for
+  bad_checksum,
+  foreign,         ///< built by another NVRTC, or unreadable metadata
+  io_error,
+};
+const char* to_string(EntryCheck check) noexcept;
+
+struct VerifyReport {
+  std::uint64_t checked = 0;
+  std::vector<std::pair<std::filesystem::path, EntryCheck>> bad;  ///< every entry that is not ok
+  std::uint64_t removed = 0;                                     ///< with fix = true
+  std::uint64_t stale_temp_files_removed = 0;
+};
+
+/// The disk tier alone: one file per entry under directory(), published atomically
+/// (unique temp file → write → flush/close → rename), validated on every read, bounded by LRU
+/// eviction, with one cross-process lock per key (OFD locks, released by the kernel if the holder
+/// dies). Never throws from load/store: a directory that cannot be used makes usable() false
+/// (one warning) and everything becomes a miss.
+class DiskCache {
+ public:
+  explicit DiskCache(CacheConfig config);
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  bool usable() const noexcept;
+  const std::filesystem::path& directory() const noexcept;
+  std::uint64_t max_bytes() const noexcept;
+
+  /// The entry for `key`, validated (magic, format version, key, NVRTC version, checksum); a bad
+  /// entry is removed, counted in stats().rejected_entries and reported as a miss. A hit refreshes
+  /// the entry's use time.
+  std::optional<CompiledProgram> load(const CacheKey& key);
+
+  /// Publishes an entry; evicts least-recently-used entries if the directory is then over the cap.
+  /// Returns false (with a warning) if it could not be written; nothing half-written stays behind.
+  bool store(const CacheKey& key, const CompiledProgram& program);
+
+  /// Exclusive cross-process (and cross-thread) lock on one key. Released by the destructor or
+  /// by the kernel when the process dies.
+  class KeyLock {
+   public:
+    KeyLock() = default;
+    KeyLock(KeyLock&& other) noexcept;
+    KeyLock& operator=(KeyLock&& other) noexcept;
+    ~KeyLock();
+    bool held() const noexcept { return fd_ >= 0; }
+
+   private:
+    friend class DiskCache;
+    explicit KeyLock(int fd) : fd_(fd) {}
+    int fd_ = -1;
+  };
+  /// Blocks until the lock for `key` is held. Returns an unheld lock if the disk tier is unusable.
+  KeyLock lock(const CacheKey& key);
+
+  std::vector<DiskEntryInfo> list() const;
+  std::uint64_t total_bytes() const;
+  /// Checks every entry; with fix, removes the bad ones and stale temp files.
+  VerifyReport verify(bool fix);
+  /// Evicts least-recently-used entries until the total is at most `max_bytes`. Returns the count.
+  std::uint64_t prune(std::uint64_t max_bytes);
+  /// Removes every entry and temp file. Returns the number of entries removed.
+  std::uint64_t clear();
+
+  CacheStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Checks one entry file on its own (used by verify and by the fuzz target). When `expected` is
+/// given, the key inside must equal it. On ok, fills `out` if non-null.
+EntryCheck check_entry_bytes(std::string_view bytes, const CacheKey* expected, CompiledProgram* out,
+                             DiskEntryInfo* info = nullptr);
+
+}  // namespace cuinline

@@ -1,0 +1,12 @@
+#pragma once
+/// @file cuinline.hpp
+/// Umbrella header.
+#include <cuinline/arch.hpp>
+#include <cuinline/cache.hpp>
+#include <cuinline/compiler.hpp>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/load_inline.hpp>
+#include <cuinline/log.hpp>
+#include <cuinline/module.hpp>
+#include <cuinline/version.hpp>

@@ -1,0 +1,121 @@
+#pragma once
+/// @file driver.hpp
+/// The CUDA driver, loaded at run time with dlopen (libcuda.so.1), never linked. Everything in
+/// cuinline starts on a machine with no driver or GPU; only calls that need the GPU throw
+/// DriverError("no CUDA driver found (libcuda.so.1): ...").
+///
+/// Each device is used through its primary context (the one the CUDA runtime and PyTorch use).
+
+#include <cuinline/arch.hpp>
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <string>
+
+namespace cuinline {
+
+/// True when libcuda could be loaded and cuInit succeeded. Never throws.
+bool driver_available() noexcept;
+/// Why the driver is not available ("" when it is).
+std::string driver_unavailable_reason();
+/// Number of CUDA devices; 0 when there is no driver. Never throws.
+int device_count() noexcept;
+/// The driver's CUDA version, e.g. 13000. Throws DriverError without a driver.
+int driver_version();
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  Arch arch;
+  int multiprocessors = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t total_memory = 0;
+  int max_threads_per_multiprocessor = 0;
+  std::size_t max_shared_per_block_optin = 0;
+};
+DeviceInfo device_info(int ordinal);
+/// The architecture of a device (its compute capability as sm_XY).
+Arch device_arch(int ordinal);
+
+/// Makes the primary context of `ordinal` current on the calling thread (retaining it for the
+/// process's lifetime).
+void set_device(int ordinal);
+/// The device of the calling thread's current context; the primary context of device 0 is made
+/// current when there is none.
+int current_device();
+/// The device a stream belongs to (the current device for the null stream).
+int stream_device(CUstream stream);
+
+/// Message for a CUresult: "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)", falling
+/// back to the number when the driver has no string for it.
+std::string driver_error_string(CUresult code);
+
+/// A device allocation with one owner (cuMemAlloc / cuMemFree on the primary context).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, int device = -1);  ///< -1: current device
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr ptr() const noexcept { return ptr_; }
+  template <class T>
+  T* as() const noexcept { return reinterpret_cast<T*>(ptr_); }
+  std::size_t bytes() const noexcept { return bytes_; }
+  int device() const noexcept { return device_; }
+
+  void copy_from_host(const void* src, std::size_t bytes, std::size_t offset = 0);
+  void copy_to_host(void* dst, std::size_t bytes, std::size_t offset = 0) const;
+  /// Fills with a 32-bit pattern (bytes must be a multiple of 4), e.g. to poison outputs.
+  void fill_u32(std::uint32_t pattern);
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_ = 0;
+  int device_ = 0;
+};
+
+/// A stream with one owner.
+class Stream {
+ public:
+  explicit Stream(int device = -1);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const noexcept { return stream_; }
+  operator CUstream() const noexcept { return stream_; }
+  void synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+/// Elapsed device time between two events on a stream (for benchmarks).
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream stream);
+  void synchronize() const;
+  /// Milliseconds from `start` to this event.
+  float elapsed_ms_since(const Event& start) const;
+  CUevent get() const noexcept { return event_; }
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+/// Throws DriverError if `code` is not CUDA_SUCCESS, the message "<what>: <driver_error_string>".
+void check_driver(CUresult code, const char* what);
+
+}  // namespace cuinline
