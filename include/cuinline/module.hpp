@@ -76,8 +76,10 @@ class Kernel {
   int param_count() const;
   /// The context-independent handle.
   CUkernel handle() const;
-  /// The function in the current context of `device` (-1: current device).
+  /// The function in the primary context of `device` (-1: current device).
   CUfunction function(int device = -1) const;
+  /// Allows launches with more than 48 KiB of dynamic shared memory on `device` (-1: current).
+  void set_max_dynamic_shared_bytes(unsigned bytes, int device = -1) const;
 
   explicit operator bool() const noexcept { return state_ != nullptr; }
 

@@ -1,0 +1,267 @@
+#include <mutex>
+#include <string>
+
+#include "cuinline/driver.hpp"
+#include "cuinline/error.hpp"
+#include "cuinline/log.hpp"
+#include "driver/driver_api.hpp"
+
+namespace cuinline {
+
+using detail::driver;
+using detail::driver_or_null;
+
+std::string driver_error_string(CUresult code) {
+  const detail::DriverApi* api = driver_or_null();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api != nullptr) {
+    if (api->cuGetErrorName(code, &name) != CUDA_SUCCESS) name = nullptr;
+    if (api->cuGetErrorString(code, &text) != CUDA_SUCCESS) text = nullptr;
+  }
+  // Never build a string from a null pointer: fall back to the number.
+  std::string out = name ? name : "CUDA error " + std::to_string(static_cast<int>(code));
+  if (text) out += std::string(" (") + text + ")";
+  return out;
+}
+
+void check_driver(CUresult code, const char* what) {
+  if (code != CUDA_SUCCESS) throw DriverError(code, std::string(what) + ": " + driver_error_string(code));
+}
+
+bool driver_available() noexcept { return driver_or_null() != nullptr; }
+
+std::string driver_unavailable_reason() { return detail::driver_load_error(); }
+
+int device_count() noexcept {
+  const detail::DriverApi* api = driver_or_null();
+  int count = 0;
+  if (api == nullptr || api->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+  return count;
+}
+
+int driver_version() {
+  int version = 0;
+  check_driver(driver().cuDriverGetVersion(&version), "getting the driver version");
+  return version;
+}
+
+namespace {
+
+int attribute(CUdevice dev, CUdevice_attribute attr, const char* what) {
+  int value = 0;
+  check_driver(driver().cuDeviceGetAttribute(&value, attr, dev), what);
+  return value;
+}
+
+CUdevice device_handle(int ordinal) {
+  const int count = device_count();
+  if (ordinal < 0 || ordinal >= count) {
+    if (!driver_available()) driver();  // throws the "no CUDA driver" error
+    throw InvalidArgument("device " + std::to_string(ordinal) + " does not exist (" + std::to_string(count) +
+                          " device(s))");
+  }
+  CUdevice dev = 0;
+  check_driver(driver().cuDeviceGet(&dev, ordinal), "getting device");
+  return dev;
+}
+
+}  // namespace
+
+Arch device_arch(int ordinal) {
+  // Asked on every op call (the arch picks the binary), so cached per device.
+  static std::mutex mutex;
+  static Arch cached[64];
+  if (ordinal >= 0 && ordinal < 64) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cached[ordinal].major != 0) return cached[ordinal];
+  }
+  const CUdevice dev = device_handle(ordinal);
+  Arch arch;
+  arch.major = attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "reading the compute capability");
+  arch.minor = attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "reading the compute capability");
+  if (ordinal >= 0 && ordinal < 64) {
+    std::lock_guard<std::mutex> lock(mutex);
+    cached[ordinal] = arch;
+  }
+  return arch;
+}
+
+DeviceInfo device_info(int ordinal) {
+  const CUdevice dev = device_handle(ordinal);
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  char name[256] = {};
+  check_driver(driver().cuDeviceGetName(name, sizeof(name) - 1, dev), "reading the device name");
+  info.name = name;
+  info.arch = device_arch(ordinal);
+  info.multiprocessors = attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "reading the SM count");
+  info.l2_bytes = static_cast<std::size_t>(attribute(dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "reading L2 size"));
+  info.max_threads_per_multiprocessor =
+      attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, "reading threads per SM");
+  info.max_shared_per_block_optin = static_cast<std::size_t>(
+      attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "reading shared memory per block"));
+  std::size_t total = 0;
+  check_driver(driver().cuDeviceTotalMem(&total, dev), "reading total memory");
+  info.total_memory = total;
+  return info;
+}
+
+void set_device(int ordinal) {
+  check_driver(driver().cuCtxSetCurrent(detail::primary_context(ordinal)), "making the device current");
+}
+
+int current_device() {
+  detail::ensure_current_context();
+  CUdevice dev = 0;
+  check_driver(driver().cuCtxGetDevice(&dev), "getting the current device");
+  return static_cast<int>(dev);
+}
+
+int stream_device(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return current_device();
+  const detail::DriverApi& api = driver();
+  CUdevice dev = 0;
+  if (api.cuStreamGetDevice != nullptr) {
+    check_driver(api.cuStreamGetDevice(stream, &dev), "getting the stream's device");
+    return static_cast<int>(dev);
+  }
+  CUcontext ctx = nullptr;
+  check_driver(api.cuStreamGetCtx(stream, &ctx), "getting the stream's context");
+  check_driver(api.cuCtxPushCurrent(ctx), "pushing the stream's context");
+  const CUresult r = api.cuCtxGetDevice(&dev);
+  CUcontext popped = nullptr;
+  api.cuCtxPopCurrent(&popped);
+  check_driver(r, "getting the stream's device");
+  return static_cast<int>(dev);
+}
+
+// ---- DeviceBuffer ------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes) {
+  if (device >= 0) set_device(device);
+  device_ = current_device();
+  if (bytes > 0) {
+    const CUresult r = driver().cuMemAlloc(&ptr_, bytes);
+    if (r != CUDA_SUCCESS) {
+      throw DriverError(r, "allocating " + std::to_string(bytes) + " bytes on device " + std::to_string(device_) +
+                               ": " + driver_error_string(r));
+    }
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != 0) {
+    const CUresult r = driver().cuMemFree(ptr_);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) {
+      logger()->error("freeing a device buffer: {}", driver_error_string(r));
+    }
+  }
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)), device_(other.device_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    DeviceBuffer old(std::move(*this));
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+namespace {
+void check_range(std::size_t offset, std::size_t bytes, std::size_t size, const char* what) {
+  if (offset > size || bytes > size - offset) {
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(bytes) + " bytes at offset " +
+                          std::to_string(offset) + " exceed the buffer's " + std::to_string(size) + " bytes");
+  }
+}
+}  // namespace
+
+void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes, std::size_t offset) {
+  check_range(offset, bytes, bytes_, "copy to device");
+  if (bytes == 0) return;
+  detail::ensure_current_context();
+  check_driver(driver().cuMemcpyHtoD(ptr_ + offset, src, bytes), "copying host to device");
+}
+
+void DeviceBuffer::copy_to_host(void* dst, std::size_t bytes, std::size_t offset) const {
+  check_range(offset, bytes, bytes_, "copy to host");
+  if (bytes == 0) return;
+  detail::ensure_current_context();
+  check_driver(driver().cuMemcpyDtoH(dst, ptr_ + offset, bytes), "copying device to host");
+}
+
+void DeviceBuffer::fill_u32(std::uint32_t pattern) {
+  if (bytes_ % 4 != 0) throw InvalidArgument("fill_u32: buffer size is not a multiple of 4 bytes");
+  if (bytes_ == 0) return;
+  detail::ensure_current_context();
+  check_driver(driver().cuMemsetD32(ptr_, pattern, bytes_ / 4), "filling a device buffer");
+}
+
+// ---- Stream / Event ----------------------------------------------------------------------------
+
+Stream::Stream(int device) {
+  if (device >= 0) {
+    set_device(device);
+  } else {
+    detail::ensure_current_context();
+  }
+  check_driver(driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating a stream");
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) {
+    const CUresult r = driver().cuStreamDestroy(stream_);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) logger()->error("destroying a stream: {}", driver_error_string(r));
+  }
+}
+
+Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    Stream old(std::move(*this));
+    stream_ = std::exchange(other.stream_, nullptr);
+  }
+  return *this;
+}
+
+void Stream::synchronize() const { check_driver(driver().cuStreamSynchronize(stream_), "synchronizing a stream"); }
+
+Event::Event() {
+  detail::ensure_current_context();
+  check_driver(driver().cuEventCreate(&event_, CU_EVENT_DEFAULT), "creating an event");
+}
+
+Event::~Event() {
+  if (event_ != nullptr) {
+    const CUresult r = driver().cuEventDestroy(event_);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) logger()->error("destroying an event: {}", driver_error_string(r));
+  }
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    Event old(std::move(*this));
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void Event::record(CUstream stream) { check_driver(driver().cuEventRecord(event_, stream), "recording an event"); }
+
+void Event::synchronize() const { check_driver(driver().cuEventSynchronize(event_), "waiting for an event"); }
+
+float Event::elapsed_ms_since(const Event& start) const {
+  float ms = 0.0f;
+  check_driver(driver().cuEventElapsedTime(&ms, start.event_, event_), "reading elapsed time");
+  return ms;
+}
+
+}  // namespace cuinline

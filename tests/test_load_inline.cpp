@@ -1,0 +1,280 @@
+// load_inline and the two-tier KernelCache on a machine with or without a GPU (offline sm_90).
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cuinline/cuinline.hpp"
+#include "test_support.hpp"
+
+namespace cuinline {
+namespace {
+
+using test::TempDir;
+
+constexpr const char* kSaxpy = R"(
+extern "C" __global__ void saxpy(float* y, const float* x, float a, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = fmaf(a, x[i], y[i]);
+}
+template <typename T, int N>
+__global__ void scale(T* y, const T* x, T a) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * N;
+  #pragma unroll
+  for (int k = 0; k < N; ++k) y[i + k] = a * x[i + k];
+}
+)";
+
+CacheConfig config_in(const TempDir& dir) {
+  CacheConfig c;
+  c.directory = dir.path();
+  return c;
+}
+
+InlineOptions saxpy_options(KernelCache& cache) {
+  InlineOptions o;
+  o.name = "saxpy";
+  o.cuda_sources = {kSaxpy};
+  o.functions = {"saxpy"};
+  o.name_expressions = {"scale<float, 4>"};
+  o.arch = Arch::parse("sm_90");
+  o.cache = &cache;
+  return o;
+}
+
+std::size_t entry_count(KernelCache& cache) { return cache.disk() ? cache.disk()->list().size() : 0; }
+
+TEST(LoadInline, CompilesOfflineThenHitsMemory) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  Module first = load_inline(saxpy_options(cache));
+  EXPECT_EQ(first.tier(), CacheTier::compiled);
+  EXPECT_EQ(first.program().kind, BinaryKind::cubin);
+  EXPECT_EQ(first.program().arch, Arch::parse("sm_90"));
+  ASSERT_GE(first.program().binary.size(), 4u);
+  EXPECT_EQ(std::string(first.program().binary.data() + 1, 3), "ELF");
+  EXPECT_EQ(first.program().lowered_name("saxpy").value_or(""), "saxpy");
+  EXPECT_NE(first.program().lowered_name("scale<float, 4>").value_or("").find("scale"), std::string::npos);
+
+  CacheStats s = cache.stats();
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(s.disk_writes, 1u);
+  EXPECT_EQ(s.memory_hits, 0u);
+
+  CacheTier tier = CacheTier::compiled;
+  Module again = cache.get(make_inline_request(saxpy_options(cache)), Arch::parse("sm_90"), &tier);
+  EXPECT_EQ(tier, CacheTier::memory);
+  EXPECT_EQ(&again.program(), &first.program()) << "a memory hit shares the same module";
+  s = cache.stats();
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(s.memory_hits, 1u);
+  EXPECT_EQ(entry_count(cache), 1u);
+}
+
+TEST(LoadInline, SecondCacheOnSameDirectoryHitsDisk) {
+  TempDir dir;
+  {
+    KernelCache cache(config_in(dir));
+    load_inline(saxpy_options(cache));
+  }
+  KernelCache cache(config_in(dir));
+  Module m = load_inline(saxpy_options(cache));
+  EXPECT_EQ(m.tier(), CacheTier::disk);
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(cache.stats().disk_hits, 1u);
+  EXPECT_EQ(m.program().lowered_name("saxpy").value_or(""), "saxpy");
+}
+
+TEST(LoadInline, NewProcessGetsDiskHit) {
+  TempDir dir;
+  const auto first = test::run_process({test::tool_path("inline_worker"), dir.path().string()});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("tier=compiled compiles=1"), std::string::npos) << first.output;
+  const auto second = test::run_process({test::tool_path("inline_worker"), dir.path().string()});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("tier=disk compiles=0 disk_hits=1"), std::string::npos) << second.output;
+  // A different define is a different program: compiled, not served from the first entry.
+  const auto third = test::run_process({test::tool_path("inline_worker"), dir.path().string(), "1.0f"});
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_NE(third.output.find("tier=compiled compiles=1"), std::string::npos) << third.output;
+}
+
+TEST(LoadInline, SixteenThreadsOneCompile) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  constexpr int kThreads = 16;
+  std::vector<Module> modules(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      modules[t] = load_inline(saxpy_options(cache));
+    });
+  }
+  for (auto& th : threads) th.join();
+  const CacheStats s = cache.stats();
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(s.memory_hits, static_cast<std::uint64_t>(kThreads - 1));
+  for (const Module& m : modules) EXPECT_EQ(&m.program(), &modules[0].program());
+}
+
+TEST(LoadInline, DisabledDiskTierWritesNothing) {
+  TempDir dir;
+  CacheConfig c = config_in(dir);
+  c.disk_enabled = false;
+  KernelCache cache(c);
+  EXPECT_EQ(cache.disk(), nullptr);
+  load_inline(saxpy_options(cache));
+  EXPECT_EQ(cache.stats().compiles, 1u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// Every bad input: the right exception, a message naming the bad value, no compile and no entry.
+class BadInput : public ::testing::Test {
+ protected:
+  TempDir dir;
+  KernelCache cache{config_in(dir)};
+
+  template <class E>
+  void expect_rejected(const InlineOptions& o, const std::string& needle) {
+    try {
+      load_inline(o);
+      ADD_FAILURE() << "no exception; expected one mentioning '" << needle << "'";
+    } catch (const E& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+    EXPECT_EQ(entry_count(cache), 0u);
+    EXPECT_EQ(cache.stats().disk_writes, 0u);
+  }
+};
+
+TEST_F(BadInput, EmptySource) {
+  InlineOptions o = saxpy_options(cache);
+  o.cuda_sources = {"", "  \n\t"};
+  expect_rejected<InvalidArgument>(o, "empty");
+  o.cuda_sources = {};
+  expect_rejected<InvalidArgument>(o, "empty");
+}
+
+TEST_F(BadInput, UnreadableHeaderFile) {
+  InlineOptions o = saxpy_options(cache);
+  o.header_files = {dir.path() / "does_not_exist.cuh"};
+  expect_rejected<InvalidArgument>(o, "does_not_exist.cuh");
+}
+
+TEST_F(BadInput, BadDefineName) {
+  InlineOptions o = saxpy_options(cache);
+  o.defines["1BAD NAME"] = "1";
+  expect_rejected<InvalidArgument>(o, "1BAD NAME");
+}
+
+TEST_F(BadInput, UnknownFunctionName) {
+  InlineOptions o = saxpy_options(cache);
+  o.functions = {"no_such_kernel"};
+  expect_rejected<CompileError>(o, "no_such_kernel");
+}
+
+TEST_F(BadInput, OptionNvrtcRejects) {
+  InlineOptions o = saxpy_options(cache);
+  o.extra_options = {"--no-such-option-xyz"};
+  expect_rejected<Error>(o, "--no-such-option-xyz");
+}
+
+TEST_F(BadInput, SyntaxErrorKeepsLogAndNumberedSource) {
+  InlineOptions o = saxpy_options(cache);
+  o.cuda_sources = {"extern \"C\" __global__ void saxpy(float* y) {\n  y[0] = undefined_thing;\n}\n"};
+  try {
+    load_inline(o);
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("saxpy.cu(2)"), std::string::npos) << e.log();
+    EXPECT_NE(e.numbered_source().find("undefined_thing"), std::string::npos);
+    EXPECT_EQ(e.program_name(), "saxpy.cu");
+    EXPECT_FALSE(e.options().empty());
+  }
+  EXPECT_EQ(entry_count(cache), 0u);
+  EXPECT_EQ(cache.stats().compile_failures, 1u);
+}
+
+TEST_F(BadInput, MalformedArch) {
+  EXPECT_THROW(Arch::parse("sm90"), InvalidArgument);
+  EXPECT_THROW(Arch::parse("sm_1000"), InvalidArgument);
+  try {
+    Arch::parse("sm90");
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("sm90"), std::string::npos);
+  }
+}
+
+TEST(LoadInline, HeadersAndDefinesReachTheProgram) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  const auto header_path = dir.path() / "from_disk.cuh";
+  std::ofstream(header_path) << "#define FROM_DISK 3\n";
+  InlineOptions o;
+  o.name = "headers";
+  o.cuda_sources = {"#include \"given.cuh\"\n#include \"from_disk.cuh\"\n"
+                    "extern \"C\" __global__ void k(int* out) { out[0] = GIVEN + FROM_DISK + DEFINED; }\n"};
+  o.headers = {{"given.cuh", "#define GIVEN 1\n"}};
+  o.header_files = {header_path};
+  o.defines["DEFINED"] = "5";
+  o.functions = {"k"};
+  o.arch = Arch::parse("sm_90");
+  o.cache = &cache;
+  Module a = load_inline(o);
+  o.headers = {{"given.cuh", "#define GIVEN 2\n"}};
+  Module b = load_inline(o);
+  EXPECT_NE(a.key(), b.key()) << "a header's content is part of the key";
+  EXPECT_EQ(cache.stats().compiles, 2u);
+}
+
+TEST(LoadInline, VerboseLogsThroughReplaceableLogger) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto mine = std::make_shared<spdlog::logger>("host-app", sink);
+  mine->set_level(spdlog::level::info);
+  set_logger(mine);
+  InlineOptions o = saxpy_options(cache);
+  o.verbose = true;
+  load_inline(o);
+  load_inline(o);
+  set_logger(nullptr);
+  const std::string text = captured.str();
+  EXPECT_NE(text.find("load_inline 'saxpy': compiled for sm_90"), std::string::npos) << text;
+  EXPECT_NE(text.find("load_inline 'saxpy': memory hit"), std::string::npos) << text;
+  EXPECT_NE(logger().get(), mine.get());
+}
+
+TEST(Driver, WithoutDriverEverythingStartsAndGpuCallsThrowClearly) {
+  if (driver_available()) GTEST_SKIP() << "a CUDA driver is present";
+  EXPECT_EQ(device_count(), 0);
+  EXPECT_FALSE(driver_unavailable_reason().empty());
+  try {
+    current_device();
+    FAIL() << "expected DriverError";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA driver found (libcuda.so.1)"), std::string::npos) << e.what();
+  }
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  InlineOptions o = saxpy_options(cache);
+  o.arch.reset();  // the device's arch is needed now
+  EXPECT_THROW(load_inline(o), DriverError);
+  EXPECT_EQ(entry_count(cache), 0u);
+  // An offline module can be built, but not loaded.
+  o.arch = Arch::parse("sm_90");
+  Module m = load_inline(o);
+  EXPECT_THROW(m.kernel("saxpy"), DriverError);
+}
+
+}  // namespace
+}  // namespace cuinline

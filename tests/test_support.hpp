@@ -1,0 +1,77 @@
+#pragma once
+// Small helpers shared by the tests: temporary directories, fresh random data, child processes.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cuinline::test {
+
+// A fresh directory under the build tree's temp area, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "t") {
+    std::string pattern = (std::filesystem::temp_directory_path() / ("cuinline-" + tag + "-XXXXXX")).string();
+    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, ec);
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A seed that differs on every run (tests never run on the same data twice), printed on failure
+// through SCOPED_TRACE by the caller if wanted.
+inline std::uint64_t fresh_seed() { return std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32); }
+
+struct ProcessResult {
+  int exit_code = -1;  // -1: killed by a signal
+  int signal = 0;
+  std::string output;  // stdout and stderr
+};
+
+// Runs `argv` with extra environment `env` ("NAME=value"), capturing its output.
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) std::abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 1);
+    dup2(pipe_fds[1], 2);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  ProcessResult result;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) result.output.append(buf, static_cast<std::size_t>(n));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+inline std::string tool_path(const std::string& name) { return std::string(CUINLINE_TEST_TOOLS_DIR) + "/" + name; }
+
+}  // namespace cuinline::test
