@@ -39,8 +39,9 @@ struct CacheKeyHash {
   std::size_t operator()(const CacheKey& key) const noexcept;
 };
 
-/// The key of `request` compiled for `target`: SHA-256 over the source, every header's name and
-/// content, the canonical options plus default_options(), the name expressions, the target arch,
+/// The key of `request` compiled for `target`: SHA-256 over the program name, the source, every
+/// header's name and content, the canonical options plus default_options() (less the toolkit
+/// include path), the name expressions, the target arch,
 /// the NVRTC version, the cuinline version and kCacheFormatVersion — each length-prefixed, so no
 /// two different inputs hash the same bytes. Throws InvalidArgument for options that
 /// canonical_options rejects.

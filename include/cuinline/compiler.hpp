@@ -66,7 +66,9 @@ const std::vector<Arch>& nvrtc_supported_archs();
 std::vector<std::string> canonical_options(const std::vector<std::string>& options);
 
 /// The options cuinline adds to every compile (standard, include path of the toolkit's headers,
-/// ...), not counting the architecture. Part of the cache key.
+/// ...), not counting the architecture. Part of the cache key, except the toolkit include path
+/// (so a cache warmed on one machine serves another with the toolkit installed elsewhere). A -std
+/// option of the request replaces the default one.
 const std::vector<std::string>& default_options();
 
 /// Compiles `request` for `target`. Produces CUBIN when NVRTC supports `target`, else PTX for the

@@ -11,6 +11,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cuinline {

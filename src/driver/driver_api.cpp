@@ -1,6 +1,9 @@
 #include "driver/driver_api.hpp"
 
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
+
+#include <type_traits>
 
 #include <array>
 #include <memory>
@@ -12,6 +15,12 @@
 
 namespace cuinline::detail {
 namespace {
+
+#define CUINLINE_CHECK_DRIVER_ABI(name, version)                                  \
+  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##version>,        \
+                #name ": the version in CUINLINE_DRIVER_FUNCTIONS does not match cuda.h");
+CUINLINE_DRIVER_FUNCTIONS(CUINLINE_CHECK_DRIVER_ABI)
+#undef CUINLINE_CHECK_DRIVER_ABI
 
 struct LoadedDriver {
   DriverApi api;
@@ -49,15 +58,15 @@ LoadedDriver load_driver() {
     return d;
   }
   std::string missing;
-  auto resolve = [&](const char* name, void** slot) {
+  auto resolve = [&](const char* name, int version, void** slot) {
     CUdriverProcAddressQueryResult status{};
-    const CUresult r = get_proc(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+    const CUresult r = get_proc(name, slot, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
     if (r != CUDA_SUCCESS || *slot == nullptr) {
       *slot = nullptr;
       if (!optional_symbol(name)) missing += std::string(missing.empty() ? "" : ", ") + name;
     }
   };
-#define CUINLINE_RESOLVE_DRIVER_FN(name) resolve(#name, reinterpret_cast<void**>(&d.api.name));
+#define CUINLINE_RESOLVE_DRIVER_FN(name, version) resolve(#name, version, reinterpret_cast<void**>(&d.api.name));
   CUINLINE_DRIVER_FUNCTIONS(CUINLINE_RESOLVE_DRIVER_FN)
 #undef CUINLINE_RESOLVE_DRIVER_FN
   if (!missing.empty()) {

@@ -7,65 +7,67 @@
 
 namespace cuinline::detail {
 
-// X(name): `name` is the cuda.h spelling; cuda.h may #define it to a versioned symbol (cuMemAlloc →
-// cuMemAlloc_v2), which decltype follows, and cuGetProcAddress resolves the un-suffixed name for
-// CUDA_VERSION to that same version.
+// X(name, version): `name` is the cuda.h spelling (cuda.h may #define it to a versioned symbol such as
+// cuMemAlloc_v2, which decltype follows); `version` is the ABI version of that prototype, the NNNN of
+// cudaTypedefs.h's PFN_name_vNNNN. cuGetProcAddress is asked for exactly that version: asking for
+// CUDA_VERSION would return the newest ABI (cuCtxGetDevice → the two-argument cuCtxGetDevice_v2 of
+// CUDA 13), whose signature differs. driver_api.cpp static_asserts that each pair matches.
 #define CUINLINE_DRIVER_FUNCTIONS(X)                                                                   \
-  X(cuInit)                                                                                            \
-  X(cuDriverGetVersion)                                                                                \
-  X(cuGetErrorName)                                                                                    \
-  X(cuGetErrorString)                                                                                  \
-  X(cuDeviceGet)                                                                                       \
-  X(cuDeviceGetCount)                                                                                  \
-  X(cuDeviceGetName)                                                                                   \
-  X(cuDeviceGetAttribute)                                                                              \
-  X(cuDeviceTotalMem)                                                                                  \
-  X(cuDevicePrimaryCtxRetain)                                                                          \
-  X(cuCtxSetCurrent)                                                                                   \
-  X(cuCtxGetCurrent)                                                                                   \
-  X(cuCtxGetDevice)                                                                                    \
-  X(cuCtxPushCurrent)                                                                                  \
-  X(cuCtxPopCurrent)                                                                                   \
-  X(cuCtxSynchronize)                                                                                  \
-  X(cuLibraryLoadData)                                                                                 \
-  X(cuLibraryUnload)                                                                                   \
-  X(cuLibraryGetKernel)                                                                                \
-  X(cuLibraryGetKernelCount)                                                                           \
-  X(cuLibraryEnumerateKernels)                                                                         \
-  X(cuKernelGetFunction)                                                                               \
-  X(cuKernelGetName)                                                                                   \
-  X(cuKernelGetParamInfo)                                                                              \
-  X(cuKernelGetAttribute)                                                                              \
-  X(cuKernelSetAttribute)                                                                              \
-  X(cuLaunchKernel)                                                                                    \
-  X(cuOccupancyMaxPotentialBlockSize)                                                                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                       \
-  X(cuStreamGetCtx)                                                                                    \
-  X(cuStreamGetDevice)                                                                                 \
-  X(cuStreamCreate)                                                                                    \
-  X(cuStreamDestroy)                                                                                   \
-  X(cuStreamSynchronize)                                                                               \
-  X(cuStreamBeginCapture)                                                                              \
-  X(cuStreamEndCapture)                                                                                \
-  X(cuGraphInstantiateWithFlags)                                                                       \
-  X(cuGraphLaunch)                                                                                     \
-  X(cuGraphDestroy)                                                                                    \
-  X(cuGraphExecDestroy)                                                                                \
-  X(cuEventCreate)                                                                                     \
-  X(cuEventDestroy)                                                                                    \
-  X(cuEventRecord)                                                                                     \
-  X(cuEventSynchronize)                                                                                \
-  X(cuEventElapsedTime)                                                                                \
-  X(cuMemAlloc)                                                                                        \
-  X(cuMemFree)                                                                                         \
-  X(cuMemcpyHtoD)                                                                                      \
-  X(cuMemcpyDtoH)                                                                                      \
-  X(cuMemsetD32)                                                                                       \
-  X(cuMemcpyDtoDAsync)                                                                                 \
-  X(cuPointerGetAttribute)
+  X(cuInit, 2000)                                                                                            \
+  X(cuDriverGetVersion, 2020)                                                                                \
+  X(cuGetErrorName, 6000)                                                                                    \
+  X(cuGetErrorString, 6000)                                                                                  \
+  X(cuDeviceGet, 2000)                                                                                       \
+  X(cuDeviceGetCount, 2000)                                                                                  \
+  X(cuDeviceGetName, 2000)                                                                                   \
+  X(cuDeviceGetAttribute, 2000)                                                                              \
+  X(cuDeviceTotalMem, 3020)                                                                                  \
+  X(cuDevicePrimaryCtxRetain, 7000)                                                                          \
+  X(cuCtxSetCurrent, 4000)                                                                                   \
+  X(cuCtxGetCurrent, 4000)                                                                                   \
+  X(cuCtxGetDevice, 2000)                                                                                    \
+  X(cuCtxPushCurrent, 4000)                                                                                  \
+  X(cuCtxPopCurrent, 4000)                                                                                   \
+  X(cuCtxSynchronize, 2000)                                                                                  \
+  X(cuLibraryLoadData, 12000)                                                                                 \
+  X(cuLibraryUnload, 12000)                                                                                   \
+  X(cuLibraryGetKernel, 12000)                                                                                \
+  X(cuLibraryGetKernelCount, 12040)                                                                           \
+  X(cuLibraryEnumerateKernels, 12040)                                                                         \
+  X(cuKernelGetFunction, 12000)                                                                               \
+  X(cuKernelGetName, 12030)                                                                                   \
+  X(cuKernelGetParamInfo, 12040)                                                                              \
+  X(cuKernelGetAttribute, 12000)                                                                              \
+  X(cuKernelSetAttribute, 12000)                                                                              \
+  X(cuLaunchKernel, 4000)                                                                                    \
+  X(cuOccupancyMaxPotentialBlockSize, 6050)                                                                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)                                                       \
+  X(cuStreamGetCtx, 9020)                                                                                    \
+  X(cuStreamGetDevice, 12080)                                                                                 \
+  X(cuStreamCreate, 2000)                                                                                    \
+  X(cuStreamDestroy, 4000)                                                                                   \
+  X(cuStreamSynchronize, 2000)                                                                               \
+  X(cuStreamBeginCapture, 10010)                                                                              \
+  X(cuStreamEndCapture, 10000)                                                                                \
+  X(cuGraphInstantiateWithFlags, 11040)                                                                       \
+  X(cuGraphLaunch, 10000)                                                                                     \
+  X(cuGraphDestroy, 10000)                                                                                    \
+  X(cuGraphExecDestroy, 10000)                                                                                \
+  X(cuEventCreate, 2000)                                                                                     \
+  X(cuEventDestroy, 4000)                                                                                    \
+  X(cuEventRecord, 2000)                                                                                     \
+  X(cuEventSynchronize, 2000)                                                                                \
+  X(cuEventElapsedTime, 12080)                                                                                \
+  X(cuMemAlloc, 3020)                                                                                        \
+  X(cuMemFree, 3020)                                                                                         \
+  X(cuMemcpyHtoD, 3020)                                                                                      \
+  X(cuMemcpyDtoH, 3020)                                                                                      \
+  X(cuMemsetD32, 3020)                                                                                       \
+  X(cuMemcpyDtoDAsync, 3020)                                                                                 \
+  X(cuPointerGetAttribute, 4000)
 
 struct DriverApi {
-#define CUINLINE_DECLARE_DRIVER_FN(name) decltype(&::name) name = nullptr;
+#define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;
   CUINLINE_DRIVER_FUNCTIONS(CUINLINE_DECLARE_DRIVER_FN)
 #undef CUINLINE_DECLARE_DRIVER_FN
 };

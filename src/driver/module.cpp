@@ -108,12 +108,20 @@ Kernel Module::kernel(std::string_view name_or_expression) const {
   state->name = asked;
   state->lowered_name = lowered;
   if (api.cuKernelGetParamInfo != nullptr) {
+    // The query needs a current context. CUDA_ERROR_INVALID_VALUE marks the end of the list; any
+    // other error leaves the count unknown (-1) rather than wrongly zero.
+    detail::ensure_current_context();
     for (std::size_t i = 0;; ++i) {
       std::size_t offset = 0, size = 0;
-      if (api.cuKernelGetParamInfo(handle, i, &offset, &size) != CUDA_SUCCESS) break;
-      state->param_sizes.push_back(size);
+      const CUresult pr = api.cuKernelGetParamInfo(handle, i, &offset, &size);
+      if (pr == CUDA_SUCCESS) {
+        state->param_sizes.push_back(size);
+        continue;
+      }
+      if (pr == CUDA_ERROR_INVALID_VALUE) state->param_count = static_cast<int>(state->param_sizes.size());
+      break;
     }
-    state->param_count = static_cast<int>(state->param_sizes.size());
+    if (state->param_count < 0) state->param_sizes.clear();
   }
 
   std::lock_guard<std::mutex> lock(m.mutex);
