@@ -1,0 +1,103 @@
+// elementwise.cuh — the elementwise loops; Op is a functor S -> S (see ew_ops.cuh).
+//
+// ew_contiguous: a flat tensor of n elements. The host picks W (elements per access, up to 16
+// bytes) from the pointers' alignment, and `head` (< W) scalar elements so that in + head and
+// out + head are W-element aligned. Block b's threads move kUnroll vectors each: all loads first,
+// then all stores (enough bytes in flight per SM to saturate HBM); the exact grid covers the
+// vectors once. The last block also does the scalar head and tail (fewer than 2W elements), so
+// nothing is ever read or written outside [0, n).
+//
+// ew_strided: any strides, one element per thread (grid-stride), 64-bit indices.
+#ifndef CUINLINE_ELEMENTWISE_CUH
+#define CUINLINE_ELEMENTWISE_CUH
+
+#include "ew_ops.cuh"
+
+#define EW_BLOCK 256
+
+// How a vector is loaded and stored (bench/run_gpu_elementwise.sh tries cache-streaming hints,
+// __ldcs / __stcs, through a CUINLINE_TEMPLATE_DIR copy that redefines these two lines).
+#define EW_LOAD(p) (*(p))
+#define EW_STORE(p, v) (*(p) = (v))
+
+// Vectors per thread: 4 (64 bytes in flight per thread with 16-byte vectors). At most 32
+// registers with 32-bit indices (8 blocks of 256 threads per SM: full occupancy); with 64-bit
+// indices (tensors over 2^31 - 1 elements) at least 4 blocks (48 registers at most in practice,
+// 5 blocks). No variant spills (ptxas -v: docs/PERFORMANCE.md).
+template <class S, int W>
+struct ew_tile {
+  enum { kUnroll = 4 };
+};
+
+template <class Op, class S, int W, class I>
+__global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8)
+    ew_contiguous(const S* in, S* out, I n, I head) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  union V {
+    R raw;
+    S v[W];
+  };
+  enum { kUnroll = ew_tile<S, W>::kUnroll };
+  const Op op;
+  const I nv = (n - head) / W;
+  const R* vin = reinterpret_cast<const R*>(in + head);
+  R* vout = reinterpret_cast<R*>(out + head);
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
+  V buf[kUnroll];
+  if (first + (kUnroll - 1) * EW_BLOCK < nv) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) buf[u].raw = EW_LOAD(vin + first + u * EW_BLOCK);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int k = 0; k < W; ++k) buf[u].v[k] = op(buf[u].v[k]);
+      EW_STORE(vout + first + u * EW_BLOCK, buf[u].raw);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (first + u * EW_BLOCK < nv) buf[u].raw = EW_LOAD(vin + first + u * EW_BLOCK);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (first + u * EW_BLOCK < nv) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) buf[u].v[k] = op(buf[u].v[k]);
+        EW_STORE(vout + first + u * EW_BLOCK, buf[u].raw);
+      }
+    }
+  }
+  if (W > 1 && blockIdx.x == gridDim.x - 1) {
+    const I tail = head + nv * W;
+    const I t = threadIdx.x;
+    if (t < head + (n - tail)) {
+      const I i = t < head ? t : tail + (t - head);
+      out[i] = op(in[i]);
+    }
+  }
+}
+
+struct ew_strided_params {
+  int ndim;
+  long long shape[8];
+  long long in_strides[8];
+  long long out_strides[8];
+};
+
+template <class Op, class S>
+__global__ void __launch_bounds__(EW_BLOCK)
+    ew_strided(const S* in, S* out, long long n, ew_strided_params p) {
+  const Op op;
+  const long long step = static_cast<long long>(gridDim.x) * EW_BLOCK;
+  for (long long i = static_cast<long long>(blockIdx.x) * EW_BLOCK + threadIdx.x; i < n; i += step) {
+    long long rest = i, ii = 0, oi = 0;
+    for (int d = p.ndim - 1; d >= 0; --d) {
+      const long long c = rest % p.shape[d];
+      rest /= p.shape[d];
+      ii += c * p.in_strides[d];
+      oi += c * p.out_strides[d];
+    }
+    out[oi] = op(in[ii]);
+  }
+}
+
+#endif  // CUINLINE_ELEMENTWISE_CUH

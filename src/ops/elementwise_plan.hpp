@@ -1,0 +1,40 @@
+#pragma once
+// How an elementwise call runs: checks, dimension merging, vector width and grid. Pure host
+// logic (no driver calls), shared by ops::plan and the launch path.
+#include <cstdint>
+#include <cuinline/ops.hpp>
+
+namespace cuinline::ops::detail {
+
+inline constexpr std::uint32_t kBlock = 256;  // EW_BLOCK in elementwise.cuh
+
+/// Vectors per thread of ew_contiguous (ew_tile<S, W>::kUnroll in elementwise.cuh).
+inline constexpr std::uint32_t kUnroll = 4;
+
+/// Kernel parameter of ew_strided (ew_strided_params in elementwise.cuh): same layout.
+struct StridedParams {
+  int ndim = 0;
+  std::int64_t shape[8] = {};
+  std::int64_t in_strides[8] = {};
+  std::int64_t out_strides[8] = {};
+};
+static_assert(sizeof(StridedParams) == 200, "must match ew_strided_params");
+
+/// A plan without the op (the launch path does not copy the op).
+struct PlanCore {
+  DType dtype = DType::f32;
+  int vector_width = 1;
+  IndexWidth index = IndexWidth::i32;
+  Layout layout = Layout::contiguous;
+  std::int64_t numel = 0;
+  std::int64_t head = 0;
+  std::uint32_t grid = 0;
+  const void* in = nullptr;
+  void* out = nullptr;
+  StridedParams strided;
+};
+
+/// Validates (InvalidArgument before anything runs) and plans a call of `op`.
+PlanCore plan_core(const Op& op, const TensorView& in, const TensorView& out);
+
+}  // namespace cuinline::ops::detail

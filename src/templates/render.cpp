@@ -1,0 +1,113 @@
+#include "templates/render.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <cuinline/error.hpp>
+
+namespace cuinline::detail {
+
+const char* storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float";
+    case DType::f16:
+      return "ew_half";
+    case DType::bf16:
+      return "ew_bf16";
+    case DType::f64:
+      return "double";
+  }
+  throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
+namespace {
+
+std::string hex_literal(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", value);  // exact: every bit of the double is printed
+  return buf;
+}
+
+// PyTorch: the reciprocal of the divisor in opmath, computed on the host.
+double reciprocal_in_opmath(double divisor, DType dtype) {
+  if (dtype == DType::f64) return 1.0 / divisor;
+  return static_cast<double>(1.0f / static_cast<float>(divisor));
+}
+
+}  // namespace
+
+std::string opmath_literal(double value, DType dtype) {
+  if (dtype == DType::f64) {
+    if (std::isfinite(value)) return hex_literal(value);
+    std::uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxll)",
+                  static_cast<unsigned long long>(bits));
+    return buf;
+  }
+  storage_type(dtype);  // rejects unknown dtypes
+  const float f = static_cast<float>(value);
+  if (std::isfinite(f)) return hex_literal(static_cast<double>(f)) + "f";
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", static_cast<unsigned>(bits));
+  return buf;
+}
+
+std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view name) {
+  op.validate();
+  const std::string s = storage_type(dtype);
+  std::string out = "struct " + std::string(name) + " {\n";
+  if (!op.expression.empty()) {
+    out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x_storage) const {\n";
+    out += "    typedef ew_traits<" + s + "> T;\n";
+    out += "    const T::op x = T::to_op(x_storage);\n";
+    for (const auto& c : op.constants) {
+      out += "    const T::op " + c.name + " = " + opmath_literal(c.value, dtype) + ";\n";
+    }
+    out += "    return T::from_op(static_cast<T::op>(" + op.expression + "));\n";
+    out += "  }\n};\n";
+    return out;
+  }
+  out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x) const {\n";
+  auto lit = [&](double v) { return opmath_literal(v, dtype); };
+  for (const ops::Step& step : op.steps) {
+    switch (step.kind) {
+      case ops::StepKind::add:
+        out += "    x = ew_add(x, " + lit(step.a) + ");\n";
+        break;
+      case ops::StepKind::sub:
+        out += "    x = ew_sub(x, " + lit(step.a) + ");\n";
+        break;
+      case ops::StepKind::mul:
+        out += "    x = ew_mul(x, " + lit(step.a) + ");\n";
+        break;
+      case ops::StepKind::div:
+        out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
+               "\n";
+        break;
+      case ops::StepKind::relu:
+        out += "    x = ew_relu(x);\n";
+        break;
+      case ops::StepKind::leaky_relu:
+        out += "    x = ew_leaky_relu(x, " + lit(step.a) + ");\n";
+        break;
+      case ops::StepKind::clamp:
+        out += "    x = ew_clamp(x, " + lit(step.a) + ", " + lit(step.b) + ");\n";
+        break;
+      case ops::StepKind::div_leaky_relu:
+        out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
+               "\n";
+        out += "    x = ew_leaky_relu(x, " + lit(step.b) + ");\n";
+        break;
+    }
+  }
+  out += "    return x;\n  }\n};\n";
+  return out;
+}
+
+}  // namespace cuinline::detail

@@ -1,0 +1,27 @@
+#pragma once
+// Specialization of the elementwise templates: scalar constants → exact source literals, ops →
+// functors, variants → CompileRequests.
+#include <cuinline/ops.hpp>
+#include <cuinline/tensor.hpp>
+#include <string>
+#include <string_view>
+
+namespace cuinline::detail {
+
+/// The C++ type a dtype is stored as in the templates: "float", "ew_half", "ew_bf16", "double".
+const char* storage_type(DType dtype);
+
+/// A literal of the opmath type of `dtype` (float for f32/f16/bf16, double for f64) holding
+/// `value` converted to that type (round to nearest, as PyTorch's Scalar::to<opmath_t>() does).
+/// Finite values are hex float literals ("0x1.47ae14p-7f", "-0x0p+0f"), so the constant in the
+/// source round-trips bit-exactly; ±Inf and NaN are written by their bits
+/// ("__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff8000000000000ll)").
+std::string opmath_literal(double value, DType dtype);
+
+/// The functor `struct <name> { __device__ __forceinline__ S operator()(S x) const { ... } };` of an
+/// op on storage type S = storage_type(dtype). Needs "ew_ops.cuh" included before it. With
+/// DType::f32 it is an epilogue for kernels on float values (e.g. conv2d): see ew_ops.cuh.
+/// Throws InvalidArgument for an invalid op.
+std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view name);
+
+}  // namespace cuinline::detail
