@@ -2,8 +2,8 @@
 //
 // ew_contiguous: a flat tensor of n elements. The host picks W (elements per access, up to 16
 // bytes) from the pointers' alignment, and `head` (< W) scalar elements so that in + head and
-// out + head are W-element aligned. Block b's threads move kUnroll vectors each: all loads first,
-// then all stores (enough bytes in flight per SM to saturate HBM); the exact grid covers the
+// out + head are W-element aligned. Block b's threads move kUnroll vectors each (16 bytes per
+// thread): all loads first, then all stores; the exact grid covers the
 // vectors once. The last block also does the scalar head and tail (fewer than 2W elements), so
 // nothing is ever read or written outside [0, n).
 //
@@ -20,13 +20,14 @@
 #define EW_LOAD(p) (*(p))
 #define EW_STORE(p, v) (*(p) = (v))
 
-// Vectors per thread: 4 (64 bytes in flight per thread with 16-byte vectors). At most 32
-// registers with 32-bit indices (8 blocks of 256 threads per SM: full occupancy); with 64-bit
-// indices (tensors over 2^31 - 1 elements) at least 4 blocks (48 registers at most in practice,
-// 5 blocks). No variant spills (ptxas -v: docs/PERFORMANCE.md).
+// Vectors per thread: enough for 16 bytes per thread and no more (unroll_for in
+// src/ops/elementwise_plan.hpp, which sizes the grid, must agree). Measured on an H200
+// (bench/ew_tune.cu): one 16-byte vector per thread in an exact grid reaches a device-to-device
+// copy's bandwidth; more work per thread (4 vectors: 95.8 %) or a grid-stride loop (89-93 %) does
+// not. At most 32 registers with 32-bit indices (8 blocks of 256 threads per SM: full occupancy).
 template <class S, int W>
 struct ew_tile {
-  enum { kUnroll = 4 };
+  enum { kBytes = sizeof(S) * W, kUnroll = kBytes >= 16 ? 1 : 16 / kBytes };
 };
 
 template <class Op, class S, int W, class I>

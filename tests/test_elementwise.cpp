@@ -108,7 +108,9 @@ TEST(Plan, PicksTheWidestAlignedVector) {
     EXPECT_EQ(p.block, 256u);
     // The grid covers every vector exactly once; head and tail are fewer than 2 vectors.
     const std::int64_t vectors = (c.n - p.head) / p.variant.vector_width;
-    const std::int64_t per_block = 256 * 4;  // 4 vectors per thread
+    // 16 bytes per thread: one 16-byte vector, or several narrower ones.
+    const std::int64_t vector_bytes = static_cast<std::int64_t>(cuinline::dtype_size(c.dtype)) * p.variant.vector_width;
+    const std::int64_t per_block = 256 * std::max<std::int64_t>(1, 16 / vector_bytes);
     EXPECT_EQ(p.grid, std::max<std::int64_t>(1, (vectors + per_block - 1) / per_block));
     EXPECT_LT(c.n - vectors * p.variant.vector_width, 2 * p.variant.vector_width);
     // In + head and out + head are aligned to the vector.
@@ -124,7 +126,7 @@ TEST(Plan, LargeTensorsUse64BitIndices) {
                       TensorView::contiguous(fake(kIn), DType::f32, {n}));  // in place
   EXPECT_EQ(p.variant.index, IndexWidth::i64);
   EXPECT_EQ(p.variant.vector_width, 4);
-  EXPECT_EQ(p.grid, static_cast<std::uint32_t>((n / 4 + 1023) / 1024));
+  EXPECT_EQ(p.grid, static_cast<std::uint32_t>((n / 4 + 255) / 256));  // one float4 per thread
   const std::int64_t limit = (std::int64_t{1} << 31) - 1;
   EXPECT_EQ(plan(Op::relu(), TensorView::contiguous(fake(kIn), DType::f32, {limit}),
                  TensorView::contiguous(fake(kOut), DType::f32, {limit}))

@@ -9,6 +9,17 @@
 #include "driver/module_state.hpp"
 
 namespace cuinline {
+namespace {
+
+// The key covers the target arch, so an entry built for another arch under this key was forged or
+// damaged in a way the checksum cannot see (it was re-sealed). A CUBIN must be for the target
+// exactly; PTX (the fallback for targets newer than NVRTC) for an arch no newer than the target.
+bool fits_target(const CompiledProgram& p, const Arch& target) {
+  if (p.kind == BinaryKind::cubin) return p.arch == target;
+  return p.kind == BinaryKind::ptx && p.arch.number() <= target.number();
+}
+
+}  // namespace
 
 struct KernelCache::Impl {
   explicit Impl(CacheConfig c) : config(std::move(c)) {
@@ -26,17 +37,27 @@ struct KernelCache::Impl {
   std::atomic<std::uint64_t> compile_failures{0};
 
   // Disk, then (under the cross-process key lock) disk again, then NVRTC.
+  std::optional<CompiledProgram> load_fitting(const CacheKey& key, const Arch& target) {
+    std::optional<CompiledProgram> hit = disk->load(key);
+    if (hit && !fits_target(*hit, target)) {
+      logger()->warn("disk cache: entry {} holds {} code for {}, but its key is for {}; ignoring it and recompiling",
+                     key.hex(), hit->kind == BinaryKind::ptx ? "PTX" : "CUBIN", hit->arch.name(), target.name());
+      hit.reset();
+    }
+    return hit;
+  }
+
   std::shared_ptr<detail::ModuleState> produce(const CacheKey& key, const CompileRequest& request, const Arch& target,
                                                CacheTier& tier) {
     if (disk && disk->usable()) {
-      if (auto hit = disk->load(key)) {
+      if (auto hit = load_fitting(key, target)) {
         tier = CacheTier::disk;
         return std::make_shared<detail::ModuleState>(std::move(*hit), key, tier);
       }
       // Another process may be compiling this key: wait for it, then look again.
       DiskCache::KeyLock lock = disk->lock(key);
       if (lock.held()) {
-        if (auto hit = disk->load(key)) {
+        if (auto hit = load_fitting(key, target)) {
           tier = CacheTier::disk;
           return std::make_shared<detail::ModuleState>(std::move(*hit), key, tier);
         }

@@ -1,0 +1,33 @@
+#pragma once
+// The on-disk entry format (see docs/cache-format.md). Pure functions on bytes: no I/O here, so the
+// parser can be fuzzed on its own.
+
+#include <cstddef>
+#include <cstdint>
+#include <cuinline/cache.hpp>
+#include <string>
+#include <string_view>
+
+namespace cuinline::detail {
+
+/// First eight bytes of every entry file.
+inline constexpr char kEntryMagic[8] = {'C', 'U', 'I', 'N', 'L', 'N', 'E', '\x1a'};
+/// magic, format version, key, NVRTC major/minor, arch major/minor/suffix, kind, reserved, body size.
+inline constexpr std::size_t kEntryHeaderSize = 8 + 4 + 32 + 4 + 4 + 4 + 4 + 1 + 1 + 2 + 8;
+inline constexpr std::size_t kEntryChecksumSize = 32;
+/// No entry file is ever larger than this; a larger file is rejected before it is read.
+inline constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
+
+/// The complete entry file for `program` under `key`, written as if by NVRTC `nvrtc`.
+std::string encode_entry(const CacheKey& key, NvrtcVersion nvrtc, const CompiledProgram& program);
+
+/// check_entry_bytes with the NVRTC version to compare against given explicitly. `info` is filled
+/// (all but path and last_use) whenever the file is intact, even when the result is wrong_key or
+/// foreign; `out` only on ok.
+EntryCheck decode_entry(std::string_view bytes, const CacheKey* expected, NvrtcVersion current,
+                        CompiledProgram* out, DiskEntryInfo* info);
+
+/// SHA-256 of `bytes` (OpenSSL libcrypto).
+std::array<unsigned char, 32> sha256(std::string_view bytes);
+
+}  // namespace cuinline::detail

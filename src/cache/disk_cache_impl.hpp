@@ -1,0 +1,92 @@
+#pragma once
+// DiskCache's state, shared by disk_cache.cpp (load/store/lock) and disk_cache_maintenance.cpp
+// (scan, eviction, list/verify/prune/clear).
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/disk_cache_io.hpp"
+#include "cuinline/cache.hpp"
+
+namespace cuinline {
+
+namespace detail {
+
+/// The one lock file in the cache directory: byte 0 is the directory-wide (eviction) lock, byte
+/// 1 + (first 7 key bytes) is the lock of that key.
+inline constexpr const char* kLockFileName = "lock";
+/// Temp files start with this; they never look like an entry name (64 hex digits).
+inline constexpr std::string_view kTempPrefix = ".tmp-";
+/// A temp file this old belongs to a writer that died; it is removed.
+inline constexpr std::chrono::minutes kStaleTempAge{10};
+
+bool is_entry_name(std::string_view name) noexcept;
+bool is_temp_name(std::string_view name) noexcept;
+
+/// One file of the cache directory as a scan saw it.
+struct ScannedFile {
+  std::string name;
+  bool entry = false;  ///< else a temp file
+  std::uint64_t size = 0;
+  struct timespec mtime {};
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+}  // namespace detail
+
+struct DiskCache::Impl {
+  CacheConfig config;
+  std::filesystem::path directory;
+  detail::UniqueFd dir_fd;  // every file operation is relative to this (openat, renameat, ...)
+  std::atomic<bool> usable{false};
+  std::string unusable_reason;  // set once in the constructor
+
+  std::atomic<bool> write_failure_warned{false};
+  std::atomic<bool> lock_failure_warned{false};
+
+  std::mutex size_mutex;
+  bool size_known = false;             // set by the first scan, which the first store runs
+  std::uint64_t estimated_bytes = 0;   // this process's running estimate of the directory total
+  std::uint64_t bytes_since_scan = 0;  // written by this process since the last scan
+
+  std::atomic<std::uint64_t> disk_hits{0};
+  std::atomic<std::uint64_t> disk_writes{0};
+  std::atomic<std::uint64_t> disk_write_failures{0};
+  std::atomic<std::uint64_t> evictions{0};
+  std::atomic<std::uint64_t> rejected_entries{0};
+
+  void open_directory();
+  void require_usable(const char* operation) const;
+
+  /// An OFD write lock on [offset, offset + 1) of the lock file, on a description of its own.
+  /// With wait = false, an empty fd when someone else holds it.
+  detail::UniqueFd lock_byte(off_t offset, bool wait);
+
+  /// Entries and temp files (nothing else) of the directory. Throws CacheError if unreadable.
+  std::vector<detail::ScannedFile> scan() const;
+  /// Removes temp files older than kStaleTempAge (all of them with `all`). Returns the count.
+  std::uint64_t remove_temp_files(const std::vector<detail::ScannedFile>& files, bool all);
+  /// Removes least-recently-used entries of `files` until their total is at most `target`.
+  /// Returns the number removed; `total` is updated to what remains.
+  std::uint64_t evict_down_to(std::vector<detail::ScannedFile>& files, std::uint64_t target,
+                              std::uint64_t& total);
+  /// After a store: if the estimate says the directory is over the cap, rescan and evict under
+  /// the directory lock.
+  void evict_if_needed(std::uint64_t added_bytes);
+  /// Unlinks `name` only if it is still the file (dev, ino) that was read.
+  bool remove_if_same(const std::string& name, dev_t dev, ino_t ino);
+  /// A bad entry: count, log, remove.
+  void reject(const std::string& name, EntryCheck check, const struct stat* st);
+  void note_write_failure(const char* what, int err);
+};
+
+}  // namespace cuinline

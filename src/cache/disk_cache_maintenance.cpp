@@ -1,0 +1,259 @@
+// The disk tier's bookkeeping: directory scans, LRU eviction, stale temp files, and the
+// management calls behind `cuinline cache` (list, total_bytes, verify, prune, clear).
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <tuple>
+
+#include "cache/disk_cache_entry.hpp"
+#include "cache/disk_cache_impl.hpp"
+#include "cuinline/error.hpp"
+#include "cuinline/log.hpp"
+
+namespace cuinline {
+namespace detail {
+
+bool is_entry_name(std::string_view name) noexcept {
+  if (name.size() != 64) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool is_temp_name(std::string_view name) noexcept {
+  return name.substr(0, kTempPrefix.size()) == kTempPrefix;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ScannedFile;
+using detail::UniqueFd;
+
+bool older_than(const struct timespec& t, std::chrono::seconds age) {
+  return static_cast<std::int64_t>(std::time(nullptr)) - static_cast<std::int64_t>(t.tv_sec) > age.count();
+}
+
+bool same_time(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+std::filesystem::file_time_type to_file_time(const struct timespec& t) {
+  // file_time_type's clock is not system_clock in C++17; convert through the two clocks' now().
+  using namespace std::chrono;
+  const auto since_epoch = seconds(t.tv_sec) + nanoseconds(t.tv_nsec);
+  const auto system_now = system_clock::now();
+  const auto file_now = std::filesystem::file_time_type::clock::now();
+  const auto age =
+      duration_cast<std::filesystem::file_time_type::duration>(system_now.time_since_epoch() - since_epoch);
+  return file_now - age;
+}
+
+// Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes).
+EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EntryCheck::io_error;
+  if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) return EntryCheck::foreign;
+  if (detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes) != 0)
+    return EntryCheck::io_error;
+  return EntryCheck::ok;
+}
+
+}  // namespace
+
+std::vector<ScannedFile> DiskCache::Impl::scan() const {
+  UniqueFd fd(::openat(dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* stream = fd ? ::fdopendir(fd.get()) : nullptr;
+  if (stream == nullptr) {
+    throw CacheError("reading the cache directory '" + directory.string() +
+                     "': " + detail::errno_text(errno));
+  }
+  fd.release();  // owned by the DIR stream now
+  std::unique_ptr<DIR, int (*)(DIR*)> owner(stream, &::closedir);
+  std::vector<ScannedFile> files;
+  while (const dirent* item = ::readdir(stream)) {
+    const std::string_view name(item->d_name);
+    const bool entry = detail::is_entry_name(name);
+    if (!entry && !detail::is_temp_name(name)) continue;
+    struct stat st {};
+    if (::fstatat(dir_fd.get(), item->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) continue;
+    ScannedFile file;
+    file.name = std::string(name);
+    file.entry = entry;
+    file.size = static_cast<std::uint64_t>(st.st_size);
+    file.mtime = st.st_mtim;
+    file.dev = st.st_dev;
+    file.ino = st.st_ino;
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+std::uint64_t DiskCache::Impl::remove_temp_files(const std::vector<ScannedFile>& files, bool all) {
+  std::uint64_t removed = 0;
+  for (const auto& file : files) {
+    if (file.entry || !(all || older_than(file.mtime, detail::kStaleTempAge))) continue;
+    if (remove_if_same(file.name, file.dev, file.ino)) {
+      ++removed;
+      logger()->debug("disk cache: removed temp file '{}'", file.name);
+    }
+  }
+  return removed;
+}
+
+std::uint64_t DiskCache::Impl::evict_down_to(std::vector<ScannedFile>& files, std::uint64_t target,
+                                             std::uint64_t& total) {
+  std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    return std::tie(a.mtime.tv_sec, a.mtime.tv_nsec, a.name) <
+           std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
+  });
+  std::uint64_t removed = 0;
+  for (const auto& file : files) {
+    if (total <= target) break;
+    if (!file.entry) continue;
+    // Skip an entry used (mtime refreshed) or replaced since the scan.
+    struct stat now {};
+    if (::fstatat(dir_fd.get(), file.name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
+      total -= std::min(total, file.size);  // someone else removed it
+      continue;
+    }
+    if (now.st_ino != file.ino || now.st_dev != file.dev || !same_time(now.st_mtim, file.mtime)) continue;
+    if (::unlinkat(dir_fd.get(), file.name.c_str(), 0) == 0) {
+      total -= std::min(total, file.size);
+      ++removed;
+      logger()->debug("disk cache: evicted '{}' ({} bytes)", file.name, file.size);
+    }
+  }
+  evictions += removed;
+  return removed;
+}
+
+void DiskCache::Impl::evict_if_needed(std::uint64_t added_bytes) {
+  {
+    // The estimate only sees this process's stores; rescanning after every max_bytes/16 written also
+    // picks up what other processes wrote, bounding how far they can push the directory past the cap.
+    std::lock_guard<std::mutex> guard(size_mutex);
+    estimated_bytes += added_bytes;
+    bytes_since_scan += added_bytes;
+    if (size_known && estimated_bytes <= config.max_bytes && bytes_since_scan <= config.max_bytes / 16) return;
+  }
+  // Only one process evicts at a time; if another one is at it, it brings the total down.
+  UniqueFd directory_lock = lock_byte(0, /*wait=*/false);
+  if (!directory_lock) return;
+  try {
+    auto files = scan();
+    remove_temp_files(files, /*all=*/false);
+    std::uint64_t total = 0;
+    for (const auto& file : files) total += file.entry ? file.size : 0;
+    if (total > config.max_bytes) {
+      // Down to a low-water mark, so the next few stores do not each trigger a rescan.
+      const std::uint64_t low_water = config.max_bytes - config.max_bytes / 10;
+      const std::uint64_t removed = evict_down_to(files, low_water, total);
+      logger()->debug("disk cache: evicted {} entries, {} bytes remain", removed, total);
+    }
+    std::lock_guard<std::mutex> guard(size_mutex);
+    estimated_bytes = total;
+    bytes_since_scan = 0;
+    size_known = true;
+  } catch (const std::exception& e) {
+    logger()->warn("disk cache: eviction failed: {}", e.what());
+  }
+}
+
+std::vector<DiskEntryInfo> DiskCache::list() const {
+  impl_->require_usable("listing");
+  std::vector<DiskEntryInfo> entries;
+  for (const auto& file : impl_->scan()) {
+    if (!file.entry) continue;
+    std::string bytes;
+    struct stat st {};
+    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st) != EntryCheck::ok) continue;
+    DiskEntryInfo info;
+    // info is filled for every intact entry, including those of another NVRTC (shown, not used).
+    detail::decode_entry(bytes, nullptr, nvrtc_version(), nullptr, &info);
+    if (info.size_bytes == 0) continue;
+    info.path = impl_->directory / file.name;
+    info.size_bytes = static_cast<std::uint64_t>(st.st_size);
+    info.last_use = to_file_time(st.st_mtim);
+    entries.push_back(std::move(info));
+  }
+  return entries;
+}
+
+std::uint64_t DiskCache::total_bytes() const {
+  impl_->require_usable("measuring");
+  std::uint64_t total = 0;
+  for (const auto& file : impl_->scan()) total += file.entry ? file.size : 0;
+  return total;
+}
+
+VerifyReport DiskCache::verify(bool fix) {
+  impl_->require_usable("verifying");
+  VerifyReport report;
+  const auto files = impl_->scan();
+  for (const auto& file : files) {
+    if (!file.entry) continue;
+    ++report.checked;
+    std::string bytes;
+    struct stat st {};
+    EntryCheck check = read_entry(impl_->dir_fd.get(), file.name, bytes, st);
+    if (check == EntryCheck::ok) {
+      const auto key = CacheKey::from_hex(file.name);
+      check = key ? check_entry_bytes(bytes, &*key, nullptr) : EntryCheck::wrong_key;
+    }
+    if (check == EntryCheck::ok) continue;
+    report.bad.emplace_back(impl_->directory / file.name, check);
+    if (!fix) continue;
+    // Remove the regular file that was read (the same inode only), or a symlink under an entry name;
+    // anything else (a directory, a FIFO) is reported and left alone.
+    struct stat now {};
+    if (!S_ISREG(st.st_mode) &&
+        (::fstatat(impl_->dir_fd.get(), file.name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+         !S_ISLNK(now.st_mode))) {
+      continue;
+    }
+    const struct stat& target = S_ISREG(st.st_mode) ? st : now;
+    if (impl_->remove_if_same(file.name, target.st_dev, target.st_ino)) {
+      ++report.removed;
+      logger()->info("disk cache: removed bad entry '{}' ({})", file.name, to_string(check));
+    }
+  }
+  if (fix) report.stale_temp_files_removed = impl_->remove_temp_files(files, /*all=*/false);
+  return report;
+}
+
+std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
+  impl_->require_usable("pruning");
+  UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
+  auto files = impl_->scan();
+  impl_->remove_temp_files(files, /*all=*/false);
+  std::uint64_t total = 0;
+  for (const auto& file : files) total += file.entry ? file.size : 0;
+  const std::uint64_t removed = impl_->evict_down_to(files, max_bytes, total);
+  std::lock_guard<std::mutex> guard(impl_->size_mutex);
+  impl_->estimated_bytes = total;
+  return removed;
+}
+
+std::uint64_t DiskCache::clear() {
+  impl_->require_usable("clearing");
+  UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
+  const auto files = impl_->scan();
+  std::uint64_t removed = 0;
+  for (const auto& file : files) {
+    if (file.entry && ::unlinkat(impl_->dir_fd.get(), file.name.c_str(), 0) == 0) ++removed;
+  }
+  impl_->remove_temp_files(files, /*all=*/true);
+  std::lock_guard<std::mutex> guard(impl_->size_mutex);
+  impl_->estimated_bytes = 0;
+  return removed;
+}
+
+}  // namespace cuinline

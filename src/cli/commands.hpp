@@ -1,0 +1,73 @@
+#pragma once
+// The subcommands of `cuinline`. Each returns the process exit status; InvalidArgument escaping
+// from one is a usage error (exit 2), any other cuinline::Error a failure (exit 1) — see main.cpp.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cuinline::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct WarmOptions {
+  std::string spec_file;
+  std::vector<std::string> archs;  ///< empty: the archs of the present GPUs
+  int jobs = 0;                    ///< 0: the number of cores
+  std::string cache_dir;           ///< empty: the environment's (CUINLINE_CACHE_DIR, ...)
+  bool dry_run = false;
+  bool progress = true;  ///< false: one line per variant even on a terminal
+};
+int run_warm(const WarmOptions& options);
+
+struct CacheOptions {
+  std::string cache_dir;
+  bool json = false;      ///< list/stats: machine-readable output
+  bool fix = false;       ///< verify: remove bad entries
+  std::string max_bytes;  ///< prune: "500M", "1GiB", "123456"
+  bool yes = false;       ///< clear: do not ask
+};
+int run_cache_list(const CacheOptions& options);
+int run_cache_stats(const CacheOptions& options);
+int run_cache_verify(const CacheOptions& options);
+int run_cache_prune(const CacheOptions& options);
+int run_cache_clear(const CacheOptions& options);
+
+struct CompileOptions {
+  std::string file;
+  std::vector<std::string> kernels;  ///< name expressions or plain names
+  std::string arch;                  ///< empty: the GPU's
+  std::vector<std::string> defines;  ///< "NAME" or "NAME=VALUE"
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> options;  ///< extra NVRTC options (-Xnvrtc)
+  std::string output;                ///< empty: <file stem>.cubin / .ptx
+  bool ptx = false;
+};
+int run_compile(const CompileOptions& options);
+
+struct InfoOptions {
+  std::string cache_dir;
+};
+int run_info(const InfoOptions& options);
+
+struct RunOptions {
+  std::string op;
+  std::string dtype = "f32";
+  std::vector<std::int64_t> shape;  ///< empty: the op's standard size
+  double slope = 0.01;
+  double divisor = 2.0;
+  int repeat = 20;
+  int device = 0;
+};
+int run_op(const RunOptions& options);
+
+struct BenchOptions {
+  int repeat = 20;
+  int device = 0;
+  bool quick = false;  ///< smaller sizes
+};
+int run_bench(const BenchOptions& options);
+
+}  // namespace cuinline::cli

@@ -1,0 +1,115 @@
+#pragma once
+// Host-side helpers for `cuinline run` / `bench`: f16/bf16 conversions (round to nearest even),
+// a CPU reference of the elementwise steps (computed in opmath, rounded after each step as the
+// eager PyTorch ops do), and a parallel loop.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuinline/ops.hpp>
+#include <thread>
+#include <vector>
+
+namespace cuinline::cli {
+
+inline std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u = float_bits(f);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+inline float bf16_to_float(std::uint16_t h) {
+  return bits_float(static_cast<std::uint32_t>(h) << 16);
+}
+
+inline float half_to_float(std::uint16_t h) {
+  std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1F;
+  std::uint32_t mant = h & 0x3FF;
+  if (exp == 0x1F) return bits_float(sign | 0x7F800000 | (mant << 13));
+  if (exp == 0) {
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+inline std::uint16_t float_to_half(float f) {
+  std::uint32_t u = float_bits(f);
+  std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000);
+  std::uint32_t abs = u & 0x7FFFFFFF;
+  if (abs > 0x7F800000) return static_cast<std::uint16_t>(sign | 0x7E00);   // NaN
+  if (abs >= 0x477FF000) return static_cast<std::uint16_t>(sign | 0x7C00);  // rounds to inf
+  if (abs < 0x38800000) {  // subnormal or zero in half: round |f| * 2^24 to an integer (RNE)
+    float scaled = bits_float(abs) * 16777216.0f;
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(scaled)));
+  }
+  std::uint32_t mant = abs & 0x7FFFFF;
+  std::uint32_t exp = (abs >> 23) - 112;
+  std::uint32_t h = (exp << 10) | (mant >> 13);
+  std::uint32_t rest = mant & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+/// Calls fn(begin, end) on chunks of [0, n) from all cores.
+template <class Fn>
+void parallel_for(std::size_t n, Fn fn) {
+  std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<std::size_t>(threads, std::max<std::size_t>(1, n / 65536));
+  std::vector<std::thread> pool;
+  std::size_t chunk = (n + threads - 1) / threads;
+  for (std::size_t t = 0; t < threads; ++t) {
+    std::size_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin >= end) break;
+    pool.emplace_back([=] { fn(begin, end); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+/// One step in opmath T; `round` rounds a value to the tensor's dtype (between two-op steps).
+template <class T, class Round>
+T reference_step(const ops::Step& step, T x, Round round) {
+  switch (step.kind) {
+    case ops::StepKind::add:
+      return x + static_cast<T>(step.a);
+    case ops::StepKind::sub:
+      return x - static_cast<T>(step.a);
+    case ops::StepKind::mul:
+      return x * static_cast<T>(step.a);
+    case ops::StepKind::div:
+      return x * (T(1) / static_cast<T>(step.a));
+    case ops::StepKind::relu:
+      return std::isnan(x) ? x : (x > T(0) ? x : T(0));
+    case ops::StepKind::leaky_relu:
+      return x > T(0) ? x : x * static_cast<T>(step.a);
+    case ops::StepKind::clamp:
+      return std::isnan(x) ? x : std::min(std::max(x, static_cast<T>(step.a)), static_cast<T>(step.b));
+    case ops::StepKind::div_leaky_relu: {
+      T t = round(x * (T(1) / static_cast<T>(step.a)));
+      return t > T(0) ? t : t * static_cast<T>(step.b);
+    }
+  }
+  return x;
+}
+
+/// The whole chain on one value: each step rounded to the dtype, as a sequence of PyTorch ops.
+template <class T, class Round>
+T reference_chain(const std::vector<ops::Step>& steps, T x, Round round) {
+  for (const auto& step : steps) x = round(reference_step(step, x, round));
+  return x;
+}
+
+}  // namespace cuinline::cli

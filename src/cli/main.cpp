@@ -1,0 +1,140 @@
+// The `cuinline` command: warm, cache, compile, info, run, bench (docs/cli.md).
+// Exit status: 0 ok; 1 a failure (compile error, failed variants, bad cache entries left, no GPU);
+// 2 a usage error (bad option, malformed spec, unreadable input) — found before anything is done.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cuinline/error.hpp>
+#include <cuinline/version.hpp>
+#include <exception>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "cli/util.hpp"
+
+namespace {
+
+using namespace cuinline::cli;
+
+void add_cache_dir(CLI::App* app, std::string& dir) {
+  app->add_option("--cache-dir", dir,
+                  "Cache directory (default: $CUINLINE_CACHE_DIR, else ~/.cache/cuinline)");
+}
+
+int dispatch(int argc, char** argv) {
+  CLI::App app{"cuinline " CUINLINE_VERSION_STRING
+               ": compile, cache and run CUDA kernels with NVRTC (docs/cli.md)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(CUINLINE_VERSION_STRING));
+
+  WarmOptions warm;
+  bool no_progress = false;
+  auto* warm_cmd = app.add_subcommand("warm", "Compile every variant of a spec into the disk cache");
+  warm_cmd->add_option("--spec", warm.spec_file, "Spec file (JSON, docs/spec-format.md)")->required();
+  warm_cmd->add_option("--arch", warm.archs, "Target archs, e.g. sm_80,sm_90 (default: the present GPUs')")
+      ->delimiter(',');
+  warm_cmd->add_option("-j,--jobs", warm.jobs, "Parallel compiles (default: the number of cores)")
+      ->check(CLI::Range(1, 4096));
+  add_cache_dir(warm_cmd, warm.cache_dir);
+  warm_cmd->add_flag("--dry-run", warm.dry_run,
+                     "List the variants and whether they are cached; compile nothing");
+  warm_cmd->add_flag("--no-progress", no_progress, "One line per variant even on a terminal");
+
+  CacheOptions cache;
+  auto* cache_cmd = app.add_subcommand("cache", "Inspect and maintain the disk cache");
+  cache_cmd->require_subcommand(1);
+  auto* list_cmd = cache_cmd->add_subcommand("list", "Entries: key, kernels, arch, size, last use");
+  list_cmd->add_flag("--json", cache.json, "JSON output");
+  auto* stats_cmd = cache_cmd->add_subcommand("stats", "Entry count, size, cap, breakdown by arch");
+  stats_cmd->add_flag("--json", cache.json, "JSON output");
+  auto* verify_cmd = cache_cmd->add_subcommand("verify", "Check every entry; report corrupt or foreign ones");
+  verify_cmd->add_flag("--fix", cache.fix, "Remove the bad entries and stale temporary files");
+  auto* prune_cmd = cache_cmd->add_subcommand("prune", "Evict least-recently-used entries down to a size");
+  prune_cmd
+      ->add_option("--max-bytes", cache.max_bytes, "Size to prune to: bytes, or with K/M/G (KiB/MiB/GiB)")
+      ->required();
+  auto* clear_cmd = cache_cmd->add_subcommand("clear", "Remove every entry");
+  clear_cmd->add_flag("-y,--yes", cache.yes, "Do not ask for confirmation");
+  for (auto* sub : {list_cmd, stats_cmd, verify_cmd, prune_cmd, clear_cmd})
+    add_cache_dir(sub, cache.cache_dir);
+
+  CompileOptions compile;
+  auto* compile_cmd = app.add_subcommand("compile", "Compile a .cu file to CUBIN (or PTX) with NVRTC");
+  compile_cmd->add_option("file", compile.file, "CUDA source file")->required();
+  compile_cmd
+      ->add_option("-k,--kernel", compile.kernels, "Kernel name or name expression, e.g. 'scale<float, 4>'")
+      ->allow_extra_args(false);
+  compile_cmd->add_option("--arch", compile.arch, "Target arch, e.g. sm_90 (default: GPU 0's)");
+  compile_cmd->add_option("-D,--define", compile.defines, "Macro: NAME or NAME=VALUE")
+      ->allow_extra_args(false);
+  compile_cmd->add_option("-I,--include-path", compile.include_dirs, "Include directory")
+      ->allow_extra_args(false);
+  compile_cmd->add_option("-X,--nvrtc-option", compile.options, "Extra NVRTC option, e.g. -X --use_fast_math")
+      ->allow_extra_args(false);
+  compile_cmd->add_option("-o,--output", compile.output, "Output file (default: FILE.cubin / FILE.ptx)");
+  compile_cmd->add_flag("--ptx", compile.ptx, "Emit PTX for the arch's virtual architecture");
+
+  InfoOptions info;
+  auto* info_cmd = app.add_subcommand("info", "Versions, GPUs, cache directory and size");
+  add_cache_dir(info_cmd, info.cache_dir);
+
+  RunOptions run;
+  std::string shape;
+  auto* run_cmd =
+      app.add_subcommand("run", "Run an op on the GPU, check it against a CPU reference, time it");
+  run_cmd
+      ->add_option("op", run.op,
+                   "relu, leaky_relu, div_leaky_relu, an op string such as 'clamp(0,6)', or conv2d")
+      ->required();
+  run_cmd->add_option("--dtype", run.dtype, "f32, f16, bf16 or f64");
+  run_cmd->add_option("--shape", shape, "e.g. 4096x393216, or NxCxHxW for conv2d");
+  run_cmd->add_option("--slope", run.slope, "LeakyReLU slope");
+  run_cmd->add_option("--divisor", run.divisor, "Divisor (div_leaky_relu, conv2d)");
+  run_cmd->add_option("--repeat", run.repeat, "Timed launches")->check(CLI::Range(1, 100000));
+  run_cmd->add_option("--device", run.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
+
+  BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand("bench", "Run the standard ops and sizes; print a table");
+  bench_cmd->add_option("--repeat", bench.repeat, "Timed launches per op")->check(CLI::Range(1, 100000));
+  bench_cmd->add_option("--device", bench.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
+  bench_cmd->add_flag("--quick", bench.quick, "Smaller sizes");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help/version or the error
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (*warm_cmd) {
+    warm.progress = !no_progress;
+    return run_warm(warm);
+  }
+  if (*list_cmd) return run_cache_list(cache);
+  if (*stats_cmd) return run_cache_stats(cache);
+  if (*verify_cmd) return run_cache_verify(cache);
+  if (*prune_cmd) return run_cache_prune(cache);
+  if (*clear_cmd) return run_cache_clear(cache);
+  if (*compile_cmd) return run_compile(compile);
+  if (*info_cmd) return run_info(info);
+  if (*run_cmd) {
+    if (!shape.empty()) run.shape = parse_shape(shape);
+    return run_op(run);
+  }
+  if (*bench_cmd) return run_bench(bench);
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const cuinline::InvalidArgument& e) {
+    std::fprintf(stderr, "cuinline: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuinline: error: %s\n", e.what());
+    return kExitFailure;
+  }
+}

@@ -1,0 +1,369 @@
+// cuinline run / bench (need a GPU): fresh random input, a poisoned output, the op once (timed with
+// the host clock: that call compiles or loads the kernel), a check against a CPU reference, then
+// CUDA-event timings of `repeat` launches.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/module.hpp>
+#include <cuinline/ops.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/host_reference.hpp"
+#include "cli/util.hpp"
+
+namespace cuinline::cli {
+namespace {
+
+constexpr std::uint32_t kPoison = 0xFFFFFFFFu;  // a NaN in f32, f16 and bf16 and f64 alike
+
+struct Measurement {
+  std::string what;
+  std::string tensor;
+  double median_ms = 0, min_ms = 0;
+  double bytes_moved = 0;  // read + write
+  double flops = 0;        // conv2d only
+  double first_call_ms = 0;
+  std::string first_call_source;
+  bool ok = true;
+  std::string check;
+};
+
+TensorView make_view(void* data, DType dtype, const std::vector<std::int64_t>& shape) {
+  TensorView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.ndim = static_cast<int>(shape.size());
+  std::int64_t stride = 1;
+  for (int d = view.ndim - 1; d >= 0; --d) {
+    view.shape[d] = shape[d];
+    view.strides[d] = stride;
+    stride *= shape[d];
+  }
+  return view;
+}
+
+std::uint64_t splitmix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double uniform(std::uint64_t& state, double lo, double hi) {
+  return lo + (hi - lo) * static_cast<double>(splitmix(state) >> 11) * 0x1.0p-53;
+}
+std::uint64_t fresh_seed() {
+  return (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+}
+
+// Runs `launch` once (host-timed, reporting where the kernel came from), then `repeat` times
+// between CUDA events; fills median/min.
+template <class Launch>
+void time_first_call(Measurement& m, const Stream& stream, Launch launch) {
+  KernelCache& cache = default_cache();
+  CacheStats before = cache.stats();
+  auto start = std::chrono::steady_clock::now();
+  launch();
+  stream.synchronize();
+  m.first_call_ms = seconds_since(start) * 1e3;
+  CacheStats after = cache.stats();
+  m.first_call_source = after.compiles > before.compiles     ? "compiled"
+                        : after.disk_hits > before.disk_hits ? "disk cache hit"
+                                                             : "already loaded in this process";
+}
+
+template <class Launch>
+void time_steady(Measurement& m, const Stream& stream, int repeat, Launch launch) {
+  for (int i = 0; i < 3; ++i) launch();  // warm-up
+  std::vector<float> ms;
+  Event begin, end;
+  for (int i = 0; i < repeat; ++i) {
+    begin.record(stream);
+    launch();
+    end.record(stream);
+    end.synchronize();
+    ms.push_back(end.elapsed_ms_since(begin));
+  }
+  std::sort(ms.begin(), ms.end());
+  m.median_ms = ms[ms.size() / 2];
+  m.min_ms = ms.front();
+}
+
+void check_memory(std::size_t bytes, int device) {
+  DeviceInfo info = device_info(device);
+  if (static_cast<double>(bytes) > 0.9 * static_cast<double>(info.total_memory)) {
+    throw InvalidArgument("the tensors need " + format_bytes(bytes) + ", more than GPU " +
+                          std::to_string(device) + " has (" + format_bytes(info.total_memory) + ")");
+  }
+}
+
+template <class S, class T, class ToT, class FromT>
+Measurement measure_elementwise_typed(const ops::Op& op, DType dtype, const std::vector<std::int64_t>& shape,
+                                      int repeat, ToT to_t, FromT from_t, double tolerance) {
+  std::size_t numel = 1;
+  for (auto d : shape) numel *= static_cast<std::size_t>(d);
+  std::size_t bytes = numel * sizeof(S);
+  Measurement m;
+  m.what = op.describe();
+  m.tensor = make_view(nullptr, dtype, shape).describe();
+  m.bytes_moved = 2.0 * static_cast<double>(bytes);
+  check_memory(2 * bytes, current_device());
+
+  std::vector<S> host_in(numel), host_out(numel);
+  std::uint64_t seed = fresh_seed();
+  parallel_for(numel, [&](std::size_t b, std::size_t e) {
+    std::uint64_t state = seed ^ (b * 0x632BE59BD9B4E019ull);
+    for (std::size_t i = b; i < e; ++i) host_in[i] = from_t(static_cast<T>(uniform(state, -8, 8)));
+  });
+  std::size_t padded = (bytes + 3) / 4 * 4;  // fill_u32 writes whole 32-bit words
+  DeviceBuffer in(padded), out(padded);
+  in.copy_from_host(host_in.data(), bytes);
+  out.fill_u32(kPoison);
+  Stream stream;
+  TensorView vin = make_view(in.as<void>(), dtype, shape), vout = make_view(out.as<void>(), dtype, shape);
+  auto launch = [&] { ops::apply(op, vin, vout, stream); };
+  time_first_call(m, stream, launch);
+  out.copy_to_host(host_out.data(), bytes);
+
+  std::atomic<std::size_t> unwritten{0}, differ{0}, beyond{0};
+  bool has_reference = op.expression.empty();
+  auto round = [&](T v) { return to_t(from_t(v)); };
+  parallel_for(numel, [&](std::size_t b, std::size_t e) {
+    std::size_t local_unwritten = 0, local_differ = 0, local_beyond = 0;
+    for (std::size_t i = b; i < e; ++i) {
+      S poison;
+      std::memset(&poison, 0xFF, sizeof(S));
+      if (std::memcmp(&host_out[i], &poison, sizeof(S)) == 0) ++local_unwritten;
+      if (!has_reference) continue;
+      S ref = from_t(reference_chain(op.steps, to_t(host_in[i]), round));
+      if (std::memcmp(&ref, &host_out[i], sizeof(S)) == 0) continue;
+      ++local_differ;
+      double r = static_cast<double>(to_t(ref)), g = static_cast<double>(to_t(host_out[i]));
+      if (!(std::fabs(r - g) <= tolerance * std::max(1.0, std::fabs(r)))) ++local_beyond;
+    }
+    unwritten += local_unwritten;
+    differ += local_differ;
+    beyond += local_beyond;
+  });
+  m.ok = unwritten == 0 && beyond == 0;
+  char buf[256];
+  if (unwritten > 0) {
+    std::snprintf(buf, sizeof buf, "FAILED: %zu of %zu outputs never written", unwritten.load(), numel);
+  } else if (!has_reference) {
+    std::snprintf(buf, sizeof buf, "all %zu outputs written (no CPU reference for expressions)", numel);
+  } else if (differ == 0) {
+    std::snprintf(buf, sizeof buf, "ok, bit-exact against the CPU reference (%zu elements)", numel);
+  } else {
+    std::snprintf(buf, sizeof buf, "%s: %zu of %zu differ from the CPU reference, %zu beyond %g relative",
+                  beyond ? "FAILED" : "ok", differ.load(), numel, beyond.load(), tolerance);
+  }
+  m.check = buf;
+  time_steady(m, stream, repeat, launch);
+  return m;
+}
+
+Measurement measure_elementwise(const ops::Op& op, DType dtype, const std::vector<std::int64_t>& shape,
+                                int repeat) {
+  switch (dtype) {
+    case DType::f32:
+      return measure_elementwise_typed<float, float>(
+          op, dtype, shape, repeat, [](float v) { return v; }, [](float v) { return v; }, 1e-6);
+    case DType::f64:
+      return measure_elementwise_typed<double, double>(
+          op, dtype, shape, repeat, [](double v) { return v; }, [](double v) { return v; }, 1e-12);
+    case DType::f16:
+      return measure_elementwise_typed<std::uint16_t, float>(op, dtype, shape, repeat, half_to_float,
+                                                             float_to_half, 1e-3);
+    case DType::bf16:
+      return measure_elementwise_typed<std::uint16_t, float>(op, dtype, shape, repeat, bf16_to_float,
+                                                             float_to_bf16, 8e-3);
+  }
+  throw InvalidArgument("unknown dtype");
+}
+
+// conv2d (3×3, 64 filters, no padding) → / divisor → LeakyReLU(slope), the seed model's layer.
+Measurement measure_conv2d(const std::vector<std::int64_t>& shape, double divisor, double slope, int repeat) {
+  if (shape.size() != 4) throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
+  const int n = static_cast<int>(shape[0]), c = static_cast<int>(shape[1]);
+  const int h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
+  const int k = 64, r = 3, s = 3;
+  if (h < r || w < s) throw InvalidArgument("--shape: the image is smaller than the 3x3 filter");
+  const int oh = h - r + 1, ow = w - s + 1;
+  std::size_t in_count = std::size_t(n) * c * h * w, w_count = std::size_t(k) * c * r * s;
+  std::size_t out_count = std::size_t(n) * k * oh * ow;
+  Measurement m;
+  char what[96];
+  std::snprintf(what, sizeof what, "conv2d 64x3x3 | div(%g)|leaky_relu(%g)", divisor, slope);
+  m.what = what;
+  m.tensor = make_view(nullptr, DType::f32, shape).describe();
+  m.bytes_moved = 4.0 * static_cast<double>(in_count + w_count + k + out_count);
+  m.flops = 2.0 * static_cast<double>(out_count) * c * r * s;
+  check_memory(4 * (in_count + w_count + k + out_count), current_device());
+
+  std::vector<float> x(in_count), wt(w_count), bias(k), y(out_count);
+  std::uint64_t seed = fresh_seed();
+  parallel_for(in_count, [&](std::size_t b, std::size_t e) {
+    std::uint64_t state = seed ^ (b * 0x632BE59BD9B4E019ull);
+    for (std::size_t i = b; i < e; ++i) x[i] = static_cast<float>(uniform(state, -1, 1));
+  });
+  std::uint64_t state = seed + 1;
+  double scale = 1.0 / std::sqrt(double(c * r * s));
+  for (auto& v : wt) v = static_cast<float>(uniform(state, -scale, scale));
+  for (auto& v : bias) v = static_cast<float>(uniform(state, -scale, scale));
+
+  DeviceBuffer dx(in_count * 4), dw(w_count * 4), db(std::size_t(k) * 4), dy(out_count * 4);
+  dx.copy_from_host(x.data(), in_count * 4);
+  dw.copy_from_host(wt.data(), w_count * 4);
+  db.copy_from_host(bias.data(), std::size_t(k) * 4);
+  dy.fill_u32(kPoison);
+  Stream stream;
+  TensorView vx = make_view(dx.as<void>(), DType::f32, shape);
+  TensorView vw = make_view(dw.as<void>(), DType::f32, {k, c, r, s});
+  TensorView vb = make_view(db.as<void>(), DType::f32, {k});
+  TensorView vy = make_view(dy.as<void>(), DType::f32, {n, k, oh, ow});
+  auto launch = [&] {
+    ops::conv2d_div_leaky_relu(vx, vw, vb, vy, ops::Conv2dParams{}, divisor, slope, stream);
+  };
+  time_first_call(m, stream, launch);
+  dy.copy_to_host(y.data(), out_count * 4);
+
+  std::atomic<std::size_t> unwritten{0};
+  parallel_for(out_count, [&](std::size_t b, std::size_t e) {
+    std::size_t local = 0;
+    for (std::size_t i = b; i < e; ++i) local += float_bits(y[i]) == kPoison ? 1 : 0;
+    unwritten += local;
+  });
+  // A sample of outputs against a double-precision reference.
+  constexpr int kSamples = 1 << 16;
+  std::size_t beyond = 0;
+  double max_err = 0;
+  for (int t = 0; t < kSamples; ++t) {
+    std::size_t idx = splitmix(state) % out_count;
+    int ox = int(idx % ow), oy = int(idx / ow % oh), ko = int(idx / (std::size_t(ow) * oh) % k);
+    int ni = int(idx / (std::size_t(ow) * oh * k));
+    double acc = bias[ko], mag = std::fabs(bias[ko]);
+    for (int ci = 0; ci < c; ++ci) {
+      for (int dy_ = 0; dy_ < r; ++dy_) {
+        for (int dx_ = 0; dx_ < s; ++dx_) {
+          double p = double(x[((std::size_t(ni) * c + ci) * h + oy + dy_) * w + ox + dx_]) *
+                     wt[((std::size_t(ko) * c + ci) * r + dy_) * s + dx_];
+          acc += p;
+          mag += std::fabs(p);
+        }
+      }
+    }
+    double t_ = acc / divisor, ref = t_ > 0 ? t_ : t_ * slope;
+    double err = std::fabs(ref - y[idx]);
+    max_err = std::max(max_err, err);
+    if (!(err <= 1e-5 * mag / std::fabs(divisor) + 1e-6)) ++beyond;
+  }
+  m.ok = unwritten == 0 && beyond == 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s: %zu outputs never written; %d sampled outputs against a float64 reference, %zu "
+                "beyond tolerance (max abs error %.3g)",
+                m.ok ? "ok" : "FAILED", unwritten.load(), kSamples, beyond, max_err);
+  m.check = buf;
+  time_steady(m, stream, repeat, launch);
+  return m;
+}
+
+ops::Op op_from_name(const RunOptions& o) {
+  if (o.op == "relu") return ops::Op::relu();
+  if (o.op == "leaky_relu") return ops::Op::leaky_relu(o.slope);
+  if (o.op == "div_leaky_relu") return ops::Op::div_leaky_relu(o.divisor, o.slope);
+  return ops::parse_op(o.op);  // "clamp(0,6)", "div(2)|relu", "expr(...)"
+}
+
+void require_gpu(int device) {
+  if (device_count() == 0) {
+    throw Error(
+        "this command needs a GPU (" +
+        (driver_available() ? std::string("the driver reports no device") : driver_unavailable_reason()) +
+        ")");
+  }
+  if (device >= device_count()) throw InvalidArgument("--device: there is no GPU " + std::to_string(device));
+  set_device(device);
+}
+
+double gbps(const Measurement& m) {
+  return m.bytes_moved / (m.median_ms * 1e6);
+}
+
+}  // namespace
+
+int run_op(const RunOptions& options) {
+  auto dtype = parse_dtype(options.dtype);
+  if (!dtype) throw InvalidArgument("--dtype: expected one of f32,f16,bf16,f64, got '" + options.dtype + "'");
+  bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
+  if (conv && *dtype != DType::f32) throw InvalidArgument("--dtype: conv2d is float32 only");
+  if (conv && !options.shape.empty() && options.shape.size() != 4) {
+    throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
+  }
+  ops::Op op = conv ? ops::Op::relu() : op_from_name(options);  // bad input: exit 2 before the GPU
+  if (!conv) op.validate();
+  require_gpu(options.device);
+  Measurement m;
+  if (conv) {
+    auto shape = options.shape.empty() ? std::vector<std::int64_t>{128, 8, 128, 128} : options.shape;
+    m = measure_conv2d(shape, options.divisor, options.slope, options.repeat);
+  } else {
+    auto shape = options.shape.empty() ? std::vector<std::int64_t>{4096, 393216} : options.shape;
+    m = measure_elementwise(op, *dtype, shape, options.repeat);
+  }
+  std::printf("%-10s %s on GPU %d (%s)\n", "op", m.what.c_str(), options.device,
+              device_info(options.device).name.c_str());
+  std::printf("%-10s %s\n", "tensor", m.tensor.c_str());
+  std::printf("%-10s %.2f ms (%s)\n", "first call", m.first_call_ms, m.first_call_source.c_str());
+  std::printf("%-10s %s\n", "check", m.check.c_str());
+  std::printf("%-10s %.4f ms median, %.4f ms min over %d launches (CUDA events)\n", "time", m.median_ms,
+              m.min_ms, options.repeat);
+  std::printf("%-10s %.0f GB/s (bytes read + written / median time)\n", "bandwidth", gbps(m));
+  if (m.flops > 0) std::printf("%-10s %.0f GFLOP/s\n", "compute", m.flops / (m.median_ms * 1e6));
+  return m.ok ? kExitOk : kExitFailure;
+}
+
+int run_bench(const BenchOptions& options) {
+  require_gpu(options.device);
+  std::vector<std::int64_t> big =
+      options.quick ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{4096, 393216};
+  std::vector<std::int64_t> conv = options.quick ? std::vector<std::int64_t>{16, 8, 128, 128}
+                                                 : std::vector<std::int64_t>{128, 8, 128, 128};
+  std::vector<Measurement> rows;
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    rows.push_back(measure_elementwise(ops::Op::relu(), dtype, big, options.repeat));
+    rows.push_back(measure_elementwise(ops::Op::leaky_relu(0.01), dtype, big, options.repeat));
+  }
+  rows.push_back(measure_elementwise(ops::Op::div_leaky_relu(2, 0.01), DType::f32, big, options.repeat));
+  rows.push_back(measure_conv2d(conv, 2, 0.01, options.repeat));
+
+  std::printf("GPU %d: %s; medians of %d launches (CUDA events)\n\n", options.device,
+              device_info(options.device).name.c_str(), options.repeat);
+  std::printf("| %-32s | %-20s | %9s | %8s | %9s | %-26s | %s |\n", "op", "tensor", "median ms", "GB/s",
+              "GFLOP/s", "first call", "check");
+  std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(34, '-').c_str(), std::string(22, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(10, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(28, '-').c_str(), "---");
+  bool ok = true;
+  for (const auto& m : rows) {
+    ok = ok && m.ok;
+    char first[64];
+    std::snprintf(first, sizeof first, "%.1f ms (%s)", m.first_call_ms, m.first_call_source.c_str());
+    std::string flops =
+        m.flops > 0 ? std::to_string(static_cast<long long>(m.flops / (m.median_ms * 1e6))) : "-";
+    std::printf("| %-32s | %-20s | %9.3f | %8.0f | %9s | %-26s | %s |\n", m.what.c_str(), m.tensor.c_str(),
+                m.median_ms, gbps(m), flops.c_str(), first, m.ok ? "ok" : m.check.c_str());
+  }
+  return ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace cuinline::cli

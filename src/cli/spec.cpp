@@ -1,0 +1,297 @@
+#include "cli/spec.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cuinline/error.hpp>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "cli/json_field.hpp"
+
+namespace cuinline::cli {
+namespace {
+
+const std::vector<std::string>& dtype_names() {
+  static const std::vector<std::string> names = {"f32", "f16", "bf16", "f64"};
+  return names;
+}
+
+// "dtype": "f32" or ["f32", "f16"]; the long spellings (float32, half, ...) are accepted too.
+std::vector<DType> parse_dtypes(const JsonField& field) {
+  std::vector<DType> out;
+  for (const auto& item : field.one_or_many()) {
+    std::optional<DType> dtype;
+    if (item.value().is_string()) dtype = parse_dtype(item.value().get_ref<const std::string&>());
+    if (!dtype) item.as_choice(dtype_names());  // throws with the list of choices
+    out.push_back(*dtype);
+  }
+  return out;
+}
+
+std::vector<double> parse_numbers(const JsonField& field, double min, double max) {
+  std::vector<double> out;
+  for (const auto& item : field.one_or_many()) out.push_back(item.as_number(min, max));
+  return out;
+}
+
+std::vector<double> parse_nonzero_numbers(const JsonField& field) {
+  std::vector<double> out;
+  for (const auto& item : field.one_or_many()) {
+    double v = item.as_number(-1e30, 1e30);
+    if (v == 0) item.fail("must not be zero");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_strings(const JsonField& field) {
+  std::vector<std::string> out;
+  for (const auto& item : field.one_or_many()) out.push_back(item.as_nonempty_string());
+  return out;
+}
+
+ops::Op parse_op_text(const JsonField& field) {
+  try {
+    ops::Op op = ops::parse_op(field.as_nonempty_string());
+    op.validate();
+    for (const auto& step : op.steps) {
+      bool divides = step.kind == ops::StepKind::div || step.kind == ops::StepKind::div_leaky_relu;
+      if (divides && step.a == 0) field.fail("a divisor must not be zero");
+    }
+    return op;
+  } catch (const InvalidArgument& e) {
+    field.fail(e.what());
+  }
+}
+
+// "op": "relu" | "leaky_relu(0.01)" | "div(2)|leaky_relu(0.01)" | "expr(...)" | a list of those.
+// The bare names leaky_relu and div_leaky_relu take their constants from "slope" / "divisor",
+// each a number or a list (every combination is warmed).
+std::vector<ops::Op> parse_ops(const JsonField& entry) {
+  auto slope_field = entry.find("slope");
+  auto divisor_field = entry.find("divisor");
+  std::vector<double> slopes =
+      slope_field ? parse_numbers(*slope_field, -1e30, 1e30) : std::vector<double>{0.01};
+  std::vector<double> divisors =
+      divisor_field ? parse_nonzero_numbers(*divisor_field) : std::vector<double>{};
+  bool slope_used = false, divisor_used = false;
+  std::vector<ops::Op> out;
+  for (const auto& item : entry.at("op").one_or_many()) {
+    std::string text = item.as_nonempty_string();
+    if (text == "leaky_relu") {
+      for (double slope : slopes) out.push_back(ops::Op::leaky_relu(slope));
+      slope_used = true;
+    } else if (text == "div_leaky_relu") {
+      if (!divisor_field) entry.at("divisor");  // "missing required field"
+      for (double divisor : divisors) {
+        for (double slope : slopes) out.push_back(ops::Op::div_leaky_relu(divisor, slope));
+      }
+      slope_used = divisor_used = true;
+    } else {
+      out.push_back(parse_op_text(item));
+    }
+  }
+  if (slope_field && !slope_used) {
+    slope_field->fail("a slope needs op \"leaky_relu\" or \"div_leaky_relu\" (without arguments)");
+  }
+  if (divisor_field && !divisor_used) {
+    divisor_field->fail("a divisor needs op \"div_leaky_relu\" (without arguments)");
+  }
+  return out;
+}
+
+OpEntry parse_op(const JsonField& entry) {
+  entry.expect_object(
+      {"kind", "op", "slope", "divisor", "dtype", "vector_width", "index", "shape", "strided"});
+  OpEntry op;
+  op.ops = parse_ops(entry);
+  op.dtypes = parse_dtypes(entry.at("dtype"));
+  if (auto f = entry.find("vector_width")) {
+    for (const auto& item : f->one_or_many()) {
+      auto width = static_cast<int>(item.as_int(1, 16));
+      for (DType dtype : op.dtypes) {
+        auto allowed = ops::vector_widths(dtype);
+        if (std::find(allowed.begin(), allowed.end(), width) == allowed.end()) {
+          std::string list;
+          for (int w : allowed) list += (list.empty() ? "" : ",") + std::to_string(w);
+          item.fail("expected one of " + list + " for " + to_string(dtype) + ", got number " +
+                    std::to_string(width));
+        }
+      }
+      op.vector_widths.push_back(width);
+    }
+  }
+  auto index = entry.find("index");
+  auto shape = entry.find("shape");
+  if (index && shape) shape->fail("give either \"index\" or \"shape\", not both");
+  if (index) {
+    op.index32 = false;
+    for (const auto& item : index->one_or_many()) {
+      (item.as_choice({"i32", "i64"}) == "i32" ? op.index32 : op.index64) = true;
+    }
+  }
+  if (shape) {
+    // The index width the run-time choice takes for a tensor of this shape.
+    std::int64_t numel = 1;
+    for (const auto& dim : shape->elements(1, TensorView::kMaxDims)) {
+      std::int64_t extent = dim.as_int(1, INT64_MAX);
+      if (numel > INT64_MAX / extent) shape->fail("more than 2^63 elements");
+      numel *= extent;
+    }
+    op.index32 = numel <= INT32_MAX;
+    op.index64 = !op.index32;
+  }
+  if (auto f = entry.find("strided")) op.strided = f->as_bool();
+  return op;
+}
+
+// A pair of per-dimension values written as one number (both) or [h, w].
+std::pair<int, int> parse_hw(const JsonField& field, std::int64_t min, std::int64_t max) {
+  if (field.value().is_array()) {
+    auto items = field.elements(2, 2);
+    return {static_cast<int>(items[0].as_int(min, max)), static_cast<int>(items[1].as_int(min, max))};
+  }
+  int v = static_cast<int>(field.as_int(min, max));
+  return {v, v};
+}
+
+Conv2dEntry parse_conv2d(const JsonField& entry) {
+  entry.expect_object(
+      {"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias", "epilogue"});
+  if (auto f = entry.find("dtype")) {
+    for (const auto& item : f->one_or_many()) item.as_choice({"f32"});
+  }
+  // input: [N, C, H, W] (N is a run-time value, not part of the kernel) or [C, H, W].
+  auto input = entry.at("input").elements(3, 4);
+  std::size_t first = input.size() == 4 ? 1 : 0;
+  if (first == 1) input[0].as_int(1, INT32_MAX);
+  int c = static_cast<int>(input[first].as_int(1, 1 << 16));
+  int h = static_cast<int>(input[first + 1].as_int(1, 1 << 16));
+  int w = static_cast<int>(input[first + 2].as_int(1, 1 << 16));
+  // filters: [Cout, KH, KW] or the weight's shape [Cout, Cin, KH, KW].
+  auto filters = entry.at("filters").elements(3, 4);
+  int k = static_cast<int>(filters[0].as_int(1, 1 << 16));
+  if (filters.size() == 4 && filters[1].as_int(1, 1 << 16) != c) {
+    filters[1].fail("expected the input's channel count " + std::to_string(c) + ", got " +
+                    JsonField::describe(filters[1].value()));
+  }
+  int kh = static_cast<int>(filters[filters.size() - 2].as_int(1, 64));
+  int kw = static_cast<int>(filters[filters.size() - 1].as_int(1, 64));
+  ops::Conv2dParams params;
+  if (auto f = entry.find("stride")) std::tie(params.stride_h, params.stride_w) = parse_hw(*f, 1, 64);
+  if (auto f = entry.find("padding")) std::tie(params.pad_h, params.pad_w) = parse_hw(*f, 0, 64);
+  if (auto f = entry.find("dilation")) std::tie(params.dilation_h, params.dilation_w) = parse_hw(*f, 1, 64);
+  std::vector<bool> biases = {false};
+  if (auto f = entry.find("bias")) {
+    biases.clear();
+    for (const auto& item : f->one_or_many()) biases.push_back(item.as_bool());
+  }
+  // epilogue: an op string ("div(2)|leaky_relu(0.01)", "relu", ...) or a list; none: the bare conv.
+  std::vector<ops::Op> epilogues = {ops::Op::chain({})};
+  if (auto f = entry.find("epilogue")) {
+    epilogues.clear();
+    for (const auto& item : f->one_or_many()) epilogues.push_back(parse_op_text(item));
+  }
+  Conv2dEntry conv;
+  for (const auto& epilogue : epilogues) {
+    for (bool bias : biases) {
+      try {
+        auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
+        variant.validate();
+        conv.variants.push_back(std::move(variant));
+      } catch (const InvalidArgument& e) {
+        entry.fail(e.what());
+      }
+    }
+  }
+  return conv;
+}
+
+CudaFileEntry parse_cuda(const JsonField& entry) {
+  entry.expect_object(
+      {"kind", "file", "name", "name_expressions", "functions", "options", "defines", "headers"});
+  CudaFileEntry cuda;
+  cuda.file = entry.at("file").as_nonempty_string();
+  cuda.name = "inline";
+  if (auto f = entry.find("name")) cuda.name = f->as_nonempty_string();
+  if (auto f = entry.find("name_expressions")) cuda.name_expressions = parse_strings(*f);
+  if (auto f = entry.find("functions")) cuda.functions = parse_strings(*f);
+  if (auto f = entry.find("options")) cuda.options = parse_strings(*f);
+  if (auto f = entry.find("headers")) cuda.headers = parse_strings(*f);
+  if (auto f = entry.find("defines")) {
+    if (!f->value().is_object()) f->fail("expected an object, got " + JsonField::describe(f->value()));
+    for (const auto& item : f->value().items()) {
+      JsonField value(item.value(), f->path() + "." + item.key());
+      const std::string& name = item.key();
+      bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9');
+      for (char c : name) {
+        ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+      }
+      if (!ok) value.fail("not a valid macro name");
+      if (item.value().is_string()) {
+        cuda.defines[name] = item.value().get<std::string>();
+        if (cuda.defines[name].find('\0') != std::string::npos) value.fail("must not contain NUL characters");
+      } else if (item.value().is_number_integer() || item.value().is_number_unsigned() ||
+                 item.value().is_number_float() || item.value().is_boolean()) {
+        cuda.defines[name] =
+            item.value().is_boolean() ? (item.value().get<bool>() ? "1" : "0") : item.value().dump();
+      } else {
+        value.fail("expected a string, number or boolean, got " + JsonField::describe(item.value()));
+      }
+    }
+  }
+  if (cuda.name_expressions.empty() && cuda.functions.empty()) {
+    entry.at("name_expressions");  // neither is present: name the missing field
+  }
+  return cuda;
+}
+
+}  // namespace
+
+Spec parse_spec(std::string_view json_text) {
+  nlohmann::json doc = parse_json_text(json_text);
+  JsonField root(doc, "(root)");
+  root.expect_object({"version", "description", "entries"});
+  if (auto f = root.find("version")) {
+    if (f->as_int(0, INT32_MAX) != 1) f->fail("unsupported spec version (this cuinline reads version 1)");
+  }
+  if (auto f = root.find("description")) f->as_string();
+
+  Spec spec;
+  for (const auto& entry : root.at("entries").elements()) {
+    if (!entry.value().is_object())
+      entry.fail("expected an object, got " + JsonField::describe(entry.value()));
+    SpecEntry out;
+    out.path = entry.path();
+    std::string kind = entry.at("kind").as_choice({"op", "conv2d", "cuda"});
+    if (kind == "op") {
+      out.kind = EntryKind::op;
+      out.op = parse_op(entry);
+    } else if (kind == "conv2d") {
+      out.kind = EntryKind::conv2d;
+      out.conv2d = parse_conv2d(entry);
+    } else {
+      out.kind = EntryKind::cuda;
+      out.cuda = parse_cuda(entry);
+    }
+    spec.entries.push_back(std::move(out));
+  }
+  return spec;
+}
+
+std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InvalidArgument(what + ": cannot read '" + path.string() + "': is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgument(what + ": cannot read '" + path.string() + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InvalidArgument(what + ": error reading '" + path.string() + "'");
+  return text.str();
+}
+
+}  // namespace cuinline::cli

@@ -1,0 +1,84 @@
+#pragma once
+// The warm spec: a JSON file listing the kernel variants a deployment needs (docs/spec-format.md).
+//
+// Two steps, both before anything is compiled:
+//   parse_spec(text)       structure and values, with the JSON path of every bad field. Pure: reads no
+//                          files, so a fuzzer can call it on arbitrary bytes.
+//   expand_spec(spec, dir) the CompileRequests: reads the user .cu files and headers (relative to the
+//                          spec's directory) and builds each variant with the same functions the
+//                          library uses at run time, so warm writes exactly the entries that are
+//                          looked up later.
+
+#include <cstdint>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/ops.hpp>
+#include <cuinline/tensor.hpp>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuinline::cli {
+
+/// A user CUDA file, compiled as load_inline would compile it.
+struct CudaFileEntry {
+  std::string file;                            ///< relative to the spec's directory
+  std::string name;                            ///< InlineOptions::name ("inline" if absent)
+  std::vector<std::string> name_expressions;   ///< e.g. "scale<float, 4>"
+  std::vector<std::string> functions;          ///< plain / extern "C" kernel names
+  std::vector<std::string> options;            ///< extra NVRTC options
+  std::map<std::string, std::string> defines;  ///< -DNAME=VALUE
+  std::vector<std::string> headers;            ///< header files, included by file name
+};
+
+/// Built-in elementwise ops over every combination of their dtypes and vector widths.
+struct OpEntry {
+  std::vector<ops::Op> ops;  ///< "op" (with "slope"/"divisor" applied)
+  std::vector<DType> dtypes;
+  std::vector<int> vector_widths;  ///< empty: every width the run-time choice can pick
+  bool index32 = true;             ///< contiguous tensors of < 2^31 elements
+  bool index64 = false;            ///< larger contiguous tensors
+  bool strided = false;            ///< the non-contiguous variant
+};
+
+/// Fused conv2d variants: one shape (the batch size is a run-time value) with each listed epilogue
+/// and bias setting.
+struct Conv2dEntry {
+  std::vector<ops::Conv2dVariant> variants;
+};
+
+enum class EntryKind { op, conv2d, cuda };
+
+struct SpecEntry {
+  std::string path;  ///< "entries[3]", for messages
+  EntryKind kind = EntryKind::op;
+  OpEntry op;
+  Conv2dEntry conv2d;
+  CudaFileEntry cuda;
+};
+
+struct Spec {
+  std::vector<SpecEntry> entries;
+};
+
+/// Parses and validates a spec. Throws InvalidArgument naming the JSON path of the first bad field
+/// ("entries[3].dtype: expected one of f32,f16,bf16,f64, got \"f8\""). Never crashes on any input.
+Spec parse_spec(std::string_view json_text);
+
+/// One program to compile, with a short human label ("leaky_relu f16 v8 slope=0.01").
+struct Variant {
+  std::string label;
+  std::string entry_path;  ///< the spec entry it came from
+  CompileRequest request;
+};
+
+/// The variants of every entry, in spec order (duplicates kept; the caller dedups by key). Throws
+/// InvalidArgument naming the entry for an unreadable file or a combination the library rejects.
+std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory);
+
+/// Reads a whole file; throws InvalidArgument("<what>: cannot read '<path>': <reason>").
+std::string read_text_file(const std::filesystem::path& path, const std::string& what);
+
+}  // namespace cuinline::cli

@@ -1,0 +1,39 @@
+#pragma once
+// Small helpers shared by the subcommands: sizes, durations, terminals, the cache configuration.
+
+#include <chrono>
+#include <cstdint>
+#include <cuinline/cache.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuinline::cli {
+
+/// "1.5 KiB", "12.3 MiB", "512 B".
+std::string format_bytes(std::uint64_t bytes);
+/// "850 ms", "3.21 s".
+std::string format_seconds(double seconds);
+/// "2026-11-21 05:10:22" (local time) of a file time.
+std::string format_file_time(std::filesystem::file_time_type time);
+/// Parses "123", "500K", "500KB", "500KiB", "1.5G", ... (K = 1024). nullopt if malformed.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
+
+/// Parses "4096x393216", "4096,393216" or "128x8x128x128"; throws InvalidArgument.
+std::vector<std::int64_t> parse_shape(const std::string& text);
+
+bool stdout_is_terminal() noexcept;
+/// Columns of the terminal on stdout; 80 when unknown.
+int terminal_columns() noexcept;
+
+/// The cache settings from the environment, with `cache_dir` (if not empty) as the directory and
+/// the disk tier on (the command works on the disk tier whatever CUINLINE_DISABLE_DISK_CACHE says).
+CacheConfig cli_cache_config(const std::string& cache_dir);
+
+/// Seconds since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace cuinline::cli

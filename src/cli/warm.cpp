@@ -1,0 +1,205 @@
+// cuinline warm: compiles every variant of a spec into the disk cache, in parallel, skipping the
+// ones already there. Writes the same entries (same keys, same DiskCache) as the library's own
+// lookups, so a later process gets a disk hit.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cuinline/cache.hpp>
+#include <cuinline/compiler.hpp>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <iostream>
+#include <thread>
+#include <unordered_set>
+
+#include "cli/commands.hpp"
+#include "cli/progress.hpp"
+#include "cli/spec.hpp"
+#include "cli/util.hpp"
+
+namespace cuinline::cli {
+namespace {
+
+struct WarmJob {
+  const Variant* variant = nullptr;
+  Arch arch;
+  CacheKey key;
+  std::string label;  // "leaky_relu f16 v8 slope=0.01 sm_90"
+};
+
+// The archs to compile for: --arch, else those of the present GPUs.
+std::vector<Arch> select_archs(const std::vector<std::string>& requested) {
+  std::vector<Arch> archs;
+  if (!requested.empty()) {
+    const auto& supported = nvrtc_supported_archs();
+    for (const auto& text : requested) {
+      Arch arch;
+      try {
+        arch = Arch::parse(text);
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(std::string("--arch: ") + e.what());
+      }
+      if (!supported.empty() && arch.number() < supported.front().number()) {
+        throw InvalidArgument("--arch: " + arch.name() + " is older than this NVRTC supports (oldest: " +
+                              supported.front().name() + ")");
+      }
+      if (std::find(archs.begin(), archs.end(), arch) == archs.end()) archs.push_back(arch);
+    }
+    return archs;
+  }
+  int count = device_count();
+  if (count == 0) {
+    std::string reason = driver_available() ? "the driver reports no device" : driver_unavailable_reason();
+    throw Error("no GPU to take the architecture from (" + reason + "); pass --arch, e.g. --arch sm_90");
+  }
+  for (int i = 0; i < count; ++i) {
+    Arch arch = device_arch(i);
+    if (std::find(archs.begin(), archs.end(), arch) == archs.end()) archs.push_back(arch);
+  }
+  return archs;
+}
+
+std::string join_archs(const std::vector<Arch>& archs) {
+  std::string out;
+  for (const auto& arch : archs) out += (out.empty() ? "" : ",") + arch.name();
+  return out;
+}
+
+// Builds every (variant, arch) job with its key, one per key: computing the keys first also checks
+// every variant's options before anything is compiled.
+std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::vector<Arch>& archs,
+                               std::size_t* duplicates) {
+  std::vector<WarmJob> jobs;
+  std::unordered_set<CacheKey, CacheKeyHash> seen;
+  *duplicates = 0;
+  for (const auto& variant : variants) {
+    for (const auto& arch : archs) {
+      WarmJob job;
+      job.variant = &variant;
+      job.arch = arch;
+      try {
+        job.key = make_cache_key(variant.request, arch);
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(variant.entry_path + " (" + variant.label + "): " + e.what());
+      }
+      if (!seen.insert(job.key).second) {
+        ++*duplicates;
+        continue;
+      }
+      job.label = variant.label + " " + arch.name();
+      jobs.push_back(std::move(job));
+    }
+  }
+  return jobs;
+}
+
+// Looks the key up; compiles and publishes it when missing. The per-key lock makes a concurrent
+// warm (or a library process) wait instead of compiling the same entry twice.
+Outcome warm_one(DiskCache& disk, const WarmJob& job, std::string* error) {
+  try {
+    if (disk.load(job.key)) return Outcome::cached;
+    auto lock = disk.lock(job.key);
+    if (disk.load(job.key)) return Outcome::cached;
+    CompiledProgram program = compile(job.variant->request, job.arch);
+    if (!disk.store(job.key, program)) {
+      *error = "compiled, but the entry could not be written to " + disk.directory().string();
+      return Outcome::failed;
+    }
+    return Outcome::compiled;
+  } catch (const CompileError& e) {
+    *error = e.what();  // the library's message carries the log; add it where it does not
+    if (!e.log().empty() && error->find(e.log()) == std::string::npos) *error += "\n" + e.log();
+  } catch (const std::exception& e) {
+    *error = e.what();
+  }
+  return Outcome::failed;
+}
+
+// Lists the jobs without touching the entries (no load: that would refresh their use times).
+int dry_run(DiskCache& disk, const std::vector<WarmJob>& jobs) {
+  std::unordered_set<CacheKey, CacheKeyHash> present;
+  for (const auto& entry : disk.list()) present.insert(entry.key);
+  std::size_t cached = 0;
+  for (const auto& job : jobs) {
+    bool hit = present.count(job.key) > 0;
+    cached += hit ? 1 : 0;
+    std::printf("%-10s %s  %s  (%s)\n", hit ? "cached" : "compile", job.key.hex().substr(0, 16).c_str(),
+                job.label.c_str(), job.variant->entry_path.c_str());
+  }
+  std::printf("dry run: %zu variants, %zu already cached, %zu would be compiled into %s\n", jobs.size(),
+              cached, jobs.size() - cached, disk.directory().c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_warm(const WarmOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  // Everything that can be wrong with the input is found here, before the first compile.
+  std::filesystem::path spec_path(options.spec_file);
+  Spec spec = parse_spec(read_text_file(spec_path, "--spec"));
+  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path());
+  std::vector<Arch> archs = select_archs(options.archs);
+  std::size_t duplicates = 0;
+  std::vector<WarmJob> jobs = make_jobs(variants, archs, &duplicates);
+
+  DiskCache disk(cli_cache_config(options.cache_dir));
+  if (!disk.usable()) {
+    std::fprintf(stderr, "cuinline warm: the cache directory %s cannot be used\n", disk.directory().c_str());
+    return kExitFailure;
+  }
+  if (options.dry_run) return dry_run(disk, jobs);
+
+  int workers =
+      options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  workers = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(workers), std::max<std::size_t>(jobs.size(), 1)));
+  Progress progress(jobs.size(), options.progress && stdout_is_terminal());
+  std::printf("warming %zu variant%s for %s into %s with %d worker%s\n", jobs.size(),
+              jobs.size() == 1 ? "" : "s", join_archs(archs).c_str(), disk.directory().c_str(), workers,
+              workers == 1 ? "" : "s");
+  std::fflush(stdout);
+
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < jobs.size(); i = next++) {
+      const WarmJob& job = jobs[i];
+      auto job_start = std::chrono::steady_clock::now();
+      progress.started(i, job.label);
+      std::string error;
+      Outcome outcome = warm_one(disk, job, &error);
+      progress.finished(i, job.label, outcome, seconds_since(job_start), error);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
+  Progress::Totals totals = progress.done();
+  CacheStats stats = disk.stats();
+  std::printf("warm: %zu compiled, %zu already cached, %zu failed in %s (%d worker%s)", totals.compiled,
+              totals.cached, totals.failed, format_seconds(seconds_since(start)).c_str(), workers,
+              workers == 1 ? "" : "s");
+  if (duplicates > 0)
+    std::printf("; %zu duplicate variant%s skipped", duplicates, duplicates == 1 ? "" : "s");
+  std::printf("\ncache: %s, %s of %s\n", disk.directory().c_str(), format_bytes(disk.total_bytes()).c_str(),
+              format_bytes(disk.max_bytes()).c_str());
+  if (stats.evictions > 0) {
+    std::fprintf(stderr,
+                 "cuinline warm: warning: %llu entries were evicted to stay under the cache cap; raise "
+                 "CUINLINE_CACHE_MAX_BYTES or some warmed variants will be compiled again\n",
+                 static_cast<unsigned long long>(stats.evictions));
+  }
+  if (totals.failed > 0) {
+    std::fprintf(stderr, "cuinline warm: %zu variant%s failed:\n", totals.failed,
+                 totals.failed == 1 ? "" : "s");
+    for (const auto& label : progress.failed_labels()) std::fprintf(stderr, "  %s\n", label.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace cuinline::cli

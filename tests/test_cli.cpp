@@ -1,0 +1,431 @@
+// The `cuinline` command, run as a subprocess with a temporary CUINLINE_CACHE_DIR. Host-only: every
+// compile targets an explicit --arch, so no GPU is needed.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/driver.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/host_reference.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "cuinline-cli-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    cache_ = dir_ / "cache";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Runs `tool args...` with CUINLINE_CACHE_DIR = cache_, stdin from `input`, stdout and stderr
+  // captured separately.
+  Result run_tool(const std::string& tool, const std::vector<std::string>& args,
+                  const std::string& input = "") {
+    fs::path in = dir_ / "stdin.txt", out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    write_file(in, input);
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string entry = *e;
+      if (entry.rfind("CUINLINE_CACHE_DIR=", 0) != 0 && entry.rfind("CUINLINE_CACHE_MAX_BYTES=", 0) != 0) {
+        env.push_back(entry);
+      }
+    }
+    env.push_back("CUINLINE_CACHE_DIR=" + cache_.string());
+    std::vector<std::string> argv = {tool};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd_in = open(in.c_str(), O_RDONLY), fd_out = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      int fd_err = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd_in, 0);
+      dup2(fd_out, 1);
+      dup2(fd_err, 2);
+      std::vector<char*> cargs, cenv;
+      for (auto& a : argv) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      for (auto& e : env) cenv.push_back(e.data());
+      cenv.push_back(nullptr);
+      execve(cargs[0], cargs.data(), cenv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Result r;
+    if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+  Result cli(const std::vector<std::string>& args, const std::string& input = "") {
+    return run_tool(CUINLINE_CLI_PATH, args, input);
+  }
+  Result probe(const std::vector<std::string>& args) {
+    return run_tool(std::string(CUINLINE_TEST_TOOLS_DIR) + "/cli_cache_probe", args);
+  }
+  fs::path write_spec(const std::string& name, const std::string& json) {
+    fs::path path = dir_ / name;
+    write_file(path, json);
+    return path;
+  }
+  // Entry files (64 hex digits) in the cache directory.
+  std::vector<fs::path> entry_files() const {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cache_, ec)) {
+      if (e.is_regular_file() && e.path().filename().string().size() == 64) out.push_back(e.path());
+    }
+    return out;
+  }
+  std::uint64_t directory_bytes() const {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(cache_, ec)) {
+      if (e.is_regular_file()) total += e.file_size();
+    }
+    return total;
+  }
+
+  fs::path dir_, cache_;
+};
+
+const std::string kSeeds = std::string(CUINLINE_SOURCE_DIR) + "/examples/specs/seeds.json";
+const std::string kReluAllDtypes =
+    R"({"entries": [{"kind": "op", "op": "relu", "dtype": ["f32", "f16", "bf16", "f64"]}]})";
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST_F(CliTest, WarmSeedsThenANewProcessGetsDiskHits) {
+  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled relu<f32,v4,i32> sm_90");  // not a terminal: one line per variant
+
+  // The variants the seed models run, asked for by the library in fresh processes.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"op", "relu", "f32", "4", "i32", "sm_90"},
+           {"op", "leaky_relu(0.01)", "f32", "4", "i32", "sm_90"},
+           {"op", "leaky_relu(0.01)", "bf16", "8", "i32", "sm_90"},
+           {"op", "div_leaky_relu(2,0.01)", "f16", "8", "i32", "sm_90"},
+           {"conv2d", "8", "128", "128", "64", "3", "3", "1", "div(2)|leaky_relu(0.01)", "sm_90"}}) {
+    Result hit = probe(args);
+    ASSERT_EQ(hit.code, 0) << hit.err;
+    EXPECT_CONTAINS(hit.out, "tier=disk compiles=0 disk_hits=1");
+  }
+  // A variant the spec does not list is compiled: the probe really looks things up.
+  Result miss = probe({"op", "relu", "f32", "4", "i32", "sm_80"});
+  EXPECT_CONTAINS(miss.out, "tier=compiled compiles=1");
+
+  std::size_t entries = entry_files().size();
+  Result again = cli({"warm", "--spec", kSeeds, "--arch", "sm_90"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_CONTAINS(again.out, "warm: 0 compiled");
+  EXPECT_CONTAINS(again.out, "0 failed");
+  EXPECT_EQ(entry_files().size(), entries);
+}
+
+TEST_F(CliTest, WarmUserFileMatchesLoadInline) {
+  write_file(dir_ / "k.cu",
+             "template <class T, int N>\n__global__ void scale(T* x, T a) { x[threadIdx.x] *= a * N; }\n");
+  auto spec = write_spec("s.json", R"({"entries": [{"kind": "cuda", "file": "k.cu", "name": "mykernels",
+                                        "name_expressions": ["scale<float, 4>"]}]})");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "1 compiled");
+  Result hit = probe({"inline", (dir_ / "k.cu").string(), "mykernels", "sm_90", "scale<float, 4>"});
+  ASSERT_EQ(hit.code, 0) << hit.err;
+  EXPECT_CONTAINS(hit.out, "tier=disk compiles=0 disk_hits=1");
+}
+
+TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
+  const std::string relu = R"({"kind": "op", "op": "relu", "dtype": "f32"})";
+  struct Case {
+    std::string json, message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"entries": [)" + relu + "," + relu + "," + relu +
+           R"(, {"kind": "op", "op": "relu", "dtype": "f8"}]})",
+       R"(entries[3].dtype: expected one of f32,f16,bf16,f64, got "f8")"},
+      {R"({"entries": [)" + relu + R"(, {"kind": "op", "op": "gelu", "dtype": "f32"}]})", "entries[1].op: "},
+      {R"({"entries": [{"kind": "op", "op": "relu"}]})", "entries[0].dtype: missing required field"},
+      {R"({"entries": [{"kind": "op", "op": "relu", "dtype": 3}]})", "entries[0].dtype: expected one of"},
+      {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "dtpye": "f16"}]})",
+       "entries[0].dtpye: unknown field"},
+      {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "vector_width": 8}]})",
+       "entries[0].vector_width: expected one of 1,2,4 for f32, got number 8"},
+      {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "shape": [4096, "x"]}]})",
+       R"(entries[0].shape[1]: expected an integer, got "x")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [128, 8, 128, 128], "filters": [64, 3]}]})",
+       "entries[0].filters: expected an array of 3 to 4 elements, got 2"},
+      {R"({"entries": [{"kind": "cuda", "file": "missing.cu", "functions": "k"}]})",
+       "entries[0].file: cannot read"},
+      {R"({"entries": [{"kind": "tensorrt"}]})",
+       R"(entries[0].kind: expected one of op,conv2d,cuda, got "tensorrt")"},
+      {R"({"entries": {}})", "entries: expected an array, got an object"},
+      {R"({"entries": [)", "spec: not valid JSON"},
+  };
+  for (const auto& c : cases) {
+    auto spec = write_spec("bad.json", c.json);
+    Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
+    EXPECT_EQ(r.code, 2) << c.json << "\n" << r.err;
+    EXPECT_CONTAINS(r.err, c.message);
+    EXPECT_TRUE(entry_files().empty()) << "compiled something for " << c.json;
+  }
+}
+
+TEST_F(CliTest, SpecParserSurvivesGarbage) {
+  // Fresh random mutations of the seeds spec every run, plus hand-picked nasty inputs. --dry-run:
+  // whatever parses is listed, nothing is compiled.
+  std::string seeds = read_file(kSeeds);
+  std::vector<std::string> inputs = {
+      "",
+      "null",
+      "\xff\xfe\x00",
+      std::string(5000, '['),
+      "{\"entries\": [1e999]}",
+      "{\"entries\": [{\"kind\": \"op\", \"op\": \"relu\", \"dtype\": \"f32\", "
+      "\"shape\": [99999999999, 99999999999, 99999999999]}]}"};
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 12; ++i) {
+    std::string mutated = seeds;
+    for (int k = 0; k < 3; ++k) mutated[rng() % mutated.size()] = static_cast<char>(rng() % 256);
+    inputs.push_back(mutated);
+  }
+  for (const auto& input : inputs) {
+    auto spec = write_spec("fuzz.json", input);
+    Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "--dry-run"});
+    EXPECT_EQ(r.signal, 0) << input;
+    EXPECT_TRUE(r.code == 0 || r.code == 2) << r.code << " for " << input << "\n" << r.err;
+  }
+  EXPECT_TRUE(entry_files().empty());
+}
+
+TEST_F(CliTest, FailedVariantFailsTheRunButTheOthersAreCompiled) {
+  write_file(dir_ / "good.cu", "extern \"C\" __global__ void good(float* x) { x[0] = 1; }\n");
+  write_file(dir_ / "bad.cu", "extern \"C\" __global__ void bad(float* x) {\n  x[0] = not_declared;\n}\n");
+  auto spec = write_spec("s.json", R"({"entries": [{"kind": "cuda", "file": "bad.cu", "functions": "bad"},
+                                                   {"kind": "cuda", "file": "good.cu", "functions": "good"}]})");
+  Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "1"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.out, "1 compiled, 0 already cached, 1 failed");
+  EXPECT_CONTAINS(r.err, "not_declared");
+  EXPECT_EQ(entry_files().size(), 1u);
+}
+
+TEST_F(CliTest, WarmWithoutArchNeedsAGpu) {
+  if (cuinline::device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  auto spec = write_spec("s.json", kReluAllDtypes);
+  Result r = cli({"warm", "--spec", spec.string()});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "pass --arch");
+}
+
+TEST_F(CliTest, DryRunCompilesNothing) {
+  auto spec = write_spec("s.json", kReluAllDtypes);
+  Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_80,sm_90", "--dry-run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "0 already cached");
+  EXPECT_CONTAINS(r.out, "relu<f64,v2,i32> sm_80");
+  EXPECT_TRUE(entry_files().empty());
+}
+
+TEST_F(CliTest, VerifyFindsACorruptAndAForeignEntryAndFixRemovesThem) {
+  auto spec = write_spec("s.json", kReluAllDtypes);
+  ASSERT_EQ(cli({"warm", "--spec", spec.string(), "--arch", "sm_90"}).code, 0);
+  auto files = entry_files();
+  ASSERT_GE(files.size(), 2u);
+  std::string bytes = read_file(files[0]);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x5A);
+  write_file(files[0], bytes);
+  fs::path foreign = cache_ / std::string(64, 'a');
+  write_file(foreign, "not a cache entry");
+
+  Result found = cli({"cache", "verify"});
+  EXPECT_EQ(found.code, 1);
+  EXPECT_CONTAINS(found.out, files[0].filename().string());
+  EXPECT_CONTAINS(found.out, foreign.filename().string());
+  EXPECT_CONTAINS(found.out, "2 bad");
+
+  Result fixed = cli({"cache", "verify", "--fix"});
+  EXPECT_EQ(fixed.code, 0) << fixed.out << fixed.err;
+  EXPECT_CONTAINS(fixed.out, "2 removed");
+  EXPECT_FALSE(fs::exists(files[0]));
+  EXPECT_FALSE(fs::exists(foreign));
+  EXPECT_EQ(entry_files().size(), files.size() - 1);
+  Result clean = cli({"cache", "verify"});
+  EXPECT_EQ(clean.code, 0);
+  EXPECT_CONTAINS(clean.out, "0 bad");
+}
+
+TEST_F(CliTest, PruneKeepsTheDirectoryUnderTheAskedSize) {
+  auto spec = write_spec("s.json", kReluAllDtypes);
+  ASSERT_EQ(cli({"warm", "--spec", spec.string(), "--arch", "sm_90"}).code, 0);
+  std::size_t before_entries = entry_files().size();
+  std::uint64_t before = directory_bytes();
+  std::uint64_t limit = before / 2;
+  Result r = cli({"cache", "prune", "--max-bytes", std::to_string(limit)});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_LE(directory_bytes(), limit);
+  EXPECT_LT(entry_files().size(), before_entries);
+  EXPECT_GT(entry_files().size(), 0u);
+
+  EXPECT_EQ(cli({"cache", "prune", "--max-bytes", "12Q"}).code, 2);
+  EXPECT_EQ(cli({"cache", "prune", "--max-bytes", "0"}).code, 0);
+  EXPECT_TRUE(entry_files().empty());
+}
+
+TEST_F(CliTest, ListStatsAndClear) {
+  auto spec = write_spec("s.json", kReluAllDtypes);
+  ASSERT_EQ(cli({"warm", "--spec", spec.string(), "--arch", "sm_90"}).code, 0);
+  std::size_t entries = entry_files().size();
+  Result list = cli({"cache", "list"});
+  EXPECT_EQ(list.code, 0);
+  EXPECT_CONTAINS(list.out, entry_files()[0].filename().string().substr(0, 16));
+  EXPECT_CONTAINS(list.out, "sm_90");
+  Result stats = cli({"cache", "stats"});
+  EXPECT_EQ(stats.code, 0);
+  EXPECT_CONTAINS(stats.out, "entries      " + std::to_string(entries));
+
+  Result refused = cli({"cache", "clear"}, "n\n");
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(entry_files().size(), entries);
+  Result no_stdin = cli({"cache", "clear"});
+  EXPECT_EQ(no_stdin.code, 1);
+  EXPECT_EQ(entry_files().size(), entries);
+  Result cleared = cli({"cache", "clear", "--yes"});
+  EXPECT_EQ(cleared.code, 0) << cleared.err;
+  EXPECT_TRUE(entry_files().empty());
+}
+
+TEST_F(CliTest, CompileErrorPrintsTheLogAndExits1) {
+  write_file(dir_ / "bad.cu", "__global__ void f(float* x) {\n  x[0] = undefined_thing;\n}\n");
+  Result r =
+      cli({"compile", (dir_ / "bad.cu").string(), "--arch", "sm_90", "-o", (dir_ / "bad.cubin").string()});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "bad.cu(2): error");
+  EXPECT_CONTAINS(r.err, "undefined_thing");
+  EXPECT_FALSE(fs::exists(dir_ / "bad.cubin"));
+}
+
+TEST_F(CliTest, CompileWritesCubinAndPtx) {
+  write_file(dir_ / "inc.cuh", "#define SCALE 3\n");
+  write_file(
+      dir_ / "k.cu",
+      "#include \"inc.cuh\"\ntemplate <int N> __global__ void k(float* x) { x[0] = N * SCALE * FACTOR; }\n");
+  Result r = cli({"compile", (dir_ / "k.cu").string(), "--arch", "sm_90", "-k", "k<4>", "-DFACTOR=2", "-o",
+                  (dir_ / "k.cubin").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(dir_ / "k.cubin").substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_CONTAINS(r.out, "k<4> -> _Z1kILi4EEvPf");
+  Result ptx = cli({"compile", (dir_ / "k.cu").string(), "--arch", "sm_90", "--kernel", "k<4>", "-DFACTOR=2",
+                    "--ptx", "-o", (dir_ / "k.ptx").string()});
+  ASSERT_EQ(ptx.code, 0) << ptx.err;
+  EXPECT_CONTAINS(read_file(dir_ / "k.ptx"), ".target sm_90");
+}
+
+TEST_F(CliTest, UsageErrorsExit2) {
+  EXPECT_EQ(cli({}).code, 2);
+  EXPECT_EQ(cli({"frobnicate"}).code, 2);
+  EXPECT_EQ(cli({"warm"}).code, 2);
+  EXPECT_EQ(cli({"warm", "--spec", kSeeds, "--arch", "sm9"}).code, 2);
+  EXPECT_EQ(cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "0"}).code, 2);
+  EXPECT_EQ(cli({"cache", "prune"}).code, 2);
+  EXPECT_EQ(cli({"--help"}).code, 0);
+}
+
+TEST_F(CliTest, InfoWorksWithoutAGpu) {
+  Result r = cli({"info"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "NVRTC");
+  EXPECT_CONTAINS(r.out, cache_.string());
+}
+
+// `cuinline run` checks the GPU against these host conversions and references; they cannot be
+// checked on the GPU here, so check them against the compiler's own _Float16 and exact arithmetic.
+TEST(CliHostReference, HalfAndBfloat16ConversionsRoundToNearestEven) {
+  using namespace cuinline::cli;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    float f = half_to_float(static_cast<std::uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_half(f), h) << h;
+    ASSERT_EQ(float_to_bf16(bf16_to_float(static_cast<std::uint16_t>(h))), h) << h;
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 200000; ++i) {
+    float f = bits_float(static_cast<std::uint32_t>(rng()));
+    if (std::isnan(f)) continue;
+#if defined(__FLT16_MAX__)
+    ASSERT_EQ(float_to_half(f), [&] {
+      _Float16 h = static_cast<_Float16>(f);
+      std::uint16_t bits;
+      std::memcpy(&bits, &h, 2);
+      return bits;
+    }()) << f;
+#endif
+    // bf16: the nearest of the two neighbours, ties to the even one.
+    std::uint32_t u = float_bits(f), lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
+    double dlo = std::fabs(double(bits_float(lo)) - f), dhi = std::fabs(double(bits_float(hi)) - f);
+    std::uint32_t expected = (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0)) ? lo : hi;
+    if (std::isinf(bits_float(hi)) && !std::isinf(f) && dlo == dhi) expected = hi;
+    ASSERT_EQ(float_to_bf16(f), expected >> 16) << f;
+  }
+}
+
+TEST(CliHostReference, ChainsRoundBetweenStepsLikeEagerOps) {
+  using namespace cuinline::cli;
+  auto to_half = [](float v) { return half_to_float(float_to_half(v)); };
+  // leaky_relu(x / 2, 0.01) in f16: x * (1/2) rounded to half, then * 0.01f rounded again.
+  float x = half_to_float(float_to_half(-3.0009765625f));
+  float t = to_half(x * 0.5f);
+  float expected = to_half(t * 0.01f);
+  auto op = cuinline::ops::Op::div_leaky_relu(2, 0.01);
+  EXPECT_EQ(reference_chain(op.steps, x, to_half), expected);
+  EXPECT_EQ(reference_chain(cuinline::ops::Op::relu().steps, -1.5f, to_half), 0.0f);
+  EXPECT_TRUE(std::isnan(reference_chain(cuinline::ops::Op::relu().steps, NAN, to_half)));
+  auto clamp = cuinline::ops::Op::chain({cuinline::ops::Step::clamp(0, 6)});
+  EXPECT_EQ(reference_chain(clamp.steps, 7.0f, to_half), 6.0f);
+}
+
+}  // namespace
