@@ -91,8 +91,8 @@ struct Op {
 
   /// "relu", "leaky_relu(0.01)", "div(2)|leaky_relu(0.01)", "expr(x > 0 ? x : x * s; s=0.01)".
   std::string describe() const;
-  /// Throws InvalidArgument for an empty op, both steps and expression, a bad constant name or a
-  /// divisor of zero.
+  /// Throws InvalidArgument for an empty op, both steps and expression, or a bad constant name. A
+  /// divisor of zero is allowed, as in PyTorch (x / 0 gives ±inf, 0 / 0 NaN).
   void validate() const;
 
   friend bool operator==(const Op& p, const Op& q) noexcept;
