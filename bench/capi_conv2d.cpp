@@ -1,0 +1,125 @@
+// C API over cuinline::ops::conv2d for bench/conv2d_peers.py (ctypes): the script passes torch
+// tensors' data pointers and torch's current stream, so cuinline and PyTorch run in one process,
+// on the same buffers and the same stream, timed by the same CUDA events.
+#include <chrono>
+#include <cstdint>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/error.hpp>
+#include <exception>
+#include <string>
+
+namespace {
+
+thread_local std::string g_last_error;
+
+// epilogue: 0 identity, 1 div(a) | leaky_relu(b), 2 relu
+cuinline::ops::Op make_epilogue(int kind, double a, double b) {
+  using cuinline::ops::Op;
+  switch (kind) {
+    case 0:
+      return Op::chain({});
+    case 1:
+      return cuinline::ops::div_leaky_relu_epilogue(a, b);
+    case 2:
+      return Op::relu();
+  }
+  throw cuinline::InvalidArgument("capi_conv2d: unknown epilogue kind " + std::to_string(kind));
+}
+
+}  // namespace
+
+extern "C" {
+
+/// The last error message of this thread ("" when none).
+const char* cuinline_conv2d_last_error() {
+  return g_last_error.c_str();
+}
+
+/// One fused conv2d launch (f32, NCHW). shape = {N, Cin, H, W, Cout, KH, KW}; params = {sh, sw, ph,
+/// pw, dh, dw}; bias may be null. Returns 0, or -1 with cuinline_conv2d_last_error() set.
+int cuinline_conv2d_f32(const void* input, const void* weight, const void* bias, void* output,
+                        const std::int64_t* shape, const int* params, int epilogue, double a, double b,
+                        void* stream) {
+  try {
+    using cuinline::DType;
+    using cuinline::TensorView;
+    const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
+    const std::int64_t oh = cuinline::ops::conv2d_out_extent(shape[2], static_cast<int>(shape[5]), p.stride_h,
+                                                             p.pad_h, p.dilation_h);
+    const std::int64_t ow = cuinline::ops::conv2d_out_extent(shape[3], static_cast<int>(shape[6]), p.stride_w,
+                                                             p.pad_w, p.dilation_w);
+    const TensorView in = TensorView::contiguous(const_cast<void*>(input), DType::f32,
+                                                 {shape[0], shape[1], shape[2], shape[3]});
+    const TensorView w = TensorView::contiguous(const_cast<void*>(weight), DType::f32,
+                                                {shape[4], shape[1], shape[5], shape[6]});
+    const TensorView bv =
+        bias ? TensorView::contiguous(const_cast<void*>(bias), DType::f32, {shape[4]}) : TensorView{};
+    const TensorView out = TensorView::contiguous(output, DType::f32, {shape[0], shape[4], oh, ow});
+    cuinline::ops::conv2d(in, w, bv, out, p, make_epilogue(epilogue, a, b), static_cast<CUstream>(stream));
+    return 0;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
+
+/// The tiling the library picks for a variant: tiling[0..11] = {tx, ty, groups, px, ch, ci_chunk,
+/// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels}. Returns 0, or -1.
+int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* tiling) {
+  try {
+    const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
+    const cuinline::ops::Conv2dVariant v = cuinline::ops::make_conv2d_variant(
+        static_cast<int>(shape[1]), static_cast<int>(shape[2]), static_cast<int>(shape[3]),
+        static_cast<int>(shape[4]), static_cast<int>(shape[5]), static_cast<int>(shape[6]), p, true,
+        cuinline::ops::Op::relu());
+    const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
+    const int values[] = {t.threads_x,
+                          t.threads_y,
+                          t.channel_groups,
+                          t.pixels_per_thread,
+                          t.channels_per_thread,
+                          t.ci_chunk,
+                          t.ci_unroll,
+                          t.row_tiles,
+                          static_cast<int>(t.shared_bytes),
+                          t.tiles_x,
+                          t.tiles_y,
+                          t.block_channels()};
+    for (int i = 0; i < 12; ++i) tiling[i] = values[i];
+    return 0;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
+
+/// NVRTC compile time (ms) of one variant for `arch` (e.g. "sm_90"), bypassing every cache; the
+/// tiling is written to tiling[0..8] = {tx, ty, groups, px, ch, ci_chunk, ci_unroll, row_tiles,
+/// shared_bytes} when non-null. Returns a negative value on error.
+double cuinline_conv2d_compile_ms(const std::int64_t* shape, const int* params, int has_bias, int epilogue,
+                                  double a, double b, const char* arch, int* tiling) {
+  try {
+    const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
+    const cuinline::ops::Conv2dVariant v = cuinline::ops::make_conv2d_variant(
+        static_cast<int>(shape[1]), static_cast<int>(shape[2]), static_cast<int>(shape[3]),
+        static_cast<int>(shape[4]), static_cast<int>(shape[5]), static_cast<int>(shape[6]), p, has_bias != 0,
+        make_epilogue(epilogue, a, b));
+    if (tiling) {
+      const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
+      const int values[] = {t.threads_x,         t.threads_y,           t.channel_groups,
+                            t.pixels_per_thread, t.channels_per_thread, t.ci_chunk,
+                            t.ci_unroll,         t.row_tiles,           static_cast<int>(t.shared_bytes)};
+      for (int i = 0; i < 9; ++i) tiling[i] = values[i];
+    }
+    const cuinline::CompileRequest request = cuinline::ops::make_request(v);
+    const auto start = std::chrono::steady_clock::now();
+    cuinline::compile(request, cuinline::Arch::parse(arch));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1.0;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,329 @@
+// conv2d.cuh — fused direct convolution (NCHW, float32, groups = 1) with a bias and an elementwise
+// epilogue, compiled by NVRTC with every shape parameter a compile-time constant.
+//
+// The rendered program defines a shape struct S (all constants below) and an epilogue functor E
+// (`__device__ float operator()(float) const`), then names `cuinline_conv2d<S, E>`.
+//
+// Work split: a block computes kTY output rows x kTX*kTP output columns x kTG*kTC output channels
+// of one image. Each thread owns kTP consecutive output columns x kTC output channels in registers
+// (an outer-product register tile). The input tile (with its halo) and the block's weights are
+// staged in shared memory, kCiChunk input channels at a time; weights are read as warp-wide
+// broadcasts (every lane of a warp shares one channel group), inputs as 16-byte loads whose
+// quarter-warps touch 32 distinct banks. The filter loops are fully unrolled.
+//
+// Required members of S (all `static constexpr int`):
+//   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias
+//   kTX, kTY, kTG (threads along x, y and channel groups), kTP, kTC (per-thread tile),
+//   kCiChunk (input channels per shared-memory stage), kCiUnroll (unroll of that loop),
+//   kMinBlocks (resident blocks per multiprocessor asked of ptxas: caps registers per thread),
+//   kPipeline: 0 = one buffer, every channel chunk copied then computed;
+//              1 = row-tile pipeline (needs kCiChunk == kCin): weights staged once, the input tile
+//                  double-buffered; a block computes the kernel argument `row_tiles` row tiles in
+//                  turn, copying the next tile while computing this one;
+//              2 = channel-chunk pipeline: input and weights of chunk k + 1 are copied while chunk
+//                  k is computed (two buffers of each).
+// The batch size and row_tiles are run-time arguments.
+// Shared memory is dynamic: Plan<S>::kSmemBytes (the host mirrors the formula).
+// No standard or toolkit headers: NVRTC's built-ins (float4, __ldg, __stcs) are enough.
+
+#ifndef CUINLINE_CONV2D_CUH
+#define CUINLINE_CONV2D_CUH
+
+namespace cuinline_conv2d_detail {
+
+template <class S>
+struct Plan {
+  static constexpr int kThreads = S::kTX * S::kTY * S::kTG;
+  static constexpr int kBlockCout = S::kTG * S::kTC;
+  static constexpr int kTileCols = S::kTX * S::kTP;
+  static constexpr int kTilesX = (S::kOW + kTileCols - 1) / kTileCols;
+  static constexpr int kInRows = (S::kTY - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;
+  static constexpr int kInCols = (kTileCols - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
+  // Input columns one thread reads per filter row.
+  static constexpr int kNeed = (S::kTP - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
+  // 16-byte loads need each thread's first column 4-aligned.
+  static constexpr bool kVecIn = (S::kTP * S::kSW) % 4 == 0;
+  static constexpr int kNeedPad = kVecIn ? (kNeed + 3) / 4 * 4 : kNeed;
+  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * S::kSW + kNeedPad;
+  static constexpr int kPitchRaw = kInCols > kLastRead ? kInCols : kLastRead;
+  static constexpr int kPitch = (kPitchRaw + 3) / 4 * 4;
+  static constexpr int kInFloats = S::kCiChunk * kInRows * kPitch;
+  static constexpr int kTaps = S::kKH * S::kKW;
+  static constexpr int kWFloats = S::kCiChunk * kTaps * kBlockCout;
+  static constexpr bool kVecW = S::kTC % 4 == 0;
+  static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
+  static constexpr int kBuffers = S::kPipeline != 0 ? 2 : 1;
+  static constexpr int kWBuffers = S::kPipeline == 2 ? 2 : 1;
+  static constexpr int kSmemBytes = (kWBuffers * kWFloats + kBuffers * kInFloats) * 4;
+  static constexpr int kStoreVec = (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
+                                   : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
+                                                                          : 1;
+  static_assert(kThreads <= 1024, "block too large");
+  static_assert((S::kTX * S::kTY) % 32 == 0, "a warp must share one channel group");
+  static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");
+  static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCin, "the row-tile pipeline needs one input stage");
+  static_assert(S::kPipeline >= 0 && S::kPipeline <= 2, "kPipeline is 0, 1 or 2");
+};
+
+// 4-byte asynchronous copy global -> shared (LDGSTS); with `valid` false it writes a zero and
+// reads nothing. Every copy of a stage is in flight at once, so a stage costs about one latency.
+__device__ __forceinline__ void copy_async(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int kPending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Stages input channels [cb, cb + kCiChunk) of image `in_n` (tile origin iy0, ix0, zero outside the
+// image: that is the padding) and the matching weights of channels [co0, co0 + kBlockCout).
+template <class S>
+__device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_in, int cb, int iy0,
+                                            int ix0) {
+  using P = Plan<S>;
+  constexpr int kPlane = P::kInRows * P::kInCols;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < S::kCiChunk * kPlane; i += P::kThreads) {
+    const int ci = i / kPlane;
+    const int rc = i - ci * kPlane;
+    const int r = rc / P::kInCols;
+    const int c = rc - r * P::kInCols;
+    const int iy = iy0 + r;
+    const int ix = ix0 + c;
+    const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+    const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
+    copy_async(s_in + (ci * P::kInRows + r) * P::kPitch + c, src, inside);
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_w, int cb, int co0) {
+  using P = Plan<S>;
+  constexpr int kPerCout = S::kCiChunk * P::kTaps;  // contiguous in the [Cout][Cin][KH][KW] weight
+#pragma unroll 4
+  for (int i = threadIdx.x; i < P::kBlockCout * kPerCout; i += P::kThreads) {
+    const int co = i / kPerCout;
+    const int rest = i - co * kPerCout;
+    const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
+    const float* src =
+        inside ? weight + (long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps + rest : weight;
+    copy_async(s_w + rest * P::kBlockCout + co, src, inside);
+  }
+}
+
+// Outputs are written once and not read again: streaming stores keep them from evicting the input
+// tiles other blocks still read from L2.
+template <class T>
+__device__ __forceinline__ void store_streaming(T* p, T v) {
+#ifdef CUINLINE_CONV2D_PLAIN_STORES
+  *p = v;
+#else
+  __stcs(p, v);
+#endif
+}
+
+template <class S, class E>
+__device__ __forceinline__ void store_row(float* __restrict__ dst, const float (&acc)[S::kTP], float b,
+                                          int ox) {
+  using P = Plan<S>;
+  float v[S::kTP];
+#pragma unroll
+  for (int p = 0; p < S::kTP; ++p) v[p] = E{}(acc[p] + b);
+  if (P::kStoreVec == 4) {
+    if (ox < S::kOW) {
+#pragma unroll
+      for (int p = 0; p < S::kTP; p += 4) {
+        store_streaming(reinterpret_cast<float4*>(dst + p), make_float4(v[p], v[p + 1], v[p + 2], v[p + 3]));
+      }
+    }
+  } else if (P::kStoreVec == 2) {
+#pragma unroll
+    for (int p = 0; p < S::kTP; p += 2) {
+      if (ox + p < S::kOW) store_streaming(reinterpret_cast<float2*>(dst + p), make_float2(v[p], v[p + 1]));
+    }
+  } else {
+#pragma unroll
+    for (int p = 0; p < S::kTP; ++p) {
+      if (ox + p < S::kOW) store_streaming(dst + p, v[p]);
+    }
+  }
+}
+
+// acc += the contribution of the kCiChunk staged input channels.
+template <class S>
+__device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, float (&acc)[S::kTC][S::kTP],
+                                           int tx, int ty, int tg) {
+  using P = Plan<S>;
+#pragma unroll S::kCiUnroll
+  for (int ci = 0; ci < S::kCiChunk; ++ci) {
+#pragma unroll
+    for (int kh = 0; kh < S::kKH; ++kh) {
+      const float* row =
+          s_in + (ci * P::kInRows + ty * S::kSH + kh * S::kDH) * P::kPitch + tx * S::kTP * S::kSW;
+      float r[P::kNeedPad];
+      if (P::kVecIn) {
+#pragma unroll
+        for (int q = 0; q < P::kNeedPad; q += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(row + q);
+          r[q] = v.x;
+          r[q + 1] = v.y;
+          r[q + 2] = v.z;
+          r[q + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < P::kNeedPad; ++q) r[q] = row[q];
+      }
+#pragma unroll
+      for (int kw = 0; kw < S::kKW; ++kw) {
+        const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout + tg * S::kTC;
+        float w[S::kTC];
+        if (P::kVecW) {
+#pragma unroll
+          for (int c = 0; c < S::kTC; c += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(wp + c);
+            w[c] = v.x;
+            w[c + 1] = v.y;
+            w[c + 2] = v.z;
+            w[c + 3] = v.w;
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < S::kTC; ++c) w[c] = wp[c];
+        }
+#pragma unroll
+        for (int c = 0; c < S::kTC; ++c) {
+#pragma unroll
+          for (int p = 0; p < S::kTP; ++p)
+            acc[c][p] = __fmaf_rn(r[p * S::kSW + kw * S::kDW], w[c], acc[c][p]);
+        }
+      }
+    }
+  }
+}
+
+// Bias, epilogue and store of one thread's tile; resets acc to zero.
+template <class S, class E>
+__device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float* __restrict__ bias,
+                                       float* __restrict__ output, int n, int co_base, int oy, int ox) {
+  using P = Plan<S>;
+  if (oy < S::kOH) {
+#pragma unroll
+    for (int c = 0; c < S::kTC; ++c) {
+      const int co = co_base + c;
+      if (S::kCout % P::kBlockCout != 0 && co >= S::kCout) break;
+      const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
+      float* dst = output + (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
+      store_row<S, E>(dst, acc[c], b, ox);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < S::kTC; ++c) {
+#pragma unroll
+    for (int p = 0; p < S::kTP; ++p) acc[c][p] = 0.0f;
+  }
+}
+
+}  // namespace cuinline_conv2d_detail
+
+/// input [N][kCin][kH][kW], weight [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias),
+/// output [N][kCout][kOH][kOW]. Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
+/// N); block: kThreads; dynamic shared memory: kSmemBytes. row_tiles must be 1 unless kPipeline == 1.
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::kMinBlocks)
+    cuinline_conv2d(const float* __restrict__ input, const float* __restrict__ weight,
+                    const float* __restrict__ bias, float* __restrict__ output, int row_tiles) {
+  using P = cuinline_conv2d_detail::Plan<S>;
+  namespace d = cuinline_conv2d_detail;
+  extern __shared__ __align__(16) float smem[];
+  float* s_w = smem;
+  float* s_in = smem + P::kWBuffers * P::kWFloats;
+
+  const int tid = threadIdx.x;
+  const int tx = tid % S::kTX;
+  const int ty = (tid / S::kTX) % S::kTY;
+  const int tg = tid / (S::kTX * S::kTY);
+  const int bx = blockIdx.x % P::kTilesX;
+  const int tile_y0 = blockIdx.x / P::kTilesX * row_tiles;
+  const int ox0 = bx * P::kTileCols;
+  const int co0 = blockIdx.y * P::kBlockCout;
+  const int n = blockIdx.z;
+  const float* in_n = input + (long long)n * (S::kCin * S::kH * S::kW);
+  const int ix0 = ox0 * S::kSW - S::kPW;
+  const int ox = ox0 + tx * S::kTP;
+  const int co_base = co0 + tg * S::kTC;
+
+  float acc[S::kTC][S::kTP];
+#pragma unroll
+  for (int c = 0; c < S::kTC; ++c) {
+#pragma unroll
+    for (int p = 0; p < S::kTP; ++p) acc[c][p] = 0.0f;
+  }
+
+  if (S::kPipeline == 0) {
+    const int oy0 = tile_y0 * S::kTY;
+#pragma unroll 1
+    for (int cb = 0; cb < S::kCin; cb += S::kCiChunk) {
+      if (cb != 0) __syncthreads();
+      d::stage_input<S>(in_n, s_in, cb, oy0 * S::kSH - S::kPH, ix0);
+      d::stage_weights<S>(weight, s_w, cb, co0);
+      d::copy_async_commit();
+      d::copy_async_wait<0>();
+      __syncthreads();
+      d::accumulate<S>(s_in, s_w, acc, tx, ty, tg);
+    }
+    d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
+  } else if (S::kPipeline == 2) {
+    // Chunk k + 1 (input and weights) is copied into the other buffers while chunk k is computed.
+    constexpr int kChunks = S::kCin / S::kCiChunk;
+    const int oy0 = tile_y0 * S::kTY;
+    const int iy0 = oy0 * S::kSH - S::kPH;
+    d::stage_input<S>(in_n, s_in, 0, iy0, ix0);
+    d::stage_weights<S>(weight, s_w, 0, co0);
+    d::copy_async_commit();
+#pragma unroll 1
+    for (int k = 0; k < kChunks; ++k) {
+      if (k + 1 < kChunks) {
+        const int next = (k + 1) & 1;
+        d::stage_input<S>(in_n, s_in + next * P::kInFloats, (k + 1) * S::kCiChunk, iy0, ix0);
+        d::stage_weights<S>(weight, s_w + next * P::kWFloats, (k + 1) * S::kCiChunk, co0);
+        d::copy_async_commit();
+        d::copy_async_wait<1>();
+      } else {
+        d::copy_async_wait<0>();
+      }
+      __syncthreads();
+      d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, tx, ty, tg);
+      __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
+    }
+    d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
+  } else {
+    // One input stage per tile; the next tile's copy overlaps this tile's arithmetic.
+    d::stage_weights<S>(weight, s_w, 0, co0);
+    d::stage_input<S>(in_n, s_in, 0, tile_y0 * S::kTY * S::kSH - S::kPH, ix0);
+    d::copy_async_commit();
+#pragma unroll 1
+    for (int t = 0; t < row_tiles; ++t) {
+      const int tile_y = tile_y0 + t;
+      if (tile_y >= P::kTilesY) break;
+      if (t + 1 < row_tiles && tile_y + 1 < P::kTilesY) {
+        d::stage_input<S>(in_n, s_in + ((t + 1) & 1) * P::kInFloats, 0,
+                          (tile_y + 1) * S::kTY * S::kSH - S::kPH, ix0);
+        d::copy_async_commit();
+        d::copy_async_wait<1>();
+      } else {
+        d::copy_async_wait<0>();
+      }
+      __syncthreads();
+      d::accumulate<S>(s_in + (t & 1) * P::kInFloats, s_w, acc, tx, ty, tg);
+      d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
+      __syncthreads();
+    }
+  }
+}
+
+#endif  // CUINLINE_CONV2D_CUH

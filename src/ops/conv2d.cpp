@@ -1,0 +1,285 @@
+// conv2d variants: validation, names, the block tiling chosen on the host, and the rendering of
+// kernel_templates/conv2d.cuh into one CompileRequest per variant.
+#include <algorithm>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/error.hpp>
+#include <string>
+
+#include "templates/render.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops {
+namespace {
+
+constexpr int kMaxThreads = 256;
+// Shared memory per block: a single stage stays under the 48 KiB that needs no opt-in; a
+// double-buffered (pipelined) block may use up to 100 KiB, so two still fit on an H100/H200 SM.
+constexpr int kSingleStageBytes = 48 * 1024;
+constexpr int kPipelinedBytes = 100 * 1024;
+constexpr unsigned kMaxSharedBytes = 227 * 1024;  // per block on sm_90 (opt-in)
+// Filter taps x outputs per thread in one unrolled step of the channel loop: bounds code size
+// (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
+constexpr int kUnrollBudget = 576;
+
+int ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+int round_up(int x, int m) {
+  return (x + m - 1) / m * m;
+}
+
+// The shared-memory layout of conv2d.cuh's Plan<S>, mirrored (the rendered source checks that both agree).
+struct SmemLayout {
+  int in_rows = 0, in_pitch = 0, w_per_ci = 0;
+};
+SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const Conv2dParams& p = v.params;
+  SmemLayout l;
+  l.in_rows = (t.threads_y - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
+  const int tile_cols = t.threads_x * t.pixels_per_thread;
+  const int in_cols = (tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+  const int need = (t.pixels_per_thread - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+  const bool vec = (t.pixels_per_thread * p.stride_w) % 4 == 0;
+  const int need_pad = vec ? round_up(need, 4) : need;
+  const int last_read = (t.threads_x - 1) * t.pixels_per_thread * p.stride_w + need_pad;
+  l.in_pitch = round_up(std::max(in_cols, last_read), 4);
+  l.w_per_ci = v.kernel_h * v.kernel_w * t.block_channels();
+  return l;
+}
+
+std::string describe_params(const Conv2dParams& p) {
+  return "s" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + ",p" +
+         std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) + ",d" + std::to_string(p.dilation_h) + "x" +
+         std::to_string(p.dilation_w);
+}
+
+bool is_identity(const Op& op) {
+  return op.steps.empty() && op.expression.empty();
+}
+
+}  // namespace
+
+const char* to_string(Conv2dPrecision precision) noexcept {
+  switch (precision) {
+    case Conv2dPrecision::fp32:
+      return "fp32";
+  }
+  return "unknown";
+}
+
+std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept {
+  if (stride <= 0) return 0;
+  const std::int64_t span =
+      in + 2 * static_cast<std::int64_t>(pad) - static_cast<std::int64_t>(dilation) * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  return span / stride + 1;
+}
+
+std::int64_t Conv2dVariant::out_height() const noexcept {
+  return conv2d_out_extent(height, kernel_h, params.stride_h, params.pad_h, params.dilation_h);
+}
+std::int64_t Conv2dVariant::out_width() const noexcept {
+  return conv2d_out_extent(width, kernel_w, params.stride_w, params.pad_w, params.dilation_w);
+}
+
+std::string Conv2dVariant::name() const {
+  std::string s = "conv2d<" + std::string(cuinline::to_string(dtype)) + "," + std::to_string(in_channels) +
+                  "x" + std::to_string(height) + "x" + std::to_string(width) + "," +
+                  std::to_string(out_channels) + "x" + std::to_string(kernel_h) + "x" +
+                  std::to_string(kernel_w) + "," + describe_params(params);
+  if (has_bias) s += ",bias";
+  if (precision != Conv2dPrecision::fp32) s += std::string(",") + to_string(precision);
+  s += ">[" + (is_identity(epilogue) ? std::string("identity") : epilogue.describe()) + "]";
+  return s;
+}
+
+void Conv2dVariant::validate() const {
+  auto fail = [&](const std::string& what) { throw InvalidArgument("conv2d variant: " + what); };
+  if (dtype != DType::f32)
+    fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (only f32)");
+  if (precision != Conv2dPrecision::fp32) fail("unknown precision mode");
+  if (in_channels <= 0 || height <= 0 || width <= 0 || out_channels <= 0 || kernel_h <= 0 || kernel_w <= 0) {
+    fail("sizes must be positive (" + std::to_string(in_channels) + "x" + std::to_string(height) + "x" +
+         std::to_string(width) + " input, " + std::to_string(out_channels) + "x" + std::to_string(kernel_h) +
+         "x" + std::to_string(kernel_w) + " filters)");
+  }
+  if (in_channels > 4096 || out_channels > 4096 || kernel_h > 31 || kernel_w > 31 || height > 32768 ||
+      width > 32768) {
+    fail("sizes beyond what the kernel supports (Cin, Cout <= 4096, KH, KW <= 31, H, W <= 32768)");
+  }
+  const Conv2dParams& p = params;
+  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0) {
+    fail("stride and dilation must be positive");
+  }
+  if (p.pad_h < 0 || p.pad_w < 0) fail("padding must not be negative");
+  if (p.stride_h > 16 || p.stride_w > 16 || p.dilation_h > 16 || p.dilation_w > 16 || p.pad_h > 64 ||
+      p.pad_w > 64) {
+    fail("stride/dilation above 16 or padding above 64 is not supported");
+  }
+  if (out_height() <= 0 || out_width() <= 0) {
+    fail("the output is empty: the filter's reach exceeds the padded input (" + name() + ")");
+  }
+  if (static_cast<std::int64_t>(in_channels) * height * width > (std::int64_t{1} << 31) - 1) {
+    fail("one image has more than 2^31 - 1 elements");
+  }
+  if (!is_identity(epilogue)) epilogue.validate();
+}
+
+bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
+  return a.in_channels == b.in_channels && a.height == b.height && a.width == b.width &&
+         a.out_channels == b.out_channels && a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w &&
+         a.params == b.params && a.has_bias == b.has_bias && a.precision == b.precision &&
+         a.dtype == b.dtype && a.epilogue == b.epilogue;
+}
+
+Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int out_channels, int kernel_h,
+                                  int kernel_w, const Conv2dParams& params, bool has_bias,
+                                  const Op& epilogue) {
+  Conv2dVariant v;
+  v.in_channels = in_channels;
+  v.height = height;
+  v.width = width;
+  v.out_channels = out_channels;
+  v.kernel_h = kernel_h;
+  v.kernel_w = kernel_w;
+  v.params = params;
+  v.has_bias = has_bias;
+  v.epilogue = epilogue;
+  v.validate();
+  return v;
+}
+
+Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
+  v.validate();
+  const int oh = static_cast<int>(v.out_height());
+  const int ow = static_cast<int>(v.out_width());
+  const int taps = v.kernel_h * v.kernel_w;
+  Conv2dTiling t;
+  // Per thread: 4 consecutive output columns x 16 output channels (64 accumulators) when the
+  // shape allows; the tile shrinks for narrow outputs and few channels.
+  t.pixels_per_thread = ow >= 12 ? 4 : 2;
+  t.threads_x = std::clamp(pow2_at_least(ceil_div(ow, t.pixels_per_thread)), 8, 32);
+  t.channels_per_thread = v.out_channels >= 16 ? 16 : (v.out_channels >= 8 ? 8 : 4);
+  t.channel_groups = std::clamp(ceil_div(v.out_channels, t.channels_per_thread), 1, 4);
+  const int min_ty = 32 / t.threads_x;  // a warp must not straddle two channel groups
+  int ty = std::max(1, kMaxThreads / (t.threads_x * t.channel_groups));
+  ty = std::min(ty, std::max(pow2_at_least(oh), min_ty));
+  t.threads_y = std::max(ty, min_ty);
+  auto blocks_per_image = [&] {
+    return ceil_div(ow, t.threads_x * t.pixels_per_thread) * ceil_div(oh, t.threads_y) *
+           ceil_div(v.out_channels, t.block_channels());
+  };
+  // A long reduction per output on a small image: spread it over more (smaller) blocks, or a
+  // small batch leaves most multiprocessors idle.
+  if (v.in_channels * taps >= 256) {
+    while (blocks_per_image() < 12) {
+      if (t.channel_groups > 1) {
+        t.channel_groups /= 2;
+      } else if (t.threads_y > min_ty) {
+        t.threads_y /= 2;
+      } else {
+        break;
+      }
+    }
+  }
+  // Very large filters: fewer channels per block until one input channel's stage fits.
+  while (t.channel_groups > 1 &&
+         (smem_layout(v, t).in_rows * smem_layout(v, t).in_pitch + smem_layout(v, t).w_per_ci) * 4 >
+             kPipelinedBytes) {
+    t.channel_groups /= 2;
+  }
+  t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 ? 2 : 3;
+  t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
+  t.tiles_y = ceil_div(oh, t.threads_y);
+
+  const SmemLayout l = smem_layout(v, t);
+  const std::int64_t in_per_ci = std::int64_t{l.in_rows} * l.in_pitch;
+  const std::int64_t w_per_ci = l.w_per_ci;
+  const int cin = v.in_channels;
+  auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
+    for (int d = cin; d >= 1; --d) {
+      if (cin % d == 0 && d * bytes_per_ci <= budget) return d;
+    }
+    return 0;
+  };
+  t.row_tiles = 1;
+  if (cin * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
+    // Row-tile pipeline: all channels in one stage, weights staged once per block.
+    t.pipeline = 1;
+    t.ci_chunk = cin;
+    t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
+    t.shared_bytes = static_cast<unsigned>(cin * (2 * in_per_ci + w_per_ci) * 4);
+  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
+    // Channel-chunk pipeline: the next chunk's input and weights arrive during this chunk's math.
+    t.pipeline = 2;
+    t.ci_chunk = d;
+    t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
+  } else {
+    t.pipeline = 0;
+    t.ci_chunk = std::max(1, largest_chunk((in_per_ci + w_per_ci) * 4, kSingleStageBytes));
+    t.shared_bytes = static_cast<unsigned>(t.ci_chunk * (in_per_ci + w_per_ci) * 4);
+  }
+  if (t.shared_bytes > kMaxSharedBytes) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
+                          " bytes of shared memory (filter too large)");
+  }
+  const int per_ci = taps * t.channels_per_thread * t.pixels_per_thread;
+  t.ci_unroll = std::clamp(kUnrollBudget / per_ci, 1, t.ci_chunk);
+  return t;
+}
+
+std::string kernel_name(const Conv2dVariant&) {
+  return "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+}
+
+CompileRequest make_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = conv2d_tiling(v);  // validates
+  const Conv2dParams& p = v.params;
+  auto c = [](const char* name, std::int64_t value) {
+    return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
+  };
+  std::string src =
+      "// cuinline conv2d variant " + v.name() + "\n#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
+  if (is_identity(v.epilogue)) {
+    src +=
+        "struct cuinline_conv2d_epilogue {\n  __device__ __forceinline__ float operator()(float x) const { "
+        "return x; }\n};\n";
+  } else {
+    src += detail::render_op_functor(v.epilogue, DType::f32, "cuinline_conv2d_epilogue");
+  }
+  src += "\nstruct cuinline_conv2d_shape {\n";
+  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels);
+  src += c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w);
+  src += c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w);
+  src += c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+  src += c("kTX", t.threads_x) + c("kTY", t.threads_y) + c("kTG", t.channel_groups);
+  src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
+  src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks) + c("kPipeline", t.pipeline);
+  src += "};\n\n";
+  // The launch uses the host's figures: the template must agree with them.
+  const std::string plan = "cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>";
+  src += "static_assert(" + plan + "::kSmemBytes == " + std::to_string(t.shared_bytes) +
+         ", \"shared bytes\");\n";
+  src += "static_assert(" + plan + "::kTilesX == " + std::to_string(t.tiles_x) + ", \"tiles x\");\n";
+  src += "static_assert(" + plan + "::kTilesY == " + std::to_string(t.tiles_y) + ", \"tiles y\");\n";
+  src += "static_assert(" + plan + "::kThreads == " + std::to_string(t.threads()) + ", \"threads\");\n";
+
+  CompileRequest request;
+  request.name = "conv2d.cu";
+  request.source = std::move(src);
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh"}) {
+    request.headers.push_back({header, detail::template_text(header)});
+  }
+  // The conv loop uses explicit __fmaf_rn; no contraction elsewhere, so bias and epilogue round
+  // after every step like the separate PyTorch ops.
+  request.options = {"--fmad=false"};
+  request.name_expressions = {kernel_name(v)};
+  return request;
+}
+
+}  // namespace cuinline::ops

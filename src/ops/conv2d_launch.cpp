@@ -1,0 +1,238 @@
+// conv2d at run time: argument checks, the in-process variant → Kernel map in front of the
+// KernelCache, and the launch.
+#include <atomic>
+#include <cstring>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/module.hpp>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace cuinline::ops {
+namespace {
+
+// What a launch needs, copied out of the map without copying the variant (no allocation).
+struct Launchable {
+  Kernel kernel;
+  Conv2dTiling tiling;
+  int multiprocessors = 0;
+};
+
+struct MapEntry {
+  Conv2dVariant variant;
+  int device = 0;
+  Launchable launch;
+};
+
+struct KernelMap {
+  std::mutex mutex;
+  std::unordered_multimap<std::uint64_t, MapEntry> entries;
+  std::atomic<std::uint64_t> launches{0};
+  std::atomic<std::uint64_t> map_hits{0};
+  std::atomic<std::uint64_t> cache_lookups{0};
+};
+
+KernelMap& kernel_map() {
+  static KernelMap* map = new KernelMap;  // never destroyed: launches may run during static teardown
+  return *map;
+}
+
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  void value(std::int64_t v) { bytes(&v, sizeof v); }
+  void value(double v) { bytes(&v, sizeof v); }
+};
+
+// A compact hash of the fields that select a kernel; equality is checked field by field.
+std::uint64_t hash_of(const Conv2dVariant& v, int device) {
+  Fnv f;
+  for (std::int64_t x :
+       {std::int64_t{device}, std::int64_t{v.in_channels}, std::int64_t{v.height}, std::int64_t{v.width},
+        std::int64_t{v.out_channels}, std::int64_t{v.kernel_h}, std::int64_t{v.kernel_w},
+        std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
+        std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
+        std::int64_t{v.has_bias}, std::int64_t{static_cast<int>(v.precision)}}) {
+    f.value(x);
+  }
+  for (const Step& s : v.epilogue.steps) {
+    f.value(std::int64_t{static_cast<int>(s.kind)});
+    f.value(s.a);
+    f.value(s.b);
+  }
+  f.bytes(v.epilogue.expression.data(), v.epilogue.expression.size());
+  for (const NamedConstant& c : v.epilogue.constants) {
+    f.bytes(c.name.data(), c.name.size());
+    f.value(c.value);
+  }
+  return f.h;
+}
+
+const MapEntry* lookup_locked(KernelMap& map, std::uint64_t h, const Conv2dVariant& v, int device) {
+  auto [first, last] = map.entries.equal_range(h);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.device == device && it->second.variant == v) return &it->second;
+  }
+  return nullptr;
+}
+
+Launchable find_kernel(const Conv2dVariant& v, int device) {
+  KernelMap& map = kernel_map();
+  const std::uint64_t h = hash_of(v, device);
+  {
+    std::lock_guard<std::mutex> lock(map.mutex);
+    if (const MapEntry* e = lookup_locked(map, h, v, device)) {
+      map.map_hits.fetch_add(1, std::memory_order_relaxed);
+      return e->launch;
+    }
+  }
+  // Miss: render, hash and compile (or fetch) without holding the map; KernelCache is single-flight.
+  map.cache_lookups.fetch_add(1, std::memory_order_relaxed);
+  Launchable l;
+  l.tiling = conv2d_tiling(v);
+  Module module = default_cache().get(make_request(v), device_arch(device));
+  l.kernel = module.kernel(kernel_name(v));
+  if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
+  l.multiprocessors = device_info(device).multiprocessors;
+  std::lock_guard<std::mutex> lock(map.mutex);
+  if (const MapEntry* e = lookup_locked(map, h, v, device)) return e->launch;
+  map.entries.emplace(h, MapEntry{v, device, l});
+  return l;
+}
+
+[[noreturn]] void bad(const std::string& what) {
+  throw InvalidArgument("conv2d: " + what);
+}
+
+void check_tensor(const TensorView& t, const char* name, int ndim) {
+  if (t.dtype != DType::f32) {
+    bad(std::string(name) + " has dtype " + cuinline::to_string(t.dtype) + "; only f32 is supported");
+  }
+  if (t.ndim != ndim)
+    bad(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " + t.describe());
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] < 0) bad(std::string(name) + " has a negative extent: " + t.describe());
+  }
+  if (!t.is_contiguous()) bad(std::string(name) + " must be contiguous: " + t.describe());
+  if (t.data == nullptr && t.numel() > 0) bad(std::string(name) + " is a null pointer");
+}
+
+bool overlap(const TensorView& a, const TensorView& b) {
+  const auto* a0 = static_cast<const char*>(a.data);
+  const auto* b0 = static_cast<const char*>(b.data);
+  return a.numel() > 0 && b.numel() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, int multiprocessors) {
+  if (t.row_tiles <= 1) return 1;
+  // Keep at least ~4 blocks per resident slot (2 per SM) so the tail stays short.
+  const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
+  for (int rt : {4, 2}) {
+    const std::int64_t blocks = std::int64_t{t.tiles_x} * ((t.tiles_y + rt - 1) / rt) * cout_tiles * n;
+    if (blocks >= std::int64_t{8} * multiprocessors) return rt;
+  }
+  return 1;
+}
+
+}  // namespace
+
+Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
+                                 const TensorView& output, const Conv2dParams& params, const Op& epilogue,
+                                 Conv2dPrecision precision) {
+  check_tensor(input, "input", 4);
+  check_tensor(weight, "weight", 4);
+  check_tensor(output, "output", 4);
+  const bool has_bias = bias.data != nullptr;
+  if (has_bias) check_tensor(bias, "bias", 1);
+  if (weight.shape[1] != input.shape[1]) {
+    bad("input has " + std::to_string(input.shape[1]) + " channels but the weight " + weight.describe() +
+        " expects " + std::to_string(weight.shape[1]) + " (groups = 1)");
+  }
+  if (has_bias && bias.shape[0] != weight.shape[0]) {
+    bad("bias " + bias.describe() + " does not match the " + std::to_string(weight.shape[0]) +
+        " output channels");
+  }
+  for (int d = 1; d < 4; ++d) {
+    if (input.shape[d] > 32768 || weight.shape[d - 1] > 32768 || weight.shape[d] > 32768) {
+      bad("extent too large: input " + input.describe() + ", weight " + weight.describe());
+    }
+  }
+  if (input.shape[0] > 65535) bad("batch size " + std::to_string(input.shape[0]) + " exceeds 65535");
+  Conv2dVariant v;
+  v.in_channels = static_cast<int>(input.shape[1]);
+  v.height = static_cast<int>(input.shape[2]);
+  v.width = static_cast<int>(input.shape[3]);
+  v.out_channels = static_cast<int>(weight.shape[0]);
+  v.kernel_h = static_cast<int>(weight.shape[2]);
+  v.kernel_w = static_cast<int>(weight.shape[3]);
+  v.params = params;
+  v.has_bias = has_bias;
+  v.epilogue = epilogue;
+  v.precision = precision;
+  v.validate();
+  const std::int64_t expect[4] = {input.shape[0], weight.shape[0], v.out_height(), v.out_width()};
+  for (int d = 0; d < 4; ++d) {
+    if (output.shape[d] != expect[d]) {
+      bad("output " + output.describe() + " does not match the expected [" + std::to_string(expect[0]) +
+          ", " + std::to_string(expect[1]) + ", " + std::to_string(expect[2]) + ", " +
+          std::to_string(expect[3]) + "]");
+    }
+  }
+  if (overlap(input, output) || overlap(weight, output) || (has_bias && overlap(bias, output))) {
+    bad("output overlaps an input");
+  }
+  return v;
+}
+
+void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
+            const TensorView& output, const Conv2dParams& params, const Op& epilogue, CUstream stream,
+            Conv2dPrecision precision) {
+  const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, params, epilogue, precision);
+  const std::int64_t n = input.shape[0];
+  if (n == 0) return;
+  const int device = stream_device(stream);
+  const Launchable e = find_kernel(v, device);
+  const Conv2dTiling& t = e.tiling;
+  const int row_tiles = row_tiles_for(t, v, n, e.multiprocessors);
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
+                  static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(n));
+  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
+  cfg.shared_bytes = t.shared_bytes;
+  cfg.stream = stream;
+  const float* in = static_cast<const float*>(input.data);
+  const float* w = static_cast<const float*>(weight.data);
+  const float* b = static_cast<const float*>(bias.data);
+  float* out = static_cast<float*>(output.data);
+  e.kernel.launch(cfg, in, w, b, out, row_tiles);
+  kernel_map().launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,
+                           const TensorView& output, const Conv2dParams& params, double divisor, double slope,
+                           CUstream stream) {
+  conv2d(input, weight, bias, output, params, div_leaky_relu_epilogue(divisor, slope), stream);
+}
+
+Conv2dStats conv2d_stats() {
+  KernelMap& map = kernel_map();
+  Conv2dStats s;
+  s.launches = map.launches.load();
+  s.map_hits = map.map_hits.load();
+  s.cache_lookups = map.cache_lookups.load();
+  return s;
+}
+
+void clear_conv2d_kernel_map() {
+  KernelMap& map = kernel_map();
+  std::lock_guard<std::mutex> lock(map.mutex);
+  map.entries.clear();
+}
+
+}  // namespace cuinline::ops

@@ -1,0 +1,180 @@
+// Host tests of the conv2d op: variants, tiling, rendering, offline compiles for sm_90 and the
+// argument checks (which run before anything touches a GPU).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/error.hpp>
+#include <string>
+
+namespace {
+
+using cuinline::DType;
+using cuinline::InvalidArgument;
+using cuinline::TensorView;
+using namespace cuinline::ops;
+
+Conv2dVariant seed_variant() {
+  return make_conv2d_variant(8, 128, 128, 64, 3, 3, Conv2dParams{}, true, div_leaky_relu_epilogue(2.0, 0.01));
+}
+
+// Fake device pointers: the checks never dereference them.
+void* fake(std::uintptr_t at) {
+  return reinterpret_cast<void*>(at);
+}
+
+TEST(Conv2dVariant, OutputExtentFollowsPyTorch) {
+  EXPECT_EQ(conv2d_out_extent(128, 3, 1, 0, 1), 126);
+  EXPECT_EQ(conv2d_out_extent(224, 7, 2, 3, 1), 112);
+  EXPECT_EQ(conv2d_out_extent(32, 3, 2, 1, 1), 16);
+  EXPECT_EQ(conv2d_out_extent(33, 3, 2, 0, 2), 15);  // (33 - 4 - 1) / 2 + 1
+  EXPECT_EQ(conv2d_out_extent(2, 3, 1, 0, 1), 0);    // the filter does not fit
+  EXPECT_EQ(conv2d_out_extent(2, 3, 1, 1, 1), 2);
+  const Conv2dVariant v = seed_variant();
+  EXPECT_EQ(v.out_height(), 126);
+  EXPECT_EQ(v.out_width(), 126);
+}
+
+TEST(Conv2dVariant, NameAndEquality) {
+  const Conv2dVariant a = seed_variant();
+  EXPECT_EQ(a.name(), "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]");
+  Conv2dVariant b = a;
+  EXPECT_EQ(a, b);
+  b.epilogue = div_leaky_relu_epilogue(2.0, 0.02);
+  EXPECT_NE(a, b);
+  b = a;
+  b.params.pad_w = 1;
+  EXPECT_NE(a, b);
+  Conv2dVariant plain =
+      make_conv2d_variant(3, 32, 32, 16, 3, 3, Conv2dParams::square(2, 1), false, Op::chain({}));
+  EXPECT_NE(plain.name().find("[identity]"), std::string::npos);
+}
+
+TEST(Conv2dVariant, RejectsBadVariants) {
+  Conv2dVariant v = seed_variant();
+  v.dtype = DType::f16;
+  EXPECT_THROW(v.validate(), InvalidArgument);
+  EXPECT_THROW(make_conv2d_variant(0, 8, 8, 4, 3, 3, {}, false, Op::relu()), InvalidArgument);
+  EXPECT_THROW(make_conv2d_variant(4, 2, 2, 4, 3, 3, {}, false, Op::relu()),
+               InvalidArgument);  // empty output
+  EXPECT_THROW(make_conv2d_variant(4, 8, 8, 4, 3, 3, Conv2dParams::square(0), false, Op::relu()),
+               InvalidArgument);
+  EXPECT_THROW(make_conv2d_variant(4, 8, 8, 4, 3, 3, Conv2dParams::square(1, -1), false, Op::relu()),
+               InvalidArgument);
+  const Op both{{Step::relu()}, "x", {}};  // steps and an expression: not an op
+  EXPECT_THROW(make_conv2d_variant(4, 8, 8, 4, 3, 3, {}, false, both), InvalidArgument);
+}
+
+TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
+  const cuinline::CompileRequest a = make_request(seed_variant());
+  const cuinline::CompileRequest b = make_request(seed_variant());
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.options, b.options);
+  ASSERT_EQ(a.name_expressions.size(), 1u);
+  EXPECT_EQ(a.name_expressions[0], kernel_name(seed_variant()));
+  EXPECT_NE(a.source.find("kCin = 8;"), std::string::npos);
+  EXPECT_NE(a.source.find("kOW = 126;"), std::string::npos);
+  EXPECT_NE(a.source.find("0x1.47ae14p-7f"), std::string::npos) << a.source;  // 0.01f, exact
+  EXPECT_NE(a.source.find("0x1p-1f"), std::string::npos) << a.source;         // 1 / 2
+  Conv2dVariant other = seed_variant();
+  other.epilogue = div_leaky_relu_epilogue(3.0, 0.01);
+  EXPECT_NE(make_request(other).source, a.source);
+}
+
+TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
+  const Conv2dTiling t = conv2d_tiling(seed_variant());
+  EXPECT_EQ(t.threads_x, 32);
+  EXPECT_EQ(t.pixels_per_thread, 4);
+  EXPECT_EQ(t.channels_per_thread, 16);
+  EXPECT_EQ(t.block_channels(), 64);
+  EXPECT_LE(t.threads(), 256);
+  EXPECT_EQ(t.threads() % 32, 0);
+  EXPECT_GT(t.row_tiles, 1);
+}
+
+struct Shape {
+  int cin, h, w, cout, kh, kw;
+  Conv2dParams p;
+  bool bias;
+  Op epilogue;
+};
+
+// Offline compiles for sm_90 (no GPU needed): every tiling regime, and the host's launch figures
+// are checked against the template's own by static_asserts in the rendered source.
+TEST(Conv2dCompile, SeveralShapesCompileForSm90) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  const Shape shapes[] = {
+      {8, 128, 128, 64, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)},   // the seed
+      {3, 224, 224, 64, 7, 7, Conv2dParams::square(2, 3), false, Op::relu()},  // a ResNet stem
+      {64, 56, 56, 128, 1, 1, {}, true, Op::chain({Step::mul(0.5), Step::add(1.0)})},
+      {16, 33, 17, 32, 3, 3, Conv2dParams{2, 1, 1, 0, 2, 1}, true, Op::chain({Step::clamp(-1.0, 1.0)})},
+      {64, 32, 32, 128, 5, 5, Conv2dParams::square(1, 2), true, Op::leaky_relu(0.2)},
+      {5, 6, 3, 4, 3, 5, Conv2dParams::square(1, 2), false, Op::chain({})},  // W smaller than the filter
+      {7, 9, 9, 12, 3, 3, Conv2dParams::square(1, 1, 3), true, Op::relu()},
+  };
+  for (const Shape& s : shapes) {
+    const Conv2dVariant v = make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, s.epilogue);
+    SCOPED_TRACE(v.name());
+    const auto start = std::chrono::steady_clock::now();
+    const cuinline::CompiledProgram program = cuinline::compile(make_request(v), sm90);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(program.kind, cuinline::BinaryKind::cubin);
+    EXPECT_FALSE(program.binary.empty());
+    EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
+    const Conv2dTiling t = conv2d_tiling(v);
+    std::printf("  %-78s NVRTC %6.0f ms  block %dx%dx%d tile %dpx x %dch smem %u\n", v.name().c_str(), ms,
+                t.threads_x, t.threads_y, t.channel_groups, t.pixels_per_thread, t.channels_per_thread,
+                t.shared_bytes);
+  }
+}
+
+class Conv2dArgs : public ::testing::Test {
+ protected:
+  TensorView input = TensorView::contiguous(fake(0x100000), DType::f32, {2, 8, 16, 16});
+  TensorView weight = TensorView::contiguous(fake(0x200000), DType::f32, {4, 8, 3, 3});
+  TensorView bias = TensorView::contiguous(fake(0x300000), DType::f32, {4});
+  TensorView output = TensorView::contiguous(fake(0x400000), DType::f32, {2, 4, 14, 14});
+  Op epi = div_leaky_relu_epilogue(2.0, 0.01);
+};
+
+TEST_F(Conv2dArgs, AcceptsMatchingShapes) {
+  const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, {}, epi);
+  EXPECT_EQ(v.in_channels, 8);
+  EXPECT_EQ(v.out_channels, 4);
+  EXPECT_TRUE(v.has_bias);
+  EXPECT_FALSE(conv2d_variant_for(input, weight, TensorView{}, output, {}, epi).has_bias);
+}
+
+TEST_F(Conv2dArgs, RejectsBadInputBeforeAnyLaunch) {
+  const TensorView mismatched = TensorView::contiguous(fake(0x200000), DType::f32, {4, 7, 3, 3});
+  EXPECT_THROW(conv2d(input, mismatched, bias, output, {}, epi), InvalidArgument);
+  const TensorView small = TensorView::contiguous(fake(0x400000), DType::f32, {2, 4, 13, 14});
+  EXPECT_THROW(conv2d(input, weight, bias, small, {}, epi), InvalidArgument);
+  const TensorView padded_needed = TensorView::contiguous(fake(0x400000), DType::f32, {2, 4, 16, 16});
+  EXPECT_THROW(conv2d(input, weight, bias, padded_needed, {}, epi),
+               InvalidArgument);  // params say no padding
+  EXPECT_NO_THROW(conv2d_variant_for(input, weight, bias, padded_needed, Conv2dParams::square(1, 1), epi));
+  const TensorView half = TensorView::contiguous(fake(0x100000), DType::f16, {2, 8, 16, 16});
+  EXPECT_THROW(conv2d(half, weight, bias, output, {}, epi), InvalidArgument);
+  const TensorView bad_bias = TensorView::contiguous(fake(0x300000), DType::f32, {5});
+  EXPECT_THROW(conv2d(input, weight, bad_bias, output, {}, epi), InvalidArgument);
+  const TensorView weight3 = TensorView::contiguous(fake(0x200000), DType::f32, {4, 8, 9});
+  EXPECT_THROW(conv2d(input, weight3, bias, output, {}, epi), InvalidArgument);
+  const TensorView huge_filter = TensorView::contiguous(fake(0x200000), DType::f32, {4, 8, 17, 17});
+  EXPECT_THROW(conv2d(input, huge_filter, bias, output, {}, epi), InvalidArgument);
+  const TensorView strided =
+      TensorView::strided(fake(0x100000), DType::f32, {2, 8, 16, 16}, {4096, 256, 16, 1});
+  EXPECT_THROW(conv2d(strided, weight, bias, output, {}, epi), InvalidArgument);
+  const TensorView aliased = TensorView::contiguous(fake(0x100000), DType::f32, {2, 4, 14, 14});
+  EXPECT_THROW(conv2d(input, weight, bias, aliased, {}, epi), InvalidArgument);
+  const TensorView null_in = TensorView::contiguous(nullptr, DType::f32, {2, 8, 16, 16});
+  EXPECT_THROW(conv2d(null_in, weight, bias, output, {}, epi), InvalidArgument);
+  EXPECT_THROW(conv2d(input, weight, bias, output, Conv2dParams::square(0), epi), InvalidArgument);
+  EXPECT_EQ(conv2d_stats().launches, 0u);
+}
+
+}  // namespace

@@ -1,0 +1,208 @@
+// GPU tests of the conv2d op against a CPU reference (double accumulation) on fresh random data:
+// a grid of small shapes with stride / padding / dilation edge cases, images smaller than the
+// filter's reach, every epilogue kind, and the in-process kernel map.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+using cuinline::DeviceBuffer;
+using cuinline::DType;
+using cuinline::TensorView;
+using namespace cuinline::ops;
+
+float apply_epilogue(const Op& op, float x) {
+  for (const Step& s : op.steps) {
+    switch (s.kind) {
+      case StepKind::add:
+        x = x + static_cast<float>(s.a);
+        break;
+      case StepKind::sub:
+        x = x - static_cast<float>(s.a);
+        break;
+      case StepKind::mul:
+        x = x * static_cast<float>(s.a);
+        break;
+      case StepKind::div:
+        x = x * (1.0f / static_cast<float>(s.a));
+        break;
+      case StepKind::relu:
+        x = std::isnan(x) ? x : std::fmax(x, 0.0f);
+        break;
+      case StepKind::leaky_relu:
+        x = x > 0.0f ? x : x * static_cast<float>(s.a);
+        break;
+      case StepKind::clamp:
+        x = std::isnan(x) ? x : std::fmin(std::fmax(x, static_cast<float>(s.a)), static_cast<float>(s.b));
+        break;
+      case StepKind::div_leaky_relu:
+        x = x * (1.0f / static_cast<float>(s.a));
+        x = x > 0.0f ? x : x * static_cast<float>(s.b);
+        break;
+    }
+  }
+  return x;
+}
+
+struct Case {
+  int n, cin, h, w, cout, kh, kw;
+  Conv2dParams p;
+  bool bias;
+  Op epilogue;
+};
+
+std::vector<float> reference(const Case& c, const std::vector<float>& x, const std::vector<float>& wt,
+                             const std::vector<float>& b, std::int64_t oh, std::int64_t ow) {
+  std::vector<float> out(static_cast<std::size_t>(c.n) * c.cout * oh * ow);
+  std::size_t i = 0;
+  for (int n = 0; n < c.n; ++n) {
+    for (int co = 0; co < c.cout; ++co) {
+      for (std::int64_t oy = 0; oy < oh; ++oy) {
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          double acc = c.bias ? b[co] : 0.0;
+          for (int ci = 0; ci < c.cin; ++ci) {
+            for (int kh = 0; kh < c.kh; ++kh) {
+              const std::int64_t iy = oy * c.p.stride_h - c.p.pad_h + kh * c.p.dilation_h;
+              if (iy < 0 || iy >= c.h) continue;
+              for (int kw = 0; kw < c.kw; ++kw) {
+                const std::int64_t ix = ox * c.p.stride_w - c.p.pad_w + kw * c.p.dilation_w;
+                if (ix < 0 || ix >= c.w) continue;
+                acc += static_cast<double>(
+                           x[((static_cast<std::size_t>(n) * c.cin + ci) * c.h + iy) * c.w + ix]) *
+                       wt[((static_cast<std::size_t>(co) * c.cin + ci) * c.kh + kh) * c.kw + kw];
+              }
+            }
+          }
+          out[i++] = apply_epilogue(c.epilogue, static_cast<float>(acc));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class Conv2dGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuinline::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    cuinline::set_device(0);
+  }
+
+  void check(const Case& c) {
+    const Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, c.p, c.bias, c.epilogue);
+    SCOPED_TRACE(v.name() + " N=" + std::to_string(c.n));
+    const std::int64_t oh = v.out_height(), ow = v.out_width();
+    std::mt19937_64 rng(cuinline::test::fresh_seed());
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(c.n) * c.cin * c.h * c.w);
+    std::vector<float> wt(static_cast<std::size_t>(c.cout) * c.cin * c.kh * c.kw);
+    std::vector<float> b(c.cout);
+    for (float& f : x) f = u(rng);
+    for (float& f : wt) f = u(rng);
+    for (float& f : b) f = u(rng);
+    const std::vector<float> ref = reference(c, x, wt, b, oh, ow);
+
+    DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dout(ref.size() * 4);
+    dx.copy_from_host(x.data(), x.size() * 4);
+    dw.copy_from_host(wt.data(), wt.size() * 4);
+    db.copy_from_host(b.data(), b.size() * 4);
+    dout.fill_u32(0x7fc00001u);  // poison: a NaN the kernel must overwrite everywhere
+    cuinline::Stream stream;
+    const TensorView in = TensorView::contiguous(dx.as<void>(), DType::f32, {c.n, c.cin, c.h, c.w});
+    const TensorView weight = TensorView::contiguous(dw.as<void>(), DType::f32, {c.cout, c.cin, c.kh, c.kw});
+    const TensorView bias =
+        c.bias ? TensorView::contiguous(db.as<void>(), DType::f32, {c.cout}) : TensorView{};
+    const TensorView out = TensorView::contiguous(dout.as<void>(), DType::f32, {c.n, c.cout, oh, ow});
+    conv2d(in, weight, bias, out, c.p, c.epilogue, stream);
+    stream.synchronize();
+    std::vector<float> got(ref.size());
+    dout.copy_to_host(got.data(), got.size() * 4);
+
+    double num = 0, den = 0;
+    std::size_t bad = 0, first_bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double d = static_cast<double>(got[i]) - ref[i];
+      num += d * d;
+      den += static_cast<double>(ref[i]) * ref[i];
+      if (!(std::fabs(d) <= 1e-4 + 1e-4 * std::fabs(ref[i]))) {
+        if (bad++ == 0) first_bad = i;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << "first at " << first_bad << ": got " << got[first_bad] << ", want "
+                       << ref[first_bad];
+    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), 1e-5);
+  }
+};
+
+TEST_F(Conv2dGpu, SeedLikeShape) {
+  check({3, 8, 40, 37, 64, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)});
+}
+
+TEST_F(Conv2dGpu, StridePaddingDilationGrid) {
+  const Conv2dParams params[] = {
+      Conv2dParams::square(1, 0),     Conv2dParams::square(1, 1),    Conv2dParams::square(2, 0),
+      Conv2dParams::square(2, 1),     Conv2dParams::square(1, 2, 2), Conv2dParams{2, 1, 0, 3, 1, 2},
+      Conv2dParams{3, 2, 2, 0, 2, 3},
+  };
+  const int ks[][2] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {3, 1}, {2, 5}};
+  for (const auto& p : params) {
+    for (const auto& k : ks) {
+      if (conv2d_out_extent(19, k[0], p.stride_h, p.pad_h, p.dilation_h) <= 0 ||
+          conv2d_out_extent(23, k[1], p.stride_w, p.pad_w, p.dilation_w) <= 0) {
+        continue;
+      }
+      check({2, 5, 19, 23, 12, k[0], k[1], p, true, Op::relu()});
+    }
+  }
+}
+
+TEST_F(Conv2dGpu, ImageSmallerThanTheFilterReach) {
+  // Only the padding makes these valid: most taps read zeros.
+  check({2, 3, 2, 3, 8, 5, 5, Conv2dParams::square(1, 2), true, Op::leaky_relu(0.1)});
+  check({1, 4, 1, 1, 16, 3, 3, Conv2dParams::square(1, 1), false, Op::chain({})});
+  check({2, 2, 3, 2, 4, 3, 3, Conv2dParams::square(2, 2, 2), true, Op::relu()});
+}
+
+TEST_F(Conv2dGpu, ChannelCountsAndEpilogues) {
+  check({2, 3, 33, 65, 16, 3, 3, Conv2dParams::square(1, 1), true,
+         Op::chain({Step::mul(0.5), Step::add(0.25)})});
+  check({2, 64, 12, 12, 128, 3, 3, Conv2dParams::square(1, 1), true, Op::chain({Step::clamp(-0.5, 0.5)})});
+  check({1, 17, 20, 20, 7, 3, 3, {}, false, Op::chain({Step::div(3.0), Step::leaky_relu(0.2)})});
+  check({4, 64, 14, 14, 32, 1, 1, {}, true, Op::relu()});
+  check({2, 3, 64, 64, 64, 7, 7, Conv2dParams::square(2, 3), false, Op::relu()});
+  check({1, 1, 130, 260, 1, 3, 3, Conv2dParams::square(1, 1), true, Op::chain({})});
+}
+
+TEST_F(Conv2dGpu, KernelMapServesRepeatedCalls) {
+  const Case c{2, 4, 16, 16, 8, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)};
+  check(c);
+  const Conv2dStats before = conv2d_stats();
+  check(c);
+  check({5, 4, 16, 16, 8, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)});  // N is a run-time value
+  const Conv2dStats after = conv2d_stats();
+  EXPECT_EQ(after.cache_lookups, before.cache_lookups);
+  EXPECT_EQ(after.map_hits, before.map_hits + 2);
+  EXPECT_EQ(after.launches, before.launches + 2);
+}
+
+TEST_F(Conv2dGpu, EmptyBatchLaunchesNothing) {
+  DeviceBuffer dw(4 * 4 * 9 * 4);
+  const TensorView in = TensorView::contiguous(reinterpret_cast<void*>(0x1000), DType::f32, {0, 4, 8, 8});
+  const TensorView weight = TensorView::contiguous(dw.as<void>(), DType::f32, {4, 4, 3, 3});
+  const TensorView out = TensorView::contiguous(reinterpret_cast<void*>(0x2000), DType::f32, {0, 4, 6, 6});
+  const std::uint64_t launches = conv2d_stats().launches;
+  conv2d(in, weight, TensorView{}, out, {}, Op::relu());
+  EXPECT_EQ(conv2d_stats().launches, launches);
+}
+
+}  // namespace
