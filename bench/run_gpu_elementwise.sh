@@ -35,7 +35,7 @@ status=0
   # stores: a template copy in CUINLINE_TEMPLATE_DIR (new cache keys, so these really compile).
   # Informational (for docs/PERFORMANCE.md); its table stays out of $OUT.
   hint=$(mktemp -d /tmp/cuinline-ew-hint-XXXXXX)
-  sed -e 's/^#define EW_LOAD(p) (\*(p))$/#define EW_LOAD(p) __ldcs(p)/' \
+  sed -e 's/^#define EW_LOAD(p) __ldg(p)$/#define EW_LOAD(p) __ldcs(p)/' \
       -e 's/^#define EW_STORE(p, v) (\*(p) = (v))$/#define EW_STORE(p, v) __stcs(p, v)/' \
       kernel_templates/elementwise.cuh > "$hint/elementwise.cuh"
   if grep -q '__ldcs' "$hint/elementwise.cuh" && grep -q '__stcs' "$hint/elementwise.cuh"; then

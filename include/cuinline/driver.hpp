@@ -69,9 +69,11 @@ class DeviceBuffer {
   std::size_t bytes() const noexcept { return bytes_; }
   int device() const noexcept { return device_; }
 
+  /// Synchronous copies: the data is in place when they return, for work on any stream.
   void copy_from_host(const void* src, std::size_t bytes, std::size_t offset = 0);
   void copy_to_host(void* dst, std::size_t bytes, std::size_t offset = 0) const;
-  /// Fills with a 32-bit pattern (bytes must be a multiple of 4), e.g. to poison outputs.
+  /// Fills with a 32-bit pattern (bytes must be a multiple of 4), e.g. to poison outputs; done
+  /// when it returns.
   void fill_u32(std::uint32_t pattern);
 
  private:

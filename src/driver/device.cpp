@@ -186,6 +186,9 @@ void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes, std::size_
   if (bytes == 0) return;
   detail::ensure_current_context();
   check_driver(driver().cuMemcpyHtoD(ptr_ + offset, src, bytes), "copying host to device");
+  // From pageable memory the call may return before the DMA lands; a kernel on a non-blocking
+  // stream must not see the old bytes.
+  check_driver(driver().cuStreamSynchronize(CU_STREAM_LEGACY), "finishing a copy to the device");
 }
 
 void DeviceBuffer::copy_to_host(void* dst, std::size_t bytes, std::size_t offset) const {
@@ -200,6 +203,9 @@ void DeviceBuffer::fill_u32(std::uint32_t pattern) {
   if (bytes_ == 0) return;
   detail::ensure_current_context();
   check_driver(driver().cuMemsetD32(ptr_, pattern, bytes_ / 4), "filling a device buffer");
+  // cuMemsetD32 is asynchronous on the legacy stream, which non-blocking streams do not wait for:
+  // without this a kernel launched next on such a stream can be overwritten by the fill.
+  check_driver(driver().cuStreamSynchronize(CU_STREAM_LEGACY), "finishing a device fill");
 }
 
 // ---- Stream / Event ----------------------------------------------------------------------------
