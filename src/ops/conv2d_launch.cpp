@@ -1,14 +1,13 @@
 // conv2d at run time: argument checks, the in-process variant → Kernel map in front of the
 // KernelCache, and the launch.
-#include <atomic>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/module.hpp>
-#include <mutex>
 #include <string>
-#include <unordered_map>
+
+#include "ops/variant_map.hpp"
 
 namespace cuinline::ops {
 namespace {
@@ -20,89 +19,36 @@ struct Launchable {
   int multiprocessors = 0;
 };
 
-struct MapEntry {
-  Conv2dVariant variant;
-  int device = 0;
-  Launchable launch;
-};
-
-struct KernelMap {
-  std::mutex mutex;
-  std::unordered_multimap<std::uint64_t, MapEntry> entries;
-  std::atomic<std::uint64_t> launches{0};
-  std::atomic<std::uint64_t> map_hits{0};
-  std::atomic<std::uint64_t> cache_lookups{0};
-};
-
-KernelMap& kernel_map() {
-  static KernelMap* map = new KernelMap;  // never destroyed: launches may run during static teardown
+detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
+  // Never destroyed: launches may run during static teardown.
+  static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
   return *map;
 }
 
-struct Fnv {
-  std::uint64_t h = 1469598103934665603ull;
-  void bytes(const void* p, std::size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
-  void value(std::int64_t v) { bytes(&v, sizeof v); }
-  void value(double v) { bytes(&v, sizeof v); }
-};
-
-// A compact hash of the fields that select a kernel; equality is checked field by field.
-std::uint64_t hash_of(const Conv2dVariant& v, int device) {
-  Fnv f;
+Launchable find_kernel(const Conv2dVariant& v, int device) {
+  detail::Fnv f;
   for (std::int64_t x :
-       {std::int64_t{device}, std::int64_t{v.in_channels}, std::int64_t{v.height}, std::int64_t{v.width},
+       {std::int64_t{v.in_channels}, std::int64_t{v.height}, std::int64_t{v.width},
         std::int64_t{v.out_channels}, std::int64_t{v.kernel_h}, std::int64_t{v.kernel_w},
         std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
         std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
         std::int64_t{v.has_bias}, std::int64_t{static_cast<int>(v.precision)}}) {
     f.value(x);
   }
-  for (const Step& s : v.epilogue.steps) {
-    f.value(std::int64_t{static_cast<int>(s.kind)});
-    f.value(s.a);
-    f.value(s.b);
-  }
-  f.bytes(v.epilogue.expression.data(), v.epilogue.expression.size());
-  for (const NamedConstant& c : v.epilogue.constants) {
-    f.bytes(c.name.data(), c.name.size());
-    f.value(c.value);
-  }
-  return f.h;
-}
-
-const MapEntry* lookup_locked(KernelMap& map, std::uint64_t h, const Conv2dVariant& v, int device) {
-  auto [first, last] = map.entries.equal_range(h);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.device == device && it->second.variant == v) return &it->second;
-  }
-  return nullptr;
-}
-
-Launchable find_kernel(const Conv2dVariant& v, int device) {
-  KernelMap& map = kernel_map();
-  const std::uint64_t h = hash_of(v, device);
-  {
-    std::lock_guard<std::mutex> lock(map.mutex);
-    if (const MapEntry* e = lookup_locked(map, h, v, device)) {
-      map.map_hits.fetch_add(1, std::memory_order_relaxed);
-      return e->launch;
-    }
-  }
-  // Miss: render, hash and compile (or fetch) without holding the map; KernelCache is single-flight.
-  map.cache_lookups.fetch_add(1, std::memory_order_relaxed);
-  Launchable l;
-  l.tiling = conv2d_tiling(v);
-  Module module = default_cache().get(make_request(v), device_arch(device));
-  l.kernel = module.kernel(kernel_name(v));
-  if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
-  l.multiprocessors = device_info(device).multiprocessors;
-  std::lock_guard<std::mutex> lock(map.mutex);
-  if (const MapEntry* e = lookup_locked(map, h, v, device)) return e->launch;
-  map.entries.emplace(h, MapEntry{v, device, l});
-  return l;
+  f.op(v.epilogue);
+  return kernel_map().find_or_make(
+      f.h, device, [&](const Conv2dVariant& e) { return e == v; },
+      [&] {
+        // Render, hash and compile (or fetch); KernelCache is single-flight per key.
+        Launchable l;
+        l.tiling = conv2d_tiling(v);
+        Module module = default_cache().get(make_request(v), device_arch(device));
+        l.kernel = module.kernel(kernel_name(v));
+        if (l.tiling.shared_bytes > 48 * 1024)
+          l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
+        l.multiprocessors = device_info(device).multiprocessors;
+        return std::make_pair(v, l);
+      });
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -211,7 +157,7 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   const float* b = static_cast<const float*>(bias.data);
   float* out = static_cast<float*>(output.data);
   e.kernel.launch(cfg, in, w, b, out, row_tiles);
-  kernel_map().launches.fetch_add(1, std::memory_order_relaxed);
+  kernel_map().count_launch();
 }
 
 void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,
@@ -221,18 +167,16 @@ void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, co
 }
 
 Conv2dStats conv2d_stats() {
-  KernelMap& map = kernel_map();
+  const auto c = kernel_map().counts();
   Conv2dStats s;
-  s.launches = map.launches.load();
-  s.map_hits = map.map_hits.load();
-  s.cache_lookups = map.cache_lookups.load();
+  s.launches = c.launches;
+  s.map_hits = c.map_hits;
+  s.cache_lookups = c.cache_lookups;
   return s;
 }
 
 void clear_conv2d_kernel_map() {
-  KernelMap& map = kernel_map();
-  std::lock_guard<std::mutex> lock(map.mutex);
-  map.entries.clear();
+  kernel_map().clear();
 }
 
 }  // namespace cuinline::ops
