@@ -81,5 +81,29 @@ int main() {
   STRIDE(256, 4, 8) STRIDE(256, 2, 8) STRIDE(512, 2, 4) STRIDE(1024, 2, 2) STRIDE(256, 4, 16) STRIDE(128, 4, 16) STRIDE(256, 1, 8)
   const float copy2 = time([&] { cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice); });
   printf("copy again %.3f ms\n", copy2);
+
+  // Mid sizes: per-call time over buffers rotated past L2 (the 6.44 GB allocation is carved into
+  // slices; 200 launches per timing, each on the next slice).
+  printf("\nmid sizes (us per call, 200 calls over rotating slices)\n");
+  for (int lg = 20; lg <= 24; ++lg) {
+    const size_t m = size_t{1} << lg, mv = m / 4, slices = std::min<size_t>(nv / mv, 64);
+    auto per_call = [&](auto launch) {
+      auto batch = [&] { for (int i = 0; i < 200; ++i) launch(in + (i % slices) * mv, out + (i % slices) * mv); };
+      batch();
+      std::vector<float> t;
+      for (int r = 0; r < 7; ++r) { cudaEventRecord(a); batch(); cudaEventRecord(b); cudaEventSynchronize(b); float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms * 1000.0f / 200); }
+      std::sort(t.begin(), t.end()); return t[t.size() / 2];
+    };
+    const unsigned u = static_cast<unsigned>(mv);
+    const float c = per_call([&](float4* i, float4* o) { cudaMemcpyAsync(o, i, m * 4, cudaMemcpyDeviceToDevice); });
+    const float e256u1 = per_call([&](float4* i, float4* o) { exact_grid<256, 1><<<(u + 255) / 256, 256>>>(i, o, u); });
+    const float e256u2 = per_call([&](float4* i, float4* o) { exact_grid<256, 2><<<(u + 511) / 512, 256>>>(i, o, u); });
+    const float e128u2 = per_call([&](float4* i, float4* o) { exact_grid<128, 2><<<(u + 255) / 256, 128>>>(i, o, u); });
+    const float e512u1 = per_call([&](float4* i, float4* o) { exact_grid<512, 1><<<(u + 511) / 512, 512>>>(i, o, u); });
+    const float e128u1 = per_call([&](float4* i, float4* o) { exact_grid<128, 1><<<(u + 127) / 128, 128>>>(i, o, u); });
+    const float e256u4 = per_call([&](float4* i, float4* o) { exact_grid<256, 4><<<(u + 1023) / 1024, 256>>>(i, o, u); });
+    printf("2^%d: copy %.2f | B256U1 %.2f | B256U2 %.2f | B128U2 %.2f | B512U1 %.2f | B128U1 %.2f | B256U4 %.2f\n", lg, c, e256u1,
+           e256u2, e128u2, e512u1, e128u1, e256u4);
+  }
   return 0;
 }
