@@ -157,7 +157,8 @@ int cuinline_ew_host_cost(int which, int dtype, void* in, void* out, long long n
     const void* pin = plan.in;
     void* pout = plan.out;
     unsigned un = static_cast<unsigned>(plan.numel), uh = static_cast<unsigned>(plan.head);
-    void* args[] = {&pin, &pout, &un, &uh};
+    int reps = 1;  // small tensors: one pass of 16 bytes per thread (see ops::detail::reps_for)
+    void* args[] = {&pin, &pout, &un, &uh, &reps};
     auto one = [&] {
       switch (which) {
         case 0:

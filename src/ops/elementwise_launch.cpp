@@ -74,10 +74,14 @@ void apply(const Op& op, const TensorView& in, const TensorView& out, CUstream s
   kernel_map().count_launch();
   if (p.layout == Layout::strided) {
     kernel.launch(cfg, p.in, p.out, static_cast<long long>(p.numel), p.strided);
-  } else if (p.index == IndexWidth::i64) {
-    kernel.launch(cfg, p.in, p.out, static_cast<long long>(p.numel), static_cast<long long>(p.head));
+    return;
+  }
+  const int reps = detail::reps_for(p.grid, detail::multiprocessors(device));
+  cfg.grid = Dim3((p.grid + reps - 1) / reps);
+  if (p.index == IndexWidth::i64) {
+    kernel.launch(cfg, p.in, p.out, static_cast<long long>(p.numel), static_cast<long long>(p.head), reps);
   } else {
-    kernel.launch(cfg, p.in, p.out, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head));
+    kernel.launch(cfg, p.in, p.out, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head), reps);
   }
 }
 

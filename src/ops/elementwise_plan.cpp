@@ -1,6 +1,8 @@
 #include "ops/elementwise_plan.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <limits>
 #include <string>
@@ -129,11 +131,23 @@ PlanCore plan_core(const Op& op, const TensorView& in, const TensorView& out) {
   }
   p.index = n > std::numeric_limits<std::int32_t>::max() ? IndexWidth::i64 : IndexWidth::i32;
   const std::int64_t vectors = (n - p.head) / p.vector_width;
-  const std::int64_t per_block = std::int64_t{kBlock} * unroll_for(es * static_cast<std::size_t>(p.vector_width));
+  const std::int64_t per_block =
+      std::int64_t{kBlock} * unroll_for(es * static_cast<std::size_t>(p.vector_width));
   const std::int64_t blocks = std::max<std::int64_t>(1, (vectors + per_block - 1) / per_block);
   if (blocks > std::numeric_limits<std::int32_t>::max()) bad(op, "tensor too large for one launch");
   p.grid = static_cast<std::uint32_t>(blocks);
   return p;
+}
+
+int multiprocessors(int device) {
+  static std::atomic<int> counts[64] = {};
+  if (device < 0 || device >= 64) return device_info(device).multiprocessors;
+  int c = counts[device].load(std::memory_order_relaxed);
+  if (c == 0) {
+    c = device_info(device).multiprocessors;
+    counts[device].store(c, std::memory_order_relaxed);
+  }
+  return c;
 }
 
 }  // namespace cuinline::ops::detail

@@ -16,6 +16,23 @@ inline constexpr std::uint32_t unroll_for(std::size_t vector_bytes) {
   return vector_bytes >= 16 ? 1u : static_cast<std::uint32_t>(16 / vector_bytes);
 }
 
+/// Resident blocks of ew_contiguous per SM (256 threads, __launch_bounds__(256, 8): 2048 threads).
+inline constexpr std::uint32_t kResidentBlocksPerSm = 8;
+
+/// The `reps` argument of ew_contiguous for a grid of `grid` blocks (one pass of 16 bytes per
+/// thread): 2 — twice the work per thread, half the blocks — when that grid needs between one and
+/// two waves of resident blocks, so the launch fits in one wave; else 1. Measured on an H200
+/// (bench/ew_tune.cu, float32): at 2^21 elements (1.94 waves) 6.77 µs with 2 against 7.06 µs with
+/// 1; at 2^22 and above 1 is faster.
+inline constexpr int reps_for(std::uint64_t grid, int multiprocessors) {
+  const std::uint64_t wave =
+      std::uint64_t{kResidentBlocksPerSm} * static_cast<std::uint64_t>(multiprocessors);
+  return multiprocessors > 0 && grid > wave && grid <= 2 * wave ? 2 : 1;
+}
+
+/// The multiprocessor count of a device, queried once per device.
+int multiprocessors(int device);
+
 /// Kernel parameter of ew_strided (ew_strided_params in elementwise.cuh): same layout.
 struct StridedParams {
   int ndim = 0;
