@@ -154,6 +154,24 @@ __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (
 }
 
 // acc += the contribution of the kCiChunk staged input channels.
+// N floats of shared memory into registers, as float4 loads when the layout allows (Vec).
+template <int N, bool Vec>
+__device__ __forceinline__ void cv_load_floats(float (&r)[N], const float* p) {
+  if (Vec) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + q);
+      r[q] = v.x;
+      r[q + 1] = v.y;
+      r[q + 2] = v.z;
+      r[q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < N; ++q) r[q] = p[q];
+  }
+}
+
 template <class S>
 __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, float (&acc)[S::kTC][S::kTP],
                                            int tx, int ty, int tg) {
@@ -165,36 +183,12 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, 
       const float* row =
           s_in + (ci * P::kInRows + ty * S::kSH + kh * S::kDH) * P::kPitch + tx * S::kTP * S::kSW;
       float r[P::kNeedPad];
-      if (P::kVecIn) {
-#pragma unroll
-        for (int q = 0; q < P::kNeedPad; q += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(row + q);
-          r[q] = v.x;
-          r[q + 1] = v.y;
-          r[q + 2] = v.z;
-          r[q + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int q = 0; q < P::kNeedPad; ++q) r[q] = row[q];
-      }
+      cv_load_floats<P::kNeedPad, P::kVecIn>(r, row);
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
         const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout + tg * S::kTC;
         float w[S::kTC];
-        if (P::kVecW) {
-#pragma unroll
-          for (int c = 0; c < S::kTC; c += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(wp + c);
-            w[c] = v.x;
-            w[c + 1] = v.y;
-            w[c + 2] = v.z;
-            w[c + 3] = v.w;
-          }
-        } else {
-#pragma unroll
-          for (int c = 0; c < S::kTC; ++c) w[c] = wp[c];
-        }
+        cv_load_floats<S::kTC, P::kVecW>(w, wp);
 #pragma unroll
         for (int c = 0; c < S::kTC; ++c) {
 #pragma unroll

@@ -53,9 +53,8 @@ void check_shape(const TensorView& view, std::initializer_list<std::int64_t> sha
   if (dtype_size(view.dtype) == 0) throw InvalidArgument("tensor view: unknown dtype");
 }
 
-}  // namespace
-
-TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+// A view of `shape` (checked) without strides.
+TensorView with_shape(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
   TensorView view;
   view.data = data;
   view.dtype = dtype;
@@ -63,6 +62,13 @@ TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list
   view.ndim = static_cast<int>(shape.size());
   int i = 0;
   for (std::int64_t d : shape) view.shape[i++] = d;
+  return view;
+}
+
+}  // namespace
+
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+  TensorView view = with_shape(data, dtype, shape);
   std::int64_t stride = 1;
   for (int d = view.ndim - 1; d >= 0; --d) {
     view.strides[d] = stride;
@@ -77,14 +83,8 @@ TensorView TensorView::strided(void* data, DType dtype, std::initializer_list<st
     throw InvalidArgument("tensor view: " + std::to_string(shape.size()) + " dimensions but " +
                           std::to_string(strides.size()) + " strides");
   }
-  TensorView view;
-  view.data = data;
-  view.dtype = dtype;
-  check_shape(view, shape);
-  view.ndim = static_cast<int>(shape.size());
+  TensorView view = with_shape(data, dtype, shape);
   int i = 0;
-  for (std::int64_t d : shape) view.shape[i++] = d;
-  i = 0;
   for (std::int64_t s : strides) view.strides[i++] = s;
   return view;
 }
