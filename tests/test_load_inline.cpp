@@ -169,6 +169,12 @@ TEST_F(BadInput, UnreadableHeaderFile) {
   expect_rejected<InvalidArgument>(o, "does_not_exist.cuh");
 }
 
+TEST_F(BadInput, HeaderFileThatIsADirectory) {
+  InlineOptions o = saxpy_options(cache);
+  o.header_files = {dir.path()};
+  expect_rejected<InvalidArgument>(o, "is not a regular file");
+}
+
 TEST_F(BadInput, BadDefineName) {
   InlineOptions o = saxpy_options(cache);
   o.defines["1BAD NAME"] = "1";

@@ -30,6 +30,12 @@ bool blank(const std::string& s) {
 }
 
 std::string read_header_file(const std::filesystem::path& path, const std::string& program) {
+  // An ifstream opens a directory on Linux and then reads nothing: check the kind first.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw InvalidArgument("load_inline '" + program + "': header file '" + path.string() + "' is not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InvalidArgument("load_inline '" + program + "': cannot read header file '" + path.string() +
