@@ -136,11 +136,8 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
                                  Conv2dPrecision precision = Conv2dPrecision::fp32);
 
 /// Counters of the conv2d in-process kernel map (in front of the KernelCache).
-struct Conv2dStats {
-  std::uint64_t launches = 0;
-  std::uint64_t map_hits = 0;       ///< calls served by the in-process map (no source rendering or hashing)
-  std::uint64_t cache_lookups = 0;  ///< calls that went to KernelCache::get
-};
+/// The conv2d map's counters (the same fields as the elementwise ops' OpsStats).
+using Conv2dStats = OpsStats;
 Conv2dStats conv2d_stats();
 /// Empties the in-process map (the next call of each variant goes to KernelCache::get again).
 void clear_conv2d_kernel_map();

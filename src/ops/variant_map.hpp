@@ -42,9 +42,6 @@ struct Fnv {
 template <class Key, class Value>
 class VariantMap {
  public:
-  struct Counts {
-    std::uint64_t launches = 0, map_hits = 0, cache_lookups = 0;
-  };
 
   // The value for (key, device): from the map when `equal(entry_key)` holds for an entry with this
   // hash and device, else `make()` → pair<Key, Value>, run without holding the lock, then inserted
@@ -68,9 +65,12 @@ class VariantMap {
 
   void count_launch() { launches_.fetch_add(1, std::memory_order_relaxed); }
 
-  Counts counts() const {
-    return {launches_.load(std::memory_order_relaxed), map_hits_.load(std::memory_order_relaxed),
-            cache_lookups_.load(std::memory_order_relaxed)};
+  OpsStats counts() const {
+    OpsStats s;
+    s.launches = launches_.load(std::memory_order_relaxed);
+    s.map_hits = map_hits_.load(std::memory_order_relaxed);
+    s.cache_lookups = cache_lookups_.load(std::memory_order_relaxed);
+    return s;
   }
 
   void clear() {
