@@ -115,20 +115,31 @@ std::uint64_t DiskCache::Impl::evict_down_to(std::vector<ScannedFile>& files, st
            std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
   });
   std::uint64_t removed = 0;
-  for (const auto& file : files) {
-    if (total <= target) break;
-    if (!file.entry) continue;
-    // Skip an entry used (mtime refreshed) or replaced since the scan.
-    struct stat now {};
-    if (::fstatat(dir_fd.get(), file.name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
-      total -= std::min(total, file.size);  // someone else removed it
-      continue;
-    }
-    if (now.st_ino != file.ino || now.st_dev != file.dev || !same_time(now.st_mtim, file.mtime)) continue;
-    if (::unlinkat(dir_fd.get(), file.name.c_str(), 0) == 0) {
-      total -= std::min(total, file.size);
-      ++removed;
-      logger()->debug("disk cache: evicted '{}' ({} bytes)", file.name, file.size);
+  // Least recently used first, in two passes. The first spares an entry used (mtime refreshed) or
+  // replaced since the scan. Under steady use nearly every entry is one of those by the time it is
+  // checked, and the directory would stay over the cap for as long as the use lasts; so if the first
+  // pass does not reach the target, the second takes the oldest regardless. Evicting an entry just
+  // used costs a recompile later, never a wrong answer (a reader holds its own descriptor).
+  std::vector<bool> done(files.size(), false);
+  for (int pass = 0; pass < 2 && total > target; ++pass) {
+    for (std::size_t i = 0; i < files.size() && total > target; ++i) {
+      const ScannedFile& file = files[i];
+      if (!file.entry || done[i]) continue;
+      struct stat now {};
+      if (::fstatat(dir_fd.get(), file.name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
+        total -= std::min(total, file.size);  // someone else removed it
+        done[i] = true;
+        continue;
+      }
+      const bool changed =
+          now.st_ino != file.ino || now.st_dev != file.dev || !same_time(now.st_mtim, file.mtime);
+      if (pass == 0 && changed) continue;
+      if (::unlinkat(dir_fd.get(), file.name.c_str(), 0) == 0) {
+        total -= std::min(total, static_cast<std::uint64_t>(now.st_size));
+        ++removed;
+        done[i] = true;
+        logger()->debug("disk cache: evicted '{}' ({} bytes)", file.name, now.st_size);
+      }
     }
   }
   evictions += removed;

@@ -53,17 +53,19 @@ std::vector<std::string> parse_strings(const JsonField& field) {
 }
 
 ops::Op parse_op_text(const JsonField& field) {
+  ops::Op op;
   try {
-    ops::Op op = ops::parse_op(field.as_nonempty_string());
+    op = ops::parse_op(field.as_nonempty_string());
     op.validate();
-    for (const auto& step : op.steps) {
-      bool divides = step.kind == ops::StepKind::div || step.kind == ops::StepKind::div_leaky_relu;
-      if (divides && step.a == 0) field.fail("a divisor must not be zero");
-    }
-    return op;
   } catch (const InvalidArgument& e) {
     field.fail(e.what());
   }
+  // Outside the try: fail() throws an InvalidArgument that already names the field.
+  for (const auto& step : op.steps) {
+    const bool divides = step.kind == ops::StepKind::div || step.kind == ops::StepKind::div_leaky_relu;
+    if (divides && step.a == 0) field.fail("a divisor must not be zero");
+  }
+  return op;
 }
 
 // "op": "relu" | "leaky_relu(0.01)" | "div(2)|leaky_relu(0.01)" | "expr(...)" | a list of those.
