@@ -20,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -30,7 +32,8 @@ double median(std::vector<double> v) {
 std::string small_kernel(int variant) {
   return "extern \"C\" __global__ void small(float* y, const float* x, float a, unsigned n) {\n"
          "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-         "  if (i < n) y[i] = a * x[i] + " + std::to_string(variant) + ".0f;\n}\n";
+         "  if (i < n) y[i] = a * x[i] + " +
+         std::to_string(variant) + ".0f;\n}\n";
 }
 
 InlineOptions options_for(int variant, KernelCache& cache, const Arch& arch) {
@@ -119,7 +122,8 @@ int main(int argc, char** argv) {
       later.push_back(ms_since(t));
     }
     std::snprintf(buf, sizeof(buf), "%.1f ms / %.1f ms", first, median(later));
-    row("NVRTC compile of a small kernel (" + arch.name() + "), first in process / later (median of 20)", buf);
+    row("NVRTC compile of a small kernel (" + arch.name() + "), first in process / later (median of 20)",
+        buf);
   }
   // 2. load_inline cold (compile + publish to disk), later ones.
   {
@@ -135,7 +139,8 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof(buf), "%.1f ms", median(cold));
     row("load_inline miss: compile + disk publish (median of 20)", buf);
 
-    // 3. Memory hit: the full load_inline call (request build + SHA-256 key + lookup), and get() with a known key.
+    // 3. Memory hit: the full load_inline call (request build + SHA-256 key + lookup), and get() with a known
+    // key.
     load_inline(options_for(0, cache, arch));
     const InlineOptions o = options_for(0, cache, arch);
     constexpr int kReps = 20000;
@@ -204,7 +209,8 @@ int main(int argc, char** argv) {
                   median(ours) - median(raw));
     row("host cost per launch: raw cuLaunchKernel / Kernel::launch (checked args)", buf);
     const DeviceInfo info = device_info(0);
-    table = "GPU: " + info.name + " (" + info.arch.name() + "), driver " + std::to_string(driver_version()) + "\n\n" + table;
+    table = "GPU: " + info.name + " (" + info.arch.name() + "), driver " + std::to_string(driver_version()) +
+            "\n\n" + table;
   } else {
     table = "no GPU: compile and memory-hit rows only\n\n" + table;
   }

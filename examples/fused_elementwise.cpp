@@ -1,11 +1,10 @@
 // Ready-made ops on your own device pointers: divide → LeakyReLU fused into one pass (the seed
 // model's epilogue), and a jiterator-style expression. Without a GPU it warms the cache for sm_90
 // instead, as a build machine would before deployment.
-#include <cuinline/cuinline.hpp>
-#include <cuinline/ops.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <cuinline/cuinline.hpp>
+#include <cuinline/ops.hpp>
 #include <vector>
 
 namespace ops = cuinline::ops;

@@ -1,8 +1,7 @@
 // load_inline for C++: CUDA source in a string, compiled with NVRTC for this GPU, cached in
 // memory and on disk, launched on a stream. Without a GPU it compiles for sm_90 and stops there.
-#include <cuinline/cuinline.hpp>
-
 #include <cstdio>
+#include <cuinline/cuinline.hpp>
 #include <vector>
 
 int main() {
@@ -18,8 +17,9 @@ int main() {
   if (cuinline::device_count() == 0) {
     opts.arch = cuinline::Arch::parse("sm_90");  // offline: warm the cache, no GPU needed
     cuinline::Module m = cuinline::load_inline(opts);
-    std::printf("no GPU (%s); compiled %zu bytes of %s CUBIN\n", cuinline::driver_unavailable_reason().c_str(),
-                m.program().binary.size(), m.program().arch.name().c_str());
+    std::printf("no GPU (%s); compiled %zu bytes of %s CUBIN\n",
+                cuinline::driver_unavailable_reason().c_str(), m.program().binary.size(),
+                m.program().arch.name().c_str());
     return 0;
   }
   cuinline::Kernel saxpy = cuinline::load_inline(opts).kernel("saxpy");
@@ -30,7 +30,8 @@ int main() {
   dx.copy_from_host(x.data(), dx.bytes());
   dy.copy_from_host(y.data(), dy.bytes());
   cuinline::Stream stream;
-  saxpy.launch({cuinline::Dim3((n + 255) / 256), cuinline::Dim3(256), 0, stream}, dy.ptr(), dx.ptr(), 3.0f, n);
+  saxpy.launch({cuinline::Dim3((n + 255) / 256), cuinline::Dim3(256), 0, stream}, dy.ptr(), dx.ptr(), 3.0f,
+               n);
   stream.synchronize();
   dy.copy_to_host(y.data(), dy.bytes());
   std::printf("y[0] = %g (expected 5)\n", y[0]);

@@ -177,9 +177,10 @@ TEST(CacheKey, SameKeyInAnotherProcess) {
   const ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(size, 0);
   self[size] = '\0';
-  const std::string run = "'" + std::string(self) +
-                          "' --gtest_also_run_disabled_tests --gtest_filter=CacheKey.DISABLED_PrintKeyForParent "
-                          "2>/dev/null";
+  const std::string run =
+      "'" + std::string(self) +
+      "' --gtest_also_run_disabled_tests --gtest_filter=CacheKey.DISABLED_PrintKeyForParent "
+      "2>/dev/null";
   FILE* pipe = popen(run.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;

@@ -407,7 +407,8 @@ TEST(CliHostReference, HalfAndBfloat16ConversionsRoundToNearestEven) {
     // bf16: the nearest of the two neighbours, ties to the even one. When the upper neighbour is
     // infinity, rounding measures the distance to 2^128 (where the next value would be).
     std::uint32_t u = float_bits(f), lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
-    const double vhi = std::isinf(bits_float(hi)) ? std::copysign(std::ldexp(1.0, 128), f) : double(bits_float(hi));
+    const double vhi =
+        std::isinf(bits_float(hi)) ? std::copysign(std::ldexp(1.0, 128), f) : double(bits_float(hi));
     double dlo = std::fabs(double(bits_float(lo)) - f), dhi = std::fabs(vhi - f);
     std::uint32_t expected = (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0)) ? lo : hi;
     ASSERT_EQ(float_to_bf16(f), expected >> 16) << f;

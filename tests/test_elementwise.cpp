@@ -109,7 +109,8 @@ TEST(Plan, PicksTheWidestAlignedVector) {
     // The grid covers every vector exactly once; head and tail are fewer than 2 vectors.
     const std::int64_t vectors = (c.n - p.head) / p.variant.vector_width;
     // 16 bytes per thread: one 16-byte vector, or several narrower ones.
-    const std::int64_t vector_bytes = static_cast<std::int64_t>(cuinline::dtype_size(c.dtype)) * p.variant.vector_width;
+    const std::int64_t vector_bytes =
+        static_cast<std::int64_t>(cuinline::dtype_size(c.dtype)) * p.variant.vector_width;
     const std::int64_t per_block = 256 * std::max<std::int64_t>(1, 16 / vector_bytes);
     EXPECT_EQ(p.grid, std::max<std::int64_t>(1, (vectors + per_block - 1) / per_block));
     EXPECT_LT(c.n - vectors * p.variant.vector_width, 2 * p.variant.vector_width);

@@ -123,8 +123,8 @@ TEST_F(ElementwiseGpu, EveryOpDtypeWidthSizeAndOffset) {
   // 256 threads, 8 blocks per SM), so float32 takes the two-vectors-per-thread path (reps = 2);
   // (1 << 20) + 5 does for f64 on 132-SM GPUs. f16/bf16 run the same template code.
   const std::int64_t wave_f32 = std::int64_t{cuinline::device_info(0).multiprocessors} * 8 * 256 * 4;
-  const std::vector<std::int64_t> sizes = {1,  2,   3,    5,    7,     8,           9,   15, 17,
-                                           31, 33, 255, 1000, 4099, 65543, (1 << 20) + 5, wave_f32 * 3 / 2 + 3};
+  const std::vector<std::int64_t> sizes = {
+      1, 2, 3, 5, 7, 8, 9, 15, 17, 31, 33, 255, 1000, 4099, 65543, (1 << 20) + 5, wave_f32 * 3 / 2 + 3};
   const std::int64_t in_offsets[] = {0, 1, 2, 3};
   const std::int64_t out_offsets[] = {0, 1, 3, 4};
   const std::int64_t cap = sizes.back() + 8;

@@ -45,7 +45,9 @@ InlineOptions saxpy_options(KernelCache& cache) {
   return o;
 }
 
-std::size_t entry_count(KernelCache& cache) { return cache.disk() ? cache.disk()->list().size() : 0; }
+std::size_t entry_count(KernelCache& cache) {
+  return cache.disk() ? cache.disk()->list().size() : 0;
+}
 
 TEST(LoadInline, CompilesOfflineThenHitsMemory) {
   TempDir dir;
@@ -226,8 +228,9 @@ TEST(LoadInline, HeadersAndDefinesReachTheProgram) {
   std::ofstream(header_path) << "#define FROM_DISK 3\n";
   InlineOptions o;
   o.name = "headers";
-  o.cuda_sources = {"#include \"given.cuh\"\n#include \"from_disk.cuh\"\n"
-                    "extern \"C\" __global__ void k(int* out) { out[0] = GIVEN + FROM_DISK + DEFINED; }\n"};
+  o.cuda_sources = {
+      "#include \"given.cuh\"\n#include \"from_disk.cuh\"\n"
+      "extern \"C\" __global__ void k(int* out) { out[0] = GIVEN + FROM_DISK + DEFINED; }\n"};
   o.headers = {{"given.cuh", "#define GIVEN 1\n"}};
   o.header_files = {header_path};
   o.defines["DEFINED"] = "5";
@@ -268,7 +271,8 @@ TEST(Driver, WithoutDriverEverythingStartsAndGpuCallsThrowClearly) {
     current_device();
     FAIL() << "expected DriverError";
   } catch (const DriverError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver found (libcuda.so.1)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no CUDA driver found (libcuda.so.1)"), std::string::npos)
+        << e.what();
   }
   TempDir dir;
   KernelCache cache(config_in(dir));

@@ -143,7 +143,8 @@ TEST_F(RuntimeGpu, WrongArgumentsAreRejectedBeforeLaunch) {
     k.launch(cfg, out.ptr(), out.ptr(), out.ptr(), 1.0f);  // 4 of 5
     FAIL();
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("4 argument(s) given, the kernel takes 5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("4 argument(s) given, the kernel takes 5"), std::string::npos)
+        << e.what();
   }
   const unsigned narrow = 4;  // the kernel wants 8 bytes
   try {

@@ -34,7 +34,9 @@ class TempDir {
 
 // A seed that differs on every run (tests never run on the same data twice), printed on failure
 // through SCOPED_TRACE by the caller if wanted.
-inline std::uint64_t fresh_seed() { return std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32); }
+inline std::uint64_t fresh_seed() {
+  return std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
+}
 
 struct ProcessResult {
   int exit_code = -1;  // -1: killed by a signal
@@ -43,7 +45,8 @@ struct ProcessResult {
 };
 
 // Runs `argv` with extra environment `env` ("NAME=value"), capturing its output.
-inline ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
+inline ProcessResult run_process(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env = {}) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) std::abort();
   const pid_t pid = fork();
@@ -63,7 +66,8 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   ProcessResult result;
   char buf[4096];
   ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) result.output.append(buf, static_cast<std::size_t>(n));
+  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0)
+    result.output.append(buf, static_cast<std::size_t>(n));
   close(pipe_fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -72,6 +76,8 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   return result;
 }
 
-inline std::string tool_path(const std::string& name) { return std::string(CUINLINE_TEST_TOOLS_DIR) + "/" + name; }
+inline std::string tool_path(const std::string& name) {
+  return std::string(CUINLINE_TEST_TOOLS_DIR) + "/" + name;
+}
 
 }  // namespace cuinline::test

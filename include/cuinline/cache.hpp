@@ -3,11 +3,10 @@
 /// The kernel cache: a SHA-256 key over everything that changes the binary, a thread-safe
 /// single-flight memory tier, and a bounded, crash-safe, cross-process disk tier.
 
-#include <cuinline/compiler.hpp>
-
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cuinline/compiler.hpp>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -55,9 +54,9 @@ const char* to_string(CacheTier tier) noexcept;
 struct CacheStats {
   std::uint64_t memory_hits = 0;
   std::uint64_t disk_hits = 0;
-  std::uint64_t compiles = 0;          ///< NVRTC compiles this process ran
+  std::uint64_t compiles = 0;  ///< NVRTC compiles this process ran
   std::uint64_t compile_failures = 0;
-  std::uint64_t disk_writes = 0;       ///< entries published
+  std::uint64_t disk_writes = 0;  ///< entries published
   std::uint64_t disk_write_failures = 0;
   std::uint64_t evictions = 0;         ///< entries removed to stay under the size cap
   std::uint64_t rejected_entries = 0;  ///< entries that failed validation (removed, recompiled)
@@ -90,19 +89,19 @@ struct DiskEntryInfo {
   Arch arch;
   BinaryKind kind = BinaryKind::cubin;
   NvrtcVersion nvrtc;
-  std::uint64_t size_bytes = 0;                        ///< file size
-  std::filesystem::file_time_type last_use;            ///< refreshed on every hit
+  std::uint64_t size_bytes = 0;              ///< file size
+  std::filesystem::file_time_type last_use;  ///< refreshed on every hit
 };
 
 /// Result of checking one entry file.
 enum class EntryCheck {
   ok,
-  truncated,       ///< shorter than its header says, or empty
+  truncated,  ///< shorter than its header says, or empty
   bad_magic,
-  wrong_version,   ///< written by another entry-format version
-  wrong_key,       ///< the key inside differs from the file name / the key asked for
+  wrong_version,  ///< written by another entry-format version
+  wrong_key,      ///< the key inside differs from the file name / the key asked for
   bad_checksum,
-  foreign,         ///< built by another NVRTC, or unreadable metadata
+  foreign,  ///< built by another NVRTC, or unreadable metadata
   io_error,
 };
 const char* to_string(EntryCheck check) noexcept;
@@ -110,7 +109,7 @@ const char* to_string(EntryCheck check) noexcept;
 struct VerifyReport {
   std::uint64_t checked = 0;
   std::vector<std::pair<std::filesystem::path, EntryCheck>> bad;  ///< every entry that is not ok
-  std::uint64_t removed = 0;                                     ///< with fix = true
+  std::uint64_t removed = 0;                                      ///< with fix = true
   std::uint64_t stale_temp_files_removed = 0;
 };
 

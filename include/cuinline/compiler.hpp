@@ -3,9 +3,8 @@
 /// NVRTC: compile CUDA C++ source (plus named headers, options and name expressions) to CUBIN for
 /// one exact architecture — or to PTX when the architecture is newer than this NVRTC knows.
 
-#include <cuinline/arch.hpp>
-
 #include <cstdint>
+#include <cuinline/arch.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,12 +37,12 @@ enum class BinaryKind : std::uint8_t {
 /// The output of one compile: the binary plus what is needed to find its kernels.
 struct CompiledProgram {
   BinaryKind kind = BinaryKind::cubin;
-  Arch arch;                        ///< the arch the binary was built for
-  std::string program_name;         ///< CompileRequest::name
-  std::vector<char> binary;         ///< CUBIN (ELF) or PTX text (NUL-terminated)
+  Arch arch;                 ///< the arch the binary was built for
+  std::string program_name;  ///< CompileRequest::name
+  std::vector<char> binary;  ///< CUBIN (ELF) or PTX text (NUL-terminated)
   /// (name expression, lowered/mangled name) for every requested name expression, in request order.
   std::vector<std::pair<std::string, std::string>> lowered_names;
-  std::string log;                  ///< NVRTC's log (warnings); empty when clean
+  std::string log;  ///< NVRTC's log (warnings); empty when clean
 
   /// The lowered name of a name expression, or nullopt when it was not requested.
   std::optional<std::string> lowered_name(std::string_view expression) const;

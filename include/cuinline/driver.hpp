@@ -6,12 +6,11 @@
 ///
 /// Each device is used through its primary context (the one the CUDA runtime and PyTorch use).
 
-#include <cuinline/arch.hpp>
-
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cuinline/arch.hpp>
 #include <string>
 
 namespace cuinline {
@@ -65,7 +64,9 @@ class DeviceBuffer {
 
   CUdeviceptr ptr() const noexcept { return ptr_; }
   template <class T>
-  T* as() const noexcept { return reinterpret_cast<T*>(ptr_); }
+  T* as() const noexcept {
+    return reinterpret_cast<T*>(ptr_);
+  }
   std::size_t bytes() const noexcept { return bytes_; }
   int device() const noexcept { return device_; }
 

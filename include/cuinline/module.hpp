@@ -4,12 +4,11 @@
 /// (and the loaded library) alive. Loading is context-independent (cuLibraryLoadData), so one
 /// binary serves every device of its architecture.
 
-#include <cuinline/cache.hpp>
-#include <cuinline/compiler.hpp>
-
 #include <cuda.h>
 
 #include <cstddef>
+#include <cuinline/cache.hpp>
+#include <cuinline/compiler.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,8 +46,7 @@ class Kernel {
   /// launch throws DriverError.
   template <class... Args>
   void launch(const LaunchConfig& cfg, const Args&... args) const {
-    static_assert((std::is_trivially_copyable_v<Args> && ...),
-                  "kernel arguments must be trivially copyable");
+    static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments must be trivially copyable");
     if constexpr (sizeof...(Args) == 0) {
       launch_raw(cfg, nullptr, 0, nullptr);
     } else {
@@ -125,7 +123,8 @@ class KernelCache {
   /// The module for `request` compiled for `target`. `tier`, if given, receives where it came from.
   Module get(const CompileRequest& request, const Arch& target, CacheTier* tier = nullptr);
   /// Same, with a key the caller already computed with make_cache_key(request, target).
-  Module get(const CacheKey& key, const CompileRequest& request, const Arch& target, CacheTier* tier = nullptr);
+  Module get(const CacheKey& key, const CompileRequest& request, const Arch& target,
+             CacheTier* tier = nullptr);
 
   /// Counters of both tiers.
   CacheStats stats() const;

@@ -1,12 +1,11 @@
 #include "cache/disk_cache_entry.hpp"
 
-#include "common/sha256.hpp"
-
 #include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "common/sha256.hpp"
 #include "cuinline/error.hpp"
 
 namespace cuinline {
@@ -99,7 +98,9 @@ constexpr std::uint32_t kMaxVersionNumber = 1000;
 
 }  // namespace
 
-std::array<unsigned char, 32> sha256(std::string_view bytes) { return Sha256::of(bytes.data(), bytes.size()); }
+std::array<unsigned char, 32> sha256(std::string_view bytes) {
+  return Sha256::of(bytes.data(), bytes.size());
+}
 
 std::string encode_entry(const CacheKey& key, NvrtcVersion nvrtc, const CompiledProgram& program) {
   std::string body;

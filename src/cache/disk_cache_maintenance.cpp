@@ -153,7 +153,8 @@ void DiskCache::Impl::evict_if_needed(std::uint64_t added_bytes) {
     std::lock_guard<std::mutex> guard(size_mutex);
     estimated_bytes += added_bytes;
     bytes_since_scan += added_bytes;
-    if (size_known && estimated_bytes <= config.max_bytes && bytes_since_scan <= config.max_bytes / 16) return;
+    if (size_known && estimated_bytes <= config.max_bytes && bytes_since_scan <= config.max_bytes / 16)
+      return;
   }
   // Only one process evicts at a time; if another one is at it, it brings the total down.
   UniqueFd directory_lock = lock_byte(0, /*wait=*/false);

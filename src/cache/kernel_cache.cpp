@@ -40,15 +40,16 @@ struct KernelCache::Impl {
   std::optional<CompiledProgram> load_fitting(const CacheKey& key, const Arch& target) {
     std::optional<CompiledProgram> hit = disk->load(key);
     if (hit && !fits_target(*hit, target)) {
-      logger()->warn("disk cache: entry {} holds {} code for {}, but its key is for {}; ignoring it and recompiling",
-                     key.hex(), hit->kind == BinaryKind::ptx ? "PTX" : "CUBIN", hit->arch.name(), target.name());
+      logger()->warn(
+          "disk cache: entry {} holds {} code for {}, but its key is for {}; ignoring it and recompiling",
+          key.hex(), hit->kind == BinaryKind::ptx ? "PTX" : "CUBIN", hit->arch.name(), target.name());
       hit.reset();
     }
     return hit;
   }
 
-  std::shared_ptr<detail::ModuleState> produce(const CacheKey& key, const CompileRequest& request, const Arch& target,
-                                               CacheTier& tier) {
+  std::shared_ptr<detail::ModuleState> produce(const CacheKey& key, const CompileRequest& request,
+                                               const Arch& target, CacheTier& tier) {
     if (disk && disk->usable()) {
       if (auto hit = load_fitting(key, target)) {
         tier = CacheTier::disk;
@@ -90,7 +91,8 @@ Module KernelCache::get(const CompileRequest& request, const Arch& target, Cache
   return get(make_cache_key(request, target), request, target, tier);
 }
 
-Module KernelCache::get(const CacheKey& key, const CompileRequest& request, const Arch& target, CacheTier* tier) {
+Module KernelCache::get(const CacheKey& key, const CompileRequest& request, const Arch& target,
+                        CacheTier* tier) {
   Impl& d = *impl_;
   std::promise<std::shared_ptr<detail::ModuleState>> promise;
   Impl::Slot slot;
@@ -136,8 +138,12 @@ CacheStats KernelCache::stats() const {
   return s;
 }
 
-DiskCache* KernelCache::disk() noexcept { return impl_->disk.get(); }
-const CacheConfig& KernelCache::config() const noexcept { return impl_->config; }
+DiskCache* KernelCache::disk() noexcept {
+  return impl_->disk.get();
+}
+const CacheConfig& KernelCache::config() const noexcept {
+  return impl_->config;
+}
 
 void KernelCache::clear_memory() {
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -19,7 +19,6 @@ namespace {
 // already hold.
 class KeyHasher final : public detail::OptionSink {
  public:
-
   void number(std::uint64_t value) {
     unsigned char bytes[8];
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));

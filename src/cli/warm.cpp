@@ -2,22 +2,22 @@
 // ones already there. Writes the same entries (same keys, same DiskCache) as the library's own
 // lookups, so a later process gets a disk hit.
 
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cuinline/cache.hpp>
 #include <cuinline/compiler.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
-#include <cstring>
 #include <iostream>
 #include <thread>
 #include <unordered_set>
-
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
@@ -138,7 +138,6 @@ int dry_run(DiskCache& disk, const std::vector<WarmJob>& jobs) {
   return kExitOk;
 }
 
-
 // -j N runs N worker *processes*, not threads: NVRTC serializes compiles within a process (on the
 // H200 machine, 200 variants took 2.76 s with one thread and 2.96 s with 16). The workers are
 // forked once the jobs are built (no threads exist yet), take jobs from a counter in shared
@@ -153,7 +152,7 @@ struct SharedJob {
 struct SharedPool {
   std::atomic<std::size_t> next;
   std::atomic<std::uint64_t> evictions;  // the workers' DiskCache evictions, for the summary
-  SharedJob jobs[1];  // really jobs.size() of them
+  SharedJob jobs[1];                     // really jobs.size() of them
 };
 static_assert(std::atomic<std::size_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "shared-memory counters must be lock-free");
@@ -163,7 +162,8 @@ std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& 
                                    Progress& progress) {
   const std::size_t bytes = sizeof(SharedPool) + jobs.size() * sizeof(SharedJob);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) throw Error(std::string("warm: mapping shared memory failed: ") + std::strerror(errno));
+  if (mem == MAP_FAILED)
+    throw Error(std::string("warm: mapping shared memory failed: ") + std::strerror(errno));
   auto* pool = static_cast<SharedPool*>(mem);  // zero-filled by mmap: every job pending
   std::fflush(stdout);
   std::fflush(stderr);
@@ -188,7 +188,8 @@ std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& 
     }
     children.push_back(pid);
   }
-  if (children.empty()) throw Error(std::string("warm: starting worker processes failed: ") + std::strerror(errno));
+  if (children.empty())
+    throw Error(std::string("warm: starting worker processes failed: ") + std::strerror(errno));
 
   std::vector<int> shown(jobs.size(), 0);
   auto report = [&] {
@@ -212,7 +213,8 @@ std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& 
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       --running;
-      if (WIFSIGNALED(status)) deaths = "a worker process was killed by signal " + std::to_string(WTERMSIG(status));
+      if (WIFSIGNALED(status))
+        deaths = "a worker process was killed by signal " + std::to_string(WTERMSIG(status));
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
@@ -223,8 +225,9 @@ std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& 
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     if (shown[i] == 2) continue;
     if (shown[i] == 0) progress.started(i, jobs[i].label);
-    progress.finished(i, jobs[i].label, Outcome::failed, 0.0,
-                      deaths.empty() ? "no worker process finished this variant" : deaths + " while compiling it");
+    progress.finished(
+        i, jobs[i].label, Outcome::failed, 0.0,
+        deaths.empty() ? "no worker process finished this variant" : deaths + " while compiling it");
   }
   const std::uint64_t evictions = pool->evictions.load();
   ::munmap(mem, bytes);

@@ -34,7 +34,8 @@ std::string read_header_file(const std::filesystem::path& path, const std::strin
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    throw InvalidArgument("load_inline '" + program + "': header file '" + path.string() + "' is not a regular file");
+    throw InvalidArgument("load_inline '" + program + "': header file '" + path.string() +
+                          "' is not a regular file");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -68,12 +69,14 @@ CompileRequest make_inline_request(const InlineOptions& options) {
     request.headers.push_back({path.filename().string(), read_header_file(path, options.name)});
   }
   for (const auto& header : request.headers) {
-    if (header.name.empty()) throw InvalidArgument("load_inline '" + options.name + "': a header has no name");
+    if (header.name.empty())
+      throw InvalidArgument("load_inline '" + options.name + "': a header has no name");
   }
 
   for (const auto& [name, value] : options.defines) {
     if (!is_identifier(name)) {
-      throw InvalidArgument("load_inline '" + options.name + "': define '" + name + "' is not a valid macro name");
+      throw InvalidArgument("load_inline '" + options.name + "': define '" + name +
+                            "' is not a valid macro name");
     }
     if (value.find('\n') != std::string::npos) {
       throw InvalidArgument("load_inline '" + options.name + "': the value of define '" + name +
@@ -97,19 +100,21 @@ CompileRequest make_inline_request(const InlineOptions& options) {
 Module load_inline(const InlineOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const CompileRequest request = make_inline_request(options);
-  const Arch target = options.arch ? *options.arch
-                                   : device_arch(options.device ? *options.device : current_device());
+  const Arch target =
+      options.arch ? *options.arch : device_arch(options.device ? *options.device : current_device());
   KernelCache& cache = options.cache ? *options.cache : default_cache();
   CacheTier tier = CacheTier::compiled;
   Module module = cache.get(request, target, &tier);
   if (options.verbose) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::string opts;
     for (const auto& o : request.options) opts += (opts.empty() ? "" : " ") + o;
     logger()->info("load_inline '{}': {} for {} in {:.3f} ms (key {}), options: [{}]", options.name,
-                   tier == CacheTier::compiled ? "compiled" : std::string(to_string(tier)) + " hit", target.name(), ms,
-                   module.key().hex().substr(0, 16), opts);
-    if (!module.program().log.empty()) logger()->info("load_inline '{}': NVRTC log:\n{}", options.name, module.program().log);
+                   tier == CacheTier::compiled ? "compiled" : std::string(to_string(tier)) + " hit",
+                   target.name(), ms, module.key().hex().substr(0, 16), opts);
+    if (!module.program().log.empty())
+      logger()->info("load_inline '{}': NVRTC log:\n{}", options.name, module.program().log);
   }
   return module;
 }

@@ -21,9 +21,10 @@ std::shared_ptr<spdlog::logger> make_default_logger() {
     if (parsed != spdlog::level::off || std::string_view(env) == "off") {
       level = parsed;
     } else {
-      log->warn("CUINLINE_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); "
-                "using warn",
-                env);
+      log->warn(
+          "CUINLINE_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); "
+          "using warn",
+          env);
     }
   }
   log->set_level(level);

@@ -10,10 +10,14 @@ namespace cuinline::detail {
 static_assert(sizeof(SHA256_CTX) <= 128, "SHA256_CTX does not fit the storage in Sha256");
 
 namespace {
-SHA256_CTX* ctx(unsigned char* storage) { return std::launder(reinterpret_cast<SHA256_CTX*>(storage)); }
+SHA256_CTX* ctx(unsigned char* storage) {
+  return std::launder(reinterpret_cast<SHA256_CTX*>(storage));
+}
 }  // namespace
 
-Sha256::Sha256() { SHA256_Init(new (state_) SHA256_CTX); }
+Sha256::Sha256() {
+  SHA256_Init(new (state_) SHA256_CTX);
+}
 
 void Sha256::update(const void* data, std::size_t size) {
   if (size != 0) SHA256_Update(ctx(state_), data, size);

@@ -23,7 +23,8 @@ class Sha256 {
   static Sha256Digest of(const void* data, std::size_t size);
 
  private:
-  alignas(8) unsigned char state_[128];  // an SHA256_CTX (112 bytes), opaque here to keep OpenSSL out of headers
+  alignas(
+      8) unsigned char state_[128];  // an SHA256_CTX (112 bytes), opaque here to keep OpenSSL out of headers
 };
 
 }  // namespace cuinline::detail

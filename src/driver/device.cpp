@@ -29,9 +29,13 @@ void check_driver(CUresult code, const char* what) {
   if (code != CUDA_SUCCESS) throw DriverError(code, std::string(what) + ": " + driver_error_string(code));
 }
 
-bool driver_available() noexcept { return driver_or_null() != nullptr; }
+bool driver_available() noexcept {
+  return driver_or_null() != nullptr;
+}
 
-std::string driver_unavailable_reason() { return detail::driver_load_error(); }
+std::string driver_unavailable_reason() {
+  return detail::driver_load_error();
+}
 
 int device_count() noexcept {
   const detail::DriverApi* api = driver_or_null();
@@ -96,11 +100,12 @@ DeviceInfo device_info(int ordinal) {
   info.name = name;
   info.arch = device_arch(ordinal);
   info.multiprocessors = attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "reading the SM count");
-  info.l2_bytes = static_cast<std::size_t>(attribute(dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "reading L2 size"));
+  info.l2_bytes =
+      static_cast<std::size_t>(attribute(dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "reading L2 size"));
   info.max_threads_per_multiprocessor =
       attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, "reading threads per SM");
-  info.max_shared_per_block_optin = static_cast<std::size_t>(
-      attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "reading shared memory per block"));
+  info.max_shared_per_block_optin = static_cast<std::size_t>(attribute(
+      dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "reading shared memory per block"));
   std::size_t total = 0;
   check_driver(driver().cuDeviceTotalMem(&total, dev), "reading total memory");
   info.total_memory = total;
@@ -119,7 +124,8 @@ int current_device() {
 }
 
 int stream_device(CUstream stream) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return current_device();
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+    return current_device();
   const detail::DriverApi& api = driver();
   CUdevice dev = 0;
   if (api.cuStreamGetDevice != nullptr) {
@@ -144,8 +150,8 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes) {
   if (bytes > 0) {
     const CUresult r = driver().cuMemAlloc(&ptr_, bytes);
     if (r != CUDA_SUCCESS) {
-      throw DriverError(r, "allocating " + std::to_string(bytes) + " bytes on device " + std::to_string(device_) +
-                               ": " + driver_error_string(r));
+      throw DriverError(r, "allocating " + std::to_string(bytes) + " bytes on device " +
+                               std::to_string(device_) + ": " + driver_error_string(r));
     }
   }
 }
@@ -222,7 +228,8 @@ Stream::Stream(int device) {
 Stream::~Stream() {
   if (stream_ != nullptr) {
     const CUresult r = driver().cuStreamDestroy(stream_);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) logger()->error("destroying a stream: {}", driver_error_string(r));
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+      logger()->error("destroying a stream: {}", driver_error_string(r));
   }
 }
 
@@ -236,7 +243,9 @@ Stream& Stream::operator=(Stream&& other) noexcept {
   return *this;
 }
 
-void Stream::synchronize() const { check_driver(driver().cuStreamSynchronize(stream_), "synchronizing a stream"); }
+void Stream::synchronize() const {
+  check_driver(driver().cuStreamSynchronize(stream_), "synchronizing a stream");
+}
 
 Event::Event() {
   detail::ensure_current_context();
@@ -246,7 +255,8 @@ Event::Event() {
 Event::~Event() {
   if (event_ != nullptr) {
     const CUresult r = driver().cuEventDestroy(event_);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) logger()->error("destroying an event: {}", driver_error_string(r));
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+      logger()->error("destroying an event: {}", driver_error_string(r));
   }
 }
 
@@ -260,9 +270,13 @@ Event& Event::operator=(Event&& other) noexcept {
   return *this;
 }
 
-void Event::record(CUstream stream) { check_driver(driver().cuEventRecord(event_, stream), "recording an event"); }
+void Event::record(CUstream stream) {
+  check_driver(driver().cuEventRecord(event_, stream), "recording an event");
+}
 
-void Event::synchronize() const { check_driver(driver().cuEventSynchronize(event_), "waiting for an event"); }
+void Event::synchronize() const {
+  check_driver(driver().cuEventSynchronize(event_), "waiting for an event");
+}
 
 float Event::elapsed_ms_since(const Event& start) const {
   float ms = 0.0f;

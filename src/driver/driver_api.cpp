@@ -3,11 +3,10 @@
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 
-#include <type_traits>
-
 #include <array>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
@@ -16,8 +15,8 @@
 namespace cuinline::detail {
 namespace {
 
-#define CUINLINE_CHECK_DRIVER_ABI(name, version)                                  \
-  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##version>,        \
+#define CUINLINE_CHECK_DRIVER_ABI(name, version)                            \
+  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##version>, \
                 #name ": the version in CUINLINE_DRIVER_FUNCTIONS does not match cuda.h");
 CUINLINE_DRIVER_FUNCTIONS(CUINLINE_CHECK_DRIVER_ABI)
 #undef CUINLINE_CHECK_DRIVER_ABI
@@ -28,7 +27,8 @@ struct LoadedDriver {
   std::string error;
 };
 
-using GetProcAddress = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using GetProcAddress = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
+                                          CUdriverProcAddressQueryResult*);
 
 // Functions cuinline can do without (it falls back or reports "unknown") when an older driver
 // lacks them.
@@ -53,8 +53,9 @@ LoadedDriver load_driver() {
   }
   auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(handle, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
-    d.error = "no CUDA driver found (libcuda.so.1): the driver is too old (no cuGetProcAddress_v2; "
-              "CUDA 12.5 or newer is needed)";
+    d.error =
+        "no CUDA driver found (libcuda.so.1): the driver is too old (no cuGetProcAddress_v2; "
+        "CUDA 12.5 or newer is needed)";
     return d;
   }
   std::string missing;
@@ -66,7 +67,8 @@ LoadedDriver load_driver() {
       if (!optional_symbol(name)) missing += std::string(missing.empty() ? "" : ", ") + name;
     }
   };
-#define CUINLINE_RESOLVE_DRIVER_FN(name, version) resolve(#name, version, reinterpret_cast<void**>(&d.api.name));
+#define CUINLINE_RESOLVE_DRIVER_FN(name, version) \
+  resolve(#name, version, reinterpret_cast<void**>(&d.api.name));
   CUINLINE_DRIVER_FUNCTIONS(CUINLINE_RESOLVE_DRIVER_FN)
 #undef CUINLINE_RESOLVE_DRIVER_FN
   if (!missing.empty()) {
@@ -109,13 +111,15 @@ const DriverApi& driver() {
   const LoadedDriver& d = loaded();
   if (!d.ok) {
     throw DriverError(d.error.rfind("no CUDA driver", 0) == 0 ? CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
-                                                               : CUDA_ERROR_NOT_INITIALIZED,
+                                                              : CUDA_ERROR_NOT_INITIALIZED,
                       d.error);
   }
   return d.api;
 }
 
-const std::string& driver_load_error() { return loaded().error; }
+const std::string& driver_load_error() {
+  return loaded().error;
+}
 
 CUcontext primary_context(int ordinal) {
   const DriverApi& api = driver();
@@ -129,8 +133,8 @@ CUcontext primary_context(int ordinal) {
     int count = 0;
     check_driver(api.cuDeviceGetCount(&count), "counting devices");
     if (ordinal >= count) {
-      throw InvalidArgument("device " + std::to_string(ordinal) + " does not exist (" + std::to_string(count) +
-                            " device(s))");
+      throw InvalidArgument("device " + std::to_string(ordinal) + " does not exist (" +
+                            std::to_string(count) + " device(s))");
     }
     CUdevice dev = 0;
     check_driver(api.cuDeviceGet(&dev, ordinal), "getting device");

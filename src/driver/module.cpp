@@ -1,10 +1,11 @@
+#include "cuinline/module.hpp"
+
 #include <algorithm>
 #include <string>
 
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
 #include "cuinline/log.hpp"
-#include "cuinline/module.hpp"
 #include "driver/module_state.hpp"
 
 namespace cuinline {
@@ -26,7 +27,8 @@ CUlibrary ModuleState::library() const {
   if (library_ != nullptr) return library_;
   const DriverApi& api = driver();
   CUlibrary lib = nullptr;
-  const CUresult r = api.cuLibraryLoadData(&lib, program.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  const CUresult r =
+      api.cuLibraryLoadData(&lib, program.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
   if (r != CUDA_SUCCESS) {
     throw DriverError(r, "loading module '" + program.program_name + "' (" + program.arch.name() +
                              (program.kind == BinaryKind::ptx ? ", PTX" : "") + ", key " +
@@ -50,7 +52,8 @@ std::string available_names(const ModuleState& m, const DriverApi& api, CUlibrar
     if (api.cuLibraryEnumerateKernels(kernels.data(), count, lib) == CUDA_SUCCESS) {
       for (CUkernel k : kernels) {
         const char* name = nullptr;
-        if (api.cuKernelGetName(&name, k) == CUDA_SUCCESS && name) out += (out.empty() ? "" : ", ") + std::string("'") + name + "'";
+        if (api.cuKernelGetName(&name, k) == CUDA_SUCCESS && name)
+          out += (out.empty() ? "" : ", ") + std::string("'") + name + "'";
       }
     }
   }
@@ -71,10 +74,18 @@ const detail::ModuleState& checked(const std::shared_ptr<detail::ModuleState>& s
 }
 }  // namespace
 
-const CompiledProgram& Module::program() const { return checked(state_).program; }
-const CacheKey& Module::key() const { return checked(state_).key; }
-CacheTier Module::tier() const { return checked(state_).tier; }
-void Module::load() const { checked(state_).library(); }
+const CompiledProgram& Module::program() const {
+  return checked(state_).program;
+}
+const CacheKey& Module::key() const {
+  return checked(state_).key;
+}
+CacheTier Module::tier() const {
+  return checked(state_).tier;
+}
+void Module::load() const {
+  checked(state_).library();
+}
 
 Kernel Module::kernel(std::string_view name_or_expression) const {
   const detail::ModuleState& m = checked(state_);
@@ -140,12 +151,13 @@ const detail::KernelState& checked(const std::shared_ptr<const detail::KernelSta
 }
 }  // namespace
 
-void Kernel::launch_raw(const LaunchConfig& cfg, void** args, std::size_t count, const std::size_t* sizes) const {
+void Kernel::launch_raw(const LaunchConfig& cfg, void** args, std::size_t count,
+                        const std::size_t* sizes) const {
   const detail::KernelState& k = checked(state_);
   if (k.param_count >= 0) {
     if (count != static_cast<std::size_t>(k.param_count)) {
-      throw InvalidArgument("launching '" + k.name + "': " + std::to_string(count) + " argument(s) given, the kernel takes " +
-                            std::to_string(k.param_count));
+      throw InvalidArgument("launching '" + k.name + "': " + std::to_string(count) +
+                            " argument(s) given, the kernel takes " + std::to_string(k.param_count));
     }
     if (sizes != nullptr) {
       for (std::size_t i = 0; i < count; ++i) {
@@ -162,9 +174,9 @@ void Kernel::launch_raw(const LaunchConfig& cfg, void** args, std::size_t count,
     CUcontext ctx = nullptr;
     if (k.api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) detail::ensure_current_context();
   }
-  const CUresult r = k.api->cuLaunchKernel(reinterpret_cast<CUfunction>(k.kernel), cfg.grid.x, cfg.grid.y, cfg.grid.z,
-                                           cfg.block.x, cfg.block.y, cfg.block.z, cfg.shared_bytes, cfg.stream,
-                                           args, nullptr);
+  const CUresult r = k.api->cuLaunchKernel(reinterpret_cast<CUfunction>(k.kernel), cfg.grid.x, cfg.grid.y,
+                                           cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z,
+                                           cfg.shared_bytes, cfg.stream, args, nullptr);
   if (r != CUDA_SUCCESS) {
     throw DriverError(r, "launching '" + k.name + "' (grid " + std::to_string(cfg.grid.x) + "x" +
                              std::to_string(cfg.grid.y) + "x" + std::to_string(cfg.grid.z) + ", block " +
@@ -179,7 +191,8 @@ CUfunction Kernel::function(int device) const {
   if (device >= 0) set_device(device);
   detail::ensure_current_context();
   CUfunction f = nullptr;
-  check_driver(k.api->cuKernelGetFunction(&f, k.kernel), ("getting the function of kernel '" + k.name + "'").c_str());
+  check_driver(k.api->cuKernelGetFunction(&f, k.kernel),
+               ("getting the function of kernel '" + k.name + "'").c_str());
   return f;
 }
 
@@ -188,8 +201,8 @@ void Kernel::set_max_dynamic_shared_bytes(unsigned bytes, int device) const {
   const int dev = device >= 0 ? device : current_device();
   CUdevice handle = 0;
   check_driver(k.api->cuDeviceGet(&handle, dev), "getting device");
-  check_driver(k.api->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes),
-                                           k.kernel, handle),
+  check_driver(k.api->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           static_cast<int>(bytes), k.kernel, handle),
                ("setting the dynamic shared memory limit of '" + k.name + "'").c_str());
 }
 
@@ -213,9 +226,17 @@ LaunchConfig Kernel::occupancy_config(std::size_t work_items, CUstream stream, u
   return cfg;
 }
 
-const std::string& Kernel::name() const { return checked(state_).name; }
-const std::string& Kernel::lowered_name() const { return checked(state_).lowered_name; }
-int Kernel::param_count() const { return checked(state_).param_count; }
-CUkernel Kernel::handle() const { return checked(state_).kernel; }
+const std::string& Kernel::name() const {
+  return checked(state_).name;
+}
+const std::string& Kernel::lowered_name() const {
+  return checked(state_).lowered_name;
+}
+int Kernel::param_count() const {
+  return checked(state_).param_count;
+}
+CUkernel Kernel::handle() const {
+  return checked(state_).kernel;
+}
 
 }  // namespace cuinline

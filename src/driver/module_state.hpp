@@ -18,9 +18,9 @@ struct KernelState {
   std::shared_ptr<const struct ModuleState> module;  // keeps the library loaded
   const DriverApi* api = nullptr;
   CUkernel kernel = nullptr;
-  std::string name;                // as asked for
-  std::string lowered_name;        // in the binary
-  int param_count = -1;            // -1: the driver cannot tell
+  std::string name;          // as asked for
+  std::string lowered_name;  // in the binary
+  int param_count = -1;      // -1: the driver cannot tell
   std::vector<std::size_t> param_sizes;
 };
 

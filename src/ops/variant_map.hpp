@@ -42,7 +42,6 @@ struct Fnv {
 template <class Key, class Value>
 class VariantMap {
  public:
-
   // The value for (key, device): from the map when `equal(entry_key)` holds for an entry with this
   // hash and device, else `make()` → pair<Key, Value>, run without holding the lock, then inserted
   // (unless another thread inserted it meanwhile: then that one is returned).
