@@ -12,6 +12,7 @@
 namespace {
 
 thread_local std::string g_last_error;
+thread_local cuinline::ops::Conv2dPrecision g_precision = cuinline::ops::Conv2dPrecision::fp32;
 
 // epilogue: 0 identity, 1 div(a) | leaky_relu(b), 2 relu
 cuinline::ops::Op make_epilogue(int kind, double a, double b) {
@@ -36,6 +37,14 @@ const char* cuinline_conv2d_last_error() {
   return g_last_error.c_str();
 }
 
+/// Sets the precision of this thread's next cuinline_conv2d_f32 / cuinline_conv2d_compile_ms
+/// calls: 0 fp32 (default), 1 tf32, 2 tf32x3. Returns 0, or -1 for another value.
+int cuinline_conv2d_set_precision(int precision) {
+  if (precision < 0 || precision > 2) return -1;
+  g_precision = static_cast<cuinline::ops::Conv2dPrecision>(precision);
+  return 0;
+}
+
 /// One fused conv2d launch (f32, NCHW). shape = {N, Cin, H, W, Cout, KH, KW}; params = {sh, sw, ph,
 /// pw, dh, dw}; bias may be null. Returns 0, or -1 with cuinline_conv2d_last_error() set.
 int cuinline_conv2d_f32(const void* input, const void* weight, const void* bias, void* output,
@@ -56,7 +65,8 @@ int cuinline_conv2d_f32(const void* input, const void* weight, const void* bias,
     const TensorView bv =
         bias ? TensorView::contiguous(const_cast<void*>(bias), DType::f32, {shape[4]}) : TensorView{};
     const TensorView out = TensorView::contiguous(output, DType::f32, {shape[0], shape[4], oh, ow});
-    cuinline::ops::conv2d(in, w, bv, out, p, make_epilogue(epilogue, a, b), static_cast<CUstream>(stream));
+    cuinline::ops::conv2d(in, w, bv, out, p, make_epilogue(epilogue, a, b), static_cast<CUstream>(stream),
+                          g_precision);
     return 0;
   } catch (const std::exception& e) {
     g_last_error = e.what();
@@ -101,10 +111,11 @@ double cuinline_conv2d_compile_ms(const std::int64_t* shape, const int* params, 
                                   double a, double b, const char* arch, int* tiling) {
   try {
     const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
-    const cuinline::ops::Conv2dVariant v = cuinline::ops::make_conv2d_variant(
+    cuinline::ops::Conv2dVariant v = cuinline::ops::make_conv2d_variant(
         static_cast<int>(shape[1]), static_cast<int>(shape[2]), static_cast<int>(shape[3]),
         static_cast<int>(shape[4]), static_cast<int>(shape[5]), static_cast<int>(shape[6]), p, has_bias != 0,
         make_epilogue(epilogue, a, b));
+    v.precision = g_precision;
     if (tiling) {
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
       const int values[] = {t.threads_x,         t.threads_y,           t.channel_groups,

@@ -2,7 +2,7 @@
 """conv2d -> divide -> LeakyReLU: cuinline beside PyTorch, in one process, on the same buffers.
 
 Usage: conv2d_peers.py --lib build/bench/libcuinline_bench_capi.so --out conv2d.md [--plot sweep.png]
-                       [--quick] [--no-compile]
+                       [--quick] [--no-compile] [--shapes i,j,k]
 
 Timings are CUDA-event medians after warm-up, each sample a batch of back-to-back calls on torch's
 current stream (so per-call host cost counts where the GPU work is shorter than it). cuinline gets
@@ -55,6 +55,8 @@ def load_lib(path):
     lib.cuinline_conv2d_tiling.argtypes = [
         ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
     lib.cuinline_conv2d_last_error.restype = ctypes.c_char_p
+    lib.cuinline_conv2d_set_precision.restype = ctypes.c_int
+    lib.cuinline_conv2d_set_precision.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -111,6 +113,14 @@ class Case:
         # enough calls per sample that a sample lasts >= ~2 ms
         est_ms = max(self.flop / 40e12, self.bytes / 3e12) * 1e3
         return int(min(200, max(3, 2.0 / max(est_ms, 1e-3))))
+
+
+PRECISIONS = {"fp32": 0, "tf32": 1, "tf32x3": 2}
+
+
+def set_precision(lib, name):
+    if lib.cuinline_conv2d_set_precision(PRECISIONS[name]) != 0:
+        raise RuntimeError("set_precision " + name)
 
 
 def check(case, lib):
@@ -179,6 +189,7 @@ def main():
     ap.add_argument("--plot")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--shapes", help="run only these SWEEP entries (comma-separated indices)")
     ap.add_argument("--torch-compile-file", help="read the torch.compile result a --torch-compile-only run wrote")
     args = ap.parse_args()
     lib = load_lib(args.lib)
@@ -210,7 +221,19 @@ def main():
                      tc_ms))
     ci_ms = median_ms(lambda: case.cuinline(lib), 10)
     rows.append(("**cuinline fp32 (fused, specialized)**", ci_ms))
-    rows.append(("cuinline TF32 tensor-core mode", None))
+    mode_notes = []
+    for mode in ("tf32x3", "tf32"):
+        set_precision(lib, mode)
+        m_rel, m_ok = check(case, lib)
+        m_ms = median_ms(lambda: case.cuinline(lib), 10)
+        m_compile = [lib.cuinline_conv2d_compile_ms(case.shape_arr, case.params_arr, 1, 1, 2.0, 0.01, b"sm_90", None)
+                     for _ in range(2)]
+        label = ("3xTF32 tensor cores (fp32-accurate split)" if mode == "tf32x3" else "TF32 tensor cores")
+        rows.append((f"**cuinline {mode}: {label}**", m_ms))
+        mode_notes.append(f"cuinline {mode} vs F.conv2d (TF32 off): relative L2 error {m_rel:.2e}, allclose(atol=rtol=1e-4): "
+                          f"{m_ok}; {case.flop / m_ms / 1e9:.1f} TFLOP/s; NVRTC compile "
+                          f"{', '.join(f'{m:.0f}' for m in m_compile)} ms.")
+    set_precision(lib, "fp32")
     lines += ["## Seed shape: 128×8×128×128, 64 filters 3×3, no padding, /2, LeakyReLU(0.01), float32", "",
               "| what | ms | cuinline speedup |", "|---|---|---|"]
     for name, ms in rows:
@@ -224,15 +247,18 @@ def main():
               f"{case.flop / ci_ms / 1e9:.1f} TFLOP/s ({100 * case.flop / ci_ms / 1e9 / 67:.0f} % of the FMA peak).",
               f"NVRTC compile of this variant for sm_90 (no cache): {', '.join(f'{m:.0f}' for m in compile_ms)} ms "
               f"(three compiles in one process; tiling {list(tile)[:5]}, ci_chunk {tile[5]}, unroll {tile[6]}, "
-              f"smem {tile[8]} B; NVRTC libraries in this process: {', '.join(nvrtc) or '?'}).", ""]
+              f"smem {tile[8]} B; NVRTC libraries in this process: {', '.join(nvrtc) or '?'}).", ""] + mode_notes + [""]
     print("\n".join(lines), flush=True)
 
     # ---- the sweep ----
     sweep = SWEEP[:6] if args.quick else SWEEP
+    if args.shapes:
+        sweep = [SWEEP[int(i)] for i in args.shapes.split(",")]
     lines += ["## Sweep (divide by 2, LeakyReLU 0.01, bias; eager = cuDNN conv + 2 elementwise ops)", "",
               "| shape N×Cin×H² → Cout, k s p | GFLOP | MB | eager TF32 off ms | eager default ms | cuinline ms | "
-              "vs eager (TF32 off) | vs eager default | TFLOP/s | rel err | limited by |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "vs eager (TF32 off) | vs eager default | TFLOP/s | rel err | limited by | tf32x3 ms (rel err) | "
+              "tf32x3 vs eager TF32 off | tf32 ms (rel err) | tf32 vs eager default |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     results = []
     for shape in sweep:
         c = Case(shape)
@@ -244,10 +270,18 @@ def main():
         e_def = median_ms(c.eager, bt)
         torch.backends.cudnn.allow_tf32 = False
         ms = median_ms(lambda: c.cuinline(lib), bt)
-        results.append((c.label(), e_off, e_def, ms))
+        extra = {}
+        for mode in ("tf32x3", "tf32"):
+            set_precision(lib, mode)
+            m_rel, _ = check(c, lib)
+            extra[mode] = (median_ms(lambda: c.cuinline(lib), bt), m_rel)
+        set_precision(lib, "fp32")
+        results.append((c.label(), e_off, e_def, ms, extra["tf32x3"][0], extra["tf32"][0]))
         row = (f"| {c.label()} | {c.flop / 1e9:.2f} | {c.bytes / 1e6:.0f} | {e_off:.3f} | {e_def:.3f} | {ms:.3f} | "
                f"{e_off / ms:.2f}× | {e_def / ms:.2f}× | {c.flop / ms / 1e9:.1f} | {rel:.1e}{'' if ok else ' FAIL'} | "
-               f"{regime(c, lib, dev.multi_processor_count)} |")
+               f"{regime(c, lib, dev.multi_processor_count)} | {extra['tf32x3'][0]:.3f} ({extra['tf32x3'][1]:.0e}) | "
+               f"{e_off / extra['tf32x3'][0]:.2f}× | {extra['tf32'][0]:.3f} ({extra['tf32'][1]:.0e}) | "
+               f"{e_def / extra['tf32'][0]:.2f}× |")
         lines.append(row)
         print(row, flush=True)
         del c
@@ -263,13 +297,14 @@ def main():
             import matplotlib.pyplot as plt
             fig, ax = plt.subplots(figsize=(11, 5))
             xs = range(len(results))
-            ax.bar([i - 0.2 for i in xs], [r[1] / r[3] for r in results], 0.4, label="vs eager, TF32 off")
-            ax.bar([i + 0.2 for i in xs], [r[2] / r[3] for r in results], 0.4, label="vs eager, TF32 default")
+            ax.bar([i - 0.27 for i in xs], [r[1] / r[3] for r in results], 0.27, label="fp32 FMA vs eager, TF32 off")
+            ax.bar([i for i in xs], [r[1] / r[4] for r in results], 0.27, label="tf32x3 vs eager, TF32 off")
+            ax.bar([i + 0.27 for i in xs], [r[2] / r[5] for r in results], 0.27, label="tf32 vs eager, TF32 default")
             ax.axhline(1.0, color="k", lw=0.8)
             ax.set_xticks(list(xs))
             ax.set_xticklabels([r[0] for r in results], rotation=60, ha="right", fontsize=7)
             ax.set_ylabel("cuinline speedup (×)")
-            ax.set_title(f"fused conv2d → /2 → LeakyReLU, fp32, {dev.name}")
+            ax.set_title(f"fused conv2d → /2 → LeakyReLU, {dev.name}")
             ax.legend()
             fig.tight_layout()
             fig.savefig(args.plot, dpi=110)

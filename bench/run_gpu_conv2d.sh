@@ -12,7 +12,7 @@ main() {
   t0=$(date +%s)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 
-  targets="cuinline_bench_capi test_conv2d_gpu test_conv2d"
+  targets="cuinline_bench_capi test_conv2d_gpu test_conv2d test_conv2d_mma"
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
     -DCUINLINE_BUILD_CLI=OFF >/dev/null; then
     echo "== configure with tests failed (GoogleTest missing?): building the benchmark library only"
@@ -31,6 +31,7 @@ main() {
     # First, on an otherwise idle machine: the NVRTC times of 7 variants (first one loads NVRTC).
     echo "== host test: offline compiles for sm_90 (NVRTC times)"
     "$build/tests/test_conv2d" --gtest_filter='Conv2dCompile.*' --gtest_brief=1 | grep -E "NVRTC|PASSED|FAILED"
+    "$build/tests/test_conv2d_mma" --gtest_filter='Conv2dMma.ShapesCompile*' --gtest_brief=1 | grep -E "NVRTC|PASSED|FAILED"
     echo "== GPU tests (CPU reference, double accumulation)"
     "$build/tests/test_conv2d_gpu" --gtest_brief=1
     tests_rc=$?

@@ -6,15 +6,21 @@
 //
 // Work split: a block computes kTY output rows x kTX*kTP output columns x kTG*kTC output channels
 // of one image. Each thread owns kTP consecutive output columns x kTC output channels in registers
-// (an outer-product register tile). The input tile (with its halo) and the block's weights are
+// (an outer-product register tile). With kTK > 1 the block has kTK such thread sets, each summing
+// its own slice of every staged channel chunk; the partial tiles are added in shared memory (in
+// slice order) before the epilogue: more threads for shapes with few outputs and long reductions. The input tile (with its halo) and the block's weights are
 // staged in shared memory, kCiChunk input channels at a time; weights are read as warp-wide
 // broadcasts (every lane of a warp shares one channel group), inputs as 16-byte loads whose
-// quarter-warps touch 32 distinct banks. The filter loops are fully unrolled.
+// quarter-warps touch 32 distinct banks. The filter loops are unrolled (kKhUnroll filter rows at a
+// time, every filter column).
+// Where the filter's reach along an axis is no larger than the stride (1x1 stride 2, say), the
+// stage is compact: it holds only the input rows / columns the filter reads, kKH (kKW) per output.
 //
 // Required members of S (all `static constexpr int`):
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias
 //   kTX, kTY, kTG (threads along x, y and channel groups), kTP, kTC (per-thread tile),
-//   kCiChunk (input channels per shared-memory stage), kCiUnroll (unroll of that loop),
+//   kTK (thread sets that split each channel chunk), kCiChunk (input channels per shared-memory
+//   stage), kCiUnroll (unroll of that loop), kKhUnroll (unroll of the filter-row loop),
 //   kMinBlocks (resident blocks per multiprocessor asked of ptxas: caps registers per thread),
 //   kPipeline: 0 = one buffer, every channel chunk copied then computed;
 //              1 = row-tile pipeline (needs kCiChunk == kCin): weights staged once, the input tile
@@ -33,18 +39,27 @@ namespace cuinline_conv2d_detail {
 
 template <class S>
 struct Plan {
-  static constexpr int kThreads = S::kTX * S::kTY * S::kTG;
+  static constexpr int kSetThreads = S::kTX * S::kTY * S::kTG;  // one thread set (a full output tile)
+  static constexpr int kThreads = kSetThreads * S::kTK;
   static constexpr int kBlockCout = S::kTG * S::kTC;
   static constexpr int kTileCols = S::kTX * S::kTP;
   static constexpr int kTilesX = (S::kOW + kTileCols - 1) / kTileCols;
-  static constexpr int kInRows = (S::kTY - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;
-  static constexpr int kInCols = (kTileCols - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
-  // Input columns one thread reads per filter row.
-  static constexpr int kNeed = (S::kTP - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
+  // Compact stage along an axis when the filter's reach is no larger than the stride: staged row
+  // ty * kKH + kh holds input row ty * kSH + kh * kDH (likewise for columns).
+  static constexpr bool kCompactH = (S::kKH - 1) * S::kDH + 1 <= S::kSH;
+  static constexpr bool kCompactW = (S::kKW - 1) * S::kDW + 1 <= S::kSW;
+  static constexpr int kRowStep = kCompactH ? S::kKH : S::kSH;  // staged rows between output rows
+  static constexpr int kRowDil = kCompactH ? 1 : S::kDH;        // staged rows between filter rows
+  static constexpr int kColStep = kCompactW ? S::kKW : S::kSW;
+  static constexpr int kColDil = kCompactW ? 1 : S::kDW;
+  static constexpr int kInRows = (S::kTY - 1) * kRowStep + (S::kKH - 1) * kRowDil + 1;
+  static constexpr int kInCols = (kTileCols - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
+  // Staged columns one thread reads per filter row.
+  static constexpr int kNeed = (S::kTP - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
   // 16-byte loads need each thread's first column 4-aligned.
-  static constexpr bool kVecIn = (S::kTP * S::kSW) % 4 == 0;
+  static constexpr bool kVecIn = (S::kTP * kColStep) % 4 == 0;
   static constexpr int kNeedPad = kVecIn ? (kNeed + 3) / 4 * 4 : kNeed;
-  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * S::kSW + kNeedPad;
+  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * kColStep + kNeedPad;
   static constexpr int kPitchRaw = kInCols > kLastRead ? kInCols : kLastRead;
   static constexpr int kPitch = (kPitchRaw + 3) / 4 * 4;
   static constexpr int kInFloats = S::kCiChunk * kInRows * kPitch;
@@ -54,13 +69,24 @@ struct Plan {
   static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
   static constexpr int kBuffers = S::kPipeline != 0 ? 2 : 1;
   static constexpr int kWBuffers = S::kPipeline == 2 ? 2 : 1;
-  static constexpr int kSmemBytes = (kWBuffers * kWFloats + kBuffers * kInFloats) * 4;
+  static constexpr int kStageFloats = kWBuffers * kWFloats + kBuffers * kInFloats;
+  // Partial tiles of thread sets 1 .. kTK - 1. Pipelines 0 and 2 reuse the stage buffers (every
+  // chunk is consumed by then); the row-tile pipeline is still copying the next tile, so it gets
+  // its own region after the stage buffers.
+  static constexpr int kRedFloats = (S::kTK - 1) * kSetThreads * S::kTC * S::kTP;
+  static constexpr int kSmemFloats = S::kPipeline == 1         ? kStageFloats + kRedFloats
+                                     : kStageFloats > kRedFloats ? kStageFloats
+                                                                 : kRedFloats;
+  static constexpr int kSmemBytes = kSmemFloats * 4;
+  static constexpr int kCiSlice = S::kCiChunk / S::kTK;  // channels of a chunk one thread set sums
   static constexpr int kStoreVec = (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
                                    : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
                                                                           : 1;
   static_assert(kThreads <= 1024, "block too large");
   static_assert((S::kTX * S::kTY) % 32 == 0, "a warp must share one channel group");
   static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");
+  static_assert(S::kCiChunk % S::kTK == 0, "kTK must divide kCiChunk");
+  static_assert(S::kKH % S::kKhUnroll == 0, "kKhUnroll must divide kKH");
   static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCin, "the row-tile pipeline needs one input stage");
   static_assert(S::kPipeline >= 0 && S::kPipeline <= 2, "kPipeline is 0, 1 or 2");
 };
@@ -92,8 +118,8 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
     const int rc = i - ci * kPlane;
     const int r = rc / P::kInCols;
     const int c = rc - r * P::kInCols;
-    const int iy = iy0 + r;
-    const int ix = ix0 + c;
+    const int iy = P::kCompactH ? iy0 + r / S::kKH * S::kSH + r % S::kKH * S::kDH : iy0 + r;
+    const int ix = P::kCompactW ? ix0 + c / S::kKW * S::kSW + c % S::kKW * S::kDW : ix0 + c;
     const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
     const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
     copy_async(s_in + (ci * P::kInRows + r) * P::kPitch + c, src, inside);
@@ -172,32 +198,80 @@ __device__ __forceinline__ void cv_load_floats(float (&r)[N], const float* p) {
   }
 }
 
+// Thread set tk sums channels [tk * kCiSlice, (tk + 1) * kCiSlice) of the chunk.
+template <int N, bool Vec>
+__device__ __forceinline__ void cv_store_floats(float* p, const float (&r)[N]) {
+  if (Vec) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4) *reinterpret_cast<float4*>(p + q) = make_float4(r[q], r[q + 1], r[q + 2], r[q + 3]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < N; ++q) p[q] = r[q];
+  }
+}
+
 template <class S>
 __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, float (&acc)[S::kTC][S::kTP],
-                                           int tx, int ty, int tg) {
+                                           int tx, int ty, int tg, int tk) {
   using P = Plan<S>;
+  s_in += (tk * P::kCiSlice * P::kInRows + ty * P::kRowStep) * P::kPitch + tx * S::kTP * P::kColStep;
+  s_w += tk * P::kCiSlice * P::kTaps * P::kBlockCout + tg * S::kTC;
 #pragma unroll S::kCiUnroll
-  for (int ci = 0; ci < S::kCiChunk; ++ci) {
-#pragma unroll
+  for (int ci = 0; ci < P::kCiSlice; ++ci) {
+#pragma unroll S::kKhUnroll
     for (int kh = 0; kh < S::kKH; ++kh) {
-      const float* row =
-          s_in + (ci * P::kInRows + ty * S::kSH + kh * S::kDH) * P::kPitch + tx * S::kTP * S::kSW;
+      const float* row = s_in + (ci * P::kInRows + kh * P::kRowDil) * P::kPitch;
       float r[P::kNeedPad];
       cv_load_floats<P::kNeedPad, P::kVecIn>(r, row);
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
-        const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout + tg * S::kTC;
+        const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout;
         float w[S::kTC];
         cv_load_floats<S::kTC, P::kVecW>(w, wp);
 #pragma unroll
         for (int c = 0; c < S::kTC; ++c) {
 #pragma unroll
           for (int p = 0; p < S::kTP; ++p)
-            acc[c][p] = __fmaf_rn(r[p * S::kSW + kw * S::kDW], w[c], acc[c][p]);
+            acc[c][p] = __fmaf_rn(r[p * P::kColStep + kw * P::kColDil], w[c], acc[c][p]);
         }
       }
     }
   }
+}
+
+// kTK > 1: thread sets 1 .. kTK - 1 leave their partial tiles in `red`, set 0 adds them in order.
+// Returns whether this thread holds a finished tile. Every thread of the block must call it.
+// Layout: [set - 1][channel][thread of the set][pixel], so a warp's accesses are contiguous.
+template <class S>
+__device__ __forceinline__ bool reduce_sets(float (&acc)[S::kTC][S::kTP], float* red, int tk, int lane) {
+  using P = Plan<S>;
+  constexpr int kSetFloats = S::kTC * P::kSetThreads * S::kTP;
+  if (S::kTK == 1) return true;
+  if (tk != 0) {
+    float* dst = red + (tk - 1) * kSetFloats + lane * S::kTP;
+#pragma unroll
+    for (int c = 0; c < S::kTC; ++c) {
+      float r[S::kTP];
+#pragma unroll
+      for (int p = 0; p < S::kTP; ++p) r[p] = acc[c][p];
+      cv_store_floats<S::kTP, S::kTP % 4 == 0>(dst + c * P::kSetThreads * S::kTP, r);
+    }
+  }
+  __syncthreads();
+  if (tk != 0) return false;
+  const float* src = red + lane * S::kTP;
+#pragma unroll 1
+  for (int k = 0; k < S::kTK - 1; ++k) {
+#pragma unroll
+    for (int c = 0; c < S::kTC; ++c) {
+      float r[S::kTP];
+      cv_load_floats<S::kTP, S::kTP % 4 == 0>(r, src + c * P::kSetThreads * S::kTP);
+#pragma unroll
+      for (int p = 0; p < S::kTP; ++p) acc[c][p] += r[p];
+    }
+    src += kSetFloats;
+  }
+  return true;
 }
 
 // Bias, epilogue and store of one thread's tile; resets acc to zero.
@@ -240,7 +314,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
   const int tid = threadIdx.x;
   const int tx = tid % S::kTX;
   const int ty = (tid / S::kTX) % S::kTY;
-  const int tg = tid / (S::kTX * S::kTY);
+  const int tg = (tid / (S::kTX * S::kTY)) % S::kTG;
+  const int tk = tid / P::kSetThreads;
+  const int lane = tid % P::kSetThreads;  // index within the thread set
   const int bx = blockIdx.x % P::kTilesX;
   const int tile_y0 = blockIdx.x / P::kTilesX * row_tiles;
   const int ox0 = bx * P::kTileCols;
@@ -258,7 +334,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
     for (int p = 0; p < S::kTP; ++p) acc[c][p] = 0.0f;
   }
 
-  if (S::kPipeline == 0) {
+  if constexpr (S::kPipeline == 0) {
     const int oy0 = tile_y0 * S::kTY;
 #pragma unroll 1
     for (int cb = 0; cb < S::kCin; cb += S::kCiChunk) {
@@ -268,10 +344,11 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
       d::copy_async_commit();
       d::copy_async_wait<0>();
       __syncthreads();
-      d::accumulate<S>(s_in, s_w, acc, tx, ty, tg);
+      d::accumulate<S>(s_in, s_w, acc, tx, ty, tg, tk);
     }
-    d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
-  } else if (S::kPipeline == 2) {
+    if (S::kTK > 1) __syncthreads();  // the reduction reuses the stage buffers
+    if (d::reduce_sets<S>(acc, smem, tk, lane)) d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
+  } else if constexpr (S::kPipeline == 2) {
     // Chunk k + 1 (input and weights) is copied into the other buffers while chunk k is computed.
     constexpr int kChunks = S::kCin / S::kCiChunk;
     const int oy0 = tile_y0 * S::kTY;
@@ -291,10 +368,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
         d::copy_async_wait<0>();
       }
       __syncthreads();
-      d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, tx, ty, tg);
+      d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, tx, ty, tg, tk);
       __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
     }
-    d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
+    if (d::reduce_sets<S>(acc, smem, tk, lane)) d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
   } else {
     // One input stage per tile; the next tile's copy overlaps this tile's arithmetic.
     d::stage_weights<S>(weight, s_w, 0, co0);
@@ -313,8 +390,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
         d::copy_async_wait<0>();
       }
       __syncthreads();
-      d::accumulate<S>(s_in + (t & 1) * P::kInFloats, s_w, acc, tx, ty, tg);
-      d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
+      d::accumulate<S>(s_in + (t & 1) * P::kInFloats, s_w, acc, tx, ty, tg, tk);
+      if (d::reduce_sets<S>(acc, smem + P::kStageFloats, tk, lane))
+        d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
       __syncthreads();
     }
   }

@@ -6,8 +6,9 @@
 /// every epilogue constant are compile-time constants, so the filter loops unroll completely. The
 /// batch size stays a run-time value; weights and bias are run-time data.
 ///
-/// Arithmetic is fp32 FMA (no tensor cores): against PyTorch's conv with TF32 disabled the
-/// relative L2 error is about 1e-7.
+/// Arithmetic is fp32 FMA by default (no tensor cores): against PyTorch's conv with TF32 disabled
+/// the relative L2 error is about 1e-7. Two opt-in tensor-core modes trade that for speed
+/// (Conv2dPrecision::tf32, ::tf32x3).
 
 #include <cuda.h>
 
@@ -36,10 +37,16 @@ struct Conv2dParams {
   friend bool operator!=(const Conv2dParams& a, const Conv2dParams& b) noexcept { return !(a == b); }
 };
 
-/// How the products are accumulated. Only fp32 FMA is built; a TF32 tensor-core mode would be
-/// added here under its own name, never silently.
+/// How the products are computed and accumulated. A mode other than fp32 is only ever used when
+/// asked for by name.
 enum class Conv2dPrecision : std::uint8_t {
-  fp32,  ///< fp32 fused multiply-add, accumulation in fp32
+  fp32,    ///< fp32 fused multiply-add, accumulation in fp32 (the default)
+  tf32,    ///< TF32 tensor cores (mma.sync m16n8k8): inputs and weights rounded to TF32 (10-bit
+           ///< mantissa), fp32 accumulation; relative L2 error about 1e-4 (like PyTorch with
+           ///< allow_tf32); the fastest mode
+  tf32x3,  ///< "3xTF32" tensor cores: each fp32 operand split into a TF32 high part and a TF32
+           ///< low part, three products accumulated in fp32 (CUTLASS's fp32-emulation scheme);
+           ///< about fp32 accuracy at 3x the tensor-core work
 };
 const char* to_string(Conv2dPrecision precision) noexcept;
 
@@ -102,8 +109,18 @@ struct Conv2dTiling {
   int row_tiles = 0;  ///< most row tiles one block computes in turn (pipeline 1; else 1)
   int tiles_x = 0, tiles_y = 0;
   unsigned shared_bytes = 0;  ///< dynamic shared memory per block
-  int threads() const noexcept { return threads_x * threads_y * channel_groups; }
-  int block_channels() const noexcept { return channel_groups * channels_per_thread; }
+  /// Tensor-core modes (tf32, tf32x3): the block is warps_m x warps_n warps; each warp computes
+  /// m_tiles 16-pixel x n_tiles 8-channel mma tiles; the block's pixels are tile_rows output rows
+  /// x tile_cols output columns. The fields above that describe FMA threads are 0 then.
+  bool tensor_cores = false;
+  int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
+  int kh_unroll = 0;  ///< unroll of the filter-row loop (tensor-core kernel)
+  int threads() const noexcept {
+    return tensor_cores ? 32 * warps_m * warps_n : threads_x * threads_y * channel_groups;
+  }
+  int block_channels() const noexcept {
+    return tensor_cores ? 8 * warps_n * n_tiles : channel_groups * channels_per_thread;
+  }
 };
 Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 
@@ -128,7 +145,7 @@ inline Op div_leaky_relu_epilogue(double divisor, double slope) {
 /// output = F.leaky_relu(F.conv2d(input, weight, bias, ...) / divisor, slope), fused.
 void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,
                            const TensorView& output, const Conv2dParams& params, double divisor, double slope,
-                           CUstream stream = nullptr);
+                           CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32);
 
 /// The variant a call would use (validating everything conv2d validates), without launching.
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,

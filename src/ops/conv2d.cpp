@@ -5,6 +5,7 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "ops/conv2d_internal.hpp"
 #include "templates/render.hpp"
 #include "templates/template_source.hpp"
 
@@ -33,24 +34,42 @@ int round_up(int x, int m) {
   return (x + m - 1) / m * m;
 }
 
+// The FMA kernel's figures beyond Conv2dTiling. The public tiling's threads_y counts the thread
+// rows of all k_split thread sets (so threads() is the block size); `rows` is one set's.
+struct Fp32Plan {
+  Conv2dTiling t;
+  int rows = 0;       // output rows of a block (kTY)
+  int k_split = 1;    // thread sets that split each channel chunk (kTK)
+  int kh_unroll = 1;  // unroll of the filter-row loop (kKhUnroll)
+};
+
 // The shared-memory layout of conv2d.cuh's Plan<S>, mirrored (the rendered source checks that both agree).
 struct SmemLayout {
   int in_rows = 0, in_pitch = 0, w_per_ci = 0;
 };
-SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t) {
+SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) {
   const Conv2dParams& p = v.params;
+  // Compact stage when the filter's reach is no larger than the stride (only the read rows/columns).
+  const bool compact_h = (v.kernel_h - 1) * p.dilation_h + 1 <= p.stride_h;
+  const bool compact_w = (v.kernel_w - 1) * p.dilation_w + 1 <= p.stride_w;
+  const int row_step = compact_h ? v.kernel_h : p.stride_h;
+  const int row_dil = compact_h ? 1 : p.dilation_h;
+  const int col_step = compact_w ? v.kernel_w : p.stride_w;
+  const int col_dil = compact_w ? 1 : p.dilation_w;
   SmemLayout l;
-  l.in_rows = (t.threads_y - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
+  l.in_rows = (rows - 1) * row_step + (v.kernel_h - 1) * row_dil + 1;
   const int tile_cols = t.threads_x * t.pixels_per_thread;
-  const int in_cols = (tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
-  const int need = (t.pixels_per_thread - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
-  const bool vec = (t.pixels_per_thread * p.stride_w) % 4 == 0;
+  const int in_cols = (tile_cols - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
+  const int need = (t.pixels_per_thread - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
+  const bool vec = (t.pixels_per_thread * col_step) % 4 == 0;
   const int need_pad = vec ? round_up(need, 4) : need;
-  const int last_read = (t.threads_x - 1) * t.pixels_per_thread * p.stride_w + need_pad;
+  const int last_read = (t.threads_x - 1) * t.pixels_per_thread * col_step + need_pad;
   l.in_pitch = round_up(std::max(in_cols, last_read), 4);
   l.w_per_ci = v.kernel_h * v.kernel_w * t.block_channels();
   return l;
 }
+
+Fp32Plan fp32_plan(const Conv2dVariant& v);
 
 std::string describe_params(const Conv2dParams& p) {
   return "s" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + ",p" +
@@ -68,6 +87,10 @@ const char* to_string(Conv2dPrecision precision) noexcept {
   switch (precision) {
     case Conv2dPrecision::fp32:
       return "fp32";
+    case Conv2dPrecision::tf32:
+      return "tf32";
+    case Conv2dPrecision::tf32x3:
+      return "tf32x3";
   }
   return "unknown";
 }
@@ -102,7 +125,10 @@ void Conv2dVariant::validate() const {
   auto fail = [&](const std::string& what) { throw InvalidArgument("conv2d variant: " + what); };
   if (dtype != DType::f32)
     fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (only f32)");
-  if (precision != Conv2dPrecision::fp32) fail("unknown precision mode");
+  if (precision != Conv2dPrecision::fp32 && precision != Conv2dPrecision::tf32 &&
+      precision != Conv2dPrecision::tf32x3) {
+    fail("unknown precision mode " + std::to_string(static_cast<int>(precision)));
+  }
   if (in_channels <= 0 || height <= 0 || width <= 0 || out_channels <= 0 || kernel_h <= 0 || kernel_w <= 0) {
     fail("sizes must be positive (" + std::to_string(in_channels) + "x" + std::to_string(height) + "x" +
          std::to_string(width) + " input, " + std::to_string(out_channels) + "x" + std::to_string(kernel_h) +
@@ -156,10 +182,17 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
+  if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::mma_tiling(v);
+  return fp32_plan(v).t;
+}
+
+namespace {
+Fp32Plan fp32_plan(const Conv2dVariant& v) {
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   const int taps = v.kernel_h * v.kernel_w;
-  Conv2dTiling t;
+  Fp32Plan plan;
+  Conv2dTiling& t = plan.t;
   // Per thread: 4 consecutive output columns x 16 output channels (64 accumulators) when the
   // shape allows; the tile shrinks for narrow outputs and few channels.
   t.pixels_per_thread = ow >= 12 ? 4 : 2;
@@ -169,97 +202,154 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   const int min_ty = 32 / t.threads_x;  // a warp must not straddle two channel groups
   int ty = std::max(1, kMaxThreads / (t.threads_x * t.channel_groups));
   ty = std::min(ty, std::max(pow2_at_least(oh), min_ty));
-  t.threads_y = std::max(ty, min_ty);
+  int rows = std::max(ty, min_ty);
   auto blocks_per_image = [&] {
-    return ceil_div(ow, t.threads_x * t.pixels_per_thread) * ceil_div(oh, t.threads_y) *
+    return ceil_div(ow, t.threads_x * t.pixels_per_thread) * ceil_div(oh, rows) *
            ceil_div(v.out_channels, t.block_channels());
   };
   // A long reduction per output on a small image: spread it over more (smaller) blocks, or a
-  // small batch leaves most multiprocessors idle.
-  if (v.in_channels * taps >= 256) {
-    while (blocks_per_image() < 12) {
+  // small batch leaves most multiprocessors idle; the threads freed split the reduction instead
+  // (k_split thread sets per block, partial sums added in shared memory).
+  const int reduction = v.in_channels * taps;
+  if (reduction >= 256) {
+    const int target = reduction >= 2048 ? 32 : 12;
+    while (blocks_per_image() < target) {
       if (t.channel_groups > 1) {
         t.channel_groups /= 2;
-      } else if (t.threads_y > min_ty) {
-        t.threads_y /= 2;
+      } else if (rows > min_ty) {
+        rows /= 2;
       } else {
         break;
       }
     }
+    while (plan.k_split < 8 && 2 * plan.k_split * t.threads_x * rows * t.channel_groups <= kMaxThreads &&
+           v.in_channels % (2 * plan.k_split) == 0 && v.in_channels / (2 * plan.k_split) >= 2) {
+      plan.k_split *= 2;
+    }
   }
+  t.threads_y = rows;  // one thread set while the layout is sized
   // Very large filters: fewer channels per block until one input channel's stage fits.
-  while (t.channel_groups > 1 &&
-         (smem_layout(v, t).in_rows * smem_layout(v, t).in_pitch + smem_layout(v, t).w_per_ci) * 4 >
-             kPipelinedBytes) {
+  while (t.channel_groups > 1 && (smem_layout(v, t, rows).in_rows * smem_layout(v, t, rows).in_pitch +
+                                  smem_layout(v, t, rows).w_per_ci) *
+                                         4 >
+                                     kPipelinedBytes) {
     t.channel_groups /= 2;
   }
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 ? 2 : 3;
   t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
-  t.tiles_y = ceil_div(oh, t.threads_y);
+  t.tiles_y = ceil_div(oh, rows);
 
-  const SmemLayout l = smem_layout(v, t);
+  const SmemLayout l = smem_layout(v, t, rows);
   const std::int64_t in_per_ci = std::int64_t{l.in_rows} * l.in_pitch;
   const std::int64_t w_per_ci = l.w_per_ci;
   const int cin = v.in_channels;
+  const int set_threads = t.threads_x * rows * t.channel_groups;
+  auto red_floats = [&](int k) {
+    return std::int64_t{k - 1} * set_threads * t.channels_per_thread * t.pixels_per_thread;
+  };
   auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
     for (int d = cin; d >= 1; --d) {
       if (cin % d == 0 && d * bytes_per_ci <= budget) return d;
     }
     return 0;
   };
+  std::int64_t stage_floats = 0;
   t.row_tiles = 1;
-  if (cin * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
+  if (cin * (2 * in_per_ci + w_per_ci) * 4 + red_floats(plan.k_split) * 4 <= kPipelinedBytes) {
     // Row-tile pipeline: all channels in one stage, weights staged once per block.
     t.pipeline = 1;
     t.ci_chunk = cin;
     t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
-    t.shared_bytes = static_cast<unsigned>(cin * (2 * in_per_ci + w_per_ci) * 4);
+    stage_floats = cin * (2 * in_per_ci + w_per_ci);
   } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
     // Channel-chunk pipeline: the next chunk's input and weights arrive during this chunk's math.
     t.pipeline = 2;
     t.ci_chunk = d;
-    t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
+    stage_floats = 2 * d * (in_per_ci + w_per_ci);
   } else {
     t.pipeline = 0;
     t.ci_chunk = std::max(1, largest_chunk((in_per_ci + w_per_ci) * 4, kSingleStageBytes));
-    t.shared_bytes = static_cast<unsigned>(t.ci_chunk * (in_per_ci + w_per_ci) * 4);
+    stage_floats = t.ci_chunk * (in_per_ci + w_per_ci);
   }
-  if (t.shared_bytes > kMaxSharedBytes) {
-    throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
+  while (t.ci_chunk % plan.k_split != 0) plan.k_split /= 2;
+  const std::int64_t red = red_floats(plan.k_split);
+  const std::int64_t smem_floats = t.pipeline == 1 ? stage_floats + red : std::max(stage_floats, red);
+  if (smem_floats * 4 > kMaxSharedBytes) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(smem_floats * 4) +
                           " bytes of shared memory (filter too large)");
   }
-  const int per_ci = taps * t.channels_per_thread * t.pixels_per_thread;
-  t.ci_unroll = std::clamp(kUnrollBudget / per_ci, 1, t.ci_chunk);
-  return t;
+  t.shared_bytes = static_cast<unsigned>(smem_floats * 4);
+  t.threads_y = rows * plan.k_split;
+  plan.rows = rows;
+  // Unrolled FMAs per step bound code size and NVRTC time: whole channels when a channel's taps
+  // fit kUnrollBudget, else filter rows (the largest divisor of KH that fits).
+  const int per_row = v.kernel_w * t.channels_per_thread * t.pixels_per_thread;
+  const int per_ci = v.kernel_h * per_row;
+  if (per_ci <= kUnrollBudget) {
+    plan.kh_unroll = v.kernel_h;
+    // Channels per step: a divisor of the slice (no remainder copy of the body), counting the
+    // weight loads too (small thread tiles load more per FMA).
+    const int slice = t.ci_chunk / plan.k_split;
+    const int cost = taps * (t.channels_per_thread * t.pixels_per_thread + t.channels_per_thread);
+    t.ci_unroll = 1;
+    for (int d = std::min(slice, kUnrollBudget / cost); d > 1; --d) {
+      if (slice % d == 0) {
+        t.ci_unroll = d;
+        break;
+      }
+    }
+  } else {
+    plan.kh_unroll = 1;
+    for (int d = v.kernel_h; d >= 1; --d) {
+      if (v.kernel_h % d == 0 && d * per_row <= kUnrollBudget) {
+        plan.kh_unroll = d;
+        break;
+      }
+    }
+    t.ci_unroll = 1;
+  }
+  return plan;
+}
+}  // namespace
+
+std::string kernel_name(const Conv2dVariant& v) {
+  return v.precision == Conv2dPrecision::fp32
+             ? "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+             : "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 }
 
-std::string kernel_name(const Conv2dVariant&) {
-  return "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+namespace conv2d_impl {
+std::string render_conv2d_epilogue(const Op& epilogue) {
+  if (is_identity(epilogue)) {
+    return "struct cuinline_conv2d_epilogue {\n  __device__ __forceinline__ float operator()(float x) const "
+           "{ "
+           "return x; }\n};\n";
+  }
+  return cuinline::detail::render_op_functor(epilogue, DType::f32, "cuinline_conv2d_epilogue");
 }
+}  // namespace conv2d_impl
 
 CompileRequest make_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = conv2d_tiling(v);  // validates
+  if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::make_mma_request(v);
+  v.validate();
+  const Fp32Plan fp = fp32_plan(v);
+  const Conv2dTiling& t = fp.t;
   const Conv2dParams& p = v.params;
   auto c = [](const char* name, std::int64_t value) {
     return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
   };
   std::string src =
       "// cuinline conv2d variant " + v.name() + "\n#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
-  if (is_identity(v.epilogue)) {
-    src +=
-        "struct cuinline_conv2d_epilogue {\n  __device__ __forceinline__ float operator()(float x) const { "
-        "return x; }\n};\n";
-  } else {
-    src += detail::render_op_functor(v.epilogue, DType::f32, "cuinline_conv2d_epilogue");
-  }
+  src += conv2d_impl::render_conv2d_epilogue(v.epilogue);
   src += "\nstruct cuinline_conv2d_shape {\n";
   src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels);
   src += c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w);
   src += c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w);
   src += c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
-  src += c("kTX", t.threads_x) + c("kTY", t.threads_y) + c("kTG", t.channel_groups);
+  src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
-  src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks) + c("kPipeline", t.pipeline);
+  src += c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", fp.kh_unroll) + c("kMinBlocks", t.min_blocks);
+  src += c("kPipeline", t.pipeline);
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
   const std::string plan = "cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>";

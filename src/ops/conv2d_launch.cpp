@@ -162,8 +162,8 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
 
 void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,
                            const TensorView& output, const Conv2dParams& params, double divisor, double slope,
-                           CUstream stream) {
-  conv2d(input, weight, bias, output, params, div_leaky_relu_epilogue(divisor, slope), stream);
+                           CUstream stream, Conv2dPrecision precision) {
+  conv2d(input, weight, bias, output, params, div_leaky_relu_epilogue(divisor, slope), stream, precision);
 }
 
 Conv2dStats conv2d_stats() {

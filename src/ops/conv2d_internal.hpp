@@ -1,0 +1,15 @@
+#pragma once
+// conv2d internals shared by the FMA path (conv2d.cpp) and the tensor-core path (conv2d_mma.cpp).
+#include <cuinline/conv2d.hpp>
+#include <string>
+
+namespace cuinline::ops::conv2d_impl {
+
+/// `struct cuinline_conv2d_epilogue { float operator()(float) }` for an epilogue chain.
+std::string render_conv2d_epilogue(const Op& epilogue);
+/// The tiling of a tensor-core variant (precision tf32 or tf32x3); the variant is validated.
+Conv2dTiling mma_tiling(const Conv2dVariant& v);
+/// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).
+CompileRequest make_mma_request(const Conv2dVariant& v);
+
+}  // namespace cuinline::ops::conv2d_impl

@@ -1,0 +1,184 @@
+// conv2d on TF32 tensor cores (Conv2dPrecision::tf32 and ::tf32x3): the block tiling chosen on the
+// host and the rendering of kernel_templates/conv2d_mma.cuh into one CompileRequest per variant.
+#include <algorithm>
+#include <cuinline/error.hpp>
+#include <string>
+
+#include "ops/conv2d_internal.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+// Shared memory a block may use: two blocks still fit on one H100/H200 multiprocessor.
+constexpr int kPipelinedBytes = 100 * 1024;
+constexpr unsigned kMaxSharedBytes = 227 * 1024;
+// Filter taps x 8-channel steps in one unrolled step of the channel loop (code size, NVRTC time).
+constexpr int kUnrollSteps = 12;
+
+int ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+// Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
+// source static_asserts that the shared-memory size agrees).
+int bank_conflicts(int plane, int sw) {
+  int worst = 0;
+  for (int bank = 0; bank < 32; ++bank) {
+    int n = 0;
+    for (int t = 0; t < 4; ++t) {
+      for (int g = 0; g < 8; ++g) n += (t * plane + g * sw) % 32 == bank ? 1 : 0;
+    }
+    worst = std::max(worst, n);
+  }
+  return worst;
+}
+int conflict_free_plane(int min_plane, int sw) {
+  int best = min_plane;
+  int best_conflicts = bank_conflicts(min_plane, sw);
+  for (int p = min_plane + 1; p < min_plane + 32; ++p) {
+    const int c = bank_conflicts(p, sw);
+    if (c < best_conflicts) {
+      best = p;
+      best_conflicts = c;
+    }
+  }
+  return best;
+}
+int weight_pitch(int cout) {
+  int p = cout;
+  while (p % 32 != 8 && p % 32 != 24) ++p;
+  return p;
+}
+
+}  // namespace
+
+Conv2dTiling mma_tiling(const Conv2dVariant& v) {
+  v.validate();
+  const Conv2dParams& p = v.params;
+  const int oh = static_cast<int>(v.out_height());
+  const int ow = static_cast<int>(v.out_width());
+  Conv2dTiling t;
+  t.tensor_cores = true;
+  // 4 warps (2 along pixels x 2 along channels), each 4 pixel tiles of 16 x 4 channel tiles of 8
+  // (64 accumulators): 128 pixels x 64 channels per block. The pixel tile's shape (1 x 128, 2 x 64,
+  // 4 x 32 or 8 x 16 output rows x columns) is the one with the least work per output: computed
+  // pixels (with the tile's overhang) times (filter taps + staged input values per pixel).
+  const auto in_extent = [](int outs, int k, int stride, int dilation) {
+    return (outs - 1) * stride + (k - 1) * dilation + 1;
+  };
+  double best = 0;
+  for (int cols : {128, 64, 32, 16}) {
+    const int rows = 8 / (cols / 16);
+    const int used_rows = std::min(rows, pow2_at_least(oh));
+    const double computed =
+        static_cast<double>(ceil_div(ow, cols)) * cols * ceil_div(oh, used_rows) * used_rows;
+    const double staged = static_cast<double>(in_extent(used_rows, v.kernel_h, p.stride_h, p.dilation_h)) *
+                          in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w) / (used_rows * cols);
+    const double cost = computed * (v.kernel_h * v.kernel_w + staged);
+    if (best == 0 || cost < best) {
+      best = cost;
+      t.tile_cols = cols;
+      t.tile_rows = used_rows;
+    }
+  }
+  const int m_total = t.tile_rows * t.tile_cols / 16;
+  t.m_tiles = std::min(4, m_total);
+  t.warps_m = m_total / t.m_tiles;
+  t.warps_n = v.out_channels <= 16 ? 1 : 2;
+  t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
+  // 168 registers a thread at 128 threads (64 accumulators + fragments). 3xTF32 holds three
+  // fragments per operand: ptxas spills a few (28-64 bytes) of them even at 255 registers, so it
+  // keeps the 3 blocks a multiprocessor.
+  t.min_blocks = std::max(1, (v.precision == Conv2dPrecision::tf32 ? 512 : 384) / t.threads());
+  t.tiles_x = ceil_div(ow, t.tile_cols);
+  t.tiles_y = ceil_div(oh, t.tile_rows);
+
+  const int in_rows = (t.tile_rows - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
+  const int in_cols = (t.tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+  const std::int64_t in_per_ci = conflict_free_plane(in_rows * in_cols, p.stride_w);
+  const std::int64_t w_per_ci = std::int64_t{v.kernel_h} * v.kernel_w * weight_pitch(t.block_channels());
+  const int ci_pad = (v.in_channels + 7) / 8 * 8;
+  auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
+    for (int d = ci_pad; d >= 8; d -= 8) {
+      if (ci_pad % d == 0 && d * bytes_per_ci <= budget) return d;
+    }
+    return 0;
+  };
+  t.row_tiles = 1;
+  if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
+    t.pipeline = 1;
+    t.ci_chunk = ci_pad;
+    t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
+    t.shared_bytes = static_cast<unsigned>(ci_pad * (2 * in_per_ci + w_per_ci) * 4);
+  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
+    t.pipeline = 2;
+    t.ci_chunk = d;
+    t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
+  } else {
+    t.pipeline = 0;
+    t.ci_chunk = 8;
+    t.shared_bytes = static_cast<unsigned>(8 * (in_per_ci + w_per_ci) * 4);
+  }
+  if (t.shared_bytes > kMaxSharedBytes) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
+                          " bytes of shared memory (filter too large for the tensor-core kernel)");
+  }
+  // Unrolled body: whole filter rows, then 8-channel steps, up to kUnrollSteps taps x steps.
+  // 3xTF32 holds twice the fragments: a shorter body keeps ptxas from hoisting them into spills.
+  const int steps = kUnrollSteps / 3;
+  t.kh_unroll = std::clamp(steps / v.kernel_w, 1, v.kernel_h);
+  t.ci_unroll =
+      t.kh_unroll < v.kernel_h ? 1 : std::clamp(steps / (v.kernel_h * v.kernel_w), 1, t.ci_chunk / 8);
+  return t;
+}
+
+CompileRequest make_mma_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = mma_tiling(v);  // validates
+  const Conv2dParams& p = v.params;
+  auto c = [](const char* name, std::int64_t value) {
+    return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
+  };
+  std::string src = "// cuinline conv2d variant " + v.name() +
+                    "\n#include \"ew_ops.cuh\"\n#include \"conv2d_mma.cuh\"\n\n" +
+                    render_conv2d_epilogue(v.epilogue);
+  src += "\nstruct cuinline_conv2d_shape {\n";
+  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels);
+  src += c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w);
+  src += c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w);
+  src += c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+  src +=
+      c("kTileCols", t.tile_cols) + c("kTY", t.tile_rows) + c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n);
+  src += c("kMT", t.m_tiles) + c("kNT", t.n_tiles) + c("kCiPad", (v.in_channels + 7) / 8 * 8);
+  src += c("kCiChunk", t.ci_chunk) + c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", t.kh_unroll);
+  src += c("kMinBlocks", t.min_blocks);
+  src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
+  src += "};\n\n";
+  const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
+  src += "static_assert(" + plan + "::kSmemBytes == " + std::to_string(t.shared_bytes) +
+         ", \"shared bytes\");\n";
+  src += "static_assert(" + plan + "::kTilesX == " + std::to_string(t.tiles_x) + ", \"tiles x\");\n";
+  src += "static_assert(" + plan + "::kTilesY == " + std::to_string(t.tiles_y) + ", \"tiles y\");\n";
+  src += "static_assert(" + plan + "::kThreads == " + std::to_string(t.threads()) + ", \"threads\");\n";
+  src += "static_assert(" + plan + "::kBlockCout == " + std::to_string(t.block_channels()) +
+         ", \"channels\");\n";
+
+  CompileRequest request;
+  request.name = "conv2d_mma.cu";
+  request.source = std::move(src);
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh", "conv2d_mma.cuh"}) {
+    request.headers.push_back({header, cuinline::detail::template_text(header)});
+  }
+  // No contraction: bias and epilogue round after every step like the separate PyTorch ops, and
+  // the 3xTF32 split (x - hi) stays exact.
+  request.options = {"--fmad=false"};
+  request.name_expressions = {kernel_name(v)};
+  return request;
+}
+
+}  // namespace cuinline::ops::conv2d_impl
