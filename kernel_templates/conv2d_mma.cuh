@@ -22,7 +22,18 @@
 //   kTileCols (multiple of 16), kTY, kWarpsM, kWarpsN, kMT, kNT, kCiPad (kCin rounded up to 8),
 //   kCiChunk (multiple of 8 dividing kCiPad), kCiUnroll (unroll of the 8-channel loop), kKhUnroll
 //   (unroll of the filter-row loop; filter columns always unroll), kMinBlocks, kPipeline (0, 1, 2
-//   as in conv2d.cuh), kSplit (1 or 3).
+//   as in conv2d.cuh, or 3: row streaming, below), kSplit (1 or 3), kOutStage (0: fragments are
+//   stored straight to global memory; 1 or 2, row streaming only: through a per-warp shared-memory
+//   tile, as aligned float4 runs, in that many passes over the warp's channel tiles).
+//
+// kPipeline = 3 (row streaming, kTY == 1, all channels staged): a block computes `row_tiles`
+// consecutive output rows of one column tile. The weights are staged once; the input rows live in a
+// ring of kRing = kSpan + 2 * kSH rows per channel, so each output row stages only the input rows it
+// does not share with the previous one, two rows ahead of the one computed (one barrier a row).
+//
+// TF32 (kSplit = 1) with row streaming: every staged value is rounded to TF32 once, in shared
+// memory, by the thread that copied it (after its own cp.async group completed, before the barrier
+// that publishes it), so the fragment loads need no conversion.
 
 #ifndef CUINLINE_CONV2D_MMA_CUH
 #define CUINLINE_CONV2D_MMA_CUH
@@ -73,7 +84,15 @@ struct Plan {
   static constexpr int kColTiles = S::kTileCols / 16;
   static constexpr int kTilesX = (S::kOW + S::kTileCols - 1) / S::kTileCols;
   static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
-  static constexpr int kInRows = (S::kTY - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;
+  static constexpr bool kStream = S::kPipeline == 3;
+  // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
+  // block-tile modes the extra pass over the stage costs more than the conversions it saves.
+  static constexpr bool kPreRound = S::kSplit == 1 && kStream;
+  // Input rows one output row reads; rows each further output row adds; rows the ring holds.
+  static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;
+  static constexpr int kNew = S::kSH < kSpan ? S::kSH : kSpan;
+  static constexpr int kRing = kSpan + 2 * S::kSH;
+  static constexpr int kInRows = kStream ? kRing : (S::kTY - 1) * S::kSH + kSpan;
   static constexpr int kInCols = (S::kTileCols - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
   static constexpr int kPitch = kInCols;
   static constexpr int kPlane = conflict_free_plane(kInRows * kPitch, S::kSW);
@@ -81,15 +100,28 @@ struct Plan {
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kWPitch = weight_pitch(kBlockCout);
   static constexpr int kWFloats = kTaps * S::kCiChunk * kWPitch;
-  static constexpr int kBuffers = S::kPipeline != 0 ? 2 : 1;
+  static constexpr int kBuffers = S::kPipeline == 1 || S::kPipeline == 2 ? 2 : 1;
   static constexpr int kWBuffers = S::kPipeline == 2 ? 2 : 1;
-  static constexpr int kSmemBytes = (kWBuffers * kWFloats + kBuffers * kInFloats) * 4;
+  // Output staging (kOutStage passes): one [kNT * 8 / kOutStage channels][kOutPitch] tile a warp. A pitch = 4
+  // (mod 16) makes the fragment writes conflict-free and keeps the rows 16-byte aligned; each row is shifted
+  // by its global address mod 4 (< 4 floats) so that its float4 chunks are aligned in both spaces.
+  static constexpr int kWarpCols = 16 * S::kMT;
+  static constexpr int kOutPitch = kWarpCols + 4;
+  static constexpr int kOutChunks = kWarpCols / 4 + 1;
+  static constexpr int kOutFloats = S::kOutStage ? kWarps * 8 * (S::kNT / S::kOutStage) * kOutPitch : 0;
+  static constexpr int kSmemBytes = (kWBuffers * kWFloats + kBuffers * kInFloats + kOutFloats) * 4;
   static_assert(S::kTileCols % 16 == 0, "a pixel tile is 16 columns");
   static_assert(S::kWarpsM * S::kMT == S::kTY * kColTiles, "the warps' pixel tiles must cover the block");
   static_assert(S::kCiPad % 8 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 8, "kCiPad");
   static_assert(S::kCiChunk % 8 == 0 && S::kCiPad % S::kCiChunk == 0, "kCiChunk");
   static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCiPad, "the row-tile pipeline needs one input stage");
-  static_assert(S::kPipeline >= 0 && S::kPipeline <= 2, "kPipeline is 0, 1 or 2");
+  static_assert(S::kPipeline >= 0 && S::kPipeline <= 3, "kPipeline is 0, 1, 2 or 3");
+  static_assert(!kStream || (S::kTY == 1 && S::kCiChunk == S::kCiPad),
+                "row streaming: one row, all channels");
+  static_assert(!S::kOutStage ||
+                    (S::kTY == 1 && S::kWarpsM * S::kMT == kColTiles && S::kNT % S::kOutStage == 0),
+                "output staging: one row, a warp's tiles side by side, whole n tiles a pass");
+  static_assert(!S::kOutStage || S::kPipeline == 3, "output staging is part of row streaming");
   static_assert(S::kSplit == 1 || S::kSplit == 3, "kSplit is 1 (TF32) or 3 (3xTF32)");
   static_assert(kThreads <= 1024, "block too large");
 };
@@ -118,9 +150,14 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Rounds one staged value to TF32 in place (the thread that copied it, once its group completed).
+__device__ __forceinline__ void round_in_place(float* p) {
+  *p = __uint_as_float(to_tf32(*p));
+}
+
 // Stages input channels [cb, cb + kCiChunk) of image `in_n` (channels >= kCin and pixels outside
-// the image are zeros) at tile origin (iy0, ix0).
-template <class S>
+// the image are zeros) at tile origin (iy0, ix0). kRound: round what this thread staged instead.
+template <class S, bool kRound = false>
 __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_in, int cb, int iy0,
                                             int ix0) {
   using P = Plan<S>;
@@ -131,18 +168,51 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
     const int rc = i - ci * kUsed;
     const int r = rc / P::kInCols;
     const int c = rc - r * P::kInCols;
+    float* dst = s_in + ci * P::kPlane + r * P::kPitch + c;
+    if (kRound) {
+      round_in_place(dst);
+      continue;
+    }
     const int iy = iy0 + r;
     const int ix = ix0 + c;
-    const bool inside = (S::kCin % S::kCiChunk == 0 || cb + ci < S::kCin) && iy >= 0 && iy < S::kH &&
-                        ix >= 0 && ix < S::kW;
+    const bool inside =
+        (S::kCin % S::kCiChunk == 0 || cb + ci < S::kCin) && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
     const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-    cuinline_conv2d_detail::copy_async(s_in + ci * P::kPlane + r * P::kPitch + c, src, inside);
+    cuinline_conv2d_detail::copy_async(dst, src, inside);
+  }
+}
+
+// Row streaming: stages kRows input rows of all channels, ring rows rel0, rel0 + 1, ... (modulo
+// kRing; rel counts from the block's first input row iy_base), into their ring slots.
+template <class S, int kRows, bool kRound = false>
+__device__ __forceinline__ void stage_ring_rows(const float* __restrict__ in_n, float* s_in, int iy_base,
+                                                int rel0, int ix0) {
+  using P = Plan<S>;
+  constexpr int kPerRow = S::kCiPad * P::kInCols;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kRows * kPerRow; i += P::kThreads) {
+    const int r = i / kPerRow;
+    const int rest = i - r * kPerRow;
+    const int ci = rest / P::kInCols;
+    const int c = rest - ci * P::kInCols;
+    const int rel = rel0 + r;
+    float* dst = s_in + ci * P::kPlane + rel % P::kRing * P::kPitch + c;
+    if (kRound) {
+      round_in_place(dst);
+      continue;
+    }
+    const int iy = iy_base + rel;
+    const int ix = ix0 + c;
+    const bool inside =
+        (S::kCin == S::kCiPad || ci < S::kCin) && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+    const float* src = inside ? in_n + (long long)ci * (S::kH * S::kW) + iy * S::kW + ix : in_n;
+    cuinline_conv2d_detail::copy_async(dst, src, inside);
   }
 }
 
 // Weights of channels [cb, cb + kCiChunk) and output channels [co0, co0 + kBlockCout), laid out
-// [tap][ci][co] (K-major rows of the GEMM's B).
-template <class S>
+// [tap][ci][co] (K-major rows of the GEMM's B). kRound: round what this thread staged instead.
+template <class S, bool kRound = false>
 __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_w, int cb, int co0) {
   using P = Plan<S>;
   constexpr int kPerCo = S::kCiChunk * P::kTaps;
@@ -152,27 +222,50 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
     const int rest = i - co * kPerCo;
     const int ci = rest / P::kTaps;
     const int tap = rest - ci * P::kTaps;
+    float* dst = s_w + (tap * S::kCiChunk + ci) * P::kWPitch + co;
+    if (kRound) {
+      round_in_place(dst);
+      continue;
+    }
     const bool inside = (S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout) &&
                         (S::kCin % S::kCiChunk == 0 || cb + ci < S::kCin);
     const float* src =
         inside ? weight + (long long)(co0 + co) * (S::kCin * P::kTaps) + (cb + ci) * P::kTaps + tap : weight;
-    cuinline_conv2d_detail::copy_async(s_w + (tap * S::kCiChunk + ci) * P::kWPitch + co, src, inside);
+    cuinline_conv2d_detail::copy_async(dst, src, inside);
+  }
+}
+
+// After this thread's copies of one stage completed: rounds them to TF32 (kSplit = 1 only).
+template <class S>
+__device__ __forceinline__ void round_stage(float* s_in, float* s_w, bool weights) {
+  if (Plan<S>::kPreRound) {
+    stage_input<S, true>(nullptr, s_in, 0, 0, 0);
+    if (weights) stage_weights<S, true>(nullptr, s_w, 0, 0);
   }
 }
 
 // acc += the staged chunk. a_off[i]: this thread's A word for pixel tile i (channel t, pixel g);
-// b_off: its B word (k = t, channel g of the warp's first n tile).
+// b_off: its B word (k = t, channel g of the warp's first n tile). Row streaming: filter row kh
+// reads ring slot rbase + kh * kDH (mod kRing).
 template <class S>
-__device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, float (&acc)[S::kMT][S::kNT][4],
-                                           const int (&a_off)[S::kMT], int b_off) {
+__device__ __forceinline__ void accumulate(const float* s_in, const float* s_w,
+                                           float (&acc)[S::kMT][S::kNT][4], const int (&a_off)[S::kMT],
+                                           int b_off, int rbase = 0) {
   using P = Plan<S>;
+  // A TF32 operand: the staged value's bits when it was rounded in shared memory.
+  auto tf32 = [](float x) { return P::kPreRound ? __float_as_uint(x) : to_tf32(x); };
 #pragma unroll S::kCiUnroll
   for (int c8 = 0; c8 < S::kCiChunk / 8; ++c8) {
 #pragma unroll S::kKhUnroll
     for (int kh = 0; kh < S::kKH; ++kh) {
+      int row = kh * S::kDH;
+      if (P::kStream) {
+        row += rbase;
+        if (row >= P::kRing) row -= P::kRing;
+      }
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
-        const float* ap = s_in + c8 * 8 * P::kPlane + kh * S::kDH * P::kPitch + kw * S::kDW;
+        const float* ap = s_in + c8 * 8 * P::kPlane + row * P::kPitch + kw * S::kDW;
         const float* bp = s_w + ((kh * S::kKW + kw) * S::kCiChunk + c8 * 8) * P::kWPitch + b_off;
         unsigned bh[S::kNT][2], bl[S::kNT][2], bc[S::kNT][2];
 #pragma unroll
@@ -183,8 +276,8 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, 
             split_tf32(w0, bh[j][0], bl[j][0], bc[j][0]);
             split_tf32(w1, bh[j][1], bl[j][1], bc[j][1]);
           } else {
-            bh[j][0] = to_tf32(w0);
-            bh[j][1] = to_tf32(w1);
+            bh[j][0] = tf32(w0);
+            bh[j][1] = tf32(w1);
           }
         }
 #pragma unroll
@@ -197,7 +290,7 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, 
             if (S::kSplit == 3) {
               split_tf32(x[q], ah[q], al[q], ac[q]);
             } else {
-              ah[q] = to_tf32(x[q]);
+              ah[q] = tf32(x[q]);
             }
           }
 #pragma unroll
@@ -254,6 +347,82 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
   }
 }
 
+// finish() through shared memory (kOutStage = number of passes): per pass the warp writes kNT /
+// kOutStage of its channel tiles, biased and activated, into s_out (a row per channel, shifted by
+// the row's global address mod 4), then stores each channel's run of kWarpCols outputs as aligned
+// float4 chunks: kWarpCols / 4 chunks a row in the main loop (32 / that many rows an iteration),
+// then the one chunk a shifted row spills into; scalars where a chunk is only partly the run's.
+template <class S, class E>
+__device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
+                                              const float (&bias_r)[S::kNT][2], float* __restrict__ output,
+                                              float* s_out, int n, int oy, int ox_w, int co_w, int lane) {
+  using P = Plan<S>;
+  namespace cd = cuinline_conv2d_detail;
+  constexpr int kPassNT = S::kNT / (S::kOutStage > 0 ? S::kOutStage : 1);
+  constexpr int kRows = 8 * kPassNT;       // channel rows a pass
+  constexpr int kMain = P::kWarpCols / 4;  // chunks of an unshifted run (4, 8 or 16)
+  constexpr int kRowsIter = 32 / kMain;
+  constexpr long long kPlaneOut = (long long)S::kOH * S::kOW;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int len = S::kOW - ox_w < P::kWarpCols ? S::kOW - ox_w : P::kWarpCols;
+  // (n, co_w, oy, ox_w): the run of channel c starts c * kPlaneOut later. Only the start mod 4
+  // decides the shift, so 32-bit arithmetic is enough there.
+  float* run = output + ((((long long)n * S::kCout + co_w) * S::kOH + oy) * S::kOW + ox_w);
+  const unsigned shift0 = static_cast<unsigned>(reinterpret_cast<unsigned long long>(run) / 4);
+  const unsigned plane4 = static_cast<unsigned>(kPlaneOut & 3);
+#pragma unroll
+  for (int pass = 0; pass < S::kOutStage; ++pass) {
+    __syncwarp();  // the previous pass's (or row's) reads of s_out are done
+#pragma unroll
+    for (int jj = 0; jj < kPassNT; ++jj) {
+      const int j = pass * kPassNT + jj;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = jj * 8 + 2 * t + e;
+        float* row = s_out + c * P::kOutPitch + ((shift0 + (pass * kRows + c) * plane4) & 3u) + g;
+#pragma unroll
+        for (int i = 0; i < S::kMT; ++i) {
+          row[i * 16] = E{}(acc[i][j][e] + bias_r[j][e]);
+          row[i * 16 + 8] = E{}(acc[i][j][2 + e] + bias_r[j][e]);
+        }
+      }
+    }
+    __syncwarp();
+    if (len > 0) {
+      auto store_chunk = [&](int c, int k) {
+        const int ch = pass * kRows + c;
+        const int shift = static_cast<int>((shift0 + ch * plane4) & 3u);
+        if ((S::kCout % P::kBlockCout == 0 || co_w + ch < S::kCout) && 4 * k < shift + len) {
+          const float4 v = *reinterpret_cast<const float4*>(s_out + c * P::kOutPitch + 4 * k);
+          float* dst = run + (ch * kPlaneOut - shift + 4 * k);
+          if (4 * k >= shift && 4 * k + 4 <= shift + len) {
+            cd::store_streaming(reinterpret_cast<float4*>(dst), v);
+          } else {
+            const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int p = 4 * k + q - shift;
+              if (p >= 0 && p < len) cd::store_streaming(dst + q, vs[q]);
+            }
+          }
+        }
+      };
+#pragma unroll 4
+      for (int it = 0; it < kRows / kRowsIter; ++it) store_chunk(it * kRowsIter + lane / kMain, lane % kMain);
+      if (lane < kRows) store_chunk(lane, kMain);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+}
+
 }  // namespace cuinline_conv2d_mma_detail
 
 /// The same contract as cuinline_conv2d (conv2d.cuh): input [N][kCin][kH][kW], weight
@@ -290,7 +459,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
 #pragma unroll
   for (int i = 0; i < S::kMT; ++i) {
     const int tile = wm * S::kMT + i;
-    a_off[i] = t * P::kPlane + (tile / P::kColTiles) * S::kSH * P::kPitch + ((tile % P::kColTiles) * 16 + g) * S::kSW;
+    a_off[i] = t * P::kPlane + (tile / P::kColTiles) * S::kSH * P::kPitch +
+               ((tile % P::kColTiles) * 16 + g) * S::kSW;
   }
   const int b_off = t * P::kWPitch + wn * 8 * S::kNT + g;
 
@@ -313,6 +483,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
       d::stage_weights<S>(weight, s_w, cb, co0);
       cd::copy_async_commit();
       cd::copy_async_wait<0>();
+      d::round_stage<S>(s_in, s_w, true);
       __syncthreads();
       d::accumulate<S>(s_in, s_w, acc, a_off, b_off);
     }
@@ -335,12 +506,13 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
       } else {
         cd::copy_async_wait<0>();
       }
+      d::round_stage<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, true);
       __syncthreads();
       d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, a_off, b_off);
       __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
     }
     d::finish<S, E>(acc, bias, output, n, oy0, ox0, co_w, wm, g, t);
-  } else {
+  } else if (S::kPipeline == 1) {
     d::stage_weights<S>(weight, s_w, 0, co0);
     d::stage_input<S>(in_n, s_in, 0, tile_y0 * S::kTY * S::kSH - S::kPH, ix0);
     cd::copy_async_commit();
@@ -349,17 +521,66 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
       const int tile_y = tile_y0 + r;
       if (tile_y >= P::kTilesY) break;
       if (r + 1 < row_tiles && tile_y + 1 < P::kTilesY) {
-        d::stage_input<S>(in_n, s_in + ((r + 1) & 1) * P::kInFloats, 0, (tile_y + 1) * S::kTY * S::kSH - S::kPH,
-                          ix0);
+        d::stage_input<S>(in_n, s_in + ((r + 1) & 1) * P::kInFloats, 0,
+                          (tile_y + 1) * S::kTY * S::kSH - S::kPH, ix0);
         cd::copy_async_commit();
         cd::copy_async_wait<1>();
       } else {
         cd::copy_async_wait<0>();
       }
+      d::round_stage<S>(s_in + (r & 1) * P::kInFloats, s_w, r == 0);
       __syncthreads();
       d::accumulate<S>(s_in + (r & 1) * P::kInFloats, s_w, acc, a_off, b_off);
       d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t);
       __syncthreads();
+    }
+  } else {
+    // Row streaming: output rows tile_y0 .. tile_y0 + rows - 1 (kTY == 1). Copy groups: {weights,
+    // row 0's window}, {row 1's new rows}, then one group an iteration (row r + 2's new rows, maybe
+    // empty), so `wait_group 1` at row r means: everything row r reads has landed.
+    const int rows = min(row_tiles, S::kOH - tile_y0);
+    if (rows <= 0) return;  // (the whole block)
+    const int iy_base = tile_y0 * S::kSH - S::kPH;
+    float* s_out = s_w + P::kWFloats + P::kInFloats + warp * (P::kOutFloats / P::kWarps);
+    float bias_r[S::kNT][2];
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int co = co_w + j * 8 + 2 * t + e;
+        bias_r[j][e] =
+            S::kHasBias && (S::kCout % P::kBlockCout == 0 || co < S::kCout) ? __ldg(bias + co) : 0.0f;
+      }
+    }
+    d::stage_weights<S>(weight, s_w, 0, co0);
+    d::stage_ring_rows<S, P::kSpan>(in_n, s_in, iy_base, 0, ix0);
+    cd::copy_async_commit();
+    if (rows > 1) d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, S::kSH + P::kSpan - P::kNew, ix0);
+    cd::copy_async_commit();
+#pragma unroll 1
+    for (int r = 0; r < rows; ++r) {
+      cd::copy_async_wait<1>();
+      if (P::kPreRound) {
+        if (r == 0) {
+          d::stage_weights<S, true>(nullptr, s_w, 0, 0);
+          d::stage_ring_rows<S, P::kSpan, true>(nullptr, s_in, 0, 0, 0);
+        } else {
+          d::stage_ring_rows<S, P::kNew, true>(nullptr, s_in, 0, r * S::kSH + P::kSpan - P::kNew, 0);
+        }
+      }
+      __syncthreads();
+      // Row r + 2's new rows go to the slots row r - 1 read last (every warp is past it now).
+      if (r + 2 < rows) {
+        d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, (r + 2) * S::kSH + P::kSpan - P::kNew, ix0);
+      }
+      cd::copy_async_commit();
+      d::accumulate<S>(s_in, s_w, acc, a_off, b_off, r * S::kSH % P::kRing);
+      if (S::kOutStage) {
+        d::finish_staged<S, E>(acc, bias_r, output, s_out, n, tile_y0 + r, ox0 + wm * P::kWarpCols, co_w,
+                               lane);
+      } else {
+        d::finish<S, E>(acc, bias, output, n, tile_y0 + r, ox0, co_w, wm, g, t);
+      }
     }
   }
 }

@@ -211,6 +211,29 @@ TEST_P(Conv2dGpu, ChannelCountsAndEpilogues) {
   check({1, 1, 130, 260, 1, 3, 3, Conv2dParams::square(1, 1), true, Op::chain({})});
 }
 
+// Wide rows (64 / 128 output columns) and tall images: the TF32 mode streams rows here
+// (pipeline 3: input-row ring, output through shared memory), blocks computing several rows each
+// (the launch cuts tall images into strips of 2-20 rows), including stride 2, dilation, padding,
+// a 1 x 1 filter whose rows do not overlap, output channels that are not a multiple of the block's
+// and runs that end inside a float4.
+TEST_P(Conv2dGpu, WideRowsStream) {
+  if (GetParam() == Conv2dPrecision::tf32) {  // these shapes must take the streaming path
+    Conv2dVariant v = make_conv2d_variant(4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+    v.precision = GetParam();
+    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
+    v = make_conv2d_variant(16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu());
+    v.precision = GetParam();
+    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
+  }
+  check({32, 4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)});
+  check({16, 5, 150, 140, 12, 3, 3, Conv2dParams::square(2, 1), true, Op::relu()});
+  check(
+      {16, 4, 120, 75, 20, 5, 3, Conv2dParams{1, 1, 2, 1, 2, 1}, true, Op::chain({Step::clamp(-0.5, 0.5)})});
+  check({16, 16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu()});
+  check({32, 8, 100, 70, 16, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)},
+        true);
+}
+
 TEST_P(Conv2dGpu, SpecialValues) {
   check({2, 8, 20, 21, 16, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)}, true);
   check({1, 16, 9, 9, 24, 1, 1, {}, false, Op::relu()}, true);

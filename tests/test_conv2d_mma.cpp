@@ -57,16 +57,54 @@ TEST(Conv2dMma, UnknownPrecisionIsRejected) {
 TEST(Conv2dMma, SeedTiling) {
   const Conv2dTiling t = conv2d_tiling(seed(Conv2dPrecision::tf32));
   EXPECT_TRUE(t.tensor_cores);
-  EXPECT_EQ(t.tile_cols, 16);  // 8 x 16 pixels: the least staging per output for a 3 x 3 filter
-  EXPECT_EQ(t.tile_rows, 8);
-  EXPECT_EQ(t.tiles_x, 8);
+  // Row streaming: one output row of 128 columns (126 used) a step, the output through shared memory.
+  EXPECT_EQ(t.pipeline, 3);
+  EXPECT_EQ(t.tile_cols, 128);
+  EXPECT_EQ(t.tile_rows, 1);
+  EXPECT_EQ(t.tiles_x, 1);
+  EXPECT_EQ(t.tiles_y, 126);
+  EXPECT_EQ(t.row_tiles, 126);  // an upper bound; the launch picks the rows a block
+  EXPECT_EQ(t.out_stage, 1);
   EXPECT_EQ(t.warps_m * t.m_tiles, t.tile_rows * t.tile_cols / 16);
   EXPECT_EQ(t.block_channels(), 64);
   EXPECT_EQ(t.threads(), 128);
-  EXPECT_EQ(t.pipeline, 1);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.tiles_y, 16);
+  EXPECT_EQ(t.min_blocks, 4);  // 128 registers
+  const Conv2dTiling x3 = conv2d_tiling(seed(Conv2dPrecision::tf32x3));
+  EXPECT_EQ(x3.min_blocks, 3);
+  EXPECT_EQ(x3.pipeline, 1);  // 3xTF32 keeps the 8 x 16 block tiles (row streaming is TF32 only)
+  EXPECT_EQ(x3.tile_rows * x3.tile_cols, 128);
   EXPECT_LE(t.shared_bytes, 100u * 1024);
+}
+
+// Where the input-row ring, the weights and the output tiles do not fit, the 128-pixel block
+// tiles and pipelines 0-2 remain (here: 64 input channels of 3 x 3 filters, 128 output channels).
+TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
+  Conv2dVariant v = seed(Conv2dPrecision::tf32);
+  v.in_channels = 64;
+  v.out_channels = 128;
+  const Conv2dTiling t = conv2d_tiling(v);
+  EXPECT_NE(t.pipeline, 3);
+  EXPECT_EQ(t.out_stage, 0);
+  EXPECT_EQ(t.tile_rows * t.tile_cols, 128);
+  // A narrow image keeps them too (a 32-column row would leave a block with 2 warps), and so
+  // does a wide one whose filter and ring do not fit (7 x 7, stride 2).
+  Conv2dVariant narrow = seed(Conv2dPrecision::tf32);
+  narrow.width = 34;
+  EXPECT_NE(conv2d_tiling(narrow).pipeline, 3);
+  Conv2dVariant stem = seed(Conv2dPrecision::tf32);
+  stem.in_channels = 3;
+  stem.height = stem.width = 224;
+  stem.kernel_h = stem.kernel_w = 7;
+  stem.params.stride_h = stem.params.stride_w = 2;
+  EXPECT_NE(conv2d_tiling(stem).pipeline, 3);
+  // 64 columns stream (2 warps along the row).
+  Conv2dVariant mid = seed(Conv2dPrecision::tf32);
+  mid.width = 66;
+  const Conv2dTiling tm = conv2d_tiling(mid);
+  EXPECT_EQ(tm.pipeline, 3);
+  EXPECT_EQ(tm.tile_cols, 64);
+  EXPECT_EQ(tm.threads(), 64);
 }
 
 struct Shape {
@@ -87,6 +125,8 @@ TEST(Conv2dMma, ShapesCompileForSm90) {
       {16, 33, 17, 32, 3, 3, Conv2dParams{2, 1, 1, 0, 2, 1}, true, Op::chain({Step::clamp(-1.0, 1.0)})},
       {5, 6, 3, 4, 3, 5, Conv2dParams::square(1, 2), false, Op::chain({})},  // W smaller than the filter
       {64, 32, 32, 64, 7, 7, Conv2dParams::square(1, 3), true, Op::leaky_relu(0.2)},
+      {5, 150, 140, 12, 3, 3, Conv2dParams::square(2, 1), true, Op::relu()},    // row streaming, stride 2
+      {16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu()},  // streaming, rows apart
   };
   const std::regex regs(R"(Used (\d+) registers)");
   const std::regex spill(R"((\d+) bytes spill stores)");

@@ -17,6 +17,7 @@
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 #include <string>
+#include <string_view>
 
 namespace cuinline::ops {
 
@@ -48,7 +49,11 @@ enum class Conv2dPrecision : std::uint8_t {
            ///< low part, three products accumulated in fp32 (CUTLASS's fp32-emulation scheme);
            ///< about fp32 accuracy at 3x the tensor-core work
 };
+/// "fp32", "tf32", "tf32x3".
 const char* to_string(Conv2dPrecision precision) noexcept;
+/// The mode named by to_string ("fp32", "tf32", "tf32x3"); throws InvalidArgument for any other
+/// text, listing the allowed names.
+Conv2dPrecision parse_conv2d_precision(std::string_view name);
 
 /// Output extent of one dimension, PyTorch's formula:
 /// (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; may be <= 0 for an invalid shape.
@@ -104,9 +109,13 @@ struct Conv2dTiling {
   int min_blocks = 0;  ///< resident blocks per multiprocessor asked of ptxas (caps registers)
   /// 0: one buffer per stage; 1: row-tile pipeline (all channels in one stage, the next row
   /// tile's input copied during this one's math); 2: channel-chunk pipeline (the next chunk's
-  /// input and weights copied during this chunk's math).
+  /// input and weights copied during this chunk's math); 3 (tensor cores): row streaming (one
+  /// output row a step, weights staged once, input rows in a ring: each row stages only the input
+  /// rows the previous one did not read, two rows ahead).
   int pipeline = 0;
-  int row_tiles = 0;  ///< most row tiles one block computes in turn (pipeline 1; else 1)
+  /// Most row tiles one block computes in turn (pipelines 1 and 3; else 1): an upper bound, the
+  /// launch picks the number from the batch size and the device.
+  int row_tiles = 0;
   int tiles_x = 0, tiles_y = 0;
   unsigned shared_bytes = 0;  ///< dynamic shared memory per block
   /// Tensor-core modes (tf32, tf32x3): the block is warps_m x warps_n warps; each warp computes
@@ -115,6 +124,9 @@ struct Conv2dTiling {
   bool tensor_cores = false;
   int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
   int kh_unroll = 0;  ///< unroll of the filter-row loop (tensor-core kernel)
+  /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
+  /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
+  int out_stage = 0;
   int threads() const noexcept {
     return tensor_cores ? 32 * warps_m * warps_n : threads_x * threads_y * channel_groups;
   }

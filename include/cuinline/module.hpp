@@ -65,6 +65,9 @@ class Kernel {
   /// resident-blocks × multiprocessors when `grid_stride` (the kernel loops over its range).
   LaunchConfig occupancy_config(std::size_t work_items, CUstream stream = nullptr, unsigned shared_bytes = 0,
                                 bool grid_stride = true) const;
+  /// Blocks of `block_threads` threads and `shared_bytes` dynamic shared memory that one
+  /// multiprocessor of `device` (-1: current) holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+  int max_active_blocks(unsigned block_threads, unsigned shared_bytes, int device = -1) const;
 
   /// The name the kernel was asked for by (name expression or plain name).
   const std::string& name() const;

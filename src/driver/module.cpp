@@ -226,6 +226,15 @@ LaunchConfig Kernel::occupancy_config(std::size_t work_items, CUstream stream, u
   return cfg;
 }
 
+int Kernel::max_active_blocks(unsigned block_threads, unsigned shared_bytes, int device) const {
+  const detail::KernelState& k = checked(state_);
+  int blocks = 0;
+  check_driver(k.api->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                   &blocks, function(device), static_cast<int>(block_threads), shared_bytes),
+               ("computing the occupancy of '" + k.name + "'").c_str());
+  return blocks;
+}
+
 const std::string& Kernel::name() const {
   return checked(state_).name;
 }

@@ -12,6 +12,9 @@
 namespace cuinline::ops {
 namespace {
 
+using conv2d_impl::ceil_div;
+using conv2d_impl::pow2_at_least;
+
 constexpr int kMaxThreads = 256;
 // Shared memory per block: a single stage stays under the 48 KiB that needs no opt-in; a
 // double-buffered (pipelined) block may use up to 100 KiB, so two still fit on an H100/H200 SM.
@@ -22,14 +25,6 @@ constexpr unsigned kMaxSharedBytes = 227 * 1024;  // per block on sm_90 (opt-in)
 // (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
 constexpr int kUnrollBudget = 576;
 
-int ceil_div(std::int64_t a, std::int64_t b) {
-  return static_cast<int>((a + b - 1) / b);
-}
-int pow2_at_least(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
 int round_up(int x, int m) {
   return (x + m - 1) / m * m;
 }
@@ -93,6 +88,13 @@ const char* to_string(Conv2dPrecision precision) noexcept {
       return "tf32x3";
   }
   return "unknown";
+}
+
+Conv2dPrecision parse_conv2d_precision(std::string_view name) {
+  for (Conv2dPrecision p : {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
+    if (name == to_string(p)) return p;
+  }
+  throw InvalidArgument("unknown conv2d precision '" + std::string(name) + "' (fp32, tf32, tf32x3)");
 }
 
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept {

@@ -1,9 +1,19 @@
 #pragma once
 // conv2d internals shared by the FMA path (conv2d.cpp) and the tensor-core path (conv2d_mma.cpp).
+#include <cstdint>
 #include <cuinline/conv2d.hpp>
 #include <string>
 
 namespace cuinline::ops::conv2d_impl {
+
+inline int ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+inline int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
 
 /// `struct cuinline_conv2d_epilogue { float operator()(float) }` for an epilogue chain.
 std::string render_conv2d_epilogue(const Op& epilogue);

@@ -1,5 +1,6 @@
 // conv2d at run time: argument checks, the in-process variant → Kernel map in front of the
 // KernelCache, and the launch.
+#include <algorithm>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
@@ -17,6 +18,7 @@ struct Launchable {
   Kernel kernel;
   Conv2dTiling tiling;
   int multiprocessors = 0;
+  int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
 };
 
 detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
@@ -47,6 +49,8 @@ Launchable find_kernel(const Conv2dVariant& v, int device) {
         if (l.tiling.shared_bytes > 48 * 1024)
           l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
         l.multiprocessors = device_info(device).multiprocessors;
+        l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
+                                                                   l.tiling.shared_bytes, device));
         return std::make_pair(v, l);
       });
 }
@@ -74,13 +78,34 @@ bool overlap(const TensorView& a, const TensorView& b) {
   return a.numel() > 0 && b.numel() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, int multiprocessors) {
+int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, const Launchable& e) {
   if (t.row_tiles <= 1) return 1;
-  // Keep at least ~4 blocks per resident slot (2 per SM) so the tail stays short.
   const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
+  const std::int64_t per_strip = std::int64_t{t.tiles_x} * cout_tiles * n;  // blocks per row strip
+  if (t.pipeline == 3) {
+    // Row streaming: the image's rows are cut into `strips` strips, one block each. Fewest
+    // (waves x rows a block), a block's start (weights and the first window) counted as 2 rows;
+    // past 4 waves more strips only add starts.
+    const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
+    const std::int64_t most =
+        std::min<std::int64_t>(t.tiles_y, std::max<std::int64_t>(1, 4 * slots / per_strip));
+    int best_rows = t.tiles_y;
+    std::int64_t best_cost = -1;
+    for (std::int64_t strips = 1; strips <= most; ++strips) {
+      const std::int64_t rows = (t.tiles_y + strips - 1) / strips;
+      const std::int64_t blocks = per_strip * ((t.tiles_y + rows - 1) / rows);
+      const std::int64_t cost = (blocks + slots - 1) / slots * (rows + 2);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best_rows = static_cast<int>(rows);
+      }
+    }
+    return best_rows;
+  }
+  // Keep at least ~4 blocks per resident slot (2 per SM) so the tail stays short.
   for (int rt : {4, 2}) {
-    const std::int64_t blocks = std::int64_t{t.tiles_x} * ((t.tiles_y + rt - 1) / rt) * cout_tiles * n;
-    if (blocks >= std::int64_t{8} * multiprocessors) return rt;
+    const std::int64_t blocks = per_strip * ((t.tiles_y + rt - 1) / rt);
+    if (blocks >= std::int64_t{8} * e.multiprocessors) return rt;
   }
   return 1;
 }
@@ -144,7 +169,7 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   const int device = stream_device(stream);
   const Launchable e = find_kernel(v, device);
   const Conv2dTiling& t = e.tiling;
-  const int row_tiles = row_tiles_for(t, v, n, e.multiprocessors);
+  const int row_tiles = row_tiles_for(t, v, n, e);
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
                   static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),

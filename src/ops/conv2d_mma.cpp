@@ -16,15 +16,6 @@ constexpr unsigned kMaxSharedBytes = 227 * 1024;
 // Filter taps x 8-channel steps in one unrolled step of the channel loop (code size, NVRTC time).
 constexpr int kUnrollSteps = 12;
 
-int ceil_div(std::int64_t a, std::int64_t b) {
-  return static_cast<int>((a + b - 1) / b);
-}
-int pow2_at_least(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 // Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
 // source static_asserts that the shared-memory size agrees).
 int bank_conflicts(int plane, int sw) {
@@ -56,6 +47,46 @@ int weight_pitch(int cout) {
   return p;
 }
 
+// Row streaming (pipeline 3), TF32 only (3xTF32 cannot round operands in shared memory, and its
+// three-fragment split leaves no registers for the longer-lived streaming state: it measured 6 %
+// slower on the seed, 35 % on a 5 x 5 filter), where the image is wide enough for a tile of 64 or
+// 128 columns (2 or 4 warps along the row; narrower tiles starve the block) and all input channels, the
+// block's weights, the input-row ring and the warps' output tiles fit in kPipelinedBytes: one output row a
+// step (tile_rows = 1), the width with the least computed overhang (narrow tiles count extra for their halo
+// and per-block work). Sets the tile and smem fields of t; false: no fit.
+bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64_t w_per_ci) {
+  if (v.precision != Conv2dPrecision::tf32) return false;
+  const Conv2dParams& p = v.params;
+  const int ow = static_cast<int>(v.out_width());
+  const int ring = (v.kernel_h - 1) * p.dilation_h + 1 + 2 * p.stride_h;
+  auto cost = [&](int cols) { return static_cast<double>(ceil_div(ow, cols)) * cols * (1.0 + 16.0 / cols); };
+  int cols = 0;
+  for (int c : {128, 64, 32, 16}) {
+    if (cols == 0 || cost(c) < cost(cols)) cols = c;
+  }
+  if (cols < 64) return false;
+  const int m_total = cols / 16;
+  const int m_tiles = std::min(4, m_total);
+  const int warps_m = m_total / m_tiles;
+  const int in_cols = (cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+  const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
+  const std::int64_t out_floats = std::int64_t{warps_m} * t.warps_n * 8 * t.n_tiles * (16 * m_tiles + 4);
+  const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
+  if (bytes > kPipelinedBytes) return false;
+  t.tile_cols = cols;
+  t.tile_rows = 1;
+  t.m_tiles = m_tiles;
+  t.warps_m = warps_m;
+  t.pipeline = 3;
+  t.out_stage = 1;
+  t.ci_chunk = ci_pad;
+  t.tiles_x = ceil_div(ow, cols);
+  t.tiles_y = static_cast<int>(v.out_height());
+  t.row_tiles = t.tiles_y;  // an upper bound: the launch picks the rows a block from the batch size
+  t.shared_bytes = static_cast<unsigned>(bytes);
+  return true;
+}
+
 }  // namespace
 
 Conv2dTiling mma_tiling(const Conv2dVariant& v) {
@@ -65,66 +96,68 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   const int ow = static_cast<int>(v.out_width());
   Conv2dTiling t;
   t.tensor_cores = true;
-  // 4 warps (2 along pixels x 2 along channels), each 4 pixel tiles of 16 x 4 channel tiles of 8
-  // (64 accumulators): 128 pixels x 64 channels per block. The pixel tile's shape (1 x 128, 2 x 64,
-  // 4 x 32 or 8 x 16 output rows x columns) is the one with the least work per output: computed
-  // pixels (with the tile's overhang) times (filter taps + staged input values per pixel).
-  const auto in_extent = [](int outs, int k, int stride, int dilation) {
-    return (outs - 1) * stride + (k - 1) * dilation + 1;
-  };
-  double best = 0;
-  for (int cols : {128, 64, 32, 16}) {
-    const int rows = 8 / (cols / 16);
-    const int used_rows = std::min(rows, pow2_at_least(oh));
-    const double computed =
-        static_cast<double>(ceil_div(ow, cols)) * cols * ceil_div(oh, used_rows) * used_rows;
-    const double staged = static_cast<double>(in_extent(used_rows, v.kernel_h, p.stride_h, p.dilation_h)) *
-                          in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w) / (used_rows * cols);
-    const double cost = computed * (v.kernel_h * v.kernel_w + staged);
-    if (best == 0 || cost < best) {
-      best = cost;
-      t.tile_cols = cols;
-      t.tile_rows = used_rows;
-    }
-  }
-  const int m_total = t.tile_rows * t.tile_cols / 16;
-  t.m_tiles = std::min(4, m_total);
-  t.warps_m = m_total / t.m_tiles;
   t.warps_n = v.out_channels <= 16 ? 1 : 2;
   t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
-  // 168 registers a thread at 128 threads (64 accumulators + fragments). 3xTF32 holds three
-  // fragments per operand: ptxas spills a few (28-64 bytes) of them even at 255 registers, so it
-  // keeps the 3 blocks a multiprocessor.
-  t.min_blocks = std::max(1, (v.precision == Conv2dPrecision::tf32 ? 512 : 384) / t.threads());
-  t.tiles_x = ceil_div(ow, t.tile_cols);
-  t.tiles_y = ceil_div(oh, t.tile_rows);
-
-  const int in_rows = (t.tile_rows - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
-  const int in_cols = (t.tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
-  const std::int64_t in_per_ci = conflict_free_plane(in_rows * in_cols, p.stride_w);
-  const std::int64_t w_per_ci = std::int64_t{v.kernel_h} * v.kernel_w * weight_pitch(t.block_channels());
   const int ci_pad = (v.in_channels + 7) / 8 * 8;
-  auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
-    for (int d = ci_pad; d >= 8; d -= 8) {
-      if (ci_pad % d == 0 && d * bytes_per_ci <= budget) return d;
+  const std::int64_t w_per_ci = std::int64_t{v.kernel_h} * v.kernel_w * weight_pitch(t.block_channels());
+  // 4 warps (2 along pixels x 2 along channels, or 1 x 1 for few pixels / channels), each up to
+  // 4 pixel tiles of 16 x 4 channel tiles of 8 (64 accumulators). Row streaming where it fits.
+  if (!stream_rows(v, t, ci_pad, w_per_ci)) {
+    // Otherwise 128 pixels a block, the tile's shape (1 x 128, 2 x 64, 4 x 32 or 8 x 16 output rows
+    // x columns) the one with the least work per output: computed pixels (with the tile's
+    // overhang) times (filter taps + staged input values per pixel).
+    const auto in_extent = [](int outs, int k, int stride, int dilation) {
+      return (outs - 1) * stride + (k - 1) * dilation + 1;
+    };
+    double best = 0;
+    for (int cols : {128, 64, 32, 16}) {
+      const int rows = 8 / (cols / 16);
+      const int used_rows = std::min(rows, pow2_at_least(oh));
+      const double computed =
+          static_cast<double>(ceil_div(ow, cols)) * cols * ceil_div(oh, used_rows) * used_rows;
+      const double staged = static_cast<double>(in_extent(used_rows, v.kernel_h, p.stride_h, p.dilation_h)) *
+                            in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w) / (used_rows * cols);
+      const double cost = computed * (v.kernel_h * v.kernel_w + staged);
+      if (best == 0 || cost < best) {
+        best = cost;
+        t.tile_cols = cols;
+        t.tile_rows = used_rows;
+      }
     }
-    return 0;
-  };
-  t.row_tiles = 1;
-  if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
-    t.pipeline = 1;
-    t.ci_chunk = ci_pad;
-    t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
-    t.shared_bytes = static_cast<unsigned>(ci_pad * (2 * in_per_ci + w_per_ci) * 4);
-  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
-    t.pipeline = 2;
-    t.ci_chunk = d;
-    t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
-  } else {
-    t.pipeline = 0;
-    t.ci_chunk = 8;
-    t.shared_bytes = static_cast<unsigned>(8 * (in_per_ci + w_per_ci) * 4);
+    const int m_total = t.tile_rows * t.tile_cols / 16;
+    t.m_tiles = std::min(4, m_total);
+    t.warps_m = m_total / t.m_tiles;
+    t.tiles_x = ceil_div(ow, t.tile_cols);
+    t.tiles_y = ceil_div(oh, t.tile_rows);
+    const int in_rows = (t.tile_rows - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
+    const int in_cols = (t.tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+    const std::int64_t in_per_ci = conflict_free_plane(in_rows * in_cols, p.stride_w);
+    auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
+      for (int d = ci_pad; d >= 8; d -= 8) {
+        if (ci_pad % d == 0 && d * bytes_per_ci <= budget) return d;
+      }
+      return 0;
+    };
+    t.row_tiles = 1;
+    if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
+      t.pipeline = 1;
+      t.ci_chunk = ci_pad;
+      t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
+      t.shared_bytes = static_cast<unsigned>(ci_pad * (2 * in_per_ci + w_per_ci) * 4);
+    } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
+      t.pipeline = 2;
+      t.ci_chunk = d;
+      t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
+    } else {
+      t.pipeline = 0;
+      t.ci_chunk = 8;
+      t.shared_bytes = static_cast<unsigned>(8 * (in_per_ci + w_per_ci) * 4);
+    }
   }
+  // 128 registers a thread at 128 threads for TF32 (64 accumulators + fragments, no spills), 168
+  // for 3xTF32: it holds three fragments per operand and spills a few (20-70 bytes) of them even
+  // at 255 registers, so it keeps 3 blocks a multiprocessor.
+  t.min_blocks = std::max(1, (v.precision == Conv2dPrecision::tf32 ? 512 : 384) / t.threads());
   if (t.shared_bytes > kMaxSharedBytes) {
     throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
@@ -156,7 +189,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
       c("kTileCols", t.tile_cols) + c("kTY", t.tile_rows) + c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n);
   src += c("kMT", t.m_tiles) + c("kNT", t.n_tiles) + c("kCiPad", (v.in_channels + 7) / 8 * 8);
   src += c("kCiChunk", t.ci_chunk) + c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", t.kh_unroll);
-  src += c("kMinBlocks", t.min_blocks);
+  src += c("kMinBlocks", t.min_blocks) + c("kOutStage", t.out_stage);
   src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
