@@ -9,7 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <cuinline/cache.hpp>
+#include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/module.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -197,6 +200,15 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
        R"(entries[0].shape[1]: expected an integer, got "x")"},
       {R"({"entries": [{"kind": "conv2d", "input": [128, 8, 128, 128], "filters": [64, 3]}]})",
        "entries[0].filters: expected an array of 3 to 4 elements, got 2"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3],
+                        "precision": ["tf32", "fp16"]}]})",
+       R"(entries[0].precision[1]: expected one of fp32,tf32,tf32x3, got "fp16")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "precision": "TF32"}]})",
+       R"(entries[0].precision: expected one of fp32,tf32,tf32x3, got "TF32")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "precision": 32}]})",
+       "entries[0].precision: expected one of fp32,tf32,tf32x3, got number 32"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "epilogue": 3}]})",
+       "entries[0].epilogue: expected a string, got number 3"},
       {R"({"entries": [{"kind": "cuda", "file": "missing.cu", "functions": "k"}]})",
        "entries[0].file: cannot read"},
       {R"({"entries": [{"kind": "tensorrt"}]})",
@@ -208,9 +220,86 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
     auto spec = write_spec("bad.json", c.json);
     Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
     EXPECT_EQ(r.code, 2) << c.json << "\n" << r.err;
-    EXPECT_CONTAINS(r.err, c.message);
+    EXPECT_CONTAINS(r.err, "cuinline: error: " + c.message);  // the path named once
     EXPECT_TRUE(entry_files().empty()) << "compiled something for " << c.json;
   }
+}
+
+TEST_F(CliTest, WarmCompilesOneConv2dVariantPerPrecision) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 32, 32],
+                                            "filters": [16, 3, 3], "epilogue": "div(2)|leaky_relu(0.01)",
+                                            "precision": ["fp32", "tf32", "tf32x3"]}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
+  const std::string shape = "conv2d<f32,8x32x32,16x3x3,s1x1,p0x0,d1x1";
+  const std::string epilogue = ">[div(2)|leaky_relu(0.01)] sm_90";
+  EXPECT_CONTAINS(warm.out, "compiled " + shape + epilogue);  // fp32: the name the library has always used
+  EXPECT_CONTAINS(warm.out, "compiled " + shape + ",tf32" + epilogue);
+  EXPECT_CONTAINS(warm.out, "compiled " + shape + ",tf32x3" + epilogue);
+  ASSERT_EQ(entry_files().size(), 3u);
+
+  // The cache holds one entry per mode: each listed variant is cached, under a key `cache list` shows.
+  Result dry = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "--dry-run"});
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_CONTAINS(dry.out, "dry run: 3 variants, 3 already cached");
+  Result list = cli({"cache", "list"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_CONTAINS(list.out, "3 entries");
+  for (const std::string precision : {"", ",tf32", ",tf32x3"}) {
+    const std::string label = shape + precision + epilogue;
+    const std::size_t at = dry.out.find("  " + label);
+    ASSERT_NE(at, std::string::npos) << dry.out;
+    const std::size_t line = dry.out.rfind('\n', at) + 1;  // "cached     <16 hex digits>  <label>"
+    EXPECT_EQ(dry.out.substr(line, 6), "cached") << dry.out;
+    EXPECT_CONTAINS(list.out, dry.out.substr(line + 11, 16));
+  }
+
+  // What the library asks for at run time, in each mode, is a disk hit.
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  using cuinline::ops::Conv2dPrecision;
+  for (Conv2dPrecision precision : {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
+    auto variant = cuinline::ops::make_conv2d_variant(8, 32, 32, 16, 3, 3, {}, false,
+                                                      cuinline::ops::div_leaky_relu_epilogue(2, 0.01));
+    variant.precision = precision;
+    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+    cache.get(cuinline::ops::make_request(variant), cuinline::Arch::parse("sm_90"), &tier);
+    EXPECT_EQ(tier, cuinline::CacheTier::disk) << variant.name();
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(cache.stats().disk_hits, 3u);
+}
+
+TEST_F(CliTest, ZeroDivisorIsAcceptedAsTheLibraryAcceptsIt) {
+  // ops::Op::validate allows x / 0 (±inf, NaN for 0 / 0, as in PyTorch); so does the spec.
+  EXPECT_NO_THROW(cuinline::ops::Op::div_leaky_relu(0, 0.01).validate());
+  EXPECT_NO_THROW(cuinline::ops::parse_op("div(0)|relu").validate());
+  auto spec = write_spec("s.json", R"json({"entries": [
+      {"kind": "op", "op": "div_leaky_relu", "divisor": [0, 2], "dtype": "f32", "vector_width": 4},
+      {"kind": "op", "op": "div(0)", "dtype": "f32", "vector_width": 4},
+      {"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "epilogue": "div(0)|leaky_relu(0.01)"}]})json");
+  Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "--dry-run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "div_leaky_relu(0,0.01)");
+  EXPECT_CONTAINS(r.out, "div_leaky_relu(2,0.01)");
+  EXPECT_CONTAINS(r.out, "[div(0)|leaky_relu(0.01)] sm_90");
+}
+
+TEST_F(CliTest, RunPrecisionIsForConv2dOnly) {
+  // Checked before the GPU is looked for: a usage error (exit 2) with or without one.
+  Result relu = cli({"run", "relu", "--precision", "tf32"});
+  EXPECT_EQ(relu.code, 2) << relu.err;
+  EXPECT_CONTAINS(relu.err, "--precision: only the conv2d op takes a precision, not 'relu'");
+  Result fp32 = cli({"run", "leaky_relu", "--precision", "fp32"});
+  EXPECT_EQ(fp32.code, 2) << fp32.err;
+  EXPECT_CONTAINS(fp32.err, "--precision");
+  Result unknown = cli({"run", "conv2d", "--precision", "fp16"});
+  EXPECT_EQ(unknown.code, 2) << unknown.err;
+  EXPECT_CONTAINS(unknown.err, "--precision: unknown conv2d precision 'fp16' (fp32, tf32, tf32x3)");
+  EXPECT_EQ(cli({"run", "conv2d", "--precision"}).code, 2);  // CLI11: the value is missing
+  EXPECT_TRUE(entry_files().empty());
 }
 
 TEST_F(CliTest, SpecParserSurvivesGarbage) {
@@ -413,6 +502,31 @@ TEST(CliHostReference, HalfAndBfloat16ConversionsRoundToNearestEven) {
     std::uint32_t expected = (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0)) ? lo : hi;
     ASSERT_EQ(float_to_bf16(f), expected >> 16) << f;
   }
+}
+
+TEST(CliHostReference, Conv2dCheckToleratesEachPrecisionAndZeroDivisors) {
+  using namespace cuinline::cli;
+  using cuinline::ops::Conv2dPrecision;
+  EXPECT_EQ(conv2d_relative_tolerance(Conv2dPrecision::fp32), 1e-5);
+  EXPECT_EQ(conv2d_relative_tolerance(Conv2dPrecision::tf32x3), 1e-5);
+  EXPECT_EQ(conv2d_relative_tolerance(Conv2dPrecision::tf32), 1e-3);
+  // conv = 0.5 of magnitude 4, / 2, LeakyReLU(0.01): 0.25, within 1e-3 * 4 / 2 (+ 1e-6) for tf32.
+  const double tf32 = 1e-3 * 4, fp32 = 1e-5 * 4;
+  EXPECT_TRUE(conv2d_output_ok(0.5, tf32, 2, 0.01, 0.2515f));
+  EXPECT_FALSE(conv2d_output_ok(0.5, tf32, 2, 0.01, 0.2525f));
+  EXPECT_FALSE(conv2d_output_ok(0.5, fp32, 2, 0.01, 0.2515f));
+  EXPECT_TRUE(conv2d_output_ok(-0.5, fp32, 2, 0.01, -0.0025f));
+  EXPECT_FALSE(conv2d_output_ok(0.5, fp32, 2, 0.01, NAN));
+  // Divisor 0: ±inf by the conv's sign, NaN for 0 / 0; either infinity where the sign is unsure.
+  EXPECT_TRUE(conv2d_output_ok(0.5, fp32, 0, 0.01, INFINITY));
+  EXPECT_TRUE(conv2d_output_ok(-0.5, fp32, 0, 0.01, -INFINITY));
+  EXPECT_TRUE(conv2d_output_ok(-0.5, fp32, 0, -0.01, INFINITY));
+  EXPECT_TRUE(conv2d_output_ok(-0.5, fp32, 0, 0, NAN));  // -inf * 0
+  EXPECT_TRUE(conv2d_output_ok(0, fp32, 0, 0.01, NAN));
+  EXPECT_FALSE(conv2d_output_ok(0.5, fp32, 0, 0.01, -INFINITY));
+  EXPECT_FALSE(conv2d_output_ok(0.5, fp32, 0, 0.01, 1e30f));
+  EXPECT_TRUE(conv2d_output_ok(1e-5, fp32, 0, 0.01, -INFINITY));
+  EXPECT_FALSE(conv2d_output_ok(1e-5, fp32, 0, 0.01, 0.0f));
 }
 
 TEST(CliHostReference, ChainsRoundBetweenStepsLikeEagerOps) {

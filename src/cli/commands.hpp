@@ -58,6 +58,7 @@ struct RunOptions {
   std::vector<std::int64_t> shape;  ///< empty: the op's standard size
   double slope = 0.01;
   double divisor = 2.0;
+  std::string precision;  ///< conv2d only: fp32 (when empty), tf32 or tf32x3
   int repeat = 20;
   int device = 0;
 };

@@ -1,12 +1,13 @@
 #pragma once
 // Host-side helpers for `cuinline run` / `bench`: f16/bf16 conversions (round to nearest even),
 // a CPU reference of the elementwise steps (computed in opmath, rounded after each step as the
-// eager PyTorch ops do), and a parallel loop.
+// eager PyTorch ops do), the conv2d check's tolerance, and a parallel loop.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cuinline/conv2d.hpp>
 #include <cuinline/ops.hpp>
 #include <thread>
 #include <vector>
@@ -110,6 +111,27 @@ template <class T, class Round>
 T reference_chain(const std::vector<ops::Step>& steps, T x, Round round) {
   for (const auto& step : steps) x = round(reference_step(step, x, round));
   return x;
+}
+
+/// The error `cuinline run conv2d` allows in one output, relative to its magnitude |bias| +
+/// sum |x * w|: fp32 FMA and 3xTF32 give fp32-level sums; TF32 rounds both operands to 11
+/// significant bits (cvt.rna), so a product is off by at most 2 * 2^-11 < 1e-3 of its size.
+inline double conv2d_relative_tolerance(ops::Conv2dPrecision precision) {
+  return precision == ops::Conv2dPrecision::tf32 ? 1e-3 : 1e-5;
+}
+
+/// Whether `got` is LeakyReLU(conv / divisor, slope) for some conv value within `bound` of the
+/// float64 reference `conv`, plus 1e-6.
+inline bool conv2d_output_ok(double conv, double bound, double divisor, double slope, float got) {
+  auto epilogue = [&](double v) {
+    double t = v / divisor;
+    return t > 0 ? t : t * slope;
+  };
+  const double ref = epilogue(conv);
+  if (ref == got || (std::isnan(ref) && std::isnan(got))) return true;  // also the same infinity
+  if (divisor != 0) return std::fabs(ref - got) <= bound / std::fabs(divisor) + 1e-6;
+  // x / 0 is ±inf by the sign of x (NaN for 0 / 0): within the bound of 0 that sign is unknown.
+  return std::fabs(conv) <= bound && !std::isfinite(got);
 }
 
 }  // namespace cuinline::cli

@@ -30,19 +30,23 @@ std::vector<DType> parse_dtypes(const JsonField& field) {
   return out;
 }
 
-std::vector<double> parse_numbers(const JsonField& field, double min, double max) {
-  std::vector<double> out;
-  for (const auto& item : field.one_or_many()) out.push_back(item.as_number(min, max));
+// "precision": "tf32" or ["fp32", "tf32x3"]; the names are the library's (ops::to_string).
+std::vector<ops::Conv2dPrecision> parse_precisions(const JsonField& field) {
+  using ops::Conv2dPrecision;
+  static const std::vector<std::string> names = {ops::to_string(Conv2dPrecision::fp32),
+                                                 ops::to_string(Conv2dPrecision::tf32),
+                                                 ops::to_string(Conv2dPrecision::tf32x3)};
+  std::vector<Conv2dPrecision> out;
+  for (const auto& item : field.one_or_many()) {
+    // as_choice throws "expected one of fp32,tf32,tf32x3, got ..." for anything else.
+    out.push_back(ops::parse_conv2d_precision(item.as_choice(names)));
+  }
   return out;
 }
 
-std::vector<double> parse_nonzero_numbers(const JsonField& field) {
+std::vector<double> parse_numbers(const JsonField& field, double min, double max) {
   std::vector<double> out;
-  for (const auto& item : field.one_or_many()) {
-    double v = item.as_number(-1e30, 1e30);
-    if (v == 0) item.fail("must not be zero");
-    out.push_back(v);
-  }
+  for (const auto& item : field.one_or_many()) out.push_back(item.as_number(min, max));
   return out;
 }
 
@@ -53,17 +57,13 @@ std::vector<std::string> parse_strings(const JsonField& field) {
 }
 
 ops::Op parse_op_text(const JsonField& field) {
+  const std::string text = field.as_nonempty_string();  // its own message already names the field
   ops::Op op;
   try {
-    op = ops::parse_op(field.as_nonempty_string());
+    op = ops::parse_op(text);
     op.validate();
   } catch (const InvalidArgument& e) {
     field.fail(e.what());
-  }
-  // Outside the try: fail() throws an InvalidArgument that already names the field.
-  for (const auto& step : op.steps) {
-    const bool divides = step.kind == ops::StepKind::div || step.kind == ops::StepKind::div_leaky_relu;
-    if (divides && step.a == 0) field.fail("a divisor must not be zero");
   }
   return op;
 }
@@ -76,8 +76,9 @@ std::vector<ops::Op> parse_ops(const JsonField& entry) {
   auto divisor_field = entry.find("divisor");
   std::vector<double> slopes =
       slope_field ? parse_numbers(*slope_field, -1e30, 1e30) : std::vector<double>{0.01};
+  // A divisor of 0 is allowed, as in the library and PyTorch (x / 0 gives ±inf, 0 / 0 NaN).
   std::vector<double> divisors =
-      divisor_field ? parse_nonzero_numbers(*divisor_field) : std::vector<double>{};
+      divisor_field ? parse_numbers(*divisor_field, -1e30, 1e30) : std::vector<double>{};
   bool slope_used = false, divisor_used = false;
   std::vector<ops::Op> out;
   for (const auto& item : entry.at("op").one_or_many()) {
@@ -160,8 +161,8 @@ std::pair<int, int> parse_hw(const JsonField& field, std::int64_t min, std::int6
 }
 
 Conv2dEntry parse_conv2d(const JsonField& entry) {
-  entry.expect_object(
-      {"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias", "epilogue"});
+  entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias",
+                       "epilogue", "precision"});
   if (auto f = entry.find("dtype")) {
     for (const auto& item : f->one_or_many()) item.as_choice({"f32"});
   }
@@ -196,15 +197,20 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
     epilogues.clear();
     for (const auto& item : f->one_or_many()) epilogues.push_back(parse_op_text(item));
   }
+  std::vector<ops::Conv2dPrecision> precisions = {ops::Conv2dPrecision::fp32};
+  if (auto f = entry.find("precision")) precisions = parse_precisions(*f);
   Conv2dEntry conv;
   for (const auto& epilogue : epilogues) {
     for (bool bias : biases) {
-      try {
-        auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
-        variant.validate();
-        conv.variants.push_back(std::move(variant));
-      } catch (const InvalidArgument& e) {
-        entry.fail(e.what());
+      for (ops::Conv2dPrecision precision : precisions) {
+        try {
+          auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
+          variant.precision = precision;
+          variant.validate();
+          conv.variants.push_back(std::move(variant));
+        } catch (const InvalidArgument& e) {
+          entry.fail(e.what());
+        }
       }
     }
   }

@@ -43,8 +43,8 @@ struct OpEntry {
   bool strided = false;            ///< the non-contiguous variant
 };
 
-/// Fused conv2d variants: one shape (the batch size is a run-time value) with each listed epilogue
-/// and bias setting.
+/// Fused conv2d variants: one shape (the batch size is a run-time value) with each listed epilogue,
+/// bias setting and precision mode.
 struct Conv2dEntry {
   std::vector<ops::Conv2dVariant> variants;
 };
