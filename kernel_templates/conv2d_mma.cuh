@@ -183,30 +183,36 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
 }
 
 // Row streaming: stages kRows input rows of all channels, ring rows rel0, rel0 + 1, ... (modulo
-// kRing; rel counts from the block's first input row iy_base), into their ring slots.
+// kRing; rel counts from the block's first input row iy_base), into their ring slots. A thread owns
+// columns (coalesced copies along a row) and walks the channels with constant offsets, so a copy
+// costs no index arithmetic; an out-of-image row or column still reads from inside the image
+// (plane ci of image n) so that every address stays valid, but copies nothing (zero fill).
 template <class S, int kRows, bool kRound = false>
 __device__ __forceinline__ void stage_ring_rows(const float* __restrict__ in_n, float* s_in, int iy_base,
                                                 int rel0, int ix0) {
   using P = Plan<S>;
-  constexpr int kPerRow = S::kCiPad * P::kInCols;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < kRows * kPerRow; i += P::kThreads) {
-    const int r = i / kPerRow;
-    const int rest = i - r * kPerRow;
-    const int ci = rest / P::kInCols;
-    const int c = rest - ci * P::kInCols;
-    const int rel = rel0 + r;
-    float* dst = s_in + ci * P::kPlane + rel % P::kRing * P::kPitch + c;
-    if (kRound) {
-      round_in_place(dst);
-      continue;
-    }
-    const int iy = iy_base + rel;
+#pragma unroll 1
+  for (int c = threadIdx.x; c < P::kInCols; c += P::kThreads) {
     const int ix = ix0 + c;
-    const bool inside =
-        (S::kCin == S::kCiPad || ci < S::kCin) && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-    const float* src = inside ? in_n + (long long)ci * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-    cuinline_conv2d_detail::copy_async(dst, src, inside);
+    const bool col_ok = ix >= 0 && ix < S::kW;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int rel = rel0 + r;
+      const int iy = iy_base + rel;
+      const bool ok = col_ok && iy >= 0 && iy < S::kH;
+      float* dst = s_in + rel % P::kRing * P::kPitch + c;
+      const float* src = ok ? in_n + iy * S::kW + ix : in_n;
+#pragma unroll
+      for (int ci = 0; ci < S::kCiPad; ++ci) {
+        if (kRound) {
+          round_in_place(dst + ci * P::kPlane);
+        } else if (ci < S::kCin) {
+          cuinline_conv2d_detail::copy_async(dst + ci * P::kPlane, src + ci * (S::kH * S::kW), ok);
+        } else {
+          cuinline_conv2d_detail::copy_async(dst + ci * P::kPlane, in_n, false);
+        }
+      }
+    }
   }
 }
 
@@ -347,8 +353,9 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
   }
 }
 
-// finish() through shared memory (kOutStage = number of passes): per pass the warp writes kNT /
-// kOutStage of its channel tiles, biased and activated, into s_out (a row per channel, shifted by
+// finish() through shared memory (kOutStage = number of passes): the accumulators start at the
+// bias (bias_r: channel 2t + e of n tile j), and are reset to it. Per pass the warp writes kNT /
+// kOutStage of its channel tiles, activated, into s_out (a row per channel, shifted by
 // the row's global address mod 4), then stores each channel's run of kWarpCols outputs as aligned
 // float4 chunks: kWarpCols / 4 chunks a row in the main loop (32 / that many rows an iteration),
 // then the one chunk a shifted row spills into; scalars where a chunk is only partly the run's.
@@ -383,8 +390,8 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
         float* row = s_out + c * P::kOutPitch + ((shift0 + (pass * kRows + c) * plane4) & 3u) + g;
 #pragma unroll
         for (int i = 0; i < S::kMT; ++i) {
-          row[i * 16] = E{}(acc[i][j][e] + bias_r[j][e]);
-          row[i * 16 + 8] = E{}(acc[i][j][2 + e] + bias_r[j][e]);
+          row[i * 16] = E{}(acc[i][j][e]);
+          row[i * 16 + 8] = E{}(acc[i][j][2 + e]);
         }
       }
     }
@@ -418,7 +425,7 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 #pragma unroll
     for (int j = 0; j < S::kNT; ++j) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = bias_r[j][q & 1];
     }
   }
 }
@@ -550,6 +557,16 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
         const int co = co_w + j * 8 + 2 * t + e;
         bias_r[j][e] =
             S::kHasBias && (S::kCout % P::kBlockCout == 0 || co < S::kCout) ? __ldg(bias + co) : 0.0f;
+      }
+    }
+    if (S::kOutStage) {  // the sums start at the bias (one add an output fewer in the epilogue)
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+        for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[i][j][q] = bias_r[j][q & 1];
+        }
       }
     }
     d::stage_weights<S>(weight, s_w, 0, co0);

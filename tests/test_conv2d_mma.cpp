@@ -64,7 +64,7 @@ TEST(Conv2dMma, SeedTiling) {
   EXPECT_EQ(t.tiles_x, 1);
   EXPECT_EQ(t.tiles_y, 126);
   EXPECT_EQ(t.row_tiles, 126);  // an upper bound; the launch picks the rows a block
-  EXPECT_EQ(t.out_stage, 1);
+  EXPECT_EQ(t.out_stage, 2);    // two passes of 2 channel tiles
   EXPECT_EQ(t.warps_m * t.m_tiles, t.tile_rows * t.tile_cols / 16);
   EXPECT_EQ(t.block_channels(), 64);
   EXPECT_EQ(t.threads(), 128);

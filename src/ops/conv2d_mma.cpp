@@ -70,7 +70,11 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
   const int warps_m = m_total / m_tiles;
   const int in_cols = (cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
   const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
-  const std::int64_t out_floats = std::int64_t{warps_m} * t.warps_n * 8 * t.n_tiles * (16 * m_tiles + 4);
+  // The output tile through shared memory in two passes of half the channel tiles where they split
+  // evenly (less shared memory; 3 % faster on the seed than one pass).
+  const int out_stage = t.n_tiles % 2 == 0 ? 2 : 1;
+  const std::int64_t out_floats =
+      std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
   const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
   if (bytes > kPipelinedBytes) return false;
   t.tile_cols = cols;
@@ -78,7 +82,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
   t.m_tiles = m_tiles;
   t.warps_m = warps_m;
   t.pipeline = 3;
-  t.out_stage = 1;
+  t.out_stage = out_stage;
   t.ci_chunk = ci_pad;
   t.tiles_x = ceil_div(ow, cols);
   t.tiles_y = static_cast<int>(v.out_height());
