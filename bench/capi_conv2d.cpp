@@ -74,8 +74,8 @@ int cuinline_conv2d_f32(const void* input, const void* weight, const void* bias,
   }
 }
 
-/// The tiling the library picks for a variant: tiling[0..11] = {tx, ty, groups, px, ch, ci_chunk,
-/// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels}. Returns 0, or -1.
+/// The tiling the library picks for an fp32 variant: tiling[0..12] = {tx, ty, groups, px, ch, ci_chunk,
+/// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels, pipeline}. Returns 0, or -1.
 int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* tiling) {
   try {
     const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
@@ -95,8 +95,9 @@ int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* ti
                           static_cast<int>(t.shared_bytes),
                           t.tiles_x,
                           t.tiles_y,
-                          t.block_channels()};
-    for (int i = 0; i < 12; ++i) tiling[i] = values[i];
+                          t.block_channels(),
+                          t.pipeline};
+    for (int i = 0; i < 13; ++i) tiling[i] = values[i];
     return 0;
   } catch (const std::exception& e) {
     g_last_error = e.what();

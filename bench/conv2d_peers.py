@@ -161,7 +161,7 @@ def torch_compile_ms(timeout_s):
 
 def regime(case, lib, sms):
     """What bounds this shape, from the tiling the library chose and the two floors."""
-    t = (ctypes.c_int * 12)()
+    t = (ctypes.c_int * 13)()
     if lib.cuinline_conv2d_tiling(case.shape_arr, case.params_arr, t) != 0:
         return "?"
     tiles_x, tiles_y, block_ch, ci_chunk, rt_max = t[9], t[10], t[11], t[5], t[7]
@@ -177,8 +177,11 @@ def regime(case, lib, sms):
         return f"occupancy: {blocks} blocks for {sms} SMs ({tile})"
     if case.bytes / 4.0e12 > case.flop / 67e12:
         return f"bytes ({tile}, {case.cin // ci_chunk} stages)"
-    if ci_chunk < case.cin:
-        return f"FMA rate + {case.cin // ci_chunk} unoverlapped channel stages ({tile})"
+    stages = -(-case.cin // ci_chunk)
+    if t[12] == 2:  # the next channel chunk is copied during this one's math
+        return f"FMA rate, {stages} double-buffered channel chunks ({tile})"
+    if t[12] == 0 and stages > 1:
+        return f"FMA rate + {stages} unoverlapped channel stages ({tile})"
     return f"FMA rate, pipelined ({tile})"
 
 
