@@ -157,13 +157,14 @@ int main(int argc, char** argv) {
 #define RUN(...)                                                                                       \
   if (only < 0 || only == index) run<Seed<__VA_ARGS__>>(#__VA_ARGS__, in, w, b, out, N, h_out, h_ref); \
   ++index
-  RUN(16, 8, 2, 2, 4, 4, 1, 4, 1, 1, 4,
-      0);  // 0: block tiles (8x16 pixels, 4 row tiles), the pre-streaming choice
-  RUN(128, 1, 2, 2, 4, 4, 1, 4, 3, 1, 42, 1);  // 1: row streaming, output through shared memory
-  RUN(128, 1, 2, 2, 4, 4, 1, 4, 3, 1, 42, 2);  // 2: output in 2 passes (the library's)
-  RUN(128, 1, 2, 1, 4, 8, 1, 2, 3, 1, 42, 2);  // 3: 2 warps of 64 px x 64 channels (128 accumulators)
-  RUN(128, 1, 2, 1, 4, 8, 1, 3, 3, 1, 42, 4);  // 4
-  RUN(128, 1, 1, 2, 8, 4, 1, 3, 3, 1, 42, 2);  // 5: 2 warps of 128 px x 32 channels
-  RUN(16, 8, 2, 2, 4, 4, 1, 3, 1, 3, 4, 0);    // 6: 3xTF32, block tiles (the library's)
+  // 0: block tiles (8x16 pixels, 4 row tiles), the pre-streaming choice
+  RUN(16, 8, 2, 2, 4, 4, 1, 4, 1, 1, 4, 0);
+  RUN(128, 1, 2, 2, 4, 4, 1, 4, 3, 1, 42, 2);  // 1: row streaming, output in 2 passes (the library's)
+  RUN(128, 1, 1, 2, 8, 4, 1, 3, 3, 1, 42, 2);  // 2: 2 warps of 128 pixels x 32 channels
+  RUN(128, 1, 1, 2, 8, 4, 1, 4, 3, 1, 32, 4);  // 3: the same, 4 passes (4 blocks/SM)
+  RUN(128, 1, 1, 2, 8, 4, 3, 4, 3, 1, 32, 4);  // 4: + filter rows unrolled
+  RUN(128, 1, 1, 4, 8, 2, 1, 4, 3, 1, 32, 2);  // 5: 4 warps of 128 pixels x 16 channels
+  RUN(128, 1, 1, 2, 8, 4, 1, 5, 3, 1, 26, 4);  // 6: 5 blocks/SM?
+  RUN(16, 8, 2, 2, 4, 4, 1, 3, 1, 3, 4, 0);    // 7: 3xTF32, block tiles (the library's)
   return 0;
 }

@@ -57,24 +57,29 @@ TEST(Conv2dMma, UnknownPrecisionIsRejected) {
 TEST(Conv2dMma, SeedTiling) {
   const Conv2dTiling t = conv2d_tiling(seed(Conv2dPrecision::tf32));
   EXPECT_TRUE(t.tensor_cores);
-  // Row streaming: one output row of 128 columns (126 used) a step, the output through shared memory.
+  // Row streaming: one output row of 128 columns (126 used) a step; two warps, each the whole row
+  // (8 pixel tiles) x 32 channels; the output through shared memory in 4 passes.
   EXPECT_EQ(t.pipeline, 3);
   EXPECT_EQ(t.tile_cols, 128);
   EXPECT_EQ(t.tile_rows, 1);
   EXPECT_EQ(t.tiles_x, 1);
   EXPECT_EQ(t.tiles_y, 126);
   EXPECT_EQ(t.row_tiles, 126);  // an upper bound; the launch picks the rows a block
-  EXPECT_EQ(t.out_stage, 2);    // two passes of 2 channel tiles
-  EXPECT_EQ(t.warps_m * t.m_tiles, t.tile_rows * t.tile_cols / 16);
+  EXPECT_EQ(t.warps_m, 1);
+  EXPECT_EQ(t.m_tiles, 8);
+  EXPECT_EQ(t.warps_n, 2);
+  EXPECT_EQ(t.n_tiles, 4);
+  EXPECT_EQ(t.out_stage, 4);
   EXPECT_EQ(t.block_channels(), 64);
-  EXPECT_EQ(t.threads(), 128);
+  EXPECT_EQ(t.threads(), 64);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.min_blocks, 4);  // 128 registers
+  EXPECT_EQ(t.min_blocks, 4);             // registers up to 255
+  EXPECT_LE(t.shared_bytes, 56u * 1024);  // 4 blocks a multiprocessor
   const Conv2dTiling x3 = conv2d_tiling(seed(Conv2dPrecision::tf32x3));
   EXPECT_EQ(x3.min_blocks, 3);
   EXPECT_EQ(x3.pipeline, 1);  // 3xTF32 keeps the 8 x 16 block tiles (row streaming is TF32 only)
   EXPECT_EQ(x3.tile_rows * x3.tile_cols, 128);
-  EXPECT_LE(t.shared_bytes, 100u * 1024);
+  EXPECT_EQ(x3.threads(), 128);
 }
 
 // Where the input-row ring, the weights and the output tiles do not fit, the 128-pixel block
@@ -98,13 +103,18 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
   stem.kernel_h = stem.kernel_w = 7;
   stem.params.stride_h = stem.params.stride_w = 2;
   EXPECT_NE(conv2d_tiling(stem).pipeline, 3);
+  // A 5 x 5 filter at stride 2 on 64-column tiles would fit only 2 blocks a multiprocessor.
+  Conv2dVariant k5 = seed(Conv2dPrecision::tf32);
+  k5.kernel_h = k5.kernel_w = 5;
+  k5.params.stride_h = k5.params.stride_w = 2;
+  EXPECT_NE(conv2d_tiling(k5).pipeline, 3);
   // 64 columns stream (2 warps along the row).
   Conv2dVariant mid = seed(Conv2dPrecision::tf32);
   mid.width = 66;
   const Conv2dTiling tm = conv2d_tiling(mid);
   EXPECT_EQ(tm.pipeline, 3);
   EXPECT_EQ(tm.tile_cols, 64);
-  EXPECT_EQ(tm.threads(), 64);
+  EXPECT_EQ(tm.threads(), 64);  // 1 x 2 warps of 4 pixel tiles
 }
 
 struct Shape {

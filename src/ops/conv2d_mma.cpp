@@ -65,14 +65,20 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
     if (cols == 0 || cost(c) < cost(cols)) cols = c;
   }
   if (cols < 64) return false;
+  // With two warps along the channels a warp takes the whole row (up to 8 pixel tiles x 4 channel
+  // tiles: 32 independent accumulator chains a filter tap, 1.25 shared loads per mma): on the seed
+  // 0.277 ms against 0.302 for four warps of 4 x 4 tiles. A single channel warp keeps two warps
+  // along the row.
   const int m_total = cols / 16;
-  const int m_tiles = std::min(4, m_total);
+  const int m_tiles = std::min(t.warps_n == 2 ? 8 : 4, m_total);
   const int warps_m = m_total / m_tiles;
   const int in_cols = (cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
   const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
-  // The output tile through shared memory in two passes of half the channel tiles where they split
-  // evenly (less shared memory; 3 % faster on the seed than one pass).
-  const int out_stage = t.n_tiles % 2 == 0 ? 2 : 1;
+  // The output tile goes through shared memory in passes: one channel tile a pass for the whole-row
+  // warps (less shared memory: 4 blocks a multiprocessor on the seed instead of 3), else two where
+  // they divide evenly. (Four passes for 64-column tiles would let filters as large as 5 x 5 at
+  // stride 2 squeeze into 2 blocks a multiprocessor: 16 % slower than the block tiles there.)
+  const int out_stage = m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1);
   const std::int64_t out_floats =
       std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
   const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
@@ -162,6 +168,9 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // for 3xTF32: it holds three fragments per operand and spills a few (20-70 bytes) of them even
   // at 255 registers, so it keeps 3 blocks a multiprocessor.
   t.min_blocks = std::max(1, (v.precision == Conv2dPrecision::tf32 ? 512 : 384) / t.threads());
+  // Row streaming: up to 255 registers (a warp of 8 x 4 tiles holds 128 accumulators; shared memory
+  // limits the seed to 4 blocks of 2 warps anyway).
+  if (t.pipeline == 3) t.min_blocks = std::min(t.min_blocks, 4);
   if (t.shared_bytes > kMaxSharedBytes) {
     throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
