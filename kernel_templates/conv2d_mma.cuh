@@ -313,6 +313,20 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w,
   }
 }
 
+// acc = the start value of its channel: start[j][q & 1] is channel 2t + (q & 1) of n tile j (zeros,
+// or the bias where the sums start at it).
+template <class S>
+__device__ __forceinline__ void fill_acc(float (&acc)[S::kMT][S::kNT][4], const float (&start)[S::kNT][2]) {
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = start[j][q & 1];
+    }
+  }
+}
+
 // Bias, epilogue and store of one warp's tiles (output rows from oy0, columns from ox0, channels
 // from co_w); resets acc. Accumulator q of tile (i, j): pixel g + 8 * (q / 2), channel 2t + q % 2.
 template <class S, class E>
@@ -343,14 +357,8 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    }
-  }
+  constexpr float kZeros[S::kNT][2] = {};
+  fill_acc<S>(acc, kZeros);
 }
 
 // finish() through shared memory (kOutStage = number of passes): the accumulators start at the
@@ -420,14 +428,7 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
       if (lane < kRows) store_chunk(lane, kMain);
     }
   }
-#pragma unroll
-  for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = bias_r[j][q & 1];
-    }
-  }
+  fill_acc<S>(acc, bias_r);
 }
 
 }  // namespace cuinline_conv2d_mma_detail
@@ -472,14 +473,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
   const int b_off = t * P::kWPitch + wn * 8 * S::kNT + g;
 
   float acc[S::kMT][S::kNT][4];
-#pragma unroll
-  for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    }
-  }
+  constexpr float kZeros[S::kNT][2] = {};
+  d::fill_acc<S>(acc, kZeros);
 
   if (S::kPipeline == 0) {
     const int oy0 = tile_y0 * S::kTY;
@@ -559,16 +554,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
             S::kHasBias && (S::kCout % P::kBlockCout == 0 || co < S::kCout) ? __ldg(bias + co) : 0.0f;
       }
     }
-    if (S::kOutStage) {  // the sums start at the bias (one add an output fewer in the epilogue)
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-        for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[i][j][q] = bias_r[j][q & 1];
-        }
-      }
-    }
+    if (S::kOutStage) d::fill_acc<S>(acc, bias_r);  // the sums start at the bias (one add an output fewer)
     d::stage_weights<S>(weight, s_w, 0, co0);
     d::stage_ring_rows<S, P::kSpan>(in_n, s_in, iy_base, 0, ix0);
     cd::copy_async_commit();

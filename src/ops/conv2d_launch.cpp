@@ -83,15 +83,15 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
   const std::int64_t per_strip = std::int64_t{t.tiles_x} * cout_tiles * n;  // blocks per row strip
   if (t.pipeline == 3) {
-    // Row streaming: the image's rows are cut into `strips` strips, one block each. Fewest
-    // (waves x rows a block), a block's start (weights and the first window) counted as 2 rows;
-    // past 4 waves more strips only add starts.
+    // Row streaming: the image's rows are cut into strips, one block each; the fewest (waves x rows
+    // a block), a block's start (weights and the first window) counted as 2 rows. For a given number
+    // of waves more strips only shorten them, so the candidates are the most strips that fill 1, 2,
+    // 3 or 4 waves (past 4 waves more strips only add starts): four evaluations a launch.
     const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
-    const std::int64_t most =
-        std::min<std::int64_t>(t.tiles_y, std::max<std::int64_t>(1, 4 * slots / per_strip));
     int best_rows = t.tiles_y;
     std::int64_t best_cost = -1;
-    for (std::int64_t strips = 1; strips <= most; ++strips) {
+    for (std::int64_t waves = 1; waves <= 4; ++waves) {
+      const std::int64_t strips = std::clamp<std::int64_t>(waves * slots / per_strip, 1, t.tiles_y);
       const std::int64_t rows = (t.tiles_y + strips - 1) / strips;
       const std::int64_t blocks = per_strip * ((t.tiles_y + rows - 1) / rows);
       const std::int64_t cost = (blocks + slots - 1) / slots * (rows + 2);

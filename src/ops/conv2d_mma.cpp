@@ -47,18 +47,23 @@ int weight_pitch(int cout) {
   return p;
 }
 
+// Input rows (or columns) that `outs` consecutive outputs read.
+int in_extent(int outs, int k, int stride, int dilation) {
+  return (outs - 1) * stride + (k - 1) * dilation + 1;
+}
+
 // Row streaming (pipeline 3), TF32 only (3xTF32 cannot round operands in shared memory, and its
 // three-fragment split leaves no registers for the longer-lived streaming state: it measured 6 %
 // slower on the seed, 35 % on a 5 x 5 filter), where the image is wide enough for a tile of 64 or
-// 128 columns (2 or 4 warps along the row; narrower tiles starve the block) and all input channels, the
-// block's weights, the input-row ring and the warps' output tiles fit in kPipelinedBytes: one output row a
-// step (tile_rows = 1), the width with the least computed overhang (narrow tiles count extra for their halo
-// and per-block work). Sets the tile and smem fields of t; false: no fit.
+// 128 columns (narrower tiles starve the block) and all input channels, the block's weights, the
+// input-row ring and the warps' output tiles fit in kPipelinedBytes: one output row a step
+// (tile_rows = 1), the width with the least computed overhang (narrow tiles count extra for their
+// halo and per-block work). Sets the tile and smem fields of t; false: no fit.
 bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64_t w_per_ci) {
   if (v.precision != Conv2dPrecision::tf32) return false;
   const Conv2dParams& p = v.params;
   const int ow = static_cast<int>(v.out_width());
-  const int ring = (v.kernel_h - 1) * p.dilation_h + 1 + 2 * p.stride_h;
+  const int ring = in_extent(1, v.kernel_h, p.stride_h, p.dilation_h) + 2 * p.stride_h;
   auto cost = [&](int cols) { return static_cast<double>(ceil_div(ow, cols)) * cols * (1.0 + 16.0 / cols); };
   int cols = 0;
   for (int c : {128, 64, 32, 16}) {
@@ -72,7 +77,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
   const int m_total = cols / 16;
   const int m_tiles = std::min(t.warps_n == 2 ? 8 : 4, m_total);
   const int warps_m = m_total / m_tiles;
-  const int in_cols = (cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+  const int in_cols = in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w);
   const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
   // The output tile goes through shared memory in passes: one channel tile a pass for the whole-row
   // warps (less shared memory: 4 blocks a multiprocessor on the seed instead of 3), else two where
@@ -110,15 +115,13 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
   const int ci_pad = (v.in_channels + 7) / 8 * 8;
   const std::int64_t w_per_ci = std::int64_t{v.kernel_h} * v.kernel_w * weight_pitch(t.block_channels());
-  // 4 warps (2 along pixels x 2 along channels, or 1 x 1 for few pixels / channels), each up to
-  // 4 pixel tiles of 16 x 4 channel tiles of 8 (64 accumulators). Row streaming where it fits.
+  // Two warps along the channels (one for up to 16 channels), each up to 4 channel tiles of 8.
+  // Row streaming where it fits; else block tiles of 2 warps along the pixels, each up to 4 pixel
+  // tiles of 16 (64 accumulators).
   if (!stream_rows(v, t, ci_pad, w_per_ci)) {
     // Otherwise 128 pixels a block, the tile's shape (1 x 128, 2 x 64, 4 x 32 or 8 x 16 output rows
     // x columns) the one with the least work per output: computed pixels (with the tile's
     // overhang) times (filter taps + staged input values per pixel).
-    const auto in_extent = [](int outs, int k, int stride, int dilation) {
-      return (outs - 1) * stride + (k - 1) * dilation + 1;
-    };
     double best = 0;
     for (int cols : {128, 64, 32, 16}) {
       const int rows = 8 / (cols / 16);
@@ -139,8 +142,8 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
     t.warps_m = m_total / t.m_tiles;
     t.tiles_x = ceil_div(ow, t.tile_cols);
     t.tiles_y = ceil_div(oh, t.tile_rows);
-    const int in_rows = (t.tile_rows - 1) * p.stride_h + (v.kernel_h - 1) * p.dilation_h + 1;
-    const int in_cols = (t.tile_cols - 1) * p.stride_w + (v.kernel_w - 1) * p.dilation_w + 1;
+    const int in_rows = in_extent(t.tile_rows, v.kernel_h, p.stride_h, p.dilation_h);
+    const int in_cols = in_extent(t.tile_cols, v.kernel_w, p.stride_w, p.dilation_w);
     const std::int64_t in_per_ci = conflict_free_plane(in_rows * in_cols, p.stride_w);
     auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
       for (int d = ci_pad; d >= 8; d -= 8) {
