@@ -8,13 +8,13 @@
 // of one image. Each thread owns kTP consecutive output columns x kTC output channels in registers
 // (an outer-product register tile). With kTK > 1 the block has kTK such thread sets, each summing
 // its own slice of every staged channel chunk; the partial tiles are added in shared memory (in
-// slice order) before the epilogue: more threads for shapes with few outputs and long reductions. The input tile (with its halo) and the block's weights are
-// staged in shared memory, kCiChunk input channels at a time; weights are read as warp-wide
-// broadcasts (every lane of a warp shares one channel group), inputs as 16-byte loads whose
-// quarter-warps touch 32 distinct banks. The filter loops are unrolled (kKhUnroll filter rows at a
-// time, every filter column).
-// Where the filter's reach along an axis is no larger than the stride (1x1 stride 2, say), the
-// stage is compact: it holds only the input rows / columns the filter reads, kKH (kKW) per output.
+// slice order) before the epilogue: more threads for shapes with few outputs and long reductions. The input
+// tile (with its halo) and the block's weights are staged in shared memory, kCiChunk input channels at a
+// time; weights are read as warp-wide broadcasts (every lane of a warp shares one channel group), inputs as
+// 16-byte loads whose quarter-warps touch 32 distinct banks. The filter loops are unrolled (kKhUnroll filter
+// rows at a time, every filter column). Where the filter's reach along an axis is no larger than the stride
+// (1x1 stride 2, say), the stage is compact: it holds only the input rows / columns the filter reads, kKH
+// (kKW) per output.
 //
 // Required members of S (all `static constexpr int`):
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias
@@ -74,7 +74,7 @@ struct Plan {
   // chunk is consumed by then); the row-tile pipeline is still copying the next tile, so it gets
   // its own region after the stage buffers.
   static constexpr int kRedFloats = (S::kTK - 1) * kSetThreads * S::kTC * S::kTP;
-  static constexpr int kSmemFloats = S::kPipeline == 1         ? kStageFloats + kRedFloats
+  static constexpr int kSmemFloats = S::kPipeline == 1           ? kStageFloats + kRedFloats
                                      : kStageFloats > kRedFloats ? kStageFloats
                                                                  : kRedFloats;
   static constexpr int kSmemBytes = kSmemFloats * 4;
@@ -203,7 +203,8 @@ template <int N, bool Vec>
 __device__ __forceinline__ void cv_store_floats(float* p, const float (&r)[N]) {
   if (Vec) {
 #pragma unroll
-    for (int q = 0; q < N; q += 4) *reinterpret_cast<float4*>(p + q) = make_float4(r[q], r[q + 1], r[q + 2], r[q + 3]);
+    for (int q = 0; q < N; q += 4)
+      *reinterpret_cast<float4*>(p + q) = make_float4(r[q], r[q + 1], r[q + 2], r[q + 3]);
   } else {
 #pragma unroll
     for (int q = 0; q < N; ++q) p[q] = r[q];
@@ -296,6 +297,77 @@ __device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float
   }
 }
 
+// The three staging pipelines (kPipeline 0, 1, 2), shared by this kernel and conv2d_mma.cuh. The
+// kernel passes what differs as callables:
+//   stage(in_buf, w_buf, cb, tile_y, weights): issue the copies of input channel chunk cb of tile row
+//       tile_y into input buffer in_buf (and of the chunk's weights into w_buf when `weights`);
+//   landed(in_buf, w_buf, weights): this thread's copies of those buffers completed (before the
+//       barrier that publishes them: the tensor-core kernel rounds operands there);
+//   compute(in_buf, w_buf): accumulate the staged chunk;
+//   finish(tile_y): epilogue and store of tile row tile_y (resets the accumulators).
+// kChunks channel chunks; kSyncBeforeFinish: finish() reuses the stage buffers (pipeline 0).
+// pipeline 0: one buffer, each chunk copied then computed; 2: chunk k + 1 (input and weights) is
+// copied while chunk k is computed; 1 (kChunks == 1): weights staged once, row tiles tile_y0 ..
+// tile_y0 + row_tiles - 1 in turn, the next tile's input copied while this one is computed.
+template <int kPipeline, int kChunks, int kTilesY, bool kSyncBeforeFinish, class Stage, class Landed,
+          class Compute, class Finish>
+__device__ __forceinline__ void run_pipeline(Stage&& stage, Landed&& landed, Compute&& compute,
+                                             Finish&& finish, int tile_y0, int row_tiles) {
+  if constexpr (kPipeline == 0) {
+#pragma unroll 1
+    for (int k = 0; k < kChunks; ++k) {
+      if (k != 0) __syncthreads();
+      stage(0, 0, k, tile_y0, true);
+      copy_async_commit();
+      copy_async_wait<0>();
+      landed(0, 0, true);
+      __syncthreads();
+      compute(0, 0);
+    }
+    if (kSyncBeforeFinish) __syncthreads();
+    finish(tile_y0);
+  } else if constexpr (kPipeline == 2) {
+    stage(0, 0, 0, tile_y0, true);
+    copy_async_commit();
+#pragma unroll 1
+    for (int k = 0; k < kChunks; ++k) {
+      if (k + 1 < kChunks) {
+        stage((k + 1) & 1, (k + 1) & 1, k + 1, tile_y0, true);
+        copy_async_commit();
+        copy_async_wait<1>();
+      } else {
+        copy_async_wait<0>();
+      }
+      landed(k & 1, k & 1, true);
+      __syncthreads();
+      compute(k & 1, k & 1);
+      __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
+    }
+    finish(tile_y0);
+  } else {
+    static_assert(kChunks == 1, "the row-tile pipeline stages all channels at once");
+    stage(0, 0, 0, tile_y0, true);
+    copy_async_commit();
+#pragma unroll 1
+    for (int r = 0; r < row_tiles; ++r) {
+      const int tile_y = tile_y0 + r;
+      if (tile_y >= kTilesY) break;
+      if (r + 1 < row_tiles && tile_y + 1 < kTilesY) {
+        stage((r + 1) & 1, 0, 0, tile_y + 1, false);
+        copy_async_commit();
+        copy_async_wait<1>();
+      } else {
+        copy_async_wait<0>();
+      }
+      landed(r & 1, 0, r == 0);
+      __syncthreads();
+      compute(r & 1, 0);
+      finish(tile_y);
+      __syncthreads();
+    }
+  }
+}
+
 }  // namespace cuinline_conv2d_detail
 
 /// input [N][kCin][kH][kW], weight [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias),
@@ -334,68 +406,24 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
     for (int p = 0; p < S::kTP; ++p) acc[c][p] = 0.0f;
   }
 
-  if constexpr (S::kPipeline == 0) {
-    const int oy0 = tile_y0 * S::kTY;
-#pragma unroll 1
-    for (int cb = 0; cb < S::kCin; cb += S::kCiChunk) {
-      if (cb != 0) __syncthreads();
-      d::stage_input<S>(in_n, s_in, cb, oy0 * S::kSH - S::kPH, ix0);
-      d::stage_weights<S>(weight, s_w, cb, co0);
-      d::copy_async_commit();
-      d::copy_async_wait<0>();
-      __syncthreads();
-      d::accumulate<S>(s_in, s_w, acc, tx, ty, tg, tk);
-    }
-    if (S::kTK > 1) __syncthreads();  // the reduction reuses the stage buffers
-    if (d::reduce_sets<S>(acc, smem, tk, lane)) d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
-  } else if constexpr (S::kPipeline == 2) {
-    // Chunk k + 1 (input and weights) is copied into the other buffers while chunk k is computed.
-    constexpr int kChunks = S::kCin / S::kCiChunk;
-    const int oy0 = tile_y0 * S::kTY;
-    const int iy0 = oy0 * S::kSH - S::kPH;
-    d::stage_input<S>(in_n, s_in, 0, iy0, ix0);
-    d::stage_weights<S>(weight, s_w, 0, co0);
-    d::copy_async_commit();
-#pragma unroll 1
-    for (int k = 0; k < kChunks; ++k) {
-      if (k + 1 < kChunks) {
-        const int next = (k + 1) & 1;
-        d::stage_input<S>(in_n, s_in + next * P::kInFloats, (k + 1) * S::kCiChunk, iy0, ix0);
-        d::stage_weights<S>(weight, s_w + next * P::kWFloats, (k + 1) * S::kCiChunk, co0);
-        d::copy_async_commit();
-        d::copy_async_wait<1>();
-      } else {
-        d::copy_async_wait<0>();
-      }
-      __syncthreads();
-      d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, tx, ty, tg, tk);
-      __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
-    }
-    if (d::reduce_sets<S>(acc, smem, tk, lane)) d::finish<S, E>(acc, bias, output, n, co_base, oy0 + ty, ox);
-  } else {
-    // One input stage per tile; the next tile's copy overlaps this tile's arithmetic.
-    d::stage_weights<S>(weight, s_w, 0, co0);
-    d::stage_input<S>(in_n, s_in, 0, tile_y0 * S::kTY * S::kSH - S::kPH, ix0);
-    d::copy_async_commit();
-#pragma unroll 1
-    for (int t = 0; t < row_tiles; ++t) {
-      const int tile_y = tile_y0 + t;
-      if (tile_y >= P::kTilesY) break;
-      if (t + 1 < row_tiles && tile_y + 1 < P::kTilesY) {
-        d::stage_input<S>(in_n, s_in + ((t + 1) & 1) * P::kInFloats, 0,
-                          (tile_y + 1) * S::kTY * S::kSH - S::kPH, ix0);
-        d::copy_async_commit();
-        d::copy_async_wait<1>();
-      } else {
-        d::copy_async_wait<0>();
-      }
-      __syncthreads();
-      d::accumulate<S>(s_in + (t & 1) * P::kInFloats, s_w, acc, tx, ty, tg, tk);
-      if (d::reduce_sets<S>(acc, smem + P::kStageFloats, tk, lane))
-        d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
-      __syncthreads();
-    }
-  }
+  // The reduction of the thread sets (kTK > 1) uses the stage buffers, or (row-tile pipeline) the
+  // area after them.
+  float* red = S::kPipeline == 1 ? smem + P::kStageFloats : smem;
+  d::run_pipeline<S::kPipeline, S::kCin / S::kCiChunk, P::kTilesY, (S::kTK > 1)>(
+      [&](int in_buf, int w_buf, int k, int tile_y, bool weights) {
+        d::stage_input<S>(in_n, s_in + in_buf * P::kInFloats, k * S::kCiChunk,
+                          tile_y * S::kTY * S::kSH - S::kPH, ix0);
+        if (weights) d::stage_weights<S>(weight, s_w + w_buf * P::kWFloats, k * S::kCiChunk, co0);
+      },
+      [](int, int, bool) {},
+      [&](int in_buf, int w_buf) {
+        d::accumulate<S>(s_in + in_buf * P::kInFloats, s_w + w_buf * P::kWFloats, acc, tx, ty, tg, tk);
+      },
+      [&](int tile_y) {
+        if (d::reduce_sets<S>(acc, red, tk, lane))
+          d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
+      },
+      tile_y0, row_tiles);
 }
 
 #endif  // CUINLINE_CONV2D_CUH

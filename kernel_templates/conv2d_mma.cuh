@@ -476,66 +476,21 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
   constexpr float kZeros[S::kNT][2] = {};
   d::fill_acc<S>(acc, kZeros);
 
-  if (S::kPipeline == 0) {
-    const int oy0 = tile_y0 * S::kTY;
-#pragma unroll 1
-    for (int cb = 0; cb < S::kCiPad; cb += S::kCiChunk) {
-      if (cb != 0) __syncthreads();
-      d::stage_input<S>(in_n, s_in, cb, oy0 * S::kSH - S::kPH, ix0);
-      d::stage_weights<S>(weight, s_w, cb, co0);
-      cd::copy_async_commit();
-      cd::copy_async_wait<0>();
-      d::round_stage<S>(s_in, s_w, true);
-      __syncthreads();
-      d::accumulate<S>(s_in, s_w, acc, a_off, b_off);
-    }
-    d::finish<S, E>(acc, bias, output, n, oy0, ox0, co_w, wm, g, t);
-  } else if (S::kPipeline == 2) {
-    constexpr int kChunks = S::kCiPad / S::kCiChunk;
-    const int oy0 = tile_y0 * S::kTY;
-    const int iy0 = oy0 * S::kSH - S::kPH;
-    d::stage_input<S>(in_n, s_in, 0, iy0, ix0);
-    d::stage_weights<S>(weight, s_w, 0, co0);
-    cd::copy_async_commit();
-#pragma unroll 1
-    for (int k = 0; k < kChunks; ++k) {
-      if (k + 1 < kChunks) {
-        const int next = (k + 1) & 1;
-        d::stage_input<S>(in_n, s_in + next * P::kInFloats, (k + 1) * S::kCiChunk, iy0, ix0);
-        d::stage_weights<S>(weight, s_w + next * P::kWFloats, (k + 1) * S::kCiChunk, co0);
-        cd::copy_async_commit();
-        cd::copy_async_wait<1>();
-      } else {
-        cd::copy_async_wait<0>();
-      }
-      d::round_stage<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, true);
-      __syncthreads();
-      d::accumulate<S>(s_in + (k & 1) * P::kInFloats, s_w + (k & 1) * P::kWFloats, acc, a_off, b_off);
-      __syncthreads();  // buffer k & 1 is overwritten by the copy issued in the next iteration
-    }
-    d::finish<S, E>(acc, bias, output, n, oy0, ox0, co_w, wm, g, t);
-  } else if (S::kPipeline == 1) {
-    d::stage_weights<S>(weight, s_w, 0, co0);
-    d::stage_input<S>(in_n, s_in, 0, tile_y0 * S::kTY * S::kSH - S::kPH, ix0);
-    cd::copy_async_commit();
-#pragma unroll 1
-    for (int r = 0; r < row_tiles; ++r) {
-      const int tile_y = tile_y0 + r;
-      if (tile_y >= P::kTilesY) break;
-      if (r + 1 < row_tiles && tile_y + 1 < P::kTilesY) {
-        d::stage_input<S>(in_n, s_in + ((r + 1) & 1) * P::kInFloats, 0,
-                          (tile_y + 1) * S::kTY * S::kSH - S::kPH, ix0);
-        cd::copy_async_commit();
-        cd::copy_async_wait<1>();
-      } else {
-        cd::copy_async_wait<0>();
-      }
-      d::round_stage<S>(s_in + (r & 1) * P::kInFloats, s_w, r == 0);
-      __syncthreads();
-      d::accumulate<S>(s_in + (r & 1) * P::kInFloats, s_w, acc, a_off, b_off);
-      d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t);
-      __syncthreads();
-    }
+  if constexpr (S::kPipeline != 3) {
+    cd::run_pipeline<S::kPipeline, S::kCiPad / S::kCiChunk, P::kTilesY, false>(
+        [&](int in_buf, int w_buf, int k, int tile_y, bool weights) {
+          d::stage_input<S>(in_n, s_in + in_buf * P::kInFloats, k * S::kCiChunk,
+                            tile_y * S::kTY * S::kSH - S::kPH, ix0);
+          if (weights) d::stage_weights<S>(weight, s_w + w_buf * P::kWFloats, k * S::kCiChunk, co0);
+        },
+        [&](int in_buf, int w_buf, bool weights) {
+          d::round_stage<S>(s_in + in_buf * P::kInFloats, s_w + w_buf * P::kWFloats, weights);
+        },
+        [&](int in_buf, int w_buf) {
+          d::accumulate<S>(s_in + in_buf * P::kInFloats, s_w + w_buf * P::kWFloats, acc, a_off, b_off);
+        },
+        [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t); },
+        tile_y0, row_tiles);
   } else {
     // Row streaming: output rows tile_y0 .. tile_y0 + rows - 1 (kTY == 1). Copy groups: {weights,
     // row 0's window}, {row 1's new rows}, then one group an iteration (row r + 2's new rows, maybe
