@@ -436,7 +436,8 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 /// The same contract as cuinline_conv2d (conv2d.cuh): input [N][kCin][kH][kW], weight
 /// [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias), output [N][kCout][kOH][kOW].
 /// Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout), N); block: kThreads;
-/// dynamic shared memory: kSmemBytes. row_tiles must be 1 unless kPipeline == 1.
+/// dynamic shared memory: kSmemBytes. row_tiles (rows of tiles a block computes in turn) must be 1
+/// unless kPipeline is 1 (row-tile pipeline) or 3 (row streaming).
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_mma(const float* __restrict__ input, const float* __restrict__ weight,
