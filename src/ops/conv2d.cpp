@@ -329,6 +329,28 @@ std::string render_conv2d_epilogue(const Op& epilogue) {
   }
   return cuinline::detail::render_op_functor(epilogue, DType::f32, "cuinline_conv2d_epilogue");
 }
+
+std::string render_constant(const char* name, std::int64_t value) {
+  return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
+}
+
+std::string render_shape_constants(const Conv2dVariant& v) {
+  const Conv2dParams& p = v.params;
+  const auto c = render_constant;
+  return c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels) +
+         c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w) +
+         c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w) +
+         c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+}
+
+std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
+  auto check = [&](const char* member, std::int64_t value, const char* what) {
+    return "static_assert(" + plan + "::" + member + " == " + std::to_string(value) + ", \"" + what +
+           "\");\n";
+  };
+  return check("kSmemBytes", t.shared_bytes, "shared bytes") + check("kTilesX", t.tiles_x, "tiles x") +
+         check("kTilesY", t.tiles_y, "tiles y") + check("kThreads", t.threads(), "threads");
+}
 }  // namespace conv2d_impl
 
 CompileRequest make_request(const Conv2dVariant& v) {
@@ -336,30 +358,18 @@ CompileRequest make_request(const Conv2dVariant& v) {
   v.validate();
   const Fp32Plan fp = fp32_plan(v);
   const Conv2dTiling& t = fp.t;
-  const Conv2dParams& p = v.params;
-  auto c = [](const char* name, std::int64_t value) {
-    return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
-  };
+  const auto c = conv2d_impl::render_constant;
   std::string src =
       "// cuinline conv2d variant " + v.name() + "\n#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
   src += conv2d_impl::render_conv2d_epilogue(v.epilogue);
-  src += "\nstruct cuinline_conv2d_shape {\n";
-  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels);
-  src += c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w);
-  src += c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w);
-  src += c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+  src += "\nstruct cuinline_conv2d_shape {\n" + conv2d_impl::render_shape_constants(v);
   src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", fp.kh_unroll) + c("kMinBlocks", t.min_blocks);
   src += c("kPipeline", t.pipeline);
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
-  const std::string plan = "cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>";
-  src += "static_assert(" + plan + "::kSmemBytes == " + std::to_string(t.shared_bytes) +
-         ", \"shared bytes\");\n";
-  src += "static_assert(" + plan + "::kTilesX == " + std::to_string(t.tiles_x) + ", \"tiles x\");\n";
-  src += "static_assert(" + plan + "::kTilesY == " + std::to_string(t.tiles_y) + ", \"tiles y\");\n";
-  src += "static_assert(" + plan + "::kThreads == " + std::to_string(t.threads()) + ", \"threads\");\n";
+  src += conv2d_impl::render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);
 
   CompileRequest request;
   request.name = "conv2d.cu";

@@ -17,6 +17,13 @@ inline int pow2_at_least(int x) {
 
 /// `struct cuinline_conv2d_epilogue { float operator()(float) }` for an epilogue chain.
 std::string render_conv2d_epilogue(const Op& epilogue);
+/// "  static constexpr int name = value;\n", a member of a rendered parameter struct.
+std::string render_constant(const char* name, std::int64_t value);
+/// The members every conv2d parameter struct starts with: kCin ... kOW, kHasBias.
+std::string render_shape_constants(const Conv2dVariant& v);
+/// static_asserts that the template's Plan (`plan`: its C++ name) agrees with the host's launch
+/// figures in `t` (shared bytes, tiles, threads): a mismatch is a compile error, never a wrong launch.
+std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t);
 /// The tiling of a tensor-core variant (precision tf32 or tf32x3); the variant is validated.
 Conv2dTiling mma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).

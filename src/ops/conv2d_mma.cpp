@@ -189,18 +189,11 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
 
 CompileRequest make_mma_request(const Conv2dVariant& v) {
   const Conv2dTiling t = mma_tiling(v);  // validates
-  const Conv2dParams& p = v.params;
-  auto c = [](const char* name, std::int64_t value) {
-    return std::string("  static constexpr int ") + name + " = " + std::to_string(value) + ";\n";
-  };
+  const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_mma.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue);
-  src += "\nstruct cuinline_conv2d_shape {\n";
-  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels);
-  src += c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w);
-  src += c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w);
-  src += c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+  src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src +=
       c("kTileCols", t.tile_cols) + c("kTY", t.tile_rows) + c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n);
   src += c("kMT", t.m_tiles) + c("kNT", t.n_tiles) + c("kCiPad", (v.in_channels + 7) / 8 * 8);
@@ -209,11 +202,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
-  src += "static_assert(" + plan + "::kSmemBytes == " + std::to_string(t.shared_bytes) +
-         ", \"shared bytes\");\n";
-  src += "static_assert(" + plan + "::kTilesX == " + std::to_string(t.tiles_x) + ", \"tiles x\");\n";
-  src += "static_assert(" + plan + "::kTilesY == " + std::to_string(t.tiles_y) + ", \"tiles y\");\n";
-  src += "static_assert(" + plan + "::kThreads == " + std::to_string(t.threads()) + ", \"threads\");\n";
+  src += render_plan_checks(plan, t);
   src += "static_assert(" + plan + "::kBlockCout == " + std::to_string(t.block_channels()) +
          ", \"channels\");\n";
 
