@@ -7,18 +7,30 @@
 #include "../kernel_templates/conv2d_mma.cuh"
 #include "conv2d_tune_common.cuh"
 
-template <int TC, int TY, int WM, int WN, int MT, int NT, int KHU, int MINB, int PIPE, int SPLIT, int RT,
+template <int TC, int TY, int WM, int WN, int MT, int NT, int KHU, int KWU, int MINB, int PIPE, int SPLIT, int RT,
           int OUTST>
 struct Seed : SeedShape {
   static constexpr int kRT = RT;
   static constexpr int kTileCols = TC, kTY = TY, kWarpsM = WM, kWarpsN = WN, kMT = MT, kNT = NT, kCiPad = 8,
-                       kCiChunk = 8, kCiUnroll = 1, kKhUnroll = KHU, kMinBlocks = MINB, kPipeline = PIPE,
-                       kSplit = SPLIT, kOutStage = OUTST;
+                       kCiChunk = 8, kCiUnroll = 1, kKhUnroll = KHU, kKwUnroll = KWU, kMinBlocks = MINB,
+                       kPipeline = PIPE, kSplit = SPLIT, kOutStage = OUTST;
 };
 
-template <class S>
+// Epilogues for measuring what the epilogue costs: LeakyReLU as max(x, x * slope) (the same values
+// for 0 <= slope <= 1), and none at all (the check then fails: timing only).
+struct DivLeakyMax {
+  __device__ __forceinline__ float operator()(float x) const {
+    x = x / 0x1p+1f;
+    return fmaxf(x, x * 0x1.47ae14p-7f);
+  }
+};
+struct NoEpilogue {
+  __device__ __forceinline__ float operator()(float x) const { return x; }
+};
+
+template <class S, class E = DivLeaky>
 void run(const char* name, SeedData& d) {
-  run_variant<cuinline_conv2d_mma_detail::Plan<S>>(name, cuinline_conv2d_mma<S, DivLeaky>, S::kRT, d);
+  run_variant<cuinline_conv2d_mma_detail::Plan<S>>(name, cuinline_conv2d_mma<S, E>, S::kRT, d);
 }
 
 int main(int argc, char** argv) {
@@ -26,17 +38,20 @@ int main(int argc, char** argv) {
   int index = 0;
   SeedData d;
   print_bandwidth_peers(d);
-  // TC, TY, WM, WN, MT, NT, KHU, MINB, PIPE, SPLIT, RT, OUTSTAGE
+  // TC, TY, WM, WN, MT, NT, KHU, KWU, MINB, PIPE, SPLIT, RT, OUTSTAGE
 #define RUN(...)                                                          \
   if (only < 0 || only == index) run<Seed<__VA_ARGS__>>(#__VA_ARGS__, d); \
   ++index
-  // 0: block tiles (8x16 pixels, 4 row tiles), the choice before row streaming
-  RUN(16, 8, 2, 2, 4, 4, 1, 4, 1, 1, 4, 0);
-  RUN(128, 1, 2, 2, 4, 4, 1, 4, 3, 1, 42, 2);  // 1: row streaming, 2 x 2 warps of 4 x 4 tiles, 2 passes
-  RUN(128, 1, 1, 2, 8, 4, 1, 3, 3, 1, 42, 2);  // 2: 2 warps of 128 pixels x 32 channels
-  RUN(128, 1, 1, 2, 8, 4, 1, 4, 3, 1, 32, 4);  // 3: the same, 4 passes, 4 blocks/SM (the library's)
-  RUN(128, 1, 1, 2, 8, 4, 3, 4, 3, 1, 32, 4);  // 4: + filter rows unrolled
-  RUN(128, 1, 1, 4, 8, 2, 1, 4, 3, 1, 32, 2);  // 5: 4 warps of 128 pixels x 16 channels
-  RUN(16, 8, 2, 2, 4, 4, 1, 3, 1, 3, 4, 0);    // 6: 3xTF32, block tiles (the library's)
+#define RUN_E(E, ...)                                                                \
+  if (only < 0 || only == index) run<Seed<__VA_ARGS__>, E>(#E " " #__VA_ARGS__, d); \
+  ++index
+  // 0: row streaming, 2 warps of 128 pixels x 32 channels, 4 output passes (the library's TF32 seed)
+  RUN(128, 1, 1, 2, 8, 4, 1, 3, 4, 3, 1, 32, 4);
+  RUN_E(DivLeakyMax, 128, 1, 1, 2, 8, 4, 1, 3, 4, 3, 1, 32, 4);  // 1: LeakyReLU as a max
+  RUN_E(NoEpilogue, 128, 1, 1, 2, 8, 4, 1, 3, 4, 3, 1, 32, 4);   // 2: no epilogue (timing only)
+  RUN(128, 1, 1, 4, 8, 2, 1, 3, 4, 3, 1, 32, 2);                 // 3: 4 warps of 128 pixels x 16 channels
+  RUN(16, 8, 2, 2, 4, 4, 1, 3, 4, 1, 1, 4, 0);                   // 4: TF32 block tiles (before streaming)
+  RUN(16, 8, 2, 2, 4, 4, 1, 3, 3, 1, 3, 4, 0);                   // 5: 3xTF32 block tiles, filter columns unrolled (the library's)
+  RUN(16, 8, 2, 2, 4, 4, 1, 1, 3, 1, 3, 4, 0);                   // 6: the same, a filter column an iteration (11 % slower)
   return 0;
 }

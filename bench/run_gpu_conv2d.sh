@@ -12,9 +12,8 @@ main() {
   t0=$(date +%s)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 
-  targets="cuinline_bench_capi test_conv2d_gpu test_conv2d test_conv2d_mma"
-  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
-    -DCUINLINE_BUILD_CLI=OFF >/dev/null; then
+  targets="cuinline_bench_capi cuinline_cli test_conv2d_gpu test_conv2d test_conv2d_mma"
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF >/dev/null; then
     echo "== configure with tests failed (GoogleTest missing?): building the benchmark library only"
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF \
       -DCUINLINE_BUILD_TESTS=OFF >/dev/null || exit 1
@@ -26,6 +25,31 @@ main() {
 
   export CUINLINE_CACHE_DIR
   CUINLINE_CACHE_DIR=$(mktemp -d)
+  # Where a driver is present NVRTC (CUDA 12.9+) looks compiled programs up in the driver's compute
+  # cache (~/.nv/ComputeCache): a program compiled before on this machine then "compiles" in 15-40 ms.
+  # Every NVRTC time below is a cold compile.
+  export CUDA_CACHE_DISABLE=1
+  if [ -x "$build/cuinline" ]; then
+    # Cold NVRTC time of every sweep variant in all three precisions (one process, one worker; the
+    # first compile also loads NVRTC).
+    echo "== NVRTC compile times (cuinline warm, sm_90, no caches)"
+    "$build/cuinline" warm --spec bench/conv2d_compile_spec.json --arch sm_90 -j1 --no-progress \
+      --cache-dir "$(mktemp -d)" >"$OUT/conv2d_compile.txt" 2>&1
+    python3 - "$OUT/conv2d_compile.txt" <<'PY'
+import re, statistics, sys
+times = {"fp32": [], "tf32": [], "tf32x3": []}
+lines = open(sys.argv[1]).read().splitlines()
+for i, line in enumerate(lines):
+    m = re.search(r"compiled (conv2d<[^>]*>)\S* sm_\d+ \((\d+) ms\)", line)
+    if m and i > 1:  # the first compile of the process also loads NVRTC
+        mode = "tf32x3" if ",tf32x3>" in m.group(1) else "tf32" if ",tf32>" in m.group(1) else "fp32"
+        times[mode].append(int(m.group(2)))
+for mode, t in times.items():
+    if t:
+        print(f"  {mode}: {len(t)} variants, median {statistics.median(t):.0f} ms, max {max(t)} ms, min {min(t)} ms")
+print("  " + lines[-2] if len(lines) > 1 else "")
+PY
+  fi
   tests_rc=0
   if [ -x "$build/tests/test_conv2d_gpu" ]; then
     # First, on an otherwise idle machine: the NVRTC times of 7 variants (first one loads NVRTC).

@@ -21,10 +21,11 @@
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias,
 //   kTileCols (multiple of 16), kTY, kWarpsM, kWarpsN, kMT, kNT, kCiPad (kCin rounded up to 8),
 //   kCiChunk (multiple of 8 dividing kCiPad), kCiUnroll (unroll of the 8-channel loop), kKhUnroll
-//   (unroll of the filter-row loop; filter columns always unroll), kMinBlocks, kPipeline (0, 1, 2
-//   as in conv2d.cuh, or 3: row streaming, below), kSplit (1 or 3), kOutStage (0: fragments are
-//   stored straight to global memory; 1 or 2, row streaming only: through a per-warp shared-memory
-//   tile, as aligned float4 runs, in that many passes over the warp's channel tiles).
+//   (unroll of the filter-row loop), kKwUnroll (of the filter-column loop: kKW or 1), kMinBlocks,
+//   kPipeline (0, 1, 2 as in conv2d.cuh, or 3: row streaming, below), kSplit (1 or 3), kOutStage
+//   (0: fragments are stored straight to global memory; 1, 2 or 4, row streaming only: through a
+//   per-warp shared-memory tile, as aligned float4 runs, in that many passes over the warp's
+//   channel tiles).
 //
 // kPipeline = 3 (row streaming, kTY == 1, all channels staged): a block computes `row_tiles`
 // consecutive output rows of one column tile. The weights are staged once; the input rows live in a
@@ -202,7 +203,9 @@ __device__ __forceinline__ void stage_ring_rows(const float* __restrict__ in_n, 
       const bool ok = col_ok && iy >= 0 && iy < S::kH;
       float* dst = s_in + rel % P::kRing * P::kPitch + c;
       const float* src = ok ? in_n + iy * S::kW + ix : in_n;
-#pragma unroll
+      // (8 channels an unrolled step: full unrolling of 64 channels x 5 instantiations of this
+      // function doubled NVRTC's time for the kernel)
+#pragma unroll 8
       for (int ci = 0; ci < S::kCiPad; ++ci) {
         if (kRound) {
           round_in_place(dst + ci * P::kPlane);
@@ -222,7 +225,7 @@ template <class S, bool kRound = false>
 __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_w, int cb, int co0) {
   using P = Plan<S>;
   constexpr int kPerCo = S::kCiChunk * P::kTaps;
-#pragma unroll 4
+#pragma unroll 1  // once a block (row streaming) or a chunk: code size matters more
   for (int i = threadIdx.x; i < P::kBlockCout * kPerCo; i += P::kThreads) {
     const int co = i / kPerCo;
     const int rest = i - co * kPerCo;
@@ -269,7 +272,7 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w,
         row += rbase;
         if (row >= P::kRing) row -= P::kRing;
       }
-#pragma unroll
+#pragma unroll S::kKwUnroll
       for (int kw = 0; kw < S::kKW; ++kw) {
         const float* ap = s_in + c8 * 8 * P::kPlane + row * P::kPitch + kw * S::kDW;
         const float* bp = s_w + ((kh * S::kKW + kw) * S::kCiChunk + c8 * 8) * P::kWPitch + b_off;
@@ -364,9 +367,9 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
 // finish() through shared memory (kOutStage = number of passes): the accumulators start at the
 // bias (bias_r: channel 2t + e of n tile j), and are reset to it. Per pass the warp writes kNT /
 // kOutStage of its channel tiles, activated, into s_out (a row per channel, shifted by
-// the row's global address mod 4), then stores each channel's run of kWarpCols outputs as aligned
-// float4 chunks: kWarpCols / 4 chunks a row in the main loop (32 / that many rows an iteration),
-// then the one chunk a shifted row spills into; scalars where a chunk is only partly the run's.
+// the row's global address mod 4), then stores each channel's run of kWarpCols outputs: the
+// aligned float4 chunks that lie wholly in the run (kWarpCols / 4 chunks a row, 32 / that many rows
+// an iteration), then the at most 3 + 3 elements at the run's ends as scalars.
 template <class S, class E>
 __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
                                               const float (&bias_r)[S::kNT][2], float* __restrict__ output,
@@ -375,7 +378,7 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
   namespace cd = cuinline_conv2d_detail;
   constexpr int kPassNT = S::kNT / (S::kOutStage > 0 ? S::kOutStage : 1);
   constexpr int kRows = 8 * kPassNT;       // channel rows a pass
-  constexpr int kMain = P::kWarpCols / 4;  // chunks of an unshifted run (4, 8 or 16)
+  constexpr int kMain = P::kWarpCols / 4;  // chunks of an unshifted run (4, 8, 16 or 32)
   constexpr int kRowsIter = 32 / kMain;
   constexpr long long kPlaneOut = (long long)S::kOH * S::kOW;
   const int g = lane / 4;
@@ -405,27 +408,34 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
     }
     __syncwarp();
     if (len > 0) {
-      auto store_chunk = [&](int c, int k) {
+      // The whole float4 chunks of the rows: chunk k holds run elements 4k - shift .. 4k + 3 - shift.
+#pragma unroll 4
+      for (int it = 0; it < kRows / kRowsIter; ++it) {
+        const int c = it * kRowsIter + lane / kMain;
+        const int k = lane % kMain;
         const int ch = pass * kRows + c;
         const int shift = static_cast<int>((shift0 + ch * plane4) & 3u);
-        if ((S::kCout % P::kBlockCout == 0 || co_w + ch < S::kCout) && 4 * k < shift + len) {
-          const float4 v = *reinterpret_cast<const float4*>(s_out + c * P::kOutPitch + 4 * k);
-          float* dst = run + (ch * kPlaneOut - shift + 4 * k);
-          if (4 * k >= shift && 4 * k + 4 <= shift + len) {
-            cd::store_streaming(reinterpret_cast<float4*>(dst), v);
-          } else {
-            const float vs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const int p = 4 * k + q - shift;
-              if (p >= 0 && p < len) cd::store_streaming(dst + q, vs[q]);
-            }
-          }
+        if ((S::kCout % P::kBlockCout == 0 || co_w + ch < S::kCout) && 4 * k >= shift &&
+            4 * k + 4 <= shift + len) {
+          cd::store_streaming(reinterpret_cast<float4*>(run + (ch * kPlaneOut - shift + 4 * k)),
+                              *reinterpret_cast<const float4*>(s_out + c * P::kOutPitch + 4 * k));
         }
-      };
-#pragma unroll 4
-      for (int it = 0; it < kRows / kRowsIter; ++it) store_chunk(it * kRowsIter + lane / kMain, lane % kMain);
-      if (lane < kRows) store_chunk(lane, kMain);
+      }
+      // The rest of each row, as scalars: up to 3 elements before its first whole chunk (slots
+      // 0-3) and up to 3 after its last (slots 4-7).
+#pragma unroll
+      for (int slot = lane; slot < kRows * 8; slot += 32) {
+        const int c = slot / 8;
+        const int q = slot % 8;
+        const int ch = pass * kRows + c;
+        const int shift = static_cast<int>((shift0 + ch * plane4) & 3u);
+        const int head = min((4 - shift) & 3, len);
+        const int tail0 = max(((shift + len) & ~3) - shift, head);
+        const int p = q < 4 ? q : tail0 + q - 4;
+        if ((S::kCout % P::kBlockCout == 0 || co_w + ch < S::kCout) && (q < 4 ? p < head : p < len)) {
+          cd::store_streaming(run + (ch * kPlaneOut + p), s_out[c * P::kOutPitch + shift + p]);
+        }
+      }
     }
   }
   fill_acc<S>(acc, bias_r);

@@ -80,6 +80,38 @@ TEST(Conv2dMma, SeedTiling) {
   EXPECT_EQ(x3.pipeline, 1);  // 3xTF32 keeps the 8 x 16 block tiles (row streaming is TF32 only)
   EXPECT_EQ(x3.tile_rows * x3.tile_cols, 128);
   EXPECT_EQ(x3.threads(), 128);
+  // Filter columns unroll while the body stays within 144 mma: TF32 3 x 32, 3xTF32 3 x 48.
+  EXPECT_EQ(t.kw_unroll, 3);
+  EXPECT_EQ(x3.kw_unroll, 3);
+}
+
+// The unrolled filter-column loop is bounded (NVRTC's time grows with it, and 3xTF32's 7 x 7 body
+// spilled): a 7 x 7 stem's columns unroll in TF32 (7 x 16 mma) but not in 3xTF32 (7 x 48), nor do
+// 3xTF32's 5 x 5 ones (5 x 48); 1 x 1 filters always unroll.
+TEST(Conv2dMma, FilterColumnUnrollIsBounded) {
+  Conv2dVariant stem = seed(Conv2dPrecision::tf32);
+  stem.in_channels = 3;
+  stem.height = stem.width = 224;
+  stem.kernel_h = stem.kernel_w = 7;
+  stem.params = Conv2dParams::square(2, 3);
+  const Conv2dTiling t = conv2d_tiling(stem);
+  ASSERT_EQ(t.m_tiles * t.n_tiles, 16);
+  EXPECT_EQ(t.kw_unroll, 7);
+  stem.precision = Conv2dPrecision::tf32x3;
+  EXPECT_EQ(conv2d_tiling(stem).kw_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(stem).kh_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(stem).ci_unroll, 1);
+  Conv2dVariant k5 = seed(Conv2dPrecision::tf32x3);
+  k5.kernel_h = k5.kernel_w = 5;
+  EXPECT_EQ(conv2d_tiling(k5).kw_unroll, 1);
+  Conv2dVariant pointwise = seed(Conv2dPrecision::tf32x3);
+  pointwise.in_channels = 64;
+  pointwise.kernel_h = pointwise.kernel_w = 1;
+  const Conv2dTiling p = conv2d_tiling(pointwise);
+  EXPECT_EQ(p.kw_unroll, 1);  // kernel_w itself
+  EXPECT_EQ(p.ci_unroll, 2);  // channel steps instead: 3 x 48 mma fit, 3 does not divide 8 steps
+  pointwise.precision = Conv2dPrecision::tf32;
+  EXPECT_EQ(conv2d_tiling(pointwise).ci_unroll, 4);
 }
 
 // Where the input-row ring, the weights and the output tiles do not fit, the 128-pixel block

@@ -124,6 +124,7 @@ struct Conv2dTiling {
   bool tensor_cores = false;
   int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
   int kh_unroll = 0;  ///< unroll of the filter-row loop (tensor-core kernel)
+  int kw_unroll = 0;  ///< unroll of the filter-column loop (tensor-core kernel): kernel_w or 1
   /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
   int out_stage = 0;

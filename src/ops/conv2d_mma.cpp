@@ -13,8 +13,11 @@ namespace {
 // Shared memory a block may use: two blocks still fit on one H100/H200 multiprocessor.
 constexpr int kPipelinedBytes = 100 * 1024;
 constexpr unsigned kMaxSharedBytes = 227 * 1024;
-// Filter taps x 8-channel steps in one unrolled step of the channel loop (code size, NVRTC time).
+// Filter taps x 8-channel steps in one unrolled step of the channel loop (code size, NVRTC time);
+// a third of it is used (see mma_tiling).
 constexpr int kUnrollSteps = 12;
+// Most mma instructions in the unrolled filter-column loop (see kw_unroll).
+constexpr int kUnrolledMma = 144;
 
 // Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
 // source static_asserts that the shared-memory size agrees).
@@ -178,12 +181,24 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
     throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
   }
-  // Unrolled body: whole filter rows, then 8-channel steps, up to kUnrollSteps taps x steps.
-  // 3xTF32 holds twice the fragments: a shorter body keeps ptxas from hoisting them into spills.
-  const int steps = kUnrollSteps / 3;
-  t.kh_unroll = std::clamp(steps / v.kernel_w, 1, v.kernel_h);
-  t.ci_unroll =
-      t.kh_unroll < v.kernel_h ? 1 : std::clamp(steps / (v.kernel_h * v.kernel_w), 1, t.ci_chunk / 8);
+  // The unrolled body of the accumulation loop. Filter columns unroll fully (constant fragment
+  // offsets) unless kernel_w taps would pass kUnrolledMma mma instructions; then one tap an
+  // iteration. Then whole filter rows and 8-channel steps, up to kUnrollSteps / 3 taps x steps and
+  // kUnrolledMma mma (3xTF32 holds three fragments an operand: a longer body spills). NVRTC's time
+  // grows with the body (optimizer and ptxas). The mma bound is 3xTF32's 3 x 3 block tile (3 taps x
+  // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 (2026-11-21) rolling cost the 3 x 3 seed
+  // 11-15 % and 5 x 5 filters 2-10 %, and saved 7 x 7 filters 4-15 % (their unrolled body
+  // spilled); NVRTC time on the CPU build host: 7 x 7 stem 0.87 -> 0.31 s, a 5 x 5 filter at stride
+  // 2 0.73 s unrolled.
+  const int tap_mma = t.m_tiles * t.n_tiles * (v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
+  t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma ? v.kernel_w : 1;
+  const int body_taps = std::max(1, std::min(kUnrollSteps / 3, kUnrolledMma / tap_mma));
+  t.kh_unroll = t.kw_unroll < v.kernel_w ? 1 : std::clamp(body_taps / v.kernel_w, 1, v.kernel_h);
+  int ci_unroll = t.kw_unroll < v.kernel_w || t.kh_unroll < v.kernel_h
+                      ? 1
+                      : std::clamp(body_taps / (v.kernel_h * v.kernel_w), 1, t.ci_chunk / 8);
+  while ((t.ci_chunk / 8) % ci_unroll != 0) --ci_unroll;  // whole unrolled steps, no remainder code
+  t.ci_unroll = ci_unroll;
   return t;
 }
 
@@ -198,6 +213,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
       c("kTileCols", t.tile_cols) + c("kTY", t.tile_rows) + c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n);
   src += c("kMT", t.m_tiles) + c("kNT", t.n_tiles) + c("kCiPad", (v.in_channels + 7) / 8 * 8);
   src += c("kCiChunk", t.ci_chunk) + c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", t.kh_unroll);
+  src += c("kKwUnroll", t.kw_unroll);
   src += c("kMinBlocks", t.min_blocks) + c("kOutStage", t.out_stage);
   src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
   src += "};\n\n";
