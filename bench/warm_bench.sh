@@ -20,6 +20,9 @@ if [ -z "$cli" ] || [ ! -x "$cli" ]; then
   echo "warm_bench: no cuinline executable; build the cuinline_cli target or pass its path" >&2
   exit 1
 fi
+# Cold compiles: where a driver is present NVRTC (CUDA 12.9+) answers a program it compiled before
+# on this machine from the driver's compute cache (~/.nv/ComputeCache) in 15-40 ms.
+export CUDA_CACHE_DISABLE=${CUDA_CACHE_DISABLE:-1}
 spec=examples/specs/bench200.json
 arch=${WARM_BENCH_ARCH:-sm_90}
 tmp=$(mktemp -d)
