@@ -27,10 +27,12 @@
 //   per-warp shared-memory tile, as aligned float4 runs, in that many passes over the warp's
 //   channel tiles).
 //
-// kPipeline = 3 (row streaming, kTY == 1, all channels staged): a block computes `row_tiles`
-// consecutive output rows of one column tile. The weights are staged once; the input rows live in a
-// ring of kRing = kSpan + 2 * kSH rows per channel, so each output row stages only the input rows it
-// does not share with the previous one, two rows ahead of the one computed (one barrier a row).
+// kPipeline = 3 (row streaming, all channels staged): a block computes `row_tiles` steps of kTY
+// (1 or 2) consecutive output rows of one column tile. The weights are staged once; the input rows
+// live in a ring of kRing = kWindow + 2 * kTY * kSH rows per channel (kWindow: the rows one step
+// reads), so each step stages only the input rows it does not share with the previous one, two steps
+// ahead of the one computed (one barrier a step). With kTY = 2 the warps of the two rows store rows
+// oy and oy + 1 of a channel together: in NCHW they are one run of 2 * kOW floats.
 //
 // TF32 (kSplit = 1) with row streaming: every staged value is rounded to TF32 once, in shared
 // memory, by the thread that copied it (after its own cp.async group completed, before the barrier
@@ -90,10 +92,14 @@ struct Plan {
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
   // Input rows one output row reads; rows each further output row adds; rows the ring holds.
+  // Row streaming: a step computes kTY output rows; kStepRows input rows further each step;
+  // kWindow input rows read by one step; kNew rows each further step stages; kRing rows held.
   static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;
-  static constexpr int kNew = S::kSH < kSpan ? S::kSH : kSpan;
-  static constexpr int kRing = kSpan + 2 * S::kSH;
-  static constexpr int kInRows = kStream ? kRing : (S::kTY - 1) * S::kSH + kSpan;
+  static constexpr int kStepRows = S::kTY * S::kSH;
+  static constexpr int kWindow = (S::kTY - 1) * S::kSH + kSpan;
+  static constexpr int kNew = kStepRows < kWindow ? kStepRows : kWindow;
+  static constexpr int kRing = kWindow + 2 * kStepRows;
+  static constexpr int kInRows = kStream ? kRing : kWindow;
   static constexpr int kInCols = (S::kTileCols - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
   static constexpr int kPitch = kInCols;
   static constexpr int kPlane = conflict_free_plane(kInRows * kPitch, S::kSW);
@@ -117,11 +123,10 @@ struct Plan {
   static_assert(S::kCiChunk % 8 == 0 && S::kCiPad % S::kCiChunk == 0, "kCiChunk");
   static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCiPad, "the row-tile pipeline needs one input stage");
   static_assert(S::kPipeline >= 0 && S::kPipeline <= 3, "kPipeline is 0, 1, 2 or 3");
-  static_assert(!kStream || (S::kTY == 1 && S::kCiChunk == S::kCiPad),
-                "row streaming: one row, all channels");
-  static_assert(!S::kOutStage ||
-                    (S::kTY == 1 && S::kWarpsM * S::kMT == kColTiles && S::kNT % S::kOutStage == 0),
-                "output staging: one row, a warp's tiles side by side, whole n tiles a pass");
+  static_assert(!kStream || ((S::kTY == 1 || S::kTY == 2) && S::kCiChunk == S::kCiPad),
+                "row streaming: one or two rows a step, all channels");
+  static_assert(!S::kOutStage || (kColTiles % S::kMT == 0 && S::kNT % S::kOutStage == 0),
+                "output staging: a warp's tiles side by side in one row, whole n tiles a pass");
   static_assert(!S::kOutStage || S::kPipeline == 3, "output staging is part of row streaming");
   static_assert(S::kSplit == 1 || S::kSplit == 3, "kSplit is 1 (TF32) or 3 (3xTF32)");
   static_assert(kThreads <= 1024, "block too large");
@@ -196,7 +201,9 @@ __device__ __forceinline__ void stage_ring_rows(const float* __restrict__ in_n, 
   for (int c = threadIdx.x; c < P::kInCols; c += P::kThreads) {
     const int ix = ix0 + c;
     const bool col_ok = ix >= 0 && ix < S::kW;
-#pragma unroll
+    // The rows a step adds unroll; a block's first window (once a block) stays a loop: less code.
+    constexpr int kRowUnroll = kRows <= 2 ? kRows : 1;
+#pragma unroll kRowUnroll
     for (int r = 0; r < kRows; ++r) {
       const int rel = rel0 + r;
       const int iy = iy_base + rel;
@@ -386,7 +393,7 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
   constexpr long long kPlaneOut = (long long)S::kOH * S::kOW;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int len = S::kOW - ox_w < P::kWarpCols ? S::kOW - ox_w : P::kWarpCols;
+  const int len = oy >= S::kOH ? 0 : S::kOW - ox_w < P::kWarpCols ? S::kOW - ox_w : P::kWarpCols;
   // (n, co_w, oy, ox_w): the run of channel c starts c * kPlaneOut later. Only the start mod 4
   // decides the shift, so 32-bit arithmetic is enough there.
   float* run = output + ((((long long)n * S::kCout + co_w) * S::kOH + oy) * S::kOW + ox_w);
@@ -481,7 +488,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
 #pragma unroll
   for (int i = 0; i < S::kMT; ++i) {
     const int tile = wm * S::kMT + i;
-    a_off[i] = t * P::kPlane + (tile / P::kColTiles) * S::kSH * P::kPitch +
+    a_off[i] = t * P::kPlane + (P::kStream ? 0 : (tile / P::kColTiles) * S::kSH * P::kPitch) +
                ((tile % P::kColTiles) * 16 + g) * S::kSW;
   }
   const int b_off = t * P::kWPitch + wn * 8 * S::kNT + g;
@@ -506,12 +513,15 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
         [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t); },
         tile_y0, row_tiles);
   } else {
-    // Row streaming: output rows tile_y0 .. tile_y0 + rows - 1 (kTY == 1). Copy groups: {weights,
-    // row 0's window}, {row 1's new rows}, then one group an iteration (row r + 2's new rows, maybe
-    // empty), so `wait_group 1` at row r means: everything row r reads has landed.
-    const int rows = min(row_tiles, S::kOH - tile_y0);
-    if (rows <= 0) return;  // (the whole block)
-    const int iy_base = tile_y0 * S::kSH - S::kPH;
+    // Row streaming: steps tile_y0 .. tile_y0 + steps - 1 of kTY output rows each. Copy groups:
+    // {weights, step 0's window}, {step 1's new rows}, then one group an iteration (step r + 2's new
+    // rows, maybe empty), so `wait_group 1` at step r means: everything step r reads has landed.
+    const int steps = min(row_tiles, P::kTilesY - tile_y0);
+    if (steps <= 0) return;  // (the whole block)
+    const int iy_base = tile_y0 * P::kStepRows - S::kPH;
+    // This warp's output row within a step, and its first column.
+    const int warp_row = wm * S::kMT / P::kColTiles;
+    const int ox_w = ox0 + wm * S::kMT % P::kColTiles * 16;
     float* s_out = s_w + P::kWFloats + P::kInFloats + warp * (P::kOutFloats / P::kWarps);
     float bias_r[S::kNT][2];
 #pragma unroll
@@ -525,33 +535,37 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
     }
     if (S::kOutStage) d::fill_acc<S>(acc, bias_r);  // the sums start at the bias (one add an output fewer)
     d::stage_weights<S>(weight, s_w, 0, co0);
-    d::stage_ring_rows<S, P::kSpan>(in_n, s_in, iy_base, 0, ix0);
+    d::stage_ring_rows<S, P::kWindow>(in_n, s_in, iy_base, 0, ix0);
     cd::copy_async_commit();
-    if (rows > 1) d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, S::kSH + P::kSpan - P::kNew, ix0);
+    if (steps > 1) {
+      d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, P::kStepRows + P::kWindow - P::kNew, ix0);
+    }
     cd::copy_async_commit();
 #pragma unroll 1
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < steps; ++r) {
       cd::copy_async_wait<1>();
       if (P::kPreRound) {
         if (r == 0) {
           d::stage_weights<S, true>(nullptr, s_w, 0, 0);
-          d::stage_ring_rows<S, P::kSpan, true>(nullptr, s_in, 0, 0, 0);
+          d::stage_ring_rows<S, P::kWindow, true>(nullptr, s_in, 0, 0, 0);
         } else {
-          d::stage_ring_rows<S, P::kNew, true>(nullptr, s_in, 0, r * S::kSH + P::kSpan - P::kNew, 0);
+          d::stage_ring_rows<S, P::kNew, true>(nullptr, s_in, 0, r * P::kStepRows + P::kWindow - P::kNew, 0);
         }
       }
       __syncthreads();
-      // Row r + 2's new rows go to the slots row r - 1 read last (every warp is past it now).
-      if (r + 2 < rows) {
-        d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, (r + 2) * S::kSH + P::kSpan - P::kNew, ix0);
+      // Step r + 2's new rows go to the slots step r - 1 read last (every warp is past it now).
+      if (r + 2 < steps) {
+        d::stage_ring_rows<S, P::kNew>(in_n, s_in, iy_base, (r + 2) * P::kStepRows + P::kWindow - P::kNew,
+                                       ix0);
       }
       cd::copy_async_commit();
-      d::accumulate<S>(s_in, s_w, acc, a_off, b_off, r * S::kSH % P::kRing);
+      d::accumulate<S>(s_in, s_w, acc, a_off, b_off, (r * P::kStepRows + warp_row * S::kSH) % P::kRing);
       if (S::kOutStage) {
-        d::finish_staged<S, E>(acc, bias_r, output, s_out, n, tile_y0 + r, ox0 + wm * P::kWarpCols, co_w,
+        // (a warp whose row is past the image in the last step stores nothing)
+        d::finish_staged<S, E>(acc, bias_r, output, s_out, n, (tile_y0 + r) * S::kTY + warp_row, ox_w, co_w,
                                lane);
       } else {
-        d::finish<S, E>(acc, bias, output, n, tile_y0 + r, ox0, co_w, wm, g, t);
+        d::finish<S, E>(acc, bias, output, n, (tile_y0 + r) * S::kTY, ox0, co_w, wm, g, t);
       }
     }
   }

@@ -212,18 +212,24 @@ TEST_P(Conv2dGpu, ChannelCountsAndEpilogues) {
 }
 
 // Wide rows (64 / 128 output columns) and tall images: the TF32 mode streams rows here
-// (pipeline 3: input-row ring, output through shared memory), blocks computing several rows each
-// (the launch cuts tall images into strips of 2-20 rows), including stride 2, dilation, padding,
-// a 1 x 1 filter whose rows do not overlap, output channels that are not a multiple of the block's
-// and runs that end inside a float4.
+// (pipeline 3: input-row ring, output through shared memory), blocks computing several steps of one
+// or two rows each (the launch cuts tall images into strips), including stride 2, dilation, padding,
+// a 1 x 1 filter whose rows do not overlap, output channels that are not a multiple of the block's,
+// runs that end inside a float4, an odd height (a last step of one row) and a single output row.
 TEST_P(Conv2dGpu, WideRowsStream) {
   if (GetParam() == Conv2dPrecision::tf32) {  // these shapes must take the streaming path
     Conv2dVariant v = make_conv2d_variant(4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
     v.precision = GetParam();
     ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).tile_rows, 2);  // two output rows a step
     v = make_conv2d_variant(16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu());
     v.precision = GetParam();
     ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).tile_rows, 1);  // one row a step (two rows' ring does not fit)
+    v = make_conv2d_variant(8, 67, 130, 24, 3, 3, {}, true, Op::relu());
+    v.precision = GetParam();
+    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).tile_rows, 2);  // 65 output rows: the last step has one
   }
   check({32, 4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)});
   check({16, 5, 150, 140, 12, 3, 3, Conv2dParams::square(2, 1), true, Op::relu()});
@@ -232,6 +238,8 @@ TEST_P(Conv2dGpu, WideRowsStream) {
   check({16, 16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu()});
   check({32, 8, 100, 70, 16, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)},
         true);
+  check({3, 8, 67, 130, 24, 3, 3, {}, true, Op::relu()});  // odd height, 24 of a block's 32 channels
+  check({2, 8, 3, 130, 16, 3, 3, {}, true, Op::relu()});   // one output row
 }
 
 TEST_P(Conv2dGpu, SpecialValues) {

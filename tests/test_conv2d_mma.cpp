@@ -57,24 +57,25 @@ TEST(Conv2dMma, UnknownPrecisionIsRejected) {
 TEST(Conv2dMma, SeedTiling) {
   const Conv2dTiling t = conv2d_tiling(seed(Conv2dPrecision::tf32));
   EXPECT_TRUE(t.tensor_cores);
-  // Row streaming: one output row of 128 columns (126 used) a step; two warps, each the whole row
-  // (8 pixel tiles) x 32 channels; the output through shared memory in 4 passes.
+  // Row streaming: two output rows of 128 columns (126 used) a step (a channel's two rows leave as
+  // one run); four warps, each the whole row (8 pixel tiles) x 32 channels; the output through shared
+  // memory in 4 passes.
   EXPECT_EQ(t.pipeline, 3);
   EXPECT_EQ(t.tile_cols, 128);
-  EXPECT_EQ(t.tile_rows, 1);
+  EXPECT_EQ(t.tile_rows, 2);
   EXPECT_EQ(t.tiles_x, 1);
-  EXPECT_EQ(t.tiles_y, 126);
-  EXPECT_EQ(t.row_tiles, 126);  // an upper bound; the launch picks the rows a block
-  EXPECT_EQ(t.warps_m, 1);
+  EXPECT_EQ(t.tiles_y, 63);
+  EXPECT_EQ(t.row_tiles, 63);  // an upper bound; the launch picks the steps a block
+  EXPECT_EQ(t.warps_m, 2);
   EXPECT_EQ(t.m_tiles, 8);
   EXPECT_EQ(t.warps_n, 2);
   EXPECT_EQ(t.n_tiles, 4);
   EXPECT_EQ(t.out_stage, 4);
   EXPECT_EQ(t.block_channels(), 64);
-  EXPECT_EQ(t.threads(), 64);
+  EXPECT_EQ(t.threads(), 128);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.min_blocks, 4);             // registers up to 255
-  EXPECT_LE(t.shared_bytes, 56u * 1024);  // 4 blocks a multiprocessor
+  EXPECT_EQ(t.min_blocks, 2);               // registers up to 255
+  EXPECT_LE(t.shared_bytes, 113u * 1024);  // 2 blocks a multiprocessor
   const Conv2dTiling x3 = conv2d_tiling(seed(Conv2dPrecision::tf32x3));
   EXPECT_EQ(x3.min_blocks, 3);
   EXPECT_EQ(x3.pipeline, 1);  // 3xTF32 keeps the 8 x 16 block tiles (row streaming is TF32 only)
@@ -146,7 +147,32 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
   const Conv2dTiling tm = conv2d_tiling(mid);
   EXPECT_EQ(tm.pipeline, 3);
   EXPECT_EQ(tm.tile_cols, 64);
-  EXPECT_EQ(tm.threads(), 64);  // 1 x 2 warps of 4 pixel tiles
+  EXPECT_EQ(tm.tile_rows, 2);
+  EXPECT_EQ(tm.threads(), 128);  // 2 rows x 2 channel warps of 4 pixel tiles
+}
+
+// Two rows a step while they fit; an odd height leaves the last step one row; a single output row,
+// or a ring of two rows' window that does not fit, streams one row a step.
+TEST(Conv2dMma, StreamingRowsAStep) {
+  Conv2dVariant odd = seed(Conv2dPrecision::tf32);
+  odd.height = 129;  // 127 output rows
+  const Conv2dTiling t = conv2d_tiling(odd);
+  EXPECT_EQ(t.pipeline, 3);
+  EXPECT_EQ(t.tile_rows, 2);
+  EXPECT_EQ(t.tiles_y, 64);
+  Conv2dVariant one = seed(Conv2dPrecision::tf32);
+  one.height = 3;  // 1 output row
+  const Conv2dTiling t1 = conv2d_tiling(one);
+  EXPECT_EQ(t1.pipeline, 3);
+  EXPECT_EQ(t1.tile_rows, 1);
+  EXPECT_EQ(t1.threads(), 64);
+  EXPECT_EQ(t1.min_blocks, 4);
+  // 16 input channels of 3 x 3 filters: two rows' ring and output tiles pass 100 KiB, one row fits.
+  Conv2dVariant wide = seed(Conv2dPrecision::tf32);
+  wide.in_channels = 16;
+  const Conv2dTiling tw = conv2d_tiling(wide);
+  EXPECT_EQ(tw.pipeline, 3);
+  EXPECT_EQ(tw.tile_rows, 1);
 }
 
 struct Shape {

@@ -59,50 +59,57 @@ int in_extent(int outs, int k, int stride, int dilation) {
 // three-fragment split leaves no registers for the longer-lived streaming state: it measured 6 %
 // slower on the seed, 35 % on a 5 x 5 filter), where the image is wide enough for a tile of 64 or
 // 128 columns (narrower tiles starve the block) and all input channels, the block's weights, the
-// input-row ring and the warps' output tiles fit in kPipelinedBytes: one output row a step
-// (tile_rows = 1), the width with the least computed overhang (narrow tiles count extra for their
-// halo and per-block work). Sets the tile and smem fields of t; false: no fit.
+// input-row ring and the warps' output tiles fit in kPipelinedBytes: a step of one or two output
+// rows (tile_rows), the width with the least computed overhang (narrow tiles count extra for their
+// halo and per-block work). Two rows a step where they fit: the warps of both rows store a channel's
+// rows oy and oy + 1 in the same step, one contiguous run of 2 x OW floats in NCHW; on the seed
+// (H200, 2026-11-21) the output's stores were the kernel's limit at one row a step (504-byte runs,
+// 2.2 TB/s), and runs of 1008 bytes stored together measured 0.210 ms against 0.280. Sets the
+// tile and smem fields of t; false: no fit.
 bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64_t w_per_ci) {
   if (v.precision != Conv2dPrecision::tf32) return false;
   const Conv2dParams& p = v.params;
+  const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
-  const int ring = in_extent(1, v.kernel_h, p.stride_h, p.dilation_h) + 2 * p.stride_h;
   auto cost = [&](int cols) { return static_cast<double>(ceil_div(ow, cols)) * cols * (1.0 + 16.0 / cols); };
   int cols = 0;
   for (int c : {128, 64, 32, 16}) {
     if (cols == 0 || cost(c) < cost(cols)) cols = c;
   }
   if (cols < 64) return false;
-  // With two warps along the channels a warp takes the whole row (up to 8 pixel tiles x 4 channel
-  // tiles: 32 independent accumulator chains a filter tap, 1.25 shared loads per mma): on the seed
-  // 0.277 ms against 0.302 for four warps of 4 x 4 tiles. A single channel warp keeps two warps
+  // With two warps along the channels a warp takes the whole 128-column row (up to 8 pixel tiles x 4
+  // channel tiles: 32 independent accumulator chains a filter tap, 1.25 shared loads per mma): on the
+  // seed 0.277 ms against 0.302 for four warps of 4 x 4 tiles. A single channel warp keeps two warps
   // along the row.
   const int m_total = cols / 16;
   const int m_tiles = std::min(t.warps_n == 2 ? 8 : 4, m_total);
-  const int warps_m = m_total / m_tiles;
+  const int warps_per_row = m_total / m_tiles;
   const int in_cols = in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w);
-  const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
   // The output tile goes through shared memory in passes: one channel tile a pass for the whole-row
-  // warps (less shared memory: 4 blocks a multiprocessor on the seed instead of 3), else two where
-  // they divide evenly. (Four passes for 64-column tiles would let filters as large as 5 x 5 at
-  // stride 2 squeeze into 2 blocks a multiprocessor: 16 % slower than the block tiles there.)
+  // warps (less shared memory), else two where they divide evenly.
   const int out_stage = m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1);
-  const std::int64_t out_floats =
-      std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
-  const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
-  if (bytes > kPipelinedBytes) return false;
-  t.tile_cols = cols;
-  t.tile_rows = 1;
-  t.m_tiles = m_tiles;
-  t.warps_m = warps_m;
-  t.pipeline = 3;
-  t.out_stage = out_stage;
-  t.ci_chunk = ci_pad;
-  t.tiles_x = ceil_div(ow, cols);
-  t.tiles_y = static_cast<int>(v.out_height());
-  t.row_tiles = t.tiles_y;  // an upper bound: the launch picks the rows a block from the batch size
-  t.shared_bytes = static_cast<unsigned>(bytes);
-  return true;
+  for (int rows = std::min(2, oh); rows >= 1; --rows) {
+    const int ring = in_extent(rows, v.kernel_h, p.stride_h, p.dilation_h) + 2 * rows * p.stride_h;
+    const int warps_m = warps_per_row * rows;
+    const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
+    const std::int64_t out_floats =
+        std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
+    const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
+    if (bytes > kPipelinedBytes) continue;
+    t.tile_cols = cols;
+    t.tile_rows = rows;
+    t.m_tiles = m_tiles;
+    t.warps_m = warps_m;
+    t.pipeline = 3;
+    t.out_stage = out_stage;
+    t.ci_chunk = ci_pad;
+    t.tiles_x = ceil_div(ow, cols);
+    t.tiles_y = ceil_div(oh, rows);
+    t.row_tiles = t.tiles_y;  // an upper bound: the launch picks the steps a block from the batch size
+    t.shared_bytes = static_cast<unsigned>(bytes);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -174,9 +181,9 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // for 3xTF32: it holds three fragments per operand and spills a few (20-70 bytes) of them even
   // at 255 registers, so it keeps 3 blocks a multiprocessor.
   t.min_blocks = std::max(1, (v.precision == Conv2dPrecision::tf32 ? 512 : 384) / t.threads());
-  // Row streaming: up to 255 registers (a warp of 8 x 4 tiles holds 128 accumulators; shared memory
-  // limits the seed to 4 blocks of 2 warps anyway).
-  if (t.pipeline == 3) t.min_blocks = std::min(t.min_blocks, 4);
+  // Row streaming: up to 255 registers for a warp of 8 x 4 tiles (128 accumulators; 2 blocks of 4
+  // warps a multiprocessor on the seed), else as above, at most 4 blocks.
+  if (t.pipeline == 3) t.min_blocks = std::clamp((t.m_tiles == 8 ? 256 : 512) / t.threads(), 1, 4);
   if (t.shared_bytes > kMaxSharedBytes) {
     throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
