@@ -299,6 +299,9 @@ TEST_F(CliTest, RunPrecisionIsForConv2dOnly) {
   EXPECT_EQ(unknown.code, 2) << unknown.err;
   EXPECT_CONTAINS(unknown.err, "--precision: unknown conv2d precision 'fp16' (fp32, tf32, tf32x3)");
   EXPECT_EQ(cli({"run", "conv2d", "--precision"}).code, 2);  // CLI11: the value is missing
+  Result empty = cli({"run", "conv2d", "--precision", ""});      // given but empty: not the default
+  EXPECT_EQ(empty.code, 2) << empty.err;
+  EXPECT_CONTAINS(empty.err, "--precision: unknown conv2d precision '' (fp32, tf32, tf32x3)");
   EXPECT_TRUE(entry_files().empty());
 }
 

@@ -3,6 +3,7 @@
 // from one is a usage error (exit 2), any other cuinline::Error a failure (exit 1) — see main.cpp.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,7 @@ struct RunOptions {
   std::vector<std::int64_t> shape;  ///< empty: the op's standard size
   double slope = 0.01;
   double divisor = 2.0;
-  std::string precision;  ///< conv2d only: fp32 (when empty), tf32 or tf32x3
+  std::optional<std::string> precision;  ///< conv2d only: fp32 (when not given), tf32 or tf32x3
   int repeat = 20;
   int device = 0;
 };

@@ -312,13 +312,13 @@ int run_op(const RunOptions& options) {
   if (conv && !options.shape.empty() && options.shape.size() != 4) {
     throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
   }
-  if (!conv && !options.precision.empty()) {
+  if (!conv && options.precision) {
     throw InvalidArgument("--precision: only the conv2d op takes a precision, not '" + options.op + "'");
   }
   auto precision = ops::Conv2dPrecision::fp32;
-  if (!options.precision.empty()) {
+  if (options.precision) {  // given, even as "": an empty name is an error, not the default
     try {
-      precision = ops::parse_conv2d_precision(options.precision);
+      precision = ops::parse_conv2d_precision(*options.precision);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(std::string("--precision: ") + e.what());
     }
