@@ -54,5 +54,8 @@ int main(int argc, char** argv) {
   RUN(16, 8, 2, 2, 4, 4, 1, 3, 4, 1, 1, 4, 0);                   // 4: TF32 block tiles (before streaming)
   RUN(16, 8, 2, 2, 4, 4, 1, 3, 3, 1, 3, 4, 0);                   // 5: 3xTF32 block tiles, filter columns unrolled (the library's)
   RUN(16, 8, 2, 2, 4, 4, 1, 1, 3, 1, 3, 4, 0);                   // 6: the same, a filter column an iteration (11 % slower)
+  RUN(128, 3, 3, 2, 8, 4, 1, 3, 1, 3, 1, 21, 4);                 // 7: row streaming, three rows a step
+  RUN(128, 4, 4, 2, 8, 4, 1, 3, 1, 3, 1, 32, 4);                 // 8: four rows a step, one block an image
+  RUN(128, 4, 4, 2, 8, 4, 1, 3, 1, 3, 1, 16, 4);                 // 9: four rows a step, two blocks an image
   return 0;
 }

@@ -123,8 +123,8 @@ struct Plan {
   static_assert(S::kCiChunk % 8 == 0 && S::kCiPad % S::kCiChunk == 0, "kCiChunk");
   static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCiPad, "the row-tile pipeline needs one input stage");
   static_assert(S::kPipeline >= 0 && S::kPipeline <= 3, "kPipeline is 0, 1, 2 or 3");
-  static_assert(!kStream || ((S::kTY == 1 || S::kTY == 2) && S::kCiChunk == S::kCiPad),
-                "row streaming: one or two rows a step, all channels");
+  static_assert(!kStream || (S::kTY >= 1 && S::kTY <= 4 && S::kCiChunk == S::kCiPad),
+                "row streaming: one to four rows a step, all channels");
   static_assert(!S::kOutStage || (kColTiles % S::kMT == 0 && S::kNT % S::kOutStage == 0),
                 "output staging: a warp's tiles side by side in one row, whole n tiles a pass");
   static_assert(!S::kOutStage || S::kPipeline == 3, "output staging is part of row streaming");
