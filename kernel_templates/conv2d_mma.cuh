@@ -28,7 +28,7 @@
 //   channel tiles).
 //
 // kPipeline = 3 (row streaming, all channels staged): a block computes `row_tiles` steps of kTY
-// (1 or 2) consecutive output rows of one column tile. The weights are staged once; the input rows
+// (1 to 4; the host picks 1 or 2) consecutive output rows of one column tile. The weights are staged once; the input rows
 // live in a ring of kRing = kWindow + 2 * kTY * kSH rows per channel (kWindow: the rows one step
 // reads), so each step stages only the input rows it does not share with the previous one, two steps
 // ahead of the one computed (one barrier a step). With kTY = 2 the warps of the two rows store rows
@@ -91,7 +91,6 @@ struct Plan {
   // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
-  // Input rows one output row reads; rows each further output row adds; rows the ring holds.
   // Row streaming: a step computes kTY output rows; kStepRows input rows further each step;
   // kWindow input rows read by one step; kNew rows each further step stages; kRing rows held.
   static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;
@@ -456,8 +455,9 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 /// The same contract as cuinline_conv2d (conv2d.cuh): input [N][kCin][kH][kW], weight
 /// [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias), output [N][kCout][kOH][kOW].
 /// Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout), N); block: kThreads;
-/// dynamic shared memory: kSmemBytes. row_tiles (rows of tiles a block computes in turn) must be 1
-/// unless kPipeline is 1 (row-tile pipeline) or 3 (row streaming).
+/// dynamic shared memory: kSmemBytes. row_tiles (rows of tiles a block computes in turn; with row
+/// streaming, steps of kTY output rows) must be 1 unless kPipeline is 1 (row-tile pipeline) or 3
+/// (row streaming).
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_mma(const float* __restrict__ input, const float* __restrict__ weight,

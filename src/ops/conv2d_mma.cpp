@@ -13,10 +13,9 @@ namespace {
 // Shared memory a block may use: two blocks still fit on one H100/H200 multiprocessor.
 constexpr int kPipelinedBytes = 100 * 1024;
 constexpr unsigned kMaxSharedBytes = 227 * 1024;
-// Filter taps x 8-channel steps in one unrolled step of the channel loop (code size, NVRTC time);
-// a third of it is used (see mma_tiling).
-constexpr int kUnrollSteps = 12;
-// Most mma instructions in the unrolled filter-column loop (see kw_unroll).
+// The unrolled body of the accumulation loop (code size, NVRTC time; see mma_tiling): at most
+// kUnrollTaps filter taps x 8-channel steps and kUnrolledMma mma instructions.
+constexpr int kUnrollTaps = 4;
 constexpr int kUnrolledMma = 144;
 
 // Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
@@ -190,16 +189,15 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   }
   // The unrolled body of the accumulation loop. Filter columns unroll fully (constant fragment
   // offsets) unless kernel_w taps would pass kUnrolledMma mma instructions; then one tap an
-  // iteration. Then whole filter rows and 8-channel steps, up to kUnrollSteps / 3 taps x steps and
+  // iteration. Then whole filter rows and 8-channel steps, up to kUnrollTaps taps x steps and
   // kUnrolledMma mma (3xTF32 holds three fragments an operand: a longer body spills). NVRTC's time
   // grows with the body (optimizer and ptxas). The mma bound is 3xTF32's 3 x 3 block tile (3 taps x
   // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 (2026-11-21) rolling cost the 3 x 3 seed
-  // 11-15 % and 5 x 5 filters 2-10 %, and saved 7 x 7 filters 4-15 % (their unrolled body
-  // spilled); NVRTC time on the CPU build host: 7 x 7 stem 0.87 -> 0.31 s, a 5 x 5 filter at stride
-  // 2 0.73 s unrolled.
+  // 11-15 % (so it does not roll), 5 x 5 filters -4 % / +8 %, and saved 7 x 7 filters 4-12 %
+  // (their unrolled body spilled); NVRTC time of the 7 x 7 stem: 0.59 s unrolled, 0.20 s rolled.
   const int tap_mma = t.m_tiles * t.n_tiles * (v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
   t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma ? v.kernel_w : 1;
-  const int body_taps = std::max(1, std::min(kUnrollSteps / 3, kUnrolledMma / tap_mma));
+  const int body_taps = std::max(1, std::min(kUnrollTaps, kUnrolledMma / tap_mma));
   t.kh_unroll = t.kw_unroll < v.kernel_w ? 1 : std::clamp(body_taps / v.kernel_w, 1, v.kernel_h);
   int ci_unroll = t.kw_unroll < v.kernel_w || t.kh_unroll < v.kernel_h
                       ? 1
