@@ -39,9 +39,6 @@ int main(int argc, char** argv) {
   SeedData d;
   print_bandwidth_peers(d);
   // TC, TY, WM, WN, MT, NT, KHU, KWU, MINB, PIPE, SPLIT, RT, OUTSTAGE
-#define RUN(...)                                                          \
-  if (only < 0 || only == index) run<Seed<__VA_ARGS__>>(#__VA_ARGS__, d); \
-  ++index
 #define RUN_E(E, ...)                                                                \
   if (only < 0 || only == index) run<Seed<__VA_ARGS__>, E>(#E " " #__VA_ARGS__, d); \
   ++index

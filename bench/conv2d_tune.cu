@@ -26,9 +26,6 @@ int main(int argc, char** argv) {
   printf("floors: FMA 0.28 ms (H200/H100 SXM 67 TFLOP/s), bytes 587 MB\n");
   print_bandwidth_peers(d);
   // TX, TY, TG, TP, TC, CI chunk, CI unroll, min blocks, row tiles (, TK, KH unroll)
-#define RUN(...)                                                          \
-  if (only < 0 || only == index) run<Seed<__VA_ARGS__>>(#__VA_ARGS__, d); \
-  ++index
   RUN(32, 2, 4, 4, 16, 8, 1, 2, 4);  // 0: the library's choice
   RUN(32, 2, 4, 4, 16, 8, 1, 2, 8);
   RUN(32, 2, 4, 4, 16, 8, 1, 2, 16);

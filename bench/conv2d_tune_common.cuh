@@ -152,4 +152,10 @@ void run_variant(const char* name, Kernel kernel, int rt, SeedData& d) {
       [&] { kernel<<<grid, P::kThreads, P::kSmemBytes>>>(d.in, d.w, d.b, d.out, rt); }, d);
 }
 
+// One variant of a harness's list: main() keeps `only` (the index asked for, -1: all), `index` and
+// `d`; the harness defines run<S>(name, d) and its parameter struct Seed<...>.
+#define RUN(...)                                                          \
+  if (only < 0 || only == index) run<Seed<__VA_ARGS__>>(#__VA_ARGS__, d); \
+  ++index
+
 #endif  // CUINLINE_BENCH_CONV2D_TUNE_COMMON_CUH

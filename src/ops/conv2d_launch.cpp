@@ -83,10 +83,11 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
   const std::int64_t per_strip = std::int64_t{t.tiles_x} * cout_tiles * n;  // blocks per row strip
   if (t.pipeline == 3) {
-    // Row streaming: the image's rows are cut into strips, one block each; the fewest (waves x rows
-    // a block), a block's start (weights and the first window) counted as 2 rows. For a given number
-    // of waves more strips only shorten them, so the candidates are the most strips that fill 1, 2,
-    // 3 or 4 waves (past 4 waves more strips only add starts): four evaluations a launch.
+    // Row streaming: the image's tile rows (steps of tile_rows output rows) are cut into strips, one
+    // block each; the fewest (waves x steps a block), a block's start (weights and the first window)
+    // counted as 2 steps. For a given number of waves more strips only shorten them, so the
+    // candidates are the most strips that fill 1, 2, 3 or 4 waves (past 4 waves more strips only add
+    // starts): four evaluations a launch.
     const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
     int best_rows = t.tiles_y;
     std::int64_t best_cost = -1;
