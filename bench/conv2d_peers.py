@@ -167,11 +167,17 @@ def regime(case, lib, sms):
     tiles_x, tiles_y, block_ch, ci_chunk, rt_max = t[9], t[10], t[11], t[5], t[7]
     cout_tiles = -(-case.cout // block_ch)
     rt = 1
-    for cand in (4, 2):
-        if rt_max > 1 and tiles_x * -(-tiles_y // cand) * cout_tiles * case.n >= 8 * sms:
+    for cand in (8, 4, 2):
+        if cand <= rt_max and tiles_x * -(-tiles_y // cand) * cout_tiles * case.n >= 8 * sms:
             rt = cand
             break
     blocks = tiles_x * -(-tiles_y // rt) * cout_tiles * case.n
+    if t[12] == 4:  # Winograd F(2x2, 3x3): threads_x tile lanes, threads_y x groups warps
+        tile = (f"Winograd F(2x2,3x3), {t[1]}x{t[2]} warps, {t[3] // 2} tiles x {t[4]} ch/thread, "
+                f"{-(-case.cin // ci_chunk)} chunk(s)")
+        if blocks < sms:
+            return f"occupancy: {blocks} blocks for {sms} SMs ({tile})"
+        return f"shared-memory loads of the transformed operands ({tile})"
     tile = f"block {t[0]}x{t[1]}x{t[2]}, {t[3]} px x {t[4]} ch/thread"
     if blocks < sms:
         return f"occupancy: {blocks} blocks for {sms} SMs ({tile})"

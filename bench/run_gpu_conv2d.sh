@@ -64,6 +64,11 @@ PY
   python3 bench/conv2d_peers.py --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/conv2d.md" \
     --plot "$OUT/conv2d_sweep.png"
   peers_rc=$?
+  # The 3 x 3 stride-1 sweep shapes again with the direct FMA kernel (Winograd off): the fp32
+  # algorithm comparison, same machine, same run.
+  echo "== direct FMA kernel on the Winograd shapes (CUINLINE_CONV2D_WINOGRAD=0)"
+  CUINLINE_CONV2D_WINOGRAD=0 python3 bench/conv2d_peers.py --lib "$build/bench/libcuinline_bench_capi.so" \
+    --out "$OUT/conv2d_direct.md" --shapes 0,15 --no-compile || peers_rc=1
   echo "== total: $(($(date +%s) - t0)) s (tests rc=$tests_rc, peers rc=$peers_rc)"
   [ "$tests_rc" -eq 0 ] && [ "$peers_rc" -eq 0 ]
 }

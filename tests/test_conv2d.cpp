@@ -85,14 +85,58 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
 }
 
 TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
+  // fp32 3 x 3 stride 1 with 8 input channels: Winograd F(2x2, 3x3), 4 warps x 16 tiles x 16
+  // channels, the block's 64 channels at once, up to 8 tile rows a block.
   const Conv2dTiling t = conv2d_tiling(seed_variant());
-  EXPECT_EQ(t.threads_x, 32);
-  EXPECT_EQ(t.pixels_per_thread, 4);
-  EXPECT_EQ(t.channels_per_thread, 16);
+  EXPECT_TRUE(t.winograd);
+  EXPECT_FALSE(t.tensor_cores);
+  EXPECT_EQ(t.pipeline, 4);
+  EXPECT_EQ(t.threads(), 128);
   EXPECT_EQ(t.block_channels(), 64);
-  EXPECT_LE(t.threads(), 256);
-  EXPECT_EQ(t.threads() % 32, 0);
-  EXPECT_GT(t.row_tiles, 1);
+  EXPECT_EQ(t.threads_x, 8);         // tile lanes of a warp
+  EXPECT_EQ(t.pixels_per_thread, 4);  // 2 tiles of 2 columns
+  EXPECT_EQ(t.channels_per_thread, 4);
+  EXPECT_EQ(t.ci_chunk, 8);
+  EXPECT_EQ(t.tiles_x, 4);   // 63 tiles across, 16 a block
+  EXPECT_EQ(t.tiles_y, 63);  // 126 output rows, 2 a tile row
+  EXPECT_EQ(t.row_tiles, 8);
+  EXPECT_EQ(t.min_blocks, 3);
+  // U (8 x 16 x 64) + V (8 x 16 x 16) + 2 raw stages (8 x 4 x 36) floats.
+  EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 2 * 8 * 4 * 36) * 4u);
+}
+
+TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
+  const Op e = div_leaky_relu_epilogue(2.0, 0.01);
+  auto tiling = [&](int cin, int cout, int k, Conv2dParams p, Conv2dPrecision prec = Conv2dPrecision::fp32) {
+    Conv2dVariant v = make_conv2d_variant(cin, 40, 40, cout, k, k, p, true, e);
+    v.precision = prec;
+    return conv2d_tiling(v);
+  };
+  EXPECT_TRUE(tiling(8, 16, 3, Conv2dParams::square(1, 1)).winograd);
+  EXPECT_TRUE(tiling(8, 128, 3, {}).winograd);
+  EXPECT_FALSE(tiling(4, 64, 3, {}).winograd);     // few input channels: the transforms would dominate
+  EXPECT_FALSE(tiling(16, 64, 3, {}).winograd);    // several channel stages: measured slower than direct
+  EXPECT_FALSE(tiling(64, 64, 3, {}).winograd);
+  EXPECT_FALSE(tiling(8, 8, 3, {}).winograd);      // fewer than 16 output channels
+  EXPECT_FALSE(tiling(8, 64, 5, {}).winograd);     // not 3 x 3
+  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(2)).winograd);
+  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(1, 2, 2)).winograd);  // dilation 2
+  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32).winograd);
+  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32x3).winograd);
+  const Conv2dVariant rect = make_conv2d_variant(8, 40, 40, 64, 3, 1, {}, true, e);
+  EXPECT_FALSE(conv2d_tiling(rect).winograd);
+
+  // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's 4
+  // along the tiles, fewer where the row is narrow (38 output columns: 19 tiles, 2 warps of 16).
+  const Conv2dTiling a = tiling(8, 32, 3, {});
+  EXPECT_EQ(a.channel_groups, 2);
+  EXPECT_EQ(a.threads_y, 2);
+  EXPECT_EQ(a.block_channels(), 32);
+  const Conv2dTiling b = tiling(8, 16, 3, {});
+  EXPECT_EQ(b.channel_groups, 1);
+  EXPECT_EQ(b.threads_y, 2);
+  EXPECT_EQ(b.block_channels(), 16);
+  EXPECT_EQ(b.ci_chunk, 8);
 }
 
 struct Shape {
@@ -133,6 +177,11 @@ TEST(Conv2dCompile, SeveralShapesCompileForSm90) {
       {5, 6, 3, 4, 3, 5, Conv2dParams::square(1, 2), false, Op::chain({})},  // W smaller than the filter
       {7, 9, 9, 12, 3, 3, Conv2dParams::square(1, 1, 3), true, Op::relu()},
       {6, 20, 40, 8, 1, 2, Conv2dParams{3, 3, 0, 1, 1, 1}, true, Op::relu()},  // filter reach < stride
+      // Winograd: odd sizes and padding 1, channels not a multiple of the block's, 2 rows of 2
+      // columns (one tile), 16-byte staging (W and padding multiples of 4).
+      {8, 37, 23, 24, 3, 3, Conv2dParams::square(1, 1), true, Op::relu()},
+      {8, 4, 4, 16, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)},
+      {8, 20, 36, 128, 3, 3, Conv2dParams::square(1, 4), true, Op::relu()},
   };
   for (const Shape& s : shapes) {
     compile_and_report(make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, s.epilogue));

@@ -110,7 +110,9 @@ class Conv2dGpu : public ::testing::TestWithParam<Conv2dPrecision> {
 
   // `specials`: every 7th input and every 11th weight replaced by a special value (NaN, +-Inf,
   // -0.0, subnormals); non-finite outputs must then match the reference exactly (NaN for NaN).
-  void check(const Case& c, bool specials = false) {
+  // `misaligned`: the input starts 4 bytes past a 16-byte boundary (kernels that stage with 16-byte
+  // copies must fall back to 4-byte ones).
+  void check(const Case& c, bool specials = false, bool misaligned = false) {
     Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, c.p, c.bias, c.epilogue);
     v.precision = GetParam();
     SCOPED_TRACE(v.name() + " N=" + std::to_string(c.n));
@@ -131,13 +133,15 @@ class Conv2dGpu : public ::testing::TestWithParam<Conv2dPrecision> {
     std::vector<double> scale;
     const std::vector<float> ref = reference(c, x, wt, b, oh, ow, scale);
 
-    DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dout(ref.size() * 4);
-    dx.copy_from_host(x.data(), x.size() * 4);
+    const std::size_t x_off = misaligned ? 4 : 0;
+    DeviceBuffer dx(x.size() * 4 + x_off), dw(wt.size() * 4), db(b.size() * 4), dout(ref.size() * 4);
+    dx.copy_from_host(x.data(), x.size() * 4, x_off);
     dw.copy_from_host(wt.data(), wt.size() * 4);
     db.copy_from_host(b.data(), b.size() * 4);
     dout.fill_u32(0x7fc00001u);  // poison: a NaN the kernel must overwrite everywhere
     cuinline::Stream stream;
-    const TensorView in = TensorView::contiguous(dx.as<void>(), DType::f32, {c.n, c.cin, c.h, c.w});
+    const TensorView in =
+        TensorView::contiguous(dx.as<char>() + x_off, DType::f32, {c.n, c.cin, c.h, c.w});
     const TensorView weight = TensorView::contiguous(dw.as<void>(), DType::f32, {c.cout, c.cin, c.kh, c.kw});
     const TensorView bias =
         c.bias ? TensorView::contiguous(db.as<void>(), DType::f32, {c.cout}) : TensorView{};
@@ -242,9 +246,22 @@ TEST_P(Conv2dGpu, WideRowsStream) {
   check({2, 8, 3, 130, 16, 3, 3, {}, true, Op::relu()});   // one output row
 }
 
+// fp32 3 x 3 stride 1, 8 input channels (Winograd F(2x2, 3x3)): a block's channels partly past
+// Cout, a single output element, 16-byte staging (W and padding multiples of 4) and its 4-byte
+// fallback for a misaligned input, 128 channels (4 channel warps), 16 (one) on a wide row.
+TEST_P(Conv2dGpu, WinogradEdges) {
+  check({3, 8, 17, 70, 40, 3, 3, {}, false, Op::chain({})});
+  check({2, 8, 3, 3, 16, 3, 3, {}, true, Op::relu()});
+  check({3, 8, 24, 32, 32, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)});
+  check({3, 8, 24, 32, 32, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)}, false, true);
+  check({2, 8, 20, 36, 128, 3, 3, Conv2dParams::square(1, 4), true, Op::relu()});
+  check({2, 8, 10, 150, 16, 3, 3, Conv2dParams::square(1, 1), true, Op::leaky_relu(0.1)});
+}
+
 TEST_P(Conv2dGpu, SpecialValues) {
   check({2, 8, 20, 21, 16, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)}, true);
   check({1, 16, 9, 9, 24, 1, 1, {}, false, Op::relu()}, true);
+  check({2, 8, 16, 32, 32, 3, 3, {}, true, Op::relu()}, true);  // Winograd with 16-byte staging
 }
 
 TEST_P(Conv2dGpu, KernelMapServesRepeatedCalls) {

@@ -111,7 +111,8 @@ struct Conv2dTiling {
   /// tile's input copied during this one's math); 2: channel-chunk pipeline (the next chunk's
   /// input and weights copied during this chunk's math); 3 (tensor cores): row streaming (one
   /// output row a step, weights staged once, input rows in a ring: each row stages only the input
-  /// rows the previous one did not read, two rows ahead).
+  /// rows the previous one did not read, two rows ahead); 4 (fp32 3 x 3, stride 1): Winograd
+  /// F(2x2, 3x3), the next tile row's input copied during this one's transform and products.
   int pipeline = 0;
   /// Most row tiles one block computes in turn (pipelines 1 and 3; else 1): an upper bound, the
   /// launch picks the number from the batch size and the device.
@@ -128,11 +129,19 @@ struct Conv2dTiling {
   /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
   int out_stage = 0;
+  /// fp32 3 x 3 stride-1 filters (pipeline 4): Winograd F(2x2, 3x3). The block is threads_y warps
+  /// along the tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
+  /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / 2 tiles of 2 x 2 outputs x
+  /// channels_per_thread channels; tiles_y counts tile rows (2 output rows each).
+  bool winograd = false;
   int threads() const noexcept {
-    return tensor_cores ? 32 * warps_m * warps_n : threads_x * threads_y * channel_groups;
+    if (tensor_cores) return 32 * warps_m * warps_n;
+    return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;
   }
   int block_channels() const noexcept {
-    return tensor_cores ? 8 * warps_n * n_tiles : channel_groups * channels_per_thread;
+    if (tensor_cores) return 8 * warps_n * n_tiles;
+    return winograd ? channel_groups * (32 / threads_x) * channels_per_thread
+                    : channel_groups * channels_per_thread;
   }
 };
 Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);

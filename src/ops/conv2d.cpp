@@ -185,6 +185,7 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
   if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::mma_tiling(v);
+  if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
   return fp32_plan(v).t;
 }
 
@@ -315,9 +316,11 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
-  return v.precision == Conv2dPrecision::fp32
-             ? "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
-             : "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+  if (v.precision != Conv2dPrecision::fp32)
+    return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+  return conv2d_impl::winograd_applies(v)
+             ? "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+             : "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 }
 
 namespace conv2d_impl {
@@ -356,6 +359,7 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 CompileRequest make_request(const Conv2dVariant& v) {
   if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::make_mma_request(v);
   v.validate();
+  if (conv2d_impl::winograd_applies(v)) return conv2d_impl::make_winograd_request(v);
   const Fp32Plan fp = fp32_plan(v);
   const Conv2dTiling& t = fp.t;
   const auto c = conv2d_impl::render_constant;

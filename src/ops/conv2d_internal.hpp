@@ -28,5 +28,13 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t);
 Conv2dTiling mma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).
 CompileRequest make_mma_request(const Conv2dVariant& v);
+/// Whether an fp32 variant is computed by Winograd F(2x2, 3x3) (conv2d_winograd.cuh): 3 x 3 filter,
+/// stride 1, dilation 1, 8 input and at least 16 output channels, unless the environment sets
+/// CUINLINE_CONV2D_WINOGRAD=0 (read once). The variant must be valid.
+bool winograd_applies(const Conv2dVariant& v);
+/// The tiling of a Winograd variant (winograd_applies(v)).
+Conv2dTiling winograd_tiling(const Conv2dVariant& v);
+/// The CompileRequest of a Winograd variant (winograd_applies(v)).
+CompileRequest make_winograd_request(const Conv2dVariant& v);
 
 }  // namespace cuinline::ops::conv2d_impl

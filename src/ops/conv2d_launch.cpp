@@ -103,6 +103,16 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return best_rows;
   }
+  if (t.winograd) {
+    // A block walks down up to 8 tile rows (its weights transformed once); at least ~2.7 waves of
+    // 3 blocks per SM.
+    for (int rt : {8, 4, 2}) {
+      if (rt > t.row_tiles) continue;
+      const std::int64_t blocks = per_strip * ((t.tiles_y + rt - 1) / rt);
+      if (blocks >= std::int64_t{8} * e.multiprocessors) return rt;
+    }
+    return 1;
+  }
   // Keep at least ~4 blocks per resident slot (2 per SM) so the tail stays short.
   for (int rt : {4, 2}) {
     const std::int64_t blocks = per_strip * ((t.tiles_y + rt - 1) / rt);
