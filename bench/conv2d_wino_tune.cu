@@ -1,5 +1,5 @@
 // Standalone tuning harness for kernel_templates/conv2d_winograd.cuh (not part of the CMake build):
-//   nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false bench/conv2d_wino_tune.cu -o /tmp/w && /tmp/w [index]
+//   nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Xptxas=-O1 bench/conv2d_wino_tune.cu -o /tmp/wt && /tmp/wt [index]
 // Times several tilings of the Winograd F(2x2, 3x3) kernel on the seed shape (128x8x128x128, 64
 // filters 3x3, /2, LeakyReLU 0.01) against a double-accumulation reference (conv2d_tune_common.cuh).
 #include "../kernel_templates/conv2d.cuh"
@@ -36,14 +36,13 @@ int main(int argc, char** argv) {
                                                           cuinline_conv2d<DirectSeed, DivLeaky>, 4, d);
   }
   // TT, TCo, LX, WX, WC, CI chunk, min blocks, row tiles, CI unroll
-  // H200, 2026-11-21, in-run direct baseline 0.557 ms: 0 measured 0.469-0.51 (the library's own
-  // launch 0.469); rolled channel loops spilled (1: 0.70 ms, 2: 0.50, 4: 0.73); 64 or 256 threads,
-  // 8 or 32 tile lanes, a single barrier a step (double-buffered V) and 64-accumulator tiles with
-  // the positions split over lane pairs were all slower (0.48-0.64 ms).
-  RUN(2, 4, 8, 1, 4, 8, 3, 8, 8);   // 0: the library's seed tiling (16 tiles x 64 channels, 128 threads)
-  RUN(2, 4, 8, 1, 4, 8, 3, 8, 2);   // 1: channel loop unrolled 2
-  RUN(2, 4, 16, 1, 4, 8, 2, 8, 8);  // 2: 16 tile lanes (32 tiles x 32 channels), no register cap
-  RUN(2, 4, 8, 2, 2, 8, 3, 8, 8);   // 3: 32 tiles x 32 channels
-  RUN(2, 4, 8, 1, 4, 8, 3, 16, 8);  // 4: 16 tile rows a block
+  // H200, 2026-11-21, ptxas -O1 as the library compiles it, in-run direct baseline 0.573 ms: 0 ran
+  // 0.436, 1 0.444, 2 0.433, 3 0.421; rows of 4 tile rows 0.478-0.481; 4 tiles x 2 channels a thread
+  // 0.519. At ptxas's default -O3 the same kernels ran 0.462-0.530 (the lane numbering before pairs:
+  // 0.513). With --Ofast-compile=min 0.430-0.485; =mid spilled (6.7 ms).
+  RUN(2, 4, 8, 1, 4, 8, 2, 8, 1);  // 0: the library's seed tiling (channel loop rolled, 8 warps an SM)
+  RUN(2, 4, 8, 1, 4, 8, 3, 8, 1);  // 1: 12 warps an SM (168 registers)
+  RUN(2, 4, 8, 1, 4, 8, 3, 8, 4);  // 2: channel loop unrolled 4
+  RUN(2, 4, 8, 1, 4, 8, 3, 8, 8);  // 3: unrolled 8 (NVRTC ~2.3x the time of 0)
   return 0;
 }

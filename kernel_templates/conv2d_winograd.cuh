@@ -18,11 +18,15 @@
 // one is computed), transforms them into V in shared memory, and every thread accumulates the 16
 // transformed products of kTT tiles x kTCo channels (16 * kTT * kTCo registers). The library uses
 // one chunk (8 input channels): with 2-8 chunks it measured slower than the direct kernel. The
-// limit is shared-memory bandwidth: each 16-byte load of U or V feeds only kTT or kTCo products. A warp is
-// kLX tile lanes x (32 / kLX) channel lanes: V loads are distinct per tile lane, U loads per channel
-// lane, each a 16-byte load whose distinct addresses are contiguous (one shared-memory wavefront).
-// Thread (tile lane lx) owns tiles lx + k * kLX of its warp's span, so its V loads of a row are
-// contiguous across lanes too.
+// limit is shared-memory bandwidth: a 16-byte load of V feeds 4 * kTCo products, one of U 4 * kTT,
+// and a 16-byte load returns 4 registers a lane, in 4 wavefronts of 128 bytes, unless the lanes
+// n and n ^ 1 (or n and n ^ 2) read the same addresses: then 2. A warp is kLX tile lanes x
+// (32 / kLX) channel lanes, numbered so that both U and V loads pair up (see the kernel): V loads are
+// distinct per tile lane, U loads per channel lane, and the distinct addresses of each half-warp
+// are contiguous. Thread (tile lane lx) owns tiles lx + k * kLX of its warp's span, so its V loads
+// of a row are contiguous across lanes too. The products run one row of 4 positions at a time, so
+// only kTT + kTCo 16-byte operands are live beside the accumulators: the channel loop can stay
+// rolled (kCiUnroll 1) without spilling, which halves the NVRTC time of the fully unrolled body.
 //
 // Required members of S (all `static constexpr int`): the shape (kCin, kH, kW, kCout, kKH == 3,
 // kKW == 3, kSH == kSW == 1, kPH, kPW, kDH == kDW == 1, kOH, kOW, kHasBias) and
@@ -34,6 +38,8 @@
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
 #define CUINLINE_CONV2D_WINOGRAD_CUH
+
+#include "conv2d.cuh"
 
 namespace cuinline_conv2d_wino_detail {
 
@@ -62,22 +68,16 @@ struct WPlan {
   static constexpr int kStoreVec = S::kOW % 2 == 0 ? 2 : 1;
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,
                 "Winograd F(2x2, 3x3) needs a 3 x 3 filter, stride 1, dilation 1");
-  static_assert(32 % S::kLX == 0, "kLX must divide 32");
+  static_assert(32 % S::kLX == 0 && S::kLX <= 16, "kLX must divide 16 (two channel lanes at least)");
   static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");
   static_assert(kThreads <= 1024, "block too large");
 };
 
-__device__ __forceinline__ void wino_copy_async(float* dst, const float* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void wino_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int kPending>
-__device__ __forceinline__ void wino_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
+// 4-byte cp.async, its commit and wait, and streaming stores: conv2d.cuh's.
+using cuinline_conv2d_detail::copy_async;
+using cuinline_conv2d_detail::copy_async_commit;
+using cuinline_conv2d_detail::copy_async_wait;
+using cuinline_conv2d_detail::store_streaming;
 
 // U = G g G^T for every (output channel of the block, input channel), G = [1 0 0; .5 .5 .5;
 // .5 -.5 .5; 0 0 1]. Channels past kCout get zeros.
@@ -126,7 +126,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
   if (P::kVecStage && vec) {
     constexpr int kChunksPerRow = (P::kInCols + 3) / 4;
     constexpr int kPer = 4 * kChunksPerRow;
-#pragma unroll 2
+#pragma unroll 1
     for (int i = threadIdx.x; i < S::kCiChunk * kPer; i += P::kThreads) {
       const int ci = i / kPer;
       const int rc = i - ci * kPer;
@@ -141,7 +141,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
     }
   } else {
     constexpr int kPer = 4 * P::kInCols;
-#pragma unroll 4
+#pragma unroll 1
     for (int i = threadIdx.x; i < S::kCiChunk * kPer; i += P::kThreads) {
       const int ci = i / kPer;
       const int rc = i - ci * kPer;
@@ -151,7 +151,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
       const int ix = ix0 + c;
       const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
       const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-      wino_copy_async(s_raw + (ci * 4 + r) * P::kPitch + c, src, inside);
+      copy_async(s_raw + (ci * 4 + r) * P::kPitch + c, src, inside);
     }
   }
 }
@@ -193,42 +193,38 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v) 
   }
 }
 
-// acc[t][c][xi] += U[ci][xi][c] * V[ci][xi][t] for one channel ci of the chunk; kFresh: acc starts
-// at zero (multiply instead).
+// acc[t][c][xi] += U[ci][xi][c] * V[ci][xi][t] for one channel ci of the chunk, one row of four
+// positions at a time (kTT + kTCo float4 operands live, not 16 * (kTT + kTCo) floats); kFresh: acc
+// starts at zero (multiply instead).
 template <class S, bool kFresh>
 __device__ __forceinline__ void channel_step(const float* s_u, const float* s_v,
                                              float (&acc)[S::kTT][S::kTCo][16], int tile0, int group, int ci) {
   using P = WPlan<S>;
-  float v[S::kTT][16];
 #pragma unroll
-  for (int t = 0; t < S::kTT; ++t) {
+  for (int r = 0; r < 4; ++r) {
+    float4 v[S::kTT];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float4 x =
-          *reinterpret_cast<const float4*>(s_v + ((ci * 4 + r) * P::kBlockTiles + tile0 + t * S::kLX) * 4);
-      v[t][4 * r] = x.x;
-      v[t][4 * r + 1] = x.y;
-      v[t][4 * r + 2] = x.z;
-      v[t][4 * r + 3] = x.w;
-    }
-  }
+    for (int t = 0; t < S::kTT; ++t)
+      v[t] = *reinterpret_cast<const float4*>(s_v + ((ci * 4 + r) * P::kBlockTiles + tile0 + t * S::kLX) * 4);
 #pragma unroll
-  for (int c = 0; c < S::kTCo; ++c) {
-    float u[16];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float4 x =
+    for (int c = 0; c < S::kTCo; ++c) {
+      const float4 u =
           *reinterpret_cast<const float4*>(s_u + (((ci * 4 + r) * S::kTCo + c) * P::kGroups + group) * 4);
-      u[4 * r] = x.x;
-      u[4 * r + 1] = x.y;
-      u[4 * r + 2] = x.z;
-      u[4 * r + 3] = x.w;
-    }
 #pragma unroll
-    for (int t = 0; t < S::kTT; ++t) {
-#pragma unroll
-      for (int x = 0; x < 16; ++x)
-        acc[t][c][x] = kFresh ? __fmul_rn(u[x], v[t][x]) : __fmaf_rn(u[x], v[t][x], acc[t][c][x]);
+      for (int t = 0; t < S::kTT; ++t) {
+        float* a = acc[t][c] + 4 * r;
+        if (kFresh) {
+          a[0] = __fmul_rn(u.x, v[t].x);
+          a[1] = __fmul_rn(u.y, v[t].y);
+          a[2] = __fmul_rn(u.z, v[t].z);
+          a[3] = __fmul_rn(u.w, v[t].w);
+        } else {
+          a[0] = __fmaf_rn(u.x, v[t].x, a[0]);
+          a[1] = __fmaf_rn(u.y, v[t].y, a[1]);
+          a[2] = __fmaf_rn(u.z, v[t].z, a[2]);
+          a[3] = __fmaf_rn(u.w, v[t].w, a[3]);
+        }
+      }
     }
   }
 }
@@ -244,11 +240,6 @@ __device__ __forceinline__ void accumulate(const float* s_u, const float* s_v, f
   }
 #pragma unroll S::kCiUnroll
   for (int ci = ci0; ci < S::kCiChunk; ++ci) channel_step<S, false>(s_u, s_v, acc, tile0, group, ci);
-}
-
-template <class T>
-__device__ __forceinline__ void wino_store(T* p, T v) {
-  __stcs(p, v);
 }
 
 // The 2 x 2 outputs (before bias) of the tile at (oy, ox) of channel co, computed directly from
@@ -292,14 +283,14 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, flo
   y11 = E{}(y11 + b);
   if (ox >= S::kOW) return;
   if (P::kStoreVec == 2) {
-    wino_store(reinterpret_cast<float2*>(dst + ox), make_float2(y00, y01));
-    if (oy + 1 < S::kOH) wino_store(reinterpret_cast<float2*>(dst + S::kOW + ox), make_float2(y10, y11));
+    store_streaming(reinterpret_cast<float2*>(dst + ox), make_float2(y00, y01));
+    if (oy + 1 < S::kOH) store_streaming(reinterpret_cast<float2*>(dst + S::kOW + ox), make_float2(y10, y11));
   } else {
-    wino_store(dst + ox, y00);
-    if (ox + 1 < S::kOW) wino_store(dst + ox + 1, y01);
+    store_streaming(dst + ox, y00);
+    if (ox + 1 < S::kOW) store_streaming(dst + ox + 1, y01);
     if (oy + 1 < S::kOH) {
-      wino_store(dst + S::kOW + ox, y10);
-      if (ox + 1 < S::kOW) wino_store(dst + S::kOW + ox + 1, y11);
+      store_streaming(dst + S::kOW + ox, y10);
+      if (ox + 1 < S::kOW) store_streaming(dst + S::kOW + ox + 1, y11);
     }
   }
 }
@@ -379,8 +370,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   const int lane = threadIdx.x % 32;
   const int wx = warp % S::kWX;
   const int wc = warp / S::kWX;
-  const int lx = lane % S::kLX;  // lane = channel lane * kLX + tile lane
-  const int group = wc * P::kLanesC + lane / S::kLX;
+  // Lane bits: bit 0 is channel-lane bit 0, bits 1 .. log2(kLX) the tile lane, the rest the other
+  // channel-lane bits. Lanes n and n ^ 1 then load the same V, lanes n and n ^ 2 the same U, and a
+  // 16-byte shared load whose lane pairs (n, n ^ 1) or (n, n ^ 2) share addresses returns in 2
+  // wavefronts instead of 4.
+  const int lx = (lane >> 1) % S::kLX;
+  const int group = wc * P::kLanesC + ((lane & 1) | ((lane >> 1) / S::kLX) << 1);
   const int bx = blockIdx.x % P::kTilesX;
   const int ty0 = blockIdx.x / P::kTilesX * row_tiles;
   const int co0 = blockIdx.y * P::kBlockCout;
@@ -396,7 +391,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   // while g is transformed and computed.
   const bool vec = (reinterpret_cast<unsigned long long>(input) & 15) == 0;
   d::stage_input<S>(in_n, s_raw, 0, 2 * ty0 - S::kPH, ix0, vec);
-  d::wino_commit();
+  d::copy_async_commit();
   d::stage_weights<S>(weight, s_u, co0);
 #pragma unroll 1
   for (int g = 0; g < steps; ++g) {
@@ -406,16 +401,18 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
       const int k1 = (g + 1) % P::kChunks;
       const int ty1 = ty0 + (g + 1) / P::kChunks;
       d::stage_input<S>(in_n, s_raw + ((g + 1) & 1) * P::kRawFloats, k1 * S::kCiChunk, 2 * ty1 - S::kPH, ix0, vec);
-      d::wino_commit();
-      d::wino_wait<1>();
+      d::copy_async_commit();
+      d::copy_async_wait<1>();
     } else {
-      d::wino_wait<0>();
+      d::copy_async_wait<0>();
     }
     __syncthreads();  // raw stage g (and, at g = 0, U) visible; every thread is done with V
     d::transform_input<S>(s_raw + (g & 1) * P::kRawFloats, s_v);
     __syncthreads();
     const float* s_uk = s_u + k * S::kCiChunk * 16 * P::kBlockCout;
-    if (P::kChunks == 1 || k == 0) {
+    if constexpr (P::kChunks == 1) {
+      d::accumulate<S, true>(s_uk, s_v, acc, tile0, group);
+    } else if (k == 0) {
       d::accumulate<S, true>(s_uk, s_v, acc, tile0, group);
     } else {
       d::accumulate<S, false>(s_uk, s_v, acc, tile0, group);

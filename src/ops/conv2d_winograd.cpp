@@ -77,11 +77,12 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
       break;
     }
   }
-  t.ci_unroll = t.ci_chunk;  // whole chunk unrolled: rolled or partly unrolled loops spilled and ran
-                             // 2-50 % slower (0.50-0.73 ms against 0.49 on the seed)
-  // ~12 resident warps per multiprocessor: caps registers at ~168 (the 128 accumulators and the
-  // operands of one channel; more registers measured slower, fewer spill).
-  t.min_blocks = std::max(1, 12 / (warps_x * warps_c));
+  // The channel loop rolled: NVRTC compiles the seed's variant in ~45 % of the time of the unrolled
+  // one (which ran 0.421 against 0.444 ms in the harness, H200, 2026-11-21; unrolled 4: 0.433).
+  t.ci_unroll = 1;
+  // ~8 resident warps per multiprocessor, registers capped at 255: 0.436 ms against 0.444 with 12
+  // warps (168 registers) on the seed in the same harness run.
+  t.min_blocks = std::max(1, 8 / (warps_x * warps_c));
   const int block_tiles = warps_x * kWarpTiles;
   t.tiles_x = ceil_div(tiles_across, block_tiles);
   t.tiles_y = ceil_div(oh, 2);
@@ -113,12 +114,14 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   CompileRequest request;
   request.name = "conv2d_winograd.cu";
   request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_winograd.cuh"}) {
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh", "conv2d_winograd.cuh"}) {
     request.headers.push_back({header, cuinline::detail::template_text(header)});
   }
   // The products accumulate with explicit __fmaf_rn; no contraction elsewhere, so the transforms,
-  // bias and epilogue round after every step.
-  request.options = {"--fmad=false"};
+  // bias and epilogue round after every step. ptxas -O1: its default -O3 schedule ran this kernel
+  // slower (seed, harness, H200: 0.444 ms against 0.530 rolled, 0.421 against 0.462 unrolled) and
+  // takes longer to compile.
+  request.options = {"--fmad=false", "--ptxas-options=-O1"};
   request.name_expressions = {kernel_name(v)};
   return request;
 }
