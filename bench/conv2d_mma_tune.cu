@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   RUN(16, 8, 2, 2, 4, 4, 1, 3, 4, 1, 1, 4, 0);                   // 4: TF32 block tiles (before streaming)
   RUN(16, 8, 2, 2, 4, 4, 1, 3, 3, 1, 3, 4, 0);                   // 5: 3xTF32 block tiles, filter columns unrolled (the library's)
   RUN(16, 8, 2, 2, 4, 4, 1, 1, 3, 1, 3, 4, 0);                   // 6: the same, a filter column an iteration (11 % slower)
+  // ptxas -O1 (H200, 2026-11-21): here 5 / 6 ran 0.670 / 0.644 ms against 0.651 / 0.674 at -O3, but
+  // the library's own 3xTF32 launches at -O1 (6 for 3 x 3 filters) ran 10-75 % slower over the whole
+  // sweep (seed 0.596 -> 0.663), so the library keeps -O3; TF32's 0: 0.233 at -O3, 0.239 at -O1.
   RUN(128, 3, 3, 2, 8, 4, 1, 3, 1, 3, 1, 21, 4);                 // 7: row streaming, three rows a step
   RUN(128, 4, 4, 2, 8, 4, 1, 3, 1, 3, 1, 32, 4);                 // 8: four rows a step, one block an image
   RUN(128, 4, 4, 2, 8, 4, 1, 3, 1, 3, 1, 16, 4);                 // 9: four rows a step, two blocks an image

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   // H200, 2026-11-21, ptxas -O1 as the library compiles it, in-run direct baseline 0.573 ms: 0 ran
   // 0.436, 1 0.444, 2 0.433, 3 0.421; rows of 4 tile rows 0.478-0.481; 4 tiles x 2 channels a thread
   // 0.519. At ptxas's default -O3 the same kernels ran 0.462-0.530 (the lane numbering before pairs:
-  // 0.513). With --Ofast-compile=min 0.430-0.485; =mid spilled (6.7 ms).
+  // 0.513). With --Ofast-compile=min 0.430-0.485; =mid spilled (6.7 ms). Staging U in a bank-conflict-
+  // free order (consecutive threads on consecutive channel groups) ran 0.450 against 0.434 (A/B).
   RUN(2, 4, 8, 1, 4, 8, 2, 8, 1);  // 0: the library's seed tiling (channel loop rolled, 8 warps an SM)
   RUN(2, 4, 8, 1, 4, 8, 3, 8, 1);  // 1: 12 warps an SM (168 registers)
   RUN(2, 4, 8, 1, 4, 8, 3, 8, 4);  // 2: channel loop unrolled 4
