@@ -11,7 +11,8 @@ template <int TX, int TY, int TG, int TP, int TC, int CIC, int UNR, int MINB, in
 struct Seed : SeedShape {
   static constexpr int kRT = RT;
   static constexpr int kTX = TX, kTY = TY, kTG = TG, kTP = TP, kTC = TC, kTK = TK, kCiChunk = CIC,
-                       kCiUnroll = UNR, kKhUnroll = KHU, kMinBlocks = MINB, kPipeline = RT > 1 ? 1 : 0;
+                       kCiUnroll = UNR, kKhUnroll = KHU, kMinBlocks = MINB, kPipeline = RT > 1 ? 1 : 0,
+                       kColPhases = 1;
 };
 
 template <class S>

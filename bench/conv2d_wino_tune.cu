@@ -22,7 +22,7 @@ void run(const char* name, SeedData& d) {
 // The library's direct FMA tiling of the seed (bench/conv2d_tune.cu variant 0): the in-run baseline.
 struct DirectSeed : SeedShape {
   static constexpr int kTX = 32, kTY = 2, kTG = 4, kTP = 4, kTC = 16, kTK = 1, kCiChunk = 8, kCiUnroll = 1,
-                       kKhUnroll = 3, kMinBlocks = 2, kPipeline = 1;
+                       kKhUnroll = 3, kMinBlocks = 2, kPipeline = 1, kColPhases = 1;
 };
 
 int main(int argc, char** argv) {

@@ -14,7 +14,10 @@
 // 16-byte loads whose quarter-warps touch 32 distinct banks. The filter loops are unrolled (kKhUnroll filter
 // rows at a time, every filter column). Where the filter's reach along an axis is no larger than the stride
 // (1x1 stride 2, say), the stage is compact: it holds only the input rows / columns the filter reads, kKH
-// (kKW) per output.
+// (kKW) per output. With a column stride kSW > 1 and a wider reach (3x3 stride 2, say), kColPhases = kSW
+// splits every staged row into kSW phases (input columns of one residue mod kSW, in order): a thread's
+// outputs then read consecutive floats of each phase, so its 16-byte loads sit 16 bytes from its
+// neighbour's (a plain row puts them kTP * kSW floats apart: 2-way bank conflicts at stride 2).
 //
 // Required members of S (all `static constexpr int`):
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias
@@ -22,6 +25,7 @@
 //   kTK (thread sets that split each channel chunk), kCiChunk (input channels per shared-memory
 //   stage), kCiUnroll (unroll of that loop), kKhUnroll (unroll of the filter-row loop),
 //   kMinBlocks (resident blocks per multiprocessor asked of ptxas: caps registers per thread),
+//   kColPhases (1, or kSW to stage each row as kSW column phases: needs a non-compact column axis),
 //   kPipeline: 0 = one buffer, every channel chunk copied then computed;
 //              1 = row-tile pipeline (needs kCiChunk == kCin): weights staged once, the input tile
 //                  double-buffered; a block computes the kernel argument `row_tiles` row tiles in
@@ -54,14 +58,71 @@ struct Plan {
   static constexpr int kColDil = kCompactW ? 1 : S::kDW;
   static constexpr int kInRows = (S::kTY - 1) * kRowStep + (S::kKH - 1) * kRowDil + 1;
   static constexpr int kInCols = (kTileCols - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
-  // Staged columns one thread reads per filter row.
-  static constexpr int kNeed = (S::kTP - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
+  // Column phases (kColPhases == kSW): staged column c sits at phase c % kSW, position c / kSW; filter
+  // column kw of output o reads phase kw * kDW % kSW at position o + kw * kDW / kSW.
+  static constexpr bool kSplit = S::kColPhases > 1;
+  static constexpr int kPhases = kSplit ? S::kSW : 1;
+  // Positions past the thread's first output that phase ph is read at (-1: no filter column reads it).
+  __host__ __device__ static constexpr int phase_reach(int ph) {
+    int m = -1;
+    for (int kw = 0; kw < S::kKW; ++kw) {
+      if (kw * S::kDW % S::kSW == ph && kw * S::kDW / S::kSW > m) m = kw * S::kDW / S::kSW;
+    }
+    return m;
+  }
+  __host__ __device__ static constexpr int phase_need(int ph) { return phase_reach(ph) < 0 ? 0 : S::kTP + phase_reach(ph); }
+  __host__ __device__ static constexpr int max_phase_need() {
+    int n = 0;
+    for (int ph = 0; ph < kPhases; ++ph) n = phase_need(ph) > n ? phase_need(ph) : n;
+    return n;
+  }
+  // Staged columns one thread reads per filter row (per phase when split).
+  static constexpr int kNeed = kSplit ? max_phase_need() : (S::kTP - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
   // 16-byte loads need each thread's first column 4-aligned.
-  static constexpr bool kVecIn = (S::kTP * kColStep) % 4 == 0;
-  static constexpr int kNeedPad = kVecIn ? (kNeed + 3) / 4 * 4 : kNeed;
-  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * kColStep + kNeedPad;
-  static constexpr int kPitchRaw = kInCols > kLastRead ? kInCols : kLastRead;
-  static constexpr int kPitch = (kPitchRaw + 3) / 4 * 4;
+  static constexpr bool kVecIn = (S::kTP * (kSplit ? 1 : kColStep)) % 4 == 0;
+  static constexpr int kNeedPad = kVecIn && !kSplit ? (kNeed + 3) / 4 * 4 : kNeed;
+  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * (kSplit ? 1 : kColStep) + kNeedPad;
+  static constexpr int kPhaseCols = (kInCols + kPhases - 1) / kPhases;  // staged columns of phase 0
+  static constexpr int kPitchRaw = kSplit ? (kPhaseCols > kLastRead ? kPhaseCols : kLastRead)
+                                          : (kInCols > kLastRead ? kInCols : kLastRead);
+  // Shared-memory wavefronts of a warp's first input load with phase pitch pp (floats of one phase;
+  // the row's, unsplit): 32 lanes of 4-byte loads, or 4 quarter-warps of 16-byte loads, each as many
+  // wavefronts as the most distinct addresses that share a bank (a warp spans several thread rows
+  // when kTX < 32: their distance decides the conflicts).
+  __host__ __device__ static constexpr int load_wavefronts(int pp) {
+    const int row = kRowStep * kPhases * pp;
+    const int col = S::kTP * (kSplit ? 1 : kColStep);
+    const int width = kVecIn ? 4 : 1;
+    const int group = width == 4 ? 8 : 32;  // lanes served together
+    int total = 0;
+    for (int g0 = 0; g0 < 32; g0 += group) {
+      int worst = 0;
+      for (int bank = 0; bank < 32 / width; ++bank) {
+        int distinct = 0;
+        for (int l = g0; l < g0 + group; ++l) {
+          const int a = (l / S::kTX % S::kTY) * row + l % S::kTX * col;
+          if (a / width % (32 / width) != bank) continue;
+          bool seen = false;
+          for (int m = g0; m < l; ++m) seen = seen || (m / S::kTX % S::kTY) * row + m % S::kTX * col == a;
+          distinct += seen ? 0 : 1;
+        }
+        worst = distinct > worst ? distinct : worst;
+      }
+      total += worst;
+    }
+    return total;
+  }
+  // The phase pitch: the smallest padding (0 .. 28 floats, 16-byte steps) with the fewest wavefronts.
+  __host__ __device__ static constexpr int best_phase_pitch() {
+    const int base = (kPitchRaw + 3) / 4 * 4;
+    int best = base;
+    for (int pad = 4; pad < 32; pad += 4) {
+      if (load_wavefronts(base + pad) < load_wavefronts(best)) best = base + pad;
+    }
+    return best;
+  }
+  static constexpr int kPhasePitch = best_phase_pitch();  // floats of one phase (the row, unsplit)
+  static constexpr int kPitch = kPhases * kPhasePitch;
   static constexpr int kInFloats = S::kCiChunk * kInRows * kPitch;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kWFloats = S::kCiChunk * kTaps * kBlockCout;
@@ -89,6 +150,8 @@ struct Plan {
   static_assert(S::kKH % S::kKhUnroll == 0, "kKhUnroll must divide kKH");
   static_assert(S::kPipeline != 1 || S::kCiChunk == S::kCin, "the row-tile pipeline needs one input stage");
   static_assert(S::kPipeline >= 0 && S::kPipeline <= 2, "kPipeline is 0, 1 or 2");
+  static_assert(S::kColPhases == 1 || (S::kColPhases == S::kSW && !kCompactW),
+                "kColPhases is 1, or kSW with a non-compact column axis");
 };
 
 // 4-byte asynchronous copy global -> shared (LDGSTS); with `valid` false it writes a zero and
@@ -122,7 +185,8 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
     const int ix = P::kCompactW ? ix0 + c / S::kKW * S::kSW + c % S::kKW * S::kDW : ix0 + c;
     const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
     const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-    copy_async(s_in + (ci * P::kInRows + r) * P::kPitch + c, src, inside);
+    const int col = P::kSplit ? c % S::kSW * P::kPhasePitch + c / S::kSW : c;
+    copy_async(s_in + (ci * P::kInRows + r) * P::kPitch + col, src, inside);
   }
 }
 
@@ -179,26 +243,45 @@ __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (
   }
 }
 
-// acc += the contribution of the kCiChunk staged input channels.
-// N floats of shared memory into registers, as float4 loads when the layout allows (Vec).
-template <int N, bool Vec>
-__device__ __forceinline__ void cv_load_floats(float (&r)[N], const float* p) {
+// N floats of shared memory into r[0, N), as float4 loads (then a float2 and a float for the rest)
+// when p is 16-byte aligned (Vec).
+template <int N, bool Vec, int M>
+__device__ __forceinline__ void cv_load_floats(float (&r)[M], const float* p) {
+  static_assert(N <= M, "register array too small");
   if (Vec) {
+    constexpr int kQuads = N / 4 * 4;
 #pragma unroll
-    for (int q = 0; q < N; q += 4) {
+    for (int q = 0; q < kQuads; q += 4) {
       const float4 v = *reinterpret_cast<const float4*>(p + q);
       r[q] = v.x;
       r[q + 1] = v.y;
       r[q + 2] = v.z;
       r[q + 3] = v.w;
     }
+    if constexpr (N % 4 >= 2) {
+      const float2 v = *reinterpret_cast<const float2*>(p + kQuads);
+      r[kQuads] = v.x;
+      r[kQuads + 1] = v.y;
+    }
+    if constexpr (N % 2 == 1) r[N - 1] = p[N - 1];
   } else {
 #pragma unroll
     for (int q = 0; q < N; ++q) r[q] = p[q];
   }
 }
 
-// Thread set tk sums channels [tk * kCiSlice, (tk + 1) * kCiSlice) of the chunk.
+// Phases Ph .. kPhases - 1 of one staged row, each the floats its filter columns read.
+template <class S, int Ph, int M>
+__device__ __forceinline__ void load_phases(float (&r)[Plan<S>::kPhases][M], const float* row) {
+  using P = Plan<S>;
+  if constexpr (Ph < P::kPhases) {
+    if constexpr (P::phase_need(Ph) > 0)
+      cv_load_floats<P::phase_need(Ph), P::kVecIn>(r[Ph], row + Ph * P::kPhasePitch);
+    load_phases<S, Ph + 1>(r, row);
+  }
+}
+
+// N floats of registers into shared memory, as float4 stores when p is 16-byte aligned (Vec).
 template <int N, bool Vec>
 __device__ __forceinline__ void cv_store_floats(float* p, const float (&r)[N]) {
   if (Vec) {
@@ -211,29 +294,40 @@ __device__ __forceinline__ void cv_store_floats(float* p, const float (&r)[N]) {
   }
 }
 
+// acc += the contribution of the staged channel chunk: thread set tk sums channels
+// [tk * kCiSlice, (tk + 1) * kCiSlice) of it.
 template <class S>
 __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, float (&acc)[S::kTC][S::kTP],
                                            int tx, int ty, int tg, int tk) {
   using P = Plan<S>;
-  s_in += (tk * P::kCiSlice * P::kInRows + ty * P::kRowStep) * P::kPitch + tx * S::kTP * P::kColStep;
+  s_in += (tk * P::kCiSlice * P::kInRows + ty * P::kRowStep) * P::kPitch +
+          tx * S::kTP * (P::kSplit ? 1 : P::kColStep);
   s_w += tk * P::kCiSlice * P::kTaps * P::kBlockCout + tg * S::kTC;
 #pragma unroll S::kCiUnroll
   for (int ci = 0; ci < P::kCiSlice; ++ci) {
 #pragma unroll S::kKhUnroll
     for (int kh = 0; kh < S::kKH; ++kh) {
       const float* row = s_in + (ci * P::kInRows + kh * P::kRowDil) * P::kPitch;
-      float r[P::kNeedPad];
-      cv_load_floats<P::kNeedPad, P::kVecIn>(r, row);
+      float r[P::kPhases][P::kNeedPad];
+      if constexpr (P::kSplit) {
+        load_phases<S, 0>(r, row);
+      } else {
+        cv_load_floats<P::kNeedPad, P::kVecIn>(r[0], row);
+      }
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
         const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout;
         float w[S::kTC];
         cv_load_floats<S::kTC, P::kVecW>(w, wp);
+        // The staged float of output p, filter column kw.
+        constexpr int kSW = P::kSplit ? S::kSW : 1;
+        const int ph = P::kSplit ? kw * S::kDW % kSW : 0;
+        const int off = P::kSplit ? kw * S::kDW / kSW : kw * P::kColDil;
+        const int step = P::kSplit ? 1 : P::kColStep;
 #pragma unroll
         for (int c = 0; c < S::kTC; ++c) {
 #pragma unroll
-          for (int p = 0; p < S::kTP; ++p)
-            acc[c][p] = __fmaf_rn(r[p * P::kColStep + kw * P::kColDil], w[c], acc[c][p]);
+          for (int p = 0; p < S::kTP; ++p) acc[c][p] = __fmaf_rn(r[ph][p * step + off], w[c], acc[c][p]);
         }
       }
     }

@@ -142,6 +142,44 @@ TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
   EXPECT_EQ(b.ci_chunk, 8);
 }
 
+// The direct FMA kernel's tiles: 7 pixels a thread where the output width is a multiple of 7 and
+// an image has enough work, column phases on strided non-compact column axes.
+TEST(Conv2dTiling, SevenPixelTilesAndColumnPhases) {
+  const Op e = div_leaky_relu_epilogue(2.0, 0.01);
+  auto variant = [&](int cin, int hw, int cout, int k, Conv2dParams p) {
+    return make_conv2d_variant(cin, hw, hw, cout, k, k, p, true, e);
+  };
+  // 8x32x112^2 -> 64 k5 p2: 112 = 16 threads x 7 pixels, 128-thread blocks, 3 resident asked.
+  const Conv2dTiling b = conv2d_tiling(variant(32, 112, 64, 5, Conv2dParams::square(1, 2)));
+  EXPECT_EQ(b.pixels_per_thread, 7);
+  EXPECT_EQ(b.channels_per_thread, 8);
+  EXPECT_EQ(b.threads_x, 16);
+  EXPECT_EQ(b.threads(), 128);
+  EXPECT_EQ(b.min_blocks, 3);
+  EXPECT_EQ(b.tiles_x, 1);
+  EXPECT_LE(b.shared_bytes, 75u * 1024);
+  const Conv2dTiling c = conv2d_tiling(variant(64, 56, 64, 3, Conv2dParams::square(1, 1)));
+  EXPECT_EQ(c.pixels_per_thread, 7);
+  EXPECT_EQ(c.threads_x, 8);
+  // Too little work an image (58 M multiply-adds): 4-pixel tiles.
+  EXPECT_EQ(conv2d_tiling(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))).pixels_per_thread, 4);
+  EXPECT_EQ(conv2d_tiling(variant(16, 224, 32, 3, Conv2dParams::square(2, 1))).pixels_per_thread, 4);
+  // Widths that 4-pixel tiles cover exactly.
+  EXPECT_EQ(conv2d_tiling(variant(32, 64, 128, 3, {})).pixels_per_thread, 4);
+
+  auto phases = [&](const Conv2dVariant& v) {
+    const std::string src = make_request(v).source;
+    const auto at = src.find("kColPhases = ");
+    return at == std::string::npos ? -1 : std::stoi(src.substr(at + 13));
+  };
+  EXPECT_EQ(phases(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))), 2);
+  EXPECT_EQ(phases(variant(3, 224, 64, 7, Conv2dParams::square(2, 3))), 2);
+  EXPECT_EQ(phases(make_conv2d_variant(8, 60, 61, 16, 5, 5, Conv2dParams{1, 3, 0, 2, 1, 1}, true, e)), 3);
+  EXPECT_EQ(phases(variant(32, 112, 64, 5, Conv2dParams::square(1, 2))), 1);  // stride 1
+  EXPECT_EQ(phases(variant(64, 224, 16, 1, Conv2dParams::square(2))), 1);     // 1x1 s2: compact
+  EXPECT_EQ(phases(make_conv2d_variant(8, 60, 61, 16, 5, 5, Conv2dParams{1, 5, 0, 2, 1, 1}, true, e)), 1);
+}
+
 struct Shape {
   int cin, h, w, cout, kh, kw;
   Conv2dParams p;
@@ -185,6 +223,10 @@ TEST(Conv2dCompile, SeveralShapesCompileForSm90) {
       {8, 37, 23, 24, 3, 3, Conv2dParams::square(1, 1), true, Op::relu()},
       {8, 4, 4, 16, 3, 3, {}, true, div_leaky_relu_epilogue(2.0, 0.01)},
       {8, 20, 36, 128, 3, 3, Conv2dParams::square(1, 4), true, Op::relu()},
+      // Column phases (strides 3 and 4 with dilation), 7-pixel tiles with channels past Cout.
+      {8, 60, 61, 16, 5, 5, Conv2dParams{1, 3, 0, 2, 1, 1}, true, Op::relu()},
+      {8, 30, 75, 16, 3, 3, Conv2dParams{2, 4, 1, 1, 1, 2}, true, Op::relu()},
+      {32, 112, 112, 36, 3, 3, Conv2dParams::square(1, 1), false, Op::leaky_relu(0.1)},
   };
   for (const Shape& s : shapes) {
     compile_and_report(make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, s.epilogue));

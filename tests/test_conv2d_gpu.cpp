@@ -258,6 +258,27 @@ TEST_P(Conv2dGpu, WinogradEdges) {
   check({2, 8, 10, 150, 16, 3, 3, Conv2dParams::square(1, 1), true, Op::leaky_relu(0.1)});
 }
 
+// fp32 direct kernel: 7-pixel thread tiles (output widths that are multiples of 7 on images with
+// enough work), alone, with column phases (stride 2) and with output channels that are not a
+// multiple of the block's; column phases for strides 2, 3 and 4 (with dilation) on 4-pixel tiles.
+TEST_P(Conv2dGpu, SevenPixelTilesAndColumnPhases) {
+  if (GetParam() == Conv2dPrecision::fp32) {  // the shapes must take the paths under test
+    auto tiling = [](int cin, int h, int cout, int k, Conv2dParams p) {
+      return conv2d_tiling(make_conv2d_variant(cin, h, h, cout, k, k, p, true, Op::relu()));
+    };
+    ASSERT_EQ(tiling(64, 56, 64, 3, Conv2dParams::square(1, 1)).pixels_per_thread, 7);
+    ASSERT_EQ(tiling(3, 224, 64, 7, Conv2dParams::square(2, 3)).pixels_per_thread, 7);
+    ASSERT_EQ(tiling(32, 112, 36, 3, Conv2dParams::square(1, 1)).pixels_per_thread, 7);
+    ASSERT_EQ(tiling(8, 60, 16, 5, Conv2dParams{1, 3, 0, 2, 1, 1}).pixels_per_thread, 4);
+  }
+  check({2, 64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)});
+  check({1, 3, 224, 224, 64, 7, 7, Conv2dParams::square(2, 3), true, Op::relu()});
+  check({1, 32, 112, 112, 36, 3, 3, Conv2dParams::square(1, 1), false, Op::leaky_relu(0.1)});
+  check({2, 8, 60, 61, 16, 5, 5, Conv2dParams{1, 3, 0, 2, 1, 1}, true, Op::relu()});      // stride_w 3
+  check({2, 8, 30, 75, 16, 3, 3, Conv2dParams{2, 4, 1, 1, 1, 2}, true, Op::relu()});      // stride_w 4, dil 2
+  check({2, 16, 31, 45, 24, 5, 5, Conv2dParams{2, 2, 2, 1, 1, 3}, true, Op::relu()});     // stride 2, dil 3
+}
+
 TEST_P(Conv2dGpu, SpecialValues) {
   check({2, 8, 20, 21, 16, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)}, true);
   check({1, 16, 9, 9, 24, 1, 1, {}, false, Op::relu()}, true);

@@ -20,6 +20,12 @@ constexpr int kMaxThreads = 256;
 // double-buffered (pipelined) block may use up to 100 KiB, so two still fit on an H100/H200 SM.
 constexpr int kSingleStageBytes = 48 * 1024;
 constexpr int kPipelinedBytes = 100 * 1024;
+// 7-pixel tiles (128-thread blocks, 3 or 4 resident): a pipelined block keeps to a third of an SM.
+constexpr int kPipelinedBytes7 = 75 * 1024;
+// 7-pixel tiles only where an image has this many multiply-adds: on 58 M-MAC images (16x64x56^2 ->
+// 128 k3 s2, 4x16x224^2 -> 32 k3 s2) they measured no faster or slower, on 115-640 M ones 11-18 %
+// faster (bench/conv2d_shape_tune.cu, H200).
+constexpr double kMacs7 = 100e6;
 constexpr unsigned kMaxSharedBytes = 227 * 1024;  // per block on sm_90 (opt-in)
 // Filter taps x outputs per thread in one unrolled step of the channel loop: bounds code size
 // (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
@@ -36,17 +42,28 @@ struct Fp32Plan {
   int rows = 0;       // output rows of a block (kTY)
   int k_split = 1;    // thread sets that split each channel chunk (kTK)
   int kh_unroll = 1;  // unroll of the filter-row loop (kKhUnroll)
+  int col_phases = 1; // staged rows split into this many column phases (kColPhases)
 };
 
 // The shared-memory layout of conv2d.cuh's Plan<S>, mirrored (the rendered source checks that both agree).
 struct SmemLayout {
   int in_rows = 0, in_pitch = 0, w_per_ci = 0;
 };
+bool compact_cols(const Conv2dVariant& v) {
+  return (v.kernel_w - 1) * v.params.dilation_w + 1 <= v.params.stride_w;
+}
+
+// Column phases of the staged rows: a strided, non-compact column axis is staged as stride_w phases
+// so that neighbouring threads' 16-byte loads are 16 bytes apart (no bank conflicts).
+int col_phases(const Conv2dVariant& v) {
+  return !compact_cols(v) && v.params.stride_w >= 2 && v.params.stride_w <= 4 ? v.params.stride_w : 1;
+}
+
 SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) {
   const Conv2dParams& p = v.params;
   // Compact stage when the filter's reach is no larger than the stride (only the read rows/columns).
   const bool compact_h = (v.kernel_h - 1) * p.dilation_h + 1 <= p.stride_h;
-  const bool compact_w = (v.kernel_w - 1) * p.dilation_w + 1 <= p.stride_w;
+  const bool compact_w = compact_cols(v);
   const int row_step = compact_h ? v.kernel_h : p.stride_h;
   const int row_dil = compact_h ? 1 : p.dilation_h;
   const int col_step = compact_w ? v.kernel_w : p.stride_w;
@@ -55,11 +72,53 @@ SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) 
   l.in_rows = (rows - 1) * row_step + (v.kernel_h - 1) * row_dil + 1;
   const int tile_cols = t.threads_x * t.pixels_per_thread;
   const int in_cols = (tile_cols - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
-  const int need = (t.pixels_per_thread - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
-  const bool vec = (t.pixels_per_thread * col_step) % 4 == 0;
-  const int need_pad = vec ? round_up(need, 4) : need;
-  const int last_read = (t.threads_x - 1) * t.pixels_per_thread * col_step + need_pad;
-  l.in_pitch = round_up(std::max(in_cols, last_read), 4);
+  const int phases = col_phases(v);
+  int pitch_raw = 0;
+  bool vec = false;
+  if (phases > 1) {
+    // Each phase holds its staged columns and every thread's reads: the first output's position
+    // plus the farthest filter column of the phase.
+    int reach = 0;
+    for (int kw = 0; kw < v.kernel_w; ++kw) reach = std::max(reach, kw * p.dilation_w / p.stride_w);
+    const int last_read = (t.threads_x - 1) * t.pixels_per_thread + t.pixels_per_thread + reach;
+    pitch_raw = std::max(ceil_div(in_cols, phases), last_read);
+    vec = t.pixels_per_thread % 4 == 0;
+  } else {
+    const int need = (t.pixels_per_thread - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
+    vec = (t.pixels_per_thread * col_step) % 4 == 0;
+    const int need_pad = vec ? round_up(need, 4) : need;
+    const int last_read = (t.threads_x - 1) * t.pixels_per_thread * col_step + need_pad;
+    pitch_raw = std::max(in_cols, last_read);
+  }
+  // The padding with the fewest bank conflicts on a warp's first input load (Plan<S>::best_phase_pitch).
+  const int col = t.pixels_per_thread * (phases > 1 ? 1 : col_step);
+  auto wavefronts = [&](int pp) {
+    const int row = row_step * phases * pp;
+    const int width = vec ? 4 : 1;
+    const int group = width == 4 ? 8 : 32;
+    auto addr = [&](int lane) { return lane / t.threads_x % rows * row + lane % t.threads_x * col; };
+    int total = 0;
+    for (int g0 = 0; g0 < 32; g0 += group) {
+      int worst = 0;
+      for (int bank = 0; bank < 32 / width; ++bank) {
+        int distinct = 0;
+        for (int lane = g0; lane < g0 + group; ++lane) {
+          if (addr(lane) / width % (32 / width) != bank) continue;
+          bool seen = false;
+          for (int m = g0; m < lane; ++m) seen = seen || addr(m) == addr(lane);
+          distinct += seen ? 0 : 1;
+        }
+        worst = std::max(worst, distinct);
+      }
+      total += worst;
+    }
+    return total;
+  };
+  int pitch = round_up(pitch_raw, 4);
+  for (int pad = 4, base = pitch; pad < 32; pad += 4) {
+    if (wavefronts(base + pad) < wavefronts(pitch)) pitch = base + pad;
+  }
+  l.in_pitch = phases * pitch;
   l.w_per_ci = v.kernel_h * v.kernel_w * t.block_channels();
   return l;
 }
@@ -202,10 +261,24 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   t.threads_x = std::clamp(pow2_at_least(ceil_div(ow, t.pixels_per_thread)), 8, 32);
   t.channels_per_thread = v.out_channels >= 16 ? 16 : (v.out_channels >= 8 ? 8 : 4);
   t.channel_groups = std::clamp(ceil_div(v.out_channels, t.channels_per_thread), 1, 4);
+  // Widths that are multiples of 7 (7, 14, ..., 56, 112, 224: most CNN feature maps) waste up to
+  // 12.5 % of a power-of-two row of 4-pixel threads; 7 pixels x 8 channels a thread (56
+  // accumulators, 128 threads a block) cover them exactly. Worth it on images with enough work.
+  auto waste = [&](int tile) { return static_cast<double>(ceil_div(ow, tile)) * tile / ow; };
+  const int tx7 = std::clamp(pow2_at_least(ceil_div(ow, 7)), 4, 32);
+  const double macs = static_cast<double>(v.out_channels) * oh * ow * v.in_channels * taps;
+  const bool seven = ow % 7 == 0 && v.out_channels >= 8 && macs >= kMacs7 &&
+                     waste(t.threads_x * t.pixels_per_thread) >= 1.1 && waste(7 * tx7) < 1.05;
+  if (seven) {
+    t.pixels_per_thread = 7;
+    t.threads_x = tx7;
+    t.channels_per_thread = 8;
+    t.channel_groups = std::clamp(ceil_div(v.out_channels, 8), 1, 4);
+  }
   const int min_ty = 32 / t.threads_x;  // a warp must not straddle two channel groups
   int ty = std::max(1, kMaxThreads / (t.threads_x * t.channel_groups));
   ty = std::min(ty, std::max(pow2_at_least(oh), min_ty));
-  int rows = std::max(ty, min_ty);
+  int rows = seven ? min_ty : std::max(ty, min_ty);
   auto blocks_per_image = [&] {
     return ceil_div(ow, t.threads_x * t.pixels_per_thread) * ceil_div(oh, rows) *
            ceil_div(v.out_channels, t.block_channels());
@@ -214,7 +287,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   // small batch leaves most multiprocessors idle; the threads freed split the reduction instead
   // (k_split thread sets per block, partial sums added in shared memory).
   const int reduction = v.in_channels * taps;
-  if (reduction >= 256) {
+  if (reduction >= 256 && !seven) {
     const int target = reduction >= 2048 ? 32 : 12;
     while (blocks_per_image() < target) {
       if (t.channel_groups > 1) {
@@ -239,6 +312,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     t.channel_groups /= 2;
   }
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 ? 2 : 3;
+  const int pipelined_bytes = seven ? kPipelinedBytes7 : kPipelinedBytes;
   t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
   t.tiles_y = ceil_div(oh, rows);
 
@@ -258,13 +332,13 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   };
   std::int64_t stage_floats = 0;
   t.row_tiles = 1;
-  if (cin * (2 * in_per_ci + w_per_ci) * 4 + red_floats(plan.k_split) * 4 <= kPipelinedBytes) {
+  if (cin * (2 * in_per_ci + w_per_ci) * 4 + red_floats(plan.k_split) * 4 <= pipelined_bytes) {
     // Row-tile pipeline: all channels in one stage, weights staged once per block.
     t.pipeline = 1;
     t.ci_chunk = cin;
     t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
     stage_floats = cin * (2 * in_per_ci + w_per_ci);
-  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
+  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, pipelined_bytes); d > 0) {
     // Channel-chunk pipeline: the next chunk's input and weights arrive during this chunk's math.
     t.pipeline = 2;
     t.ci_chunk = d;
@@ -284,6 +358,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   t.shared_bytes = static_cast<unsigned>(smem_floats * 4);
   t.threads_y = rows * plan.k_split;
   plan.rows = rows;
+  plan.col_phases = col_phases(v);
   // Unrolled FMAs per step bound code size and NVRTC time: whole channels when a channel's taps
   // fit kUnrollBudget, else filter rows (the largest divisor of KH that fits).
   const int per_row = v.kernel_w * t.channels_per_thread * t.pixels_per_thread;
@@ -370,7 +445,7 @@ CompileRequest make_request(const Conv2dVariant& v) {
   src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", fp.kh_unroll) + c("kMinBlocks", t.min_blocks);
-  src += c("kPipeline", t.pipeline);
+  src += c("kPipeline", t.pipeline) + c("kColPhases", fp.col_phases);
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
   src += conv2d_impl::render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);
