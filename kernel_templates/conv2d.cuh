@@ -174,19 +174,51 @@ template <class S>
 __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_in, int cb, int iy0,
                                             int ix0) {
   using P = Plan<S>;
-  constexpr int kPlane = P::kInRows * P::kInCols;
+  if constexpr (S::kSW == 1) {
+    // Stride 1: a flat element index keeps every lane busy (rows are often just over a multiple of
+    // 32 columns), at two divisions an element.
 #pragma unroll 4
-  for (int i = threadIdx.x; i < S::kCiChunk * kPlane; i += P::kThreads) {
-    const int ci = i / kPlane;
-    const int rc = i - ci * kPlane;
-    const int r = rc / P::kInCols;
-    const int c = rc - r * P::kInCols;
+    for (int i = threadIdx.x; i < S::kCiChunk * P::kInRows * P::kInCols; i += P::kThreads) {
+      const int rr = i / P::kInCols;  // ci * kInRows + r
+      const int c = i - rr * P::kInCols;
+      const int ci = rr / P::kInRows;
+      const int r = rr - ci * P::kInRows;
+      const int iy = P::kCompactH ? iy0 + r / S::kKH * S::kSH + r % S::kKH * S::kDH : iy0 + r;
+      const int ix = ix0 + c;
+      const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+      const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
+      copy_async(s_in + rr * P::kPitch + c, src, inside);
+    }
+    return;
+  }
+  // Strided columns (twice the staged columns an output, or more): rows of the stage are spread over
+  // groups of kLanes threads (the fewest power of two that spans a row, at most a warp), each lane
+  // copying every kLanes-th column; the row's image coordinates and bounds are worked out once a
+  // row, a column costs an add, a compare and the copy. Measured (bench/conv2d_shape_tune.cu and
+  // the sweep, H200): 3-28 % faster than the flat index on the stride-2 shapes, 3-13 % slower on
+  // stride-1 ones (idle lanes at the end of each row).
+  constexpr int kLanes = P::kInCols > 16 ? 32 : P::kInCols > 8 ? 16 : P::kInCols > 4 ? 8 : 4;
+  constexpr int kGroups = P::kThreads / kLanes;
+  constexpr int kRowsAll = S::kCiChunk * P::kInRows;
+  const int lane = threadIdx.x % kLanes;
+#pragma unroll 2
+  for (int rr = threadIdx.x / kLanes; rr < kRowsAll; rr += kGroups) {
+    const int ci = rr / P::kInRows;
+    const int r = rr - ci * P::kInRows;
     const int iy = P::kCompactH ? iy0 + r / S::kKH * S::kSH + r % S::kKH * S::kDH : iy0 + r;
-    const int ix = P::kCompactW ? ix0 + c / S::kKW * S::kSW + c % S::kKW * S::kDW : ix0 + c;
-    const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-    const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-    const int col = P::kSplit ? c % S::kSW * P::kPhasePitch + c / S::kSW : c;
-    copy_async(s_in + (ci * P::kInRows + r) * P::kPitch + col, src, inside);
+    const bool row_inside = iy >= 0 && iy < S::kH;
+    const long long src_row = (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW;
+    float* dst_row = s_in + rr * P::kPitch;  // rr == ci * kInRows + r
+#pragma unroll
+    for (int c0 = 0; c0 < P::kInCols; c0 += kLanes) {
+      const int c = c0 + lane;
+      if (P::kInCols % kLanes == 0 || c < P::kInCols) {
+        const int ix = P::kCompactW ? ix0 + c / S::kKW * S::kSW + c % S::kKW * S::kDW : ix0 + c;
+        const bool inside = row_inside && ix >= 0 && ix < S::kW;
+        const int col = P::kSplit ? c % S::kSW * P::kPhasePitch + c / S::kSW : c;
+        copy_async(dst_row + col, inside ? in_n + (src_row + ix) : in_n, inside);
+      }
+    }
   }
 }
 
@@ -194,10 +226,16 @@ template <class S>
 __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_w, int cb, int co0) {
   using P = Plan<S>;
   constexpr int kPerCout = S::kCiChunk * P::kTaps;  // contiguous in the [Cout][Cin][KH][KW] weight
+  // Where the weights are staged at most twice a block, consecutive threads take consecutive output
+  // channels: their shared-memory writes are consecutive (the channel is the stage's fastest index)
+  // instead of kBlockCout floats apart (one bank: 32-way conflicts), their reads strided. Staged
+  // every chunk of a long channel loop, the coalesced reads win instead (bench/conv2d_shape_tune.cu,
+  // H200: 11-17 % faster with 1-2 stages, 3-7 % slower with 8).
+  constexpr bool kCoFast = S::kPipeline == 1 || S::kCin / S::kCiChunk <= 2;
 #pragma unroll 4
   for (int i = threadIdx.x; i < P::kBlockCout * kPerCout; i += P::kThreads) {
-    const int co = i / kPerCout;
-    const int rest = i - co * kPerCout;
+    const int co = kCoFast ? i % P::kBlockCout : i / kPerCout;
+    const int rest = kCoFast ? i / P::kBlockCout : i - co * kPerCout;
     const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
     const float* src =
         inside ? weight + (long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps + rest : weight;
