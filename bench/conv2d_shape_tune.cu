@@ -15,13 +15,7 @@
 #include <vector>
 
 #include "../kernel_templates/conv2d.cuh"
-
-struct DivLeaky {
-  __device__ __forceinline__ float operator()(float x) const {
-    x = x / 0x1p+1f;
-    return x > 0.0f ? x : x * 0x1.47ae14p-7f;
-  }
-};
+#include "conv2d_tune_common.cuh"  // DivLeaky, time_ms
 
 // N x CIN x HW x HW input, COUT filters K x K, stride STR, padding PAD, bias.
 template <int N, int CIN, int HW, int COUT, int K, int STR, int PAD>
@@ -117,32 +111,19 @@ void run(const char* name) {
     den += (double)d.h_ref[i] * d.h_ref[i];
     if (!(std::fabs(diff) <= 1e-4 + 1e-4 * std::fabs(d.h_ref[i]))) ++beyond;
   }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int it = 0; it < 65; ++it) {
-    cudaEventRecord(e0);
-    launch();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (it >= 5) t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
+  float median = 0, minimum = 0;
+  time_ms(launch, 60, median, minimum);
   cudaFuncAttributes a;
   cudaFuncGetAttributes(&a, kernel);
   int occ = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, P::kThreads, P::kSmemBytes);
   const double gflop = 2.0 * S::kN * S::kCout * S::kOH * S::kOW * S::kCin * S::kKH * S::kKW / 1e9;
   printf("%-58s regs %3d lmem %3zu smem %6d blk/SM %d grid %6u  median %.4f ms (%5.1f TFLOP/s) rel %.1e beyond %zu\n",
-         name, a.numRegs, (size_t)a.localSizeBytes, P::kSmemBytes, occ, grid.x * grid.y * grid.z, t[t.size() / 2],
-         gflop / t[t.size() / 2], std::sqrt(num / den), beyond);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+         name, a.numRegs, (size_t)a.localSizeBytes, P::kSmemBytes, occ, grid.x * grid.y * grid.z, median,
+         gflop / median, std::sqrt(num / den), beyond);
 }
 
+#undef RUN  // conv2d_tune_common.cuh's runs the seed harnesses' Seed<...>
 #define RUN(...)                                         \
   if (only < 0 || only == index) run<V<__VA_ARGS__>>(#__VA_ARGS__); \
   ++index
