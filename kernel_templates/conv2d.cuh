@@ -89,24 +89,23 @@ struct Plan {
   // the row's, unsplit): 32 lanes of 4-byte loads, or 4 quarter-warps of 16-byte loads, each as many
   // wavefronts as the most distinct addresses that share a bank (a warp spans several thread rows
   // when kTX < 32: their distance decides the conflicts).
+  __host__ __device__ static constexpr int lane_address(int lane, int pp) {
+    return (lane / S::kTX % S::kTY) * (kRowStep * kPhases * pp) + lane % S::kTX * S::kTP * (kSplit ? 1 : kColStep);
+  }
   __host__ __device__ static constexpr int load_wavefronts(int pp) {
-    const int row = kRowStep * kPhases * pp;
-    const int col = S::kTP * (kSplit ? 1 : kColStep);
     const int width = kVecIn ? 4 : 1;
     const int group = width == 4 ? 8 : 32;  // lanes served together
     int total = 0;
     for (int g0 = 0; g0 < 32; g0 += group) {
+      int count[32] = {};  // distinct addresses a bank (a 16-byte bank group for width 4)
       int worst = 0;
-      for (int bank = 0; bank < 32 / width; ++bank) {
-        int distinct = 0;
-        for (int l = g0; l < g0 + group; ++l) {
-          const int a = (l / S::kTX % S::kTY) * row + l % S::kTX * col;
-          if (a / width % (32 / width) != bank) continue;
-          bool seen = false;
-          for (int m = g0; m < l; ++m) seen = seen || (m / S::kTX % S::kTY) * row + m % S::kTX * col == a;
-          distinct += seen ? 0 : 1;
-        }
-        worst = distinct > worst ? distinct : worst;
+      for (int l = g0; l < g0 + group; ++l) {
+        const int a = lane_address(l, pp);
+        bool seen = false;
+        for (int m = g0; m < l; ++m) seen = seen || lane_address(m, pp) == a;
+        if (seen) continue;
+        const int bank = a / width % (32 / width);
+        worst = ++count[bank] > worst ? count[bank] : worst;
       }
       total += worst;
     }
@@ -115,9 +114,13 @@ struct Plan {
   // The phase pitch: the smallest padding (0 .. 28 floats, 16-byte steps) with the fewest wavefronts.
   __host__ __device__ static constexpr int best_phase_pitch() {
     const int base = (kPitchRaw + 3) / 4 * 4;
-    int best = base;
+    int best = base, best_cost = load_wavefronts(base);
     for (int pad = 4; pad < 32; pad += 4) {
-      if (load_wavefronts(base + pad) < load_wavefronts(best)) best = base + pad;
+      const int cost = load_wavefronts(base + pad);
+      if (cost < best_cost) {
+        best = base + pad;
+        best_cost = cost;
+      }
     }
     return best;
   }

@@ -92,31 +92,37 @@ SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) 
   }
   // The padding with the fewest bank conflicts on a warp's first input load (Plan<S>::best_phase_pitch).
   const int col = t.pixels_per_thread * (phases > 1 ? 1 : col_step);
+  int lane_ty[32], lane_tx[32];
+  for (int lane = 0; lane < 32; ++lane) {
+    lane_ty[lane] = lane / t.threads_x % rows;
+    lane_tx[lane] = lane % t.threads_x;
+  }
   auto wavefronts = [&](int pp) {
     const int row = row_step * phases * pp;
     const int width = vec ? 4 : 1;
     const int group = width == 4 ? 8 : 32;
-    auto addr = [&](int lane) { return lane / t.threads_x % rows * row + lane % t.threads_x * col; };
+    int addr[32];
+    for (int lane = 0; lane < 32; ++lane) addr[lane] = lane_ty[lane] * row + lane_tx[lane] * col;
     int total = 0;
     for (int g0 = 0; g0 < 32; g0 += group) {
+      int count[32] = {};
       int worst = 0;
-      for (int bank = 0; bank < 32 / width; ++bank) {
-        int distinct = 0;
-        for (int lane = g0; lane < g0 + group; ++lane) {
-          if (addr(lane) / width % (32 / width) != bank) continue;
-          bool seen = false;
-          for (int m = g0; m < lane; ++m) seen = seen || addr(m) == addr(lane);
-          distinct += seen ? 0 : 1;
-        }
-        worst = std::max(worst, distinct);
+      for (int lane = g0; lane < g0 + group; ++lane) {
+        bool seen = false;
+        for (int m = g0; m < lane; ++m) seen = seen || addr[m] == addr[lane];
+        if (seen) continue;
+        worst = std::max(worst, ++count[addr[lane] / width % (32 / width)]);
       }
       total += worst;
     }
     return total;
   };
   int pitch = round_up(pitch_raw, 4);
-  for (int pad = 4, base = pitch; pad < 32; pad += 4) {
-    if (wavefronts(base + pad) < wavefronts(pitch)) pitch = base + pad;
+  for (int pad = 4, base = pitch, best_cost = wavefronts(pitch); pad < 32; pad += 4) {
+    if (const int cost = wavefronts(base + pad); cost < best_cost) {
+      pitch = base + pad;
+      best_cost = cost;
+    }
   }
   l.in_pitch = phases * pitch;
   l.w_per_ci = v.kernel_h * v.kernel_w * t.block_channels();
@@ -305,12 +311,11 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   }
   t.threads_y = rows;  // one thread set while the layout is sized
   // Very large filters: fewer channels per block until one input channel's stage fits.
-  while (t.channel_groups > 1 && (smem_layout(v, t, rows).in_rows * smem_layout(v, t, rows).in_pitch +
-                                  smem_layout(v, t, rows).w_per_ci) *
-                                         4 >
-                                     kPipelinedBytes) {
-    t.channel_groups /= 2;
-  }
+  auto one_channel_bytes = [&] {
+    const SmemLayout l = smem_layout(v, t, rows);
+    return (l.in_rows * l.in_pitch + l.w_per_ci) * 4;
+  };
+  while (t.channel_groups > 1 && one_channel_bytes() > kPipelinedBytes) t.channel_groups /= 2;
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 ? 2 : 3;
   const int pipelined_bytes = seven ? kPipelinedBytes7 : kPipelinedBytes;
   t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
