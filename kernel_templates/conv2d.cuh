@@ -147,7 +147,7 @@ struct Plan {
                                    : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
                                                                           : 1;
   static_assert(kThreads <= 1024, "block too large");
-  static_assert((S::kTX * S::kTY) % 32 == 0, "a warp must share one channel group");
+  static_assert(kThreads % 32 == 0, "whole warps");
   static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");
   static_assert(S::kCiChunk % S::kTK == 0, "kTK must divide kCiChunk");
   static_assert(S::kKH % S::kKhUnroll == 0, "kKhUnroll must divide kKH");
@@ -177,49 +177,54 @@ template <class S>
 __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_in, int cb, int iy0,
                                             int ix0) {
   using P = Plan<S>;
-  if constexpr (S::kSW == 1) {
-    // Stride 1: a flat element index keeps every lane busy (rows are often just over a multiple of
-    // 32 columns), at two divisions an element.
-#pragma unroll 4
-    for (int i = threadIdx.x; i < S::kCiChunk * P::kInRows * P::kInCols; i += P::kThreads) {
-      const int rr = i / P::kInCols;  // ci * kInRows + r
-      const int c = i - rr * P::kInCols;
-      const int ci = rr / P::kInRows;
-      const int r = rr - ci * P::kInRows;
-      const int iy = P::kCompactH ? iy0 + r / S::kKH * S::kSH + r % S::kKH * S::kDH : iy0 + r;
-      const int ix = ix0 + c;
-      const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-      copy_async(s_in + rr * P::kPitch + c, src, inside);
-    }
-    return;
-  }
-  // Strided columns (twice the staged columns an output, or more): rows of the stage are spread over
-  // groups of kLanes threads (the fewest power of two that spans a row, at most a warp), each lane
-  // copying every kLanes-th column; the row's image coordinates and bounds are worked out once a
-  // row, a column costs an add, a compare and the copy. Measured (bench/conv2d_shape_tune.cu and
-  // the sweep, H200): 3-28 % faster than the flat index on the stride-2 shapes, 3-13 % slower on
-  // stride-1 ones (idle lanes at the end of each row).
-  constexpr int kLanes = P::kInCols > 16 ? 32 : P::kInCols > 8 ? 16 : P::kInCols > 4 ? 8 : 4;
+  // Rows of the stage are spread over groups of kLanes threads (the fewest power of two that spans a
+  // row, at most a warp; 16 where that leaves fewer lanes idle, as for 65 columns), each lane copying
+  // every kLanes-th column. A lane's columns (their offsets in the image row and in the staged row,
+  // and whether they fall inside the image) are worked out once per stage; a row costs its
+  // coordinates and two pointers, a column one predicated copy at constant offsets from them (no
+  // per-element index arithmetic). Out-of-image copies read nothing (source size 0), so their
+  // addresses are not clamped. Measured (bench/conv2d_shape_tune.cu, H200, against the per-element
+  // version this replaced): 16x64x56^2 -> 128 k3 s2 0.103 -> 0.087 ms, other stride-2 shapes 2-7 %
+  // faster, stride-1 ones 2-4 % faster than a flat element index.
+  constexpr int kFit = P::kInCols > 16 ? 32 : P::kInCols > 8 ? 16 : P::kInCols > 4 ? 8 : 4;
+  constexpr int kLanes = kFit == 32 && (P::kInCols + 15) / 16 * 16 < (P::kInCols + 31) / 32 * 32 ? 16 : kFit;
   constexpr int kGroups = P::kThreads / kLanes;
   constexpr int kRowsAll = S::kCiChunk * P::kInRows;
+  constexpr int kIters = (P::kInCols + kLanes - 1) / kLanes;
+  // Phases of a split row whose lane pattern repeats every kLanes columns: a column's staged offset
+  // is the lane's plus a constant.
+  constexpr bool kRegular = !P::kSplit || kLanes % S::kSW == 0;
   const int lane = threadIdx.x % kLanes;
+  // Source and staged offsets of the lane's columns: for a plain column axis (and a regular split)
+  // they are the lane's plus constants, which the copies take as immediate offsets.
+  int src_col[kIters], dst_col[kIters];
+  bool col_ok[kIters];
+#pragma unroll
+  for (int j = 0; j < kIters; ++j) {
+    const int c = j * kLanes + lane;
+    src_col[j] = P::kCompactW ? c / S::kKW * S::kSW + c % S::kKW * S::kDW : c;
+    dst_col[j] = P::kSplit ? c % S::kSW * P::kPhasePitch + c / S::kSW : c;
+    col_ok[j] = (P::kInCols % kLanes == 0 || c < P::kInCols) && ix0 + src_col[j] >= 0 && ix0 + src_col[j] < S::kW;
+  }
+  // Image columns linear in the staged ones (all but a compact axis of a filter wider than 1).
+  constexpr bool kLinear = !P::kCompactW || S::kKW == 1;
+  constexpr int kColStride = P::kCompactW ? S::kSW : 1;  // image columns a staged column (kLinear)
+  const float* src_lane = in_n + (ix0 + (kLinear ? lane * kColStride : 0));
+  float* dst_lane = s_in + (kRegular ? dst_col[0] : 0);
 #pragma unroll 2
   for (int rr = threadIdx.x / kLanes; rr < kRowsAll; rr += kGroups) {
     const int ci = rr / P::kInRows;
     const int r = rr - ci * P::kInRows;
     const int iy = P::kCompactH ? iy0 + r / S::kKH * S::kSH + r % S::kKH * S::kDH : iy0 + r;
-    const bool row_inside = iy >= 0 && iy < S::kH;
-    const long long src_row = (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW;
-    float* dst_row = s_in + rr * P::kPitch;  // rr == ci * kInRows + r
+    const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(S::kH);
+    const float* src = src_lane + ((cb + ci) * (S::kH * S::kW) + iy * S::kW);
+    float* dst = dst_lane + rr * P::kPitch;  // rr == ci * kInRows + r
 #pragma unroll
-    for (int c0 = 0; c0 < P::kInCols; c0 += kLanes) {
-      const int c = c0 + lane;
-      if (P::kInCols % kLanes == 0 || c < P::kInCols) {
-        const int ix = P::kCompactW ? ix0 + c / S::kKW * S::kSW + c % S::kKW * S::kDW : ix0 + c;
-        const bool inside = row_inside && ix >= 0 && ix < S::kW;
-        const int col = P::kSplit ? c % S::kSW * P::kPhasePitch + c / S::kSW : c;
-        copy_async(dst_row + col, inside ? in_n + (src_row + ix) : in_n, inside);
+    for (int j = 0; j < kIters; ++j) {
+      if (P::kInCols % kLanes == 0 || j * kLanes + lane < P::kInCols) {
+        const float* s = kLinear ? src + j * kLanes * kColStride : src + src_col[j];
+        float* d = !kRegular ? dst + dst_col[j] : dst + j * (P::kSplit ? kLanes / S::kSW : kLanes);
+        copy_async(d, s, row_inside && col_ok[j]);
       }
     }
   }
@@ -235,14 +240,27 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
   // every chunk of a long channel loop, the coalesced reads win instead (bench/conv2d_shape_tune.cu,
   // H200: 11-17 % faster with 1-2 stages, 3-7 % slower with 8).
   constexpr bool kCoFast = S::kPipeline == 1 || S::kCin / S::kCiChunk <= 2;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < P::kBlockCout * kPerCout; i += P::kThreads) {
-    const int co = kCoFast ? i % P::kBlockCout : i / kPerCout;
-    const int rest = kCoFast ? i / P::kBlockCout : i - co * kPerCout;
+  if constexpr (kCoFast && P::kThreads % P::kBlockCout == 0) {
+    // A thread's output channel is the same for all its copies: one source pointer, constant steps.
+    constexpr int kStep = P::kThreads / P::kBlockCout;
+    const int co = threadIdx.x % P::kBlockCout;
     const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
-    const float* src =
-        inside ? weight + (long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps + rest : weight;
-    copy_async(s_w + rest * P::kBlockCout + co, src, inside);
+    const float* src = weight + ((long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps);
+    float* dst = s_w + co;
+#pragma unroll 4
+    for (int rest = threadIdx.x / P::kBlockCout; rest < kPerCout; rest += kStep) {
+      copy_async(dst + rest * P::kBlockCout, src + rest, inside);
+    }
+  } else {
+#pragma unroll 4
+    for (int i = threadIdx.x; i < P::kBlockCout * kPerCout; i += P::kThreads) {
+      const int co = kCoFast ? i % P::kBlockCout : i / kPerCout;
+      const int rest = kCoFast ? i / P::kBlockCout : i - co * kPerCout;
+      const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
+      // Out-of-range copies read nothing (source size 0): their address is never used.
+      copy_async(s_w + rest * P::kBlockCout + co,
+                 weight + ((long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps + rest), inside);
+    }
   }
 }
 
@@ -265,11 +283,10 @@ __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (
 #pragma unroll
   for (int p = 0; p < S::kTP; ++p) v[p] = E{}(acc[p] + b);
   if (P::kStoreVec == 4) {
-    if (ox < S::kOW) {
 #pragma unroll
-      for (int p = 0; p < S::kTP; p += 4) {
+    for (int p = 0; p < S::kTP; p += 4) {
+      if (ox + p < S::kOW)
         store_streaming(reinterpret_cast<float4*>(dst + p), make_float4(v[p], v[p + 1], v[p + 2], v[p + 3]));
-      }
     }
   } else if (P::kStoreVec == 2) {
 #pragma unroll

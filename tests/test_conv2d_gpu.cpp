@@ -196,6 +196,11 @@ TEST_P(Conv2dGpu, StridePaddingDilationGrid) {
       check({2, 5, 19, 23, 12, k[0], k[1], p, true, Op::relu()});
     }
   }
+  // Filters no wider than the stride (patchify / downsampling convs): the stage holds only the
+  // columns read, several a filter window (non-linear in the staged column).
+  check({2, 6, 21, 38, 12, 2, 2, Conv2dParams::square(2, 0), true, Op::relu()});
+  check({2, 5, 19, 23, 12, 3, 3, Conv2dParams::square(3, 1), false, Op::leaky_relu(0.1)});
+  check({1, 4, 16, 64, 8, 4, 4, Conv2dParams::square(4, 0), true, Op::chain({})});
 }
 
 TEST_P(Conv2dGpu, ImageSmallerThanTheFilterReach) {
