@@ -128,7 +128,17 @@ struct Plan {
   static constexpr int kPitch = kPhases * kPhasePitch;
   static constexpr int kInFloats = S::kCiChunk * kInRows * kPitch;
   static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kWFloats = S::kCiChunk * kTaps * kBlockCout;
+  // Weight stage: a row of kWPitch floats per (input channel, tap) of the chunk, the block's output
+  // channels contiguous in it (read as warp-wide broadcasts). Staged every chunk, the pitch is 4 mod 8
+  // floats: the 8 lanes that copy 8 consecutive taps of one channel then write 8 distinct 16-byte
+  // bank groups. Staged once a block (the row-tile pipeline), it is not padded.
+  __host__ __device__ static constexpr int weight_pitch() {
+    int p = kBlockCout;
+    while (S::kPipeline != 1 && p % 8 != 4) ++p;
+    return p;
+  }
+  static constexpr int kWPitch = weight_pitch();
+  static constexpr int kWFloats = S::kCiChunk * kTaps * kWPitch;
   static constexpr bool kVecW = S::kTC % 4 == 0;
   static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
   static constexpr int kBuffers = S::kPipeline != 0 ? 2 : 1;
@@ -234,31 +244,37 @@ template <class S>
 __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_w, int cb, int co0) {
   using P = Plan<S>;
   constexpr int kPerCout = S::kCiChunk * P::kTaps;  // contiguous in the [Cout][Cin][KH][KW] weight
-  // Where the weights are staged at most twice a block, consecutive threads take consecutive output
-  // channels: their shared-memory writes are consecutive (the channel is the stage's fastest index)
-  // instead of kBlockCout floats apart (one bank: 32-way conflicts), their reads strided. Staged
-  // every chunk of a long channel loop, the coalesced reads win instead (bench/conv2d_shape_tune.cu,
-  // H200: 11-17 % faster with 1-2 stages, 3-7 % slower with 8).
-  constexpr bool kCoFast = S::kPipeline == 1 || S::kCin / S::kCiChunk <= 2;
-  if constexpr (kCoFast && P::kThreads % P::kBlockCout == 0) {
-    // A thread's output channel is the same for all its copies: one source pointer, constant steps.
-    constexpr int kStep = P::kThreads / P::kBlockCout;
-    const int co = threadIdx.x % P::kBlockCout;
+  // kL consecutive lanes copy kL consecutive floats of one output channel's run; a thread keeps its
+  // channel and steps through the run at a constant stride, so the copies take immediate offsets
+  // from one source and one staged pointer. Staged every chunk, kL = 8 where the block allows: a
+  // warp reads 4 runs of 32 bytes and, thanks to the padded pitch, writes 32 distinct banks.
+  // Measured (bench/conv2d_shape_tune.cu, H200) against the element index over [channel][run] it
+  // replaced (coalesced reads, but a warp's 32 writes in one bank): 16x64x56^2 -> 128 k3 s2 0.088 ->
+  // 0.074 ms, 8x32x112^2 -> 64 k5 0.319 -> 0.254, 32x64x56^2 -> 64 k3 0.252 -> 0.212. Staged once a
+  // block (unpadded pitch), kL = 1: consecutive lanes take consecutive channels (conflict-free
+  // writes; 4 lanes a run measured 6 % slower on 32x3x224^2 -> 64 k7 s2, 4-way conflicts).
+  constexpr int kMaxL = S::kPipeline == 1 ? 1 : 8;
+  constexpr auto fits = [](int l) {
+    return l <= kMaxL && l <= kPerCout && P::kThreads % (l * P::kBlockCout) == 0;
+  };
+  constexpr int kL = fits(8) ? 8 : fits(4) ? 4 : fits(2) ? 2 : fits(1) ? 1 : 0;
+  if constexpr (kL > 0) {
+    constexpr int kStep = P::kThreads / P::kBlockCout;  // runs' floats copied at once
+    const int co = threadIdx.x / kL % P::kBlockCout;
     const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
     const float* src = weight + ((long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps);
     float* dst = s_w + co;
 #pragma unroll 4
-    for (int rest = threadIdx.x / P::kBlockCout; rest < kPerCout; rest += kStep) {
-      copy_async(dst + rest * P::kBlockCout, src + rest, inside);
+    for (int rest = threadIdx.x / (kL * P::kBlockCout) * kL + threadIdx.x % kL; rest < kPerCout; rest += kStep) {
+      copy_async(dst + rest * P::kWPitch, src + rest, inside);
     }
   } else {
-#pragma unroll 4
+    // (A block size no multiple of the block's channels.)
     for (int i = threadIdx.x; i < P::kBlockCout * kPerCout; i += P::kThreads) {
-      const int co = kCoFast ? i % P::kBlockCout : i / kPerCout;
-      const int rest = kCoFast ? i / P::kBlockCout : i - co * kPerCout;
+      const int co = i / kPerCout;
+      const int rest = i - co * kPerCout;
       const bool inside = S::kCout % P::kBlockCout == 0 || co0 + co < S::kCout;
-      // Out-of-range copies read nothing (source size 0): their address is never used.
-      copy_async(s_w + rest * P::kBlockCout + co,
+      copy_async(s_w + rest * P::kWPitch + co,
                  weight + ((long long)(co0 + co) * (S::kCin * P::kTaps) + cb * P::kTaps + rest), inside);
     }
   }
@@ -360,7 +376,7 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, 
   using P = Plan<S>;
   s_in += (tk * P::kCiSlice * P::kInRows + ty * P::kRowStep) * P::kPitch +
           tx * S::kTP * (P::kSplit ? 1 : P::kColStep);
-  s_w += tk * P::kCiSlice * P::kTaps * P::kBlockCout + tg * S::kTC;
+  s_w += tk * P::kCiSlice * P::kTaps * P::kWPitch + tg * S::kTC;
 #pragma unroll S::kCiUnroll
   for (int ci = 0; ci < P::kCiSlice; ++ci) {
 #pragma unroll S::kKhUnroll
@@ -374,7 +390,7 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w, 
       }
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
-        const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kBlockCout;
+        const float* wp = s_w + ((ci * S::kKH + kh) * S::kKW + kw) * P::kWPitch;
         float w[S::kTC];
         cv_load_floats<S::kTC, P::kVecW>(w, wp);
         // The staged float of output p, filter column kw.

@@ -47,7 +47,7 @@ struct Fp32Plan {
 
 // The shared-memory layout of conv2d.cuh's Plan<S>, mirrored (the rendered source checks that both agree).
 struct SmemLayout {
-  int in_rows = 0, in_pitch = 0, w_per_ci = 0;
+  int in_rows = 0, in_pitch = 0, w_per_ci = 0, w_per_ci_once = 0;
 };
 bool compact_cols(const Conv2dVariant& v) {
   return (v.kernel_w - 1) * v.params.dilation_w + 1 <= v.params.stride_w;
@@ -125,7 +125,12 @@ SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) 
     }
   }
   l.in_pitch = phases * pitch;
-  l.w_per_ci = v.kernel_h * v.kernel_w * t.block_channels();
+  // A weight row per tap, padded to 4 mod 8 floats where the weights are staged every channel chunk
+  // (Plan<S>::weight_pitch: conflict-free staging), not where they are staged once a block.
+  int w_pitch = t.block_channels();
+  while (w_pitch % 8 != 4) ++w_pitch;
+  l.w_per_ci = v.kernel_h * v.kernel_w * w_pitch;
+  l.w_per_ci_once = v.kernel_h * v.kernel_w * t.block_channels();
   return l;
 }
 
@@ -324,6 +329,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   const SmemLayout l = smem_layout(v, t, rows);
   const std::int64_t in_per_ci = std::int64_t{l.in_rows} * l.in_pitch;
   const std::int64_t w_per_ci = l.w_per_ci;
+  const std::int64_t w_per_ci_once = l.w_per_ci_once;
   const int cin = v.in_channels;
   const int set_threads = t.threads_x * rows * t.channel_groups;
   auto red_floats = [&](int k) {
@@ -337,12 +343,12 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   };
   std::int64_t stage_floats = 0;
   t.row_tiles = 1;
-  if (cin * (2 * in_per_ci + w_per_ci) * 4 + red_floats(plan.k_split) * 4 <= pipelined_bytes) {
+  if (cin * (2 * in_per_ci + w_per_ci_once) * 4 + red_floats(plan.k_split) * 4 <= pipelined_bytes) {
     // Row-tile pipeline: all channels in one stage, weights staged once per block.
     t.pipeline = 1;
     t.ci_chunk = cin;
     t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
-    stage_floats = cin * (2 * in_per_ci + w_per_ci);
+    stage_floats = cin * (2 * in_per_ci + w_per_ci_once);
   } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, pipelined_bytes); d > 0) {
     // Channel-chunk pipeline: the next chunk's input and weights arrive during this chunk's math.
     t.pipeline = 2;
