@@ -74,7 +74,7 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
   EXPECT_EQ(a.source, b.source);
   EXPECT_EQ(a.options, b.options);
   // The seed is a Winograd variant: no contraction outside the explicit FMAs, ptxas at -O1.
-  EXPECT_EQ(a.options, (std::vector<std::string>{"--fmad=false", "--ptxas-options=-O1"}));
+  EXPECT_EQ(a.options, (std::vector<std::string>{"--fmad=false", "--ptxas-options=-O1", "-minimal"}));
   ASSERT_EQ(a.name_expressions.size(), 1u);
   EXPECT_EQ(a.name_expressions[0], kernel_name(seed_variant()));
   EXPECT_NE(a.source.find("kCin = 8;"), std::string::npos);

@@ -469,7 +469,7 @@ CompileRequest make_request(const Conv2dVariant& v) {
   }
   // The conv loop uses explicit __fmaf_rn; no contraction elsewhere, so bias and epilogue round
   // after every step like the separate PyTorch ops.
-  request.options = {"--fmad=false"};
+  request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
   return request;
 }

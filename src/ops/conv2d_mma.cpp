@@ -235,7 +235,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   }
   // No contraction: bias and epilogue round after every step like the separate PyTorch ops, and
   // the 3xTF32 split (x - hi) stays exact.
-  request.options = {"--fmad=false"};
+  request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
   return request;
 }

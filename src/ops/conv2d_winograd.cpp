@@ -121,7 +121,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   // bias and epilogue round after every step. ptxas -O1: its default -O3 schedule ran this kernel
   // slower (seed, harness, H200: 0.444 ms against 0.530 rolled, 0.421 against 0.462 unrolled) and
   // takes longer to compile.
-  request.options = {"--fmad=false", "--ptxas-options=-O1"};
+  request.options = {"--fmad=false", "--ptxas-options=-O1", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
   return request;
 }
