@@ -126,14 +126,24 @@ int current_device() {
 int stream_device(CUstream stream) {
   if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
     return current_device();
+  // Capture-safe: the driver refuses cuStreamGetDevice (and cuStreamGetId / GetFlags / Query) on a
+  // stream that is being captured and invalidates the capture, in every capture mode; cuStreamGetCtx
+  // and the context's device are allowed (bench/capture_probe.cpp, docs/graphs.md).
   const detail::DriverApi& api = driver();
-  CUdevice dev = 0;
-  if (api.cuStreamGetDevice != nullptr) {
-    check_driver(api.cuStreamGetDevice(stream, &dev), "getting the stream's device");
-    return static_cast<int>(dev);
-  }
   CUcontext ctx = nullptr;
   check_driver(api.cuStreamGetCtx(stream, &ctx), "getting the stream's context");
+  return detail::context_device(ctx);
+}
+
+namespace detail {
+
+int context_device(CUcontext ctx) {
+  const DriverApi& api = driver();
+  CUdevice dev = 0;
+  if (api.cuCtxGetDeviceOf != nullptr) {
+    check_driver(api.cuCtxGetDeviceOf(&dev, ctx), "getting the device of the stream's context");
+    return static_cast<int>(dev);
+  }
   check_driver(api.cuCtxPushCurrent(ctx), "pushing the stream's context");
   const CUresult r = api.cuCtxGetDevice(&dev);
   CUcontext popped = nullptr;
@@ -141,6 +151,8 @@ int stream_device(CUstream stream) {
   check_driver(r, "getting the stream's device");
   return static_cast<int>(dev);
 }
+
+}  // namespace detail
 
 // ---- DeviceBuffer ------------------------------------------------------------------------------
 

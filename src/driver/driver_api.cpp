@@ -71,6 +71,14 @@ LoadedDriver load_driver() {
   resolve(#name, version, reinterpret_cast<void**>(&d.api.name));
   CUINLINE_DRIVER_FUNCTIONS(CUINLINE_RESOLVE_DRIVER_FN)
 #undef CUINLINE_RESOLVE_DRIVER_FN
+  {
+    CUdriverProcAddressQueryResult status{};
+    void* slot = nullptr;
+    if (get_proc("cuCtxGetDevice", &slot, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+        status == CU_GET_PROC_ADDRESS_SUCCESS) {
+      d.api.cuCtxGetDeviceOf = reinterpret_cast<PFN_cuCtxGetDevice_v13000>(slot);
+    }
+  }
   if (!missing.empty()) {
     d.error = "CUDA driver (libcuda.so.1) lacks entry points cuinline needs: " + missing;
     return d;
@@ -144,6 +152,20 @@ CUcontext primary_context(int ordinal) {
     contexts[ordinal] = ctx;
   }
   return contexts[ordinal];
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  const DriverApi& api = driver();
+  CUcontext current = nullptr;
+  if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
+  check_driver(api.cuCtxPushCurrent(ctx), "making a device's context current");
+  pushed_ = true;
+}
+
+ScopedContext::~ScopedContext() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  driver().cuCtxPopCurrent(&popped);
 }
 
 void ensure_current_context() {

@@ -2,6 +2,7 @@
 // The CUDA driver entry points cuinline uses, resolved at run time from libcuda.so.1 (dlopen +
 // cuGetProcAddress). Nothing links libcuda, so cuinline starts on machines without a driver.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 
@@ -64,12 +65,18 @@ namespace cuinline::detail {
   X(cuMemcpyDtoH, 3020)                                \
   X(cuMemsetD32, 3020)                                 \
   X(cuMemcpyDtoDAsync, 3020)                           \
-  X(cuPointerGetAttribute, 4000)
+  X(cuPointerGetAttribute, 4000)                       \
+  X(cuPointerGetAttributes, 7000)                      \
+  X(cuStreamIsCapturing, 10000)
 
 struct DriverApi {
 #define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;
   CUINLINE_DRIVER_FUNCTIONS(CUINLINE_DECLARE_DRIVER_FN)
 #undef CUINLINE_DECLARE_DRIVER_FN
+  // cuCtxGetDevice's CUDA 13 ABI (the device of a given context, not of the current one): resolved
+  // by hand because its cuda.h name, cuCtxGetDevice_v2, is not a name cuGetProcAddress takes. Null
+  // on older drivers.
+  PFN_cuCtxGetDevice_v13000 cuCtxGetDeviceOf = nullptr;
 };
 
 // The loaded driver (libcuda loaded, entry points resolved, cuInit done), or nullptr. Loads on the
@@ -87,5 +94,21 @@ CUcontext primary_context(int ordinal);
 
 // Makes sure the calling thread has a current context (device 0's primary context if none).
 void ensure_current_context();
+
+// The device of a context (capture-safe: no call the driver forbids while a stream is captured).
+int context_device(CUcontext ctx);
+
+// Makes `ctx` current on the calling thread for the scope, then restores the previous one
+// (cuCtxPushCurrent / cuCtxPopCurrent: allowed while a stream is being captured).
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
 
 }  // namespace cuinline::detail

@@ -188,9 +188,15 @@ void Kernel::launch_raw(const LaunchConfig& cfg, void** args, std::size_t count,
 
 CUfunction Kernel::function(int device) const {
   const detail::KernelState& k = checked(state_);
-  if (device >= 0) set_device(device);
-  detail::ensure_current_context();
   CUfunction f = nullptr;
+  // The device's primary context for the call only: the caller's current context stays as it was.
+  if (device >= 0) {
+    detail::ScopedContext scope(detail::primary_context(device));
+    check_driver(k.api->cuKernelGetFunction(&f, k.kernel),
+                 ("getting the function of kernel '" + k.name + "'").c_str());
+    return f;
+  }
+  detail::ensure_current_context();
   check_driver(k.api->cuKernelGetFunction(&f, k.kernel),
                ("getting the function of kernel '" + k.name + "'").c_str());
   return f;

@@ -8,6 +8,7 @@
 #include <cuinline/module.hpp>
 #include <string>
 
+#include "driver/tensor_access.hpp"
 #include "ops/variant_map.hpp"
 
 namespace cuinline::ops {
@@ -178,6 +179,10 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
   const int device = stream_device(stream);
+  cuinline::detail::check_tensor_access(input, "conv2d: input", device);
+  cuinline::detail::check_tensor_access(weight, "conv2d: weight", device);
+  if (bias.data != nullptr) cuinline::detail::check_tensor_access(bias, "conv2d: bias", device);
+  cuinline::detail::check_tensor_access(output, "conv2d: output", device);
   const Launchable e = find_kernel(v, device);
   const Conv2dTiling& t = e.tiling;
   const int row_tiles = row_tiles_for(t, v, n, e);

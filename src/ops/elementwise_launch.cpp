@@ -7,6 +7,7 @@
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 
+#include "driver/tensor_access.hpp"
 #include "ops/elementwise_plan.hpp"
 #include "ops/variant_map.hpp"
 
@@ -66,6 +67,8 @@ void apply(const Op& op, const TensorView& in, const TensorView& out, CUstream s
   const detail::PlanCore p = detail::plan_core(op, in, out);
   if (p.numel == 0) return;
   const int device = stream_device(stream);
+  cuinline::detail::check_tensor_access(in, "input", device);
+  cuinline::detail::check_tensor_access(out, "output", device);
   const Kernel kernel = find_kernel(op, p, device);
   LaunchConfig cfg;
   cfg.grid = Dim3(p.grid);
