@@ -39,12 +39,15 @@ DeviceInfo device_info(int ordinal);
 Arch device_arch(int ordinal);
 
 /// Makes the primary context of `ordinal` current on the calling thread (retaining it for the
-/// process's lifetime).
+/// process's lifetime). cuinline's own calls never change the calling thread's current context
+/// (buffers, streams and kernels of another device push and pop that device's context).
 void set_device(int ordinal);
 /// The device of the calling thread's current context; the primary context of device 0 is made
 /// current when there is none.
 int current_device();
-/// The device a stream belongs to (the current device for the null stream).
+/// The device a stream belongs to (the current device for the null stream). Allowed while the
+/// stream is being captured into a graph: it asks for the stream's context, never for its device
+/// (cuStreamGetDevice invalidates a capture in every capture mode; docs/graphs.md).
 int stream_device(CUstream stream);
 
 /// Message for a CUresult: "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)", falling
@@ -117,6 +120,50 @@ class Event {
 
  private:
   CUevent event_ = nullptr;
+};
+
+/// The three stream-capture modes (CUstreamCaptureMode); PyTorch's torch.cuda.graph uses `global`.
+enum class CaptureMode { global, thread_local_mode, relaxed };
+
+/// An instantiated CUDA graph (for callers without the CUDA runtime, and for tests): captures what
+/// a function enqueues on a stream, then replays it. Every cuinline op and Kernel::launch can be
+/// captured (docs/graphs.md).
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  /// Captures everything `work()` enqueues on `stream` in `mode`, then instantiates it. If `work`
+  /// throws, the capture is ended and discarded (the stream is no longer capturing) and the
+  /// exception propagates. `stream` must not be the legacy default stream.
+  template <class Work>
+  static Graph capture(CUstream stream, Work&& work, CaptureMode mode = CaptureMode::global) {
+    Graph g;
+    g.begin(stream, mode);
+    try {
+      work();
+    } catch (...) {
+      g.abandon(stream);
+      throw;
+    }
+    g.end(stream);
+    return g;
+  }
+
+  /// Enqueues one replay on `stream`.
+  void launch(CUstream stream) const;
+  explicit operator bool() const noexcept { return exec_ != nullptr; }
+
+ private:
+  void begin(CUstream stream, CaptureMode mode);
+  void end(CUstream stream);
+  void abandon(CUstream stream) noexcept;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
 };
 
 /// Throws DriverError if `code` is not CUDA_SUCCESS, the message "<what>: <driver_error_string>".

@@ -1,5 +1,6 @@
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
@@ -157,8 +158,8 @@ int context_device(CUcontext ctx) {
 // ---- DeviceBuffer ------------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes) {
-  if (device >= 0) set_device(device);
-  device_ = current_device();
+  device_ = device >= 0 ? device : current_device();
+  detail::ScopedContext scope(detail::primary_context(device_));
   if (bytes > 0) {
     const CUresult r = driver().cuMemAlloc(&ptr_, bytes);
     if (r != CUDA_SUCCESS) {
@@ -202,7 +203,7 @@ void check_range(std::size_t offset, std::size_t bytes, std::size_t size, const 
 void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes, std::size_t offset) {
   check_range(offset, bytes, bytes_, "copy to device");
   if (bytes == 0) return;
-  detail::ensure_current_context();
+  detail::ScopedContext scope(detail::primary_context(device_));
   check_driver(driver().cuMemcpyHtoD(ptr_ + offset, src, bytes), "copying host to device");
   // From pageable memory the call may return before the DMA lands; a kernel on a non-blocking
   // stream must not see the old bytes.
@@ -212,14 +213,14 @@ void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes, std::size_
 void DeviceBuffer::copy_to_host(void* dst, std::size_t bytes, std::size_t offset) const {
   check_range(offset, bytes, bytes_, "copy to host");
   if (bytes == 0) return;
-  detail::ensure_current_context();
+  detail::ScopedContext scope(detail::primary_context(device_));
   check_driver(driver().cuMemcpyDtoH(dst, ptr_ + offset, bytes), "copying device to host");
 }
 
 void DeviceBuffer::fill_u32(std::uint32_t pattern) {
   if (bytes_ % 4 != 0) throw InvalidArgument("fill_u32: buffer size is not a multiple of 4 bytes");
   if (bytes_ == 0) return;
-  detail::ensure_current_context();
+  detail::ScopedContext scope(detail::primary_context(device_));
   check_driver(driver().cuMemsetD32(ptr_, pattern, bytes_ / 4), "filling a device buffer");
   // cuMemsetD32 is asynchronous on the legacy stream, which non-blocking streams do not wait for:
   // without this a kernel launched next on such a stream can be overwritten by the fill.
@@ -229,11 +230,7 @@ void DeviceBuffer::fill_u32(std::uint32_t pattern) {
 // ---- Stream / Event ----------------------------------------------------------------------------
 
 Stream::Stream(int device) {
-  if (device >= 0) {
-    set_device(device);
-  } else {
-    detail::ensure_current_context();
-  }
+  detail::ScopedContext scope(detail::primary_context(device >= 0 ? device : current_device()));
   check_driver(driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating a stream");
 }
 
@@ -288,6 +285,55 @@ void Event::record(CUstream stream) {
 
 void Event::synchronize() const {
   check_driver(driver().cuEventSynchronize(event_), "waiting for an event");
+}
+
+// ---- Graph -------------------------------------------------------------------------------------
+
+Graph::~Graph() {
+  const detail::DriverApi* api = detail::driver_or_null();
+  if (api == nullptr) return;
+  if (exec_ != nullptr) api->cuGraphExecDestroy(exec_);
+  if (graph_ != nullptr) api->cuGraphDestroy(graph_);
+}
+
+Graph::Graph(Graph&& other) noexcept
+    : graph_(std::exchange(other.graph_, nullptr)), exec_(std::exchange(other.exec_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    Graph old(std::move(*this));
+    graph_ = std::exchange(other.graph_, nullptr);
+    exec_ = std::exchange(other.exec_, nullptr);
+  }
+  return *this;
+}
+
+void Graph::begin(CUstream stream, CaptureMode mode) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) {
+    throw InvalidArgument("capturing a graph: the legacy default stream cannot be captured; use a stream of your own");
+  }
+  const CUstreamCaptureMode m = mode == CaptureMode::global            ? CU_STREAM_CAPTURE_MODE_GLOBAL
+                                : mode == CaptureMode::thread_local_mode ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                                                                       : CU_STREAM_CAPTURE_MODE_RELAXED;
+  check_driver(driver().cuStreamBeginCapture(stream, m), "beginning a stream capture");
+}
+
+void Graph::end(CUstream stream) {
+  const detail::DriverApi& api = driver();
+  check_driver(api.cuStreamEndCapture(stream, &graph_), "ending a stream capture");
+  check_driver(api.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "instantiating a captured graph");
+}
+
+void Graph::abandon(CUstream stream) noexcept {
+  const detail::DriverApi* api = detail::driver_or_null();
+  if (api == nullptr) return;
+  CUgraph g = nullptr;
+  if (api->cuStreamEndCapture(stream, &g) == CUDA_SUCCESS && g != nullptr) api->cuGraphDestroy(g);
+}
+
+void Graph::launch(CUstream stream) const {
+  if (exec_ == nullptr) throw InvalidArgument("launching an empty cuinline::Graph");
+  check_driver(driver().cuGraphLaunch(exec_, stream), "launching a graph");
 }
 
 float Event::elapsed_ms_since(const Event& start) const {

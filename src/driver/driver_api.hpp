@@ -67,7 +67,14 @@ namespace cuinline::detail {
   X(cuMemcpyDtoDAsync, 3020)                           \
   X(cuPointerGetAttribute, 4000)                       \
   X(cuPointerGetAttributes, 7000)                      \
-  X(cuStreamIsCapturing, 10000)
+  X(cuStreamIsCapturing, 10000)                        \
+  X(cuMemHostRegister, 6050)                           \
+  X(cuMemHostUnregister, 4000)                         \
+  X(cuMemAllocManaged, 6000)                           \
+  X(cuDeviceCanAccessPeer, 4000)                       \
+  X(cuCtxEnablePeerAccess, 4000)                       \
+  X(cuCtxDisablePeerAccess, 4000)                      \
+  X(cuMemsetD32Async, 3020)
 
 struct DriverApi {
 #define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;
