@@ -254,7 +254,7 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
-  if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::mma_tiling(v);
+  if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
   return fp32_plan(v).t;
 }
@@ -289,7 +289,10 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   const int min_ty = 32 / t.threads_x;  // a warp must not straddle two channel groups
   int ty = std::max(1, kMaxThreads / (t.threads_x * t.channel_groups));
   ty = std::min(ty, std::max(pow2_at_least(oh), min_ty));
-  int rows = seven ? min_ty : std::max(ty, min_ty);
+  // Whole warps, none straddling two channel groups: rows a multiple of min_ty (threads_x is a
+  // power of two of at least 4, so threads_x * rows is then a multiple of 32).
+  auto whole_warps = [&](int r) { return std::max(min_ty, r / min_ty * min_ty); };
+  int rows = seven ? min_ty : whole_warps(std::max(ty, min_ty));
   auto blocks_per_image = [&] {
     return ceil_div(ow, t.threads_x * t.pixels_per_thread) * ceil_div(oh, rows) *
            ceil_div(v.out_channels, t.block_channels());
@@ -304,7 +307,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
       if (t.channel_groups > 1) {
         t.channel_groups /= 2;
       } else if (rows > min_ty) {
-        rows /= 2;
+        rows = whole_warps(rows / 2);
       } else {
         break;
       }
@@ -402,7 +405,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
-  if (v.precision != Conv2dPrecision::fp32)
+  if (conv2d_impl::uses_tensor_cores(v))
     return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   return conv2d_impl::winograd_applies(v)
              ? "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
@@ -443,7 +446,7 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 }  // namespace conv2d_impl
 
 CompileRequest make_request(const Conv2dVariant& v) {
-  if (v.precision != Conv2dPrecision::fp32) return conv2d_impl::make_mma_request(v);
+  if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::make_winograd_request(v);
   const Fp32Plan fp = fp32_plan(v);

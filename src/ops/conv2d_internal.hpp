@@ -32,6 +32,10 @@ CompileRequest make_mma_request(const Conv2dVariant& v);
 /// stride 1, dilation 1, 8 input and at least 16 output channels, unless the environment sets
 /// CUINLINE_CONV2D_WINOGRAD=0 (read once). The variant must be valid.
 bool winograd_applies(const Conv2dVariant& v);
+/// Whether a tensor-core variant (tf32, tf32x3) runs on the tensor-core kernel: its tile fits the
+/// shared memory. Otherwise (very large filters with many channels) the fp32 direct kernel computes
+/// it — at fp32 accuracy, better than the mode asked for.
+bool uses_tensor_cores(const Conv2dVariant& v);
 /// The tiling of a Winograd variant (winograd_applies(v)).
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).

@@ -113,6 +113,16 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
 
 }  // namespace
 
+bool uses_tensor_cores(const Conv2dVariant& v) {
+  if (v.precision == Conv2dPrecision::fp32) return false;
+  try {
+    mma_tiling(v);  // host arithmetic only (microseconds); asked on a variant-map miss, not per launch
+    return true;
+  } catch (const InvalidArgument&) {
+    return false;  // the tile does not fit the shared memory: the fp32 kernel computes it
+  }
+}
+
 Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   v.validate();
   const Conv2dParams& p = v.params;
