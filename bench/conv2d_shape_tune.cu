@@ -23,7 +23,7 @@ struct Shape {
   static constexpr int kN = N;
   static constexpr int kCin = CIN, kH = HW, kW = HW, kCout = COUT, kKH = K, kKW = K, kSH = STR, kSW = STR,
                        kPH = PAD, kPW = PAD, kDH = 1, kDW = 1;
-  static constexpr int kOH = (HW + 2 * PAD - K) / STR + 1, kOW = kOH, kHasBias = 1;
+  static constexpr int kOH = (HW + 2 * PAD - K) / STR + 1, kOW = kOH, kHasBias = 1, kHasResidual = 0;
 };
 
 template <class Sh, int TX, int TY, int TG, int TK, int TP, int TC, int CIC, int KHU, int MINB, int PIPE, int PH,
@@ -95,7 +95,7 @@ void run(const char* name) {
   const int rt = S::kRT;
   const dim3 grid(P::kTilesX * ((P::kTilesY + rt - 1) / rt), (S::kCout + P::kBlockCout - 1) / P::kBlockCout, S::kN);
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes);
-  auto launch = [&] { kernel<<<grid, P::kThreads, P::kSmemBytes>>>(d.in, d.w, d.b, d.out, rt); };
+  auto launch = [&] { kernel<<<grid, P::kThreads, P::kSmemBytes>>>(d.in, d.w, d.b, d.out, rt, nullptr); };
   cudaMemset(d.out, 0xff, d.n_out * 4);  // NaN
   launch();
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {

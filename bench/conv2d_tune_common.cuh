@@ -24,7 +24,7 @@ struct DivLeaky {
 // The seed's shape constants (every kernel parameter struct of the harnesses derives from it).
 struct SeedShape {
   static constexpr int kCin = 8, kH = 128, kW = 128, kCout = 64, kKH = 3, kKW = 3, kSH = 1, kSW = 1, kPH = 0,
-                       kPW = 0, kDH = 1, kDW = 1, kOH = 126, kOW = 126, kHasBias = 1;
+                       kPW = 0, kDH = 1, kDW = 1, kOH = 126, kOW = 126, kHasBias = 1, kHasResidual = 0;
 };
 
 __global__ void seed_reference(const float* in, const float* w, const float* b, float* out, int n_images) {
@@ -149,7 +149,7 @@ void run_variant(const char* name, Kernel kernel, int rt, SeedData& d) {
                   (SeedShape::kCout + P::kBlockCout - 1) / P::kBlockCout, SeedData::kN);
   check_and_time(
       name, kernel, P::kThreads, P::kSmemBytes, grid.x * grid.y * grid.z,
-      [&] { kernel<<<grid, P::kThreads, P::kSmemBytes>>>(d.in, d.w, d.b, d.out, rt); }, d);
+      [&] { kernel<<<grid, P::kThreads, P::kSmemBytes>>>(d.in, d.w, d.b, d.out, rt, nullptr); }, d);
 }
 
 // One variant of a harness's list: main() keeps `only` (the index asked for, -1: all), `index` and

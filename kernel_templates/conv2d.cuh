@@ -20,7 +20,7 @@
 // neighbour's (a plain row puts them kTP * kSW floats apart: 2-way bank conflicts at stride 2).
 //
 // Required members of S (all `static constexpr int`):
-//   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias
+//   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual
 //   kTX, kTY, kTG (threads along x, y and channel groups), kTP, kTC (per-thread tile),
 //   kTK (thread sets that split each channel chunk), kCiChunk (input channels per shared-memory
 //   stage), kCiUnroll (unroll of that loop), kKhUnroll (unroll of the filter-row loop),
@@ -293,11 +293,16 @@ __device__ __forceinline__ void store_streaming(T* p, T v) {
 
 template <class S, class E>
 __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (&acc)[S::kTP], float b,
-                                          int ox) {
+                                          int ox, const float* __restrict__ res) {
   using P = Plan<S>;
   float v[S::kTP];
 #pragma unroll
-  for (int p = 0; p < S::kTP; ++p) v[p] = E{}(acc[p] + b);
+  for (int p = 0; p < S::kTP; ++p) {
+    // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue.
+    v[p] = acc[p] + b;
+    if (S::kHasResidual && ox + p < S::kOW) v[p] += __ldg(res + p);
+    v[p] = E{}(v[p]);
+  }
   if (P::kStoreVec == 4) {
 #pragma unroll
     for (int p = 0; p < S::kTP; p += 4) {
@@ -446,7 +451,8 @@ __device__ __forceinline__ bool reduce_sets(float (&acc)[S::kTC][S::kTP], float*
 // Bias, epilogue and store of one thread's tile; resets acc to zero.
 template <class S, class E>
 __device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float* __restrict__ bias,
-                                       float* __restrict__ output, int n, int co_base, int oy, int ox) {
+                                       float* __restrict__ output, int n, int co_base, int oy, int ox,
+                                       const float* __restrict__ residual) {
   using P = Plan<S>;
   if (oy < S::kOH) {
 #pragma unroll
@@ -454,8 +460,8 @@ __device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float
       const int co = co_base + c;
       if (S::kCout % P::kBlockCout != 0 && co >= S::kCout) break;
       const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
-      float* dst = output + (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
-      store_row<S, E>(dst, acc[c], b, ox);
+      const long long at = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
+      store_row<S, E>(output + at, acc[c], b, ox, S::kHasResidual ? residual + at : nullptr);
     }
   }
 #pragma unroll
@@ -539,12 +545,14 @@ __device__ __forceinline__ void run_pipeline(Stage&& stage, Landed&& landed, Com
 }  // namespace cuinline_conv2d_detail
 
 /// input [N][kCin][kH][kW], weight [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias),
-/// output [N][kCout][kOH][kOW]. Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
+/// output [N][kCout][kOH][kOW], residual of the output's shape (ignored unless kHasResidual; added
+/// to conv + bias before the epilogue; must not overlap the output). Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
 /// N); block: kThreads; dynamic shared memory: kSmemBytes. row_tiles must be 1 unless kPipeline == 1.
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d(const float* __restrict__ input, const float* __restrict__ weight,
-                    const float* __restrict__ bias, float* __restrict__ output, int row_tiles) {
+                    const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
+                    const float* __restrict__ residual) {
   using P = cuinline_conv2d_detail::Plan<S>;
   namespace d = cuinline_conv2d_detail;
   extern __shared__ __align__(16) float smem[];
@@ -589,7 +597,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
       },
       [&](int tile_y) {
         if (d::reduce_sets<S>(acc, red, tk, lane))
-          d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox);
+          d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox, residual);
       },
       tile_y0, row_tiles);
 }

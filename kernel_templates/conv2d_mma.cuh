@@ -127,6 +127,7 @@ struct Plan {
   static_assert(!S::kOutStage || (kColTiles % S::kMT == 0 && S::kNT % S::kOutStage == 0),
                 "output staging: a warp's tiles side by side in one row, whole n tiles a pass");
   static_assert(!S::kOutStage || S::kPipeline == 3, "output staging is part of row streaming");
+  static_assert(!S::kOutStage || !S::kHasResidual, "a residual is added on the direct store path");
   static_assert(S::kSplit == 1 || S::kSplit == 3, "kSplit is 1 (TF32) or 3 (3xTF32)");
   static_assert(kThreads <= 1024, "block too large");
 };
@@ -344,7 +345,7 @@ __device__ __forceinline__ void fill_acc(float (&acc)[S::kMT][S::kNT][4], const 
 template <class S, class E>
 __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const float* __restrict__ bias,
                                        float* __restrict__ output, int n, int oy0, int ox0, int co_w, int wm,
-                                       int g, int t) {
+                                       int g, int t, const float* __restrict__ residual) {
   using P = Plan<S>;
 #pragma unroll
   for (int i = 0; i < S::kMT; ++i) {
@@ -359,11 +360,19 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
           const int co = co_w + j * 8 + 2 * t + e;
           if (S::kCout % P::kBlockCout == 0 || co < S::kCout) {
             const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
-            float* dst = output + (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
-            if (S::kOW % S::kTileCols == 0 || ox < S::kOW)
-              cuinline_conv2d_detail::store_streaming(dst, E{}(acc[i][j][e] + b));
-            if (S::kOW % S::kTileCols == 0 || ox + 8 < S::kOW)
-              cuinline_conv2d_detail::store_streaming(dst + 8, E{}(acc[i][j][2 + e] + b));
+            const long long at = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
+            float* dst = output + at;
+            // conv + bias, rounded, then + residual (PyTorch's two adds), then the epilogue.
+            if (S::kOW % S::kTileCols == 0 || ox < S::kOW) {
+              float v = acc[i][j][e] + b;
+              if (S::kHasResidual) v += __ldg(residual + at);
+              cuinline_conv2d_detail::store_streaming(dst, E{}(v));
+            }
+            if (S::kOW % S::kTileCols == 0 || ox + 8 < S::kOW) {
+              float v = acc[i][j][2 + e] + b;
+              if (S::kHasResidual) v += __ldg(residual + at + 8);
+              cuinline_conv2d_detail::store_streaming(dst + 8, E{}(v));
+            }
           }
         }
       }
@@ -453,7 +462,8 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 }  // namespace cuinline_conv2d_mma_detail
 
 /// The same contract as cuinline_conv2d (conv2d.cuh): input [N][kCin][kH][kW], weight
-/// [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias), output [N][kCout][kOH][kOW].
+/// [kCout][kCin][kKH][kKW], bias [kCout] (ignored unless kHasBias), output [N][kCout][kOH][kOW],
+/// residual (ignored unless kHasResidual).
 /// Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout), N); block: kThreads;
 /// dynamic shared memory: kSmemBytes. row_tiles (rows of tiles a block computes in turn; with row
 /// streaming, steps of kTY output rows) must be 1 unless kPipeline is 1 (row-tile pipeline) or 3
@@ -461,7 +471,8 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_mma(const float* __restrict__ input, const float* __restrict__ weight,
-                        const float* __restrict__ bias, float* __restrict__ output, int row_tiles) {
+                        const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
+                        const float* __restrict__ residual) {
   using P = cuinline_conv2d_mma_detail::Plan<S>;
   namespace d = cuinline_conv2d_mma_detail;
   namespace cd = cuinline_conv2d_detail;
@@ -510,7 +521,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
         [&](int in_buf, int w_buf) {
           d::accumulate<S>(s_in + in_buf * P::kInFloats, s_w + w_buf * P::kWFloats, acc, a_off, b_off);
         },
-        [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t); },
+        [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t, residual); },
         tile_y0, row_tiles);
   } else {
     // Row streaming: steps tile_y0 .. tile_y0 + steps - 1 of kTY output rows each. Copy groups:
@@ -565,7 +576,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
         d::finish_staged<S, E>(acc, bias_r, output, s_out, n, (tile_y0 + r) * S::kTY + warp_row, ox_w, co_w,
                                lane);
       } else {
-        d::finish<S, E>(acc, bias, output, n, (tile_y0 + r) * S::kTY, ox0, co_w, wm, g, t);
+        d::finish<S, E>(acc, bias, output, n, (tile_y0 + r) * S::kTY, ox0, co_w, wm, g, t, residual);
       }
     }
   }

@@ -276,12 +276,25 @@ __device__ __noinline__ float4 direct_tile(const float* __restrict__ in_n, const
 // Bias, epilogue and store of the 2 x 2 outputs y of the tile at (oy, ox) of channel co.
 template <class S, class E>
 __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, float y00, float y01, float y10,
-                                           float y11, int oy, int ox) {
+                                           float y11, int oy, int ox, const float* __restrict__ res) {
   using P = WPlan<S>;
-  y00 = E{}(y00 + b);
-  y01 = E{}(y01 + b);
-  y10 = E{}(y10 + b);
-  y11 = E{}(y11 + b);
+  y00 += b;
+  y01 += b;
+  y10 += b;
+  y11 += b;
+  if (S::kHasResidual) {  // conv + bias, rounded, then + residual (PyTorch's two adds)
+    const bool right = ox + 1 < S::kOW, below = oy + 1 < S::kOH;
+    if (ox < S::kOW) {
+      y00 += __ldg(res + ox);
+      if (right) y01 += __ldg(res + ox + 1);
+      if (below) y10 += __ldg(res + S::kOW + ox);
+      if (right && below) y11 += __ldg(res + S::kOW + ox + 1);
+    }
+  }
+  y00 = E{}(y00);
+  y01 = E{}(y01);
+  y10 = E{}(y10);
+  y11 = E{}(y11);
   if (ox >= S::kOW) return;
   if (P::kStoreVec == 2) {
     store_streaming(reinterpret_cast<float2*>(dst + ox), make_float2(y00, y01));
@@ -302,7 +315,8 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, flo
 // the direct sums of some of its outputs are finite (Inf - Inf); fix_tiles recomputes those.
 template <class S, class E>
 __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
-                                           float* __restrict__ output, int n, int co_base, int oy, int tile_x0) {
+                                           float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
+                                           const float* __restrict__ residual) {
   using P = WPlan<S>;
   unsigned bad = 0;
 #pragma unroll
@@ -310,7 +324,9 @@ __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], co
     const int co = co_base + c;
     const bool co_ok = S::kCout % P::kBlockCout == 0 || co < S::kCout;
     const float b = S::kHasBias && co_ok ? __ldg(bias + co) : 0.0f;
-    float* dst = output + (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
+    const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
+    float* dst = output + row;
+    const float* res = S::kHasResidual ? residual + row : nullptr;
 #pragma unroll
     for (int t = 0; t < S::kTT; ++t) {
       const float(&m)[16] = acc[t][c];
@@ -325,7 +341,7 @@ __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], co
       const float y10 = a1[0] + a1[1] + a1[2];
       const float y11 = a1[1] - a1[2] - a1[3];
       if (!isfinite((y00 + y01) + (y10 + y11))) bad |= 1u << (t * S::kTCo + c);
-      if (co_ok) store_tile<S, E>(dst, b, y00, y01, y10, y11, oy, 2 * (tile_x0 + t * S::kLX));
+      if (co_ok) store_tile<S, E>(dst, b, y00, y01, y10, y11, oy, 2 * (tile_x0 + t * S::kLX), res);
     }
   }
   return bad;
@@ -336,7 +352,7 @@ __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], co
 template <class S, class E>
 __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ in_n, const float* __restrict__ weight,
                                        const float* __restrict__ bias, float* __restrict__ output, int n,
-                                       int co_base, int oy, int tile_x0) {
+                                       int co_base, int oy, int tile_x0, const float* __restrict__ residual) {
 #pragma unroll 1
   for (int i = 0; i < S::kTT * S::kTCo; ++i) {
     if (!(bad >> i & 1u)) continue;
@@ -346,8 +362,8 @@ __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ i
     const int ox = 2 * (tile_x0 + t * S::kLX);
     const float4 y = direct_tile<S>(in_n, weight, co, oy, ox);
     const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
-    store_tile<S, E>(output + (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW, b, y.x, y.y, y.z, y.w, oy,
-                     ox);
+    const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
+    store_tile<S, E>(output + row, b, y.x, y.y, y.z, y.w, oy, ox, S::kHasResidual ? residual + row : nullptr);
   }
 }
 
@@ -359,7 +375,8 @@ __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ i
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_winograd(const float* __restrict__ input, const float* __restrict__ weight,
-                             const float* __restrict__ bias, float* __restrict__ output, int row_tiles) {
+                             const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
+                             const float* __restrict__ residual) {
   using P = cuinline_conv2d_wino_detail::WPlan<S>;
   namespace d = cuinline_conv2d_wino_detail;
   extern __shared__ __align__(16) float smem[];
@@ -420,10 +437,11 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
     }
     if (k == P::kChunks - 1) {
       const unsigned bad =
-          d::finish<S, E>(acc, bias, output, n, co0 + group * S::kTCo, 2 * ty, bx * P::kBlockTiles + tile0);
+          d::finish<S, E>(acc, bias, output, n, co0 + group * S::kTCo, 2 * ty, bx * P::kBlockTiles + tile0,
+                          residual);
       if (bad != 0) {
         d::fix_tiles<S, E>(bad, in_n, weight, bias, output, n, co0 + group * S::kTCo, 2 * ty,
-                           bx * P::kBlockTiles + tile0);
+                           bx * P::kBlockTiles + tile0, residual);
       }
     }
   }

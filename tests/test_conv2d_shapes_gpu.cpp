@@ -1,5 +1,5 @@
 // conv2d on random valid shapes (non-square filters and images, stride, padding, dilation, bias or
-// not, each precision) against a float64 CPU reference, outputs poisoned first: relative L2 error
+// not, a residual or not, each precision) against a float64 CPU reference, outputs poisoned first: relative L2 error
 // <= 1e-5 for fp32 and tf32x3, <= 5e-3 for tf32. Skips without a device.
 #include <gtest/gtest.h>
 
@@ -19,10 +19,11 @@ struct Shape {
   int n, cin, h, w, cout, kh, kw;
   Conv2dParams p;
   bool bias;
+  bool residual = false;
 };
 
 double rel_l2(const Shape& s, const std::vector<float>& x, const std::vector<float>& wt, const std::vector<float>& b,
-              const std::vector<float>& y, double slope) {
+              const std::vector<float>& r, const std::vector<float>& y, double slope) {
   const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
   const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
   double num = 0, den = 0;
@@ -42,8 +43,10 @@ double rel_l2(const Shape& s, const std::vector<float>& x, const std::vector<flo
                        wt[((static_cast<std::size_t>(co) * s.cin + ci) * s.kh + ky) * s.kw + kx];
               }
             }
+          const std::size_t at = ((static_cast<std::size_t>(n) * s.cout + co) * oh + oy) * ow + ox;
+          if (s.residual) acc += r[at];
           const double ref = acc > 0 ? acc : acc * slope;
-          const double got = y[((static_cast<std::size_t>(n) * s.cout + co) * oh + oy) * ow + ox];
+          const double got = y[at];
           num += (got - ref) * (got - ref);
           den += ref * ref;
         }
@@ -56,10 +59,15 @@ TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> k(1, 11), st(1, 4), pad(0, 5), dil(1, 4), coin(0, 1);
-  std::vector<Shape> shapes = {{4, 16, 40, 40, 48, 3, 5, [] { Conv2dParams p; p.pad_h = 1; p.pad_w = 2; return p; }(), true}};
+  std::vector<Shape> shapes = {
+      {4, 16, 40, 40, 48, 3, 5, [] { Conv2dParams p; p.pad_h = 1; p.pad_w = 2; return p; }(), true},
+      // ResNet's basic block: relu(conv(x) + b + residual), one of each kernel family's shapes.
+      {2, 64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1), true, true},
+      {2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}};
   while (shapes.size() < 16) {
     Shape s{1 + coin(rng), 1 + static_cast<int>(rng() % 40), 1 + static_cast<int>(rng() % 70),
-            1 + static_cast<int>(rng() % 70), 1 + static_cast<int>(rng() % 70), k(rng), k(rng), {}, coin(rng) == 1};
+            1 + static_cast<int>(rng() % 70), 1 + static_cast<int>(rng() % 70), k(rng), k(rng), {}, coin(rng) == 1,
+            coin(rng) == 1};
     s.p.stride_h = st(rng), s.p.stride_w = st(rng), s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
     s.p.dilation_h = coin(rng) ? 1 : dil(rng), s.p.dilation_w = coin(rng) ? 1 : dil(rng);
     const auto oh = conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h);
@@ -74,10 +82,11 @@ TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
       const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
       const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
       std::vector<float> x(std::size_t(s.n) * s.cin * s.h * s.w), wt(std::size_t(s.cout) * s.cin * s.kh * s.kw),
-          b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow);
-      for (auto* v : {&x, &wt, &b})
+          b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow), r(y.size());
+      for (auto* v : {&x, &wt, &b, &r})
         for (float& f : *v) f = normal(rng);
-      DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4);
+      DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4), dr(r.size() * 4);
+      dr.copy_from_host(r.data(), r.size() * 4);
       dx.copy_from_host(x.data(), x.size() * 4);
       dw.copy_from_host(wt.data(), wt.size() * 4);
       db.copy_from_host(b.data(), b.size() * 4);
@@ -86,13 +95,15 @@ TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
         return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
       };
       const Conv2dVariant v = make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, Op::relu());
-      SCOPED_TRACE(v.name() + " " + to_string(prec) + " batch " + std::to_string(s.n));
+      SCOPED_TRACE(v.name() + " " + to_string(prec) + " batch " + std::to_string(s.n) +
+                   (s.residual ? " residual" : ""));
       conv2d(view(dx, {s.n, s.cin, s.h, s.w}), view(dw, {s.cout, s.cin, s.kh, s.kw}),
              s.bias ? view(db, {s.cout}) : TensorView{}, view(dy, {s.n, s.cout, oh, ow}), s.p,
-             div_leaky_relu_epilogue(1.0, 0.125), stream, prec);
+             div_leaky_relu_epilogue(1.0, 0.125), stream, prec,
+             s.residual ? view(dr, {s.n, s.cout, oh, ow}) : TensorView{});
       stream.synchronize();
       dy.copy_to_host(y.data(), y.size() * 4);
-      const double err = rel_l2(s, x, wt, b, y, 0.125);
+      const double err = rel_l2(s, x, wt, b, r, y, 0.125);
       EXPECT_LE(err, prec == Conv2dPrecision::tf32 ? 5e-3 : 1e-5);  // NaN (an unwritten output) fails too
     }
   }

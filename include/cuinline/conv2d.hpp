@@ -70,6 +70,9 @@ struct Conv2dVariant {
   int kernel_w = 0;      ///< KW
   Conv2dParams params;
   bool has_bias = false;
+  /// A residual tensor of the output's shape, added to conv + bias before the epilogue (ResNet's
+  /// relu(conv(x) + b + residual): epilogue relu). Rounded as PyTorch's two adds are.
+  bool has_residual = false;
   /// Applied to every (conv + bias) value before the store; an empty chain stores the conv as is.
   Op epilogue = Op::chain({});
   Conv2dPrecision precision = Conv2dPrecision::fp32;
@@ -146,18 +149,22 @@ struct Conv2dTiling {
 };
 Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 
-/// output = epilogue(conv2d(input, weight) + bias), in one kernel.
+/// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
 ///   input  f32 [N, Cin, H, W], contiguous
 ///   weight f32 [Cout, Cin, KH, KW], contiguous
 ///   bias   f32 [Cout] contiguous, or a view with data == nullptr for no bias
 ///   output f32 [N, Cout, OH, OW], contiguous, OH/OW by PyTorch's formula; must not overlap input
+///   residual f32 of the output's shape, contiguous, or a view with data == nullptr for none; read
+///            in the same kernel and added to conv + bias before the epilogue (ResNet's
+///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
 /// Throws InvalidArgument (before any launch) for a dtype other than f32, mismatched channels, a
 /// weight or bias or output shape that does not match, non-contiguous tensors or null pointers.
 /// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
 /// device); the first call of a variant compiles it (or loads it from the cache).
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue,
-            CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32);
+            CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32,
+            const TensorView& residual = {});
 
 /// The epilogue conv2d_div_leaky_relu uses: Op::chain({Step::div(divisor), Step::leaky_relu(slope)}).
 inline Op div_leaky_relu_epilogue(double divisor, double slope) {
@@ -172,7 +179,8 @@ void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, co
 /// The variant a call would use (validating everything conv2d validates), without launching.
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
-                                 Conv2dPrecision precision = Conv2dPrecision::fp32);
+                                 Conv2dPrecision precision = Conv2dPrecision::fp32,
+                                 const TensorView& residual = {});
 
 /// Counters of the conv2d in-process kernel map (in front of the KernelCache).
 /// The conv2d map's counters (the same fields as the elementwise ops' OpsStats).

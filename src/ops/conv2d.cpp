@@ -188,6 +188,7 @@ std::string Conv2dVariant::name() const {
                   std::to_string(out_channels) + "x" + std::to_string(kernel_h) + "x" +
                   std::to_string(kernel_w) + "," + describe_params(params);
   if (has_bias) s += ",bias";
+  if (has_residual) s += ",residual";
   if (precision != Conv2dPrecision::fp32) s += std::string(",") + to_string(precision);
   s += ">[" + (is_identity(epilogue) ? std::string("identity") : epilogue.describe()) + "]";
   return s;
@@ -231,7 +232,7 @@ void Conv2dVariant::validate() const {
 bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
   return a.in_channels == b.in_channels && a.height == b.height && a.width == b.width &&
          a.out_channels == b.out_channels && a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w &&
-         a.params == b.params && a.has_bias == b.has_bias && a.precision == b.precision &&
+         a.params == b.params && a.has_bias == b.has_bias && a.has_residual == b.has_residual && a.precision == b.precision &&
          a.dtype == b.dtype && a.epilogue == b.epilogue;
 }
 
@@ -324,7 +325,8 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     return (l.in_rows * l.in_pitch + l.w_per_ci) * 4;
   };
   while (t.channel_groups > 1 && one_channel_bytes() > kPipelinedBytes) t.channel_groups /= 2;
-  t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 ? 2 : 3;
+  // A residual's address and loads need registers the third resident block would cap (spills seen).
+  t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 || v.has_residual ? 2 : 3;
   const int pipelined_bytes = seven ? kPipelinedBytes7 : kPipelinedBytes;
   t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
   t.tiles_y = ceil_div(oh, rows);
@@ -432,7 +434,8 @@ std::string render_shape_constants(const Conv2dVariant& v) {
   return c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kCout", v.out_channels) +
          c("kKH", v.kernel_h) + c("kKW", v.kernel_w) + c("kSH", p.stride_h) + c("kSW", p.stride_w) +
          c("kPH", p.pad_h) + c("kPW", p.pad_w) + c("kDH", p.dilation_h) + c("kDW", p.dilation_w) +
-         c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0);
+         c("kOH", v.out_height()) + c("kOW", v.out_width()) + c("kHasBias", v.has_bias ? 1 : 0) +
+         c("kHasResidual", v.has_residual ? 1 : 0);
 }
 
 std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {

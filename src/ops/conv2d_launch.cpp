@@ -35,7 +35,7 @@ Launchable find_kernel(const Conv2dVariant& v, int device) {
         std::int64_t{v.out_channels}, std::int64_t{v.kernel_h}, std::int64_t{v.kernel_w},
         std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
         std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
-        std::int64_t{v.has_bias}, std::int64_t{static_cast<int>(v.precision)}}) {
+        std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)}}) {
     f.value(x);
   }
   f.op(v.epilogue);
@@ -126,7 +126,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
 
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
-                                 Conv2dPrecision precision) {
+                                 Conv2dPrecision precision, const TensorView& residual) {
   check_tensor(input, "input", 4);
   check_tensor(weight, "weight", 4);
   check_tensor(output, "output", 4);
@@ -169,19 +169,31 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   if (overlap(input, output) || overlap(weight, output) || (has_bias && overlap(bias, output))) {
     bad("output overlaps an input");
   }
+  v.has_residual = residual.data != nullptr;
+  if (v.has_residual) {
+    check_tensor(residual, "residual", 4);
+    for (int d = 0; d < 4; ++d) {
+      if (residual.shape[d] != output.shape[d])
+        bad("residual " + residual.describe() + " does not have the output's shape " + output.describe());
+    }
+    // The Winograd kernel may store a tile twice (a direct recompute of non-finite tiles), reading
+    // the residual again after the first store: the two must not share memory.
+    if (overlap(residual, output)) bad("residual overlaps the output (write the sum to another tensor)");
+  }
   return v;
 }
 
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue, CUstream stream,
-            Conv2dPrecision precision) {
-  const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, params, epilogue, precision);
+            Conv2dPrecision precision, const TensorView& residual) {
+  const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, params, epilogue, precision, residual);
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
   const int device = stream_device(stream);
   cuinline::detail::check_tensor_access(input, "conv2d: input", device);
   cuinline::detail::check_tensor_access(weight, "conv2d: weight", device);
   if (bias.data != nullptr) cuinline::detail::check_tensor_access(bias, "conv2d: bias", device);
+  if (v.has_residual) cuinline::detail::check_tensor_access(residual, "conv2d: residual", device);
   cuinline::detail::check_tensor_access(output, "conv2d: output", device);
   const Launchable e = find_kernel(v, device);
   const Conv2dTiling& t = e.tiling;
@@ -197,7 +209,8 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   const float* w = static_cast<const float*>(weight.data);
   const float* b = static_cast<const float*>(bias.data);
   float* out = static_cast<float*>(output.data);
-  e.kernel.launch(cfg, in, w, b, out, row_tiles);
+  const float* res = static_cast<const float*>(residual.data);
+  e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
   kernel_map().count_launch();
 }
 

@@ -86,13 +86,15 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
   const int in_cols = in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w);
   // The output tile goes through shared memory in passes: one channel tile a pass for the whole-row
   // warps (less shared memory), else two where they divide evenly.
-  const int out_stage = m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1);
+  // With a residual the warps store directly (the residual is read beside each output; 0 passes).
+  const int out_stage =
+      v.has_residual ? 0 : (m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1));
   for (int rows = std::min(2, oh); rows >= 1; --rows) {
     const int ring = in_extent(rows, v.kernel_h, p.stride_h, p.dilation_h) + 2 * rows * p.stride_h;
     const int warps_m = warps_per_row * rows;
     const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
     const std::int64_t out_floats =
-        std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
+        out_stage == 0 ? 0 : std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
     const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
     if (bytes > kPipelinedBytes) continue;
     t.tile_cols = cols;
