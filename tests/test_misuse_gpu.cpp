@@ -148,19 +148,15 @@ TEST_F(MisuseGpu, AnotherGpusMemoryNeedsPeerAccess) {
   test::DeviceTensor out1 = test::make_tensor(DType::f32, {100000}, 1);
   test::fill_random(in1, rng_, true);
   Stream s0(0);
-  // Peer access from device 0 to device 1 may have been enabled by an earlier test: disable first.
-  api.cuCtxDisablePeerAccess(detail::primary_context(1));
+  ASSERT_FALSE(peer_access_enabled(0, 1));
   expect_refused([&] { ops::relu(in1.view, out1.view, s0); }, {"input", "device 1", "device 0", "peer"});
   int can = 0;
   check_driver(api.cuDeviceCanAccessPeer(&can, 0, 1), "cuDeviceCanAccessPeer");
   if (!can) GTEST_SKIP() << "device 0 cannot access device 1 (no peer access possible)";
-  // With peer access enabled (device 0's context may map device 1's memory), the call runs on
-  // device 0 over device 1's memory and is right.
-  {
-    detail::ScopedContext ctx0(detail::primary_context(0));
-    const CUresult r = api.cuCtxEnablePeerAccess(detail::primary_context(1), 0);
-    ASSERT_TRUE(r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) << driver_error_string(r);
-  }
+  // With peer access enabled (device 0's context maps device 1's memory), the call runs on device 0
+  // over device 1's memory and is right.
+  enable_peer_access(0, 1);
+  EXPECT_TRUE(peer_access_enabled(0, 1));
   out1.buffer.fill_u32(test::kPoisonWord);
   ops::relu(in1.view, out1.view, s0);
   s0.synchronize();
@@ -168,10 +164,6 @@ TEST_F(MisuseGpu, AnotherGpusMemoryNeedsPeerAccess) {
   in1.buffer.copy_to_host(x.data(), x.size() * 4);
   out1.buffer.copy_to_host(y.data(), y.size() * 4);
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] > 0 ? x[i] : 0.0f) << i;
-  {
-    detail::ScopedContext ctx0(detail::primary_context(0));
-    api.cuCtxDisablePeerAccess(detail::primary_context(1));
-  }
 }
 
 }  // namespace

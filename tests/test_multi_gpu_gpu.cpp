@@ -95,7 +95,10 @@ TEST_F(MultiGpu, OneThreadPerDeviceSameVariants) {
             if (std::memcmp(got.data(), expected.data(), got.size()) != 0) failures.fetch_add(1);
           }
         }
-        Graph g = Graph::capture(s, [&] { for (OpCase& c : cases) c.run(s); });
+        // Thread-local mode: the other thread frees buffers meanwhile, which a global-mode capture
+        // forbids to every thread of the process (cuMemFree invalidates it).
+        Graph g = Graph::capture(
+            s, [&] { for (OpCase& c : cases) c.run(s); }, CaptureMode::thread_local_mode);
         std::vector<std::vector<unsigned char>> expected;
         for (OpCase& c : cases) c.refill(rng), expected.push_back(run_eager(c, s));
         for (OpCase& c : cases) c.output.buffer.fill_u32(test::kPoisonWord);

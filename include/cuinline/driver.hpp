@@ -45,6 +45,17 @@ void set_device(int ordinal);
 /// The device of the calling thread's current context; the primary context of device 0 is made
 /// current when there is none.
 int current_device();
+/// Enables access from kernels on `device` to memory of `peer` (cuCtxEnablePeerAccess in `device`'s
+/// primary context; already enabled is fine) and lets cuinline's ops accept tensors of `peer` on
+/// streams of `device`. The driver cannot tell whether peer access is enabled for memory from
+/// cuMemAlloc (the allocator of the CUDA runtime and of PyTorch's default allocator), so the ops
+/// refuse another device's tensor unless this was called, or the memory is a virtual-memory mapping
+/// (cuMemMap) whose access for `device` was granted with cuMemSetAccess. Throws DriverError when the
+/// two devices cannot access each other.
+void enable_peer_access(int device, int peer);
+/// Whether enable_peer_access(device, peer) was called in this process.
+bool peer_access_enabled(int device, int peer) noexcept;
+
 /// The device a stream belongs to (the current device for the null stream). Allowed while the
 /// stream is being captured into a graph: it asks for the stream's context, never for its device
 /// (cuStreamGetDevice invalidates a capture in every capture mode; docs/graphs.md).

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -154,6 +155,35 @@ int context_device(CUcontext ctx) {
 }
 
 }  // namespace detail
+
+namespace {
+constexpr int kMaxPeerDevices = 64;
+std::atomic<bool> g_peer_enabled[kMaxPeerDevices][kMaxPeerDevices];
+}  // namespace
+
+void enable_peer_access(int device, int peer) {
+  if (device < 0 || peer < 0 || device >= kMaxPeerDevices || peer >= kMaxPeerDevices || device == peer) {
+    throw InvalidArgument("enable_peer_access(" + std::to_string(device) + ", " + std::to_string(peer) +
+                          "): two different device ordinals are needed");
+  }
+  const detail::DriverApi& api = driver();
+  int can = 0;
+  check_driver(api.cuDeviceCanAccessPeer(&can, device, peer), "asking whether peer access is possible");
+  if (!can) {
+    throw DriverError(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "device " + std::to_string(device) +
+                                                              " cannot access the memory of device " +
+                                                              std::to_string(peer));
+  }
+  detail::ScopedContext scope(detail::primary_context(device));
+  const CUresult r = api.cuCtxEnablePeerAccess(detail::primary_context(peer), 0);
+  if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check_driver(r, "enabling peer access");
+  g_peer_enabled[device][peer].store(true, std::memory_order_release);
+}
+
+bool peer_access_enabled(int device, int peer) noexcept {
+  if (device < 0 || peer < 0 || device >= kMaxPeerDevices || peer >= kMaxPeerDevices) return false;
+  return g_peer_enabled[device][peer].load(std::memory_order_acquire);
+}
 
 // ---- DeviceBuffer ------------------------------------------------------------------------------
 

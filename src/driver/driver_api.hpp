@@ -74,7 +74,8 @@ namespace cuinline::detail {
   X(cuDeviceCanAccessPeer, 4000)                       \
   X(cuCtxEnablePeerAccess, 4000)                       \
   X(cuCtxDisablePeerAccess, 4000)                      \
-  X(cuMemsetD32Async, 3020)
+  X(cuMemsetD32Async, 3020)                            \
+  X(cuMemGetAccess, 10020)
 
 struct DriverApi {
 #define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;

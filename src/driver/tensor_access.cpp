@@ -41,15 +41,17 @@ std::string where(const PointerFacts& f) {
   }
 }
 
-// Whether `device` (its primary context) may read and write device memory of another device at
-// `p`: peer access enabled, or a VMM mapping with access granted to it.
-bool peer_accessible(const DriverApi& api, CUdeviceptr p, int device) {
-  ScopedContext scope(primary_context(device));
-  unsigned long long flags = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
-  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_ACCESS_FLAGS;
-  void* data[] = {&flags};
-  if (api.cuPointerGetAttributes(1, &attr, data, p) != CUDA_SUCCESS) return false;
-  return flags == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+// Whether a kernel on `device` may read and write memory of device `owner` at `p`: peer access
+// enabled through enable_peer_access, or a virtual-memory mapping (cuMemMap) with read-write access
+// granted to `device`. (CU_POINTER_ATTRIBUTE_ACCESS_FLAGS answers read-write for cuMemAlloc memory
+// of another device with peer access disabled — seen on two H200s, driver 580 — so it cannot tell.)
+bool peer_accessible(const DriverApi& api, CUdeviceptr p, int owner, int device) {
+  if (peer_access_enabled(device, owner)) return true;
+  CUmemLocation where{};
+  where.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  where.id = device;
+  unsigned long long flags = 0;
+  return api.cuMemGetAccess(&flags, &where, p) == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 }
 
 [[noreturn]] void refuse(const TensorView& t, const char* what, int device, const std::string& why) {
@@ -69,10 +71,10 @@ PointerFacts check_one(const DriverApi& api, const TensorView& t, const char* wh
                " is not memory the CUDA driver knows (pageable host memory that is not registered, or freed "
                "device memory)");
   }
-  if (f.ordinal != device && !peer_accessible(api, p, device)) {
+  if (f.ordinal != device && !peer_accessible(api, p, f.ordinal, device)) {
     refuse(t, what, device,
            std::string(which) + " is on device " + std::to_string(f.ordinal) + ", which device " +
-               std::to_string(device) + " cannot access (no peer access enabled)");
+               std::to_string(device) + " may not access (no peer access enabled through cuinline::enable_peer_access)");
   }
   return f;
 }

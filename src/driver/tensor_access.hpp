@@ -10,7 +10,8 @@ namespace cuinline::detail {
 ///   - a null pointer with a non-zero size;
 ///   - memory the driver does not know (pageable host memory that is not registered, or freed
 ///     device memory that nothing reuses);
-///   - device memory of another device that `device` has no access to (no peer access enabled);
+///   - device memory of another device, unless cuinline::enable_peer_access(device, owner) was
+///     called or the memory is a cuMemMap mapping with access granted to `device`;
 ///   - an extent that runs past the end of the allocation the first element is in, into memory the
 ///     driver does not know or that is on another device.
 /// Managed memory and registered (pinned) host memory pass. One cuPointerGetAttributes call per
