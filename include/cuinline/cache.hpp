@@ -103,6 +103,9 @@ enum class EntryCheck {
   bad_checksum,
   foreign,  ///< built by another NVRTC, or unreadable metadata
   io_error,
+  /// owned by another user (not root), or writable by group or others: anyone who could write it may
+  /// have planted it (refused unless the cache is shared, CUINLINE_CACHE_SHARED=1)
+  untrusted_owner,
 };
 const char* to_string(EntryCheck check) noexcept;
 

@@ -79,13 +79,15 @@ void DiskCache::Impl::open_directory() {
   if (!config.allow_shared_directory) {
     if (st.st_uid != ::geteuid()) {
       return unusable("'" + shown + "' is owned by uid " + std::to_string(st.st_uid) +
-                      ", not by this user (set CUINLINE_CACHE_SHARED=1 to accept it)");
+                      ", not by this user: anyone who owns it can plant machine code in it; use a directory of "
+                      "your own (CUINLINE_CACHE_DIR)");
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
       return unusable("'" + shown + "' is writable by group or others (mode " + mode +
-                      "; chmod 700 it, or set CUINLINE_CACHE_SHARED=1 to accept it)");
+                      "): anyone who can write it can plant machine code in it; chmod 700 it (entries other "
+                      "users wrote there are then refused one by one)");
     }
   }
   if (::faccessat(dir_fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
@@ -99,6 +101,21 @@ void DiskCache::Impl::open_directory() {
   // A restrictive umask must not leave a lock file that later opens (O_RDWR) cannot use.
   if (struct stat lock_st{}; ::fstat(lock_file.get(), &lock_st) == 0 && lock_st.st_uid == ::geteuid() &&
                              (lock_st.st_mode & 0600) != 0600) {
+    ::fchmod(lock_file.get(), 0600);
+  }
+  // A lock file another user owns or can write lets them hold the cache's locks for ever: replace it
+  // (the directory is ours and private here). Shared caches keep theirs.
+  if (struct stat lock_st{}; !config.allow_shared_directory && ::fstat(lock_file.get(), &lock_st) == 0 &&
+                             !detail::trusted_file(lock_st)) {
+    log->warn("disk cache: replacing the lock file in '{}' (owned by uid {}, mode {:04o})", shown, lock_st.st_uid,
+              static_cast<unsigned>(lock_st.st_mode & 07777));
+    lock_file.reset();
+    ::unlinkat(dir_fd.get(), detail::kLockFileName, 0);
+    lock_file.reset(::openat(dir_fd.get(), detail::kLockFileName,
+                             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock_file) {
+      return unusable("cannot replace the untrusted lock file in '" + shown + "': " + detail::errno_text(errno));
+    }
     ::fchmod(lock_file.get(), 0600);
   }
   usable = true;
@@ -147,8 +164,18 @@ std::uint64_t DiskCache::max_bytes() const noexcept {
 
 void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const struct stat* st) {
   ++rejected_entries;
-  // Entries of another NVRTC or format version are expected after an upgrade; damage is not.
+  // Entries of another NVRTC or format version are expected after an upgrade; damage is not, nor is
+  // a planted entry (warned about once a process, each one counted).
   const bool expected = check == EntryCheck::foreign || check == EntryCheck::wrong_version;
+  if (check == EntryCheck::untrusted_owner) {
+    const bool first = !untrusted_warned.exchange(true);
+    logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
+                  "disk cache: refusing entry '{}' in '{}': owned by uid {} with mode {:04o} (only entries of "
+                  "this user or root, writable by no one else, are loaded); it will be rebuilt",
+                  name, directory.string(), st ? st->st_uid : 0u, st ? (st->st_mode & 07777) : 0u);
+    if (st != nullptr) remove_if_same(name, st->st_dev, st->st_ino);
+    return;
+  }
   logger()->log(expected ? spdlog::level::debug : spdlog::level::warn,
                 "disk cache: rejecting entry '{}' in '{}' ({}); it will be rebuilt", name, directory.string(),
                 to_string(check));
@@ -184,6 +211,13 @@ std::optional<CompiledProgram> DiskCache::load(const CacheKey& key) {
     if (::fstat(fd.get(), &st) != 0) return std::nullopt;
     if (!S_ISREG(st.st_mode)) {
       impl_->reject(name, EntryCheck::foreign, nullptr);  // not a file: count it, but never unlink it
+      return std::nullopt;
+    }
+    // Checked on the opened descriptor, not the path: a file another user wrote (while the
+    // directory was group-writable, say) stays refused after the directory is made private, and a
+    // writer that kept a descriptor open cannot rewrite a file that passed (it is not theirs).
+    if (!impl_->config.allow_shared_directory && !detail::trusted_file(st)) {
+      impl_->reject(name, EntryCheck::untrusted_owner, &st);
       return std::nullopt;
     }
     if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) {

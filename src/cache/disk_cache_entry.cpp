@@ -250,6 +250,8 @@ const char* to_string(EntryCheck check) noexcept {
       return "foreign";
     case EntryCheck::io_error:
       return "io_error";
+    case EntryCheck::untrusted_owner:
+      return "untrusted_owner";
   }
   return "unknown";
 }

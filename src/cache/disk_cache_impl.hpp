@@ -51,6 +51,7 @@ struct DiskCache::Impl {
   std::string unusable_reason;  // set once in the constructor
 
   std::atomic<bool> write_failure_warned{false};
+  std::atomic<bool> untrusted_warned{false};
   std::atomic<bool> lock_failure_warned{false};
 
   std::mutex size_mutex;

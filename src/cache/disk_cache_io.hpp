@@ -2,6 +2,7 @@
 // Small POSIX helpers for the disk tier: an owning file descriptor and EINTR-safe whole-buffer I/O.
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,13 @@
 #include <utility>
 
 namespace cuinline::detail {
+
+/// Whether an opened file (its fstat) may be trusted as written by this user: owned by the effective
+/// user or by root, and writable by no one else. A file someone else could write may hold planted
+/// machine code, whatever its checksum says (anyone who can write it can recompute that).
+inline bool trusted_file(const struct stat& st) noexcept {
+  return (st.st_uid == ::geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
 
 /// Sole owner of one file descriptor; closes it on destruction.
 class UniqueFd {

@@ -55,10 +55,12 @@ std::filesystem::file_time_type to_file_time(const struct timespec& t) {
   return file_now - age;
 }
 
-// Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes).
-EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st) {
+// Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes; unless
+// `shared`, only files this user or root owns and no one else can write).
+EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st, bool shared) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EntryCheck::io_error;
+  if (!shared && !detail::trusted_file(st)) return EntryCheck::untrusted_owner;
   if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) return EntryCheck::foreign;
   if (detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes) != 0)
     return EntryCheck::io_error;
@@ -186,7 +188,7 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
     if (!file.entry) continue;
     std::string bytes;
     struct stat st {};
-    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st) != EntryCheck::ok) continue;
+    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory) != EntryCheck::ok) continue;
     DiskEntryInfo info;
     // info is filled for every intact entry, including those of another NVRTC (shown, not used).
     detail::decode_entry(bytes, nullptr, nvrtc_version(), nullptr, &info);
@@ -215,7 +217,7 @@ VerifyReport DiskCache::verify(bool fix) {
     ++report.checked;
     std::string bytes;
     struct stat st {};
-    EntryCheck check = read_entry(impl_->dir_fd.get(), file.name, bytes, st);
+    EntryCheck check = read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory);
     if (check == EntryCheck::ok) {
       const auto key = CacheKey::from_hex(file.name);
       check = key ? check_entry_bytes(bytes, &*key, nullptr) : EntryCheck::wrong_key;
