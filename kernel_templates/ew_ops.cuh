@@ -65,4 +65,23 @@ __device__ __forceinline__ S ew_mul(S x, typename ew_traits<S>::op a) {
   return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * a);
 }
 
+// Steps with a tensor operand (N-ary chains): both operands to opmath, one rounding, like the
+// PyTorch op on two tensors of the same dtype (torch.div of two tensors is a true division).
+template <class S>
+__device__ __forceinline__ S ew_add_tensor(S x, S y) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) + ew_traits<S>::to_op(y));
+}
+template <class S>
+__device__ __forceinline__ S ew_sub_tensor(S x, S y) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) - ew_traits<S>::to_op(y));
+}
+template <class S>
+__device__ __forceinline__ S ew_mul_tensor(S x, S y) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * ew_traits<S>::to_op(y));
+}
+template <class S>
+__device__ __forceinline__ S ew_div_tensor(S x, S y) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) / ew_traits<S>::to_op(y));
+}
+
 #endif  // CUINLINE_EW_OPS_CUH

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cuinline/compiler.hpp>
+#include <initializer_list>
 #include <cuinline/tensor.hpp>
 #include <string>
 #include <string_view>
@@ -37,6 +38,12 @@ enum class StepKind : std::uint8_t {
   leaky_relu,      ///< x > 0 ? x : x * a
   clamp,           ///< NaN stays NaN, else min(max(x, a), b)
   div_leaky_relu,  ///< leaky_relu(x / a, b): two steps, rounded between them like two PyTorch ops
+  // Steps with a tensor operand (N-ary ops): `operand` is the index of the input tensor (1..7),
+  // written "add(in1)" etc. Each rounds once to the dtype, like the PyTorch op on two tensors.
+  add_tensor,  ///< x + in[k]
+  sub_tensor,  ///< x - in[k]
+  mul_tensor,  ///< x * in[k]
+  div_tensor,  ///< x / in[k] (true division in opmath, as torch.div of two tensors)
 };
 
 /// "add", "sub", ..., "div_leaky_relu".
@@ -46,6 +53,7 @@ struct Step {
   StepKind kind = StepKind::relu;
   double a = 0;  ///< scalar, divisor, slope (leaky_relu), lower bound (clamp)
   double b = 0;  ///< upper bound (clamp), slope (div_leaky_relu)
+  int operand = 0;  ///< the input tensor of a *_tensor step (1..7)
 
   static Step add(double s) { return {StepKind::add, s, 0}; }
   static Step sub(double s) { return {StepKind::sub, s, 0}; }
@@ -57,6 +65,11 @@ struct Step {
   static Step div_leaky_relu(double divisor, double slope) {
     return {StepKind::div_leaky_relu, divisor, slope};
   }
+  /// x + in[k], x - in[k], x * in[k], x / in[k] for input tensor k of an N-ary call.
+  static Step add_input(int k) { return {StepKind::add_tensor, 0, 0, k}; }
+  static Step sub_input(int k) { return {StepKind::sub_tensor, 0, 0, k}; }
+  static Step mul_input(int k) { return {StepKind::mul_tensor, 0, 0, k}; }
+  static Step div_input(int k) { return {StepKind::div_tensor, 0, 0, k}; }
 
   /// Equal when kind and the bits of the used scalars are equal (so NaN == NaN, -0.0 != 0.0).
   friend bool operator==(const Step& x, const Step& y) noexcept;
@@ -74,20 +87,42 @@ struct NamedConstant {
 /// What one elementwise kernel computes: either a chain of steps (applied in order), or a
 /// jiterator-style expression of `x` (the input converted to opmath) and named constants, e.g.
 /// `"x > 0 ? x : x * s"` with {"s", 0.01}; the expression is evaluated in opmath and rounded once.
+///
+/// N-ary ops (ops::apply over several inputs / outputs):
+///  - a chain starts from input 0 and may use input k through add_input(k) ... div_input(k)
+///    ("add(in1)" as text); it has one output;
+///  - an expression names its inputs: `input_names` (default: "x" for one input, "a", "b", ... for
+///    several), e.g. SwiGLU `expr(a / (1.0f + expf(-a)) * b)`; `more_outputs` holds the expressions of
+///    outputs 1..3, which may use the earlier outputs as y0, y1, y2 — their values rounded to the
+///    dtype, as if read back from the tensor (so `y = a + b; z = relu(y)` matches eager PyTorch).
 struct Op {
   std::vector<Step> steps;
   std::string expression;  ///< non-empty: an expression op (then `steps` must be empty)
   std::vector<NamedConstant> constants;
+  std::vector<std::string> input_names;   ///< expression ops: the inputs' names (see above)
+  std::vector<std::string> more_outputs;  ///< expression ops: outputs 1..3
 
-  static Op relu() { return Op{{Step::relu()}, {}, {}}; }
-  static Op leaky_relu(double slope) { return Op{{Step::leaky_relu(slope)}, {}, {}}; }
+  static Op relu() { return Op{{Step::relu()}, {}, {}, {}, {}}; }
+  static Op leaky_relu(double slope) { return Op{{Step::leaky_relu(slope)}, {}, {}, {}, {}}; }
   static Op div_leaky_relu(double divisor, double slope) {
-    return Op{{Step::div_leaky_relu(divisor, slope)}, {}, {}};
+    return Op{{Step::div_leaky_relu(divisor, slope)}, {}, {}, {}, {}};
   }
-  static Op chain(std::vector<Step> steps) { return Op{std::move(steps), {}, {}}; }
+  static Op chain(std::vector<Step> steps) { return Op{std::move(steps), {}, {}, {}, {}}; }
   static Op expr(std::string expression, std::vector<NamedConstant> constants = {}) {
-    return Op{{}, std::move(expression), std::move(constants)};
+    return Op{{}, std::move(expression), std::move(constants), {}, {}};
   }
+  /// Expressions over named inputs, one per output (1-4), e.g.
+  /// `Op::exprs({"a", "b"}, {"a / (1.0f + expf(-a)) * b"})` (SwiGLU). Empty names: "a", "b", ...
+  static Op exprs(std::vector<std::string> input_names, std::vector<std::string> outputs,
+                  std::vector<NamedConstant> constants = {}) {
+    Op op{{}, outputs.empty() ? std::string() : outputs[0], std::move(constants), std::move(input_names), {}};
+    if (!outputs.empty()) op.more_outputs.assign(outputs.begin() + 1, outputs.end());
+    return op;
+  }
+  /// Inputs and outputs the op needs at least: a chain, 1 + its largest operand; an expression,
+  /// its named inputs (1 when unnamed), 1 + more_outputs.
+  int min_inputs() const noexcept;
+  int outputs() const noexcept { return expression.empty() ? 1 : 1 + static_cast<int>(more_outputs.size()); }
 
   /// "relu", "leaky_relu(0.01)", "div(2)|leaky_relu(0.01)", "expr(x > 0 ? x : x * s; s=0.01)".
   std::string describe() const;
@@ -162,6 +197,56 @@ void div_leaky_relu(const TensorView& in, const TensorView& out, double divisor,
 /// y = op(x) for any op (chain or expression), in one kernel.
 void apply(const Op& op, const TensorView& in, const TensorView& out, CUstream stream = nullptr);
 
+/// A non-owning list of tensors (an initializer list, a std::vector or an array of TensorView).
+class TensorList {
+ public:
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // a TensorList is a parameter: the list outlives it
+#endif
+  TensorList(std::initializer_list<TensorView> list) noexcept : data_(list.begin()), size_(list.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  TensorList(const std::vector<TensorView>& list) noexcept : data_(list.data()), size_(list.size()) {}
+  TensorList(const TensorView* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  const TensorView* begin() const noexcept { return data_; }
+  const TensorView* end() const noexcept { return data_ + size_; }
+  const TensorView& operator[](std::size_t i) const noexcept { return data_[i]; }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  const TensorView* data_;
+  std::size_t size_;
+};
+
+inline constexpr int kMaxInputs = 8;
+inline constexpr int kMaxOutputs = 4;
+
+/// outputs = op(inputs), in one kernel, over 1-8 input tensors and 1-4 outputs (jiterator's and
+/// CuPy ElementwiseKernel's model):
+///  - broadcasting exactly as PyTorch: inputs are aligned at their last dimension; each dimension
+///    is equal to the output's or 1 (a missing leading dimension counts as 1; a 0-dim tensor or a
+///    one-element tensor is a scalar). Every output has the broadcast shape. Shapes that do not
+///    broadcast → InvalidArgument naming both, before anything is compiled;
+///  - one dtype for every tensor (f32, f16, bf16 or f64), arithmetic in opmath (float; double for
+///    f64); mixed dtypes are rejected (PyTorch would promote: convert first);
+///  - an output may be exactly one of the inputs (the same pointer and strides: in place); any
+///    other overlap of an output with an input or another output → InvalidArgument;
+///  - the kernel is specialized on the number of inputs and outputs, each input's broadcast pattern
+///    (the whole tensor, a scalar, a row repeated along leading dimensions — a bias —, a column
+///    repeated along trailing ones), the dtype and the vector width; contiguous outputs take a
+///    vectorized path (16-byte accesses when the pointers allow), anything else a strided path.
+/// Asynchronous on `stream`; capturable into a CUDA graph; tensors are checked as for the
+/// one-input ops (docs/graphs.md). 0 elements: nothing is launched.
+void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream = nullptr);
+
+/// The CompileRequest (and, through kernel_name_for, the kernel) an N-ary call with these tensors
+/// would use — planned exactly as apply plans it (the pointers' alignment picks the vector width,
+/// the shapes the patterns), without touching a GPU: for `cuinline warm` and tests. Throws
+/// InvalidArgument as apply does.
+CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs);
+
 /// How a call would run, without running it (exposed for tests and tools). Throws
 /// InvalidArgument for bad input, exactly as the ops do.
 struct LaunchPlan {
@@ -186,6 +271,8 @@ struct OpsStats {
   std::uint64_t cache_lookups = 0;  ///< calls that went to KernelCache::get
 };
 OpsStats stats();
+/// The N-ary ops' map (apply over TensorLists).
+OpsStats nary_stats();
 /// Empties the in-process map (the next call of each variant goes to KernelCache::get again).
 void clear_kernel_map();
 

@@ -80,10 +80,19 @@ void parallel_for(std::size_t n, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
-/// One step in opmath T; `round` rounds a value to the tensor's dtype (between two-op steps).
+/// One step in opmath T; `round` rounds a value to the tensor's dtype (between two-op steps);
+/// `inputs[k]` is input k's value (tensor-operand steps of N-ary chains).
 template <class T, class Round>
-T reference_step(const ops::Step& step, T x, Round round) {
+T reference_step(const ops::Step& step, T x, Round round, const T* inputs = nullptr) {
   switch (step.kind) {
+    case ops::StepKind::add_tensor:
+      return x + inputs[step.operand];
+    case ops::StepKind::sub_tensor:
+      return x - inputs[step.operand];
+    case ops::StepKind::mul_tensor:
+      return x * inputs[step.operand];
+    case ops::StepKind::div_tensor:
+      return x / inputs[step.operand];
     case ops::StepKind::add:
       return x + static_cast<T>(step.a);
     case ops::StepKind::sub:
@@ -108,8 +117,8 @@ T reference_step(const ops::Step& step, T x, Round round) {
 
 /// The whole chain on one value: each step rounded to the dtype, as a sequence of PyTorch ops.
 template <class T, class Round>
-T reference_chain(const std::vector<ops::Step>& steps, T x, Round round) {
-  for (const auto& step : steps) x = round(reference_step(step, x, round));
+T reference_chain(const std::vector<ops::Step>& steps, T x, Round round, const T* inputs = nullptr) {
+  for (const auto& step : steps) x = round(reference_step(step, x, round, inputs));
   return x;
 }
 

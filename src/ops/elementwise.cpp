@@ -1,5 +1,6 @@
 // The elementwise op descriptions: Step / Op / Variant, parsing, enumeration for `cuinline warm`,
 // and the CompileRequest of a variant. Launching is in elementwise_launch.cpp.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -74,6 +75,16 @@ Step parse_step(std::string_view text, std::string_view whole) {
     if (text.back() != ')') throw InvalidArgument("parsing op '" + std::string(whole) + "': missing ')'");
     name = trim(text.substr(0, open));
     const std::string_view inner = trim(text.substr(open + 1, text.size() - open - 2));
+    // A tensor operand: "add(in2)".
+    if (inner.size() == 3 && inner.substr(0, 2) == "in" && inner[2] >= '1' && inner[2] <= '7') {
+      const int k = inner[2] - '0';
+      if (name == "add") return Step::add_input(k);
+      if (name == "sub") return Step::sub_input(k);
+      if (name == "mul") return Step::mul_input(k);
+      if (name == "div") return Step::div_input(k);
+      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + std::string(name) +
+                            " takes no tensor operand (add, sub, mul, div do)");
+    }
     if (!inner.empty()) {
       for (std::string_view a : split(inner, ',')) args.push_back(parse_number(a, whole));
     }
@@ -124,12 +135,20 @@ const char* to_string(StepKind kind) noexcept {
       return "clamp";
     case StepKind::div_leaky_relu:
       return "div_leaky_relu";
+    case StepKind::add_tensor:
+      return "add";
+    case StepKind::sub_tensor:
+      return "sub";
+    case StepKind::mul_tensor:
+      return "mul";
+    case StepKind::div_tensor:
+      return "div";
   }
   return "unknown";
 }
 
 bool operator==(const Step& x, const Step& y) noexcept {
-  return x.kind == y.kind && same_bits(x.a, y.a) && same_bits(x.b, y.b);
+  return x.kind == y.kind && same_bits(x.a, y.a) && same_bits(x.b, y.b) && x.operand == y.operand;
 }
 
 bool operator==(const NamedConstant& p, const NamedConstant& q) noexcept {
@@ -137,12 +156,27 @@ bool operator==(const NamedConstant& p, const NamedConstant& q) noexcept {
 }
 
 bool operator==(const Op& p, const Op& q) noexcept {
-  return p.steps == q.steps && p.expression == q.expression && p.constants == q.constants;
+  return p.steps == q.steps && p.expression == q.expression && p.constants == q.constants &&
+         p.input_names == q.input_names && p.more_outputs == q.more_outputs;
+}
+
+int Op::min_inputs() const noexcept {
+  if (!expression.empty()) return input_names.empty() ? 1 : static_cast<int>(input_names.size());
+  int n = 1;
+  for (const Step& s : steps) n = std::max(n, s.operand + 1);
+  return n;
 }
 
 std::string Op::describe() const {
   if (!expression.empty()) {
-    std::string s = "expr(" + expression;
+    std::string s = "expr(";
+    if (!input_names.empty()) {
+      s += "[";
+      for (std::size_t i = 0; i < input_names.size(); ++i) s += (i ? "," : "") + input_names[i];
+      s += "] ";
+    }
+    s += expression;
+    for (const std::string& o : more_outputs) s += " | " + o;
     for (std::size_t i = 0; i < constants.size(); ++i) {
       s += (i == 0 ? "; " : ", ") + constants[i].name + "=" + shortest(constants[i].value);
     }
@@ -155,6 +189,12 @@ std::string Op::describe() const {
     s += to_string(st.kind);
     switch (st.kind) {
       case StepKind::relu:
+        break;
+      case StepKind::add_tensor:
+      case StepKind::sub_tensor:
+      case StepKind::mul_tensor:
+      case StepKind::div_tensor:
+        s += "(in" + std::to_string(st.operand) + ")";
         break;
       case StepKind::clamp:
       case StepKind::div_leaky_relu:
@@ -175,8 +215,50 @@ void Op::validate() const {
     throw InvalidArgument("elementwise op: both steps and an expression given; use one");
   }
   for (const Step& st : steps) {
-    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::div_leaky_relu)) {
+    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::div_tensor)) {
       throw InvalidArgument("elementwise op: unknown step kind " + std::to_string(static_cast<int>(st.kind)));
+    }
+    const bool tensor_step = st.kind >= StepKind::add_tensor;
+    if (tensor_step && (st.operand < 1 || st.operand >= kMaxInputs)) {
+      throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " names input " +
+                            std::to_string(st.operand) + "; a tensor operand is input 1.." +
+                            std::to_string(kMaxInputs - 1));
+    }
+    if (!tensor_step && st.operand != 0) {
+      throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " takes no tensor operand");
+    }
+  }
+  if (!steps.empty() && (!input_names.empty() || !more_outputs.empty())) {
+    throw InvalidArgument("elementwise op: input names and more outputs are only for expressions");
+  }
+  if (more_outputs.size() + 1 > static_cast<std::size_t>(kMaxOutputs)) {
+    throw InvalidArgument("elementwise expression: " + std::to_string(more_outputs.size() + 1) + " outputs, at most " +
+                          std::to_string(kMaxOutputs));
+  }
+  if (input_names.size() > static_cast<std::size_t>(kMaxInputs)) {
+    throw InvalidArgument("elementwise expression: " + std::to_string(input_names.size()) + " inputs, at most " +
+                          std::to_string(kMaxInputs));
+  }
+  for (const std::string& o : more_outputs) {
+    if (o.empty() || o.find_first_of(";{}#") != std::string::npos) {
+      throw InvalidArgument("elementwise expression output '" + o + "': must be one C++ expression (no ; { } #)");
+    }
+  }
+  auto reserved = [](const std::string& n) {
+    return n == "x_storage" || n == "T" || n == "xs" || n == "ys" || n.rfind("ew_", 0) == 0 ||
+           n.rfind("cuinline", 0) == 0 || (n.size() == 2 && n[0] == 'y' && n[1] >= '0' && n[1] <= '9');
+  };
+  for (std::size_t i = 0; i < input_names.size(); ++i) {
+    const std::string& n = input_names[i];
+    if (!is_identifier(n) || reserved(n)) {
+      throw InvalidArgument("elementwise expression: bad input name '" + n +
+                            "' (an identifier other than T, xs, ys, y0..y9, not starting with ew_ or cuinline)");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (input_names[j] == n) throw InvalidArgument("elementwise expression: input '" + n + "' named twice");
+    }
+    for (const auto& c : constants) {
+      if (c.name == n) throw InvalidArgument("elementwise expression: '" + n + "' is both an input and a constant");
     }
   }
   if (!steps.empty() && !constants.empty()) {
@@ -188,8 +270,9 @@ void Op::validate() const {
   }
   for (std::size_t i = 0; i < constants.size(); ++i) {
     const std::string& n = constants[i].name;
-    if (!is_identifier(n) || n == "x" || n == "x_storage" || n == "T" || n.rfind("ew_", 0) == 0 ||
-        n.rfind("cuinline", 0) == 0) {
+    if (!is_identifier(n) || n == "x" || n == "x_storage" || n == "T" || n == "xs" || n == "ys" ||
+        n.rfind("ew_", 0) == 0 || n.rfind("cuinline", 0) == 0 ||
+        (n.size() == 2 && n[0] == 'y' && n[1] >= '0' && n[1] <= '9')) {
       throw InvalidArgument("elementwise expression: bad constant name '" + n +
                             "' (an identifier other than x and T, not starting with ew_ or cuinline)");
     }
@@ -205,10 +288,29 @@ Op parse_op(std::string_view text) {
   if (t.empty()) throw InvalidArgument("parsing op: empty text");
   if (t.rfind("expr(", 0) == 0) {
     if (t.back() != ')') throw InvalidArgument("parsing op '" + std::string(t) + "': missing ')'");
-    std::string_view inner = t.substr(5, t.size() - 6);
+    std::string_view inner = trim(t.substr(5, t.size() - 6));
     Op op;
+    // "[a, b] a * b | y0 > 0 ? y0 : 0; s=1": input names, outputs split at single '|'.
+    if (!inner.empty() && inner.front() == '[') {
+      const auto close = inner.find(']');
+      if (close == std::string_view::npos) throw InvalidArgument("parsing op '" + std::string(t) + "': missing ']'");
+      for (std::string_view name : split(inner.substr(1, close - 1), ',')) op.input_names.emplace_back(trim(name));
+      inner = inner.substr(close + 1);
+    }
     const auto semi = inner.rfind(';');
-    op.expression = std::string(trim(inner.substr(0, semi)));
+    const std::string_view body = inner.substr(0, semi);
+    std::vector<std::string> outputs;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= body.size(); ++i) {
+      const bool single_bar = i < body.size() && body[i] == '|' && (i == 0 || body[i - 1] != '|') &&
+                              (i + 1 == body.size() || body[i + 1] != '|');
+      if (i == body.size() || single_bar) {
+        outputs.emplace_back(trim(body.substr(start, i - start)));
+        start = i + 1;
+      }
+    }
+    op.expression = outputs[0];
+    op.more_outputs.assign(outputs.begin() + 1, outputs.end());
     if (semi != std::string_view::npos) {
       for (std::string_view part : split(inner.substr(semi + 1), ',')) {
         part = trim(part);

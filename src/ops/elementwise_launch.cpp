@@ -64,6 +64,9 @@ LaunchPlan plan(const Op& op, const TensorView& in, const TensorView& out) {
 }
 
 void apply(const Op& op, const TensorView& in, const TensorView& out, CUstream stream) {
+  // An expression with named inputs or several outputs is an N-ary op of one input.
+  if (!op.input_names.empty() || !op.more_outputs.empty() || op.min_inputs() > 1)
+    return apply(op, TensorList{in}, TensorList{out}, stream);
   const detail::PlanCore p = detail::plan_core(op, in, out);
   if (p.numel == 0) return;
   const int device = stream_device(stream);

@@ -58,22 +58,12 @@ std::string opmath_literal(double value, DType dtype) {
   return buf;
 }
 
-std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view name) {
-  op.validate();
-  const std::string s = storage_type(dtype);
-  std::string out = "struct " + std::string(name) + " {\n";
-  if (!op.expression.empty()) {
-    out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x_storage) const {\n";
-    out += "    typedef ew_traits<" + s + "> T;\n";
-    out += "    const T::op x = T::to_op(x_storage);\n";
-    for (const auto& c : op.constants) {
-      out += "    const T::op " + c.name + " = " + opmath_literal(c.value, dtype) + ";\n";
-    }
-    out += "    return T::from_op(static_cast<T::op>(" + op.expression + "));\n";
-    out += "  }\n};\n";
-    return out;
-  }
-  out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x) const {\n";
+namespace {
+
+// The steps of a chain as statements on the storage value `x` (and, for tensor steps, the inputs
+// xs[k] of an N-ary functor).
+std::string render_chain_steps(const ops::Op& op, DType dtype) {
+  std::string out;
   auto lit = [&](double v) { return opmath_literal(v, dtype); };
   for (const ops::Step& step : op.steps) {
     switch (step.kind) {
@@ -99,6 +89,18 @@ std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view n
       case ops::StepKind::clamp:
         out += "    x = ew_clamp(x, " + lit(step.a) + ", " + lit(step.b) + ");\n";
         break;
+      case ops::StepKind::add_tensor:
+        out += "    x = ew_add_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
+      case ops::StepKind::sub_tensor:
+        out += "    x = ew_sub_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
+      case ops::StepKind::mul_tensor:
+        out += "    x = ew_mul_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
+      case ops::StepKind::div_tensor:
+        out += "    x = ew_div_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
       case ops::StepKind::div_leaky_relu:
         out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
                "\n";
@@ -106,7 +108,65 @@ std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view n
         break;
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view name) {
+  op.validate();
+  if (op.min_inputs() > 1 || op.outputs() > 1 || !op.input_names.empty()) {
+    throw InvalidArgument("elementwise " + op.describe() + ": an op over several tensors (" +
+                          std::to_string(op.min_inputs()) + " inputs, " + std::to_string(op.outputs()) +
+                          " outputs) is not a one-tensor functor (use ops::apply with tensor lists)");
+  }
+  const std::string s = storage_type(dtype);
+  std::string out = "struct " + std::string(name) + " {\n";
+  if (!op.expression.empty()) {
+    out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x_storage) const {\n";
+    out += "    typedef ew_traits<" + s + "> T;\n";
+    out += "    const T::op x = T::to_op(x_storage);\n";
+    for (const auto& c : op.constants) {
+      out += "    const T::op " + c.name + " = " + opmath_literal(c.value, dtype) + ";\n";
+    }
+    out += "    return T::from_op(static_cast<T::op>(" + op.expression + "));\n";
+    out += "  }\n};\n";
+    return out;
+  }
+  out += "  __device__ __forceinline__ " + s + " operator()(" + s + " x) const {\n";
+  out += render_chain_steps(op, dtype);
   out += "    return x;\n  }\n};\n";
+  return out;
+}
+
+}  // namespace cuinline::detail
+
+namespace cuinline::detail {
+
+std::string render_nary_functor(const ops::Op& op, DType dtype, int inputs, std::string_view name) {
+  op.validate();
+  const std::string s = storage_type(dtype);
+  const int outputs = op.outputs();
+  std::string out = "struct " + std::string(name) + " {\n";
+  out += "  __device__ __forceinline__ void operator()(const " + s + " (&xs)[" + std::to_string(inputs) + "], " + s +
+         " (&ys)[" + std::to_string(outputs) + "]) const {\n";
+  out += "    typedef ew_traits<" + s + "> T;\n";
+  if (op.expression.empty()) {
+    out += "    " + s + " x = xs[0];\n" + render_chain_steps(op, dtype) + "    ys[0] = x;\n  }\n};\n";
+    return out;
+  }
+  for (int i = 0; i < inputs; ++i) {
+    const std::string n = op.input_names.empty() ? (inputs == 1 ? std::string("x") : std::string(1, static_cast<char>('a' + i)))
+                                                 : op.input_names[static_cast<std::size_t>(i)];
+    out += "    const T::op " + n + " = T::to_op(xs[" + std::to_string(i) + "]);\n";
+  }
+  for (const auto& c : op.constants) out += "    const T::op " + c.name + " = " + opmath_literal(c.value, dtype) + ";\n";
+  for (int k = 0; k < outputs; ++k) {
+    const std::string& e = k == 0 ? op.expression : op.more_outputs[static_cast<std::size_t>(k - 1)];
+    out += "    ys[" + std::to_string(k) + "] = T::from_op(static_cast<T::op>(" + e + "));\n";
+    if (k + 1 < outputs) out += "    const T::op y" + std::to_string(k) + " = T::to_op(ys[" + std::to_string(k) + "]);\n";
+  }
+  out += "  }\n};\n";
   return out;
 }
 

@@ -24,4 +24,10 @@ std::string opmath_literal(double value, DType dtype);
 /// Throws InvalidArgument for an invalid op.
 std::string render_op_functor(const ops::Op& op, DType dtype, std::string_view name);
 
+/// The functor of an N-ary op: `struct <name> { __device__ void operator()(const S (&xs)[inputs],
+/// S (&ys)[outputs]) const; }`. Expression inputs are named by op.input_names (default "x" for one
+/// input, "a", "b", ... for several); output k > 0 may use y0..y(k-1), the earlier outputs as stored.
+/// A chain starts from xs[0]. Needs "ew_ops.cuh".
+std::string render_nary_functor(const ops::Op& op, DType dtype, int inputs, std::string_view name);
+
 }  // namespace cuinline::detail

@@ -1,0 +1,185 @@
+// ew_nary.cuh — elementwise kernels over several inputs and outputs (ops::apply with tensor lists).
+//
+// The rendered program defines the op functor F (`void operator()(const S (&xs)[NI], S (&ys)[NO])`,
+// src/templates/render.cpp) and a shape struct Sh with kInputs, kOutputs and, per input k, kPattern<k>:
+//   EWN_FULL    the input has the output's shape and layout: element i is in[i]
+//   EWN_SCALAR  one element, broadcast: in[0]
+//   EWN_ROW     repeated along leading dimensions (a bias row): in[i % period]
+//   EWN_COL     repeated along trailing dimensions (a column): in[i / period]
+// ew_nary: contiguous outputs, one W-element vector per thread in an exact grid (16 bytes per
+// access when the host could pick W = 16 / sizeof(S); the host makes every period a multiple of W,
+// so a row is loaded as whole vectors and a column element once per vector); the last block also
+// does the n % W tail. ew_nary_strided: any strides, one element per thread, 64-bit indices.
+#ifndef CUINLINE_EW_NARY_CUH
+#define CUINLINE_EW_NARY_CUH
+
+#include "elementwise.cuh"
+
+#define EWN_FULL 0
+#define EWN_SCALAR 1
+#define EWN_ROW 2
+#define EWN_COL 3
+
+struct ew_nary_args {
+  const void* in[8];
+  void* out[4];
+  long long period[8];
+};
+
+template <class Sh, int K>
+struct ewn_pattern;
+#define EWN_PATTERN(K)                                 \
+  template <class Sh>                                  \
+  struct ewn_pattern<Sh, K> {                          \
+    enum { value = Sh::kPattern##K };                  \
+  };
+EWN_PATTERN(0)
+EWN_PATTERN(1)
+EWN_PATTERN(2)
+EWN_PATTERN(3)
+EWN_PATTERN(4)
+EWN_PATTERN(5)
+EWN_PATTERN(6)
+EWN_PATTERN(7)
+
+// One element through the non-coherent path (its raw bits: __ldg has no overload for ew_half).
+template <class S>
+__device__ __forceinline__ S ewn_ldg1(const S* p) {
+  typedef typename ew_raw<sizeof(S)>::type R;
+  union {
+    R raw;
+    S s;
+  } u;
+  u.raw = __ldg(reinterpret_cast<const R*>(p));
+  return u.s;
+}
+
+// Input K's W elements for vector v (elements v * W .. v * W + W - 1).
+template <class Sh, int K, class S, int W, class I>
+__device__ __forceinline__ void ewn_load(const ew_nary_args& a, I v, S (&x)[W]) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  union V {
+    R raw;
+    S s[W];
+  };
+  const S* in = static_cast<const S*>(a.in[K]);
+  const int pattern = ewn_pattern<Sh, K>::value;
+  if (pattern == EWN_SCALAR) {
+    const S s = ewn_ldg1(in);
+#pragma unroll
+    for (int w = 0; w < W; ++w) x[w] = s;
+  } else if (pattern == EWN_COL) {
+    const S s = ewn_ldg1(in + (v * W) / static_cast<I>(a.period[K]));
+#pragma unroll
+    for (int w = 0; w < W; ++w) x[w] = s;
+  } else {
+    const I e = pattern == EWN_ROW ? (v * W) % static_cast<I>(a.period[K]) : v * W;
+    V u;
+    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + e));
+#pragma unroll
+    for (int w = 0; w < W; ++w) x[w] = u.s[w];
+  }
+}
+
+// Input K's element i (scalar tail).
+template <class Sh, int K, class S, class I>
+__device__ __forceinline__ S ewn_load_one(const ew_nary_args& a, I i) {
+  const S* in = static_cast<const S*>(a.in[K]);
+  const int pattern = ewn_pattern<Sh, K>::value;
+  if (pattern == EWN_SCALAR) return in[0];
+  if (pattern == EWN_COL) return in[i / static_cast<I>(a.period[K])];
+  if (pattern == EWN_ROW) return in[i % static_cast<I>(a.period[K])];
+  return in[i];
+}
+
+template <class Sh, class S, int W, class I, int K = 0>
+struct ewn_inputs {
+  static __device__ __forceinline__ void load(const ew_nary_args& a, I v, S (&x)[Sh::kInputs][W]) {
+    ewn_load<Sh, K>(a, v, x[K]);
+    ewn_inputs<Sh, S, W, I, K + 1>::load(a, v, x);
+  }
+  static __device__ __forceinline__ void load_one(const ew_nary_args& a, I i, S (&x)[Sh::kInputs]) {
+    x[K] = ewn_load_one<Sh, K, S>(a, i);
+    ewn_inputs<Sh, S, W, I, K + 1>::load_one(a, i, x);
+  }
+};
+template <class Sh, class S, int W, class I>
+struct ewn_inputs<Sh, S, W, I, Sh::kInputs> {
+  static __device__ __forceinline__ void load(const ew_nary_args&, I, S (&)[Sh::kInputs][W]) {}
+  static __device__ __forceinline__ void load_one(const ew_nary_args&, I, S (&)[Sh::kInputs]) {}
+};
+
+template <class Sh, class F, class S, int W, class I>
+__global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8) ew_nary(ew_nary_args a, I n) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  enum { NI = Sh::kInputs, NO = Sh::kOutputs };
+  const F f;
+  const I nv = n / W;
+  const I v = static_cast<I>(blockIdx.x) * EW_BLOCK + threadIdx.x;
+  if (v < nv) {
+    S x[NI][W];
+    ewn_inputs<Sh, S, W, I>::load(a, v, x);  // every load issued before the first use
+    union V {
+      R raw;
+      S s[W];
+    } y[NO];
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      S xs[NI], ys[NO];
+#pragma unroll
+      for (int k = 0; k < NI; ++k) xs[k] = x[k][w];
+      f(xs, ys);
+#pragma unroll
+      for (int k = 0; k < NO; ++k) y[k].s[w] = ys[k];
+    }
+#pragma unroll
+    for (int k = 0; k < NO; ++k) EW_STORE(reinterpret_cast<R*>(a.out[k]) + v, y[k].raw);
+  }
+  if (W > 1 && blockIdx.x == gridDim.x - 1) {
+    const I i = nv * W + threadIdx.x;
+    if (threadIdx.x < W && i < n) {
+      S xs[NI], ys[NO];
+      ewn_inputs<Sh, S, W, I>::load_one(a, i, xs);
+      f(xs, ys);
+#pragma unroll
+      for (int k = 0; k < NO; ++k) static_cast<S*>(a.out[k])[i] = ys[k];
+    }
+  }
+}
+
+struct ew_nary_strided_params {
+  int ndim;
+  long long shape[8];
+  long long in_strides[8][8];   // [input][dim], elements; 0 where broadcast
+  long long out_strides[4][8];  // [output][dim]
+};
+
+template <class Sh, class F, class S>
+__global__ void __launch_bounds__(EW_BLOCK) ew_nary_strided(ew_nary_args a, long long n, ew_nary_strided_params p) {
+  enum { NI = Sh::kInputs, NO = Sh::kOutputs };
+  const F f;
+  const long long step = static_cast<long long>(gridDim.x) * EW_BLOCK;
+  for (long long i = static_cast<long long>(blockIdx.x) * EW_BLOCK + threadIdx.x; i < n; i += step) {
+    long long rest = i, ii[NI], oi[NO];
+#pragma unroll
+    for (int k = 0; k < NI; ++k) ii[k] = 0;
+#pragma unroll
+    for (int k = 0; k < NO; ++k) oi[k] = 0;
+    for (int d = p.ndim - 1; d >= 0; --d) {
+      const long long c = rest % p.shape[d];
+      rest /= p.shape[d];
+#pragma unroll
+      for (int k = 0; k < NI; ++k) ii[k] += c * p.in_strides[k][d];
+#pragma unroll
+      for (int k = 0; k < NO; ++k) oi[k] += c * p.out_strides[k][d];
+    }
+    S xs[NI], ys[NO];
+#pragma unroll
+    for (int k = 0; k < NI; ++k) xs[k] = static_cast<const S*>(a.in[k])[ii[k]];
+    f(xs, ys);
+#pragma unroll
+    for (int k = 0; k < NO; ++k) static_cast<S*>(a.out[k])[oi[k]] = ys[k];
+  }
+}
+
+#endif  // CUINLINE_EW_NARY_CUH

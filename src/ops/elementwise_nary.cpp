@@ -1,0 +1,466 @@
+// N-ary elementwise ops: ops::apply(op, inputs, outputs). Per call: checks, broadcasting and the
+// plan (each input's pattern, vector width; all host arithmetic, no allocation), a lookup of
+// (variant, device) in the in-process map, the tensor checks and one launch. Only a miss renders
+// the source (kernel_templates/ew_nary.cuh + the op's functor) and goes to KernelCache::get.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstring>
+#include <cuinline/driver.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/module.hpp>
+#include <cuinline/ops.hpp>
+#include <limits>
+#include <string>
+
+#include "driver/tensor_access.hpp"
+#include "ops/elementwise_plan.hpp"
+#include "ops/variant_map.hpp"
+#include "templates/render.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops {
+namespace {
+
+enum Pattern : std::uint8_t { kFull = 0, kScalar = 1, kRow = 2, kCol = 3 };
+
+// Kernel arguments (ew_nary_args / ew_nary_strided_params in ew_nary.cuh): same layouts.
+struct NaryArgs {
+  const void* in[kMaxInputs] = {};
+  void* out[kMaxOutputs] = {};
+  std::int64_t period[kMaxInputs] = {};
+};
+static_assert(sizeof(NaryArgs) == 8 * 8 + 4 * 8 + 8 * 8, "must match ew_nary_args");
+struct NaryStrided {
+  int ndim = 0;
+  std::int64_t shape[8] = {};
+  std::int64_t in_strides[kMaxInputs][8] = {};
+  std::int64_t out_strides[kMaxOutputs][8] = {};
+};
+static_assert(sizeof(NaryStrided) == 8 + 8 * 8 + 8 * 8 * 8 + 4 * 8 * 8, "must match ew_nary_strided_params");
+
+// What selects the kernel besides the op.
+struct NaryKey {
+  DType dtype = DType::f32;
+  std::uint8_t inputs = 0, outputs = 0;
+  std::uint8_t vector_width = 1;
+  bool strided = false;
+  bool index64 = false;
+  std::array<std::uint8_t, kMaxInputs> patterns{};
+  friend bool operator==(const NaryKey& a, const NaryKey& b) noexcept {
+    return a.dtype == b.dtype && a.inputs == b.inputs && a.outputs == b.outputs &&
+           a.vector_width == b.vector_width && a.strided == b.strided && a.index64 == b.index64 &&
+           a.patterns == b.patterns;
+  }
+};
+
+struct NaryVariant {
+  Op op;
+  NaryKey key;
+};
+
+struct NaryPlan {
+  NaryKey key;
+  std::int64_t numel = 0;
+  std::uint32_t grid = 0;
+  NaryArgs args;
+  NaryStrided strided;
+};
+
+std::string shape_text(const TensorView& t) {
+  return t.describe();
+}
+
+[[noreturn]] void bad(const Op& op, const std::string& what) {
+  throw InvalidArgument("elementwise " + op.describe() + ": " + what);
+}
+
+// Byte range [lo, hi) of a view with elements.
+void byte_range(const TensorView& v, std::uintptr_t& lo, std::uintptr_t& hi) {
+  std::uintptr_t first = 0, last = 0;
+  cuinline::detail::byte_span(v, first, last);
+  lo = first;
+  hi = last + 1;
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != b.shape[d] || (a.shape[d] > 1 && a.strides[d] != b.strides[d])) return false;
+  }
+  return true;
+}
+
+// Input `in`'s strides over the output's dimensions (0 where broadcast); throws when it does not
+// broadcast to `out_shape`.
+void broadcast_strides(const Op& op, const TensorView& in, int k, const TensorView& out, std::int64_t* strides) {
+  const int off = out.ndim - in.ndim;
+  if (off < 0) {
+    bad(op, "input " + std::to_string(k) + " " + shape_text(in) + " has more dimensions than the broadcast shape " +
+                shape_text(out));
+  }
+  for (int d = 0; d < out.ndim; ++d) {
+    if (d < off) {
+      strides[d] = 0;
+      continue;
+    }
+    const std::int64_t e = in.shape[d - off];
+    if (e == out.shape[d]) {
+      strides[d] = out.shape[d] == 1 ? 0 : in.strides[d - off];
+    } else if (e == 1) {
+      strides[d] = 0;
+    } else {
+      bad(op, "input " + std::to_string(k) + " " + shape_text(in) + " does not broadcast to " + shape_text(out));
+    }
+  }
+}
+
+NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs) {
+  op.validate();
+  const int ni = static_cast<int>(inputs.size()), no = static_cast<int>(outputs.size());
+  if (ni < 1 || ni > kMaxInputs) bad(op, std::to_string(ni) + " inputs given; 1 to " + std::to_string(kMaxInputs) + " are supported");
+  if (no < 1 || no > kMaxOutputs) bad(op, std::to_string(no) + " outputs given; 1 to " + std::to_string(kMaxOutputs) + " are supported");
+  if (op.min_inputs() > ni) {
+    bad(op, "it uses " + std::to_string(op.min_inputs()) + " inputs, " + std::to_string(ni) + " given");
+  }
+  if (!op.expression.empty() && !op.input_names.empty() && static_cast<int>(op.input_names.size()) != ni) {
+    bad(op, "it names " + std::to_string(op.input_names.size()) + " inputs, " + std::to_string(ni) + " given");
+  }
+  if (!op.expression.empty() && op.input_names.empty() && ni > 1) {
+    for (const NamedConstant& c : op.constants) {
+      if (c.name.size() == 1 && c.name[0] >= 'a' && c.name[0] < 'a' + ni) {
+        bad(op, "constant '" + c.name + "' has the name of an unnamed input (inputs are a, b, ... here)");
+      }
+    }
+  }
+  if (op.outputs() != no) bad(op, "it has " + std::to_string(op.outputs()) + " output(s), " + std::to_string(no) + " given");
+  NaryPlan p;
+  const DType dt = outputs[0].dtype;
+  const std::size_t es = dtype_size(dt);
+  if (es == 0) bad(op, "unsupported dtype");
+  for (const TensorView& t : inputs) {
+    if (t.dtype != dt) {
+      bad(op, std::string("mixed dtypes (") + to_string(t.dtype) + " and " + to_string(dt) +
+                  ") are not supported; convert first (PyTorch would promote to the wider type)");
+    }
+    if (t.ndim < 0 || t.ndim > TensorView::kMaxDims) bad(op, "bad number of dimensions");
+  }
+  // The broadcast shape (PyTorch's rule), which every output must have.
+  TensorView shape;
+  for (const TensorView& t : inputs) shape.ndim = std::max(shape.ndim, t.ndim);
+  for (int d = 0; d < shape.ndim; ++d) shape.shape[d] = 1;
+  for (int k = 0; k < ni; ++k) {
+    const TensorView& t = inputs[k];
+    const int off = shape.ndim - t.ndim;
+    for (int d = 0; d < t.ndim; ++d) {
+      std::int64_t& e = shape.shape[d + off];
+      if (t.shape[d] < 0) bad(op, "negative dimension in " + shape_text(t));
+      if (t.shape[d] == e || t.shape[d] == 1) continue;
+      if (e == 1) {
+        e = t.shape[d];
+        continue;
+      }
+      bad(op, "input shapes do not broadcast: " + shape_text(inputs[0]) + " and " + shape_text(t) + " (input " +
+                  std::to_string(k) + ")");
+    }
+  }
+  shape.dtype = dt;
+  for (int k = 0; k < no; ++k) {
+    const TensorView& o = outputs[k];
+    if (o.dtype != dt) bad(op, std::string("output ") + std::to_string(k) + " is " + to_string(o.dtype) + ", the inputs " + to_string(dt));
+    bool same = o.ndim == shape.ndim;
+    for (int d = 0; same && d < o.ndim; ++d) same = o.shape[d] == shape.shape[d];
+    if (!same) bad(op, "output " + std::to_string(k) + " " + shape_text(o) + " does not have the broadcast shape " + shape_text(shape));
+    for (int d = 0; d < o.ndim; ++d) {
+      if (o.shape[d] > 1 && o.strides[d] == 0) bad(op, "output " + std::to_string(k) + " " + shape_text(o) + " has several elements at one address (stride 0)");
+    }
+  }
+  std::int64_t n = 1;
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.shape[d] != 0 && n > std::numeric_limits<std::int64_t>::max() / shape.shape[d]) bad(op, "too many elements");
+    n *= shape.shape[d];
+  }
+  p.numel = n;
+  p.key.dtype = dt;
+  p.key.inputs = static_cast<std::uint8_t>(ni);
+  p.key.outputs = static_cast<std::uint8_t>(no);
+  if (n == 0) return p;
+  for (int k = 0; k < ni; ++k) {
+    if (inputs[k].data == nullptr) bad(op, "input " + std::to_string(k) + " is a null pointer with elements");
+    if (reinterpret_cast<std::uintptr_t>(inputs[k].data) % es != 0) bad(op, "input " + std::to_string(k) + " is not aligned to its element size");
+    p.args.in[k] = inputs[k].data;
+  }
+  for (int k = 0; k < no; ++k) {
+    if (outputs[k].data == nullptr) bad(op, "output " + std::to_string(k) + " is a null pointer with elements");
+    if (reinterpret_cast<std::uintptr_t>(outputs[k].data) % es != 0) bad(op, "output " + std::to_string(k) + " is not aligned to its element size");
+    p.args.out[k] = outputs[k].data;
+  }
+  // Aliasing: an output may be exactly one of the inputs; nothing else may overlap it.
+  for (int k = 0; k < no; ++k) {
+    std::uintptr_t olo, ohi;
+    byte_range(outputs[k], olo, ohi);
+    for (int j = 0; j < ni; ++j) {
+      if (same_view(outputs[k], inputs[j])) continue;
+      std::uintptr_t ilo, ihi;
+      byte_range(inputs[j], ilo, ihi);
+      if (ilo < ohi && olo < ihi) bad(op, "output " + std::to_string(k) + " overlaps input " + std::to_string(j) + " without being the same view");
+    }
+    for (int j = 0; j < k; ++j) {
+      std::uintptr_t lo, hi;
+      byte_range(outputs[j], lo, hi);
+      if (lo < ohi && olo < hi) bad(op, "outputs " + std::to_string(j) + " and " + std::to_string(k) + " overlap");
+    }
+  }
+  // Strides of every operand over the broadcast shape.
+  std::int64_t in_strides[kMaxInputs][TensorView::kMaxDims] = {};
+  for (int k = 0; k < ni; ++k) broadcast_strides(op, inputs[k], k, shape, in_strides[k]);
+
+  // The fast path: contiguous outputs, each input the whole tensor, a scalar, a row or a column.
+  bool fast = true;
+  for (int k = 0; k < no && fast; ++k) fast = outputs[k].is_contiguous();
+  std::int64_t contiguous[TensorView::kMaxDims] = {};  // the output's (contiguous) strides
+  {
+    std::int64_t s = 1;
+    for (int d = shape.ndim - 1; d >= 0; --d) {
+      contiguous[d] = s;
+      s *= shape.shape[d];
+    }
+  }
+  for (int k = 0; k < ni && fast; ++k) {
+    const std::int64_t* st = in_strides[k];
+    // Split the dimensions (size > 1) into those the input follows contiguously and those it
+    // repeats along (stride 0).
+    bool all_follow = true, none_follow = true;
+    for (int d = 0; d < shape.ndim; ++d) {
+      if (shape.shape[d] == 1) continue;
+      const bool follows = st[d] == contiguous[d] && st[d] != 0;
+      all_follow = all_follow && follows;
+      none_follow = none_follow && st[d] == 0;
+    }
+    if (none_follow) {
+      p.key.patterns[k] = kScalar;
+      continue;
+    }
+    // Inner strides relative to the trailing block: a row follows the output's strides over the
+    // trailing dims (and 0 before), a column follows them divided by the trailing block (and 0 after).
+    if (all_follow) {
+      p.key.patterns[k] = kFull;
+      continue;
+    }
+    int first = -1, last = -1;  // dims (size > 1) the input follows
+    for (int d = 0; d < shape.ndim; ++d) {
+      if (shape.shape[d] == 1 || st[d] == 0) continue;
+      if (first < 0) first = d;
+      last = d;
+    }
+    bool gap = false;  // a repeated dim between two followed ones
+    for (int d = first; d <= last; ++d) gap = gap || (shape.shape[d] > 1 && st[d] == 0);
+    if (gap) {
+      fast = false;
+      break;
+    }
+    std::int64_t below = 1;  // elements of the dims after `last`
+    for (int d = last + 1; d < shape.ndim; ++d) below *= shape.shape[d];
+    bool dense = true;  // the followed dims are contiguous in the input: strides contiguous[d] / below
+    for (int d = first; d <= last; ++d) dense = dense && (shape.shape[d] == 1 || st[d] * below == contiguous[d]);
+    if (!dense) {
+      fast = false;
+      break;
+    }
+    std::int64_t span = 1;
+    for (int d = first; d <= last; ++d) span *= shape.shape[d];
+    if (below == 1) {
+      p.key.patterns[k] = kRow;  // repeated along leading dims: element i % span
+      p.args.period[k] = span;
+    } else if (first == 0 || [&] {
+                 for (int d = 0; d < first; ++d) if (shape.shape[d] > 1) return false;
+                 return true;
+               }()) {
+      p.key.patterns[k] = kCol;  // repeated along trailing dims: element i / below
+      p.args.period[k] = below;
+    } else {
+      fast = false;  // repeated both before and after: the strided path
+    }
+  }
+  if (fast) {
+    // Widest vector (<= 16 bytes) every whole-tensor or row operand's pointer is aligned to, and
+    // every period a multiple of.
+    int w = static_cast<int>(16 / es);
+    for (; w > 1; w /= 2) {
+      const std::uintptr_t vb = es * static_cast<std::uintptr_t>(w);
+      bool ok = n >= w;
+      for (int k = 0; k < no && ok; ++k) ok = reinterpret_cast<std::uintptr_t>(outputs[k].data) % vb == 0;
+      for (int k = 0; k < ni && ok; ++k) {
+        const std::uint8_t pat = p.key.patterns[k];
+        if (pat == kFull || pat == kRow) ok = reinterpret_cast<std::uintptr_t>(inputs[k].data) % vb == 0;
+        if (ok && (pat == kRow || pat == kCol)) ok = p.args.period[k] % w == 0;
+      }
+      if (ok) break;
+    }
+    p.key.vector_width = static_cast<std::uint8_t>(w);
+    p.key.index64 = n > std::numeric_limits<std::int32_t>::max();
+    const std::int64_t vectors = n / w;
+    const std::int64_t blocks = std::max<std::int64_t>(1, (vectors + ops::detail::kBlock - 1) / ops::detail::kBlock);
+    if (blocks > std::numeric_limits<std::int32_t>::max()) bad(op, "tensor too large for one launch");
+    p.grid = static_cast<std::uint32_t>(blocks);
+    return p;
+  }
+  p.key.strided = true;
+  p.key.vector_width = 1;
+  p.key.index64 = true;
+  p.key.patterns = {};
+  NaryStrided& s = p.strided;
+  s.ndim = shape.ndim;
+  for (int d = 0; d < shape.ndim; ++d) {
+    s.shape[d] = shape.shape[d];
+    for (int k = 0; k < ni; ++k) s.in_strides[k][d] = in_strides[k][d];
+    for (int k = 0; k < no; ++k) s.out_strides[k][d] = outputs[k].shape[d] == 1 ? 0 : outputs[k].strides[d];
+  }
+  if (s.ndim == 0) {
+    s.ndim = 1;
+    s.shape[0] = 1;
+  }
+  p.grid = static_cast<std::uint32_t>(std::min<std::int64_t>((n + ops::detail::kBlock - 1) / ops::detail::kBlock, std::int64_t{1} << 20));
+  return p;
+}
+
+std::string kernel_name(const NaryKey& k) {
+  const std::string s = cuinline::detail::storage_type(k.dtype);
+  if (k.strided) return "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, " + s + ">";
+  return "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, " + s + ", " + std::to_string(k.vector_width) + ", " +
+         (k.index64 ? "long long" : "unsigned int") + ">";
+}
+
+CompileRequest make_nary_request(const Op& op, const NaryKey& k) {
+  CompileRequest request;
+  request.name = "elementwise_nary.cu";
+  std::string src = "// cuinline N-ary elementwise kernel\n#include \"ew_nary.cuh\"\n\nstruct cuinline_ewn_shape {\n";
+  src += "  enum { kInputs = " + std::to_string(k.inputs) + ", kOutputs = " + std::to_string(k.outputs);
+  for (int i = 0; i < kMaxInputs; ++i) src += ", kPattern" + std::to_string(i) + " = " + std::to_string(k.patterns[i]);
+  src += " };\n};\n";
+  src += cuinline::detail::render_nary_functor(op, k.dtype, k.inputs, "cuinline_ewn_op");
+  request.source = std::move(src);
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "elementwise.cuh", "ew_nary.cuh"}) {
+    request.headers.push_back({header, cuinline::detail::template_text(header)});
+  }
+  // As the one-input ops: no contraction (a chain rounds after every step), no runtime headers.
+  request.options = {"--fmad=false", "-minimal"};
+  request.name_expressions = {kernel_name(k)};
+  return request;
+}
+
+ops::detail::VariantMap<NaryVariant, Kernel>& kernel_map() {
+  static auto* map = new ops::detail::VariantMap<NaryVariant, Kernel>;  // never destroyed
+  return *map;
+}
+
+void check_expression_names(const Op& op, int inputs);
+
+Kernel find_kernel(const Op& op, const NaryKey& key, int device) {
+  ops::detail::Fnv f;
+  f.value(key.dtype);
+  f.value(key.inputs);
+  f.value(key.outputs);
+  f.value(key.vector_width);
+  f.value(key.strided);
+  f.value(key.index64);
+  f.value(key.patterns);
+  f.op(op);
+  for (const Step& s : op.steps) f.value(s.operand);
+  for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);
+  for (const std::string& o : op.more_outputs) f.bytes(o.data(), o.size() + 1);
+  return kernel_map().find_or_make(
+      f.h, device, [&](const NaryVariant& v) { return v.key == key && v.op == op; },
+      [&] {
+        check_expression_names(op, key.inputs);  // a miss only: a cached variant passed it
+        Module module = default_cache().get(make_nary_request(op, key), device_arch(device));
+        Kernel kernel = module.kernel(kernel_name(key));
+        return std::make_pair(NaryVariant{op, key}, kernel);
+      });
+}
+
+const char* kInputNames[kMaxInputs] = {"input 0", "input 1", "input 2", "input 3",
+                                       "input 4", "input 5", "input 6", "input 7"};
+const char* kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2", "output 3"};
+
+// Every identifier of an expression that is not a call must be an input, a constant, an earlier
+// output (y0 ...) or a type keyword: an unknown name is an InvalidArgument before anything is
+// compiled, not an NVRTC error.
+void check_expression_names(const Op& op, int inputs) {
+  if (op.expression.empty()) return;
+  std::vector<std::string> known;
+  for (int i = 0; i < inputs; ++i) {
+    known.push_back(op.input_names.empty() ? (inputs == 1 ? std::string("x") : std::string(1, static_cast<char>('a' + i)))
+                                           : op.input_names[static_cast<std::size_t>(i)]);
+  }
+  for (const NamedConstant& c : op.constants) known.push_back(c.name);
+  static const char* const kKeywords[] = {"float", "double", "int", "unsigned", "long", "short", "signed",
+                                          "bool", "char", "true", "false", "static_cast", "sizeof"};
+  for (int k = 0; k < op.outputs(); ++k) {
+    const std::string& e = k == 0 ? op.expression : op.more_outputs[static_cast<std::size_t>(k - 1)];
+    if (k > 0) known.push_back("y" + std::to_string(k - 1));
+    for (std::size_t i = 0; i < e.size();) {
+      const unsigned char c = static_cast<unsigned char>(e[i]);
+      if (std::isdigit(c) || (c == '.' && i + 1 < e.size() && std::isdigit(static_cast<unsigned char>(e[i + 1])))) {
+        while (i < e.size() && (std::isalnum(static_cast<unsigned char>(e[i])) || e[i] == '.' ||
+                                ((e[i] == '+' || e[i] == '-') && (e[i - 1] == 'e' || e[i - 1] == 'E' || e[i - 1] == 'p' || e[i - 1] == 'P'))))
+          ++i;  // a number, with its exponent and suffix
+        continue;
+      }
+      if (!std::isalpha(c) && c != '_') {
+        ++i;
+        continue;
+      }
+      std::size_t j = i;
+      while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
+      const std::string name = e.substr(i, j - i);
+      std::size_t after = j;
+      while (after < e.size() && e[after] == ' ') ++after;
+      const bool call = after < e.size() && e[after] == '(';
+      bool ok = call || std::find(known.begin(), known.end(), name) != known.end();
+      for (const char* kw : kKeywords) ok = ok || name == kw;
+      if (!ok) {
+        std::string names;
+        for (std::size_t q = 0; q < known.size(); ++q) names += (q ? ", " : "") + known[q];
+        bad(op, "the expression names '" + name + "', which is not one of its inputs, constants or earlier outputs (" +
+                    names + ")");
+      }
+      i = j;
+    }
+  }
+}
+
+}  // namespace
+
+CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs) {
+  const NaryPlan p = plan_nary(op, inputs, outputs);
+  check_expression_names(op, static_cast<int>(inputs.size()));
+  return make_nary_request(op, p.key);
+}
+
+void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream) {
+  const NaryPlan p = plan_nary(op, inputs, outputs);
+  if (p.numel == 0) return;
+  const int device = stream_device(stream);
+  for (std::size_t k = 0; k < inputs.size(); ++k) cuinline::detail::check_tensor_access(inputs[k], kInputNames[k], device);
+  for (std::size_t k = 0; k < outputs.size(); ++k) cuinline::detail::check_tensor_access(outputs[k], kOutputNames[k], device);
+  const Kernel kernel = find_kernel(op, p.key, device);
+  LaunchConfig cfg;
+  cfg.grid = Dim3(p.grid);
+  cfg.block = Dim3(ops::detail::kBlock);
+  cfg.stream = stream;
+  kernel_map().count_launch();
+  if (p.key.strided) {
+    kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
+  } else if (p.key.index64) {
+    kernel.launch(cfg, p.args, static_cast<long long>(p.numel));
+  } else {
+    kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel));
+  }
+}
+
+OpsStats nary_stats() {
+  return kernel_map().counts();
+}
+
+}  // namespace cuinline::ops
