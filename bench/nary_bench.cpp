@@ -1,0 +1,129 @@
+// N-ary elementwise ops at the memory-bandwidth limit (issue 17): SwiGLU silu(a) * b, bias + GELU
+// gelu(x + bias_row), x + 0.5 * r on [8192, 28672] in f32 and bf16, a bias row broadcast over
+// [8192, 8192] f32, each beside a device-to-device copy (cuMemcpyDtoDAsync) whose bandwidth is the
+// bar (bytes read + written). The L2 is flushed (a 256 MiB write) before every timed launch; CUDA
+// events, median of 30 after warm-up. Also the host cost of a 3-input op call on small tensors.
+// bench/nary_peers.py times PyTorch eager and torch.compile on the same shapes (same GPU call).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cuinline/cuinline.hpp>
+#include <cuinline/ops.hpp>
+#include <functional>
+#include <vector>
+
+#include "driver/driver_api.hpp"
+
+using namespace cuinline;
+using ops::Op;
+
+namespace {
+
+const detail::DriverApi* api;
+DeviceBuffer* flush;
+
+float median_ms(const Stream& s, const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  Event e0, e1;
+  std::vector<float> ms;
+  for (int i = 0; i < 30; ++i) {
+    check_driver(api->cuMemsetD32Async(flush->ptr(), static_cast<unsigned>(i), flush->bytes() / 4, s), "flush");
+    e0.record(s);
+    f();
+    e1.record(s);
+    e1.synchronize();
+    ms.push_back(e1.elapsed_ms_since(e0));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+DeviceBuffer filled(std::size_t bytes) {
+  DeviceBuffer b(bytes);
+  b.fill_u32(0x3f19999au);  // 0.6f (bf16 pairs read it as two finite values)
+  return b;
+}
+
+TensorView view(const DeviceBuffer& b, DType dt, std::initializer_list<std::int64_t> shape) {
+  return TensorView::contiguous(reinterpret_cast<void*>(b.ptr()), dt, shape);
+}
+
+}  // namespace
+
+int main() {
+  if (device_count() == 0) {
+    std::printf("no GPU\n");
+    return 0;
+  }
+  set_device(0);
+  api = &detail::driver();
+  Stream s;
+  DeviceBuffer flush_buf(256u << 20);
+  flush = &flush_buf;
+  const DeviceInfo info = device_info(0);
+  std::printf("GPU: %s, L2 flushed before each timed call, median of 30\n\n", info.name.c_str());
+  std::printf("| op | dtype | shape | cuinline ms | GB/s | copy GB/s (same run) | %% of copy |\n|---|---|---|---|---|---|---|\n");
+  const std::int64_t M = 8192, N = 28672;
+  const Op swiglu = Op::exprs({"a", "b"}, {"a / (1.0f + expf(-a)) * b"});
+  const Op bias_gelu = Op::exprs({"x", "bias"}, {"0.5f * (x + bias) * (1.0f + erff((x + bias) * 0.70710678118654752f))"});
+  const Op axpy = Op::exprs({"x", "r"}, {"x + s * r"}, {{"s", 0.5}});
+  const Op bias_add = Op::exprs({"x", "bias"}, {"x + bias"});
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const std::size_t es = dtype_size(dt), bytes = static_cast<std::size_t>(M) * N * es;
+    DeviceBuffer a = filled(bytes), b = filled(bytes), y(bytes), row = filled(N * es);
+    // The copy: one tensor read, one written.
+    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), a.ptr(), bytes, s); });
+    const double copy_gbs = 2.0 * bytes / copy_ms / 1e6;
+    struct Row {
+      const char* name;
+      Op op;
+      std::vector<TensorView> in;
+      double moved;
+    };
+    const std::vector<Row> rows = {
+        {"SwiGLU silu(a) * b", swiglu, {view(a, dt, {M, N}), view(b, dt, {M, N})}, 3.0 * bytes},
+        {"bias + GELU gelu(x + bias_row)", bias_gelu, {view(a, dt, {M, N}), view(row, dt, {N})}, 2.0 * bytes + N * es},
+        {"x + 0.5 * r", axpy, {view(a, dt, {M, N}), view(b, dt, {M, N})}, 3.0 * bytes},
+    };
+    for (const Row& r : rows) {
+      const TensorView out = view(y, dt, {M, N});
+      const float ms = median_ms(s, [&] { ops::apply(r.op, r.in, {out}, s); });
+      const double gbs = r.moved / ms / 1e6;
+      std::printf("| %s | %s | %lldx%lld | %.4f | %.0f | %.0f | %.1f %% |\n", r.name, to_string(dt), (long long)M,
+                  (long long)N, ms, gbs, copy_gbs, 100.0 * gbs / copy_gbs);
+    }
+  }
+  {
+    const std::int64_t K = 8192;
+    const std::size_t bytes = static_cast<std::size_t>(K) * K * 4;
+    DeviceBuffer x = filled(bytes), y(bytes), row = filled(K * 4);
+    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), x.ptr(), bytes, s); });
+    const double copy_gbs = 2.0 * bytes / copy_ms / 1e6;
+    const float ms = median_ms(s, [&] { ops::apply(bias_add, {view(x, DType::f32, {K, K}), view(row, DType::f32, {K})},
+                                                   {view(y, DType::f32, {K, K})}, s); });
+    const double gbs = (2.0 * bytes + K * 4) / ms / 1e6;
+    std::printf("| bias row x + b | f32 | %lldx%lld | %.4f | %.0f | %.0f | %.1f %% |\n", (long long)K, (long long)K, ms, gbs,
+                copy_gbs, 100.0 * gbs / copy_gbs);
+  }
+  // Host cost of a 3-input op call (1024 elements: launch-bound), host clock over 2000 calls.
+  {
+    DeviceBuffer a = filled(4096), b = filled(4096), c = filled(4096), y(4096);
+    const Op fma3 = Op::exprs({"a", "b", "c"}, {"a * b + c"});
+    const std::vector<TensorView> in = {view(a, DType::f32, {1024}), view(b, DType::f32, {1024}), view(c, DType::f32, {1024})};
+    const TensorView out = view(y, DType::f32, {1024});
+    ops::apply(fma3, in, {out}, s);
+    s.synchronize();
+    std::vector<double> per;
+    for (int r = 0; r < 15; ++r) {
+      s.synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 2000; ++i) ops::apply(fma3, in, {out}, s);
+      per.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 2000);
+    }
+    s.synchronize();
+    std::sort(per.begin(), per.end());
+    std::printf("\nhost cost of a 3-input op call (a * b + c, 1024 f32): %.3f us (raw cuLaunchKernel: bench_graphs)\n",
+                per[per.size() / 2]);
+  }
+  return 0;
+}
