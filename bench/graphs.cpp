@@ -31,8 +31,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Bursts of `calls` after a synchronize (200: the launch queue never fills, so this is the host's
+// cost, not the GPU's rate of small kernels), median of `rounds`.
 template <class F>
-double host_us(F&& f, int calls = 2000, int rounds = 15, CUstream sync = nullptr) {
+double host_us(F&& f, int calls = 200, int rounds = 50, CUstream sync = nullptr) {
   std::vector<double> per;
   for (int r = 0; r < rounds; ++r) {
     if (sync) check_driver(detail::driver().cuStreamSynchronize(sync), "sync");
@@ -89,10 +91,10 @@ int main(int argc, char** argv) {
   };
 
   const double raw = host_us([&] { api.cuLaunchKernel(f, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr); },
-                             2000, 15, stream);
-  const double op = host_us([&] { ops::relu(in, out, stream); }, 2000, 15, stream);
+                             200, 50, stream);
+  const double op = host_us([&] { ops::relu(in, out, stream); }, 200, 50, stream);
   const ops::Op leaky = ops::Op::leaky_relu(0.01);
-  const double op_leaky = host_us([&] { ops::apply(leaky, in, out, stream); }, 2000, 15, stream);
+  const double op_leaky = host_us([&] { ops::apply(leaky, in, out, stream); }, 200, 50, stream);
   row("raw cuLaunchKernel (the relu kernel)", raw);
   row("ops::relu eager (checks, stream → device, tensor checks, map hit, launch)", op);
   row("ops::apply(leaky_relu(0.01)) eager", op_leaky);
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
     const ops::Op epi = ops::div_leaky_relu_epilogue(2.0, 0.01);
     ops::conv2d(vx, vw, TensorView{}, vy, {}, epi, stream);
     row("ops::conv2d eager (1x4x8x8, 3x3, /2, leaky)",
-        host_us([&] { ops::conv2d(vx, vw, TensorView{}, vy, {}, epi, stream); }, 2000, 15, stream));
+        host_us([&] { ops::conv2d(vx, vw, TensorView{}, vy, {}, epi, stream); }, 200, 50, stream));
   }
 
   row("stream_device(non-blocking stream)", host_us([&] { (void)stream_device(stream); }, 20000));
