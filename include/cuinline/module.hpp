@@ -143,7 +143,11 @@ class KernelCache {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The process-wide cache, configured from the environment on first use.
+/// The process-wide cache, configured from the environment on first use (or by
+/// configure_default_cache before it).
 KernelCache& default_cache();
+/// Sets the configuration the process-wide cache is created with. Returns false (and changes
+/// nothing) when default_cache() was already created.
+bool configure_default_cache(CacheConfig config);
 
 }  // namespace cuinline

@@ -155,9 +155,32 @@ std::size_t KernelCache::memory_entries() const {
   return impl_->entries.size();
 }
 
+namespace {
+std::mutex& default_cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::optional<CacheConfig>& default_cache_config() {
+  static std::optional<CacheConfig> c;
+  return c;
+}
+std::atomic<bool> default_cache_created{false};
+}  // namespace
+
+bool configure_default_cache(CacheConfig config) {
+  std::lock_guard<std::mutex> lock(default_cache_mutex());
+  if (default_cache_created.load()) return false;
+  default_cache_config() = std::move(config);
+  return true;
+}
+
 KernelCache& default_cache() {
   // Never destroyed: modules may be unloaded by static destructors only after the driver is gone.
-  static KernelCache* cache = new KernelCache(CacheConfig::from_environment());
+  static KernelCache* cache = [] {
+    std::lock_guard<std::mutex> lock(default_cache_mutex());
+    default_cache_created.store(true);
+    return new KernelCache(default_cache_config() ? *default_cache_config() : CacheConfig::from_environment());
+  }();
   return *cache;
 }
 

@@ -1,0 +1,136 @@
+/* cuinline.h — the C API of cuinline, for engines not written in C++ (Rust, Go, Python through
+ * ctypes / cffi, C). Plain C11; no C++ type or exception crosses it. Same library, same cache, same
+ * kernels as the C++ API (include/cuinline/cuinline.hpp).
+ *
+ * Conventions:
+ *  - every function returns a cuinline_status; on failure cuinline_last_error() gives the message
+ *    (thread-local, valid until the calling thread's next cuinline call);
+ *  - handles are opaque pointers, released with their *_release function (NULL is accepted);
+ *  - a stream is a CUstream passed as void* (NULL: the legacy default stream of the current
+ *    device); PyTorch's torch.cuda.current_stream().cuda_stream works as is;
+ *  - device pointers are void*; strides are in elements.
+ * docs/c-api.md has a complete example. */
+#ifndef CUINLINE_CUINLINE_H
+#define CUINLINE_CUINLINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define CUINLINE_C_API __declspec(dllexport)
+#else
+#define CUINLINE_C_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cuinline_status {
+  CUINLINE_SUCCESS = 0,
+  CUINLINE_ERROR_INVALID_ARGUMENT = 1, /* bad input: nothing was compiled, cached or launched */
+  CUINLINE_ERROR_COMPILE = 2,          /* NVRTC rejected the program (the message holds its log) */
+  CUINLINE_ERROR_DRIVER = 3,           /* a CUDA driver call failed, or there is no driver */
+  CUINLINE_ERROR_CACHE = 4,            /* an explicit cache-management call failed */
+  CUINLINE_ERROR_OUT_OF_MEMORY = 5,
+  CUINLINE_ERROR_INTERNAL = 6
+} cuinline_status;
+
+typedef enum cuinline_dtype {
+  CUINLINE_F32 = 0,
+  CUINLINE_F16 = 1,
+  CUINLINE_BF16 = 2,
+  CUINLINE_F64 = 3
+} cuinline_dtype;
+
+/* A device tensor: pointer, dtype, up to 8 dimensions, strides in elements. strides == NULL means
+ * contiguous (row-major). A 0-dim tensor (ndim 0) is a scalar. */
+typedef struct cuinline_tensor {
+  void* data;
+  cuinline_dtype dtype;
+  int ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+} cuinline_tensor;
+
+typedef struct cuinline_cache_stats {
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t compiles;
+  uint64_t compile_failures;
+  uint64_t disk_writes;
+  uint64_t disk_write_failures;
+  uint64_t evictions;
+  uint64_t rejected_entries;
+} cuinline_cache_stats;
+
+typedef struct cuinline_module_s* cuinline_module;
+typedef struct cuinline_kernel_s* cuinline_kernel;
+
+/** The message of the calling thread's last failed call ("" if none). */
+CUINLINE_C_API const char* cuinline_last_error(void);
+/** cuinline's version, e.g. "0.1.0". */
+CUINLINE_C_API const char* cuinline_version(void);
+/** Number of CUDA devices (0 without a driver); never fails. */
+CUINLINE_C_API int cuinline_device_count(void);
+
+/* ---- configuration (process-wide; the default cache is configured on first use) ------------- */
+/** Configures the process's default cache before its first use (afterwards: INVALID_ARGUMENT).
+ *  directory: NULL keeps CUINLINE_CACHE_DIR / the default; max_bytes: 0 keeps the default (1 GiB);
+ *  disk_enabled: 0 for the memory tier only. */
+CUINLINE_C_API cuinline_status cuinline_configure_cache(const char* directory, uint64_t max_bytes, int disk_enabled);
+/** Log level: "trace", "debug", "info", "warn", "error", "critical", "off". */
+CUINLINE_C_API cuinline_status cuinline_set_log_level(const char* level);
+/** Counters of the default cache. */
+CUINLINE_C_API cuinline_status cuinline_get_cache_stats(cuinline_cache_stats* out);
+
+/* ---- load_inline: source → module → kernel → launch ----------------------------------------- */
+typedef struct cuinline_inline_options {
+  const char* name;              /* program name for diagnostics; NULL: "inline" */
+  const char* const* sources;    /* CUDA sources, concatenated */
+  int num_sources;
+  const char* const* functions;  /* kernels that must exist (extern "C" or plain names) */
+  int num_functions;
+  const char* const* name_expressions; /* template instantiations, e.g. "scale<float, 4>" */
+  int num_name_expressions;
+  const char* const* options;    /* extra NVRTC options */
+  int num_options;
+  const char* const* header_names;    /* headers given as content: names ... */
+  const char* const* header_contents; /* ... and contents */
+  int num_headers;
+  int device;                    /* -1: the current device */
+  const char* arch;              /* NULL: the device's arch; "sm_90" compiles with no GPU */
+} cuinline_inline_options;
+
+/** Compiles (or fetches from the cache) and returns a module. */
+CUINLINE_C_API cuinline_status cuinline_load_inline(const cuinline_inline_options* options, cuinline_module* out);
+CUINLINE_C_API void cuinline_module_release(cuinline_module module);
+/** The kernel named by a plain name or a requested name expression (loads the module). */
+CUINLINE_C_API cuinline_status cuinline_module_kernel(cuinline_module module, const char* name, cuinline_kernel* out);
+CUINLINE_C_API void cuinline_kernel_release(cuinline_kernel kernel);
+/** Parameter count (-1: the driver cannot tell). */
+CUINLINE_C_API cuinline_status cuinline_kernel_param_count(cuinline_kernel kernel, int* out);
+/** Launches with args[i] pointing at argument i (the count is checked where the driver can tell). */
+CUINLINE_C_API cuinline_status cuinline_kernel_launch(cuinline_kernel kernel, const unsigned grid[3], const unsigned block[3],
+                                                      unsigned shared_bytes, void* stream, void** args, size_t num_args);
+
+/* ---- ready-made ops --------------------------------------------------------------------------- */
+/** outputs = op(inputs) — an op as text, as `cuinline run` / parse_op read it: "relu",
+ *  "div(2)|leaky_relu(0.01)", "add(in1)|relu", "expr([a, b] a / (1.0f + expf(-a)) * b)",
+ *  "expr(x > 0 ? x : x * s; s=0.01)". 1-8 inputs, 1-4 outputs, PyTorch broadcasting. */
+CUINLINE_C_API cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, int num_inputs,
+                                              const cuinline_tensor* outputs, int num_outputs, void* stream);
+/** output = epilogue(conv2d(input, weight) + bias [+ residual]) (NCHW, f32). bias / residual may be
+ *  NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
+ *  (NULL), "tf32", "tf32x3". */
+CUINLINE_C_API cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                               const cuinline_tensor* bias, const cuinline_tensor* residual,
+                                               const cuinline_tensor* output, const int stride[2],
+                                               const int padding[2], const int dilation[2], const char* epilogue,
+                                               const char* precision, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUINLINE_CUINLINE_H */

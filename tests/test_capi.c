@@ -1,0 +1,118 @@
+/* The C API from C (C11, no GPU needed): version, configuration before first use and refused
+ * after it, load_inline for sm_90 through the cache (compile, then memory hit), the calls that need a
+ * driver returning CUINLINE_ERROR_DRIVER with a message when there is none, and bad input
+ * (null pointers, bad dtype, bad op text, too many tensors, bad precision) returning
+ * CUINLINE_ERROR_INVALID_ARGUMENT with a message. Prints "N passed, M failed". */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <cuinline/cuinline.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed = 0, failed = 0;
+
+#define EXPECT(cond)                                                                        \
+  do {                                                                                      \
+    if (cond) {                                                                             \
+      ++passed;                                                                             \
+    } else {                                                                                \
+      ++failed;                                                                             \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              cuinline_last_error());                                                       \
+    }                                                                                       \
+  } while (0)
+
+int main(void) {
+  char dir[] = "/tmp/cuinline-capi-XXXXXX";
+  if (mkdtemp(dir) == NULL) return 2;
+  EXPECT(strlen(cuinline_version()) > 0);
+  EXPECT(cuinline_device_count() >= 0);
+  EXPECT(cuinline_configure_cache(dir, 64u << 20, 1) == CUINLINE_SUCCESS);
+  EXPECT(cuinline_configure_cache("", 0, 1) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_set_log_level("error") == CUINLINE_SUCCESS);
+  EXPECT(cuinline_set_log_level("loud") == CUINLINE_ERROR_INVALID_ARGUMENT);
+
+  const char* source = "extern \"C\" __global__ void add1(float* p, unsigned n) {\n"
+                       "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1.0f; }\n"
+                       "template <int K> __global__ void addk(float* p) { p[threadIdx.x] += K; }\n";
+  const char* functions[] = {"add1"};
+  const char* exprs[] = {"addk<3>"};
+  cuinline_inline_options o;
+  memset(&o, 0, sizeof o);
+  o.name = "capi_test";
+  o.sources = &source;
+  o.num_sources = 1;
+  o.functions = functions;
+  o.num_functions = 1;
+  o.name_expressions = exprs;
+  o.num_name_expressions = 1;
+  o.device = -1;
+  o.arch = "sm_90";
+  cuinline_module m = NULL;
+  EXPECT(cuinline_load_inline(&o, &m) == CUINLINE_SUCCESS);
+  EXPECT(m != NULL);
+  cuinline_cache_stats s;
+  EXPECT(cuinline_get_cache_stats(&s) == CUINLINE_SUCCESS);
+  EXPECT(s.compiles == 1);
+  cuinline_module m2 = NULL;
+  EXPECT(cuinline_load_inline(&o, &m2) == CUINLINE_SUCCESS);
+  EXPECT(cuinline_get_cache_stats(&s) == CUINLINE_SUCCESS);
+  EXPECT(s.compiles == 1 && s.memory_hits == 1);
+  /* The cache is in use now: configuring it again is refused. */
+  EXPECT(cuinline_configure_cache(dir, 0, 1) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "already in use") != NULL);
+
+  /* A compile error keeps NVRTC's log. */
+  const char* broken = "__global__ void k( { }";
+  cuinline_inline_options b = o;
+  b.sources = &broken;
+  b.num_functions = 0;
+  b.num_name_expressions = 0;
+  cuinline_module mb = NULL;
+  EXPECT(cuinline_load_inline(&b, &mb) == CUINLINE_ERROR_COMPILE);
+  EXPECT(mb == NULL);
+  EXPECT(strstr(cuinline_last_error(), "error") != NULL);
+
+  cuinline_kernel k = NULL;
+  if (cuinline_device_count() == 0) {
+    EXPECT(cuinline_module_kernel(m, "add1", &k) == CUINLINE_ERROR_DRIVER);
+    EXPECT(strstr(cuinline_last_error(), "driver") != NULL);
+  } else {
+    EXPECT(cuinline_module_kernel(m, "add1", &k) == CUINLINE_SUCCESS);
+    int params = -2;
+    EXPECT(cuinline_kernel_param_count(k, &params) == CUINLINE_SUCCESS && params == 2);
+    EXPECT(cuinline_module_kernel(m, "nope", &k) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  }
+
+  /* Bad input: each refused with a message, nothing launched. */
+  float host[8] = {0};
+  int64_t shape[1] = {8};
+  cuinline_tensor t = {host, CUINLINE_F32, 1, shape, NULL};
+  cuinline_tensor bad_dtype = {host, (cuinline_dtype)9, 1, shape, NULL};
+  cuinline_tensor many[9];
+  for (int i = 0; i < 9; ++i) many[i] = t;
+  EXPECT(cuinline_apply(NULL, &t, 1, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_apply("relu|frobnicate", &t, 1, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "frobnicate") != NULL);
+  EXPECT(cuinline_apply("relu", &bad_dtype, 1, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_apply("expr(a + b)", many, 9, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_apply("relu", NULL, 1, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  int64_t other[1] = {5};
+  cuinline_tensor t5 = {host, CUINLINE_F32, 1, other, NULL};
+  EXPECT(cuinline_apply("expr([a, b] a + b)", (cuinline_tensor[]){t, t5}, 2, &t, 1, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "broadcast") != NULL);
+  int64_t x4[4] = {1, 8, 8, 8}, w4[4] = {4, 8, 3, 3}, y4[4] = {1, 4, 6, 6};
+  cuinline_tensor x = {host, CUINLINE_F32, 4, x4, NULL}, w = {host, CUINLINE_F32, 4, w4, NULL},
+                  y = {host, CUINLINE_F32, 4, y4, NULL};
+  EXPECT(cuinline_conv2d(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, "relu", "fp64", NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_get_cache_stats(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+
+  cuinline_kernel_release(k);
+  cuinline_module_release(m);
+  cuinline_module_release(m2);
+  cuinline_module_release(NULL);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
