@@ -5,6 +5,10 @@
 #                            elementwise peers (3 files)            → gpu_tests.log, summary.md, ...
 #   bench/run_gpu_all.sh b   warm bench (200 variants, -j 1/4/16); `cuinline run` of the seed ops;
 #                            conv2d peers (3 files)                 → summary.md, warm_bench.md, ...
+#   bench/run_gpu_all.sh c   embedding and fusion: op host cost and graphs (bench_graphs), N-ary ops
+#                            beside PyTorch eager / torch.compile, the fused ResNet block beside
+#                            them, and the C API from PyTorch (libcuinline.so via ctypes: torch
+#                            tensors, torch.cuda.graph, wrong-device tensors) → summary.md
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?OUT must name the output directory}"
@@ -27,6 +31,25 @@ if [ "$phase" = a ]; then
   { echo; echo "## bench_runtime"; CUINLINE_CACHE_DIR=$(mktemp -d) timeout 120 "$build/bench/bench_runtime"; } >>"$summary" 2>&1 || status=1
   OUT=$OUT BUILD_DIR=$build timeout 280 bash bench/run_gpu_elementwise.sh >/dev/null 2>&1 || status=1
   grep -E "^CHECK|^bandwidth f32|host cost" "$OUT/elementwise_gpu.log" | tail -30
+elif [ "$phase" = c ]; then
+  if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" -j16 &&
+         cmake -S . -B build-gpu-shared -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+           -DCUINLINE_BUILD_TESTS=OFF -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF &&
+         cmake --build build-gpu-shared -j16; } >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"
+    exit 1
+  fi
+  export CUINLINE_CACHE_DIR
+  CUINLINE_CACHE_DIR=$(mktemp -d)
+  {
+    echo; echo "## C API from PyTorch (bench/torch_capi_check.py)"
+    PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_capi_check.py build-gpu-shared/libcuinline.so || status=1
+    echo; echo "## bench_graphs"; timeout 60 "$build/bench/bench_graphs" || status=1
+    echo; echo "## bench_nary_bench"; timeout 120 "$build/bench/bench_nary_bench" || status=1
+    echo; echo "## nary_peers.py"; PYTHONUNBUFFERED=1 timeout 240 python3 bench/nary_peers.py || status=1
+    echo; echo "## bench_resnet_block"; timeout 60 "$build/bench/bench_resnet_block" || status=1
+    echo; echo "## resnet_block_peers.py"; PYTHONUNBUFFERED=1 timeout 200 python3 bench/resnet_block_peers.py || status=1
+  } >>"$summary" 2>&1
 else
   OUT=$OUT timeout 150 bash bench/warm_bench.sh "$build/cuinline" >/dev/null 2>&1 || status=1
   cat "$OUT/warm_bench.md" 2>/dev/null

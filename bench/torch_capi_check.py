@@ -1,0 +1,145 @@
+"""cuinline from Python the way an engine calls it: libcuinline.so through ctypes (the C API,
+include/cuinline/cuinline.h) on PyTorch tensors and PyTorch's current stream.
+
+Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
+  - ops on torch tensors bit-identical to torch (relu, leaky_relu, SwiGLU-free chains, bias add);
+  - the same ops captured inside torch.cuda.graph (global capture mode, PyTorch's default), first
+    call of a variant inside the capture included, replayed on new data, equal to eager;
+  - misuse: a CPU tensor, a tensor of another GPU (when there are two) → CUINLINE_ERROR_INVALID_ARGUMENT
+    with a message, nothing launched, and the next correct call works (the context is intact);
+  - conv2d + bias + residual + relu against F.conv2d (TF32 off).
+Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
+"""
+import ctypes
+import sys
+
+import torch
+import torch.nn.functional as F
+
+F32, F16, BF16, F64 = 0, 1, 2, 3
+DTYPES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16, torch.float64: F64}
+failures = 0
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+def desc(t):
+    shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+    strides = (ctypes.c_int64 * max(t.dim(), 1))(*t.stride())
+    d = Tensor(t.data_ptr(), DTYPES[t.dtype], t.dim(), shape, strides)
+    d._keep = (shape, strides)
+    return d
+
+
+def check(name, ok, detail=""):
+    global failures
+    print(f"CHECK {'ok  ' if ok else 'FAIL'} {name} {detail}")
+    if not ok:
+        failures += 1
+
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    lib.cuinline_last_error.restype = ctypes.c_char_p
+    lib.cuinline_version.restype = ctypes.c_char_p
+    lib.cuinline_apply.argtypes = [ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.POINTER(Tensor),
+                                   ctypes.c_int, ctypes.c_void_p]
+    lib.cuinline_conv2d.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
+        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
+    print("cuinline", lib.cuinline_version().decode(), "torch", torch.__version__, torch.cuda.get_device_name(0))
+
+    def apply(op, ins, outs, stream=None):
+        stream = torch.cuda.current_stream().cuda_stream if stream is None else stream
+        ia = (Tensor * len(ins))(*[desc(t) for t in ins])
+        oa = (Tensor * len(outs))(*[desc(t) for t in outs])
+        return lib.cuinline_apply(op.encode(), ia, len(ins), oa, len(outs), ctypes.c_void_p(stream))
+
+    def apply_ok(op, ins, outs):
+        st = apply(op, ins, outs)
+        if st != 0:
+            raise RuntimeError(f"cuinline_apply({op}): status {st}: {lib.cuinline_last_error().decode()}")
+
+    torch.manual_seed(0)
+    x = torch.randn(4096, 1000, device="cuda")
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -0.0, 1e-40])
+    y = torch.empty_like(x)
+    # 1. eager, on torch's current stream, bit-identical to torch.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y.fill_(float("nan"))
+        apply_ok("relu", [x], [y])
+        ref = torch.relu(x)
+    s.synchronize()
+    check("relu on a side stream (torch.cuda.stream) == torch.relu", torch.equal(y.nan_to_num(7), ref.nan_to_num(7)))
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.randn(512, 768, device="cuda", dtype=dt)
+        b = torch.randn(768, device="cuda", dtype=dt)
+        o = torch.empty_like(a)
+        apply_ok("add(in1)|relu", [a, b], [o])
+        check(f"bias add + relu {dt} == torch.relu(a + b)", torch.equal(o, torch.relu(a + b)))
+        apply_ok("div(2)|leaky_relu(0.01)", [a], [o])
+        check(f"div_leaky_relu {dt} == F.leaky_relu(a / 2, 0.01)", torch.equal(o, F.leaky_relu(a / 2, 0.01)))
+
+    # 2. inside torch.cuda.graph (global mode), a variant first used in the capture included.
+    a = torch.randn(2048, 1024, device="cuda")
+    b = torch.randn(1024, device="cuda")
+    r = torch.randn(2048, 1024, device="cuda")
+    out1, out2 = torch.empty_like(a), torch.empty_like(a)
+    apply_ok("add(in1)|mul(in2)", [a, b, r], [out1])  # warm one variant
+    g = torch.cuda.CUDAGraph()
+    slope = 0.0123456789
+    with torch.cuda.graph(g):
+        st1 = apply("add(in1)|mul(in2)", [a, b, r], [out1])
+        st2 = apply(f"leaky_relu({slope})", [a], [out2])  # compiled inside the capture
+    check("capture: both calls returned success", st1 == 0 and st2 == 0, lib.cuinline_last_error().decode())
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        r.copy_(torch.randn_like(r))
+        out1.fill_(float("nan"))
+        out2.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        check("graph replay (new data) == eager torch", torch.equal(out1, (a + b) * r) and
+              torch.equal(out2, F.leaky_relu(a, slope)))
+
+    # 3. misuse: nothing launched, a clear error, and the next call works.
+    cpu = torch.randn(1000)
+    st = apply("relu", [cpu], [cpu])
+    msg = lib.cuinline_last_error().decode()
+    check("a CPU tensor is refused", st == 1 and "not memory the CUDA driver knows" in msg, msg)
+    if torch.cuda.device_count() > 1:
+        other = torch.randn(1000, device="cuda:1")
+        o = torch.empty_like(other)
+        st = apply("relu", [other], [o])  # torch's current stream is on cuda:0
+        msg = lib.cuinline_last_error().decode()
+        check("a tensor of cuda:1 on cuda:0's stream is refused", st == 1 and "device 1" in msg, msg)
+        with torch.cuda.device(1):
+            apply_ok("relu", [other], [o])
+            torch.cuda.synchronize()
+            check("the same call on cuda:1's current stream works", torch.equal(o, torch.relu(other)))
+    apply_ok("relu", [x], [y])
+    torch.cuda.synchronize()
+    check("the context works after the refused calls", torch.equal(y.nan_to_num(7), torch.relu(x).nan_to_num(7)))
+
+    # 4. conv2d + bias + residual + relu against F.conv2d (TF32 off).
+    torch.backends.cudnn.allow_tf32 = False
+    xi = torch.randn(8, 64, 56, 56, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda") * 0.05
+    bias = torch.randn(64, device="cuda")
+    res = torch.randn(8, 64, 56, 56, device="cuda")
+    out = torch.empty_like(res)
+    one = (ctypes.c_int * 2)(1, 1)
+    st = lib.cuinline_conv2d(desc(xi), desc(w), desc(bias), desc(res), desc(out), one, one, one, b"relu", b"fp32",
+                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    ref = torch.relu(F.conv2d(xi.double(), w.double(), bias.double(), padding=1) + res.double())
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    check("conv2d + bias + residual + relu vs float64", st == 0 and err < 1e-5, f"rel L2 {err:.2e}")
+    print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
