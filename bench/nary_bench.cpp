@@ -105,6 +105,21 @@ int main() {
     std::printf("| bias row x + b | f32 | %lldx%lld | %.4f | %.0f | %.0f | %.1f %% |\n", (long long)K, (long long)K, ms, gbs,
                 copy_gbs, 100.0 * gbs / copy_gbs);
   }
+  // One input at 4096 x 393216 f32 (the seed ops' size): the one-input kernel (ops::relu) and the
+  // N-ary kernel with one input (the same function through a named expression), beside the copy.
+  {
+    const std::int64_t R = 4096, C = 393216;
+    const std::size_t bytes = static_cast<std::size_t>(R) * C * 4;
+    DeviceBuffer x = filled(bytes), y(bytes);
+    const TensorView vx = view(x, DType::f32, {R, C}), vy = view(y, DType::f32, {R, C});
+    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), x.ptr(), bytes, s); });
+    const float relu_ms = median_ms(s, [&] { ops::relu(vx, vy, s); });
+    const Op relu1 = Op::exprs({"x"}, {"x > 0.0f ? x : 0.0f"});
+    const float nary_ms = median_ms(s, [&] { ops::apply(relu1, {vx}, {vy}, s); });
+    std::printf("\none input, 4096x393216 f32: copy %.4f ms; ops::relu (one-input kernel) %.4f ms = %.1f %% of copy; "
+                "N-ary kernel, one input %.4f ms = %.1f %% of copy\n",
+                copy_ms, relu_ms, 100.0 * copy_ms / relu_ms, nary_ms, 100.0 * copy_ms / nary_ms);
+  }
   // Host cost of a 3-input op call (1024 elements: launch-bound), host clock over 2000 calls.
   {
     DeviceBuffer a = filled(4096), b = filled(4096), c = filled(4096), y(4096);

@@ -220,10 +220,11 @@ TEST_F(NaryGpu, InPlaceAndNonContiguousViews) {
 
 // SwiGLU and a two-output expression against float64, fresh random data, every dtype.
 TEST_F(NaryGpu, ExpressionsAgainstAFloat64Reference) {
-  const Op swiglu = Op::exprs({"a", "b"}, {"a / (1.0f + expf(-a)) * b"});
   const Op two = Op::exprs({"a", "b"}, {"a + b * s", "y0 > 0 ? y0 : y0 * 0.01f"}, {{"s", 0.5}});
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     SCOPED_TRACE(to_string(dt));
+    // In f64 the opmath is double: exp, not expf (which would compute in float, as in C++).
+    const Op swiglu = Op::exprs({"a", "b"}, {dt == DType::f64 ? "a / (1.0 + exp(-a)) * b" : "a / (1.0f + expf(-a)) * b"});
     const double eps = dt == DType::f64 ? 0x1p-52 : dt == DType::f32 ? 0x1p-23 : dt == DType::f16 ? 0x1p-10 : 0x1p-7;
     // The dtype's smallest subnormal: below the normal range a rounding is off by up to half of it.
     const double tiny = dt == DType::f64 ? 0x1p-1074 : dt == DType::f32 ? 0x1p-149 : dt == DType::f16 ? 0x1p-24 : 0x1p-133;
