@@ -109,12 +109,12 @@ struct ewn_inputs<Sh, S, W, I, Sh::kInputs> {
   static __device__ __forceinline__ void load_one(const ew_nary_args&, I, S (&)[Sh::kInputs]) {}
 };
 
-// At least 4 resident blocks of 256 threads (at most 64 registers): an expression such as GELU's
-// erff on 8 bf16 elements a thread spills under the one-input kernel's 32-register cap (bias + GELU
-// bf16 ran at 72 % of a copy on an H200 that way). With two or more inputs a thread keeps 32-48
-// bytes of loads in flight, so 4 blocks still cover the memory latency.
+// The one-input kernel's bounds (8 blocks of 256 threads with 32-bit indices: at most 32
+// registers). Measured on an H200 (bench/nary_bench.cpp): bf16 bias + GELU (erff on 8 elements a
+// thread, compute-bound) took 0.332 ms with these and 0.379 ms with 4 blocks (64 registers); the
+// memory-bound ops were the same either way.
 template <class Sh, class F, class S, int W, class I>
-__global__ void __launch_bounds__(EW_BLOCK, 4) ew_nary(ew_nary_args a, I n) {
+__global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8) ew_nary(ew_nary_args a, I n) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   enum { NI = Sh::kInputs, NO = Sh::kOutputs };
   const F f;
