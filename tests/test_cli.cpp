@@ -272,6 +272,39 @@ TEST_F(CliTest, WarmCompilesOneConv2dVariantPerPrecision) {
   EXPECT_EQ(cache.stats().disk_hits, 3u);
 }
 
+// N-ary ops in a spec ("inputs" with shapes): warm writes exactly what ops::apply looks up for
+// aligned tensors of those shapes (a disk hit, no compile); a bad combination names the entry.
+TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "op", "op": ["expr([a, b] a / (1.0f + expf(-a)) * b)",
+      "add(in1)|relu"], "dtype": ["f32", "bf16"], "inputs": [[64, 256], [256]], "strided": true}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 8 compiled, 0 already cached, 0 failed");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  using cuinline::TensorView;
+  for (cuinline::DType dt : {cuinline::DType::f32, cuinline::DType::bf16}) {
+    // Different (aligned) pointers than warm's: the variant depends on alignment and shapes only.
+    const TensorView a = TensorView::contiguous(reinterpret_cast<void*>(0x7000000), dt, {64, 256});
+    const TensorView b = TensorView::contiguous(reinterpret_cast<void*>(0x8000000), dt, {256});
+    const TensorView y = TensorView::contiguous(reinterpret_cast<void*>(0x9000000), dt, {64, 256});
+    for (const char* text : {"expr([a, b] a / (1.0f + expf(-a)) * b)", "add(in1)|relu"}) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+      cache.get(cuinline::ops::make_request(cuinline::ops::parse_op(text), {a, b}, {y}), cuinline::Arch::parse("sm_90"),
+                &tier);
+      EXPECT_EQ(tier, cuinline::CacheTier::disk) << text;
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  auto bad = write_spec("bad.json", R"json({"entries": [{"kind": "op", "op": "add(in1)", "dtype": "f32",
+      "inputs": [[3, 4], [5]]}]})json");
+  Result r = cli({"warm", "--spec", bad.string(), "--arch", "sm_90"});
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, "entries[0]");
+  EXPECT_TRUE(entry_files().size() == 8u);
+}
+
 TEST_F(CliTest, ZeroDivisorIsAcceptedAsTheLibraryAcceptsIt) {
   // ops::Op::validate allows x / 0 (±inf, NaN for 0 / 0, as in PyTorch); so does the spec.
   EXPECT_NO_THROW(cuinline::ops::Op::div_leaky_relu(0, 0.01).validate());

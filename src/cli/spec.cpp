@@ -107,7 +107,7 @@ std::vector<ops::Op> parse_ops(const JsonField& entry) {
 
 OpEntry parse_op(const JsonField& entry) {
   entry.expect_object(
-      {"kind", "op", "slope", "divisor", "dtype", "vector_width", "index", "shape", "strided"});
+      {"kind", "op", "slope", "divisor", "dtype", "vector_width", "index", "shape", "strided", "inputs"});
   OpEntry op;
   op.ops = parse_ops(entry);
   op.dtypes = parse_dtypes(entry.at("dtype"));
@@ -147,6 +147,22 @@ OpEntry parse_op(const JsonField& entry) {
     op.index64 = !op.index32;
   }
   if (auto f = entry.find("strided")) op.strided = f->as_bool();
+  if (auto inputs = entry.find("inputs")) {
+    for (const char* alone : {"vector_width", "index", "shape"}) {
+      if (auto other = entry.find(alone)) other->fail("not with \"inputs\" (the shapes pick the variant)");
+    }
+    for (const auto& tensor : inputs->elements(1, ops::kMaxInputs)) {
+      std::vector<std::int64_t> dims;
+      std::int64_t numel = 1;
+      for (const auto& dim : tensor.elements(0, TensorView::kMaxDims)) {
+        const std::int64_t extent = dim.as_int(1, INT64_MAX);
+        if (numel > INT64_MAX / extent) tensor.fail("more than 2^63 elements");
+        numel *= extent;
+        dims.push_back(extent);
+      }
+      op.input_shapes.push_back(std::move(dims));
+    }
+  }
   return op;
 }
 

@@ -41,6 +41,10 @@ struct OpEntry {
   bool index32 = true;             ///< contiguous tensors of < 2^31 elements
   bool index64 = false;            ///< larger contiguous tensors
   bool strided = false;            ///< the non-contiguous variant
+  /// N-ary ops ("inputs": the shapes of the input tensors, [] for a scalar): empty for the one-input
+  /// ops. Each op × dtype warms the contiguous variant of aligned tensors (the widest vectors) and,
+  /// with "strided", the strided one.
+  std::vector<std::vector<std::int64_t>> input_shapes;
 };
 
 /// Fused conv2d variants: one shape (the batch size is a run-time value) with each listed epilogue,

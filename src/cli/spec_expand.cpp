@@ -12,8 +12,63 @@
 namespace cuinline::cli {
 namespace {
 
+// The broadcast shape of the inputs (PyTorch's rule); throws naming both shapes.
+std::vector<std::int64_t> broadcast_shape(const std::vector<std::vector<std::int64_t>>& shapes) {
+  std::size_t nd = 0;
+  for (const auto& s : shapes) nd = std::max(nd, s.size());
+  std::vector<std::int64_t> out(nd, 1);
+  for (const auto& s : shapes) {
+    for (std::size_t d = 0; d < s.size(); ++d) {
+      std::int64_t& e = out[nd - s.size() + d];
+      if (s[d] == e || s[d] == 1) continue;
+      if (e != 1) throw InvalidArgument("inputs: shapes do not broadcast");
+      e = s[d];
+    }
+  }
+  return out;
+}
+
+// N-ary ops: the variants ops::apply picks for tensors of these shapes (fake, 4 KiB-aligned
+// pointers: the widest vectors), planned by the library's own make_request.
+void expand_nary(const SpecEntry& entry, std::vector<Variant>& out) {
+  const OpEntry& spec = entry.op;
+  const std::vector<std::int64_t> shape = broadcast_shape(spec.input_shapes);
+  for (const auto& op : spec.ops) {
+    for (DType dtype : spec.dtypes) {
+      for (int layout = 0; layout < (spec.strided ? 2 : 1); ++layout) {
+        std::vector<TensorView> in, outs;
+        std::uintptr_t at = 1ull << 40;
+        auto make = [&](const std::vector<std::int64_t>& dims, bool strided_out) {
+          TensorView v;
+          v.data = reinterpret_cast<void*>(at);
+          at += 1ull << 36;
+          v.dtype = dtype;
+          v.ndim = static_cast<int>(dims.size());
+          std::int64_t stride = strided_out ? 2 : 1;
+          for (int d = v.ndim - 1; d >= 0; --d) {
+            v.shape[d] = dims[d];
+            v.strides[d] = stride;
+            stride *= dims[d];
+          }
+          return v;
+        };
+        for (const auto& dims : spec.input_shapes) in.push_back(make(dims, false));
+        for (int k = 0; k < op.outputs(); ++k) outs.push_back(make(shape, layout == 1));
+        std::string label = op.describe() + " " + to_string(dtype) + (layout == 1 ? " strided" : "") + " inputs";
+        for (const auto& dims : spec.input_shapes) {
+          label += " [";
+          for (std::size_t d = 0; d < dims.size(); ++d) label += (d ? "," : "") + std::to_string(dims[d]);
+          label += "]";
+        }
+        out.push_back({label, entry.path, ops::make_request(op, in, outs)});
+      }
+    }
+  }
+}
+
 void expand_op(const SpecEntry& entry, std::vector<Variant>& out) {
   const OpEntry& spec = entry.op;
+  if (!spec.input_shapes.empty()) return expand_nary(entry, out);
   ops::VariantSet which;
   which.index32 = spec.index32;
   which.index64 = spec.index64;
