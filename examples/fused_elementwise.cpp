@@ -1,6 +1,7 @@
 // Ready-made ops on your own device pointers: divide → LeakyReLU fused into one pass (the seed
-// model's epilogue), and a jiterator-style expression. Without a GPU it warms the cache for sm_90
-// instead, as a build machine would before deployment.
+// model's epilogue), a jiterator-style expression, and a fused op over several tensors (a bias row
+// broadcast over the rows plus a residual, then ReLU: one kernel, three inputs). Without a GPU it warms
+// the cache for sm_90 instead, as a build machine would before deployment.
 #include <cmath>
 #include <cstdio>
 #include <cuinline/cuinline.hpp>
@@ -12,6 +13,8 @@ namespace ops = cuinline::ops;
 int main() {
   const ops::Op div_leaky = ops::Op::div_leaky_relu(2.0, 0.01);
   const ops::Op swishish = ops::Op::expr("x > 0 ? x : x * s", {{"s", 0.2}});
+  // relu(x + bias + residual), rounded after each add like the eager PyTorch ops.
+  const ops::Op bias_residual_relu = ops::Op::chain({ops::Step::add_input(1), ops::Step::add_input(2), ops::Step::relu()});
   if (cuinline::device_count() == 0) {
     const cuinline::Arch arch = cuinline::Arch::parse("sm_90");
     std::size_t n = 0;
@@ -21,6 +24,16 @@ int main() {
         ++n;
       }
     }
+    // The N-ary op for aligned [1024, 4096] tensors with a [4096] bias (fake pointers: only their
+    // alignment and the shapes pick the variant).
+    const auto at = [](std::uintptr_t a, std::initializer_list<std::int64_t> shape) {
+      return cuinline::TensorView::contiguous(reinterpret_cast<void*>(a), cuinline::DType::f32, shape);
+    };
+    cuinline::default_cache().get(
+        ops::make_request(bias_residual_relu, {at(1ull << 32, {1024, 4096}), at(2ull << 32, {4096}), at(3ull << 32, {1024, 4096})},
+                          {at(4ull << 32, {1024, 4096})}),
+        arch);
+    ++n;
     std::printf("no GPU: warmed %zu variants for %s into the disk cache\n", n, arch.name().c_str());
     return 0;
   }
@@ -47,5 +60,25 @@ int main() {
     wrong += (y[i] != t);
   }
   std::printf("%zu of %zu elements differ from the host reference\n", wrong, y.size());
-  return wrong == 0 ? 0 : 1;
+
+  // Several tensors: out2 = relu(x + bias + residual), bias a row broadcast over the rows.
+  std::vector<float> bias(static_cast<std::size_t>(cols)), residual(x.size());
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = std::cos(0.01f * static_cast<float>(i));
+  for (std::size_t i = 0; i < residual.size(); ++i) residual[i] = std::sin(0.003f * static_cast<float>(i));
+  cuinline::DeviceBuffer dbias(bias.size() * sizeof(float)), dres(x.size() * sizeof(float)), dout2(x.size() * sizeof(float));
+  dbias.copy_from_host(bias.data(), dbias.bytes());
+  dres.copy_from_host(residual.data(), dres.bytes());
+  const auto vbias = cuinline::TensorView::contiguous(dbias.as<void>(), cuinline::DType::f32, {cols});
+  const auto vres = cuinline::TensorView::contiguous(dres.as<void>(), cuinline::DType::f32, {rows, cols});
+  const auto out2 = cuinline::TensorView::contiguous(dout2.as<void>(), cuinline::DType::f32, {rows, cols});
+  ops::apply(bias_residual_relu, {in, vbias, vres}, {out2}, stream);
+  stream.synchronize();
+  dout2.copy_to_host(y.data(), dout2.bytes());
+  std::size_t wrong2 = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float t = (x[i] + bias[i % static_cast<std::size_t>(cols)]) + residual[i];
+    wrong2 += (y[i] != (t > 0 ? t : 0.0f));
+  }
+  std::printf("relu(x + bias + residual): %zu of %zu elements differ from the host reference\n", wrong2, y.size());
+  return wrong == 0 && wrong2 == 0 ? 0 : 1;
 }
