@@ -15,8 +15,10 @@ if [ -n "$bad" ]; then
   echo "$bad" | head -20 >&2
   exit 1
 fi
+# (here-strings, not pipes into grep -q: under pipefail an early exit of grep fails the writer)
 for need in cuinline_apply cuinline_load_inline cuinline_last_error; do
-  echo "$syms" | grep -qx "$need" || { echo "check_exports: $need is not exported" >&2; exit 1; }
+  grep -qx "$need" <<<"$syms" || { echo "check_exports: $need is not exported" >&2; exit 1; }
 done
-echo "$syms" | c++filt | grep -q '^cuinline::ops::apply' || { echo "check_exports: the C++ API is not exported" >&2; exit 1; }
+demangled=$(c++filt <<<"$syms")
+grep -q '^cuinline::ops::apply' <<<"$demangled" || { echo "check_exports: the C++ API is not exported" >&2; exit 1; }
 echo "check_exports: $(echo "$syms" | wc -l) symbols, all in the C or C++ API"

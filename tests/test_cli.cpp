@@ -194,6 +194,8 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": 3}]})", "entries[0].dtype: expected one of"},
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "dtpye": "f16"}]})",
        "entries[0].dtpye: unknown field"},
+      {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "dtype": "f16"}]})",
+       R"(spec: key "dtype" appears twice in one object)"},
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "vector_width": 8}]})",
        "entries[0].vector_width: expected one of 1,2,4 for f32, got number 8"},
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "shape": [4096, "x"]}]})",
@@ -460,6 +462,47 @@ TEST_F(CliTest, ListStatsAndClear) {
   Result cleared = cli({"cache", "clear", "--yes"});
   EXPECT_EQ(cleared.code, 0) << cleared.err;
   EXPECT_TRUE(entry_files().empty());
+}
+
+// The CLI's words (issue 20, item 9): each mistake named, exit 2, nothing done.
+TEST_F(CliTest, MistakesAreNamed) {
+  Result bogus = cli({"bogus"});
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_CONTAINS(bogus.err, "unknown command 'bogus'");
+  Result commas = cli({"warm", "--spec", kSeeds, "--arch", ",,,", "--dry-run"});
+  EXPECT_EQ(commas.code, 2);
+  EXPECT_CONTAINS(commas.err, "--arch ',,,'");
+  Result empty_dir = cli({"cache", "list", "--cache-dir", ""});
+  EXPECT_EQ(empty_dir.code, 2);
+  EXPECT_CONTAINS(empty_dir.err, "--cache-dir");
+  // A fraction of a byte is not a size (0.5 used to be read as 0 and prune everything).
+  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.err;
+  const std::size_t entries = entry_files().size();
+  Result half = cli({"cache", "prune", "--max-bytes", "0.5"});
+  EXPECT_EQ(half.code, 2);
+  EXPECT_CONTAINS(half.err, "'0.5'");
+  EXPECT_EQ(entry_files().size(), entries);
+}
+
+// `cache list` prints an entry's names with control characters escaped.
+TEST_F(CliTest, ListEscapesControlCharacters) {
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::DiskCache disk(config);
+  cuinline::CompiledProgram p;
+  p.arch = cuinline::Arch::parse("sm_90");
+  p.program_name = "evil";
+  p.binary.assign(64, 'x');
+  p.lowered_names = {{"k\x1b[2J\r<bell>\a", "k"}};
+  cuinline::CacheKey key;
+  key.digest[0] = 0x42;
+  ASSERT_TRUE(disk.store(key, p));
+  Result list = cli({"cache", "list"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_EQ(list.out.find('\x1b'), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find('\a'), std::string::npos);
+  EXPECT_CONTAINS(list.out, "k\\x1b[2J\\x0d<bell>\\x07");
 }
 
 TEST_F(CliTest, CompileErrorPrintsTheLogAndExits1) {

@@ -1,7 +1,9 @@
 #include "cli/json_field.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <cuinline/error.hpp>
 #include <sstream>
 
@@ -191,9 +193,34 @@ std::string JsonField::as_choice(const std::vector<std::string>& choices) const 
 }
 
 nlohmann::json parse_json_text(std::string_view text, int max_depth) {
-  json::parser_callback_t limit_depth = [max_depth](int depth, json::parse_event_t, json&) {
+  // The keys seen in each object being parsed: a key given twice is an error (nlohmann keeps the last
+  // one silently, so `"dtype": "f32", ..., "dtype": "f16"` would warm f16 only).
+  auto keys = std::make_shared<std::vector<std::vector<std::string>>>();
+  json::parser_callback_t limit_depth = [max_depth, keys](int depth, json::parse_event_t event, json& parsed) {
     if (depth > max_depth) {
       throw InvalidArgument("spec: nested deeper than " + std::to_string(max_depth) + " levels");
+    }
+    if (event == json::parse_event_t::object_start) {
+      keys->emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys->empty()) keys->pop_back();
+    } else if (event == json::parse_event_t::key && !keys->empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      auto& seen = keys->back();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        std::string shown;
+        for (unsigned char c : key) {
+          if (c < 0x20 || c >= 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            shown += buf;
+          } else {
+            shown += static_cast<char>(c);
+          }
+        }
+        throw InvalidArgument("spec: key \"" + shown + "\" appears twice in one object");
+      }
+      seen.push_back(key);
     }
     return true;
   };

@@ -18,13 +18,18 @@ using namespace cuinline::cli;
 
 void add_cache_dir(CLI::App* app, std::string& dir) {
   app->add_option("--cache-dir", dir,
-                  "Cache directory (default: $CUINLINE_CACHE_DIR, else ~/.cache/cuinline)");
+                  "Cache directory (default: $CUINLINE_CACHE_DIR, else ~/.cache/cuinline)")
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("an empty directory name (leave --cache-dir out for the default)")
+                         : std::string();
+      });
 }
 
 int dispatch(int argc, char** argv) {
   CLI::App app{"cuinline " CUINLINE_VERSION_STRING
                ": compile, cache and run CUDA kernels with NVRTC (docs/cli.md)"};
   app.require_subcommand(1);
+  app.allow_extras(false);
   app.set_version_flag("--version", std::string(CUINLINE_VERSION_STRING));
 
   WarmOptions warm;
@@ -32,7 +37,11 @@ int dispatch(int argc, char** argv) {
   auto* warm_cmd = app.add_subcommand("warm", "Compile every variant of a spec into the disk cache");
   warm_cmd->add_option("--spec", warm.spec_file, "Spec file (JSON, docs/spec-format.md)")->required();
   warm_cmd->add_option("--arch", warm.archs, "Target archs, e.g. sm_80,sm_90 (default: the present GPUs')")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("an empty architecture in the list (e.g. --arch sm_80,sm_90)") : std::string();
+      });
   warm_cmd->add_option("-j,--jobs", warm.jobs, "Parallel compiles (default: the number of cores)")
       ->check(CLI::Range(1, 4096));
   add_cache_dir(warm_cmd, warm.cache_dir);
@@ -100,6 +109,33 @@ int dispatch(int argc, char** argv) {
   bench_cmd->add_option("--device", bench.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   bench_cmd->add_flag("--quick", bench.quick, "Smaller sizes");
 
+  // An unknown first word is named ("cuinline bogus"), not answered with "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) known = known || sub->get_name() == first;
+    if (!known) {
+      std::fprintf(stderr,
+                   "cuinline: error: unknown command '%s' (commands: warm, cache, compile, info, run, bench; see --help)\n",
+                   first.c_str());
+      return kExitUsage;
+    }
+  }
+  // "--arch ,,," would leave the option without a value and take the next word as one: name the
+  // list itself, before parsing.
+  for (int i = 1; i < argc; ++i) {
+    std::string value;
+    const std::string a = argv[i];
+    if (a == "--arch" && i + 1 < argc) value = argv[i + 1];
+    if (a.rfind("--arch=", 0) == 0) value = a.substr(7);
+    if (value.empty() && a != "--arch") continue;
+    bool empty_item = value.empty() || value.front() == ',' || value.back() == ',' || value.find(",,") != std::string::npos;
+    if (empty_item) {
+      std::fprintf(stderr, "cuinline: error: --arch '%s': an empty architecture in the list (e.g. --arch sm_80,sm_90)\n",
+                   value.c_str());
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

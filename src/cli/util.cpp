@@ -72,6 +72,8 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   }
   double value = std::strtod(number.c_str(), nullptr) * scale;
   if (!std::isfinite(value) || value < 0 || value >= 1.8e19) return std::nullopt;
+  // A fraction of a byte ("0.5", "1.5B") is not a size: never truncate it (0.5 would prune all).
+  if (value != std::floor(value)) return std::nullopt;
   return static_cast<std::uint64_t>(value);
 }
 
