@@ -1,0 +1,88 @@
+// CUINLINE_TEMPLATE_DIR gets the cache directory's rules (issue 20, item 2): a directory or template
+// another user owns or anyone else can write is refused (it chooses the code compiled and run); a
+// template that is a FIFO, a directory, a symlink, larger than 4 MiB or holding NUL bytes is an
+// error naming the file — never silently skipped or truncated; a template the directory does not
+// have comes from the embedded copy.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cuinline/error.hpp>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "templates/template_source.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using cuinline::InvalidArgument;
+
+class TemplateDir : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(setenv("CUINLINE_TEMPLATE_DIR", dir_.path().c_str(), 1), 0); }
+  void TearDown() override { unsetenv("CUINLINE_TEMPLATE_DIR"); }
+  std::string path(const char* name) const { return (dir_.path() / name).string(); }
+  void write(const char* name, const std::string& text) { std::ofstream(path(name), std::ios::binary) << text; }
+  static std::string refusal(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(no InvalidArgument)";
+  }
+  cuinline::test::TempDir dir_{"tpldir"};
+};
+
+TEST_F(TemplateDir, AnOverrideIsUsedAndAMissingFileIsEmbedded) {
+  write("elementwise.cuh", "// overridden\n");
+  EXPECT_EQ(cuinline::detail::template_text("elementwise.cuh"), "// overridden\n");
+  EXPECT_NE(cuinline::detail::template_text("ew_common.cuh").find("ew_traits"), std::string::npos);
+}
+
+TEST_F(TemplateDir, AWritableDirectoryIsRefused) {
+  write("elementwise.cuh", "// planted\n");
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0777), 0);
+  const std::string m = refusal([] { cuinline::detail::template_text("ew_common.cuh"); });
+  EXPECT_NE(m.find("writable by group or others (mode 0777)"), std::string::npos) << m;
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0700), 0);
+}
+
+TEST_F(TemplateDir, AWritableOrForeignTemplateIsRefused) {
+  write("elementwise.cuh", "// planted\n");
+  ASSERT_EQ(::chmod(path("elementwise.cuh").c_str(), 0666), 0);
+  std::string m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
+  EXPECT_NE(m.find("elementwise.cuh"), std::string::npos) << m;
+  EXPECT_NE(m.find("writable by group or others"), std::string::npos) << m;
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chmod(path("elementwise.cuh").c_str(), 0644), 0);
+    ASSERT_EQ(::chown(path("elementwise.cuh").c_str(), 4242, 4242), 0);
+    m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
+    EXPECT_NE(m.find("owned by uid 4242"), std::string::npos) << m;
+  }
+}
+
+TEST_F(TemplateDir, AFifoADirectoryASymlinkAHugeFileAndNulBytesAreErrorsNamingTheFile) {
+  ASSERT_EQ(::mkfifo(path("ew_common.cuh").c_str(), 0600), 0);
+  std::string m = refusal([] { cuinline::detail::template_text("ew_common.cuh"); });
+  EXPECT_NE(m.find("ew_common.cuh"), std::string::npos) << m;
+  EXPECT_NE(m.find("not a regular file"), std::string::npos) << m;
+  ASSERT_EQ(::mkdir(path("ew_ops.cuh").c_str(), 0700), 0);
+  m = refusal([] { cuinline::detail::template_text("ew_ops.cuh"); });
+  EXPECT_NE(m.find("a directory"), std::string::npos) << m;
+  ASSERT_EQ(::symlink("/etc/hostname", path("conv2d.cuh").c_str()), 0);
+  m = refusal([] { cuinline::detail::template_text("conv2d.cuh"); });
+  EXPECT_NE(m.find("symbolic link"), std::string::npos) << m;
+  write("elementwise.cuh", std::string((4 << 20) + 1, ' '));
+  m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
+  EXPECT_NE(m.find("more than a template may have"), std::string::npos) << m;
+  write("ew_nary.cuh", std::string("// a\0b\n", 7));
+  m = refusal([] { cuinline::detail::template_text("ew_nary.cuh"); });
+  EXPECT_NE(m.find("NUL"), std::string::npos) << m;
+}
+
+}  // namespace
