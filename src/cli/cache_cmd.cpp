@@ -23,26 +23,11 @@ std::string kind_name(BinaryKind kind) {
   return kind == BinaryKind::ptx ? "ptx" : "cubin";
 }
 
-// Control characters (and bytes >= 0x7f) from an entry's names, written as \xNN: an entry is data
-// from a file, and a terminal must not interpret what it holds.
-std::string printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 std::string kernel_names(const DiskEntryInfo& entry) {
   std::string out;
   for (const auto& name : entry.lowered_names) out += (out.empty() ? "" : ", ") + name.first;
-  return printable(out.empty() ? entry.program_name : out);
+  // An entry is data from a file: a terminal must not interpret what its names hold.
+  return escape_control(out.empty() ? entry.program_name : out);
 }
 
 std::string nvrtc_name(const NvrtcVersion& v) {

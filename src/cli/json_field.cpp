@@ -192,6 +192,25 @@ std::string JsonField::as_choice(const std::vector<std::string>& choices) const 
   fail("expected one of " + join(choices, ",") + ", got " + describe(*value_));
 }
 
+namespace {
+// Bytes from the spec file shown in a message: control characters and bytes >= 0x7f as \xNN.
+// (cli/util.hpp's escape_control does the same for the commands; this file is also built into the
+// spec fuzzer on its own.)
+std::string shown(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c >= 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+}  // namespace
+
 nlohmann::json parse_json_text(std::string_view text, int max_depth) {
   // The keys seen in each object being parsed: a key given twice is an error (nlohmann keeps the last
   // one silently, so `"dtype": "f32", ..., "dtype": "f16"` would warm f16 only).
@@ -208,17 +227,7 @@ nlohmann::json parse_json_text(std::string_view text, int max_depth) {
       const std::string& key = parsed.get_ref<const std::string&>();
       auto& seen = keys->back();
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-        std::string shown;
-        for (unsigned char c : key) {
-          if (c < 0x20 || c >= 0x7F) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            shown += buf;
-          } else {
-            shown += static_cast<char>(c);
-          }
-        }
-        throw InvalidArgument("spec: key \"" + shown + "\" appears twice in one object");
+        throw InvalidArgument("spec: key \"" + shown(key) + "\" appears twice in one object");
       }
       seen.push_back(key);
     }
@@ -233,17 +242,7 @@ nlohmann::json parse_json_text(std::string_view text, int max_depth) {
     auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
     // The message quotes the bytes last read, which may be anything: show them escaped.
-    std::string shown;
-    for (unsigned char c : what) {
-      if (c < 0x20 || c >= 0x7F) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        shown += buf;
-      } else {
-        shown += static_cast<char>(c);
-      }
-    }
-    throw InvalidArgument("spec: not valid JSON: " + shown);
+    throw InvalidArgument("spec: not valid JSON: " + shown(what));
   } catch (const json::exception& e) {
     throw InvalidArgument(std::string("spec: not valid JSON: ") + e.what());
   }

@@ -113,4 +113,18 @@ CacheConfig cli_cache_config(const std::string& cache_dir) {
   return config;
 }
 
+std::string escape_control(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace cuinline::cli

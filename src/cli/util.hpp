@@ -36,4 +36,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// `text` with control characters and bytes >= 0x7f written as \xNN (and a backslash as \x5c):
+/// safe to print to a terminal whatever a file held.
+std::string escape_control(std::string_view text);
+
 }  // namespace cuinline::cli
