@@ -485,6 +485,29 @@ TEST_F(CliTest, MistakesAreNamed) {
   EXPECT_EQ(entry_files().size(), entries);
 }
 
+// A small spec naming millions of variants is refused before anything is rendered (issue 20, item 6);
+// a list that repeats values is merged before rendering.
+TEST_F(CliTest, SpecExpansionIsBoundedAndMerged) {
+  std::string slopes, divisors;
+  for (int i = 0; i < 600; ++i) {
+    slopes += (i ? "," : "") + std::to_string(0.001 * (i + 1));
+    divisors += (i ? "," : "") + std::to_string(i + 2);
+  }
+  auto huge = write_spec("huge.json", R"({"entries": [{"kind": "op", "op": "div_leaky_relu", "slope": [)" + slopes +
+                                          R"(], "divisor": [)" + divisors + R"(], "dtype": ["f32", "f16", "bf16", "f64"]}]})");
+  Result r = cli({"warm", "--spec", huge.string(), "--arch", "sm_90", "--dry-run"});
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, "more than 100000 variants");
+  EXPECT_TRUE(entry_files().empty());
+  Result low = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run", "--max-variants", "3"});
+  EXPECT_EQ(low.code, 2) << low.err;
+  auto repeated = write_spec("rep.json", R"({"entries": [{"kind": "op", "op": ["relu", "relu"], "dtype": ["f32", "f32"],
+      "vector_width": 4}]})");
+  Result merged = cli({"warm", "--spec", repeated.string(), "--arch", "sm_90", "--dry-run"});
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  EXPECT_CONTAINS(merged.out, "dry run: 1 variants");
+}
+
 // `cache list` prints an entry's names with control characters escaped.
 TEST_F(CliTest, ListEscapesControlCharacters) {
   cuinline::CacheConfig config;

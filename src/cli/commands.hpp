@@ -20,6 +20,7 @@ struct WarmOptions {
   std::string cache_dir;           ///< empty: the environment's (CUINLINE_CACHE_DIR, ...)
   bool dry_run = false;
   bool progress = true;  ///< false: one line per variant even on a terminal
+  std::size_t max_variants = 100000;  ///< expansion limit (cli::kDefaultMaxVariants)
 };
 int run_warm(const WarmOptions& options);
 

@@ -48,6 +48,9 @@ int dispatch(int argc, char** argv) {
   warm_cmd->add_flag("--dry-run", warm.dry_run,
                      "List the variants and whether they are cached; compile nothing");
   warm_cmd->add_flag("--no-progress", no_progress, "One line per variant even on a terminal");
+  warm_cmd->add_option("--max-variants", warm.max_variants,
+                       "Refuse a spec that expands to more variants (default 100000)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
 
   CacheOptions cache;
   auto* cache_cmd = app.add_subcommand("cache", "Inspect and maintain the disk cache");

@@ -80,7 +80,16 @@ struct Variant {
 
 /// The variants of every entry, in spec order (duplicates kept; the caller dedups by key). Throws
 /// InvalidArgument naming the entry for an unreadable file or a combination the library rejects.
-std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory);
+/// At most `max_variants` are expanded: the count is computed from the entries' lists before anything
+/// is rendered (a small spec can name millions of combinations), and identical variants are merged
+/// before they are rendered; too many → InvalidArgument naming the count and the limit.
+inline constexpr std::size_t kDefaultMaxVariants = 100000;
+std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
+                                 std::size_t max_variants = kDefaultMaxVariants);
+
+/// The number of variants an entry expands to (before merging duplicates), computed without
+/// building them.
+std::size_t count_variants(const SpecEntry& entry);
 
 /// Reads a whole file; throws InvalidArgument("<what>: cannot read '<path>': <reason>").
 std::string read_text_file(const std::filesystem::path& path, const std::string& what);

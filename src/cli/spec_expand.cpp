@@ -2,6 +2,8 @@
 // run time (ops::make_request, make_inline_request, ...), so the keys match.
 
 #include <algorithm>
+#include <string>
+#include <unordered_set>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/load_inline.hpp>
@@ -69,6 +71,7 @@ void expand_nary(const SpecEntry& entry, std::vector<Variant>& out) {
 void expand_op(const SpecEntry& entry, std::vector<Variant>& out) {
   const OpEntry& spec = entry.op;
   if (!spec.input_shapes.empty()) return expand_nary(entry, out);
+  std::unordered_set<std::string> seen;  // identical variants (repeated list values) rendered once
   ops::VariantSet which;
   which.index32 = spec.index32;
   which.index64 = spec.index64;
@@ -81,6 +84,7 @@ void expand_op(const SpecEntry& entry, std::vector<Variant>& out) {
                           spec.vector_widths.end();
         if (!listed) continue;
         variant.validate();
+        if (!seen.insert(variant.name()).second) continue;
         out.push_back({variant.name(), entry.path, ops::make_request(variant)});
       }
     }
@@ -115,7 +119,42 @@ void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out) {
 
 }  // namespace
 
-std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory) {
+std::size_t count_variants(const SpecEntry& entry) {
+  switch (entry.kind) {
+    case EntryKind::conv2d:
+      return entry.conv2d.variants.size();
+    case EntryKind::cuda:
+      return 1;
+    case EntryKind::op:
+      break;
+  }
+  const OpEntry& spec = entry.op;
+  std::size_t per_op = 0;
+  for (DType dtype : spec.dtypes) {
+    if (!spec.input_shapes.empty()) {
+      per_op += spec.strided ? 2 : 1;
+      continue;
+    }
+    std::size_t widths = 0;
+    for (int w : ops::vector_widths(dtype)) {
+      widths += spec.vector_widths.empty() ||
+                std::find(spec.vector_widths.begin(), spec.vector_widths.end(), w) != spec.vector_widths.end();
+    }
+    per_op += widths * ((spec.index32 ? 1 : 0) + (spec.index64 ? 1 : 0)) + (spec.strided ? 1 : 0);
+  }
+  return spec.ops.size() * per_op;
+}
+
+std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
+                                 std::size_t max_variants) {
+  std::size_t total = 0;
+  for (const auto& entry : spec.entries) {
+    total += count_variants(entry);
+    if (total > max_variants) {
+      throw InvalidArgument("spec: " + entry.path + " brings the spec to more than " + std::to_string(max_variants) +
+                            " variants (the limit; raise it with --max-variants if that many are meant)");
+    }
+  }
   std::vector<Variant> out;
   for (const auto& entry : spec.entries) {
     try {

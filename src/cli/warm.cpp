@@ -240,7 +240,7 @@ int run_warm(const WarmOptions& options) {
   // Everything that can be wrong with the input is found here, before the first compile.
   std::filesystem::path spec_path(options.spec_file);
   Spec spec = parse_spec(read_text_file(spec_path, "--spec"));
-  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path());
+  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path(), options.max_variants);
   std::vector<Arch> archs = select_archs(options.archs);
   std::size_t duplicates = 0;
   std::vector<WarmJob> jobs = make_jobs(variants, archs, &duplicates);
