@@ -224,7 +224,18 @@ std::optional<CompiledProgram> DiskCache::load(const CacheKey& key) {
       impl_->reject(name, EntryCheck::foreign, &st);
       return std::nullopt;
     }
+    // The header and the file size first: a file whose header does not describe it (another key,
+    // a size that does not add up) is rejected without reading the rest of it.
     std::string bytes;
+    if (const int err = detail::read_up_to(fd.get(), detail::kEntryHeaderSize, bytes); err != 0) {
+      logger()->debug("disk cache: cannot read entry '{}': {}", name, detail::errno_text(err));
+      return std::nullopt;
+    }
+    if (const EntryCheck head = detail::check_entry_head(bytes, static_cast<std::uint64_t>(st.st_size), &key);
+        head != EntryCheck::ok) {
+      impl_->reject(name, head, &st);
+      return std::nullopt;
+    }
     if (const int err = detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes); err != 0) {
       logger()->debug("disk cache: cannot read entry '{}': {}", name, detail::errno_text(err));
       return std::nullopt;

@@ -133,6 +133,33 @@ std::string encode_entry(const CacheKey& key, NvrtcVersion nvrtc, const Compiled
   return out;
 }
 
+EntryCheck check_entry_head(std::string_view head, std::uint64_t file_size, const CacheKey* expected) {
+  if (head.size() < sizeof kEntryMagic) return EntryCheck::truncated;
+  if (std::memcmp(head.data(), kEntryMagic, sizeof kEntryMagic) != 0) return EntryCheck::bad_magic;
+  Reader header(head.substr(sizeof kEntryMagic));
+  std::uint32_t version = 0;
+  if (!header.u32(version)) return EntryCheck::truncated;
+  if (version != kCacheFormatVersion) return EntryCheck::wrong_version;
+  std::string_view digest;
+  std::uint32_t skip32 = 0;
+  std::uint8_t skip8 = 0;
+  std::uint16_t skip16 = 0;
+  std::uint64_t body_size = 0;
+  if (!header.bytes(32, digest) || !header.u32(skip32) || !header.u32(skip32) || !header.u32(skip32) ||
+      !header.u32(skip32) || !header.u8(skip8) || !header.u8(skip8) || !header.u16(skip16) ||
+      !header.u64(body_size)) {
+    return EntryCheck::truncated;
+  }
+  if (expected != nullptr && std::memcmp(digest.data(), expected->digest.data(), 32) != 0) {
+    return EntryCheck::wrong_key;
+  }
+  if (file_size < kEntryHeaderSize + kEntryChecksumSize) return EntryCheck::truncated;
+  const std::uint64_t room = file_size - kEntryHeaderSize - kEntryChecksumSize;
+  if (body_size > room) return EntryCheck::truncated;
+  if (body_size != room) return EntryCheck::bad_checksum;  // trailing bytes
+  return EntryCheck::ok;
+}
+
 EntryCheck decode_entry(std::string_view bytes, const CacheKey* expected, NvrtcVersion current,
                         CompiledProgram* out, DiskEntryInfo* info) {
   if (bytes.size() < sizeof kEntryMagic) return EntryCheck::truncated;

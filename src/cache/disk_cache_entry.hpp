@@ -27,6 +27,11 @@ std::string encode_entry(const CacheKey& key, NvrtcVersion nvrtc, const Compiled
 EntryCheck decode_entry(std::string_view bytes, const CacheKey* expected, NvrtcVersion current,
                         CompiledProgram* out, DiskEntryInfo* info);
 
+/// The checks that need only the first kEntryHeaderSize bytes (`head`, shorter if the file is) and
+/// the file's size: magic, format version, key (when `expected`), and a body size that matches the
+/// file. ok means the rest is worth reading (decode_entry checks everything again).
+EntryCheck check_entry_head(std::string_view head, std::uint64_t file_size, const CacheKey* expected);
+
 /// SHA-256 of `bytes` (OpenSSL libcrypto).
 std::array<unsigned char, 32> sha256(std::string_view bytes);
 
