@@ -88,7 +88,7 @@ int main(void) {
   float host[8] = {0};
   int64_t shape[1] = {8};
   cuinline_tensor t = {host, CUINLINE_F32, 1, shape, NULL};
-  cuinline_tensor bad_dtype = {host, (cuinline_dtype)9, 1, shape, NULL};
+  cuinline_tensor bad_dtype = {host, 9, 1, shape, NULL};
   cuinline_tensor many[9];
   for (int i = 0; i < 9; ++i) many[i] = t;
   EXPECT(cuinline_apply(NULL, &t, 1, &t, 1, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);

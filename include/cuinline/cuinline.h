@@ -47,7 +47,7 @@ typedef enum cuinline_dtype {
  * contiguous (row-major). A 0-dim tensor (ndim 0) is a scalar. */
 typedef struct cuinline_tensor {
   void* data;
-  cuinline_dtype dtype;
+  int dtype; /* a cuinline_dtype value (an int, so that any value a caller passes can be checked) */
   int ndim;
   const int64_t* shape;
   const int64_t* strides;

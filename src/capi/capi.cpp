@@ -67,7 +67,7 @@ cuinline::TensorView view_of(const cuinline_tensor* t, const char* what) {
     invalid(std::string(what) + ": " + std::to_string(t->ndim) + " dimensions (0 to 8 are supported)");
   }
   if (t->ndim > 0 && t->shape == nullptr) invalid(std::string(what) + ": null shape");
-  if (static_cast<unsigned>(t->dtype) > CUINLINE_F64) {
+  if (t->dtype < CUINLINE_F32 || t->dtype > CUINLINE_F64) {
     invalid(std::string(what) + ": unknown dtype " + std::to_string(static_cast<int>(t->dtype)));
   }
   cuinline::TensorView v;
