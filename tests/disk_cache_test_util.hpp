@@ -141,6 +141,11 @@ class LogCapture {
     return n;
   }
   std::size_t warnings() const { return count(spdlog::level::warn); }
+  std::string text() const {
+    std::string out;
+    for (const auto& line : sink_->last_formatted()) out += line;
+    return out;
+  }
 
  private:
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;

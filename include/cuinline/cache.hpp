@@ -47,7 +47,7 @@ struct CacheKeyHash {
 CacheKey make_cache_key(const CompileRequest& request, const Arch& target);
 
 /// Where a request was served from.
-enum class CacheTier { memory, disk, compiled };
+enum class CacheTier { memory, disk, compiled, remote };
 const char* to_string(CacheTier tier) noexcept;
 
 /// Counters, all monotonic since the cache was created.
@@ -60,6 +60,48 @@ struct CacheStats {
   std::uint64_t disk_write_failures = 0;
   std::uint64_t evictions = 0;         ///< entries removed to stay under the size cap
   std::uint64_t rejected_entries = 0;  ///< entries that failed validation (removed, recompiled)
+  /// Entries that passed their tier's checks but hold code for another arch than their key says
+  /// (forged or re-sealed): refused by KernelCache and recompiled.
+  std::uint64_t wrong_arch_entries = 0;
+  // The remote tier (RemoteCache; all zero without one).
+  std::uint64_t remote_hits = 0;
+  std::uint64_t remote_writes = 0;          ///< entries published to the remote tier
+  std::uint64_t remote_write_failures = 0;  ///< publishes refused or not attempted (Redis down, OOM, read-only)
+  std::uint64_t remote_errors = 0;          ///< commands that failed or were skipped while the remote tier was down
+  std::uint64_t remote_rejected = 0;        ///< remote entries that were authentic but failed validation
+  /// Remote entries whose HMAC tag did not verify (missing, made with an unknown key, or wrong): never loaded.
+  std::uint64_t unauthenticated_entries = 0;
+  std::uint64_t remote_lock_waits = 0;     ///< lookups that waited for another machine's compile
+  std::uint64_t remote_lock_timeouts = 0;  ///< waits that ran out (then this process compiled itself)
+};
+
+/// Settings of the remote (Redis) tier; all read by RemoteCacheConfig::from_environment().
+struct RemoteCacheConfig {
+  /// CUINLINE_REMOTE_CACHE: redis://[user:password@]host:port[/db] or unix:///path/to/redis.sock.
+  /// Empty: no remote tier.
+  std::string url;
+  /// CUINLINE_CACHE_KEY_FILE: the fleet key(s) that sign and verify every remote entry (lines
+  /// "<key-id> <hex secret>", the first signs; docs/RELIABILITY.md). Owned by this user, mode 0600 or
+  /// stricter. Without a usable key the remote tier is not used.
+  std::filesystem::path key_file;
+  std::chrono::milliseconds connect_timeout{50};   ///< CUINLINE_REMOTE_CONNECT_TIMEOUT_MS
+  std::chrono::milliseconds command_timeout{200};  ///< CUINLINE_REMOTE_TIMEOUT_MS
+  /// How long a miss waits for another process's compile of the same key (CUINLINE_REMOTE_LOCK_WAIT_MS)
+  /// before compiling itself.
+  std::chrono::milliseconds lock_wait{10000};
+  /// Lifetime of the compile lease; it expires on its own if its holder dies (CUINLINE_REMOTE_LOCK_TTL_MS).
+  std::chrono::milliseconds lock_ttl{30000};
+  /// Lifetime of an entry, refreshed on every hit (CUINLINE_REMOTE_TTL_S, default 30 days).
+  std::chrono::seconds entry_ttl{std::chrono::hours(24 * 30)};
+  /// After a failure the remote tier is skipped for this long, doubling up to retry_max.
+  std::chrono::milliseconds retry_initial{1000};
+  std::chrono::milliseconds retry_max{60000};
+  /// A remote value larger than this is rejected unread (CUINLINE_REMOTE_MAX_ENTRY_BYTES).
+  std::uint64_t max_entry_bytes = std::uint64_t{64} << 20;
+  /// Prefix of every Redis key cuinline writes (CUINLINE_REMOTE_PREFIX).
+  std::string key_prefix = "cuinline:";
+
+  static RemoteCacheConfig from_environment();
 };
 
 /// Settings of a cache; from_environment() reads the documented variables.
@@ -73,6 +115,12 @@ struct CacheConfig {
   /// Accept a directory not owned by the current user or writable by group/others
   /// (CUINLINE_CACHE_SHARED=1). Off by default: entries are machine code run with the user's rights.
   bool allow_shared_directory = false;
+  /// Create the directory (mode 0700) and its lock file when missing. Off for inspection only
+  /// (`cuinline cache list/stats/verify`), which must leave no trace: a missing directory is then
+  /// unusable (nothing to inspect) and the lock file is neither created nor replaced.
+  bool create = true;
+  /// The remote tier behind the disk (off while remote.url is empty).
+  RemoteCacheConfig remote;
 
   static CacheConfig from_environment();
 };
@@ -116,30 +164,62 @@ struct VerifyReport {
   std::uint64_t stale_temp_files_removed = 0;
 };
 
+/// A held lock on one key of one tier (StorageTier::lock_key); released by its destructor.
+class TierLock {
+ public:
+  virtual ~TierLock() = default;
+};
+
+/// One storage tier behind the memory tier. KernelCache walks its tiers in order (disk, then
+/// remote): the first hit is served and copied into the tiers before it; on a miss everywhere it
+/// takes each tier's key lock in order (looking again after each), compiles once and publishes to
+/// every tier. A new tier is one class implementing this. Implementations never throw from
+/// load/store/lock_key: a tier that cannot be used answers misses.
+class StorageTier {
+ public:
+  virtual ~StorageTier() = default;
+  /// Where a hit of this tier is reported as coming from.
+  virtual CacheTier tier() const noexcept = 0;
+  virtual bool usable() const noexcept = 0;
+  /// The validated entry for `key`, or nullopt (miss, bad entry, tier unavailable).
+  virtual std::optional<CompiledProgram> load(const CacheKey& key) = 0;
+  /// Publishes an entry; false if it could not be written.
+  virtual bool store(const CacheKey& key, const CompiledProgram& program) = 0;
+  /// Waits (as long as the tier allows) until no one else is producing `key`, and returns the held
+  /// lock, or nullptr when none is held (unusable tier, a wait that ran out, or the entry appeared
+  /// while waiting). The caller looks in the tier again either way.
+  virtual std::unique_ptr<TierLock> lock_key(const CacheKey& key) = 0;
+  /// Every entry (for `cuinline cache list`; path and last_use may be empty for a remote tier).
+  virtual std::vector<DiskEntryInfo> list() const = 0;
+  /// This tier's counters (the others are zero).
+  virtual CacheStats stats() const = 0;
+};
+
 /// The disk tier alone: one file per entry under directory(), published atomically
 /// (unique temp file → write → flush/close → rename), validated on every read, bounded by LRU
 /// eviction, with one cross-process lock per key (OFD locks, released by the kernel if the holder
 /// dies). Never throws from load/store: a directory that cannot be used makes usable() false
 /// (one warning) and everything becomes a miss.
-class DiskCache {
+class DiskCache final : public StorageTier {
  public:
   explicit DiskCache(CacheConfig config);
-  ~DiskCache();
+  ~DiskCache() override;
   DiskCache(const DiskCache&) = delete;
   DiskCache& operator=(const DiskCache&) = delete;
 
-  bool usable() const noexcept;
+  bool usable() const noexcept override;
+  CacheTier tier() const noexcept override { return CacheTier::disk; }
   const std::filesystem::path& directory() const noexcept;
   std::uint64_t max_bytes() const noexcept;
 
   /// The entry for `key`, validated (magic, format version, key, NVRTC version, checksum); a bad
   /// entry is removed, counted in stats().rejected_entries and reported as a miss. A hit refreshes
   /// the entry's use time.
-  std::optional<CompiledProgram> load(const CacheKey& key);
+  std::optional<CompiledProgram> load(const CacheKey& key) override;
 
   /// Publishes an entry; evicts least-recently-used entries if the directory is then over the cap.
   /// Returns false (with a warning) if it could not be written; nothing half-written stays behind.
-  bool store(const CacheKey& key, const CompiledProgram& program);
+  bool store(const CacheKey& key, const CompiledProgram& program) override;
 
   /// Exclusive cross-process (and cross-thread) lock on one key. Released by the destructor or
   /// by the kernel when the process dies.
@@ -158,17 +238,20 @@ class DiskCache {
   };
   /// Blocks until the lock for `key` is held. Returns an unheld lock if the disk tier is unusable.
   KeyLock lock(const CacheKey& key);
+  /// lock() as a StorageTier lock (src/cache/disk_tier.cpp).
+  std::unique_ptr<TierLock> lock_key(const CacheKey& key) override;
 
-  std::vector<DiskEntryInfo> list() const;
+  std::vector<DiskEntryInfo> list() const override;
   std::uint64_t total_bytes() const;
   /// Checks every entry; with fix, removes the bad ones and stale temp files.
   VerifyReport verify(bool fix);
   /// Evicts least-recently-used entries until the total is at most `max_bytes`. Returns the count.
   std::uint64_t prune(std::uint64_t max_bytes);
-  /// Removes every entry and temp file. Returns the number of entries removed.
+  /// Removes every entry and the stale temp files (older than 10 minutes: a younger one may be a
+  /// writer's still at work). Returns the number of entries removed.
   std::uint64_t clear();
 
-  CacheStats stats() const;
+  CacheStats stats() const override;
 
  private:
   struct Impl;

@@ -9,4 +9,5 @@
 #include <cuinline/load_inline.hpp>
 #include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
+#include <cuinline/remote_cache.hpp>
 #include <cuinline/version.hpp>

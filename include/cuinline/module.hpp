@@ -16,6 +16,8 @@
 
 namespace cuinline {
 
+class RemoteCache;
+
 namespace detail {
 struct ModuleState;
 struct KernelState;
@@ -113,9 +115,11 @@ class Module {
   std::shared_ptr<detail::ModuleState> state_;
 };
 
-/// The two-tier cache in front of the compiler: memory (thread-safe, single-flight: N threads
-/// asking for one missing key run one compile and share one Module), then disk (cross-process:
-/// one compile per key across processes), then NVRTC.
+/// The cache in front of the compiler: memory (thread-safe, single-flight: N threads asking for one
+/// missing key run one compile and share one Module), then the storage tiers in order — disk
+/// (cross-process: one compile per key across processes), then remote (config.remote.url: one
+/// compile per key across the fleet) — then NVRTC. A hit is copied into the tiers before the one
+/// that had it; a compile is published to every tier.
 class KernelCache {
  public:
   explicit KernelCache(CacheConfig config = CacheConfig::from_environment());
@@ -129,10 +133,16 @@ class KernelCache {
   Module get(const CacheKey& key, const CompileRequest& request, const Arch& target,
              CacheTier* tier = nullptr);
 
-  /// Counters of both tiers.
+  /// Counters of every tier.
   CacheStats stats() const;
   /// The disk tier, or nullptr when disabled.
   DiskCache* disk() noexcept;
+  /// The remote tier, or nullptr when none is configured or it cannot be used (no key, no Redis
+  /// support in this build, a bad URL; each warned about once).
+  RemoteCache* remote() noexcept;
+  /// Waits until the copies of remote hits into the disk tier (written by a background thread, so
+  /// that a remote hit does not wait for the disk) are done. The destructor does the same.
+  void flush();
   const CacheConfig& config() const noexcept;
   /// Drops the memory tier (modules still held by callers stay alive).
   void clear_memory();

@@ -24,24 +24,6 @@ namespace {
 
 using detail::UniqueFd;
 
-// mkdir -p where every directory created gets mode 0700, whatever the umask (std::filesystem would use
-// 0777 & umask).
-int make_directories(const std::filesystem::path& directory) {
-  std::filesystem::path partial;
-  for (const auto& part : directory) {
-    partial /= part;
-    if (part.empty() || part == partial.root_path()) continue;
-    if (::mkdir(partial.c_str(), 0700) == 0) {
-      ::chmod(partial.c_str(), 0700);  // whatever the umask took away
-    } else if (errno != EEXIST) {
-      return errno;
-    }
-  }
-  struct stat st {};
-  if (::stat(directory.c_str(), &st) != 0) return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
-
 std::string temp_name(const std::string& hex) {
   static std::atomic<std::uint64_t> counter{0};
   std::uint64_t random = 0;
@@ -65,11 +47,18 @@ void DiskCache::Impl::open_directory() {
     log->warn("disk cache disabled, using the memory cache only: {}", unusable_reason);
   };
   if (directory.empty()) return unusable("no cache directory (set CUINLINE_CACHE_DIR)");
-  if (const int err = make_directories(directory); err != 0) {
-    return unusable("cannot create '" + shown + "': " + detail::errno_text(err));
+  int err = 0;
+  std::string reason;
+  dir_fd = detail::open_cache_directory(directory, config.create, config.allow_shared_directory, reason, err);
+  if (!dir_fd) {
+    // Nothing to inspect is not worth a warning: the caller (cuinline cache list) says so itself.
+    if (!config.create && err == ENOENT) {
+      unusable_reason = reason;
+      log->debug("disk cache: {}", reason);
+      return;
+    }
+    return unusable(reason);
   }
-  dir_fd.reset(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir_fd) return unusable("cannot open '" + shown + "': " + detail::errno_text(errno));
   struct stat st {};
   if (::fstat(dir_fd.get(), &st) != 0) {
     return unusable("cannot stat '" + shown + "': " + detail::errno_text(errno));
@@ -89,6 +78,12 @@ void DiskCache::Impl::open_directory() {
                       "): anyone who can write it can plant machine code in it; chmod 700 it (entries other "
                       "users wrote there are then refused one by one)");
     }
+  }
+  if (!config.create) {
+    // Inspection: neither the lock file nor anything else is created or replaced.
+    usable = true;
+    log->debug("disk cache at '{}' (inspection only)", shown);
+    return;
   }
   if (::faccessat(dir_fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
     return unusable("'" + shown + "' is not writable: " + detail::errno_text(errno));
@@ -216,7 +211,7 @@ std::optional<CompiledProgram> DiskCache::load(const CacheKey& key) {
     // Checked on the opened descriptor, not the path: a file another user wrote (while the
     // directory was group-writable, say) stays refused after the directory is made private, and a
     // writer that kept a descriptor open cannot rewrite a file that passed (it is not theirs).
-    if (!impl_->config.allow_shared_directory && !detail::trusted_file(st)) {
+    if (!detail::entry_file_trusted(st, impl_->config.allow_shared_directory)) {
       impl_->reject(name, EntryCheck::untrusted_owner, &st);
       return std::nullopt;
     }
@@ -307,7 +302,11 @@ bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
     };
     if (err == 0 && ::fsync(fd.get()) != 0) fail(errno, "flushing");
     if (const int close_err = fd.close(); close_err != 0) fail(close_err, "closing");
-    if (err == 0 && ::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) fail(errno, "renaming");
+    if (err == 0 && ::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+      // ENOENT: someone removed the temp file while it was written (a cleaner that did not know it).
+      fail(errno, errno == ENOENT ? "publishing: the temp file was removed while it was written, renaming it"
+                                  : "renaming the temp file into place");
+    }
     if (err != 0) {
       ::unlinkat(dir, temp.c_str(), 0);
       impl_->note_write_failure(what, err);

@@ -122,6 +122,7 @@ CacheConfig CacheConfig::from_environment() {
                 "a positive byte count (e.g. 1073741824, 512M, 2G); using the default of 1 GiB");
     }
   }
+  config.remote = RemoteCacheConfig::from_environment();  // src/cache/remote_cache_config.cpp
   return config;
 }
 

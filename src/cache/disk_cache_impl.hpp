@@ -28,6 +28,18 @@ inline constexpr std::string_view kTempPrefix = ".tmp-";
 /// A temp file this old belongs to a writer that died; it is removed.
 inline constexpr std::chrono::minutes kStaleTempAge{10};
 
+/// Opens the cache directory through descriptors (disk_cache_directory.cpp): the path is resolved once,
+/// then walked from '/' with O_NOFOLLOW; missing directories are made (mkdirat, then fchmod 0700 on the
+/// opened one) if `create`; every ancestor must be owned by this user or root and writable by no one
+/// else unless sticky (in `shared` mode: any owner, group-writable allowed). On failure an empty fd,
+/// `reason` and `error` (ENOENT when a component is missing and `create` is false).
+UniqueFd open_cache_directory(const std::filesystem::path& directory, bool create, bool shared,
+                              std::string& reason, int& error);
+/// open_cache_directory's walk alone, of an absolute `path` taken as already resolved (a symlink met
+/// is refused); `directory` is the name messages use.
+UniqueFd walk_directory_path(const std::filesystem::path& path, const std::filesystem::path& directory,
+                             bool create, bool shared, std::string& reason, int& error);
+
 bool is_entry_name(std::string_view name) noexcept;
 bool is_temp_name(std::string_view name) noexcept;
 
@@ -74,8 +86,8 @@ struct DiskCache::Impl {
 
   /// Entries and temp files (nothing else) of the directory. Throws CacheError if unreadable.
   std::vector<detail::ScannedFile> scan() const;
-  /// Removes temp files older than kStaleTempAge (all of them with `all`). Returns the count.
-  std::uint64_t remove_temp_files(const std::vector<detail::ScannedFile>& files, bool all);
+  /// Removes temp files older than kStaleTempAge (a younger one may be a live writer's). Returns the count.
+  std::uint64_t remove_stale_temp_files(const std::vector<detail::ScannedFile>& files);
   /// Removes least-recently-used entries of `files` until their total is at most `target`.
   /// Returns the number removed; `total` is updated to what remains.
   std::uint64_t evict_down_to(std::vector<detail::ScannedFile>& files, std::uint64_t target,

@@ -56,12 +56,19 @@ std::filesystem::file_time_type to_file_time(const struct timespec& t) {
 }
 
 // Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes; unless
-// `shared`, only files this user or root owns and no one else can write).
-EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st, bool shared) {
+// `shared`, only files this user or root owns and no one else can write). The header is checked
+// against the file's size (and `key`, if given) before the rest is read, as load() does.
+EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st, bool shared,
+                      const CacheKey* key) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EntryCheck::io_error;
-  if (!shared && !detail::trusted_file(st)) return EntryCheck::untrusted_owner;
+  if (!detail::entry_file_trusted(st, shared)) return EntryCheck::untrusted_owner;
   if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) return EntryCheck::foreign;
+  if (detail::read_up_to(fd.get(), detail::kEntryHeaderSize, bytes) != 0) return EntryCheck::io_error;
+  if (const EntryCheck head = detail::check_entry_head(bytes, static_cast<std::uint64_t>(st.st_size), key);
+      head != EntryCheck::ok) {
+    return head;
+  }
   if (detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes) != 0)
     return EntryCheck::io_error;
   return EntryCheck::ok;
@@ -98,10 +105,10 @@ std::vector<ScannedFile> DiskCache::Impl::scan() const {
   return files;
 }
 
-std::uint64_t DiskCache::Impl::remove_temp_files(const std::vector<ScannedFile>& files, bool all) {
+std::uint64_t DiskCache::Impl::remove_stale_temp_files(const std::vector<ScannedFile>& files) {
   std::uint64_t removed = 0;
   for (const auto& file : files) {
-    if (file.entry || !(all || older_than(file.mtime, detail::kStaleTempAge))) continue;
+    if (file.entry || !older_than(file.mtime, detail::kStaleTempAge)) continue;
     if (remove_if_same(file.name, file.dev, file.ino)) {
       ++removed;
       logger()->debug("disk cache: removed temp file '{}'", file.name);
@@ -163,7 +170,7 @@ void DiskCache::Impl::evict_if_needed(std::uint64_t added_bytes) {
   if (!directory_lock) return;
   try {
     auto files = scan();
-    remove_temp_files(files, /*all=*/false);
+    remove_stale_temp_files(files);
     std::uint64_t total = 0;
     for (const auto& file : files) total += file.entry ? file.size : 0;
     if (total > config.max_bytes) {
@@ -188,7 +195,9 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
     if (!file.entry) continue;
     std::string bytes;
     struct stat st {};
-    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory) != EntryCheck::ok) continue;
+    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory, nullptr) !=
+        EntryCheck::ok)
+      continue;
     DiskEntryInfo info;
     // info is filled for every intact entry, including those of another NVRTC (shown, not used).
     detail::decode_entry(bytes, nullptr, nvrtc_version(), nullptr, &info);
@@ -217,11 +226,11 @@ VerifyReport DiskCache::verify(bool fix) {
     ++report.checked;
     std::string bytes;
     struct stat st {};
-    EntryCheck check = read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory);
-    if (check == EntryCheck::ok) {
-      const auto key = CacheKey::from_hex(file.name);
-      check = key ? check_entry_bytes(bytes, &*key, nullptr) : EntryCheck::wrong_key;
-    }
+    const auto key = CacheKey::from_hex(file.name);
+    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, st,
+                                        impl_->config.allow_shared_directory, &*key)
+                           : EntryCheck::wrong_key;
+    if (check == EntryCheck::ok) check = check_entry_bytes(bytes, &*key, nullptr);
     if (check == EntryCheck::ok) continue;
     report.bad.emplace_back(impl_->directory / file.name, check);
     if (!fix) continue;
@@ -239,7 +248,7 @@ VerifyReport DiskCache::verify(bool fix) {
       logger()->info("disk cache: removed bad entry '{}' ({})", file.name, to_string(check));
     }
   }
-  if (fix) report.stale_temp_files_removed = impl_->remove_temp_files(files, /*all=*/false);
+  if (fix) report.stale_temp_files_removed = impl_->remove_stale_temp_files(files);
   return report;
 }
 
@@ -247,7 +256,7 @@ std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
   impl_->require_usable("pruning");
   UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
   auto files = impl_->scan();
-  impl_->remove_temp_files(files, /*all=*/false);
+  impl_->remove_stale_temp_files(files);
   std::uint64_t total = 0;
   for (const auto& file : files) total += file.entry ? file.size : 0;
   const std::uint64_t removed = impl_->evict_down_to(files, max_bytes, total);
@@ -264,7 +273,9 @@ std::uint64_t DiskCache::clear() {
   for (const auto& file : files) {
     if (file.entry && ::unlinkat(impl_->dir_fd.get(), file.name.c_str(), 0) == 0) ++removed;
   }
-  impl_->remove_temp_files(files, /*all=*/true);
+  // Only stale temp files (older than kStaleTempAge: their writer is gone): a young one belongs to a
+  // writer still at work, whose publish would otherwise fail.
+  impl_->remove_stale_temp_files(files);
   std::lock_guard<std::mutex> guard(impl_->size_mutex);
   impl_->estimated_bytes = 0;
   return removed;

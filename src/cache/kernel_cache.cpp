@@ -3,9 +3,11 @@
 #include <future>
 #include <unordered_map>
 
+#include "cache/background_writer.hpp"
 #include "cuinline/error.hpp"
 #include "cuinline/log.hpp"
 #include "cuinline/module.hpp"
+#include "cuinline/remote_cache.hpp"
 #include "driver/module_state.hpp"
 
 namespace cuinline {
@@ -19,57 +21,105 @@ bool fits_target(const CompiledProgram& p, const Arch& target) {
   return p.kind == BinaryKind::ptx && p.arch.number() <= target.number();
 }
 
+// Sums the counters of the tiers (each fills only its own).
+void accumulate(CacheStats& into, const CacheStats& s) {
+  into.memory_hits += s.memory_hits;
+  into.disk_hits += s.disk_hits;
+  into.compiles += s.compiles;
+  into.compile_failures += s.compile_failures;
+  into.disk_writes += s.disk_writes;
+  into.disk_write_failures += s.disk_write_failures;
+  into.evictions += s.evictions;
+  into.rejected_entries += s.rejected_entries;
+  into.wrong_arch_entries += s.wrong_arch_entries;
+  into.remote_hits += s.remote_hits;
+  into.remote_writes += s.remote_writes;
+  into.remote_write_failures += s.remote_write_failures;
+  into.remote_errors += s.remote_errors;
+  into.remote_rejected += s.remote_rejected;
+  into.unauthenticated_entries += s.unauthenticated_entries;
+  into.remote_lock_waits += s.remote_lock_waits;
+  into.remote_lock_timeouts += s.remote_lock_timeouts;
+}
+
 }  // namespace
 
 struct KernelCache::Impl {
   explicit Impl(CacheConfig c) : config(std::move(c)) {
-    if (config.disk_enabled) disk = std::make_unique<DiskCache>(config);
+    if (config.disk_enabled) {
+      disk = std::make_unique<DiskCache>(config);
+      if (disk->usable()) tiers.push_back(disk.get());
+    }
+    if (!config.remote.url.empty()) {
+      remote = std::make_unique<RemoteCache>(config.remote);
+      if (remote->usable()) {
+        tiers.push_back(remote.get());
+      } else {
+        remote.reset();  // the constructor said why, once
+      }
+    }
   }
 
   using Slot = std::shared_future<std::shared_ptr<detail::ModuleState>>;
 
   CacheConfig config;
   std::unique_ptr<DiskCache> disk;
+  std::unique_ptr<RemoteCache> remote;
+  std::vector<StorageTier*> tiers;  // in lookup order: disk, remote
   mutable std::mutex mutex;
   std::unordered_map<CacheKey, Slot, CacheKeyHash> entries;
   std::atomic<std::uint64_t> memory_hits{0};
   std::atomic<std::uint64_t> compiles{0};
   std::atomic<std::uint64_t> compile_failures{0};
+  std::atomic<std::uint64_t> misfits{0};  // valid entries for another arch (wrong_arch_entries)
+  // Declared last: destroyed (drained, joined) first, while the tiers it writes to still exist.
+  detail::BackgroundWriter writer;
 
-  // Disk, then (under the cross-process key lock) disk again, then NVRTC.
-  std::optional<CompiledProgram> load_fitting(const CacheKey& key, const Arch& target) {
-    std::optional<CompiledProgram> hit = disk->load(key);
+  std::optional<CompiledProgram> load_fitting(StorageTier& tier, const CacheKey& key, const Arch& target) {
+    std::optional<CompiledProgram> hit = tier.load(key);
     if (hit && !fits_target(*hit, target)) {
+      ++misfits;
       logger()->warn(
-          "disk cache: entry {} holds {} code for {}, but its key is for {}; ignoring it and recompiling",
-          key.hex(), hit->kind == BinaryKind::ptx ? "PTX" : "CUBIN", hit->arch.name(), target.name());
+          "{} cache: entry {} holds {} code for {}, but its key is for {}; ignoring it and recompiling",
+          to_string(tier.tier()), key.hex(), hit->kind == BinaryKind::ptx ? "PTX" : "CUBIN", hit->arch.name(),
+          target.name());
       hit.reset();
     }
     return hit;
   }
 
+  // A hit in tiers[index]: copied into the tiers before it (a remote hit lands on the disk), in the
+  // background: the disk write (fsync) would double the time of a remote hit.
+  std::shared_ptr<detail::ModuleState> serve(std::size_t index, CompiledProgram program, const CacheKey& key,
+                                             CacheTier& tier) {
+    if (index > 0) {
+      writer.submit([this, index, key, copy = program] {
+        for (std::size_t i = 0; i < index; ++i) tiers[i]->store(key, copy);
+      });
+    }
+    tier = tiers[index]->tier();
+    return std::make_shared<detail::ModuleState>(std::move(program), key, tier);
+  }
+
+  // Every tier in order; then, on a miss everywhere, each tier's key lock in order, looking in that
+  // tier again once it is held (another process or machine may have published meanwhile); then
+  // NVRTC, published to every tier (the last first: its waiters are other machines) before the
+  // locks are released.
   std::shared_ptr<detail::ModuleState> produce(const CacheKey& key, const CompileRequest& request,
                                                const Arch& target, CacheTier& tier) {
-    if (disk && disk->usable()) {
-      if (auto hit = load_fitting(key, target)) {
-        tier = CacheTier::disk;
-        return std::make_shared<detail::ModuleState>(std::move(*hit), key, tier);
-      }
-      // Another process may be compiling this key: wait for it, then look again.
-      DiskCache::KeyLock lock = disk->lock(key);
-      if (lock.held()) {
-        if (auto hit = load_fitting(key, target)) {
-          tier = CacheTier::disk;
-          return std::make_shared<detail::ModuleState>(std::move(*hit), key, tier);
-        }
-      }
-      CompiledProgram program = compile_counted(request, target);
-      disk->store(key, program);
-      tier = CacheTier::compiled;
-      return std::make_shared<detail::ModuleState>(std::move(program), key, tier);
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+      if (auto hit = load_fitting(*tiers[i], key, target)) return serve(i, std::move(*hit), key, tier);
     }
+    std::vector<std::unique_ptr<TierLock>> locks;
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+      locks.push_back(tiers[i]->lock_key(key));
+      if (auto hit = load_fitting(*tiers[i], key, target)) return serve(i, std::move(*hit), key, tier);
+    }
+    CompiledProgram program = compile_counted(request, target);
+    for (std::size_t i = tiers.size(); i-- > 0;) tiers[i]->store(key, program);
+    while (!locks.empty()) locks.pop_back();  // in reverse order of taking
     tier = CacheTier::compiled;
-    return std::make_shared<detail::ModuleState>(compile_counted(request, target), key, tier);
+    return std::make_shared<detail::ModuleState>(std::move(program), key, tier);
   }
 
   CompiledProgram compile_counted(const CompileRequest& request, const Arch& target) {
@@ -131,15 +181,24 @@ Module KernelCache::get(const CacheKey& key, const CompileRequest& request, cons
 }
 
 CacheStats KernelCache::stats() const {
-  CacheStats s = impl_->disk ? impl_->disk->stats() : CacheStats{};
+  CacheStats s;
+  for (const StorageTier* tier : impl_->tiers) accumulate(s, tier->stats());
+  if (impl_->disk && !impl_->disk->usable()) accumulate(s, impl_->disk->stats());
   s.memory_hits = impl_->memory_hits.load(std::memory_order_relaxed);
   s.compiles = impl_->compiles.load(std::memory_order_relaxed);
   s.compile_failures = impl_->compile_failures.load(std::memory_order_relaxed);
+  s.wrong_arch_entries = impl_->misfits.load(std::memory_order_relaxed);
   return s;
 }
 
 DiskCache* KernelCache::disk() noexcept {
   return impl_->disk.get();
+}
+RemoteCache* KernelCache::remote() noexcept {
+  return impl_->remote.get();
+}
+void KernelCache::flush() {
+  impl_->writer.drain();
 }
 const CacheConfig& KernelCache::config() const noexcept {
   return impl_->config;

@@ -160,6 +160,8 @@ const char* to_string(CacheTier tier) noexcept {
       return "disk";
     case CacheTier::compiled:
       return "compiled";
+    case CacheTier::remote:
+      return "remote";
   }
   return "unknown";
 }

@@ -1,6 +1,9 @@
 // cuinline cache list | stats | verify | prune | clear: the disk tier, through DiskCache.
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdio>
@@ -39,13 +42,24 @@ std::string shorten(std::string text, std::size_t max) {
   return text;
 }
 
-// Opens the directory without creating anything the command does not need.
-std::unique_ptr<DiskCache> open_cache(const CacheOptions& options) {
-  auto disk = std::make_unique<DiskCache>(cli_cache_config(options.cache_dir));
+// Opens the directory. `inspect` (list, stats, verify without --fix): nothing is created, not even
+// the directory or its lock file; a directory that does not exist yet is an empty cache (nullptr).
+std::unique_ptr<DiskCache> open_cache(const CacheOptions& options, bool inspect = false) {
+  CacheConfig config = cli_cache_config(options.cache_dir);
+  config.create = !inspect;
+  auto disk = std::make_unique<DiskCache>(config);
   if (!disk->usable()) {
+    struct stat st {};
+    if (inspect && ::lstat(disk->directory().c_str(), &st) != 0 && errno == ENOENT) return nullptr;
     throw Error("the cache directory " + disk->directory().string() + " cannot be used");
   }
   return disk;
+}
+
+// The directory a command works on, for messages when it does not exist.
+std::string directory_of(const CacheOptions& options) {
+  const CacheConfig config = cli_cache_config(options.cache_dir);
+  return (config.directory.empty() ? default_cache_directory() : config.directory).string();
 }
 
 std::vector<DiskEntryInfo> sorted_entries(const DiskCache& disk) {
@@ -58,8 +72,9 @@ std::vector<DiskEntryInfo> sorted_entries(const DiskCache& disk) {
 }  // namespace
 
 int run_cache_list(const CacheOptions& options) {
-  auto disk = open_cache(options);
-  auto entries = sorted_entries(*disk);
+  auto disk = open_cache(options, /*inspect=*/true);
+  auto entries = disk ? sorted_entries(*disk) : std::vector<DiskEntryInfo>{};
+  const std::string directory = disk ? disk->directory().string() : directory_of(options);
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& e : entries) {
@@ -87,14 +102,20 @@ int run_cache_list(const CacheOptions& options) {
                 e.arch.name().c_str(), kind_name(e.kind).c_str(), format_bytes(e.size_bytes).c_str(),
                 format_file_time(e.last_use).c_str(), shorten(kernel_names(e), 80).c_str());
   }
-  std::printf("%zu entr%s, %s in %s\n", entries.size(), entries.size() == 1 ? "y" : "ies",
-              format_bytes(total).c_str(), disk->directory().c_str());
+  std::printf("%zu entr%s, %s in %s%s\n", entries.size(), entries.size() == 1 ? "y" : "ies",
+              format_bytes(total).c_str(), directory.c_str(), disk ? "" : " (does not exist yet)");
   return kExitOk;
 }
 
 int run_cache_stats(const CacheOptions& options) {
-  auto disk = open_cache(options);
-  auto entries = disk->list();
+  auto disk = open_cache(options, /*inspect=*/true);
+  if (!disk) {  // no directory yet: its name and cap, zero entries
+    CacheConfig off = cli_cache_config(options.cache_dir);
+    off.disk_enabled = false;
+    off.directory = directory_of(options);
+    disk = std::make_unique<DiskCache>(off);
+  }
+  auto entries = disk->usable() ? disk->list() : std::vector<DiskEntryInfo>{};
   std::uint64_t total = 0;
   std::map<std::string, std::size_t> by_arch, by_kind, by_nvrtc;
   std::optional<std::filesystem::file_time_type> oldest, newest;
@@ -144,8 +165,8 @@ int run_cache_stats(const CacheOptions& options) {
 }
 
 int run_cache_verify(const CacheOptions& options) {
-  auto disk = open_cache(options);
-  VerifyReport report = disk->verify(options.fix);
+  auto disk = open_cache(options, /*inspect=*/!options.fix);
+  VerifyReport report = disk ? disk->verify(options.fix) : VerifyReport{};
   for (const auto& [path, check] : report.bad) {
     std::printf("%-13s %s%s\n", to_string(check), path.c_str(), options.fix ? "  (removed)" : "");
   }

@@ -21,6 +21,8 @@ struct WarmOptions {
   bool dry_run = false;
   bool progress = true;  ///< false: one line per variant even on a terminal
   std::size_t max_variants = 100000;  ///< expansion limit (cli::kDefaultMaxVariants)
+  bool allow_outside_paths = false;   ///< a spec's files may lie outside its directory
+  bool remote = false;  ///< fill the remote (Redis) tier as well (remote_cmd.cpp)
 };
 int run_warm(const WarmOptions& options);
 
@@ -30,12 +32,17 @@ struct CacheOptions {
   bool fix = false;       ///< verify: remove bad entries
   std::string max_bytes;  ///< prune: "500M", "1GiB", "123456"
   bool yes = false;       ///< clear: do not ask
+  bool remote = false;    ///< stats/verify: the remote (Redis) tier instead of the disk
 };
 int run_cache_list(const CacheOptions& options);
 int run_cache_stats(const CacheOptions& options);
 int run_cache_verify(const CacheOptions& options);
 int run_cache_prune(const CacheOptions& options);
 int run_cache_clear(const CacheOptions& options);
+// The remote tier (remote_cmd.cpp), configured by CUINLINE_REMOTE_CACHE and CUINLINE_CACHE_KEY_FILE.
+int run_cache_stats_remote(const CacheOptions& options);
+int run_cache_verify_remote(const CacheOptions& options);
+int run_cache_pull(const CacheOptions& options);
 
 struct CompileOptions {
   std::string file;

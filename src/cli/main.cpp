@@ -48,9 +48,13 @@ int dispatch(int argc, char** argv) {
   warm_cmd->add_flag("--dry-run", warm.dry_run,
                      "List the variants and whether they are cached; compile nothing");
   warm_cmd->add_flag("--no-progress", no_progress, "One line per variant even on a terminal");
+  warm_cmd->add_flag("--remote", warm.remote,
+                     "Fill the remote (Redis) cache too: $CUINLINE_REMOTE_CACHE, $CUINLINE_CACHE_KEY_FILE");
   warm_cmd->add_option("--max-variants", warm.max_variants,
                        "Refuse a spec that expands to more variants (default 100000)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
+  warm_cmd->add_flag("--allow-outside-paths", warm.allow_outside_paths,
+                     "Let the spec's .cu files and headers lie outside the spec's directory");
 
   CacheOptions cache;
   auto* cache_cmd = app.add_subcommand("cache", "Inspect and maintain the disk cache");
@@ -67,7 +71,11 @@ int dispatch(int argc, char** argv) {
       ->required();
   auto* clear_cmd = cache_cmd->add_subcommand("clear", "Remove every entry");
   clear_cmd->add_flag("-y,--yes", cache.yes, "Do not ask for confirmation");
-  for (auto* sub : {list_cmd, stats_cmd, verify_cmd, prune_cmd, clear_cmd})
+  auto* pull_cmd = cache_cmd->add_subcommand("pull", "Copy every valid remote (Redis) entry into the disk cache");
+  stats_cmd->add_flag("--remote", cache.remote, "The remote (Redis) tier: $CUINLINE_REMOTE_CACHE");
+  verify_cmd->add_flag("--remote", cache.remote,
+                       "Check the tag and checksum of every remote entry (SCAN); --fix deletes the bad ones");
+  for (auto* sub : {list_cmd, stats_cmd, verify_cmd, prune_cmd, clear_cmd, pull_cmd})
     add_cache_dir(sub, cache.cache_dir);
 
   CompileOptions compile;
@@ -151,8 +159,9 @@ int dispatch(int argc, char** argv) {
     return run_warm(warm);
   }
   if (*list_cmd) return run_cache_list(cache);
-  if (*stats_cmd) return run_cache_stats(cache);
-  if (*verify_cmd) return run_cache_verify(cache);
+  if (*stats_cmd) return cache.remote ? run_cache_stats_remote(cache) : run_cache_stats(cache);
+  if (*verify_cmd) return cache.remote ? run_cache_verify_remote(cache) : run_cache_verify(cache);
+  if (*pull_cmd) return run_cache_pull(cache);
   if (*prune_cmd) return run_cache_prune(cache);
   if (*clear_cmd) return run_cache_clear(cache);
   if (*compile_cmd) return run_compile(compile);

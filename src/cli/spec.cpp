@@ -1,11 +1,7 @@
 #include "cli/spec.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <cuinline/error.hpp>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include "cli/json_field.hpp"
@@ -303,19 +299,6 @@ Spec parse_spec(std::string_view json_text) {
     spec.entries.push_back(std::move(out));
   }
   return spec;
-}
-
-std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InvalidArgument(what + ": cannot read '" + path.string() + "': is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument(what + ": cannot read '" + path.string() + "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InvalidArgument(what + ": error reading '" + path.string() + "'");
-  return text.str();
 }
 
 }  // namespace cuinline::cli

@@ -82,16 +82,23 @@ struct Variant {
 /// InvalidArgument naming the entry for an unreadable file or a combination the library rejects.
 /// At most `max_variants` are expanded: the count is computed from the entries' lists before anything
 /// is rendered (a small spec can name millions of combinations), and identical variants are merged
-/// before they are rendered; too many → InvalidArgument naming the count and the limit.
+/// before they are rendered; too many → InvalidArgument naming the count and the limit. A "cuda"
+/// entry's file and headers must resolve inside `spec_directory` unless `allow_outside_paths`.
 inline constexpr std::size_t kDefaultMaxVariants = 100000;
 std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
-                                 std::size_t max_variants = kDefaultMaxVariants);
+                                 std::size_t max_variants = kDefaultMaxVariants, bool allow_outside_paths = false);
 
 /// The number of variants an entry expands to (before merging duplicates), computed without
 /// building them.
 std::size_t count_variants(const SpecEntry& entry);
 
-/// Reads a whole file; throws InvalidArgument("<what>: cannot read '<path>': <reason>").
-std::string read_text_file(const std::filesystem::path& path, const std::string& what);
+/// The largest spec, .cu file or header the CLI reads (bytes).
+inline constexpr std::uint64_t kMaxInputFileBytes = 64ull << 20;
+
+/// Reads a whole regular file, or throws InvalidArgument naming `what` and the path: a FIFO, a device
+/// (/dev/zero), a directory, more than kMaxInputFileBytes, a read error, fewer bytes than its size
+/// (it changed meanwhile) or a NUL byte. Never returns a shorter input. `no_follow`: a symlink as the
+/// last component is refused (the path was resolved and checked before).
+std::string read_text_file(const std::filesystem::path& path, const std::string& what, bool no_follow = false);
 
 }  // namespace cuinline::cli

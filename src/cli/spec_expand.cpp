@@ -91,19 +91,42 @@ void expand_op(const SpecEntry& entry, std::vector<Variant>& out) {
   }
 }
 
-void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, std::vector<Variant>& out) {
+// `name` (a spec's "file" or header) relative to the spec's directory `dir`. Unless `allow_outside`,
+// it must stay inside that directory once resolved: no absolute path, no "..", no symlink that leads
+// out (a spec from elsewhere must not make warm read and compile /etc/shadow into the cache).
+std::filesystem::path spec_path(const std::filesystem::path& dir, const std::string& name,
+                                const std::string& field, bool allow_outside) {
+  const std::filesystem::path joined = dir / name;
+  if (allow_outside) return joined;
+  std::error_code ec;
+  const std::filesystem::path base = std::filesystem::weakly_canonical(dir.empty() ? "." : dir, ec);
+  const std::filesystem::path target = ec ? joined : std::filesystem::weakly_canonical(base / name, ec);
+  const std::filesystem::path relative = target.lexically_relative(base);
+  if (ec || std::filesystem::path(name).is_absolute() || relative.empty() || *relative.begin() == "..") {
+    throw InvalidArgument(field + ": '" + name + "' is outside the spec's directory '" +
+                          (dir.empty() ? std::string(".") : dir.string()) +
+                          "' (pass --allow-outside-paths to read files from anywhere)");
+  }
+  return target;
+}
+
+void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool allow_outside,
+                 std::vector<Variant>& out) {
   const CudaFileEntry& spec = entry.cuda;
   InlineOptions options;
   options.name = spec.name;
-  options.cuda_sources = {read_text_file(dir / spec.file, entry.path + ".file")};
+  options.cuda_sources = {read_text_file(spec_path(dir, spec.file, entry.path + ".file", allow_outside),
+                                         entry.path + ".file", !allow_outside)};
   options.functions = spec.functions;
   options.name_expressions = spec.name_expressions;
   options.extra_options = spec.options;
   options.defines = spec.defines;
   for (const auto& header : spec.headers) {
-    std::filesystem::path path = dir / header;
-    read_text_file(path, entry.path + ".headers");  // a clear message before load_inline's
-    options.header_files.push_back(path);
+    // Read once, here (load_inline would read the path again, after the checks); included by the file
+    // name the spec gives (a symlink inside the directory keeps its own name).
+    const std::filesystem::path path = spec_path(dir, header, entry.path + ".headers", allow_outside);
+    options.headers.push_back({std::filesystem::path(header).filename().string(),
+                               read_text_file(path, entry.path + ".headers", !allow_outside)});
   }
   std::string kernels;
   for (const auto& f : spec.functions) kernels += (kernels.empty() ? "" : ", ") + f;
@@ -146,7 +169,7 @@ std::size_t count_variants(const SpecEntry& entry) {
 }
 
 std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
-                                 std::size_t max_variants) {
+                                 std::size_t max_variants, bool allow_outside_paths) {
   std::size_t total = 0;
   for (const auto& entry : spec.entries) {
     total += count_variants(entry);
@@ -166,7 +189,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
           expand_conv2d(entry, out);
           break;
         case EntryKind::cuda:
-          expand_cuda(entry, spec_directory, out);
+          expand_cuda(entry, spec_directory, allow_outside_paths, out);
           break;
       }
     } catch (const InvalidArgument& e) {

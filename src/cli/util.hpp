@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cuinline/cache.hpp>
+#include <cuinline/remote_cache.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +32,10 @@ int terminal_columns() noexcept;
 /// The cache settings from the environment, with `cache_dir` (if not empty) as the directory and
 /// the disk tier on (the command works on the disk tier whatever CUINLINE_DISABLE_DISK_CACHE says).
 CacheConfig cli_cache_config(const std::string& cache_dir);
+
+/// The remote tier as the environment configures it (CUINLINE_REMOTE_CACHE, CUINLINE_CACHE_KEY_FILE);
+/// throws Error saying why when it cannot be used (remote_cmd.cpp).
+std::unique_ptr<RemoteCache> open_remote_cache();
 
 /// Seconds since `start`.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

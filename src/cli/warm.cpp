@@ -3,10 +3,12 @@
 // lookups, so a later process gets a disk hit.
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,8 @@
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -100,10 +104,29 @@ std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::
   return jobs;
 }
 
+// --remote: the remote entry is what counts. Already there (its TTL refreshed) → cached; on the local
+// disk → published from there (cached); else compiled under the fleet-wide lease and published to
+// both tiers.
+Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job, std::string* error) {
+  if (remote.load(job.key)) return Outcome::cached;
+  auto lease = remote.lock_key(job.key);
+  if (remote.load(job.key)) return Outcome::cached;
+  std::optional<CompiledProgram> program = disk.load(job.key);
+  const bool compiled = !program;
+  if (compiled) program = compile(job.variant->request, job.arch);
+  if (!remote.store(job.key, *program)) {
+    *error = "the entry could not be published to the remote cache " + remote.endpoint() + " (see the warning above)";
+    return Outcome::failed;
+  }
+  if (compiled) disk.store(job.key, *program);
+  return compiled ? Outcome::compiled : Outcome::cached;
+}
+
 // Looks the key up; compiles and publishes it when missing. The per-key lock makes a concurrent
 // warm (or a library process) wait instead of compiling the same entry twice.
-Outcome warm_one(DiskCache& disk, const WarmJob& job, std::string* error) {
+Outcome warm_one(DiskCache& disk, RemoteCache* remote, const WarmJob& job, std::string* error) {
   try {
+    if (remote != nullptr) return warm_one_remote(disk, *remote, job, error);
     if (disk.load(job.key)) return Outcome::cached;
     auto lock = disk.lock(job.key);
     if (disk.load(job.key)) return Outcome::cached;
@@ -158,7 +181,7 @@ static_assert(std::atomic<std::size_t>::is_always_lock_free && std::atomic<int>:
               "shared-memory counters must be lock-free");
 
 // Returns the evictions the workers did.
-std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& jobs, int workers,
+std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const std::vector<WarmJob>& jobs, int workers,
                                    Progress& progress) {
   const std::size_t bytes = sizeof(SharedPool) + jobs.size() * sizeof(SharedJob);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -168,16 +191,24 @@ std::uint64_t run_worker_processes(DiskCache& disk, const std::vector<WarmJob>& 
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;
+  const pid_t parent = ::getpid();
   for (int w = 0; w < workers; ++w) {
     const pid_t pid = ::fork();
     if (pid < 0) break;  // run with the workers there are (at least the parent's loop below)
     if (pid == 0) {
+      // A worker dies with its parent (killed `cuinline warm`: no orphans compiling on). A parent
+      // that died between fork and prctl sent nothing: the worker ends itself the same way.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ::_exit(1);
+      if (::getppid() != parent) ::kill(::getpid(), SIGKILL);
+      // Each worker has Redis connections of its own (never shared across a fork).
+      std::unique_ptr<RemoteCache> remote;
+      if (use_remote) remote = std::make_unique<RemoteCache>(RemoteCacheConfig::from_environment());
       for (std::size_t i = pool->next.fetch_add(1); i < jobs.size(); i = pool->next.fetch_add(1)) {
         SharedJob& slot = pool->jobs[i];
         slot.state.store(1);
         const auto job_start = std::chrono::steady_clock::now();
         std::string error;
-        slot.outcome = static_cast<int>(warm_one(disk, jobs[i], &error));
+        slot.outcome = static_cast<int>(warm_one(disk, remote.get(), jobs[i], &error));
         slot.seconds = seconds_since(job_start);
         std::snprintf(slot.error, sizeof slot.error, "%s", error.c_str());
         slot.state.store(2);
@@ -240,7 +271,7 @@ int run_warm(const WarmOptions& options) {
   // Everything that can be wrong with the input is found here, before the first compile.
   std::filesystem::path spec_path(options.spec_file);
   Spec spec = parse_spec(read_text_file(spec_path, "--spec"));
-  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path(), options.max_variants);
+  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path(), options.max_variants, options.allow_outside_paths);
   std::vector<Arch> archs = select_archs(options.archs);
   std::size_t duplicates = 0;
   std::vector<WarmJob> jobs = make_jobs(variants, archs, &duplicates);
@@ -251,6 +282,8 @@ int run_warm(const WarmOptions& options) {
     return kExitFailure;
   }
   if (options.dry_run) return dry_run(disk, jobs);
+  // Checked before forking; the remote cache connects on first use, so nothing is shared.
+  std::unique_ptr<RemoteCache> remote = options.remote ? open_remote_cache() : nullptr;
 
   int workers =
       options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -264,13 +297,13 @@ int run_warm(const WarmOptions& options) {
 
   std::uint64_t worker_evictions = 0;
   if (workers > 1) {
-    worker_evictions = run_worker_processes(disk, jobs, workers, progress);
+    worker_evictions = run_worker_processes(disk, remote != nullptr, jobs, workers, progress);
   } else {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const auto job_start = std::chrono::steady_clock::now();
       progress.started(i, jobs[i].label);
       std::string error;
-      const Outcome outcome = warm_one(disk, jobs[i], &error);
+      const Outcome outcome = warm_one(disk, remote.get(), jobs[i], &error);
       progress.finished(i, jobs[i].label, outcome, seconds_since(job_start), error);
     }
   }
@@ -285,6 +318,7 @@ int run_warm(const WarmOptions& options) {
     std::printf("; %zu duplicate variant%s skipped", duplicates, duplicates == 1 ? "" : "s");
   std::printf("\ncache: %s, %s of %s\n", disk.directory().c_str(), format_bytes(disk.total_bytes()).c_str(),
               format_bytes(disk.max_bytes()).c_str());
+  if (remote) std::printf("remote: %s (key '%s')\n", remote->endpoint().c_str(), remote->signing_key_id().c_str());
   if (stats.evictions > 0) {
     std::fprintf(stderr,
                  "cuinline warm: warning: %llu entries were evicted to stay under the cache cap; raise "

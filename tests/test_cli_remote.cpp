@@ -1,0 +1,96 @@
+// The CLI's remote commands (issue 18, item 6): warm --remote, cache stats --remote, cache verify
+// --remote [--fix], cache pull. Starts its own redis-server; no GPU (a named arch).
+
+#include <gtest/gtest.h>
+
+#include "remote_test_util.hpp"
+
+#if CUINLINE_TEST_HAVE_REDIS
+
+namespace cuinline {
+namespace {
+
+class CliRemote : public ::testing::Test {
+ protected:
+  void SetUp() override { REDIS_OR_SKIP(); }
+
+  test::ProcessResult cli(const std::vector<std::string>& args, const std::string& cache_dir,
+                          const std::string& key_file = "") {
+    std::vector<std::string> argv{CUINLINE_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return test::run_process(
+        argv, {"CUINLINE_CACHE_DIR=" + (fleet_.dir.path() / cache_dir).string(),
+               "CUINLINE_REMOTE_CACHE=" + fleet_.redis.url(),
+               "CUINLINE_CACHE_KEY_FILE=" + (key_file.empty() ? fleet_.key_file.string() : key_file),
+               "CUINLINE_LOG_LEVEL=warn"});
+  }
+  std::string spec() const { return std::string(CUINLINE_SOURCE_DIR) + "/examples/specs/custom.json"; }
+
+  test::Fleet fleet_;
+};
+
+TEST_F(CliRemote, WarmStatsVerifyPull) {
+  auto r =
+      cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90,sm_80", "-j", "2", "--no-progress"}, "a");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 compiled"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("remote: "), std::string::npos) << r.output;
+  EXPECT_EQ(fleet_.redis.integer({"DBSIZE"}), 2);
+  // Another build machine: everything is already in the fleet cache.
+  r = cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90,sm_80", "--no-progress"}, "b");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 compiled, 2 already cached"), std::string::npos) << r.output;
+
+  r = cli({"cache", "stats", "--remote"}, "a");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("entries      2"), std::string::npos) << r.output;
+  r = cli({"cache", "stats", "--remote", "--json"}, "a");
+  EXPECT_NE(r.output.find("\"entries\": 2"), std::string::npos) << r.output;
+
+  r = cli({"cache", "verify", "--remote"}, "a");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 remote entries checked"), std::string::npos) << r.output;
+  // A planted entry with no tag, and one of another fleet's key.
+  const std::string planted = "cuinline:e:" + std::string(64, 'a');
+  ASSERT_TRUE(fleet_.redis.command({"SET", planted, "CUINLINE\x1a planted"}));
+  r = cli({"cache", "verify", "--remote"}, "a");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("not_sealed"), std::string::npos) << r.output;
+  r = cli({"cache", "verify", "--remote", "--fix"}, "a");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 removed"), std::string::npos) << r.output;
+  EXPECT_EQ(fleet_.redis.integer({"EXISTS", planted}), 0);
+
+  // A fresh machine pulls the fleet cache onto its disk, then a library process hits the disk.
+  r = cli({"cache", "pull"}, "c");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 entries pulled"), std::string::npos) << r.output;
+  r = cli({"cache", "pull"}, "c");
+  EXPECT_NE(r.output.find("0 entries pulled"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 already there"), std::string::npos) << r.output;
+  r = cli({"cache", "list"}, "c");
+  EXPECT_NE(r.output.find("2 entries"), std::string::npos) << r.output;
+}
+
+TEST_F(CliRemote, RefusedWithoutAPrivateKey) {
+  const auto open_key =
+      test::write_key_file(fleet_.dir.path(), "open.key", {{"k1", fleet_.secret_hex}}, 0644);
+  auto r = cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90"}, "a", open_key.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("chmod 600"), std::string::npos) << r.output;
+  r = cli({"cache", "stats", "--remote"}, "a", "/nonexistent/key");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("remote cache cannot be used"), std::string::npos) << r.output;
+  EXPECT_EQ(fleet_.redis.integer({"DBSIZE"}), 0);
+}
+
+}  // namespace
+}  // namespace cuinline
+
+#else  // a build without hiredis: nothing to test but that it says so
+
+TEST(CliRemoteBuild, NeedsRedisSupport) {
+  GTEST_SKIP() << ::cuinline::test::redis_skip_reason();
+}
+
+#endif
