@@ -29,6 +29,8 @@ int main(void) {
   EXPECT(cuinline_device_count() >= 0);
   EXPECT(cuinline_configure_cache(dir, 64u << 20, 1) == CUINLINE_SUCCESS);
   EXPECT(cuinline_configure_cache("", 0, 1) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_configure_remote_cache("", NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(cuinline_configure_remote_cache("redis://127.0.0.1:1", "") == CUINLINE_ERROR_INVALID_ARGUMENT);
   EXPECT(cuinline_set_log_level("error") == CUINLINE_SUCCESS);
   EXPECT(cuinline_set_log_level("loud") == CUINLINE_ERROR_INVALID_ARGUMENT);
 
@@ -61,6 +63,7 @@ int main(void) {
   /* The cache is in use now: configuring it again is refused. */
   EXPECT(cuinline_configure_cache(dir, 0, 1) == CUINLINE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cuinline_last_error(), "already in use") != NULL);
+  EXPECT(cuinline_configure_remote_cache("redis://127.0.0.1:6379", NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
 
   /* A compile error keeps NVRTC's log. */
   const char* broken = "__global__ void k( { }";

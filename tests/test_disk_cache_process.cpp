@@ -115,15 +115,24 @@ TEST(DiskCacheDirectory, CreatedRecursivelyPrivate) {
   }
 }
 
-// Root ignores permission bits, so as root the check runs in a tool process as user nobody.
-TEST(DiskCacheDirectory, ReadOnlyDirectoryAsAnotherUser) {
-  if (::geteuid() != 0) GTEST_SKIP() << "covered in-process by ReadOnlyDirectoryDegradesToMemoryOnly";
+// A shipped cache (issue 20, item 3): root's directory and entries, only readable by everyone, used
+// by another user. Root ignores permission bits, so the user runs in a tool process as nobody. Its
+// hits are served; nothing is written, not even a lock file.
+TEST(DiskCacheDirectory, ARootOwnedReadableCacheServesHitsToAnotherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "covered in-process by AReadOnlyDirectoryServesHitsAndWritesNothing";
   TempDir dir, scratch;
   const uid_t nobody = 65534;
-  for (const auto& d : {scratch.path(), dir.path()}) ASSERT_EQ(::chown(d.c_str(), nobody, nobody), 0);
-  ASSERT_EQ(::chmod(dir.path().c_str(), 0500), 0);
+  const CacheKey key = make_key("shipped");
+  {
+    DiskCache cache(config_for(dir.path()));
+    ASSERT_TRUE(cache.store(key, make_program("shipped.cu")));
+  }
+  ASSERT_EQ(::chmod((dir.path() / key.hex()).c_str(), 0644), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(::chown(scratch.path().c_str(), nobody, nobody), 0);
+  const std::vector<std::string> before = files_in(dir.path());
   const std::string tool = tool_path("disk_cache_tool"), out = (scratch.path() / "probe.out").string();
-  const std::string dir_arg = dir.path().string(), key_arg = make_key("nobody").hex();
+  const std::string dir_arg = dir.path().string(), key_arg = key.hex();
   char* argv[] = {const_cast<char*>(tool.c_str()), const_cast<char*>("probe"),
                   const_cast<char*>(dir_arg.c_str()), const_cast<char*>(key_arg.c_str()), nullptr};
   const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
@@ -141,25 +150,37 @@ TEST(DiskCacheDirectory, ReadOnlyDirectoryAsAnotherUser) {
   }
   ::close(out_fd);
   ASSERT_EQ(wait_tool(pid), 0) << read_file(out);
-  EXPECT_EQ(read_file(out), "usable=0 store=0 load=0 lock=0\n");
-  EXPECT_TRUE(files_in(dir.path()).empty());
+  EXPECT_EQ(read_file(out), "usable=1 store=0 load=1 lock=0\n");
+  EXPECT_EQ(files_in(dir.path()), before);
 }
 
-TEST(DiskCacheDirectory, ReadOnlyDirectoryDegradesToMemoryOnly) {
+TEST(DiskCacheDirectory, AReadOnlyDirectoryServesHitsAndWritesNothing) {
   if (::geteuid() == 0) GTEST_SKIP() << "running as root: permission bits do not stop writes";
   TempDir dir;
-  const CacheKey key = make_key("readonly");
+  const CacheKey key = make_key("readonly"), other = make_key("readonly-miss");
+  {
+    DiskCache cache(config_for(dir.path()));
+    ASSERT_TRUE(cache.store(key, make_program("ro.cu")));
+  }
   ASSERT_EQ(::chmod(dir.path().c_str(), 0500), 0);
+  const std::vector<std::string> before = files_in(dir.path());
   LogCapture log;
   DiskCache cache(config_for(dir.path()));
-  EXPECT_FALSE(cache.usable());
+  EXPECT_TRUE(cache.usable());
+  EXPECT_TRUE(cache.read_only());
   EXPECT_NO_THROW({
-    EXPECT_FALSE(cache.store(key, make_program("ro.cu")));
-    EXPECT_FALSE(cache.load(key).has_value());
-    EXPECT_FALSE(cache.lock(key).held());
+    EXPECT_TRUE(cache.load(key).has_value());
+    EXPECT_FALSE(cache.store(other, make_program("ro.cu")));
+    EXPECT_FALSE(cache.load(other).has_value());
+    EXPECT_FALSE(cache.lock(other).held());
   });
-  EXPECT_EQ(log.warnings(), 1u);
-  EXPECT_THROW(cache.verify(false), CacheError);
+  EXPECT_EQ(log.warnings(), 1u) << "one warning: new kernels are not saved";
+  EXPECT_EQ(cache.verify(false).bad.size(), 0u);
+  EXPECT_THROW(cache.verify(true), CacheError);
+  EXPECT_THROW(cache.clear(), CacheError);
+  EXPECT_THROW(cache.prune(0), CacheError);
+  EXPECT_EQ(files_in(dir.path()), before);
+  ::chmod(dir.path().c_str(), 0700);
 }
 
 TEST(DiskCacheDirectory, DirectoryThatBecomesReadOnly) {

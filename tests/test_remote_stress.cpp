@@ -50,7 +50,7 @@ std::string read_file(const std::string& path) {
 TEST(RemoteStress, OneCompilePerVariantAcrossProcesses) {
   REDIS_OR_SKIP();
   test::Fleet fleet(/*tcp=*/true);
-  constexpr int kProcesses = 4, kThreads = 8, kKernels = 30;
+  constexpr int kProcesses = 4, kThreads = 16, kKernels = 50;  // the 4 processes x 16 threads, 50 variants
   const int base = static_cast<int>(test::fresh_seed() % 100000) * 100;
   const long long start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())

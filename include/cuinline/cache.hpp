@@ -60,6 +60,8 @@ struct CacheStats {
   std::uint64_t disk_write_failures = 0;
   std::uint64_t evictions = 0;         ///< entries removed to stay under the size cap
   std::uint64_t rejected_entries = 0;  ///< entries that failed validation (removed, recompiled)
+  /// Waits for a disk lock that ran out (CacheConfig::lock_wait): the caller went on without it.
+  std::uint64_t disk_lock_timeouts = 0;
   /// Entries that passed their tier's checks but hold code for another arch than their key says
   /// (forged or re-sealed): refused by KernelCache and recompiled.
   std::uint64_t wrong_arch_entries = 0;
@@ -69,7 +71,8 @@ struct CacheStats {
   std::uint64_t remote_write_failures = 0;  ///< publishes refused or not attempted (Redis down, OOM, read-only)
   std::uint64_t remote_errors = 0;          ///< commands that failed or were skipped while the remote tier was down
   std::uint64_t remote_rejected = 0;        ///< remote entries that were authentic but failed validation
-  /// Remote entries whose HMAC tag did not verify (missing, made with an unknown key, or wrong): never loaded.
+  /// Entries whose HMAC tag did not verify (missing, made with an unknown key, or wrong), in the remote
+  /// tier or a team disk cache with a fleet key: never loaded.
   std::uint64_t unauthenticated_entries = 0;
   std::uint64_t remote_lock_waits = 0;     ///< lookups that waited for another machine's compile
   std::uint64_t remote_lock_timeouts = 0;  ///< waits that ran out (then this process compiled itself)
@@ -112,9 +115,26 @@ struct CacheConfig {
   std::filesystem::path directory;
   /// CUINLINE_CACHE_MAX_BYTES (default 1 GiB). Past it, least-recently-used entries are evicted.
   std::uint64_t max_bytes = std::uint64_t{1} << 30;
-  /// Accept a directory not owned by the current user or writable by group/others
-  /// (CUINLINE_CACHE_SHARED=1). Off by default: entries are machine code run with the user's rights.
+  /// A team cache (CUINLINE_CACHE_SHARED=1): accept a directory of another owner that its group may
+  /// write (a setgid directory of the team's group, docs/RELIABILITY.md), write entries group-readable
+  /// and the lock file group-writable. Entries then come from every member, so ownership proves
+  /// nothing: with a fleet key (remote.key_file, CUINLINE_CACHE_KEY_FILE) every entry is sealed with
+  /// an HMAC-SHA256 tag and one without a valid tag is never loaded; without a key the cache warns
+  /// once that its entries are unauthenticated. Off by default: entries are machine code run with
+  /// the user's rights.
   bool allow_shared_directory = false;
+  /// Open the directory for reading only: hits are served (validated as always), nothing is ever
+  /// written (no entry, no lock file, no use-time refresh). Also chosen by itself for a directory this
+  /// user may read but not write (a read-only image layer or bind mount, a root-owned shipped cache).
+  bool read_only = false;
+  /// Read-only caches looked up after `directory` (CUINLINE_CACHE_READONLY_DIRS, ':'-separated):
+  /// caches warmed elsewhere and shipped with the service; a miss in all of them is compiled and
+  /// written to `directory`.
+  std::vector<std::filesystem::path> read_only_directories;
+  /// Longest wait for a lock another process holds (a per-key compile lock, the directory lock of
+  /// `clear`/`prune`); past it the caller goes on without the lock (compiles itself), with one
+  /// warning (CUINLINE_CACHE_LOCK_WAIT_MS, default 10 s).
+  std::chrono::milliseconds lock_wait{10000};
   /// Create the directory (mode 0700) and its lock file when missing. Off for inspection only
   /// (`cuinline cache list/stats/verify`), which must leave no trace: a missing directory is then
   /// unusable (nothing to inspect) and the lock file is neither created nor replaced.
@@ -154,6 +174,9 @@ enum class EntryCheck {
   /// owned by another user (not root), or writable by group or others: anyone who could write it may
   /// have planted it (refused unless the cache is shared, CUINLINE_CACHE_SHARED=1)
   untrusted_owner,
+  /// a shared cache with a fleet key: the entry has no valid HMAC tag (not sealed, sealed with a key
+  /// this process does not hold, or forged / altered / copied under another name)
+  unauthenticated,
 };
 const char* to_string(EntryCheck check) noexcept;
 
@@ -208,6 +231,9 @@ class DiskCache final : public StorageTier {
   DiskCache& operator=(const DiskCache&) = delete;
 
   bool usable() const noexcept override;
+  /// Hits are served, nothing is written (CacheConfig::read_only, a directory this user cannot
+  /// write, or inspection with create = false).
+  bool read_only() const noexcept;
   CacheTier tier() const noexcept override { return CacheTier::disk; }
   const std::filesystem::path& directory() const noexcept;
   std::uint64_t max_bytes() const noexcept;

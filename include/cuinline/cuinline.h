@@ -79,6 +79,13 @@ CUINLINE_C_API int cuinline_device_count(void);
  *  directory: NULL keeps CUINLINE_CACHE_DIR / the default; max_bytes: 0 keeps the default (1 GiB);
  *  disk_enabled: 0 for the memory tier only. */
 CUINLINE_C_API cuinline_status cuinline_configure_cache(const char* directory, uint64_t max_bytes, int disk_enabled);
+/** Adds the fleet-wide remote tier (Redis, docs/RELIABILITY.md) to the default cache before its first
+ *  use, as CUINLINE_REMOTE_CACHE and CUINLINE_CACHE_KEY_FILE do. url: "redis://[user:password@]host:port[/db]"
+ *  or "unix:///path/to/redis.sock"; key_file: the fleet key file (NULL keeps CUINLINE_CACHE_KEY_FILE).
+ *  A build without hiredis, a URL that does not parse or a key file that is missing or not private
+ *  leaves the remote tier off with one warning (the local tiers work as before). Composes with
+ *  cuinline_configure_cache. */
+CUINLINE_C_API cuinline_status cuinline_configure_remote_cache(const char* url, const char* key_file);
 /** Log level: "trace", "debug", "info", "warn", "error", "critical", "off". */
 CUINLINE_C_API cuinline_status cuinline_set_log_level(const char* level);
 /** Counters of the default cache. */

@@ -6,12 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "cache/disk_cache_entry.hpp"
@@ -36,6 +39,34 @@ std::string temp_name(const std::string& hex) {
 }
 
 }  // namespace
+
+namespace detail {
+
+EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
+                           std::string& bytes, std::size_t& entry_offset) {
+  entry_offset = 0;
+  if (size > kMaxEntryBytes) return EntryCheck::foreign;
+  // The seal (if any) and the header first: a file whose header does not describe it (another key,
+  // a size that does not add up) is rejected without reading the rest of it.
+  if (read_up_to(fd, kMaxSealSize + kEntryHeaderSize, bytes) != 0) return EntryCheck::io_error;
+  entry_offset = seal_size(bytes);
+  if (auth == nullptr && entry_offset != 0) return EntryCheck::unauthenticated;  // sealed: cannot check
+  if (auth != nullptr && (entry_offset == 0 || key == nullptr)) return EntryCheck::unauthenticated;
+  if (entry_offset > size) return EntryCheck::truncated;
+  if (const EntryCheck head =
+          check_entry_head(std::string_view(bytes).substr(std::min(entry_offset, bytes.size())), size - entry_offset, key);
+      head != EntryCheck::ok) {
+    return head;
+  }
+  if (read_up_to(fd, static_cast<std::size_t>(size), bytes) != 0) return EntryCheck::io_error;
+  if (auth != nullptr) {
+    std::string_view entry;
+    if (auth->open(*key, bytes, &entry) != AuthCheck::ok) return EntryCheck::unauthenticated;
+  }
+  return EntryCheck::ok;
+}
+
+}  // namespace detail
 
 // ---- construction ---------------------------------------------------------------------------
 
@@ -64,12 +95,13 @@ void DiskCache::Impl::open_directory() {
     return unusable("cannot stat '" + shown + "': " + detail::errno_text(errno));
   }
   // Entries are machine code run with the user's rights: like ssh with ~/.ssh, refuse a directory
-  // that someone else could plant files in, unless explicitly shared.
+  // that someone else could plant files in, unless explicitly shared. Root's directories are
+  // trusted (a cache shipped in an image is typically root's, and only readable).
   if (!config.allow_shared_directory) {
-    if (st.st_uid != ::geteuid()) {
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
       return unusable("'" + shown + "' is owned by uid " + std::to_string(st.st_uid) +
-                      ", not by this user: anyone who owns it can plant machine code in it; use a directory of "
-                      "your own (CUINLINE_CACHE_DIR)");
+                      ", not by this user or root: its owner can plant machine code in it; use a directory of "
+                      "your own (CUINLINE_CACHE_DIR), or set up a team cache (docs/RELIABILITY.md)");
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
       char mode[8];
@@ -78,28 +110,52 @@ void DiskCache::Impl::open_directory() {
                       "): anyone who can write it can plant machine code in it; chmod 700 it (entries other "
                       "users wrote there are then refused one by one)");
     }
+  } else if (!load_fleet_key()) {
+    return;  // load_fleet_key said why
   }
   if (!config.create) {
     // Inspection: neither the lock file nor anything else is created or replaced.
     usable = true;
+    read_only = true;
     log->debug("disk cache at '{}' (inspection only)", shown);
     return;
   }
-  if (::faccessat(dir_fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
-    return unusable("'" + shown + "' is not writable: " + detail::errno_text(errno));
+  if (config.read_only || ::faccessat(dir_fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    const int err = config.read_only ? 0 : errno;
+    if (err != 0 && err != EACCES && err != EROFS && err != EPERM) {
+      return unusable("cannot check whether '" + shown + "' is writable: " + detail::errno_text(err));
+    }
+    // A shipped cache (an image layer, a read-only mount, root's directory): serve its hits, write
+    // nothing. Said once when it was not asked for, since new kernels are then not kept.
+    usable = true;
+    read_only = true;
+    if (config.read_only) {
+      log->debug("disk cache at '{}' (read-only)", shown);
+    } else {
+      log->warn("disk cache: '{}' is not writable ({}): its entries are used, new kernels are not saved (set "
+                "CUINLINE_CACHE_DIR to a writable directory and list this one in CUINLINE_CACHE_READONLY_DIRS)",
+                shown, detail::errno_text(err));
+    }
+    return;
   }
+  // A team cache's lock file must be writable by the group (every member takes its locks).
+  const mode_t lock_mode = config.allow_shared_directory ? 0660 : 0600;
   UniqueFd lock_file(
-      ::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+      ::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, lock_mode));
   if (!lock_file) {
-    return unusable("cannot open the lock file in '" + shown + "': " + detail::errno_text(errno));
+    const int err = errno;
+    return unusable("cannot open the lock file in '" + shown + "': " + detail::errno_text(err) +
+                    (config.allow_shared_directory && err == EACCES
+                         ? " (a team cache's lock file must be group-writable: its owner can chmod 660 it)"
+                         : ""));
   }
   // A restrictive umask must not leave a lock file that later opens (O_RDWR) cannot use.
   if (struct stat lock_st{}; ::fstat(lock_file.get(), &lock_st) == 0 && lock_st.st_uid == ::geteuid() &&
-                             (lock_st.st_mode & 0600) != 0600) {
-    ::fchmod(lock_file.get(), 0600);
+                             (lock_st.st_mode & lock_mode) != lock_mode) {
+    ::fchmod(lock_file.get(), lock_mode);
   }
   // A lock file another user owns or can write lets them hold the cache's locks for ever: replace it
-  // (the directory is ours and private here). Shared caches keep theirs.
+  // (the directory is ours and private here). Shared caches keep theirs (lock waits are bounded).
   if (struct stat lock_st{}; !config.allow_shared_directory && ::fstat(lock_file.get(), &lock_st) == 0 &&
                              !detail::trusted_file(lock_st)) {
     log->warn("disk cache: replacing the lock file in '{}' (owned by uid {}, mode {:04o})", shown, lock_st.st_uid,
@@ -119,10 +175,43 @@ void DiskCache::Impl::open_directory() {
   log->debug("disk cache at '{}' (cap {} bytes)", shown, config.max_bytes);
 }
 
+// A team cache holds entries of every member: with a fleet key they are sealed and checked; without
+// one the cache works as before, with one warning a process that nothing authenticates its entries.
+bool DiskCache::Impl::load_fleet_key() {
+  const std::filesystem::path& key_file = config.remote.key_file;
+  if (key_file.empty()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      logger()->warn(
+          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE): anyone who can "
+          "write it can plant machine code that runs as you; give the team a fleet key file "
+          "(docs/RELIABILITY.md)",
+          directory.string());
+    }
+    return true;
+  }
+  std::string error;
+  auth = detail::EntryAuth::from_key_file(key_file, &error);
+  if (!auth) {
+    unusable_reason = "the shared cache '" + directory.string() + "' needs its fleet key: " + error;
+    logger()->warn("disk cache disabled, using the memory cache only: {}", unusable_reason);
+    return false;
+  }
+  logger()->debug("disk cache: shared cache '{}' sealed with key '{}'", directory.string(), auth->signing_key_id());
+  return true;
+}
+
 void DiskCache::Impl::require_usable(const char* operation) const {
   if (!usable) {
     throw CacheError(std::string(operation) + " of the disk cache at '" + directory.string() +
                      "': " + (unusable_reason.empty() ? "the disk cache is disabled" : unusable_reason));
+  }
+}
+
+void DiskCache::Impl::require_writable(const char* operation) const {
+  if (read_only) {
+    throw CacheError(std::string(operation) + " the disk cache at '" + directory.string() +
+                     "': it is read-only (not writable by this user, or opened read-only); nothing was changed");
   }
 }
 
@@ -148,6 +237,9 @@ DiskCache::~DiskCache() = default;
 bool DiskCache::usable() const noexcept {
   return impl_->usable;
 }
+bool DiskCache::read_only() const noexcept {
+  return impl_->read_only;
+}
 const std::filesystem::path& DiskCache::directory() const noexcept {
   return impl_->directory;
 }
@@ -158,6 +250,18 @@ std::uint64_t DiskCache::max_bytes() const noexcept {
 // ---- load -----------------------------------------------------------------------------------
 
 void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const struct stat* st) {
+  if (check == EntryCheck::unauthenticated) {
+    // A team cache with a fleet key: an entry without a valid tag was planted, altered, or sealed
+    // with a key this process does not hold. Never loaded; warned about once a process, each counted.
+    ++unauthenticated;
+    const bool first = !unauthenticated_warned.exchange(true);
+    logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
+                  "disk cache: refusing entry '{}' in '{}': its authentication tag does not verify with the "
+                  "fleet key (CUINLINE_CACHE_KEY_FILE); it will be rebuilt",
+                  name, directory.string());
+    if (st != nullptr) remove_if_same(name, st->st_dev, st->st_ino);
+    return;
+  }
   ++rejected_entries;
   // Entries of another NVRTC or format version are expected after an upgrade; damage is not, nor is
   // a planted entry (warned about once a process, each one counted).
@@ -178,6 +282,7 @@ void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const st
 }
 
 bool DiskCache::Impl::remove_if_same(const std::string& name, dev_t dev, ino_t ino) {
+  if (read_only) return false;  // a read-only cache is never written
   struct stat now {};
   if (::fstatat(dir_fd.get(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) return false;
   // Someone may have published a fresh entry under this name since we read it: leave that one.
@@ -215,34 +320,33 @@ std::optional<CompiledProgram> DiskCache::load(const CacheKey& key) {
       impl_->reject(name, EntryCheck::untrusted_owner, &st);
       return std::nullopt;
     }
-    if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) {
-      impl_->reject(name, EntryCheck::foreign, &st);
-      return std::nullopt;
-    }
-    // The header and the file size first: a file whose header does not describe it (another key,
-    // a size that does not add up) is rejected without reading the rest of it.
     std::string bytes;
-    if (const int err = detail::read_up_to(fd.get(), detail::kEntryHeaderSize, bytes); err != 0) {
-      logger()->debug("disk cache: cannot read entry '{}': {}", name, detail::errno_text(err));
+    std::size_t offset = 0;
+    const EntryCheck read = detail::read_entry_file(fd.get(), static_cast<std::uint64_t>(st.st_size),
+                                                    impl_->auth ? &*impl_->auth : nullptr, &key, bytes, offset);
+    if (read == EntryCheck::io_error) {
+      logger()->debug("disk cache: cannot read entry '{}': {}", name, detail::errno_text(errno));
       return std::nullopt;
     }
-    if (const EntryCheck head = detail::check_entry_head(bytes, static_cast<std::uint64_t>(st.st_size), &key);
-        head != EntryCheck::ok) {
-      impl_->reject(name, head, &st);
+    if (read == EntryCheck::unauthenticated && !impl_->auth) {
+      // Sealed by a member with the fleet key; this process has none to check it with: a miss, kept.
+      logger()->debug("disk cache: entry '{}' is sealed with a fleet key and no CUINLINE_CACHE_KEY_FILE is set", name);
       return std::nullopt;
     }
-    if (const int err = detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes); err != 0) {
-      logger()->debug("disk cache: cannot read entry '{}': {}", name, detail::errno_text(err));
+    if (read != EntryCheck::ok) {
+      impl_->reject(name, read, &st);
       return std::nullopt;
     }
     CompiledProgram program;
-    if (const EntryCheck check = check_entry_bytes(bytes, &key, &program); check != EntryCheck::ok) {
+    if (const EntryCheck check = check_entry_bytes(std::string_view(bytes).substr(offset), &key, &program);
+        check != EntryCheck::ok) {
       impl_->reject(name, check, &st);
       return std::nullopt;
     }
-    // The entry's mtime is its last use (LRU); atime is unreliable under noatime/relatime.
+    // The entry's mtime is its last use (LRU); atime is unreliable under noatime/relatime. Another
+    // member's entry in a team cache cannot be touched (EPERM): its mtime stays its writer's.
     const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-    if (::futimens(fd.get(), times) != 0) {
+    if (!impl_->read_only && ::futimens(fd.get(), times) != 0) {
       logger()->debug("disk cache: cannot refresh the use time of '{}': {}", name, detail::errno_text(errno));
     }
     ++impl_->disk_hits;
@@ -266,31 +370,34 @@ void DiskCache::Impl::note_write_failure(const char* what, int err) {
 }
 
 bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
-  if (!impl_->usable) return false;
+  if (!impl_->usable || impl_->read_only) return false;
   if (program.binary.empty()) {
     logger()->warn("disk cache: not storing '{}': its binary is empty", program.program_name);
     return false;
   }
   try {
     const std::string name = key.hex();
-    const std::string bytes = detail::encode_entry(key, nvrtc_version(), program);
+    std::string bytes = detail::encode_entry(key, nvrtc_version(), program);
+    if (impl_->auth) bytes = impl_->auth->seal(key, bytes);
     if (bytes.size() > detail::kMaxEntryBytes) {
       impl_->note_write_failure("entry too large", EFBIG);
       return false;
     }
     const int dir = impl_->dir_fd.get();
+    // Private: the owner alone. A team cache: the group reads every member's entries.
+    const mode_t entry_mode = impl_->config.allow_shared_directory ? 0640 : 0600;
     std::string temp;
     UniqueFd fd;
     for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
       temp = temp_name(name);
-      fd.reset(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      fd.reset(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, entry_mode));
       if (!fd && errno != EEXIST) break;
     }
     if (!fd) {
       impl_->note_write_failure("creating a temp file", errno);
       return false;
     }
-    ::fchmod(fd.get(), 0600);  // owner read/write whatever the umask; never more
+    ::fchmod(fd.get(), entry_mode);  // whatever the umask; never more
     // Write, flush to the device, close, and only then rename: a reader sees all or nothing.
     int err = detail::write_all(fd.get(), bytes);
     const char* what = "writing";
@@ -325,8 +432,10 @@ bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
 // ---- locks ----------------------------------------------------------------------------------
 
 UniqueFd DiskCache::Impl::lock_byte(off_t offset, bool wait) {
+  if (read_only) return UniqueFd();  // no lock file: nothing is written, so nothing to exclude
   // A new open file description per lock: OFD locks then also exclude other threads of this process.
-  UniqueFd fd(::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const mode_t lock_mode = config.allow_shared_directory ? 0660 : 0600;
+  UniqueFd fd(::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, lock_mode));
   if (!fd) {
     if (!lock_failure_warned.exchange(true)) {
       logger()->warn("disk cache: cannot open the lock file in '{}': {}", directory.string(),
@@ -340,14 +449,33 @@ UniqueFd DiskCache::Impl::lock_byte(off_t offset, bool wait) {
   range.l_start = offset;
   range.l_len = 1;
   range.l_pid = 0;  // required for OFD locks
-  while (::fcntl(fd.get(), wait ? F_OFD_SETLKW : F_OFD_SETLK, &range) != 0) {
+  // Polled, not F_OFD_SETLKW: a holder that never lets go (a stopped process, a member of a team
+  // cache holding the lock on purpose) must not hang us. Steps of at most 10 ms add little to a
+  // wait for a compile (30-400 ms).
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + config.lock_wait;
+  auto pause = std::chrono::microseconds(500);
+  while (::fcntl(fd.get(), F_OFD_SETLK, &range) != 0) {
     if (errno == EINTR) continue;
-    if (!wait && (errno == EAGAIN || errno == EACCES)) return UniqueFd();
-    if (!lock_failure_warned.exchange(true)) {
-      logger()->warn("disk cache: cannot lock '{}/{}': {}", directory.string(), detail::kLockFileName,
-                     detail::errno_text(errno));
+    if (errno != EAGAIN && errno != EACCES) {
+      if (!lock_failure_warned.exchange(true)) {
+        logger()->warn("disk cache: cannot lock '{}/{}': {}", directory.string(), detail::kLockFileName,
+                       detail::errno_text(errno));
+      }
+      return UniqueFd();
     }
-    return UniqueFd();
+    if (!wait) return UniqueFd();
+    if (clock::now() >= deadline) {
+      ++lock_timeouts;
+      const bool first = !lock_timeout_warned.exchange(true);
+      logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
+                    "disk cache: a lock in '{}/{}' has been held by another process for more than {} ms (a stopped "
+                    "or hung process?); going on without it",
+                    directory.string(), detail::kLockFileName, config.lock_wait.count());
+      return UniqueFd();
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
   }
   return fd;
 }
@@ -383,6 +511,8 @@ CacheStats DiskCache::stats() const {
   stats.disk_write_failures = impl_->disk_write_failures;
   stats.evictions = impl_->evictions;
   stats.rejected_entries = impl_->rejected_entries;
+  stats.unauthenticated_entries = impl_->unauthenticated;
+  stats.disk_lock_timeouts = impl_->lock_timeouts;
   return stats;
 }
 

@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -120,6 +123,35 @@ CacheConfig CacheConfig::from_environment() {
     } else {
       warn_once(warned_max, "CUINLINE_CACHE_MAX_BYTES", *text,
                 "a positive byte count (e.g. 1073741824, 512M, 2G); using the default of 1 GiB");
+    }
+  }
+  if (const auto text = environment("CUINLINE_CACHE_READONLY_DIRS")) {
+    // ':'-separated like PATH; empty parts are skipped. Relative paths are taken from the working
+    // directory now, so a later chdir does not move them.
+    std::size_t start = 0;
+    while (start <= text->size()) {
+      std::size_t end = text->find(':', start);
+      if (end == std::string::npos) end = text->size();
+      if (end > start) {
+        std::error_code ec;
+        const std::filesystem::path part{std::string(text->substr(start, end - start))};
+        const auto absolute = std::filesystem::absolute(part, ec);
+        config.read_only_directories.push_back((ec ? part : absolute).lexically_normal());
+      }
+      start = end + 1;
+    }
+  }
+  if (const auto text = environment("CUINLINE_CACHE_LOCK_WAIT_MS")) {
+    static std::atomic<bool> warned_wait{false};
+    const std::string value(*text);
+    char* end = nullptr;
+    errno = 0;
+    const long long ms = std::strtoll(value.c_str(), &end, 10);
+    if (errno == 0 && end != value.c_str() && *end == '\0' && ms >= 0 && ms <= 24LL * 3600 * 1000) {
+      config.lock_wait = std::chrono::milliseconds(ms);
+    } else {
+      warn_once(warned_wait, "CUINLINE_CACHE_LOCK_WAIT_MS", *text,
+                "milliseconds from 0 to 86400000; using the default of 10000");
     }
   }
   config.remote = RemoteCacheConfig::from_environment();  // src/cache/remote_cache_config.cpp

@@ -279,6 +279,8 @@ const char* to_string(EntryCheck check) noexcept {
       return "io_error";
     case EntryCheck::untrusted_owner:
       return "untrusted_owner";
+    case EntryCheck::unauthenticated:
+      return "unauthenticated";
   }
   return "unknown";
 }

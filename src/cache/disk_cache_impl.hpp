@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cache/disk_cache_io.hpp"
+#include "cache/entry_auth.hpp"
 #include "cuinline/cache.hpp"
 
 namespace cuinline {
@@ -40,6 +42,13 @@ UniqueFd open_cache_directory(const std::filesystem::path& directory, bool creat
 UniqueFd walk_directory_path(const std::filesystem::path& path, const std::filesystem::path& directory,
                              bool create, bool shared, std::string& reason, int& error);
 
+/// Reads the entry file open as `fd` (a regular file of `size` bytes): with `auth`, the seal first;
+/// the entry's header checked against the size and `key` before the rest is read; with `auth`, the
+/// tag (over `key`, which must then be given). On ok the entry is bytes[entry_offset..]. A sealed
+/// file read without `auth` gives `unauthenticated` (it cannot be checked here, and is not damaged).
+EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
+                           std::string& bytes, std::size_t& entry_offset);
+
 bool is_entry_name(std::string_view name) noexcept;
 bool is_temp_name(std::string_view name) noexcept;
 
@@ -61,10 +70,14 @@ struct DiskCache::Impl {
   detail::UniqueFd dir_fd;  // every file operation is relative to this (openat, renameat, ...)
   std::atomic<bool> usable{false};
   std::string unusable_reason;  // set once in the constructor
+  bool read_only = false;       // config.read_only, or a directory this user cannot write
+  std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key: entries sealed
 
   std::atomic<bool> write_failure_warned{false};
   std::atomic<bool> untrusted_warned{false};
   std::atomic<bool> lock_failure_warned{false};
+  std::atomic<bool> lock_timeout_warned{false};
+  std::atomic<bool> unauthenticated_warned{false};
 
   std::mutex size_mutex;
   bool size_known = false;             // set by the first scan, which the first store runs
@@ -76,12 +89,21 @@ struct DiskCache::Impl {
   std::atomic<std::uint64_t> disk_write_failures{0};
   std::atomic<std::uint64_t> evictions{0};
   std::atomic<std::uint64_t> rejected_entries{0};
+  std::atomic<std::uint64_t> unauthenticated{0};
+  std::atomic<std::uint64_t> lock_timeouts{0};
 
   void open_directory();
+  /// Shared mode: reads the fleet key (config.remote.key_file) into `auth`; false (unusable, with the
+  /// reason) when one is named but cannot be used.
+  bool load_fleet_key();
   void require_usable(const char* operation) const;
+  /// Throws CacheError for a read-only cache.
+  void require_writable(const char* operation) const;
 
   /// An OFD write lock on [offset, offset + 1) of the lock file, on a description of its own.
-  /// With wait = false, an empty fd when someone else holds it.
+  /// With wait = false, an empty fd when someone else holds it; with wait = true, an empty fd when
+  /// config.lock_wait ran out (one warning: the caller goes on without the lock). Always empty for
+  /// a read-only cache.
   detail::UniqueFd lock_byte(off_t offset, bool wait);
 
   /// Entries and temp files (nothing else) of the directory. Throws CacheError if unreadable.

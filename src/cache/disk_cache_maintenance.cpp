@@ -56,22 +56,18 @@ std::filesystem::file_time_type to_file_time(const struct timespec& t) {
 }
 
 // Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes; unless
-// `shared`, only files this user or root owns and no one else can write). The header is checked
-// against the file's size (and `key`, if given) before the rest is read, as load() does.
-EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, struct stat& st, bool shared,
-                      const CacheKey* key) {
+// `shared`, only files this user or root owns and no one else can write; with `auth`, sealed with a
+// tag that verifies under `key`). The header is checked against the file's size (and `key`, if
+// given) before the rest is read, as load() does. On ok the entry is bytes[offset..].
+EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, std::size_t& offset,
+                      struct stat& st, bool shared, const detail::EntryAuth* auth, const CacheKey* key) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EntryCheck::io_error;
   if (!detail::entry_file_trusted(st, shared)) return EntryCheck::untrusted_owner;
-  if (static_cast<std::uint64_t>(st.st_size) > detail::kMaxEntryBytes) return EntryCheck::foreign;
-  if (detail::read_up_to(fd.get(), detail::kEntryHeaderSize, bytes) != 0) return EntryCheck::io_error;
-  if (const EntryCheck head = detail::check_entry_head(bytes, static_cast<std::uint64_t>(st.st_size), key);
-      head != EntryCheck::ok) {
-    return head;
-  }
-  if (detail::read_up_to(fd.get(), static_cast<std::size_t>(st.st_size), bytes) != 0)
-    return EntryCheck::io_error;
-  return EntryCheck::ok;
+  // The tag covers the key: without one given, the file's name is the key to check it under.
+  std::optional<CacheKey> named;
+  if (auth != nullptr && key == nullptr && (named = CacheKey::from_hex(name))) key = &*named;
+  return detail::read_entry_file(fd.get(), static_cast<std::uint64_t>(st.st_size), auth, key, bytes, offset);
 }
 
 }  // namespace
@@ -194,13 +190,14 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
   for (const auto& file : impl_->scan()) {
     if (!file.entry) continue;
     std::string bytes;
+    std::size_t offset = 0;
     struct stat st {};
-    if (read_entry(impl_->dir_fd.get(), file.name, bytes, st, impl_->config.allow_shared_directory, nullptr) !=
-        EntryCheck::ok)
+    if (read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, impl_->config.allow_shared_directory,
+                   impl_->auth ? &*impl_->auth : nullptr, nullptr) != EntryCheck::ok)
       continue;
     DiskEntryInfo info;
     // info is filled for every intact entry, including those of another NVRTC (shown, not used).
-    detail::decode_entry(bytes, nullptr, nvrtc_version(), nullptr, &info);
+    detail::decode_entry(std::string_view(bytes).substr(offset), nullptr, nvrtc_version(), nullptr, &info);
     if (info.size_bytes == 0) continue;
     info.path = impl_->directory / file.name;
     info.size_bytes = static_cast<std::uint64_t>(st.st_size);
@@ -219,21 +216,26 @@ std::uint64_t DiskCache::total_bytes() const {
 
 VerifyReport DiskCache::verify(bool fix) {
   impl_->require_usable("verifying");
+  if (fix) impl_->require_writable("repairing");
   VerifyReport report;
   const auto files = impl_->scan();
   for (const auto& file : files) {
     if (!file.entry) continue;
     ++report.checked;
     std::string bytes;
+    std::size_t offset = 0;
     struct stat st {};
     const auto key = CacheKey::from_hex(file.name);
-    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, st,
-                                        impl_->config.allow_shared_directory, &*key)
+    const detail::EntryAuth* auth = impl_->auth ? &*impl_->auth : nullptr;
+    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st,
+                                        impl_->config.allow_shared_directory, auth, &*key)
                            : EntryCheck::wrong_key;
-    if (check == EntryCheck::ok) check = check_entry_bytes(bytes, &*key, nullptr);
+    if (check == EntryCheck::ok) check = check_entry_bytes(std::string_view(bytes).substr(offset), &*key, nullptr);
     if (check == EntryCheck::ok) continue;
     report.bad.emplace_back(impl_->directory / file.name, check);
-    if (!fix) continue;
+    // A sealed entry of a team cache, seen without the fleet key, is reported but never removed: it
+    // cannot be checked here, which does not make it bad.
+    if (!fix || (check == EntryCheck::unauthenticated && auth == nullptr)) continue;
     // Remove the regular file that was read (the same inode only), or a symlink under an entry name;
     // anything else (a directory, a FIFO) is reported and left alone.
     struct stat now {};
@@ -254,6 +256,7 @@ VerifyReport DiskCache::verify(bool fix) {
 
 std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
   impl_->require_usable("pruning");
+  impl_->require_writable("pruning");
   UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
   auto files = impl_->scan();
   impl_->remove_stale_temp_files(files);
@@ -267,6 +270,7 @@ std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
 
 std::uint64_t DiskCache::clear() {
   impl_->require_usable("clearing");
+  impl_->require_writable("clearing");
   UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
   const auto files = impl_->scan();
   std::uint64_t removed = 0;

@@ -184,6 +184,13 @@ std::array<unsigned char, 32> EntryAuth::tag(const AuthKey& k, const CacheKey& k
        std::string_view(&id_size, 1), k.id, entry});
 }
 
+std::size_t seal_size(std::string_view head) noexcept {
+  if (head.size() < sizeof kSealMagic + 1 || std::memcmp(head.data(), kSealMagic, sizeof kSealMagic) != 0) return 0;
+  const std::size_t id_size = static_cast<unsigned char>(head[sizeof kSealMagic]);
+  if (id_size == 0 || id_size > kMaxKeyIdSize) return 0;
+  return sizeof kSealMagic + 1 + id_size + kTagSize;
+}
+
 std::string EntryAuth::seal(const CacheKey& key, std::string_view entry) const {
   const AuthKey& k = keys_.front();
   const auto t = tag(k, key, entry);

@@ -26,6 +26,14 @@ inline constexpr std::size_t kTagSize = 32;
 inline constexpr std::size_t kMaxKeyIdSize = 64;
 inline constexpr std::size_t kMinSecretSize = 16;
 
+/// The longest seal in front of an entry (magic, id length, id, tag).
+inline constexpr std::size_t kMaxSealSize = sizeof kSealMagic + 1 + kMaxKeyIdSize + kTagSize;
+
+/// The size of the seal that `head` (the first bytes of a stored value, up to kMaxSealSize) starts
+/// with, or 0 when it does not start a well-formed seal. Lets a reader check the entry header behind
+/// the seal before reading the rest.
+std::size_t seal_size(std::string_view head) noexcept;
+
 /// One fleet key.
 struct AuthKey {
   std::string id;      ///< 1-64 characters of [A-Za-z0-9._-]

@@ -31,6 +31,7 @@ void accumulate(CacheStats& into, const CacheStats& s) {
   into.disk_write_failures += s.disk_write_failures;
   into.evictions += s.evictions;
   into.rejected_entries += s.rejected_entries;
+  into.disk_lock_timeouts += s.disk_lock_timeouts;
   into.wrong_arch_entries += s.wrong_arch_entries;
   into.remote_hits += s.remote_hits;
   into.remote_writes += s.remote_writes;
@@ -49,6 +50,16 @@ struct KernelCache::Impl {
     if (config.disk_enabled) {
       disk = std::make_unique<DiskCache>(config);
       if (disk->usable()) tiers.push_back(disk.get());
+      // Shipped caches, after the writable one: a miss in all of them is compiled into `directory`.
+      for (const auto& directory : config.read_only_directories) {
+        CacheConfig shipped = config;
+        shipped.directory = directory;
+        shipped.read_only = true;
+        shipped.read_only_directories.clear();
+        auto tier = std::make_unique<DiskCache>(std::move(shipped));
+        if (tier->usable()) tiers.push_back(tier.get());
+        read_only_disks.push_back(std::move(tier));  // kept for its counters even when unusable
+      }
     }
     if (!config.remote.url.empty()) {
       remote = std::make_unique<RemoteCache>(config.remote);
@@ -64,6 +75,7 @@ struct KernelCache::Impl {
 
   CacheConfig config;
   std::unique_ptr<DiskCache> disk;
+  std::vector<std::unique_ptr<DiskCache>> read_only_disks;  // CacheConfig::read_only_directories
   std::unique_ptr<RemoteCache> remote;
   std::vector<StorageTier*> tiers;  // in lookup order: disk, remote
   mutable std::mutex mutex;
@@ -88,11 +100,12 @@ struct KernelCache::Impl {
     return hit;
   }
 
-  // A hit in tiers[index]: copied into the tiers before it (a remote hit lands on the disk), in the
-  // background: the disk write (fsync) would double the time of a remote hit.
+  // A hit in tiers[index]: a remote hit is copied into the disk tiers before it (read-only ones
+  // decline), in the background: the disk write (fsync) would double the time of a remote hit. A hit
+  // in a shipped read-only cache is as fast as a local one and is not copied.
   std::shared_ptr<detail::ModuleState> serve(std::size_t index, CompiledProgram program, const CacheKey& key,
                                              CacheTier& tier) {
-    if (index > 0) {
+    if (index > 0 && tiers[index]->tier() == CacheTier::remote) {
       writer.submit([this, index, key, copy = program] {
         for (std::size_t i = 0; i < index; ++i) tiers[i]->store(key, copy);
       });
@@ -184,6 +197,9 @@ CacheStats KernelCache::stats() const {
   CacheStats s;
   for (const StorageTier* tier : impl_->tiers) accumulate(s, tier->stats());
   if (impl_->disk && !impl_->disk->usable()) accumulate(s, impl_->disk->stats());
+  for (const auto& shipped : impl_->read_only_disks) {
+    if (!shipped->usable()) accumulate(s, shipped->stats());
+  }
   s.memory_hits = impl_->memory_hits.load(std::memory_order_relaxed);
   s.compiles = impl_->compiles.load(std::memory_order_relaxed);
   s.compile_failures = impl_->compile_failures.load(std::memory_order_relaxed);

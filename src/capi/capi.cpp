@@ -9,7 +9,9 @@
 #include <cuinline/conv2d.hpp>
 #include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
+#include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,16 @@ std::vector<std::string> strings(const char* const* list, int count, const char*
   return out;
 }
 
+// The configuration the C calls build up before the default cache is first used: each call changes
+// its own fields and hands the whole to configure_default_cache, so the calls compose.
+std::mutex capi_config_mutex;
+std::optional<cuinline::CacheConfig> capi_config;
+
+cuinline::CacheConfig& pending_config() {
+  if (!capi_config) capi_config = cuinline::CacheConfig::from_environment();
+  return *capi_config;
+}
+
 }  // namespace
 
 extern "C" {
@@ -117,7 +129,8 @@ int cuinline_device_count(void) {
 
 cuinline_status cuinline_configure_cache(const char* directory, uint64_t max_bytes, int disk_enabled) {
   return guarded([&] {
-    cuinline::CacheConfig config = cuinline::CacheConfig::from_environment();
+    std::lock_guard<std::mutex> lock(capi_config_mutex);
+    cuinline::CacheConfig config = pending_config();
     if (directory != nullptr) {
       if (*directory == '\0') invalid("cuinline_configure_cache: empty directory");
       config.directory = directory;
@@ -127,6 +140,23 @@ cuinline_status cuinline_configure_cache(const char* directory, uint64_t max_byt
     if (!cuinline::configure_default_cache(config)) {
       invalid("cuinline_configure_cache: the default cache is already in use; configure it before the first call");
     }
+    pending_config() = std::move(config);
+  });
+}
+
+cuinline_status cuinline_configure_remote_cache(const char* url, const char* key_file) {
+  return guarded([&] {
+    if (url == nullptr || *url == '\0') invalid("cuinline_configure_remote_cache: empty URL");
+    if (key_file != nullptr && *key_file == '\0') invalid("cuinline_configure_remote_cache: empty key file");
+    std::lock_guard<std::mutex> lock(capi_config_mutex);
+    cuinline::CacheConfig config = pending_config();
+    config.remote.url = url;
+    if (key_file != nullptr) config.remote.key_file = key_file;
+    if (!cuinline::configure_default_cache(config)) {
+      invalid("cuinline_configure_remote_cache: the default cache is already in use; configure it before the "
+              "first call");
+    }
+    pending_config() = std::move(config);
   });
 }
 

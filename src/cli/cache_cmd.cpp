@@ -53,6 +53,11 @@ std::unique_ptr<DiskCache> open_cache(const CacheOptions& options, bool inspect 
     if (inspect && ::lstat(disk->directory().c_str(), &st) != 0 && errno == ENOENT) return nullptr;
     throw Error("the cache directory " + disk->directory().string() + " cannot be used");
   }
+  // prune, clear, verify --fix: a shipped cache this user may not write is refused before anything.
+  if (!inspect && disk->read_only()) {
+    throw Error("the cache directory " + disk->directory().string() +
+                " is read-only (this user cannot write it); nothing was changed");
+  }
   return disk;
 }
 

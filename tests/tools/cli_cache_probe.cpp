@@ -5,7 +5,8 @@
 //   cli_cache_probe op OP DTYPE VECTOR_WIDTH i32|i64 ARCH
 //   cli_cache_probe conv2d CIN H W COUT KH KW BIAS(0|1) EPILOGUE ARCH
 //   cli_cache_probe inline FILE.cu NAME ARCH EXPRESSION...
-// Output: "tier=disk compiles=0 disk_hits=1 memory_hits=0 kernel=<lowered name>". Needs no GPU.
+// Output: "tier=disk compiles=0 disk_hits=1 memory_hits=0 kernel=<lowered name> unauthenticated=0".
+// Needs no GPU.
 
 #include <cstdio>
 #include <cuinline/conv2d.hpp>
@@ -23,10 +24,11 @@ void print(const cuinline::Module& module, cuinline::CacheTier tier, const cuinl
   auto stats = cache.stats();
   std::string kernel =
       module.program().lowered_names.empty() ? "" : module.program().lowered_names.front().second;
-  std::printf("tier=%s compiles=%llu disk_hits=%llu memory_hits=%llu kernel=%s\n", cuinline::to_string(tier),
-              static_cast<unsigned long long>(stats.compiles),
+  std::printf("tier=%s compiles=%llu disk_hits=%llu memory_hits=%llu kernel=%s unauthenticated=%llu\n",
+              cuinline::to_string(tier), static_cast<unsigned long long>(stats.compiles),
               static_cast<unsigned long long>(stats.disk_hits),
-              static_cast<unsigned long long>(stats.memory_hits), kernel.c_str());
+              static_cast<unsigned long long>(stats.memory_hits), kernel.c_str(),
+              static_cast<unsigned long long>(stats.unauthenticated_entries));
 }
 
 int usage() {

@@ -7,6 +7,8 @@
 //                                                          anything threw
 //   disk_cache_tool hold <dir> <key-hex> <ready-file>      take the key lock, create <ready-file>, wait
 //                                                          forever (the test kills it)
+//   disk_cache_tool hold-dir <dir> <any-key> <ready-file>  the same with the directory lock (byte 0 of
+//                                                          <dir>/lock, as clear and prune take it)
 // Exit code 2 means a usage or setup error.
 
 #include <fcntl.h>
@@ -44,6 +46,18 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const auto key = cuinline::CacheKey::from_hex(argv[3]);
   if (!key) return usage();
+  if (command == "hold-dir" && argc == 5) {
+    // A process that took the directory lock and never lets go (stopped, hung, or hostile).
+    const int fd = ::open((std::string(argv[2]) + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+    struct flock range {};
+    range.l_type = F_WRLCK;
+    range.l_whence = SEEK_SET;
+    range.l_start = 0;
+    range.l_len = 1;
+    if (fd < 0 || ::fcntl(fd, F_OFD_SETLK, &range) != 0) return 2;
+    if (!append_line(argv[4], "held " + std::to_string(::getpid()))) return 2;
+    while (true) ::pause();
+  }
   cuinline::CacheConfig config;
   config.directory = argv[2];
   cuinline::DiskCache cache(config);
