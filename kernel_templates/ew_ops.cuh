@@ -84,4 +84,12 @@ __device__ __forceinline__ S ew_div_tensor(S x, S y) {
   return ew_traits<S>::from_op(ew_traits<S>::to_op(x) / ew_traits<S>::to_op(y));
 }
 
+// torch.where(c != 0, x, other) on storage values: a select, no arithmetic (bits kept, NaN
+// payloads included). The condition is true where nonzero: NaN is true, -0.0 false (tensor.bool()).
+template <class S>
+__device__ __forceinline__ S ew_where(S c, S x, S other) {
+  typedef ew_traits<S> T;
+  return T::to_op(c) != typename T::op(0) ? x : other;
+}
+
 #endif  // CUINLINE_EW_OPS_CUH

@@ -7,6 +7,7 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/ops.hpp>
+#include <cmath>
 #include <string>
 
 namespace {
@@ -98,6 +99,87 @@ TEST(ElementwiseNary, TextForm) {
   EXPECT_THROW(Op::exprs({"a", "a"}, {"a"}).validate(), InvalidArgument);
 }
 
+TEST(ElementwiseNary, WhereTextFormRoundTrips) {
+  const Op op = parse_op("mul(in1)| where( in2 , in3 )|add(1)|where(in1, 0.1)");
+  ASSERT_EQ(op.steps.size(), 4u);
+  EXPECT_EQ(op.steps[1], Step::where_input(2, 3));
+  EXPECT_EQ(op.steps[1].kind, StepKind::where_tensor);
+  EXPECT_EQ(op.steps[1].cond, 2);
+  EXPECT_EQ(op.steps[1].operand, 3);
+  EXPECT_EQ(op.steps[3], Step::where_scalar(1, 0.1));
+  EXPECT_EQ(op.min_inputs(), 4);
+  EXPECT_EQ(op.describe(), "mul(in1)|where(in2,in3)|add(1)|where(in1,0.1)");
+  EXPECT_EQ(parse_op(op.describe()), op);
+  // Special scalars keep their bits through the text form.
+  for (const char* text : {"where(in7,-0)", "where(in1,nan)", "where(in1,-inf)", "where(in1,1e-300)"}) {
+    const Op special = parse_op(text);
+    EXPECT_EQ(parse_op(special.describe()), special) << text;
+  }
+  EXPECT_EQ(parse_op("where(in5, in1)").min_inputs(), 6);
+  // Operands are part of equality: the condition and the other input are not interchangeable.
+  EXPECT_NE(Step::where_input(1, 2), Step::where_input(2, 1));
+  EXPECT_NE(Step::where_scalar(1, 0.0), Step::where_scalar(1, -0.0));
+  EXPECT_NE(Step::where_scalar(1, 2.0), Step::where_scalar(2, 2.0));
+}
+
+TEST(ElementwiseNary, WhereWithBadOperandsIsRejected) {
+  auto message = [](const char* text) { return message_of([&] { parse_op(text); }); };
+  EXPECT_NE(message("where(in0, in1)").find("input 0 is the chain's start"), std::string::npos) << message("where(in0, in1)");
+  EXPECT_NE(message("where(in1, in0)").find("other value"), std::string::npos);
+  EXPECT_NE(message("where(in8, 0)").find("input 8"), std::string::npos);
+  EXPECT_NE(message("where(in1)").find("where takes 2 arguments"), std::string::npos) << message("where(in1)");
+  EXPECT_NE(message("where(in1, in2, in3)").find("where takes 2 arguments"), std::string::npos);
+  EXPECT_NE(message("where").find("where takes 2 arguments"), std::string::npos);
+  EXPECT_NE(message("where(0.5, in1)").find("condition '0.5'"), std::string::npos) << message("where(0.5, in1)");
+  EXPECT_NE(message("where(in1, x)").find("'x' is not a number"), std::string::npos) << message("where(in1, x)");
+  EXPECT_THROW(Op::chain({Step::where_input(1, 8)}).validate(), InvalidArgument);
+  EXPECT_THROW(Op::chain({Step::where_scalar(-1, 0)}).validate(), InvalidArgument);
+  Step stray = Step::relu();
+  stray.cond = 1;
+  EXPECT_THROW(Op::chain({stray}).validate(), InvalidArgument) << "a condition on a step that takes none";
+  Step stray_operand = Step::where_scalar(1, 0);
+  stray_operand.operand = 2;
+  EXPECT_THROW(Op::chain({stray_operand}).validate(), InvalidArgument) << "where_scalar takes no other input";
+  // The call must give every input the op names, and a where op is not a one-tensor op.
+  const OpsStats before = nary_stats();
+  const std::string few = message_of([] {
+    make_request(Op::chain({Step::where_input(1, 2)}), {t(0x10000, {16}), t(0x20000, {16})}, {t(0x30000, {16})});
+  });
+  EXPECT_NE(few.find("it uses 3 inputs, 2 given"), std::string::npos) << few;
+  EXPECT_THROW(apply(Op::chain({Step::where_scalar(1, 0)}), t(0x10000, {16}), t(0x20000, {16})), InvalidArgument);
+  EXPECT_EQ(nary_stats().cache_lookups, before.cache_lookups);
+}
+
+TEST(ElementwiseNary, WhereScalarIsRenderedInTheDtype) {
+  const Op op = Op::chain({Step::relu(), Step::where_scalar(1, 0.1)});
+  const std::uintptr_t A = 0x100000, B = 0x200000, O = 0x400000;
+  struct Case {
+    DType dt;
+    const char* literal;  // 0.1 → float 0x3dcccccd → the dtype, round to nearest even
+  } cases[] = {{DType::f32, "__int_as_float(0x3dcccccd)"},
+               {DType::f16, "ew_half{0x2e66}"},
+               {DType::bf16, "ew_bf16{0x3dcd}"},
+               {DType::f64, "__longlong_as_double(0x3fb999999999999all)"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(cuinline::to_string(c.dt));
+    const cuinline::CompileRequest req =
+        make_request(op, {t(A, {64, 256}, c.dt), t(B, {256}, c.dt)}, {t(O, {64, 256}, c.dt)});
+    EXPECT_NE(req.source.find("x = ew_where(xs[1], x, " + std::string(c.literal) + ");"), std::string::npos)
+        << req.source;
+  }
+  // Two scalars that round to the same f16 value are one program (one cache entry).
+  const auto f16_source = [&](double s) {
+    return make_request(Op::chain({Step::where_scalar(1, s)}), {t(A, {64}, DType::f16), t(B, {64}, DType::f16)},
+                        {t(O, {64}, DType::f16)})
+        .source;
+  };
+  EXPECT_EQ(f16_source(0.1), f16_source(0.10000001));
+  EXPECT_NE(f16_source(0.1), f16_source(0.2));
+  // A NaN scalar is the dtype's quiet NaN; -0.0 keeps its sign.
+  EXPECT_NE(f16_source(std::nan("")).find("ew_half{0x7e00}"), std::string::npos);
+  EXPECT_NE(f16_source(-0.0).find("ew_half{0x8000}"), std::string::npos);
+}
+
 // Representative variants compile for sm_90; the kernel names show the path each takes.
 TEST(ElementwiseNary, RepresentativeVariantsCompileForSm90) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
@@ -124,6 +206,18 @@ TEST(ElementwiseNary, RepresentativeVariantsCompileForSm90) {
       {"two outputs", Op::exprs({"a", "b"}, {"a + b", "y0 > 0.0f ? y0 : 0.0f"}), {t(A, {4096}), t(B, {4096})},
        {t(O, {4096}), t(O2, {4096})}, "ew_nary<"},
   };
+  cases.push_back({"where (tensor, row condition) f16", Op::chain({Step::mul_input(1), Step::where_input(2, 3), Step::relu()}),
+                   {t(A, {64, 256}, DType::f16), t(B, {64, 256}, DType::f16), t(C, {256}, DType::f16),
+                    t(0x600000, {64, 1}, DType::f16)},
+                   {t(O, {64, 256}, DType::f16)}, "ew_half, 8"});
+  cases.push_back({"where (scalar) bf16 strided", parse_op("where(in1, 0.5)|add(in2)"),
+                   {t(A, {8, 16, 32}, DType::bf16), t(B, {8, 1, 32}, DType::bf16), t(C, {32}, DType::bf16)},
+                   {t(O, {8, 16, 32}, DType::bf16)}, "ew_nary_strided"});
+  cases.push_back({"where f64 and f32", parse_op("where(in1, in2)|where(in2, -0)"),
+                   {t(A, {1000}, DType::f64), t(B, {}, DType::f64), t(C, {1000}, DType::f64)},
+                   {t(O, {1000}, DType::f64)}, "double, 2"});
+  cases.push_back({"where f32 misaligned", parse_op("where(in1, nan)"), {t(A + 4, {1000}), t(B, {1000})},
+                   {t(O, {1000})}, "float, 1,"});
   std::vector<TensorView> eight;
   for (int i = 0; i < 8; ++i) eight.push_back(t(A + 0x100000 * i, {2048}));
   cases.push_back({"8 inputs", Op::exprs({}, {"a + b + c + d + e + f + g + h"}), eight, {t(0x2000000, {2048})}, "ew_nary<"});

@@ -3,7 +3,8 @@
 // subnormals included) in every operand, for each broadcast pattern (whole, row, column, scalar,
 // size-1 middle dimension), misaligned pointers, in place and non-contiguous views; expressions
 // (SwiGLU, two outputs) against a float64 reference on fresh random data; outputs poisoned before
-// each launch; bad input launches nothing; every mode of graph capture replays bit-exactly.
+// each launch; bad input launches nothing; every mode of graph capture replays bit-exactly; where
+// (tensor and scalar others) bit-exact with special values in the conditions and the operands.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,10 +112,28 @@ double op_value(DType dt, std::uint64_t b) {
   return test::to_op(dt, b);
 }
 
-// Reference of a chain with tensor operands: PyTorch's op-by-op rounding.
+// The bits of a where step's scalar in the dtype: double → float → dtype (PyTorch's conversion of
+// a Python scalar, c10::Half(float(s))); f64 keeps the double.
+std::uint64_t scalar_bits(DType dt, double s) {
+  if (dt == DType::f64) {
+    std::uint64_t b;
+    std::memcpy(&b, &s, 8);
+    return b;
+  }
+  return test::from_op(dt, static_cast<float>(s));
+}
+
+// Reference of a chain with tensor operands: PyTorch's op-by-op rounding; where selects bits
+// (true where the condition is nonzero: NaN true, -0.0 false).
 std::uint64_t chain_reference(const Op& op, DType dt, const std::vector<std::uint64_t>& in) {
   std::uint64_t x = in[0];
   for (const Step& st : op.steps) {
+    if (st.kind == ops::StepKind::where_tensor || st.kind == ops::StepKind::where_scalar) {
+      if (!(op_value(dt, in[st.cond]) != 0.0)) {
+        x = st.kind == ops::StepKind::where_tensor ? in[st.operand] : scalar_bits(dt, st.a);
+      }
+      continue;
+    }
     if (st.kind < ops::StepKind::add_tensor) {
       x = dt == DType::f64 ? test::reference_step<double>(st, dt, x) : test::reference_step<float>(st, dt, x);
       continue;
@@ -185,6 +204,126 @@ TEST_F(NaryGpu, ChainsAreBitExactForEveryPatternAndDtype) {
           }
         }
         EXPECT_EQ(mismatches, 0);
+      }
+    }
+  }
+}
+
+// Writes o.bits to its device buffer.
+void upload(Operand& o) {
+  std::vector<unsigned char> raw(o.buf.bytes());
+  for (std::size_t i = 0; i < o.bits.size(); ++i) std::memcpy(raw.data() + i * es(o.dt), &o.bits[i], es(o.dt));
+  o.buf.copy_from_host(raw.data(), raw.size());
+}
+
+// Special values of a dtype: +0, -0, a quiet NaN, a negative signaling NaN with a payload, the
+// smallest subnormal, -inf, 1.0, -1.0.
+std::uint64_t special_bits(DType dt, int which) {
+  const int bits = static_cast<int>(8 * es(dt));
+  const std::uint64_t sign = 1ull << (bits - 1);
+  const std::uint64_t inf = dt == DType::f64 ? 0x7ff0000000000000ull
+                            : dt == DType::f32 ? 0x7f800000ull
+                            : dt == DType::f16 ? 0x7c00ull
+                                               : 0x7f80ull;
+  const std::uint64_t quiet = dt == DType::f64 ? 0x0008000000000000ull
+                              : dt == DType::f32 ? 0x00400000ull
+                              : dt == DType::f16 ? 0x0200ull
+                                                 : 0x0040ull;
+  const std::uint64_t one = dt == DType::f64 ? 0x3ff0000000000000ull
+                            : dt == DType::f32 ? 0x3f800000ull
+                            : dt == DType::f16 ? 0x3c00ull
+                                               : 0x3f80ull;
+  switch (which % 8) {
+    case 0:
+      return 0;
+    case 1:
+      return sign;
+    case 2:
+      return inf | quiet;
+    case 3:
+      return sign | inf | 5;
+    case 4:
+      return 1;
+    case 5:
+      return sign | inf;
+    case 6:
+      return one;
+    default:
+      return sign | one;
+  }
+}
+
+// where(cond, x, other) with tensor and scalar others, conditions broadcast as a row, a column, a
+// scalar and across a middle dimension (the strided path), special values (NaN, -0.0, signaling NaN,
+// subnormal, ±inf) in the conditions and the operands, every dtype, aligned and misaligned. A chain of
+// selects must give the exact bits (NaN payloads included); a chain with arithmetic, PyTorch's
+// op-by-op rounding. Each launch runs twice over two different poisons and must give equal bits.
+TEST_F(NaryGpu, WhereIsBitExactForEveryPatternAndDtype) {
+  struct Case {
+    Op op;
+    bool selects_only;
+  };
+  const std::vector<Case> cases = {
+      {Op::chain({Step::where_input(1, 2), Step::where_scalar(3, 0.1)}), true},
+      {Op::chain({Step::where_scalar(1, -0.0), Step::where_scalar(3, 1e-5), Step::where_input(3, 2)}), true},
+      {Op::chain({Step::mul_input(2), Step::where_input(1, 2), Step::add(0.5), Step::where_scalar(3, -0.0), Step::relu()}),
+       false},
+  };
+  const std::vector<Layout> layouts = {
+      {"row condition, column condition", {{64, 256}, {256}, {64, 256}, {64, 1}}, {64, 256}},
+      {"whole-tensor conditions", {{37, 129}, {37, 129}, {37, 129}, {37, 129}}, {37, 129}},
+      {"scalar condition and other", {{1000}, {}, {1}, {1000}}, {1000}},
+      {"middle broadcast (strided)", {{8, 16, 32}, {8, 1, 32}, {16, 32}, {8, 16, 1}}, {8, 16, 32}},
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    for (const Case& c : cases) {
+      for (const Layout& l : layouts) {
+        for (int misaligned = 0; misaligned < 2; ++misaligned) {
+          SCOPED_TRACE(std::string(to_string(dt)) + " " + c.op.describe() + " " + l.what + (misaligned ? " misaligned" : ""));
+          std::vector<Operand> in;
+          for (const auto& shape : l.shapes) in.push_back(make_operand(dt, shape, rng_, false, misaligned));
+          // Conditions: mostly special values (so about half select each side); operands: special
+          // values mixed into random bits.
+          for (int k : {1, 3}) {
+            for (std::size_t i = 0; i < in[k].bits.size(); ++i) {
+              if (rng_() % 4 != 0) in[k].bits[i] = special_bits(dt, static_cast<int>(rng_() % 8));
+            }
+          }
+          for (int k : {0, 2}) {
+            for (std::size_t i = 0; i < in[k].bits.size(); ++i) {
+              if (rng_() % 3 == 0) in[k].bits[i] = special_bits(dt, static_cast<int>(rng_() % 8));
+            }
+          }
+          for (auto& o : in) upload(o);
+          std::vector<TensorView> views;
+          for (auto& o : in) views.push_back(o.view);
+          Operand out = make_operand(dt, l.out_shape, rng_, false);
+          Stream s;
+          out.buf.fill_u32(0x7fbadbadu);
+          ops::apply(c.op, views, {out.view}, s);
+          s.synchronize();
+          const auto got = read_back(out);
+          out.buf.fill_u32(0x01234567u);  // a second poison: an element never written differs
+          ops::apply(c.op, views, {out.view}, s);
+          s.synchronize();
+          ASSERT_EQ(read_back(out), got) << "an output element was not written, or the result is not deterministic";
+          std::int64_t n = 1;
+          for (auto d : l.out_shape) n *= d;
+          std::int64_t mismatches = 0, selected_other = 0;
+          for (std::int64_t i = 0; i < n; ++i) {
+            std::vector<std::uint64_t> xs;
+            for (std::size_t k = 0; k < in.size(); ++k) xs.push_back(in[k].bits[index_in(in[k].view, misaligned, l.out_shape, i)]);
+            const std::uint64_t want = chain_reference(c.op, dt, xs);
+            selected_other += want != xs[0] ? 1 : 0;
+            const bool ok = c.selects_only ? got[i] == want : test::same_result(dt, got[i], want, true);
+            if (!ok && mismatches++ < 5) {
+              ADD_FAILURE() << "element " << i << ": got 0x" << std::hex << got[i] << " want 0x" << want
+                            << " (x 0x" << xs[0] << ", in1 0x" << xs[1] << ", in2 0x" << xs[2] << ", in3 0x" << xs[3] << ")";
+            }
+          }
+          EXPECT_EQ(mismatches, 0);
+          if (n > 1) EXPECT_GT(selected_other, 0) << "the data never took the other side";
+        }
       }
     }
   }

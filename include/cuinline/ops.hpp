@@ -44,6 +44,12 @@ enum class StepKind : std::uint8_t {
   sub_tensor,  ///< x - in[k]
   mul_tensor,  ///< x * in[k]
   div_tensor,  ///< x / in[k] (true division in opmath, as torch.div of two tensors)
+  // Selects (no arithmetic, so bit-exact, NaN payloads included): `cond` is the condition input
+  // (1..7), true where nonzero in its dtype — NaN is nonzero (true), -0.0 is zero (false), as
+  // tensor.bool() in PyTorch. An N-ary call has one dtype, so the condition is a tensor of that
+  // dtype: `where(in1, in2)` is torch.where(in1 != 0, x, in2) (PyTorch's where takes a bool tensor).
+  where_tensor,  ///< x = in[cond] != 0 ? x : in[operand], written "where(in1, in2)"
+  where_scalar,  ///< x = in[cond] != 0 ? x : a, written "where(in1, 0.5)"; see Step::where_scalar
 };
 
 /// "add", "sub", ..., "div_leaky_relu".
@@ -53,7 +59,8 @@ struct Step {
   StepKind kind = StepKind::relu;
   double a = 0;  ///< scalar, divisor, slope (leaky_relu), lower bound (clamp)
   double b = 0;  ///< upper bound (clamp), slope (div_leaky_relu)
-  int operand = 0;  ///< the input tensor of a *_tensor step (1..7)
+  int operand = 0;  ///< the input tensor of a *_tensor step (1..7); where_tensor: the other input
+  int cond = 0;     ///< where_tensor / where_scalar: the condition input (1..7); 0 for other steps
 
   static Step add(double s) { return {StepKind::add, s, 0}; }
   static Step sub(double s) { return {StepKind::sub, s, 0}; }
@@ -70,8 +77,18 @@ struct Step {
   static Step sub_input(int k) { return {StepKind::sub_tensor, 0, 0, k}; }
   static Step mul_input(int k) { return {StepKind::mul_tensor, 0, 0, k}; }
   static Step div_input(int k) { return {StepKind::div_tensor, 0, 0, k}; }
+  /// x = in[cond] != 0 ? x : in[other] (torch.where(in[cond] != 0, x, in[other])). cond and other
+  /// are inputs 1..7 (input 0 is the chain's start: to select the original input, pass it again as
+  /// another input, e.g. inputs {x, mask, x} and `relu|where(in1, in2)`).
+  static Step where_input(int cond, int other) { return {StepKind::where_tensor, 0, 0, other, cond}; }
+  /// x = in[cond] != 0 ? x : s. The scalar is converted to the dtype as PyTorch converts the Python
+  /// scalar of torch.where(c != 0, x, s) for a tensor x of that dtype: double → float (round to
+  /// nearest) → the dtype (round to nearest even; f64 keeps the double), i.e. c10::Half(float(s)).
+  /// So where(in1, 0.1) on f16 selects exactly the bits of torch.tensor(0.1, dtype=torch.float16);
+  /// a NaN scalar becomes the dtype's quiet NaN. A step after it sees a value already in the dtype.
+  static Step where_scalar(int cond, double s) { return {StepKind::where_scalar, s, 0, 0, cond}; }
 
-  /// Equal when kind and the bits of the used scalars are equal (so NaN == NaN, -0.0 != 0.0).
+  /// Equal when kind, operands and the bits of the scalars are equal (so NaN == NaN, -0.0 != 0.0).
   friend bool operator==(const Step& x, const Step& y) noexcept;
   friend bool operator!=(const Step& x, const Step& y) noexcept { return !(x == y); }
 };
@@ -90,7 +107,8 @@ struct NamedConstant {
 ///
 /// N-ary ops (ops::apply over several inputs / outputs):
 ///  - a chain starts from input 0 and may use input k through add_input(k) ... div_input(k)
-///    ("add(in1)" as text); it has one output;
+///    ("add(in1)" as text) and select with where_input / where_scalar ("where(in1, in2)",
+///    "where(in1, 0.5)"); it has one output;
 ///  - an expression names its inputs: `input_names` (default: "x" for one input, "a", "b", ... for
 ///    several), e.g. SwiGLU `expr(a / (1.0f + expf(-a)) * b)`; `more_outputs` holds the expressions of
 ///    outputs 1..3, which may use the earlier outputs as y0, y1, y2 — their values rounded to the
@@ -119,7 +137,8 @@ struct Op {
     if (!outputs.empty()) op.more_outputs.assign(outputs.begin() + 1, outputs.end());
     return op;
   }
-  /// Inputs and outputs the op needs at least: a chain, 1 + its largest operand; an expression,
+  /// Inputs and outputs the op needs at least: a chain, 1 + its largest operand (where: the
+  /// condition and the other input); an expression,
   /// its named inputs (1 when unnamed), 1 + more_outputs.
   int min_inputs() const noexcept;
   int outputs() const noexcept { return expression.empty() ? 1 : 1 + static_cast<int>(more_outputs.size()); }
@@ -136,7 +155,8 @@ struct Op {
 
 /// Parses an op as written on a command line (for `cuinline warm` and tools):
 ///   "relu", "leaky_relu(0.01)", "div_leaky_relu(2,0.01)", "add(1)", "sub(1)", "mul(0.5)",
-///   "div(2)", "clamp(0,6)", steps joined by '|' ("div(2)|leaky_relu(0.01)"), or an expression
+///   "div(2)", "clamp(0,6)", tensor operands "add(in1)", selects "where(in1, in2)" and
+///   "where(in1, 0.5)", steps joined by '|' ("div(2)|leaky_relu(0.01)"), or an expression
 ///   "expr(x > 0 ? x : x * s; s=0.01, t=2)". Numbers are parsed as C doubles (as Python does).
 /// Throws InvalidArgument naming the bad part.
 Op parse_op(std::string_view text);

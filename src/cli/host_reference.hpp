@@ -93,6 +93,10 @@ T reference_step(const ops::Step& step, T x, Round round, const T* inputs = null
       return x * inputs[step.operand];
     case ops::StepKind::div_tensor:
       return x / inputs[step.operand];
+    case ops::StepKind::where_tensor:  // a select: true where nonzero (NaN true, -0.0 false)
+      return inputs[step.cond] != T(0) ? x : inputs[step.operand];
+    case ops::StepKind::where_scalar:  // the scalar as PyTorch converts it: through float, to the dtype
+      return inputs[step.cond] != T(0) ? x : round(static_cast<T>(step.a));
     case ops::StepKind::add:
       return x + static_cast<T>(step.a);
     case ops::StepKind::sub:

@@ -67,6 +67,13 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return parts;
 }
 
+// "in0".."in9" → the digit (validate() then checks the range); anything else → -1.
+int input_operand(std::string_view text) {
+  text = trim(text);
+  if (text.size() == 3 && text.substr(0, 2) == "in" && text[2] >= '0' && text[2] <= '9') return text[2] - '0';
+  return -1;
+}
+
 Step parse_step(std::string_view text, std::string_view whole) {
   text = trim(text);
   std::string_view name = text;
@@ -75,6 +82,23 @@ Step parse_step(std::string_view text, std::string_view whole) {
     if (text.back() != ')') throw InvalidArgument("parsing op '" + std::string(whole) + "': missing ')'");
     name = trim(text.substr(0, open));
     const std::string_view inner = trim(text.substr(open + 1, text.size() - open - 2));
+    // A select: "where(in1, in2)" or "where(in1, 0.5)".
+    if (name == "where") {
+      const std::vector<std::string_view> parts = split(inner, ',');
+      if (parts.size() != 2) {
+        throw InvalidArgument("parsing op '" + std::string(whole) + "': where takes 2 arguments (a condition input and "
+                              "an input or a scalar, e.g. where(in1, in2) or where(in1, 0)), got " +
+                              std::to_string(inner.empty() ? 0 : parts.size()));
+      }
+      const int cond = input_operand(parts[0]);
+      if (cond < 0) {
+        throw InvalidArgument("parsing op '" + std::string(whole) + "': where's condition '" +
+                              std::string(trim(parts[0])) + "' is not an input in1..in7");
+      }
+      const int other = input_operand(parts[1]);
+      if (other >= 0) return Step::where_input(cond, other);
+      return Step::where_scalar(cond, parse_number(parts[1], whole));
+    }
     // A tensor operand: "add(in2)".
     if (inner.size() == 3 && inner.substr(0, 2) == "in" && inner[2] >= '1' && inner[2] <= '7') {
       const int k = inner[2] - '0';
@@ -88,6 +112,9 @@ Step parse_step(std::string_view text, std::string_view whole) {
     if (!inner.empty()) {
       for (std::string_view a : split(inner, ',')) args.push_back(parse_number(a, whole));
     }
+  }
+  if (name == "where") {
+    throw InvalidArgument("parsing op '" + std::string(whole) + "': where takes 2 arguments (e.g. where(in1, in2))");
   }
   struct Known {
     const char* name;
@@ -112,7 +139,7 @@ Step parse_step(std::string_view text, std::string_view whole) {
     return step;
   }
   throw InvalidArgument("parsing op '" + std::string(whole) + "': unknown step '" + std::string(name) +
-                        "' (add, sub, mul, div, relu, leaky_relu, clamp, div_leaky_relu, expr(...))");
+                        "' (add, sub, mul, div, relu, leaky_relu, clamp, div_leaky_relu, where, expr(...))");
 }
 
 }  // namespace
@@ -143,12 +170,16 @@ const char* to_string(StepKind kind) noexcept {
       return "mul";
     case StepKind::div_tensor:
       return "div";
+    case StepKind::where_tensor:
+    case StepKind::where_scalar:
+      return "where";
   }
   return "unknown";
 }
 
 bool operator==(const Step& x, const Step& y) noexcept {
-  return x.kind == y.kind && same_bits(x.a, y.a) && same_bits(x.b, y.b) && x.operand == y.operand;
+  return x.kind == y.kind && same_bits(x.a, y.a) && same_bits(x.b, y.b) && x.operand == y.operand &&
+         x.cond == y.cond;
 }
 
 bool operator==(const NamedConstant& p, const NamedConstant& q) noexcept {
@@ -163,7 +194,7 @@ bool operator==(const Op& p, const Op& q) noexcept {
 int Op::min_inputs() const noexcept {
   if (!expression.empty()) return input_names.empty() ? 1 : static_cast<int>(input_names.size());
   int n = 1;
-  for (const Step& s : steps) n = std::max(n, s.operand + 1);
+  for (const Step& s : steps) n = std::max({n, s.operand + 1, s.cond + 1});
   return n;
 }
 
@@ -196,6 +227,12 @@ std::string Op::describe() const {
       case StepKind::div_tensor:
         s += "(in" + std::to_string(st.operand) + ")";
         break;
+      case StepKind::where_tensor:
+        s += "(in" + std::to_string(st.cond) + ",in" + std::to_string(st.operand) + ")";
+        break;
+      case StepKind::where_scalar:
+        s += "(in" + std::to_string(st.cond) + "," + shortest(st.a) + ")";
+        break;
       case StepKind::clamp:
       case StepKind::div_leaky_relu:
         s += "(" + shortest(st.a) + "," + shortest(st.b) + ")";
@@ -215,17 +252,26 @@ void Op::validate() const {
     throw InvalidArgument("elementwise op: both steps and an expression given; use one");
   }
   for (const Step& st : steps) {
-    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::div_tensor)) {
+    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::where_scalar)) {
       throw InvalidArgument("elementwise op: unknown step kind " + std::to_string(static_cast<int>(st.kind)));
     }
-    const bool tensor_step = st.kind >= StepKind::add_tensor;
-    if (tensor_step && (st.operand < 1 || st.operand >= kMaxInputs)) {
-      throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " names input " +
-                            std::to_string(st.operand) + "; a tensor operand is input 1.." +
-                            std::to_string(kMaxInputs - 1));
-    }
+    const bool where = st.kind == StepKind::where_tensor || st.kind == StepKind::where_scalar;
+    const bool tensor_step = (st.kind >= StepKind::add_tensor && st.kind <= StepKind::div_tensor) ||
+                             st.kind == StepKind::where_tensor;
+    auto check_input = [&](int k, const char* role) {
+      if (k < 1 || k >= kMaxInputs) {
+        throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " names input " +
+                              std::to_string(k) + " as its " + role + "; a tensor operand is input 1.." +
+                              std::to_string(kMaxInputs - 1) + " (input 0 is the chain's start)");
+      }
+    };
+    if (where) check_input(st.cond, "condition");
+    if (tensor_step) check_input(st.operand, where ? "other value" : "operand");
     if (!tensor_step && st.operand != 0) {
       throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " takes no tensor operand");
+    }
+    if (!where && st.cond != 0) {
+      throw InvalidArgument("elementwise op: step " + std::string(to_string(st.kind)) + " takes no condition");
     }
   }
   if (!steps.empty() && (!input_names.empty() || !more_outputs.empty())) {

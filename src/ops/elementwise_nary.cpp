@@ -365,8 +365,7 @@ Kernel find_kernel(const Op& op, const NaryKey& key, int device) {
   f.value(key.strided);
   f.value(key.index64);
   f.value(key.patterns);
-  f.op(op);
-  for (const Step& s : op.steps) f.value(s.operand);
+  f.op(op);  // steps with their operands
   for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);
   for (const std::string& o : op.more_outputs) f.bytes(o.data(), o.size() + 1);
   return kernel_map().find_or_make(

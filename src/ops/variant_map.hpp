@@ -30,6 +30,8 @@ struct Fnv {
       value(s.kind);
       value(s.a);
       value(s.b);
+      value(s.operand);  // tensor steps: which input
+      value(s.cond);     // where: the condition input
     }
     bytes(o.expression.data(), o.expression.size());
     for (const NamedConstant& c : o.constants) {

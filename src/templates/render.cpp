@@ -38,6 +38,59 @@ double reciprocal_in_opmath(double divisor, DType dtype) {
 
 }  // namespace
 
+std::uint64_t scalar_storage_bits(double value, DType dtype) {
+  if (dtype == DType::f64) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    return bits;
+  }
+  const float f = static_cast<float>(value);  // c10::Half(float(s)): through float first
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  switch (dtype) {
+    case DType::f32:
+      return u;
+    case DType::bf16:
+      // c10::BFloat16's round_to_nearest_even (NaN → 0x7fc0).
+      if (std::isnan(f)) return 0x7fc0u;
+      return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    case DType::f16: {
+      const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+      if (a > 0x7f800000u) return sign | 0x7e00u;  // NaN: the quiet NaN, as c10's fp16_ieee_from_fp32_value
+      if (a >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity
+      if (a < 0x38800000u) {  // subnormal or zero: |f| * 2^24 rounded to an integer (nearest even)
+        float scaled;
+        std::memcpy(&scaled, &a, sizeof scaled);
+        return sign | static_cast<std::uint32_t>(std::nearbyint(scaled * 16777216.0f));
+      }
+      std::uint32_t h = (((a >> 23) - 112) << 10) | ((a & 0x7fffffu) >> 13);
+      const std::uint32_t rest = a & 0x1fffu;
+      if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+      return sign | h;
+    }
+    case DType::f64:
+      break;
+  }
+  throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
+std::string storage_literal(double value, DType dtype) {
+  const std::uint64_t bits = scalar_storage_bits(value, dtype);
+  char buf[64];
+  switch (dtype) {
+    case DType::f64:
+      std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxll)", static_cast<unsigned long long>(bits));
+      break;
+    case DType::f32:
+      std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", static_cast<unsigned>(bits));
+      break;
+    default:
+      std::snprintf(buf, sizeof buf, "%s{0x%04x}", storage_type(dtype), static_cast<unsigned>(bits));
+      break;
+  }
+  return buf;
+}
+
 std::string opmath_literal(double value, DType dtype) {
   if (dtype == DType::f64) {
     if (std::isfinite(value)) return hex_literal(value);
@@ -100,6 +153,12 @@ std::string render_chain_steps(const ops::Op& op, DType dtype) {
         break;
       case ops::StepKind::div_tensor:
         out += "    x = ew_div_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
+      case ops::StepKind::where_tensor:
+        out += "    x = ew_where(xs[" + std::to_string(step.cond) + "], x, xs[" + std::to_string(step.operand) + "]);\n";
+        break;
+      case ops::StepKind::where_scalar:
+        out += "    x = ew_where(xs[" + std::to_string(step.cond) + "], x, " + storage_literal(step.a, dtype) + ");\n";
         break;
       case ops::StepKind::div_leaky_relu:
         out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +

@@ -1,6 +1,7 @@
 #pragma once
 // Specialization of the elementwise templates: scalar constants → exact source literals, ops →
 // functors, variants → CompileRequests.
+#include <cstdint>
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 #include <string>
@@ -17,6 +18,14 @@ const char* storage_type(DType dtype);
 /// source round-trips bit-exactly; ±Inf and NaN are written by their bits
 /// ("__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff8000000000000ll)").
 std::string opmath_literal(double value, DType dtype);
+
+/// The bits of a scalar converted to `dtype` storage as PyTorch converts a Python scalar for a
+/// tensor of that dtype (torch.where's `other`): double → float (round to nearest) → f16 / bf16
+/// (round to nearest even; NaN → the quiet NaN 0x7e00 with its sign / 0x7fc0); f64 keeps the double.
+std::uint64_t scalar_storage_bits(double value, DType dtype);
+/// That storage value as a source expression of type storage_type(dtype), bit-exact:
+/// "__int_as_float(0x3dcccccd)", "ew_half{0x2e66}", "__longlong_as_double(0x...ll)".
+std::string storage_literal(double value, DType dtype);
 
 /// The functor `struct <name> { __device__ __forceinline__ S operator()(S x) const { ... } };` of an
 /// op on storage type S = storage_type(dtype). Needs "ew_ops.cuh" included before it. With
