@@ -68,6 +68,8 @@ struct RunOptions {
   double slope = 0.01;
   double divisor = 2.0;
   std::optional<std::string> precision;  ///< conv2d only: fp32 (when not given), tf32 or tf32x3
+  std::optional<std::string> inputs;     ///< N-ary: "8192x28672,28672" (one shape per input)
+  int outputs = 0;                       ///< N-ary: 0 = the op's (op.outputs())
   int repeat = 20;
   int device = 0;
 };
@@ -77,7 +79,28 @@ struct BenchOptions {
   int repeat = 20;
   int device = 0;
   bool quick = false;  ///< smaller sizes
+  std::string op;      ///< empty: the standard table; else this op over `inputs` beside a copy
+  std::string dtype = "f32";
+  std::optional<std::string> inputs;
+  int outputs = 0;
 };
 int run_bench(const BenchOptions& options);
+
+/// An N-ary op as `cuinline run OP --inputs ...` / `cuinline bench OP --inputs ...` name it. Parsed
+/// and planned (ops::make_request on fake tensors) before any GPU is touched: bad shapes, too many
+/// inputs or an op that needs more inputs than given throw InvalidArgument (exit 2).
+struct NaryRun {
+  std::string op_text;
+  std::string dtype;
+  std::string inputs;  ///< "8192x28672,28672"; "1" is a one-element tensor, "scalar" a 0-dim one
+  int outputs = 0;
+  int repeat = 20;
+  int device = 0;
+  bool bench = false;  ///< bench: the L2 flushed before each timed call, a copy beside it
+};
+int run_nary(const NaryRun& run);
+
+/// "8192x28672,28672" → {{8192, 28672}, {28672}}; "scalar" → {} (0-dim). Throws InvalidArgument.
+std::vector<std::vector<std::int64_t>> parse_input_shapes(const std::string& text);
 
 }  // namespace cuinline::cli

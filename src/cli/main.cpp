@@ -108,6 +108,9 @@ int dispatch(int argc, char** argv) {
       ->required();
   run_cmd->add_option("--dtype", run.dtype, "f32, f16, bf16 or f64");
   run_cmd->add_option("--shape", shape, "e.g. 4096x393216, or NxCxHxW for conv2d");
+  run_cmd->add_option("--inputs", run.inputs,
+                      "An N-ary op's input shapes, one per input: e.g. 8192x28672,28672 ('scalar': a 0-dim tensor)");
+  run_cmd->add_option("--outputs", run.outputs, "An N-ary op's outputs (default: the op's)")->check(CLI::Range(1, 4));
   run_cmd->add_option("--slope", run.slope, "LeakyReLU slope");
   run_cmd->add_option("--divisor", run.divisor, "Divisor (div_leaky_relu, conv2d)");
   run_cmd->add_option("--precision", run.precision, "conv2d arithmetic: fp32 (default), tf32 or tf32x3");
@@ -115,7 +118,12 @@ int dispatch(int argc, char** argv) {
   run_cmd->add_option("--device", run.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
 
   BenchOptions bench;
-  auto* bench_cmd = app.add_subcommand("bench", "Run the standard ops and sizes; print a table");
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Run the standard ops and sizes and print a table; or time one op over --inputs beside a copy");
+  bench_cmd->add_option("op", bench.op, "An op over several inputs, e.g. 'add(in1)|relu' (with --inputs)");
+  bench_cmd->add_option("--inputs", bench.inputs, "The op's input shapes, one per input: e.g. 8192x28672,28672");
+  bench_cmd->add_option("--outputs", bench.outputs, "The op's outputs (default: the op's)")->check(CLI::Range(1, 4));
+  bench_cmd->add_option("--dtype", bench.dtype, "With an op: f32, f16, bf16 or f64");
   bench_cmd->add_option("--repeat", bench.repeat, "Timed launches per op")->check(CLI::Range(1, 100000));
   bench_cmd->add_option("--device", bench.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   bench_cmd->add_flag("--quick", bench.quick, "Smaller sizes");

@@ -19,92 +19,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/host_reference.hpp"
+#include "cli/run_common.hpp"
 #include "cli/util.hpp"
 
 namespace cuinline::cli {
 namespace {
-
-constexpr std::uint32_t kPoison = 0xFFFFFFFFu;  // a NaN in f32, f16 and bf16 and f64 alike
-
-struct Measurement {
-  std::string what;
-  std::string tensor;
-  double median_ms = 0, min_ms = 0;
-  double bytes_moved = 0;  // read + write
-  double flops = 0;        // conv2d only
-  double first_call_ms = 0;
-  std::string first_call_source;
-  bool ok = true;
-  std::string check;
-};
-
-TensorView make_view(void* data, DType dtype, const std::vector<std::int64_t>& shape) {
-  TensorView view;
-  view.data = data;
-  view.dtype = dtype;
-  view.ndim = static_cast<int>(shape.size());
-  std::int64_t stride = 1;
-  for (int d = view.ndim - 1; d >= 0; --d) {
-    view.shape[d] = shape[d];
-    view.strides[d] = stride;
-    stride *= shape[d];
-  }
-  return view;
-}
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-double uniform(std::uint64_t& state, double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(splitmix(state) >> 11) * 0x1.0p-53;
-}
-std::uint64_t fresh_seed() {
-  return (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-}
-
-// Runs `launch` once (host-timed, reporting where the kernel came from), then `repeat` times
-// between CUDA events; fills median/min.
-template <class Launch>
-void time_first_call(Measurement& m, const Stream& stream, Launch launch) {
-  KernelCache& cache = default_cache();
-  CacheStats before = cache.stats();
-  auto start = std::chrono::steady_clock::now();
-  launch();
-  stream.synchronize();
-  m.first_call_ms = seconds_since(start) * 1e3;
-  CacheStats after = cache.stats();
-  m.first_call_source = after.compiles > before.compiles     ? "compiled"
-                        : after.disk_hits > before.disk_hits ? "disk cache hit"
-                                                             : "already loaded in this process";
-}
-
-template <class Launch>
-void time_steady(Measurement& m, const Stream& stream, int repeat, Launch launch) {
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  std::vector<float> ms;
-  Event begin, end;
-  for (int i = 0; i < repeat; ++i) {
-    begin.record(stream);
-    launch();
-    end.record(stream);
-    end.synchronize();
-    ms.push_back(end.elapsed_ms_since(begin));
-  }
-  std::sort(ms.begin(), ms.end());
-  m.median_ms = ms[ms.size() / 2];
-  m.min_ms = ms.front();
-}
-
-void check_memory(std::size_t bytes, int device) {
-  DeviceInfo info = device_info(device);
-  if (static_cast<double>(bytes) > 0.9 * static_cast<double>(info.total_memory)) {
-    throw InvalidArgument("the tensors need " + format_bytes(bytes) + ", more than GPU " +
-                          std::to_string(device) + " has (" + format_bytes(info.total_memory) + ")");
-  }
-}
 
 template <class S, class T, class ToT, class FromT>
 Measurement measure_elementwise_typed(const ops::Op& op, DType dtype, const std::vector<std::int64_t>& shape,
@@ -287,24 +206,24 @@ ops::Op op_from_name(const RunOptions& o) {
   return ops::parse_op(o.op);  // "clamp(0,6)", "div(2)|relu", "expr(...)"
 }
 
-void require_gpu(int device) {
-  if (device_count() == 0) {
-    throw Error(
-        "this command needs a GPU (" +
-        (driver_available() ? std::string("the driver reports no device") : driver_unavailable_reason()) +
-        ")");
-  }
-  if (device >= device_count()) throw InvalidArgument("--device: there is no GPU " + std::to_string(device));
-  set_device(device);
-}
-
-double gbps(const Measurement& m) {
-  return m.bytes_moved / (m.median_ms * 1e6);
-}
-
 }  // namespace
 
 int run_op(const RunOptions& options) {
+  if (options.inputs) {  // an N-ary op (run_nary.cpp)
+    const bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
+    if (conv) throw InvalidArgument("--inputs: conv2d takes --shape, not --inputs (which is for elementwise ops)");
+    if (!options.shape.empty()) throw InvalidArgument("--inputs: give the shapes there, not --shape as well");
+    if (options.precision) throw InvalidArgument("--precision: only the conv2d op takes a precision");
+    NaryRun run;
+    run.op_text = op_from_name(options).describe();  // bare names take --slope / --divisor
+    run.dtype = options.dtype;
+    run.inputs = *options.inputs;
+    run.outputs = options.outputs;
+    run.repeat = options.repeat;
+    run.device = options.device;
+    return run_nary(run);
+  }
+  if (options.outputs != 0) throw InvalidArgument("--outputs: only with --inputs (an N-ary op)");
   auto dtype = parse_dtype(options.dtype);
   if (!dtype) throw InvalidArgument("--dtype: expected one of f32,f16,bf16,f64, got '" + options.dtype + "'");
   bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
@@ -347,6 +266,23 @@ int run_op(const RunOptions& options) {
 }
 
 int run_bench(const BenchOptions& options) {
+  if (!options.op.empty() || options.inputs) {  // one N-ary op beside a copy (run_nary.cpp)
+    if (options.op.empty()) throw InvalidArgument("--inputs: name the op as well, e.g. cuinline bench 'add(in1)|relu' --inputs 8192x8192,8192");
+    if (!options.inputs) throw InvalidArgument("bench " + options.op + ": give the input shapes, e.g. --inputs 8192x8192,8192");
+    if (options.quick) throw InvalidArgument("--quick: only for the standard table (bench without an op)");
+    NaryRun run;
+    run.op_text = options.op;
+    run.dtype = options.dtype;
+    run.inputs = *options.inputs;
+    run.outputs = options.outputs;
+    run.repeat = options.repeat;
+    run.device = options.device;
+    run.bench = true;
+    return run_nary(run);
+  }
+  if (options.outputs != 0 || options.dtype != "f32") {
+    throw InvalidArgument("--dtype / --outputs: only with an op and --inputs (the standard table has its own)");
+  }
   require_gpu(options.device);
   std::vector<std::int64_t> big =
       options.quick ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{4096, 393216};

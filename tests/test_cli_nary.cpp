@@ -1,0 +1,89 @@
+// `cuinline run` / `cuinline bench` with an N-ary op (--inputs): the usage errors — shapes that do
+// not broadcast, too many inputs, an op that needs more inputs or other outputs than given, bad
+// shapes, flags that do not go together — exit 2 before any GPU is looked for (so these pass on a
+// machine without one), compile nothing, and say what was wrong. The runs themselves are in
+// test_cli_nary_gpu.cpp.
+#include <gtest/gtest.h>
+
+#include <cuinline/driver.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_test_support.hpp"
+
+namespace {
+
+using namespace cuinline::test;
+
+struct Mistake {
+  std::vector<std::string> args;
+  const char* says;
+};
+
+TEST_F(CliTest, NaryMistakesExit2BeforeTheGpu) {
+  const std::vector<Mistake> mistakes = {
+      {{"run", "add(in1)|relu", "--inputs", "3x4,5"},
+       "--inputs: input 1 [5] does not broadcast with input 0 [3, 4]"},
+      {{"run", "where(in1, in2)", "--inputs", "8x16,8x1,4x16"},
+       "--inputs: input 2 [4, 16] does not broadcast with input 0 [8, 16]"},
+      {{"run", "add(in1)", "--inputs", "16,16,16,16,16,16,16,16,16"},
+       "--inputs: 9 shapes given; an op takes at most 8 inputs"},
+      {{"run", "add(in1)|mul(in2)", "--inputs", "64x256,256"}, "it uses 3 inputs, 2 given"},
+      {{"run", "where(in3, 0.5)", "--inputs", "64x256,256"}, "it uses 4 inputs, 2 given"},
+      {{"run", "expr([a, b] a * b)", "--inputs", "64,64,64"}, "it names 2 inputs, 3 given"},
+      {{"run", "expr([a, b] a + b)", "--inputs", "64,64", "--outputs", "2"}, "it has 1 output(s), 2 given"},
+      {{"run", "expr([a, b] a * c)", "--inputs", "64,64"}, "the expression names 'c'"},
+      {{"run", "add(in1)", "--inputs", "64x256,256x"}, "--inputs: '256x' is not a shape"},
+      {{"run", "add(in1)", "--inputs", "64x0,64"}, "--inputs: '64x0' is not a shape"},
+      {{"run", "add(in1)", "--inputs", ""}, "--inputs: '' is not a shape"},
+      {{"run", "where(in0, in1)", "--inputs", "64,64"}, "input 0 is the chain's start"},
+      {{"run", "add(in1)", "--inputs", "64,64", "--dtype", "f8"}, "--dtype: expected one of f32,f16,bf16,f64"},
+      {{"run", "add(in1)", "--inputs", "64,64", "--shape", "64"}, "--inputs: give the shapes there, not --shape"},
+      {{"run", "conv2d", "--inputs", "8x8x32x32"}, "conv2d takes --shape, not --inputs"},
+      {{"run", "add(in1)", "--inputs", "64,64", "--precision", "tf32"}, "--precision: only the conv2d op"},
+      {{"run", "relu", "--outputs", "2"}, "--outputs: only with --inputs"},
+      {{"bench", "add(in1)|relu", "--inputs", "3x4,5"}, "--inputs: input 1 [5] does not broadcast"},
+      {{"bench", "add(in1)|mul(in2)", "--inputs", "64,64"}, "it uses 3 inputs, 2 given"},
+      {{"bench", "add(in1)"}, "give the input shapes, e.g. --inputs"},
+      {{"bench", "--inputs", "64,64"}, "--inputs: name the op as well"},
+      {{"bench", "add(in1)", "--inputs", "64,64", "--quick"}, "--quick: only for the standard table"},
+      {{"bench", "--dtype", "bf16"}, "only with an op and --inputs"},
+  };
+  for (const Mistake& m : mistakes) {
+    std::string line;
+    for (const auto& a : m.args) line += a + " ";
+    SCOPED_TRACE(line);
+    const Result r = cli(m.args);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_CONTAINS(r.err, m.says);
+    EXPECT_EQ(r.err.find("needs a GPU"), std::string::npos) << "checked before looking for a GPU";
+  }
+  EXPECT_EQ(cli({"run", "add(in1)", "--inputs", "64,64", "--outputs", "5"}).code, 2);  // CLI11's range
+  EXPECT_TRUE(entry_files().empty()) << "nothing was compiled";
+}
+
+TEST_F(CliTest, NaryRunWithoutAGpuSaysSoAfterTheChecks) {
+  if (cuinline::device_count() > 0) GTEST_SKIP() << "a GPU is present (test_cli_nary_gpu runs the op)";
+  // Valid calls, a scalar ("scalar" and "1") among the inputs: planned, then exit 1 for the missing GPU.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "where(in1, in2)|add(in3)", "--inputs", "64x256,256,scalar,1", "--dtype", "bf16"},
+        std::vector<std::string>{"bench", "expr([a, b] a / (1.0f + expf(-a)) * b)", "--inputs", "64x256,64x256"}}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_CONTAINS(r.err, "needs a GPU");
+  }
+  EXPECT_TRUE(entry_files().empty());
+}
+
+TEST_F(CliTest, HelpNamesTheNaryOptions) {
+  const Result run = cli({"run", "--help"});
+  EXPECT_EQ(run.code, 0);
+  EXPECT_CONTAINS(run.out, "--inputs");
+  EXPECT_CONTAINS(run.out, "--outputs");
+  const Result bench = cli({"bench", "--help"});
+  EXPECT_EQ(bench.code, 0);
+  EXPECT_CONTAINS(bench.out, "--inputs");
+  EXPECT_CONTAINS(bench.out, "--dtype");
+}
+
+}  // namespace
