@@ -42,6 +42,8 @@ TEST_F(CliTest, NaryMistakesExit2BeforeTheGpu) {
       {{"run", "conv2d", "--inputs", "8x8x32x32"}, "conv2d takes --shape, not --inputs"},
       {{"run", "add(in1)", "--inputs", "64,64", "--precision", "tf32"}, "--precision: only the conv2d op"},
       {{"run", "relu", "--outputs", "2"}, "--outputs: only with --inputs"},
+      {{"run", "add(in1)|relu"}, "uses 2 input(s) and 1 output(s): give the inputs' shapes with --inputs"},
+      {{"run", "expr([a, b] a + b | y0 * 2.0f)", "--shape", "64"}, "give the inputs' shapes with --inputs"},
       {{"bench", "add(in1)|relu", "--inputs", "3x4,5"}, "--inputs: input 1 [5] does not broadcast"},
       {{"bench", "add(in1)|mul(in2)", "--inputs", "64,64"}, "it uses 3 inputs, 2 given"},
       {{"bench", "add(in1)"}, "give the input shapes, e.g. --inputs"},

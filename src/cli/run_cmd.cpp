@@ -244,6 +244,11 @@ int run_op(const RunOptions& options) {
   }
   ops::Op op = conv ? ops::Op::relu() : op_from_name(options);  // bad input: exit 2 before the GPU
   if (!conv) op.validate();
+  if (!conv && (op.min_inputs() > 1 || op.outputs() > 1)) {
+    throw InvalidArgument("op " + op.describe() + " uses " + std::to_string(op.min_inputs()) + " input(s) and " +
+                          std::to_string(op.outputs()) + " output(s): give the inputs' shapes with --inputs, e.g. " +
+                          "--inputs 4096x4096,4096");
+  }
   require_gpu(options.device);
   Measurement m;
   if (conv) {

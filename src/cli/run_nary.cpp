@@ -279,7 +279,7 @@ Measurement measure(const Planned& p, const NaryRun& r, ToT to_t, FromT from_t) 
   };
   time_steady(m, stream, r.repeat, launch, before);
   const std::size_t copy_bytes = static_cast<std::size_t>(bytes / 2);  // read + written = the op's bytes
-  DeviceBuffer src(copy_bytes), dst(copy_bytes);
+  DeviceBuffer src((copy_bytes + 3) / 4 * 4), dst((copy_bytes + 3) / 4 * 4);  // fill_u32 fills whole words
   src.fill_u32(0x3f19999au);
   Measurement copy;
   time_steady(
