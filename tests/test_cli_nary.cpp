@@ -77,6 +77,22 @@ TEST_F(CliTest, NaryRunWithoutAGpuSaysSoAfterTheChecks) {
   EXPECT_TRUE(entry_files().empty());
 }
 
+// A where chain flows through a warm spec's N-ary entries like any chain.
+TEST_F(CliTest, WarmSpecTakesWhereSteps) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "op", "op": ["mul(in1)|where(in2, in3)",
+      "where(in2, 0.1)|relu"], "dtype": ["f16", "f64"], "inputs": [[64, 256], [64, 256], [256], [64, 1]]}]})json");
+  const Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "--dry-run"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "mul(in1)|where(in2,in3) f16");
+  EXPECT_CONTAINS(r.out, "where(in2,0.1)|relu f64");
+  EXPECT_CONTAINS(r.out, "4 variants");
+  auto bad = write_spec("bad.json", R"json({"entries": [{"kind": "op", "op": "where(in1, in2)", "dtype": "f32",
+      "inputs": [[64, 256], [256]]}]})json");
+  const Result b = cli({"warm", "--spec", bad.string(), "--arch", "sm_90", "--dry-run"});
+  EXPECT_EQ(b.code, 2) << b.out << b.err;
+  EXPECT_CONTAINS(b.err, "it uses 3 inputs, 2 given");
+}
+
 TEST_F(CliTest, HelpNamesTheNaryOptions) {
   const Result run = cli({"run", "--help"});
   EXPECT_EQ(run.code, 0);
