@@ -55,7 +55,10 @@ TEST(Conv2dVariant, NameAndEquality) {
 
 TEST(Conv2dVariant, RejectsBadVariants) {
   Conv2dVariant v = seed_variant();
-  v.dtype = DType::f16;
+  v.dtype = DType::f64;  // f32, f16 and bf16 only
+  EXPECT_THROW(v.validate(), InvalidArgument);
+  v = seed_variant();
+  v.input_layout = static_cast<Conv2dLayout>(7);
   EXPECT_THROW(v.validate(), InvalidArgument);
   EXPECT_THROW(make_conv2d_variant(0, 8, 8, 4, 3, 3, {}, false, Op::relu()), InvalidArgument);
   EXPECT_THROW(make_conv2d_variant(4, 2, 2, 4, 3, 3, {}, false, Op::relu()),

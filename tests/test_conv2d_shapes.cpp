@@ -1,6 +1,7 @@
 // Every valid conv2d shape plans and compiles: random valid variants (channels 1-1024, images up to
 // 512 and not square, filters 1-11 in each dimension, stride 1-4, padding 0-5, dilation 1-4, bias or
-// not, a residual or not, an epilogue, each precision) from a printed seed; each one's tiling keeps the plan's
+// not, a residual or not, an epilogue, each precision; each shape also in f16, bf16 or f32 with
+// channels-last tensors on the general kernel) from a printed seed; each one's tiling keeps the plan's
 // invariants (whole warps, at most 1024 threads, shared memory within sm_90's 227 KiB) and NVRTC
 // compiles it for sm_90 (register spills counted and printed); the tuned shapes compile without spills.
 //   CUINLINE_CONV2D_SHAPES=N        variants to try (default 60: CI)
@@ -8,6 +9,7 @@
 // scripts/conv2d-shapes runs a longer randomized sweep before a conv change.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cuinline/compiler.hpp>
@@ -23,6 +25,7 @@
 
 namespace {
 
+using cuinline::DType;
 using namespace cuinline::ops;
 
 int log_uniform(std::mt19937_64& rng, int lo, int hi) {
@@ -74,8 +77,8 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   int failures = 0;
   int tensor_core_spills = 0, fp32_spills = 0;
-  for (int i = 0; i < count; ++i) {
-    const Conv2dVariant v = random_variant(rng);
+  int generic_variants = 0;
+  auto check = [&](const Conv2dVariant& v, int i) {
     SCOPED_TRACE(v.name() + " " + to_string(v.precision));
     try {
       const Conv2dTiling t = conv2d_tiling(v);
@@ -84,6 +87,15 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       EXPECT_GT(t.threads(), 0);
       EXPECT_LE(t.shared_bytes, 227u * 1024u);
       EXPECT_GT(t.block_channels(), 0);
+      EXPECT_EQ(t.generic, v.uses_generic_kernel());
+      if (t.generic) {
+        // The general kernel: blocks of whole warps over the flattened output plane, every
+        // output channel covered by a block column.
+        EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
+        EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), v.out_height() * v.out_width());
+        EXPECT_FALSE(t.tensor_cores || t.winograd);
+        ++generic_variants;
+      }
       cuinline::CompileRequest req = make_request(v);
       req.options.push_back("--ptxas-options=-v");
       const cuinline::CompiledProgram prog = cuinline::compile(req, sm90);
@@ -105,10 +117,27 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       ++failures;
       ADD_FAILURE() << "variant " << i << " failed: " << e.what();
     }
+  };
+  // Each shape also in one of the other dtype x layout combinations (f16, bf16, channels-last:
+  // the general kernel), cycling through all five so that every combination is covered; the
+  // weight's layout drawn too. A separate generator keeps the shapes those of the seed.
+  std::mt19937_64 layout_rng(seed ^ 0x9e3779b97f4a7c15ull);
+  const DType dtypes[] = {DType::f16, DType::bf16, DType::f32, DType::f16, DType::bf16};
+  for (int i = 0; i < count; ++i) {
+    const Conv2dVariant v = random_variant(rng);
+    check(v, i);
+    Conv2dVariant g = v;
+    g.dtype = dtypes[i % 5];
+    const bool nhwc_in = i % 5 >= 2, nhwc_out = i % 5 >= 2 ? layout_rng() % 4 != 0 : layout_rng() % 4 == 0;
+    g.input_layout = nhwc_in ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    g.output_layout = nhwc_out ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    g.weight_layout = layout_rng() % 2 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    check(g, i);
     if (failures >= 5) break;  // enough to fix; keep the log readable
   }
-  std::printf("conv2d shapes: register spills in %d tensor-core and %d fp32 variants of %d\n", tensor_core_spills,
-              fp32_spills, count);
+  std::printf("conv2d shapes: register spills in %d tensor-core and %d direct-kernel variants of %d (%d on the "
+              "general kernel)\n",
+              tensor_core_spills, fp32_spills, count + generic_variants, generic_variants);
 }
 
 // The shapes the kernels were tuned on (the seed and the sweep of docs/conv2d.md) compile without

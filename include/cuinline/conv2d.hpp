@@ -1,6 +1,7 @@
 #pragma once
 /// @file conv2d.hpp
-/// Fused 2-D convolution (NCHW, float32, groups = 1) with an optional bias and any elementwise
+/// Fused 2-D convolution (groups = 1; float32, float16 or bfloat16; NCHW or channels-last NHWC) with
+/// an optional bias and any elementwise
 /// epilogue (an ops::Op chain: divide → LeakyReLU, ReLU, scale, add, clamp, ...), compiled at run
 /// time into one kernel per shape: channels, image size, filter size, stride, padding, dilation and
 /// every epilogue constant are compile-time constants, so the filter loops unroll completely. The
@@ -9,6 +10,12 @@
 /// Arithmetic is fp32 FMA by default (no tensor cores): against PyTorch's conv with TF32 disabled
 /// the relative L2 error is about 1e-7. Two opt-in tensor-core modes trade that for speed
 /// (Conv2dPrecision::tf32, ::tf32x3).
+///
+/// f16 and bf16 tensors (and every channels-last tensor) run on a general direct kernel: loads
+/// widen to fp32, products and sums are fp32, the epilogue (bias, residual, the Op chain) is fp32,
+/// and the result is rounded once, to nearest even, to the output's dtype at the store. The
+/// precision argument does not change that kernel's arithmetic (a product of two f16 or bf16
+/// values is exact in fp32, so it equals a tensor core's; only the summation order differs).
 
 #include <cuda.h>
 
@@ -55,6 +62,18 @@ const char* to_string(Conv2dPrecision precision) noexcept;
 /// text, listing the allowed names.
 Conv2dPrecision parse_conv2d_precision(std::string_view name);
 
+/// Memory layout of a 4-D conv2d tensor, read from its strides.
+enum class Conv2dLayout : std::uint8_t {
+  nchw,  ///< contiguous [N, C, H, W] (a weight: [Cout, Cin, KH, KW] contiguous)
+  nhwc,  ///< channels-last, PyTorch's memory_format=torch.channels_last: shape [N, C, H, W] with
+         ///< strides [H*W*C, 1, W*C, C] (a weight: [Cout, Cin, KH, KW] with strides
+         ///< [KH*KW*Cin, 1, KW*Cin, Cin])
+};
+/// "nchw", "nhwc".
+const char* to_string(Conv2dLayout layout) noexcept;
+/// The layout named by to_string; throws InvalidArgument for any other text.
+Conv2dLayout parse_conv2d_layout(std::string_view name);
+
 /// Output extent of one dimension, PyTorch's formula:
 /// (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; may be <= 0 for an invalid shape.
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept;
@@ -76,14 +95,23 @@ struct Conv2dVariant {
   /// Applied to every (conv + bias) value before the store; an empty chain stores the conv as is.
   Op epilogue = Op::chain({});
   Conv2dPrecision precision = Conv2dPrecision::fp32;
-  DType dtype = DType::f32;  ///< only f32
+  /// Of every tensor (input, weight, bias, residual, output): f32, f16 or bf16. f16 and bf16
+  /// compute in fp32 and round once at the store.
+  DType dtype = DType::f32;
+  Conv2dLayout input_layout = Conv2dLayout::nchw;   ///< of the input
+  Conv2dLayout weight_layout = Conv2dLayout::nchw;  ///< of the weight
+  Conv2dLayout output_layout = Conv2dLayout::nchw;  ///< of the output (and of the residual)
 
   std::int64_t out_height() const noexcept;
   std::int64_t out_width() const noexcept;
-  /// e.g. "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]".
+  /// e.g. "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]"; a layout
+  /// other than NCHW adds ",x:nhwc" (input), ",w:nhwc" (weight) or ",y:nhwc" (output).
   std::string name() const;
+  /// Whether the variant runs on the general direct kernel (conv2d_generic.cuh): any dtype other
+  /// than f32 or any channels-last tensor. f32 NCHW variants use the tuned kernels.
+  bool uses_generic_kernel() const noexcept;
   /// Throws InvalidArgument for a non-positive size, stride or dilation, negative padding, an empty
-  /// output, a dtype other than f32 or an invalid epilogue.
+  /// output, a dtype other than f32, f16 or bf16, an unknown layout or an invalid epilogue.
   void validate() const;
 
   friend bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept;
@@ -137,6 +165,10 @@ struct Conv2dTiling {
   /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / 2 tiles of 2 x 2 outputs x
   /// channels_per_thread channels; tiles_y counts tile rows (2 output rows each).
   bool winograd = false;
+  /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
+  /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
+  /// one pixel x channels_per_thread output channels; no shared memory.
+  bool generic = false;
   int threads() const noexcept {
     if (tensor_cores) return 32 * warps_m * warps_n;
     return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;
@@ -150,15 +182,19 @@ struct Conv2dTiling {
 Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
-///   input  f32 [N, Cin, H, W], contiguous
-///   weight f32 [Cout, Cin, KH, KW], contiguous
-///   bias   f32 [Cout] contiguous, or a view with data == nullptr for no bias
-///   output f32 [N, Cout, OH, OW], contiguous, OH/OW by PyTorch's formula; must not overlap input
-///   residual f32 of the output's shape, contiguous, or a view with data == nullptr for none; read
+/// Every tensor has the same dtype T: f32, f16 or bf16.
+///   input  T [N, Cin, H, W], contiguous (NCHW) or channels-last (strides [H*W*Cin, 1, W*Cin, Cin])
+///   weight T [Cout, Cin, KH, KW], contiguous or channels-last
+///   bias   T [Cout] contiguous, or a view with data == nullptr for no bias
+///   output T [N, Cout, OH, OW], contiguous or channels-last (its own choice: the result is written
+///          in the output's layout), OH/OW by PyTorch's formula; must not overlap input
+///   residual T of the output's shape and layout, or a view with data == nullptr for none; read
 ///            in the same kernel and added to conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
-/// Throws InvalidArgument (before any launch) for a dtype other than f32, mismatched channels, a
-/// weight or bias or output shape that does not match, non-contiguous tensors or null pointers.
+/// Throws InvalidArgument (before anything is compiled or launched) for a dtype other than f32,
+/// f16 or bf16, tensors of different dtypes, mismatched channels, a weight or bias or output shape
+/// that does not match, strides that are neither contiguous nor channels-last (or a residual
+/// whose layout differs from the output's), or null pointers.
 /// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
 /// device); the first call of a variant compiles it (or loads it from the cache).
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,

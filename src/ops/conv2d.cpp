@@ -167,6 +167,23 @@ Conv2dPrecision parse_conv2d_precision(std::string_view name) {
   throw InvalidArgument("unknown conv2d precision '" + std::string(name) + "' (fp32, tf32, tf32x3)");
 }
 
+const char* to_string(Conv2dLayout layout) noexcept {
+  switch (layout) {
+    case Conv2dLayout::nchw:
+      return "nchw";
+    case Conv2dLayout::nhwc:
+      return "nhwc";
+  }
+  return "unknown";
+}
+
+Conv2dLayout parse_conv2d_layout(std::string_view name) {
+  for (Conv2dLayout l : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+    if (name == to_string(l)) return l;
+  }
+  throw InvalidArgument("unknown conv2d layout '" + std::string(name) + "' (nchw, nhwc)");
+}
+
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept {
   if (stride <= 0) return 0;
   const std::int64_t span =
@@ -190,14 +207,22 @@ std::string Conv2dVariant::name() const {
   if (has_bias) s += ",bias";
   if (has_residual) s += ",residual";
   if (precision != Conv2dPrecision::fp32) s += std::string(",") + to_string(precision);
+  // Only a channels-last tensor is named: the names (and cache keys) of NCHW variants are unchanged.
+  if (input_layout != Conv2dLayout::nchw) s += std::string(",x:") + to_string(input_layout);
+  if (weight_layout != Conv2dLayout::nchw) s += std::string(",w:") + to_string(weight_layout);
+  if (output_layout != Conv2dLayout::nchw) s += std::string(",y:") + to_string(output_layout);
   s += ">[" + (is_identity(epilogue) ? std::string("identity") : epilogue.describe()) + "]";
   return s;
 }
 
 void Conv2dVariant::validate() const {
   auto fail = [&](const std::string& what) { throw InvalidArgument("conv2d variant: " + what); };
-  if (dtype != DType::f32)
-    fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (only f32)");
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (f32, f16, bf16)");
+  for (Conv2dLayout l : {input_layout, weight_layout, output_layout}) {
+    if (l != Conv2dLayout::nchw && l != Conv2dLayout::nhwc)
+      fail("unknown layout " + std::to_string(static_cast<int>(l)));
+  }
   if (precision != Conv2dPrecision::fp32 && precision != Conv2dPrecision::tf32 &&
       precision != Conv2dPrecision::tf32x3) {
     fail("unknown precision mode " + std::to_string(static_cast<int>(precision)));
@@ -233,7 +258,13 @@ bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
   return a.in_channels == b.in_channels && a.height == b.height && a.width == b.width &&
          a.out_channels == b.out_channels && a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w &&
          a.params == b.params && a.has_bias == b.has_bias && a.has_residual == b.has_residual && a.precision == b.precision &&
-         a.dtype == b.dtype && a.epilogue == b.epilogue;
+         a.dtype == b.dtype && a.input_layout == b.input_layout && a.weight_layout == b.weight_layout &&
+         a.output_layout == b.output_layout && a.epilogue == b.epilogue;
+}
+
+bool Conv2dVariant::uses_generic_kernel() const noexcept {
+  return dtype != DType::f32 || input_layout != Conv2dLayout::nchw || weight_layout != Conv2dLayout::nchw ||
+         output_layout != Conv2dLayout::nchw;
 }
 
 Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int out_channels, int kernel_h,
@@ -255,6 +286,7 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
+  if (v.uses_generic_kernel()) return conv2d_impl::generic_tiling(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
   return fp32_plan(v).t;
@@ -407,6 +439,8 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
+  if (v.uses_generic_kernel())
+    return "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (conv2d_impl::uses_tensor_cores(v))
     return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   return conv2d_impl::winograd_applies(v)
@@ -449,6 +483,7 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 }  // namespace conv2d_impl
 
 CompileRequest make_request(const Conv2dVariant& v) {
+  if (v.uses_generic_kernel()) return conv2d_impl::make_generic_request(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::make_winograd_request(v);

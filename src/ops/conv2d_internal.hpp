@@ -36,6 +36,10 @@ bool winograd_applies(const Conv2dVariant& v);
 /// shared memory. Otherwise (very large filters with many channels) the fp32 direct kernel computes
 /// it — at fp32 accuracy, better than the mode asked for.
 bool uses_tensor_cores(const Conv2dVariant& v);
+/// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
+Conv2dTiling generic_tiling(const Conv2dVariant& v);
+/// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).
+CompileRequest make_generic_request(const Conv2dVariant& v);
 /// The tiling of a Winograd variant (winograd_applies(v)).
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).

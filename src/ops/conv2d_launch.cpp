@@ -35,7 +35,9 @@ Launchable find_kernel(const Conv2dVariant& v, int device) {
         std::int64_t{v.out_channels}, std::int64_t{v.kernel_h}, std::int64_t{v.kernel_w},
         std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
         std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
-        std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)}}) {
+        std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)},
+        std::int64_t{static_cast<int>(v.dtype)}, std::int64_t{static_cast<int>(v.input_layout)},
+        std::int64_t{static_cast<int>(v.weight_layout)}, std::int64_t{static_cast<int>(v.output_layout)}}) {
     f.value(x);
   }
   f.op(v.epilogue);
@@ -61,16 +63,59 @@ Launchable find_kernel(const Conv2dVariant& v, int device) {
 }
 
 void check_tensor(const TensorView& t, const char* name, int ndim) {
-  if (t.dtype != DType::f32) {
-    bad(std::string(name) + " has dtype " + cuinline::to_string(t.dtype) + "; only f32 is supported");
-  }
   if (t.ndim != ndim)
     bad(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " + t.describe());
   for (int d = 0; d < ndim; ++d) {
     if (t.shape[d] < 0) bad(std::string(name) + " has a negative extent: " + t.describe());
   }
-  if (!t.is_contiguous()) bad(std::string(name) + " must be contiguous: " + t.describe());
   if (t.data == nullptr && t.numel() > 0) bad(std::string(name) + " is a null pointer");
+}
+
+std::string describe_strides(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
+  return s + "]";
+}
+
+// Whether a 4-D view [N, C, H, W] is channels-last: strides [H*W*C, 1, W*C, C] (extents of 1 may
+// have any stride, as in PyTorch; an empty view is both layouts).
+bool is_channels_last(const TensorView& t) {
+  const std::int64_t c = t.shape[1], h = t.shape[2], w = t.shape[3];
+  if (t.numel() == 0) return true;
+  const std::int64_t expect[4] = {h * w * c, 1, w * c, c};
+  for (int d = 0; d < 4; ++d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect[d]) return false;
+  }
+  return true;
+}
+
+// The layout of a checked 4-D tensor: NCHW when it is contiguous (also when both patterns agree,
+// e.g. one channel), NHWC when channels-last; any other strides are refused.
+Conv2dLayout layout_of(const TensorView& t, const char* name) {
+  if (t.is_contiguous()) return Conv2dLayout::nchw;
+  if (is_channels_last(t)) return Conv2dLayout::nhwc;
+  bad(std::string(name) + " " + t.describe() + " has strides " + describe_strides(t) +
+      ": neither contiguous (NCHW) nor channels-last (NHWC, strides [H*W*C, 1, W*C, C])");
+}
+
+// Every tensor of a call shares one dtype (f32, f16 or bf16): checked before anything else, so a
+// mix is named as a mix.
+DType common_dtype(const TensorView& input, const TensorView& weight, const TensorView& bias,
+                   const TensorView& output, const TensorView& residual) {
+  const DType dt = input.dtype;
+  const bool mixed = weight.dtype != dt || output.dtype != dt || (bias.data != nullptr && bias.dtype != dt) ||
+                     (residual.data != nullptr && residual.dtype != dt);
+  if (mixed) {
+    std::string list = std::string("input ") + cuinline::to_string(input.dtype) + ", weight " +
+                       cuinline::to_string(weight.dtype);
+    if (bias.data != nullptr) list += std::string(", bias ") + cuinline::to_string(bias.dtype);
+    if (residual.data != nullptr) list += std::string(", residual ") + cuinline::to_string(residual.dtype);
+    list += std::string(", output ") + cuinline::to_string(output.dtype);
+    bad("tensors must share one dtype, got " + list);
+  }
+  if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16)
+    bad(std::string("dtype ") + cuinline::to_string(dt) + " is not supported (f32, f16, bf16)");
+  return dt;
 }
 
 bool overlap(const TensorView& a, const TensorView& b) {
@@ -127,11 +172,15 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
                                  Conv2dPrecision precision, const TensorView& residual) {
+  const DType dtype = common_dtype(input, weight, bias, output, residual);
   check_tensor(input, "input", 4);
   check_tensor(weight, "weight", 4);
   check_tensor(output, "output", 4);
   const bool has_bias = bias.data != nullptr;
-  if (has_bias) check_tensor(bias, "bias", 1);
+  if (has_bias) {
+    check_tensor(bias, "bias", 1);
+    if (!bias.is_contiguous()) bad("bias must be contiguous: " + bias.describe() + " strides " + describe_strides(bias));
+  }
   if (weight.shape[1] != input.shape[1]) {
     bad("input has " + std::to_string(input.shape[1]) + " channels but the weight " + weight.describe() +
         " expects " + std::to_string(weight.shape[1]) + " (groups = 1)");
@@ -157,6 +206,10 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   v.has_bias = has_bias;
   v.epilogue = epilogue;
   v.precision = precision;
+  v.dtype = dtype;
+  v.input_layout = layout_of(input, "input");
+  v.weight_layout = layout_of(weight, "weight");
+  v.output_layout = layout_of(output, "output");
   v.validate();
   const std::int64_t expect[4] = {input.shape[0], weight.shape[0], v.out_height(), v.out_width()};
   for (int d = 0; d < 4; ++d) {
@@ -175,6 +228,15 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
     for (int d = 0; d < 4; ++d) {
       if (residual.shape[d] != output.shape[d])
         bad("residual " + residual.describe() + " does not have the output's shape " + output.describe());
+    }
+    const Conv2dLayout rl = layout_of(residual, "residual");
+    // Compared as the kernel reads them: where both patterns describe the same addresses (an
+    // extent of 1 in the right places) the layouts agree whatever layout_of named.
+    if (rl != v.output_layout && !(is_channels_last(residual) && v.output_layout == Conv2dLayout::nhwc) &&
+        !(residual.is_contiguous() && v.output_layout == Conv2dLayout::nchw)) {
+      bad(std::string("residual ") + residual.describe() + " is " + to_string(rl) + " (strides " +
+          describe_strides(residual) + ") but the output is " + to_string(v.output_layout) +
+          ": the residual must have the output's layout");
     }
     // The Winograd kernel may store a tile twice (a direct recompute of non-finite tiles), reading
     // the residual again after the first store: the two must not share memory.
@@ -205,11 +267,12 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
   cfg.stream = stream;
-  const float* in = static_cast<const float*>(input.data);
-  const float* w = static_cast<const float*>(weight.data);
-  const float* b = static_cast<const float*>(bias.data);
-  float* out = static_cast<float*>(output.data);
-  const float* res = static_cast<const float*>(residual.data);
+  // Device pointers of the variant's dtype (f32, f16 or bf16): the kernel's parameters are pointers.
+  const void* in = input.data;
+  const void* w = weight.data;
+  const void* b = bias.data;
+  void* out = output.data;
+  const void* res = residual.data;
   e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
   kernel_map().count_launch();
 }

@@ -40,7 +40,7 @@ std::int64_t weight_bytes(const Conv2dVariant& v, int warps_c) {
 
 bool winograd_applies(const Conv2dVariant& v) {
   const Conv2dParams& p = v.params;
-  if (v.precision != Conv2dPrecision::fp32 || disabled_by_environment()) return false;
+  if (v.precision != Conv2dPrecision::fp32 || v.uses_generic_kernel() || disabled_by_environment()) return false;
   if (v.kernel_h != 3 || v.kernel_w != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
       p.dilation_w != 1) {
     return false;

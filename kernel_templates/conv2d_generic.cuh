@@ -1,0 +1,136 @@
+// conv2d_generic.cuh — the general direct convolution: any valid shape, storage dtype f32, f16 or
+// bf16, input / weight / output each NCHW or channels-last (NHWC), compiled by NVRTC with every
+// shape and layout a compile-time constant. It computes what the fp32 kernels compute:
+//   y = E(conv(x, w) + b [+ residual])
+// with loads widened to fp32 (exact), products and sums in fp32 (__fmaf_rn, like conv2d.cuh), the
+// bias, residual and epilogue E in fp32, and one rounding (to nearest even) to the storage type at
+// the store (ew_traits<T>::from_op: cvt.rn.f16.f32 / cvt.rn.bf16.f32).
+//
+// The rendered program defines a shape struct S and an epilogue functor E (`__device__ float
+// operator()(float) const`), then names `cuinline_conv2d_generic<S, E>`.
+//
+// Work split: a thread computes one output pixel (oy, ox) of one image for kCoTile consecutive
+// output channels (kCoTile accumulators). A block is kThreads consecutive pixels of the flattened
+// OH x OW plane; grid (kTilesX, ceil(kCout / kCoTile), N). No shared memory, no barriers: this is
+// the correctness path for dtypes and layouts the tuned kernels do not read; lanes of a warp share
+// their weights (warp-wide broadcast loads), and with a channels-last input the inner loop over
+// input channels reads consecutive elements.
+//
+// Required members of S:
+//   typedef storage (float, ew_half or ew_bf16);
+//   static constexpr int kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW,
+//     kHasBias, kHasResidual, kInNhwc, kWNhwc, kOutNhwc (0 or 1), kThreads, kCoTile.
+// No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
+
+#ifndef CUINLINE_CONV2D_GENERIC_CUH
+#define CUINLINE_CONV2D_GENERIC_CUH
+
+#include "ew_common.cuh"
+
+namespace cuinline_conv2d_generic_detail {
+
+template <class S>
+struct Plan {
+  static constexpr int kThreads = S::kThreads;
+  static constexpr long long kPixels = (long long)S::kOH * S::kOW;
+  static constexpr int kTilesX = (int)((kPixels + kThreads - 1) / kThreads);
+  static constexpr int kTilesY = 1;
+  static constexpr int kSmemBytes = 0;
+  // Element strides (channel, row, column, image) of the input, output and weight.
+  static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
+  static constexpr long long kInY = S::kInNhwc ? (long long)S::kW * S::kCin : S::kW;
+  static constexpr long long kInX = S::kInNhwc ? S::kCin : 1;
+  static constexpr long long kInN = (long long)S::kCin * S::kH * S::kW;
+  static constexpr long long kOutC = S::kOutNhwc ? 1 : kPixels;
+  static constexpr long long kOutY = S::kOutNhwc ? (long long)S::kOW * S::kCout : S::kOW;
+  static constexpr long long kOutX = S::kOutNhwc ? S::kCout : 1;
+  static constexpr long long kOutN = (long long)S::kCout * kPixels;
+  static constexpr long long kWO = (long long)S::kCin * S::kKH * S::kKW;  // both layouts
+  static constexpr long long kWI = S::kWNhwc ? 1 : S::kKH * S::kKW;
+  static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * S::kCin : S::kKW;
+  static constexpr long long kWX = S::kWNhwc ? S::kCin : 1;
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
+  static_assert(S::kCoTile >= 1 && S::kCoTile <= 16, "1 to 16 output channels a thread");
+};
+
+// A storage element widened to fp32 (exactly), through the read-only cache.
+__device__ __forceinline__ float load_op(const float* p) {
+  return __ldg(p);
+}
+__device__ __forceinline__ float load_op(const ew_half* p) {
+  ew_half h;
+  h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+  return ew_traits<ew_half>::to_op(h);
+}
+__device__ __forceinline__ float load_op(const ew_bf16* p) {
+  ew_bf16 h;
+  h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+  return ew_traits<ew_bf16>::to_op(h);
+}
+
+}  // namespace cuinline_conv2d_generic_detail
+
+/// input, weight, output and residual in the layouts of S (see the file comment); bias [kCout]
+/// (ignored unless kHasBias); residual of the output's shape and layout (ignored unless
+/// kHasResidual). Grid: (kTilesX, ceil(kCout / kCoTile), N); block: kThreads; no shared memory.
+/// row_tiles is unused (the launch passes the same arguments to every conv2d kernel).
+template <class S, class E>
+__global__ void __launch_bounds__(S::kThreads)
+    cuinline_conv2d_generic(const typename S::storage* __restrict__ input,
+                            const typename S::storage* __restrict__ weight,
+                            const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
+                            int row_tiles, const typename S::storage* __restrict__ residual) {
+  using P = cuinline_conv2d_generic_detail::Plan<S>;
+  using T = typename S::storage;
+  using cuinline_conv2d_generic_detail::load_op;
+  (void)row_tiles;
+  const long long pix = (long long)blockIdx.x * P::kThreads + threadIdx.x;
+  if (pix >= P::kPixels) return;
+  const int oy = (int)(pix / S::kOW);
+  const int ox = (int)(pix - (long long)oy * S::kOW);
+  const int co0 = blockIdx.y * S::kCoTile;
+  const long long n = blockIdx.z;
+  const T* in_n = input + n * P::kInN;
+  const T* w_co = weight + co0 * P::kWO;
+
+  float acc[S::kCoTile];
+#pragma unroll
+  for (int c = 0; c < S::kCoTile; ++c) acc[c] = 0.0f;
+
+#pragma unroll 1
+  for (int kh = 0; kh < S::kKH; ++kh) {
+    const int iy = oy * S::kSH - S::kPH + kh * S::kDH;
+    if (iy < 0 || iy >= S::kH) continue;  // zero padding
+#pragma unroll 1
+    for (int kw = 0; kw < S::kKW; ++kw) {
+      const int ix = ox * S::kSW - S::kPW + kw * S::kDW;
+      if (ix < 0 || ix >= S::kW) continue;
+      const T* src = in_n + iy * P::kInY + ix * P::kInX;
+      const T* wp = w_co + kh * P::kWY + kw * P::kWX;
+#pragma unroll 4
+      for (int ci = 0; ci < S::kCin; ++ci) {
+        const float x = load_op(src + ci * P::kInC);
+#pragma unroll
+        for (int c = 0; c < S::kCoTile; ++c) {
+          if (S::kCout % S::kCoTile != 0 && co0 + c >= S::kCout) break;
+          acc[c] = __fmaf_rn(x, load_op(wp + c * P::kWO + ci * P::kWI), acc[c]);
+        }
+      }
+    }
+  }
+
+  const long long out_pix = n * P::kOutN + oy * P::kOutY + ox * P::kOutX;
+#pragma unroll
+  for (int c = 0; c < S::kCoTile; ++c) {
+    const int co = co0 + c;
+    if (S::kCout % S::kCoTile != 0 && co >= S::kCout) break;
+    // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
+    // fp32, as the fp32 kernels do; one rounding to the storage type.
+    float v = acc[c] + (S::kHasBias ? load_op(bias + co) : 0.0f);
+    const long long at = out_pix + co * P::kOutC;
+    if (S::kHasResidual) v += load_op(residual + at);
+    output[at] = ew_traits<T>::from_op(E{}(v));
+  }
+}
+
+#endif  // CUINLINE_CONV2D_GENERIC_CUH

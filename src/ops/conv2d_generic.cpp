@@ -1,0 +1,88 @@
+// conv2d on the general direct kernel (kernel_templates/conv2d_generic.cuh): every f16 and bf16
+// variant and every variant with a channels-last tensor. The tiling chosen on the host and the
+// rendering of the template into one CompileRequest per variant.
+#include <algorithm>
+#include <string>
+
+#include "ops/conv2d_internal.hpp"
+#include "templates/render.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+// Output channels a thread accumulates: each input value loaded is used this many times.
+constexpr int kMaxCoTile = 8;
+
+int co_tile(const Conv2dVariant& v) {
+  return std::min(v.out_channels, kMaxCoTile);
+}
+
+// Threads a block: 128, fewer (whole warps) for planes of fewer pixels.
+int block_threads(const Conv2dVariant& v) {
+  const std::int64_t pixels = v.out_height() * v.out_width();
+  return static_cast<int>(std::clamp<std::int64_t>((pixels + 31) / 32 * 32, 32, 128));
+}
+
+const char* storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return "ew_half";
+    case DType::bf16:
+      return "ew_bf16";
+    default:
+      return "float";
+  }
+}
+
+}  // namespace
+
+Conv2dTiling generic_tiling(const Conv2dVariant& v) {
+  v.validate();
+  Conv2dTiling t;
+  t.generic = true;
+  t.threads_x = block_threads(v);
+  t.threads_y = 1;
+  t.channel_groups = 1;
+  t.pixels_per_thread = 1;
+  t.channels_per_thread = co_tile(v);
+  t.ci_chunk = v.in_channels;
+  t.ci_unroll = 4;
+  t.min_blocks = 1;
+  t.pipeline = 0;
+  t.row_tiles = 1;
+  const std::int64_t pixels = v.out_height() * v.out_width();
+  t.tiles_x = static_cast<int>((pixels + t.threads_x - 1) / t.threads_x);
+  t.tiles_y = 1;
+  t.shared_bytes = 0;
+  return t;
+}
+
+CompileRequest make_generic_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = generic_tiling(v);
+  const auto c = render_constant;
+  std::string src = "// cuinline conv2d variant " + v.name() +
+                    "\n#include \"ew_ops.cuh\"\n#include \"conv2d_generic.cuh\"\n\n";
+  src += render_conv2d_epilogue(v.epilogue);
+  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(storage_type(v.dtype)) + " storage;\n";
+  src += render_shape_constants(v);
+  src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
+  src += c("kThreads", t.threads_x) + c("kCoTile", t.channels_per_thread);
+  src += "};\n\n";
+  src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t);
+
+  CompileRequest request;
+  request.name = "conv2d.cu";
+  request.source = std::move(src);
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_generic.cuh"}) {
+    request.headers.push_back({header, detail::template_text(header)});
+  }
+  // As the fp32 direct kernel: explicit __fmaf_rn in the sums, no contraction in the epilogue.
+  request.options = {"--fmad=false", "-minimal"};
+  request.name_expressions = {"cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"};
+  return request;
+}
+
+}  // namespace cuinline::ops::conv2d_impl

@@ -1,0 +1,214 @@
+// Host tests of conv2d in f16 and bf16 and with channels-last (NHWC) tensors: variant names and
+// keys, the layouts read from strides, the general kernel's tiling and offline compiles for sm_90,
+// and the argument checks (dtype mixes, strides that are neither layout) that run before anything
+// is compiled or launched.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/error.hpp>
+#include <string>
+
+namespace {
+
+using cuinline::DType;
+using cuinline::InvalidArgument;
+using cuinline::TensorView;
+using namespace cuinline::ops;
+
+void* fake(std::uintptr_t at) {
+  return reinterpret_cast<void*>(at);
+}
+
+// A channels-last view of shape [n, c, h, w] (PyTorch's memory_format=torch.channels_last).
+TensorView channels_last(void* data, DType dtype, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  return TensorView::strided(data, dtype, {n, c, h, w}, {h * w * c, 1, w * c, c});
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
+}
+
+Conv2dVariant base() {
+  return make_conv2d_variant(8, 16, 16, 4, 3, 3, Conv2dParams{}, true, Op::relu());
+}
+
+TEST(Conv2dDtypes, DtypeAndLayoutArePartOfTheVariant) {
+  const Conv2dVariant f32 = base();
+  EXPECT_FALSE(f32.uses_generic_kernel());
+  Conv2dVariant half = f32;
+  half.dtype = DType::f16;
+  EXPECT_TRUE(half.uses_generic_kernel());
+  EXPECT_NE(half, f32);
+  EXPECT_EQ(half.name(), "conv2d<f16,8x16x16,4x3x3,s1x1,p0x0,d1x1,bias>[relu]");
+  Conv2dVariant nhwc = f32;
+  nhwc.input_layout = Conv2dLayout::nhwc;
+  nhwc.output_layout = Conv2dLayout::nhwc;
+  EXPECT_TRUE(nhwc.uses_generic_kernel());
+  EXPECT_EQ(nhwc.name(), "conv2d<f32,8x16x16,4x3x3,s1x1,p0x0,d1x1,bias,x:nhwc,y:nhwc>[relu]");
+  Conv2dVariant w_nhwc = f32;
+  w_nhwc.weight_layout = Conv2dLayout::nhwc;
+  EXPECT_NE(w_nhwc, f32);
+  EXPECT_NE(w_nhwc.name(), f32.name());
+  // Each a different kernel: different sources, so different cache keys.
+  const std::string a = make_request(f32).source, b = make_request(half).source;
+  Conv2dVariant bf = half;
+  bf.dtype = DType::bf16;
+  const std::string c = make_request(bf).source, d = make_request(nhwc).source, e = make_request(w_nhwc).source;
+  for (const std::string* x : {&a, &b, &c, &d, &e}) {
+    for (const std::string* y : {&a, &b, &c, &d, &e}) {
+      if (x != y) EXPECT_NE(*x, *y);
+    }
+  }
+  EXPECT_NE(b.find("typedef ew_half storage;"), std::string::npos) << b;
+  EXPECT_NE(c.find("typedef ew_bf16 storage;"), std::string::npos) << c;
+  EXPECT_NE(d.find("kInNhwc = 1;"), std::string::npos) << d;
+  EXPECT_NE(e.find("kWNhwc = 1;"), std::string::npos) << e;
+  EXPECT_EQ(make_request(half).name_expressions.at(0), kernel_name(half));
+  EXPECT_EQ(parse_conv2d_layout("nhwc"), Conv2dLayout::nhwc);
+  EXPECT_STREQ(to_string(Conv2dLayout::nchw), "nchw");
+  EXPECT_THROW(parse_conv2d_layout("NHWC"), InvalidArgument);
+}
+
+TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
+  Conv2dVariant v = make_conv2d_variant(5, 9, 7, 3, 2, 4, Conv2dParams::square(2, 1), false, Op::chain({}));
+  v.dtype = DType::bf16;
+  const Conv2dTiling t = conv2d_tiling(v);
+  EXPECT_TRUE(t.generic);
+  EXPECT_FALSE(t.tensor_cores);
+  EXPECT_FALSE(t.winograd);
+  EXPECT_EQ(t.threads() % 32, 0);
+  EXPECT_EQ(t.block_channels(), 3);  // Cout < 8: one block covers the channels
+  EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
+  EXPECT_EQ(t.shared_bytes, 0u);
+  // Winograd and tensor cores are f32 NCHW only: the same shape in f16 / NHWC stays on the general kernel.
+  Conv2dVariant w = make_conv2d_variant(8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+  EXPECT_TRUE(conv2d_tiling(w).winograd);
+  w.input_layout = Conv2dLayout::nhwc;
+  EXPECT_TRUE(conv2d_tiling(w).generic);
+  w = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+  w.precision = Conv2dPrecision::tf32;
+  EXPECT_TRUE(conv2d_tiling(w).tensor_cores);
+  w.dtype = DType::f16;
+  EXPECT_TRUE(conv2d_tiling(w).generic);
+}
+
+TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  int i = 0;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (Conv2dLayout in : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+      for (Conv2dLayout out : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+        Conv2dParams p = Conv2dParams::square(1 + i % 2, i % 3, 1 + i % 2);
+        Conv2dVariant v = make_conv2d_variant(3 + i, 20, 13, 5 + 3 * i, 3, 1 + i % 3, p, i % 2 == 0,
+                                              div_leaky_relu_epilogue(2.0, 0.01));
+        v.dtype = dt;
+        v.input_layout = in;
+        v.output_layout = out;
+        v.weight_layout = i % 4 == 1 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+        v.has_residual = i % 3 == 0;
+        ++i;
+        SCOPED_TRACE(v.name());
+        EXPECT_NO_THROW(cuinline::compile(make_request(v), sm90));
+      }
+    }
+  }
+}
+
+// The tensors of one small call, f16 unless a test changes them.
+struct Conv2dDtypeArgs : ::testing::Test {
+  TensorView input = TensorView::contiguous(fake(0x100000), DType::f16, {2, 8, 16, 16});
+  TensorView weight = TensorView::contiguous(fake(0x200000), DType::f16, {4, 8, 3, 3});
+  TensorView bias = TensorView::contiguous(fake(0x300000), DType::f16, {4});
+  TensorView output = TensorView::contiguous(fake(0x400000), DType::f16, {2, 4, 14, 14});
+  TensorView residual = TensorView::contiguous(fake(0x500000), DType::f16, {2, 4, 14, 14});
+  Op epi = Op::relu();
+};
+
+TEST_F(Conv2dDtypeArgs, DtypeAndLayoutsComeFromTheTensors) {
+  Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, {}, epi, Conv2dPrecision::fp32, residual);
+  EXPECT_EQ(v.dtype, DType::f16);
+  EXPECT_EQ(v.input_layout, Conv2dLayout::nchw);
+  EXPECT_EQ(v.output_layout, Conv2dLayout::nchw);
+  for (TensorView* t : {&input, &weight, &bias, &output, &residual}) t->dtype = DType::bf16;
+  EXPECT_EQ(conv2d_variant_for(input, weight, bias, output, {}, epi).dtype, DType::bf16);
+  const TensorView x = channels_last(fake(0x100000), DType::bf16, 2, 8, 16, 16);
+  const TensorView y = channels_last(fake(0x400000), DType::bf16, 2, 4, 14, 14);
+  const TensorView r = channels_last(fake(0x500000), DType::bf16, 2, 4, 14, 14);
+  const TensorView wl = channels_last(fake(0x200000), DType::bf16, 4, 8, 3, 3);
+  v = conv2d_variant_for(x, weight, bias, output, {}, epi);
+  EXPECT_EQ(v.input_layout, Conv2dLayout::nhwc);
+  EXPECT_EQ(v.output_layout, Conv2dLayout::nchw);
+  v = conv2d_variant_for(input, wl, bias, y, {}, epi, Conv2dPrecision::fp32, r);
+  EXPECT_EQ(v.input_layout, Conv2dLayout::nchw);
+  EXPECT_EQ(v.weight_layout, Conv2dLayout::nhwc);
+  EXPECT_EQ(v.output_layout, Conv2dLayout::nhwc);
+  EXPECT_TRUE(v.has_residual);
+  // One channel: the channels-last strides are the contiguous ones too (NCHW is named).
+  const TensorView one = channels_last(fake(0x100000), DType::bf16, 2, 1, 16, 16);
+  const TensorView w1 = TensorView::contiguous(fake(0x200000), DType::bf16, {4, 1, 3, 3});
+  EXPECT_EQ(conv2d_variant_for(one, w1, bias, output, {}, epi).input_layout, Conv2dLayout::nchw);
+  // f32 channels-last too (on the general kernel).
+  const TensorView x32 = channels_last(fake(0x100000), DType::f32, 2, 8, 16, 16);
+  const TensorView w32 = TensorView::contiguous(fake(0x200000), DType::f32, {4, 8, 3, 3});
+  const TensorView y32 = TensorView::contiguous(fake(0x400000), DType::f32, {2, 4, 14, 14});
+  EXPECT_TRUE(conv2d_variant_for(x32, w32, TensorView{}, y32, {}, epi).uses_generic_kernel());
+}
+
+TEST_F(Conv2dDtypeArgs, RejectsDtypeMixesNamingTheTensors) {
+  TensorView w32 = weight;
+  w32.dtype = DType::f32;
+  std::string m = message_of([&] { conv2d(input, w32, bias, output, {}, epi); });
+  EXPECT_NE(m.find("input f16, weight f32, bias f16, output f16"), std::string::npos) << m;
+  TensorView y_bf = output;
+  y_bf.dtype = DType::bf16;
+  m = message_of([&] { conv2d(input, weight, TensorView{}, y_bf, {}, epi); });
+  EXPECT_NE(m.find("input f16, weight f16, output bf16"), std::string::npos) << m;
+  TensorView r32 = residual;
+  r32.dtype = DType::f32;
+  m = message_of([&] { conv2d(input, weight, bias, output, {}, epi, nullptr, Conv2dPrecision::fp32, r32); });
+  EXPECT_NE(m.find("residual f32"), std::string::npos) << m;
+  TensorView b_bf = bias;
+  b_bf.dtype = DType::bf16;
+  EXPECT_THROW(conv2d(input, weight, b_bf, output, {}, epi), InvalidArgument);
+  // f64 everywhere: one dtype, not a supported one.
+  TensorView x64 = input, w64 = weight, y64 = output;
+  x64.dtype = w64.dtype = y64.dtype = DType::f64;
+  m = message_of([&] { conv2d(x64, w64, TensorView{}, y64, {}, epi); });
+  EXPECT_NE(m.find("f64 is not supported"), std::string::npos) << m;
+  EXPECT_EQ(conv2d_stats().launches, 0u);
+  EXPECT_EQ(conv2d_stats().cache_lookups, 0u);  // nothing compiled or fetched
+}
+
+TEST_F(Conv2dDtypeArgs, RejectsStridesThatAreNeitherLayout) {
+  // Channels-first but with padded rows: neither layout.
+  const TensorView padded = TensorView::strided(fake(0x100000), DType::f16, {2, 8, 16, 16}, {8 * 16 * 20, 16 * 20, 20, 1});
+  std::string m = message_of([&] { conv2d(padded, weight, bias, output, {}, epi); });
+  EXPECT_NE(m.find("input"), std::string::npos) << m;
+  EXPECT_NE(m.find("strides [2560, 320, 20, 1]"), std::string::npos) << m;
+  // NHWC with a gap after each pixel's channels.
+  const TensorView gappy = TensorView::strided(fake(0x400000), DType::f16, {2, 4, 14, 14}, {14 * 14 * 5, 1, 14 * 5, 5});
+  m = message_of([&] { conv2d(input, weight, bias, gappy, {}, epi); });
+  EXPECT_NE(m.find("output"), std::string::npos) << m;
+  // A transposed weight (W and H swapped).
+  const TensorView wt = TensorView::strided(fake(0x200000), DType::f16, {4, 8, 3, 3}, {72, 9, 1, 3});
+  m = message_of([&] { conv2d(input, wt, bias, output, {}, epi); });
+  EXPECT_NE(m.find("weight"), std::string::npos) << m;
+  const TensorView strided_bias = TensorView::strided(fake(0x300000), DType::f16, {4}, {2});
+  EXPECT_THROW(conv2d(input, weight, strided_bias, output, {}, epi), InvalidArgument);
+  // A residual in the other layout than the output.
+  const TensorView r_nhwc = channels_last(fake(0x500000), DType::f16, 2, 4, 14, 14);
+  m = message_of([&] { conv2d(input, weight, bias, output, {}, epi, nullptr, Conv2dPrecision::fp32, r_nhwc); });
+  EXPECT_NE(m.find("the residual must have the output's layout"), std::string::npos) << m;
+  EXPECT_EQ(conv2d_stats().launches, 0u);
+  EXPECT_EQ(conv2d_stats().cache_lookups, 0u);
+}
+
+}  // namespace
