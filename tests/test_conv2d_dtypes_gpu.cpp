@@ -1,0 +1,240 @@
+// conv2d in f16, bf16 and f32 with NCHW and channels-last (NHWC) tensors on random valid shapes,
+// against a float64 CPU reference computed from the inputs as stored (rounded to the dtype), outputs
+// poisoned (NaN in every dtype) before each launch; and the special values (rounding ties, fp32
+// intermediate sums beyond f16's range, NaN and infinity) compared bit for bit. Skips without a
+// device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
+#include <random>
+#include <vector>
+
+#include "elementwise_reference.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using namespace cuinline;
+using namespace cuinline::ops;
+
+struct Shape {
+  int n, cin, h, w, cout, kh, kw;
+  Conv2dParams p;
+  bool bias;
+  bool residual = false;
+};
+
+// A host tensor of logical shape [n, c, h, w]: the values as the device reads them (already rounded
+// to the dtype) and its storage in a layout.
+struct HostTensor {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  DType dtype = DType::f32;
+  bool nhwc = false;
+  std::vector<double> values;  // logical NCHW order
+
+  std::size_t size() const { return values.size(); }
+  std::int64_t offset(std::int64_t i, std::int64_t ch, std::int64_t y, std::int64_t x) const {
+    return nhwc ? ((i * h + y) * w + x) * c + ch : ((i * c + ch) * h + y) * w + x;
+  }
+  std::size_t bytes() const { return size() * dtype_size(dtype); }
+  // The strides of the view ([N, C, H, W] order, elements).
+  std::vector<std::int64_t> strides() const {
+    return nhwc ? std::vector<std::int64_t>{h * w * c, 1, w * c, c}
+                : std::vector<std::int64_t>{c * h * w, h * w, w, 1};
+  }
+  std::vector<unsigned char> storage() const {
+    std::vector<unsigned char> out(bytes());
+    const std::size_t es = dtype_size(dtype);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t ch = 0; ch < c; ++ch)
+        for (std::int64_t y = 0; y < h; ++y)
+          for (std::int64_t x = 0; x < w; ++x) {
+            const std::uint64_t bits =
+                test::from_op(dtype, static_cast<float>(values[((i * c + ch) * h + y) * w + x]));
+            std::memcpy(out.data() + offset(i, ch, y, x) * es, &bits, es);  // little-endian
+          }
+    return out;
+  }
+  // Element (i, ch, y, x) of a device copy in this layout, widened to double.
+  double read(const std::vector<unsigned char>& raw, std::int64_t i, std::int64_t ch, std::int64_t y,
+              std::int64_t x) const {
+    std::uint64_t bits = 0;
+    const std::size_t es = dtype_size(dtype);
+    std::memcpy(&bits, raw.data() + offset(i, ch, y, x) * es, es);
+    return test::to_op(dtype, bits);
+  }
+};
+
+HostTensor random_tensor(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType dt, bool nhwc,
+                         std::mt19937_64& rng) {
+  HostTensor t{n, c, h, w, dt, nhwc, {}};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  t.values.resize(static_cast<std::size_t>(n * c * h * w));
+  // Rounded to the dtype first: the reference sees exactly what the kernel reads.
+  for (double& v : t.values) v = test::to_op(dt, test::from_op(dt, normal(rng)));
+  return t;
+}
+
+struct DeviceCopy {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+
+DeviceCopy upload(const HostTensor& t) {
+  DeviceCopy d{DeviceBuffer((t.bytes() + 3) / 4 * 4), {}};
+  const std::vector<unsigned char> raw = t.storage();
+  d.buffer.copy_from_host(raw.data(), raw.size());
+  const auto s = t.strides();
+  d.view = TensorView::strided(reinterpret_cast<void*>(d.buffer.ptr()), t.dtype, {t.n, t.c, t.h, t.w},
+                               {s[0], s[1], s[2], s[3]});
+  return d;
+}
+
+// relu-like epilogue of the tests: div(1) | leaky_relu(0.125).
+double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                 const HostTensor& r, int n, int co, int oy, int ox) {
+  double acc = s.bias ? b.values[co] : 0.0;
+  for (int ci = 0; ci < s.cin; ++ci)
+    for (int ky = 0; ky < s.kh; ++ky) {
+      const int iy = oy * s.p.stride_h - s.p.pad_h + ky * s.p.dilation_h;
+      if (iy < 0 || iy >= s.h) continue;
+      for (int kx = 0; kx < s.kw; ++kx) {
+        const int ix = ox * s.p.stride_w - s.p.pad_w + kx * s.p.dilation_w;
+        if (ix < 0 || ix >= s.w) continue;
+        acc += x.values[((std::size_t(n) * s.cin + ci) * s.h + iy) * s.w + ix] *
+               wt.values[((std::size_t(co) * s.cin + ci) * s.kh + ky) * s.kw + kx];
+      }
+    }
+  const int oh = static_cast<int>(r.h), ow = static_cast<int>(r.w);
+  if (s.residual) acc += r.values[((std::size_t(n) * s.cout + co) * oh + oy) * ow + ox];
+  return acc > 0 ? acc : acc * 0.125;
+}
+
+// Relative L2 error allowed. The kernel sums exact fp32 products of the stored values in fp32 (about
+// 1e-7 relative), then rounds each output once to the dtype: a relative error of at most 2^-11
+// (f16) or 2^-8 (bf16) per element, about a third of that in RMS for uniformly spread mantissas
+// (f16 ~1.6e-4, bf16 ~1.3e-3). The bounds leave ~10x room for accumulation-order effects on
+// cancelling sums (outputs near zero weigh little in the L2 norm) and catch any second rounding of
+// the sums to the dtype (a f16 or bf16 accumulator on reductions of hundreds of terms is well above).
+double tolerance(DType dt) {
+  return dt == DType::f16 ? 2e-3 : dt == DType::bf16 ? 1.6e-2 : 1e-5;
+}
+
+TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> k(1, 7), st(1, 3), pad(0, 3), dil(1, 3), coin(0, 1);
+  std::vector<Shape> shapes = {
+      {2, 16, 20, 20, 24, 3, 5, [] { Conv2dParams p; p.pad_h = 1; p.pad_w = 2; return p; }(), true, true},
+      {1, 3, 33, 17, 9, 7, 7, Conv2dParams::square(2, 3), true, false},
+      {2, 64, 14, 14, 32, 1, 1, Conv2dParams{}, false, true}};
+  while (shapes.size() < 8) {
+    Shape s{1 + coin(rng), 1 + static_cast<int>(rng() % 24), 1 + static_cast<int>(rng() % 40),
+            1 + static_cast<int>(rng() % 40), 1 + static_cast<int>(rng() % 40), k(rng), k(rng), {},
+            coin(rng) == 1, coin(rng) == 1};
+    s.p.stride_h = st(rng), s.p.stride_w = st(rng), s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
+    s.p.dilation_h = coin(rng) ? 1 : dil(rng), s.p.dilation_w = coin(rng) ? 1 : dil(rng);
+    const auto oh = conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h);
+    const auto ow = conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w);
+    if (oh <= 0 || ow <= 0 || double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 2e7) continue;
+    shapes.push_back(s);
+  }
+  Stream stream;
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (int layouts = 0; layouts < 4; ++layouts) {
+        const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = coin(rng) == 1;
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, w_nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
+        const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p,
+                                                   div_leaky_relu_epilogue(1.0, 0.125), Conv2dPrecision::fp32,
+                                                   s.residual ? dr.view : TensorView{});
+        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+        EXPECT_EQ(v.dtype, dt);
+        // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
+        if (s.cin > 1 && s.h * s.w > 1) {
+          EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
+        }
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream,
+               Conv2dPrecision::fp32, s.residual ? dr.view : TensorView{});
+        stream.synchronize();
+        std::vector<unsigned char> raw(y.bytes());
+        dy.buffer.copy_to_host(raw.data(), raw.size());
+        double num = 0, den = 0;
+        for (int n = 0; n < s.n; ++n)
+          for (int co = 0; co < s.cout; ++co)
+            for (int oy = 0; oy < oh; ++oy)
+              for (int ox = 0; ox < ow; ++ox) {
+                const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
+                const double got = y.read(raw, n, co, oy, ox);
+                num += (got - ref) * (got - ref);
+                den += ref * ref;
+              }
+        const double err = std::sqrt(num / (den > 0 ? den : 1));
+        EXPECT_LE(err, tolerance(dt));  // NaN (an unwritten output) fails too
+      }
+    }
+  }
+}
+
+// A 1 x 1 convolution of 3 channels with weights (1, 1, -1), no bias, identity epilogue: each output
+// pixel is x0 + x1 - x2, a sum exact in fp32. Compared bit for bit with the sum rounded once to
+// nearest even: ties (1 + 2^-11 -> 1 and 1 + 3 * 2^-11 -> 1 + 2^-9 in f16; likewise 2^-8 for bf16),
+// an intermediate 80000 beyond f16's range that a f16 accumulator would turn to infinity, NaN and
+// infinity propagated. In both input and output layouts.
+TEST(Conv2dDtypesGpu, SpecialValuesRoundOnceToNearestEven) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const double inf = INFINITY, nan = NAN;
+  const double u11 = std::ldexp(1.0, -11), u8 = std::ldexp(1.0, -8);
+  const std::vector<std::vector<double>> pixels = {
+      {40000, 40000, 40000}, {1, u11, 0}, {1, 3 * u11, 0}, {1, u8, 0}, {1, 3 * u8, 0},
+      {nan, 1, 1},           {inf, 1, 0}, {1, 1, inf},     {-2, 0.5, 0.25}, {0, 0, 0}};
+  const int w = static_cast<int>(pixels.size());
+  Stream stream;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (int layouts = 0; layouts < 4; ++layouts) {
+      const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2;
+      HostTensor x{1, 3, 1, w, dt, in_nhwc, std::vector<double>(3 * w)};
+      for (int px = 0; px < w; ++px)
+        for (int c = 0; c < 3; ++c) x.values[c * w + px] = test::to_op(dt, test::from_op(dt, float(pixels[px][c])));
+      HostTensor wt{1, 3, 1, 1, dt, false, {1, 1, -1}};
+      HostTensor y{1, 1, 1, w, dt, out_nhwc, std::vector<double>(w)};
+      DeviceCopy dx = upload(x), dw = upload(wt), dy = upload(y);
+      dy.buffer.fill_u32(0xffffffffu);
+      SCOPED_TRACE(std::string(to_string(dt)) + (in_nhwc ? " nhwc in" : " nchw in") +
+                   (out_nhwc ? " nhwc out" : " nchw out"));
+      conv2d(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}), stream);
+      stream.synchronize();
+      std::vector<unsigned char> raw(y.bytes());
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      const std::size_t es = dtype_size(dt);
+      for (int px = 0; px < w; ++px) {
+        const double exact = x.values[px] + x.values[w + px] - x.values[2 * w + px];
+        std::uint64_t got = 0;
+        std::memcpy(&got, raw.data() + px * es, es);
+        const std::uint64_t want = test::from_op(dt, static_cast<float>(exact));
+        if (std::isnan(exact)) {
+          EXPECT_TRUE(std::isnan(test::to_op(dt, got))) << "pixel " << px;
+        } else {
+          EXPECT_EQ(got, want) << "pixel " << px << ": exact " << exact;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
