@@ -40,6 +40,23 @@ std::vector<ops::Conv2dPrecision> parse_precisions(const JsonField& field) {
   return out;
 }
 
+// "layout": "nchw" or ["nchw", "nhwc"] (conv2d: the input's and the output's; "weight_layout" the
+// weight's).
+std::vector<ops::Conv2dLayout> parse_layouts(const JsonField& field) {
+  using ops::Conv2dLayout;
+  static const std::vector<std::string> names = {ops::to_string(Conv2dLayout::nchw),
+                                                 ops::to_string(Conv2dLayout::nhwc)};
+  std::vector<Conv2dLayout> out;
+  for (const auto& item : field.one_or_many()) out.push_back(ops::parse_conv2d_layout(item.as_choice(names)));
+  return out;
+}
+
+// The layout the library reads from a tensor's strides: where channels-last and contiguous strides
+// address the same elements (one channel, or a single pixel) it names NCHW, so a spec variant does too.
+ops::Conv2dLayout seen_layout(ops::Conv2dLayout layout, std::int64_t channels, std::int64_t pixels) {
+  return channels == 1 || pixels == 1 ? ops::Conv2dLayout::nchw : layout;
+}
+
 std::vector<double> parse_numbers(const JsonField& field, double min, double max) {
   std::vector<double> out;
   for (const auto& item : field.one_or_many()) out.push_back(item.as_number(min, max));
@@ -174,10 +191,21 @@ std::pair<int, int> parse_hw(const JsonField& field, std::int64_t min, std::int6
 
 Conv2dEntry parse_conv2d(const JsonField& entry) {
   entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias",
-                       "epilogue", "precision"});
+                       "epilogue", "precision", "layout", "weight_layout"});
+  // dtype: of every tensor (f32, f16, bf16; one or a list). layout: of the input and the output
+  // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default nchw: contiguous).
+  std::vector<DType> dtypes = {DType::f32};
   if (auto f = entry.find("dtype")) {
-    for (const auto& item : f->one_or_many()) item.as_choice({"f32"});
+    dtypes.clear();
+    for (const auto& item : f->one_or_many()) {
+      const std::string name = item.as_choice({"f32", "f16", "bf16"});
+      dtypes.push_back(*parse_dtype(name));
+    }
   }
+  std::vector<ops::Conv2dLayout> layouts = {ops::Conv2dLayout::nchw};
+  if (auto f = entry.find("layout")) layouts = parse_layouts(*f);
+  std::vector<ops::Conv2dLayout> weight_layouts = {ops::Conv2dLayout::nchw};
+  if (auto f = entry.find("weight_layout")) weight_layouts = parse_layouts(*f);
   // input: [N, C, H, W] (N is a run-time value, not part of the kernel) or [C, H, W].
   auto input = entry.at("input").elements(3, 4);
   std::size_t first = input.size() == 4 ? 1 : 0;
@@ -215,13 +243,25 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   for (const auto& epilogue : epilogues) {
     for (bool bias : biases) {
       for (ops::Conv2dPrecision precision : precisions) {
-        try {
-          auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
-          variant.precision = precision;
-          variant.validate();
-          conv.variants.push_back(std::move(variant));
-        } catch (const InvalidArgument& e) {
-          entry.fail(e.what());
+        for (DType dtype : dtypes) {
+          for (ops::Conv2dLayout layout : layouts) {
+            for (ops::Conv2dLayout weight_layout : weight_layouts) {
+              try {
+                auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
+                variant.precision = precision;
+                variant.dtype = dtype;
+                variant.input_layout = seen_layout(layout, c, std::int64_t{h} * w);
+                variant.weight_layout = seen_layout(weight_layout, c, std::int64_t{kh} * kw);
+                variant.output_layout = seen_layout(layout, k, variant.out_height() * variant.out_width());
+                variant.validate();
+                // The same kernel listed twice (a layout that reads as NCHW): once.
+                if (std::find(conv.variants.begin(), conv.variants.end(), variant) == conv.variants.end())
+                  conv.variants.push_back(std::move(variant));
+              } catch (const InvalidArgument& e) {
+                entry.fail(e.what());
+              }
+            }
+          }
         }
       }
     }

@@ -1,0 +1,106 @@
+// `cuinline warm` for conv2d in f16 / bf16 and channels-last: a spec's "dtype", "layout" and
+// "weight_layout" give exactly the variants (and cache keys) the library looks up at run time for
+// tensors of those dtypes and strides. Host-only: compiles target --arch sm_90, the run-time variant
+// comes from the argument checks on fake pointers (nothing is launched).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cuinline/cache.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/module.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_test_support.hpp"
+
+namespace {
+
+using cuinline::DType;
+using cuinline::test::CliTest;
+using cuinline::test::Result;
+using cuinline::TensorView;
+using namespace cuinline::ops;
+
+void* fake(std::uintptr_t at) {
+  return reinterpret_cast<void*>(at);
+}
+
+// [n, c, h, w] contiguous or channels-last.
+TensorView view(std::uintptr_t at, DType dt, bool nhwc, std::int64_t n, std::int64_t c, std::int64_t h,
+                std::int64_t w) {
+  if (!nhwc) return TensorView::contiguous(fake(at), dt, {n, c, h, w});
+  return TensorView::strided(fake(at), dt, {n, c, h, w}, {h * w * c, 1, w * c, c});
+}
+
+TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 32, 32],
+                                            "filters": [16, 3, 3], "padding": 1, "bias": true,
+                                            "epilogue": "relu", "dtype": ["f16", "bf16"],
+                                            "layout": ["nchw", "nhwc"], "weight_layout": ["nchw", "nhwc"]}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 8 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,8x32x32,16x3x3,s1x1,p1x1,d1x1,bias>[relu] sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,8x32x32,16x3x3,s1x1,p1x1,d1x1,bias,x:nhwc,w:nhwc,y:nhwc>[relu]");
+
+  // What conv2d() asks for with such tensors (f16 / bf16, contiguous or channels-last) is a disk hit.
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (bool nhwc : {false, true}) {
+      for (bool w_nhwc : {false, true}) {
+        const Conv2dVariant v = conv2d_variant_for(
+            view(0x100000, dt, nhwc, 4, 8, 32, 32), view(0x200000, dt, w_nhwc, 16, 8, 3, 3),
+            TensorView::contiguous(fake(0x300000), dt, {16}), view(0x400000, dt, nhwc, 4, 16, 32, 32),
+            Conv2dParams::square(1, 1), Op::relu());
+        cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+        cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
+        EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+      }
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(cache.stats().disk_hits, 8u);
+}
+
+// One input channel: channels-last strides are the contiguous ones, so the library names the input
+// NCHW; the spec's "nhwc" variant is that same kernel (listed once, found at run time).
+TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "conv2d", "input": [1, 20, 20],
+                                            "filters": [4, 3, 3], "dtype": "bf16", "layout": "nhwc"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 1 compiled");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,1x20x20,4x3x3,s1x1,p0x0,d1x1,y:nhwc>[identity] sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const Conv2dVariant v = conv2d_variant_for(view(0x100000, DType::bf16, true, 2, 1, 20, 20),
+                                             view(0x200000, DType::bf16, false, 4, 1, 3, 3), TensorView{},
+                                             view(0x400000, DType::bf16, true, 2, 4, 18, 18), {}, Op::chain({}));
+  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+  cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
+  EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+}
+
+TEST_F(CliTest, WarmConv2dRejectsUnknownDtypesAndLayouts) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "dtype": "f64"}]})",
+       R"(entries[0].dtype: expected one of f32,f16,bf16, got "f64")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "layout": "NHWC"}]})",
+       R"(entries[0].layout: expected one of nchw,nhwc, got "NHWC")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3],
+                        "weight_layout": ["nchw", "ohwi"]}]})",
+       R"(entries[0].weight_layout[1]: expected one of nchw,nhwc, got "ohwi")"},
+  };
+  for (const auto& [json, message] : cases) {
+    auto spec = write_spec("bad.json", json);
+    Result r = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
+    EXPECT_EQ(r.code, 2) << json << "\n" << r.err;
+    EXPECT_CONTAINS(r.err, "cuinline: error: " + message);
+  }
+  EXPECT_TRUE(entry_files().empty());
+}
+
+}  // namespace
