@@ -233,6 +233,20 @@ TEST_F(CliTest, RunPrecisionIsForConv2dOnly) {
   EXPECT_TRUE(entry_files().empty());
 }
 
+TEST_F(CliTest, RunConv2dDtypeAndLayoutAreChecked) {
+  // Usage errors (exit 2) before the GPU is looked for; f16/bf16 and nhwc themselves need a GPU.
+  Result f64 = cli({"run", "conv2d", "--dtype", "f64"});
+  EXPECT_EQ(f64.code, 2) << f64.err;
+  EXPECT_CONTAINS(f64.err, "--dtype: conv2d takes f32, f16 or bf16");
+  Result relu = cli({"run", "relu", "--layout", "nhwc"});
+  EXPECT_EQ(relu.code, 2) << relu.err;
+  EXPECT_CONTAINS(relu.err, "--layout: only the conv2d op takes a layout, not 'relu'");
+  Result bad = cli({"run", "conv2d", "--layout", "NHWC"});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_CONTAINS(bad.err, "--layout: expected nchw or nhwc (channels-last), got 'NHWC'");
+  EXPECT_TRUE(entry_files().empty());
+}
+
 TEST_F(CliTest, SpecParserSurvivesGarbage) {
   // Fresh random mutations of the seeds spec every run, plus hand-picked nasty inputs. --dry-run:
   // whatever parses is listed, nothing is compiled.

@@ -68,6 +68,7 @@ struct RunOptions {
   double slope = 0.01;
   double divisor = 2.0;
   std::optional<std::string> precision;  ///< conv2d only: fp32 (when not given), tf32 or tf32x3
+  std::optional<std::string> layout;     ///< conv2d only: nchw (when not given) or nhwc (channels-last)
   std::optional<std::string> inputs;     ///< N-ary: "8192x28672,28672" (one shape per input)
   int outputs = 0;                       ///< N-ary: 0 = the op's (op.outputs())
   int repeat = 20;

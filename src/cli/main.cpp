@@ -114,6 +114,8 @@ int dispatch(int argc, char** argv) {
   run_cmd->add_option("--slope", run.slope, "LeakyReLU slope");
   run_cmd->add_option("--divisor", run.divisor, "Divisor (div_leaky_relu, conv2d)");
   run_cmd->add_option("--precision", run.precision, "conv2d arithmetic: fp32 (default), tf32 or tf32x3");
+  run_cmd->add_option("--layout", run.layout,
+                      "conv2d tensors: nchw (default) or nhwc (channels-last, as PyTorch's torch.channels_last)");
   run_cmd->add_option("--repeat", run.repeat, "Timed launches")->check(CLI::Range(1, 100000));
   run_cmd->add_option("--device", run.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
 

@@ -110,67 +110,141 @@ Measurement measure_elementwise(const ops::Op& op, DType dtype, const std::vecto
   throw InvalidArgument("unknown dtype");
 }
 
-// conv2d (3×3, 64 filters, no padding) → / divisor → LeakyReLU(slope), the seed model's layer.
-Measurement measure_conv2d(const std::vector<std::int64_t>& shape, double divisor, double slope,
-                           ops::Conv2dPrecision precision, int repeat) {
+// conv2d (3×3, 64 filters, no padding) → / divisor → LeakyReLU(slope), the seed model's layer, in
+// f32, f16 or bf16, NCHW or channels-last (input, weight and output laid out as PyTorch's
+// memory_format=torch.channels_last lays them out).
+Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, bool channels_last, double divisor,
+                           double slope, ops::Conv2dPrecision precision, int repeat) {
   if (shape.size() != 4) throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
   const int n = static_cast<int>(shape[0]), c = static_cast<int>(shape[1]);
   const int h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
   const int k = 64, r = 3, s = 3;
   if (h < r || w < s) throw InvalidArgument("--shape: the image is smaller than the 3x3 filter");
   const int oh = h - r + 1, ow = w - s + 1;
+  const std::size_t es = dtype_size(dtype);
   std::size_t in_count = std::size_t(n) * c * h * w, w_count = std::size_t(k) * c * r * s;
   std::size_t out_count = std::size_t(n) * k * oh * ow;
   Measurement m;
-  char what[128];
-  std::snprintf(what, sizeof what, "conv2d 64x3x3 %s | div(%g)|leaky_relu(%g)", ops::to_string(precision),
-                divisor, slope);
+  char what[160];
+  std::snprintf(what, sizeof what, "conv2d 64x3x3 %s %s%s | div(%g)|leaky_relu(%g)", to_string(dtype),
+                ops::to_string(precision), channels_last ? " channels-last" : "", divisor, slope);
   m.what = what;
-  m.tensor = make_view(nullptr, DType::f32, shape).describe();
-  m.bytes_moved = 4.0 * static_cast<double>(in_count + w_count + k + out_count);
+  m.tensor = make_view(nullptr, dtype, shape).describe() + (channels_last ? " (channels-last)" : "");
+  m.bytes_moved = static_cast<double>(es * (in_count + w_count + k + out_count));
   m.flops = 2.0 * static_cast<double>(out_count) * c * r * s;
-  check_memory(4 * (in_count + w_count + k + out_count), current_device());
+  check_memory(es * (in_count + w_count + k + out_count), current_device());
 
-  std::vector<float> x(in_count), wt(w_count), bias(k), y(out_count);
+  // Values drawn in float, rounded to the dtype: the reference uses exactly what the GPU reads.
+  auto to_bits = [dtype](float v) -> std::uint16_t {
+    return dtype == DType::f16 ? float_to_half(v) : float_to_bf16(v);
+  };
+  auto from_bits = [dtype](std::uint16_t b) { return dtype == DType::f16 ? half_to_float(b) : bf16_to_float(b); };
+  auto round_to_dtype = [&](float v) { return dtype == DType::f32 ? v : from_bits(to_bits(v)); };
+  std::vector<float> x(in_count), wt(w_count), bias(k);  // logical NCHW / KCRS order
   std::uint64_t seed = fresh_seed();
   parallel_for(in_count, [&](std::size_t b, std::size_t e) {
     std::uint64_t state = seed ^ (b * 0x632BE59BD9B4E019ull);
-    for (std::size_t i = b; i < e; ++i) x[i] = static_cast<float>(uniform(state, -1, 1));
+    for (std::size_t i = b; i < e; ++i) x[i] = round_to_dtype(static_cast<float>(uniform(state, -1, 1)));
   });
   std::uint64_t state = seed + 1;
   double scale = 1.0 / std::sqrt(double(c * r * s));
-  for (auto& v : wt) v = static_cast<float>(uniform(state, -scale, scale));
-  for (auto& v : bias) v = static_cast<float>(uniform(state, -scale, scale));
+  for (auto& v : wt) v = round_to_dtype(static_cast<float>(uniform(state, -scale, scale)));
+  for (auto& v : bias) v = round_to_dtype(static_cast<float>(uniform(state, -scale, scale)));
 
-  DeviceBuffer dx(in_count * 4), dw(w_count * 4), db(std::size_t(k) * 4), dy(out_count * 4);
-  dx.copy_from_host(x.data(), in_count * 4);
-  dw.copy_from_host(wt.data(), w_count * 4);
-  db.copy_from_host(bias.data(), std::size_t(k) * 4);
-  dy.fill_u32(kPoison);
+  // Memory order: NCHW, or NHWC (element (n, c, h, w) at ((n * H + h) * W + w) * C + c).
+  auto in_pos = [&](std::size_t ni, std::size_t ci, std::size_t yi, std::size_t xi) {
+    return channels_last ? ((ni * h + yi) * w + xi) * c + ci : ((ni * c + ci) * h + yi) * w + xi;
+  };
+  auto w_pos = [&](std::size_t ko, std::size_t ci, std::size_t yi, std::size_t xi) {
+    return channels_last ? ((ko * r + yi) * s + xi) * c + ci : ((ko * c + ci) * r + yi) * s + xi;
+  };
+  auto out_pos = [&](std::size_t ni, std::size_t ko, std::size_t yi, std::size_t xi) {
+    return channels_last ? ((ni * oh + yi) * ow + xi) * k + ko : ((ni * k + ko) * oh + yi) * ow + xi;
+  };
+  auto upload = [&](DeviceBuffer& buffer, const std::vector<float>& logical, auto position) {
+    std::vector<unsigned char> bytes(logical.size() * es);
+    position([&](std::size_t logical_index, std::size_t memory_index) {
+      const float v = logical[logical_index];
+      if (dtype == DType::f32) {
+        std::memcpy(bytes.data() + memory_index * 4, &v, 4);
+      } else {
+        const std::uint16_t b = to_bits(v);
+        std::memcpy(bytes.data() + memory_index * 2, &b, 2);
+      }
+    });
+    buffer.copy_from_host(bytes.data(), bytes.size());
+  };
+  DeviceBuffer dx(in_count * es), dw(w_count * es), db(std::size_t(k) * es), dy(out_count * es);
+  upload(dx, x, [&](auto put) {
+    std::size_t i = 0;
+    for (std::size_t ni = 0; ni < std::size_t(n); ++ni)
+      for (std::size_t ci = 0; ci < std::size_t(c); ++ci)
+        for (std::size_t yi = 0; yi < std::size_t(h); ++yi)
+          for (std::size_t xi = 0; xi < std::size_t(w); ++xi) put(i++, in_pos(ni, ci, yi, xi));
+  });
+  upload(dw, wt, [&](auto put) {
+    std::size_t i = 0;
+    for (std::size_t ko = 0; ko < std::size_t(k); ++ko)
+      for (std::size_t ci = 0; ci < std::size_t(c); ++ci)
+        for (std::size_t yi = 0; yi < std::size_t(r); ++yi)
+          for (std::size_t xi = 0; xi < std::size_t(s); ++xi) put(i++, w_pos(ko, ci, yi, xi));
+  });
+  upload(db, bias, [&](auto put) {
+    for (std::size_t i = 0; i < std::size_t(k); ++i) put(i, i);
+  });
+  dy.fill_u32(kPoison);  // a NaN in every dtype, whatever the element size
   Stream stream;
-  TensorView vx = make_view(dx.as<void>(), DType::f32, shape);
-  TensorView vw = make_view(dw.as<void>(), DType::f32, {k, c, r, s});
-  TensorView vb = make_view(db.as<void>(), DType::f32, {k});
-  TensorView vy = make_view(dy.as<void>(), DType::f32, {n, k, oh, ow});
+  auto view = [&](void* data, std::vector<std::int64_t> dims) {
+    TensorView v = make_view(data, dtype, dims);
+    if (channels_last) {  // [N, C, H, W] with strides [H*W*C, 1, W*C, C]
+      v.strides[0] = dims[1] * dims[2] * dims[3];
+      v.strides[1] = 1;
+      v.strides[2] = dims[3] * dims[1];
+      v.strides[3] = dims[1];
+    }
+    return v;
+  };
+  TensorView vx = view(dx.as<void>(), shape);
+  TensorView vw = view(dw.as<void>(), {k, c, r, s});
+  TensorView vb = make_view(db.as<void>(), dtype, {k});
+  TensorView vy = view(dy.as<void>(), {n, k, oh, ow});
   auto launch = [&] {
     ops::conv2d_div_leaky_relu(vx, vw, vb, vy, ops::Conv2dParams{}, divisor, slope, stream, precision);
   };
   time_first_call(m, stream, launch);
-  dy.copy_to_host(y.data(), out_count * 4);
-
+  std::vector<unsigned char> raw(out_count * es);
+  dy.copy_to_host(raw.data(), raw.size());
+  auto output = [&](std::size_t memory_index) {
+    if (dtype == DType::f32) {
+      float v;
+      std::memcpy(&v, raw.data() + memory_index * 4, 4);
+      return v;
+    }
+    std::uint16_t b;
+    std::memcpy(&b, raw.data() + memory_index * 2, 2);
+    return from_bits(b);
+  };
+  auto poisoned = [&](std::size_t memory_index) {
+    for (std::size_t b = 0; b < es; ++b) {
+      if (raw[memory_index * es + b] != 0xFF) return false;
+    }
+    return true;
+  };
   std::atomic<std::size_t> unwritten{0};
   parallel_for(out_count, [&](std::size_t b, std::size_t e) {
     std::size_t local = 0;
-    for (std::size_t i = b; i < e; ++i) local += float_bits(y[i]) == kPoison ? 1 : 0;
+    for (std::size_t i = b; i < e; ++i) local += poisoned(i) ? 1 : 0;
     unwritten += local;
   });
-  // A sample of outputs against a double-precision reference.
+  // A sample of outputs against a double-precision reference. Half outputs are rounded once more:
+  // half an ulp of the result (2^-11 relative in f16, 2^-8 in bf16) on top of the fp32 bound.
   constexpr int kSamples = 1 << 16;
   const double tolerance = conv2d_relative_tolerance(precision);
+  const double rounding = dtype == DType::f16 ? std::ldexp(1.0, -11) : dtype == DType::bf16 ? std::ldexp(1.0, -8) : 0;
   std::size_t beyond = 0;
   double max_err = 0;
   for (int t = 0; t < kSamples; ++t) {
-    std::size_t idx = splitmix(state) % out_count;
+    std::size_t idx = splitmix(state) % out_count;  // logical NCHW index
     int ox = int(idx % ow), oy = int(idx / ow % oh), ko = int(idx / (std::size_t(ow) * oh) % k);
     int ni = int(idx / (std::size_t(ow) * oh * k));
     double acc = bias[ko], mag = std::fabs(bias[ko]);
@@ -184,16 +258,18 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, double diviso
         }
       }
     }
+    const float got = output(out_pos(ni, ko, oy, ox));
     double t_ = acc / divisor, ref = t_ > 0 ? t_ : t_ * slope;
-    if (std::isfinite(ref)) max_err = std::max(max_err, std::fabs(ref - y[idx]));
-    if (!conv2d_output_ok(acc, tolerance * mag, divisor, slope, y[idx])) ++beyond;
+    if (std::isfinite(ref)) max_err = std::max(max_err, std::fabs(ref - got));
+    if (!conv2d_output_ok(acc, tolerance * mag + rounding * std::fabs(acc), divisor, slope, got)) ++beyond;
   }
   m.ok = unwritten == 0 && beyond == 0;
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "%s: %zu outputs never written; %d sampled outputs against a float64 reference, %zu "
-                "beyond %g of their magnitude (max abs error %.3g)",
-                m.ok ? "ok" : "FAILED", unwritten.load(), kSamples, beyond, tolerance, max_err);
+                "beyond %g of their magnitude%s (max abs error %.3g)",
+                m.ok ? "ok" : "FAILED", unwritten.load(), kSamples, beyond, tolerance,
+                rounding > 0 ? " plus the output's rounding" : "", max_err);
   m.check = buf;
   time_steady(m, stream, repeat, launch);
   return m;
@@ -227,7 +303,15 @@ int run_op(const RunOptions& options) {
   auto dtype = parse_dtype(options.dtype);
   if (!dtype) throw InvalidArgument("--dtype: expected one of f32,f16,bf16,f64, got '" + options.dtype + "'");
   bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
-  if (conv && *dtype != DType::f32) throw InvalidArgument("--dtype: conv2d is float32 only");
+  if (conv && *dtype == DType::f64) throw InvalidArgument("--dtype: conv2d takes f32, f16 or bf16");
+  bool channels_last = false;
+  if (options.layout) {
+    if (!conv) throw InvalidArgument("--layout: only the conv2d op takes a layout, not '" + options.op + "'");
+    if (*options.layout != "nchw" && *options.layout != "nhwc") {
+      throw InvalidArgument("--layout: expected nchw or nhwc (channels-last), got '" + *options.layout + "'");
+    }
+    channels_last = *options.layout == "nhwc";
+  }
   if (conv && !options.shape.empty() && options.shape.size() != 4) {
     throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
   }
@@ -253,7 +337,7 @@ int run_op(const RunOptions& options) {
   Measurement m;
   if (conv) {
     auto shape = options.shape.empty() ? std::vector<std::int64_t>{128, 8, 128, 128} : options.shape;
-    m = measure_conv2d(shape, options.divisor, options.slope, precision, options.repeat);
+    m = measure_conv2d(shape, *dtype, channels_last, options.divisor, options.slope, precision, options.repeat);
   } else {
     auto shape = options.shape.empty() ? std::vector<std::int64_t>{4096, 393216} : options.shape;
     m = measure_elementwise(op, *dtype, shape, options.repeat);
@@ -299,7 +383,9 @@ int run_bench(const BenchOptions& options) {
     rows.push_back(measure_elementwise(ops::Op::leaky_relu(0.01), dtype, big, options.repeat));
   }
   rows.push_back(measure_elementwise(ops::Op::div_leaky_relu(2, 0.01), DType::f32, big, options.repeat));
-  rows.push_back(measure_conv2d(conv, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  rows.push_back(measure_conv2d(conv, DType::f32, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  rows.push_back(measure_conv2d(conv, DType::f16, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  rows.push_back(measure_conv2d(conv, DType::bf16, true, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
 
   std::printf("GPU %d: %s; medians of %d launches (CUDA events)\n\n", options.device,
               device_info(options.device).name.c_str(), options.repeat);
