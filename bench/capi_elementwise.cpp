@@ -154,11 +154,16 @@ int cuinline_ew_host_cost(int which, int dtype, void* in, void* out, long long n
                                                         cuinline::device_arch(device));
       fn = module.kernel(cuinline::ops::kernel_name(plan.variant)).function(device);
     }
-    const void* pin = plan.in;
-    void* pout = plan.out;
+    struct {  // ew_nary's first parameter (ew_nary_args in kernel_templates/ew_nary.cuh)
+      const void* in[8];
+      void* out[4];
+      long long period[8];
+    } operands{};
+    operands.in[0] = plan.in;
+    operands.out[0] = plan.out;
     unsigned un = static_cast<unsigned>(plan.numel), uh = static_cast<unsigned>(plan.head);
     int reps = 1;  // small tensors: one pass of 16 bytes per thread (see ops::detail::reps_for)
-    void* args[] = {&pin, &pout, &un, &uh, &reps};
+    void* args[] = {&operands, &un, &uh, &reps};
     auto one = [&] {
       switch (which) {
         case 0:

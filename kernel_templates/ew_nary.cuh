@@ -1,4 +1,5 @@
-// ew_nary.cuh — elementwise kernels over several inputs and outputs (ops::apply with tensor lists).
+// ew_nary.cuh — the elementwise kernels (ops::apply, one input or several; relu and the other
+// one-input ops are its one-input case).
 //
 // The rendered program defines the op functor F (`void operator()(const S (&xs)[NI], S (&ys)[NO])`,
 // src/templates/render.cpp) and a shape struct Sh with kInputs, kOutputs and, per input k, kPattern<k>:
@@ -6,10 +7,14 @@
 //   EWN_SCALAR  one element, broadcast: in[0]
 //   EWN_ROW     repeated along leading dimensions (a bias row): in[i % period]
 //   EWN_COL     repeated along trailing dimensions (a column): in[i / period]
-// ew_nary: contiguous outputs, one W-element vector per thread in an exact grid (16 bytes per
-// access when the host could pick W = 16 / sizeof(S); the host makes every period a multiple of W,
-// so a row is loaded as whole vectors and a column element once per vector); the last block also
-// does the n % W tail. ew_nary_strided: any strides, one element per thread, 64-bit indices.
+// ew_nary: contiguous outputs, n elements. The host picks W (elements per access, up to 16 bytes)
+// and `head` (< W) scalar elements so that every whole-tensor operand + head is W-element aligned
+// (head is 0 when an input is a row or a column; the host makes every period a multiple of W, so a
+// row is loaded as whole vectors and a column element once per vector). Each thread moves kUnroll
+// block-strided vectors (16 bytes per thread and operand), all loads first; the exact grid covers
+// the vectors once, and the last block also does the scalar head and tail (fewer than 2W elements),
+// so nothing is read or written outside [0, n). ew_nary_strided: any strides, one element per
+// thread, 64-bit indices.
 #ifndef CUINLINE_EW_NARY_CUH
 #define CUINLINE_EW_NARY_CUH
 
@@ -54,9 +59,9 @@ __device__ __forceinline__ S ewn_ldg1(const S* p) {
   return u.s;
 }
 
-// Input K's W elements for vector v (elements v * W .. v * W + W - 1).
+// Input K's W elements e .. e + W - 1 (e = head + v * W for vector v; aligned for FULL and ROW).
 template <class Sh, int K, class S, int W, class I>
-__device__ __forceinline__ void ewn_load(const ew_nary_args& a, I v, S (&x)[W]) {
+__device__ __forceinline__ void ewn_load(const ew_nary_args& a, I e, S (&x)[W]) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   union V {
     R raw;
@@ -69,13 +74,12 @@ __device__ __forceinline__ void ewn_load(const ew_nary_args& a, I v, S (&x)[W]) 
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else if (pattern == EWN_COL) {
-    const S s = ewn_ldg1(in + (v * W) / static_cast<I>(a.period[K]));
+    const S s = ewn_ldg1(in + e / static_cast<I>(a.period[K]));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else {
-    const I e = pattern == EWN_ROW ? (v * W) % static_cast<I>(a.period[K]) : v * W;
     V u;
-    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + e));
+    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWN_ROW ? e % static_cast<I>(a.period[K]) : e)));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = u.s[w];
   }
@@ -94,9 +98,9 @@ __device__ __forceinline__ S ewn_load_one(const ew_nary_args& a, I i) {
 
 template <class Sh, class S, int W, class I, int K = 0>
 struct ewn_inputs {
-  static __device__ __forceinline__ void load(const ew_nary_args& a, I v, S (&x)[Sh::kInputs][W]) {
-    ewn_load<Sh, K>(a, v, x[K]);
-    ewn_inputs<Sh, S, W, I, K + 1>::load(a, v, x);
+  static __device__ __forceinline__ void load(const ew_nary_args& a, I e, S (&x)[Sh::kInputs][W]) {
+    ewn_load<Sh, K>(a, e, x[K]);
+    ewn_inputs<Sh, S, W, I, K + 1>::load(a, e, x);
   }
   static __device__ __forceinline__ void load_one(const ew_nary_args& a, I i, S (&x)[Sh::kInputs]) {
     x[K] = ewn_load_one<Sh, K, S>(a, i);
@@ -109,20 +113,22 @@ struct ewn_inputs<Sh, S, W, I, Sh::kInputs> {
   static __device__ __forceinline__ void load_one(const ew_nary_args&, I, S (&)[Sh::kInputs]) {}
 };
 
-// The one-input kernel's bounds (8 blocks of 256 threads with 32-bit indices: at most 32
-// registers). Measured on an H200 (bench/nary_bench.cpp): bf16 bias + GELU (erff on 8 elements a
-// thread, compute-bound) took 0.332 ms with these and 0.379 ms with 4 blocks (64 registers); the
-// memory-bound ops were the same either way.
-template <class Sh, class F, class S, int W, class I>
-__global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8) ew_nary(ew_nary_args a, I n) {
+// U vectors of thread `first` (block-strided: u * EW_BLOCK apart, coalesced), every load issued
+// before the first use. Checked: some of the U vectors may lie past the last one (nv).
+template <int U, bool Checked, class Sh, class F, class S, int W, class I>
+__device__ __forceinline__ void ewn_vectors(const ew_nary_args& a, I head, I first, I nv, const F& f) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   enum { NI = Sh::kInputs, NO = Sh::kOutputs };
-  const F f;
-  const I nv = n / W;
-  const I v = static_cast<I>(blockIdx.x) * EW_BLOCK + threadIdx.x;
-  if (v < nv) {
-    S x[NI][W];
-    ewn_inputs<Sh, S, W, I>::load(a, v, x);  // every load issued before the first use
+  S x[U][NI][W];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const I v = first + u * EW_BLOCK;
+    if (!Checked || v < nv) ewn_inputs<Sh, S, W, I>::load(a, head + v * W, x[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const I v = first + u * EW_BLOCK;
+    if (Checked && v >= nv) continue;
     union V {
       R raw;
       S s[W];
@@ -131,17 +137,55 @@ __global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8) ew_nary(ew_n
     for (int w = 0; w < W; ++w) {
       S xs[NI], ys[NO];
 #pragma unroll
-      for (int k = 0; k < NI; ++k) xs[k] = x[k][w];
+      for (int k = 0; k < NI; ++k) xs[k] = x[u][k][w];
       f(xs, ys);
 #pragma unroll
       for (int k = 0; k < NO; ++k) y[k].s[w] = ys[k];
     }
 #pragma unroll
-    for (int k = 0; k < NO; ++k) EW_STORE(reinterpret_cast<R*>(a.out[k]) + v, y[k].raw);
+    for (int k = 0; k < NO; ++k) EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[k]) + head) + v, y[k].raw);
+  }
+}
+
+// U vectors a thread, from the thread's place in the grid.
+template <int U, class Sh, class F, class S, int W, class I>
+__device__ __forceinline__ void ewn_pass(const ew_nary_args& a, I head, I nv, const F& f) {
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * U) + threadIdx.x;
+  if (first + (U - 1) * EW_BLOCK < nv) {
+    ewn_vectors<U, false, Sh, F, S, W, I>(a, head, first, nv, f);  // the whole grid but its last block
+  } else if (U > 1) {
+    ewn_vectors<U, true, Sh, F, S, W, I>(a, head, first, nv, f);
+  }
+}
+
+// The bounds of the tuned one-input kernel (8 blocks of 256 threads with 32-bit indices: at most 32
+// registers). Measured on an H200 (bench/nary_bench.cpp): bf16 bias + GELU (erff on 8 elements a
+// thread, compute-bound) took 0.332 ms with these and 0.379 ms with 4 blocks (64 registers); the
+// memory-bound ops were the same either way. 16 bytes per thread and operand (kUnroll narrower
+// vectors): one 16-byte vector per thread in an exact grid reached a device-to-device copy's
+// bandwidth for relu (bench/ew_tune.cu), more work per thread or a grid-stride loop did not.
+// reps (1 or 2, from the host) doubles the vectors per thread when one would need between one and
+// two waves of resident blocks, so the launch fits in one wave (bench/ew_tune.cu, 2^21 float32 on an
+// H200: 6.77 µs against 7.06). Compiled for one input and one output only (more operands would
+// double the registers the loads hold); a uniform branch, no extra registers in the common path.
+template <class Sh, class F, class S, int W, class I>
+__global__ void __launch_bounds__(EW_BLOCK, sizeof(I) == 8 ? 4 : 8)
+    ew_nary(ew_nary_args a, I n, I head, int reps) {
+  enum { NI = Sh::kInputs, NO = Sh::kOutputs, kUnroll = ew_tile<S, W>::kUnroll };
+  const F f;
+  const I nv = (n - head) / W;
+  if (NI == 1 && NO == 1 && reps == 2) {
+    // (kReps: 1 for more operands, so no second body is instantiated for them)
+    enum { kReps = NI == 1 && NO == 1 ? 2 : 1 };
+    ewn_pass<kReps * kUnroll, Sh, F, S, W, I>(a, head, nv, f);
+  } else {
+    ewn_pass<kUnroll, Sh, F, S, W, I>(a, head, nv, f);
   }
   if (W > 1 && blockIdx.x == gridDim.x - 1) {
-    const I i = nv * W + threadIdx.x;
-    if (threadIdx.x < W && i < n) {
+    const I tail = head + nv * W;
+    const I t = threadIdx.x;
+    if (t < head + (n - tail)) {
+      const I i = t < head ? t : tail + (t - head);
       S xs[NI], ys[NO];
       ewn_inputs<Sh, S, W, I>::load_one(a, i, xs);
       f(xs, ys);

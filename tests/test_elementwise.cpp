@@ -226,7 +226,9 @@ TEST(Plan, VariantNamesAndValidation) {
   v.vector_width = 3;
   EXPECT_THROW(cuinline::ops::make_request(v), InvalidArgument);
   EXPECT_EQ(cuinline::ops::kernel_name({Op::relu(), DType::f16, 8, IndexWidth::i32, Layout::contiguous}),
-            "ew_contiguous<cuinline_ew_op, ew_half, 8, unsigned int>");
+            "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, ew_half, 8, unsigned int>");
+  EXPECT_EQ(cuinline::ops::kernel_name({Op::relu(), DType::f32, 1, IndexWidth::i64, Layout::strided}),
+            "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, float>");
 }
 
 }  // namespace

@@ -10,9 +10,12 @@
 /// eager PyTorch ops does. Division by a scalar is multiplication by the reciprocal computed in
 /// opmath on the host (PyTorch's div_true_kernel_cuda does the same).
 ///
-/// Non-contiguous (strided) tensors are supported through a slower path: 64-bit indexing, one
-/// element per thread, an index decomposition per element (after merging dimensions that are
-/// contiguous in both tensors, so a view that is dense after all takes the fast path).
+/// One kernel template serves every op: the one-input ops (relu, ..., apply(op, in, out)) are the
+/// one-input case of apply over tensor lists. Contiguous tensors take a vectorized path (16-byte
+/// accesses whenever every whole tensor shares its misalignment: a few scalar elements first, then
+/// aligned vectors). Non-contiguous (strided) tensors are supported through a slower path: 64-bit
+/// indexing, one element per thread, an index decomposition per element (after merging dimensions
+/// that are contiguous in every tensor, so a view that is dense after all takes the fast path).
 
 #include <cuda.h>
 
@@ -163,12 +166,16 @@ Op parse_op(std::string_view text);
 
 enum class IndexWidth : std::uint8_t { i32, i64 };
 enum class Layout : std::uint8_t {
-  contiguous,  ///< flat, vectorized: scalar prologue, vector_width-element body, scalar epilogue
+  contiguous,  ///< flat, vectorized: scalar head, vector_width-element body, scalar tail
   strided,     ///< any strides (vector_width 1, 64-bit indexing)
 };
 
-/// One compiled kernel: what `cuinline warm` writes and the library looks up at run time. Equal
-/// variants give equal CompileRequests, and so one cache entry.
+/// One compiled kernel of the one-input ops: what `cuinline warm` writes and ops::relu / apply(op,
+/// in, out) look up at run time — the N-ary kernel (ew_nary / ew_nary_strided) with one input, read
+/// whole. The scalar head and the vectors per thread are run-time arguments, so one variant serves
+/// every alignment and size. Equal variants give equal CompileRequests, and so one cache entry; a
+/// one-input call and an N-ary call with the same single input map to the same request. The op must
+/// be a one-input, one-output op (validate() throws otherwise: use make_request(op, inputs, outputs)).
 struct Variant {
   Op op;
   DType dtype = DType::f32;
@@ -178,7 +185,7 @@ struct Variant {
 
   /// e.g. "relu<f32,v4,i32>", "leaky_relu(0.01)<bf16,v8,i64>", "relu<f32,strided>".
   std::string name() const;
-  /// Throws InvalidArgument for a bad op, dtype or vector width.
+  /// Throws InvalidArgument for a bad op (or one over several tensors), dtype or vector width.
   void validate() const;
 
   friend bool operator==(const Variant& p, const Variant& q) noexcept;
@@ -192,7 +199,9 @@ std::vector<int> vector_widths(DType dtype);
 /// CUINLINE_TEMPLATE_DIR when set; headers; options; the kernel's name expression). The request
 /// has exactly one name expression: kernel_name(variant).
 CompileRequest make_request(const Variant& variant);
-/// The name expression of the variant's kernel in make_request(variant).
+/// The name expression of the variant's kernel in make_request(variant), e.g.
+/// "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, float, 4, unsigned int>" or
+/// "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, float>".
 std::string kernel_name(const Variant& variant);
 
 /// Which variants to enumerate for `cuinline warm`.
@@ -201,8 +210,9 @@ struct VariantSet {
   bool index64 = false;  ///< larger tensors
   bool strided = false;  ///< non-contiguous tensors
 };
-/// Every variant a request of `op` on `dtype` tensors can map to at run time, within `which`:
-/// each vector width × the chosen index widths (contiguous), plus the strided variant.
+/// Every variant a one-input call of `op` on `dtype` tensors can map to at run time, within `which`:
+/// each vector width × the chosen index widths (contiguous), plus the strided variant. (Head and
+/// reps are run-time arguments: nothing to enumerate.)
 std::vector<Variant> enumerate_variants(const Op& op, DType dtype, VariantSet which = {});
 
 /// y = relu(x), exactly torch.relu. `out` may be `in` (in place); otherwise they must not
@@ -267,17 +277,22 @@ void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream 
 /// InvalidArgument as apply does.
 CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs);
 
-/// How a call would run, without running it (exposed for tests and tools). Throws
-/// InvalidArgument for bad input, exactly as the ops do.
+/// How a one-input call would run, without running it (exposed for tests and tools): the N-ary
+/// planner's answer for one input and one output. Throws InvalidArgument for bad input, exactly as
+/// the ops do.
 struct LaunchPlan {
   Variant variant;
-  std::int64_t numel = 0;    ///< 0: nothing to launch
-  std::int64_t head = 0;     ///< scalar elements before the first aligned vector (contiguous)
-  std::uint32_t grid = 0;    ///< blocks
+  std::int64_t numel = 0;  ///< 0: nothing to launch
+  /// Contiguous: scalar elements before the first aligned vector (< vector_width), the same for the
+  /// input and the output (which share their misalignment modulo the vector; else a narrower one).
+  std::int64_t head = 0;
+  /// Blocks at one pass of 16 bytes per thread. The launch halves it (two passes a thread) when it
+  /// would need between one and two waves of resident blocks on the stream's device.
+  std::uint32_t grid = 0;
   std::uint32_t block = 0;   ///< threads per block
-  const void* in = nullptr;  ///< after merging dimensions
+  const void* in = nullptr;
   void* out = nullptr;
-  int ndim = 0;  ///< strided: merged dimensions
+  int ndim = 0;  ///< after merging dimensions (contiguous: 1, shape {numel}, strides 1)
   std::int64_t shape[TensorView::kMaxDims] = {};
   std::int64_t in_strides[TensorView::kMaxDims] = {};
   std::int64_t out_strides[TensorView::kMaxDims] = {};
@@ -290,10 +305,12 @@ struct OpsStats {
   std::uint64_t map_hits = 0;       ///< calls served by the in-process map (no hashing of source)
   std::uint64_t cache_lookups = 0;  ///< calls that went to KernelCache::get
 };
+/// The one-input ops (relu, leaky_relu, div_leaky_relu, apply(op, in, out) of a one-input op).
 OpsStats stats();
 /// The N-ary ops' map (apply over TensorLists).
 OpsStats nary_stats();
-/// Empties the in-process map (the next call of each variant goes to KernelCache::get again).
+/// Empties the in-process maps, of the one-input and the N-ary calls (the next call of each variant
+/// goes to KernelCache::get again).
 void clear_kernel_map();
 
 }  // namespace cuinline::ops

@@ -252,7 +252,7 @@ cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, in
     for (int i = 0; i < num_outputs; ++i) out[i] = view_of(&outputs[i], "output");
     const auto s = static_cast<CUstream>(stream);
     if (num_inputs == 1 && num_outputs == 1) {
-      cuinline::ops::apply(parsed, in[0], out[0], s);  // the one-input path (same results, tuned kernel)
+      cuinline::ops::apply(parsed, in[0], out[0], s);  // the one-input ops (their warm variants and stats)
     } else {
       cuinline::ops::apply(parsed, cuinline::ops::TensorList(in, static_cast<std::size_t>(num_inputs)),
                            cuinline::ops::TensorList(out, static_cast<std::size_t>(num_outputs)), s);

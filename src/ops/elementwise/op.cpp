@@ -1,5 +1,5 @@
-// The elementwise op descriptions: Step / Op / Variant, parsing, enumeration for `cuinline warm`,
-// and the CompileRequest of a variant. Launching is in elementwise_launch.cpp.
+// The elementwise ops' descriptions: Step / Op, their text form (parse_op, describe) and checks.
+// Variants are in variant.cpp, planning in plan.cpp, launching in launch.cpp.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -9,8 +9,6 @@
 #include <cuinline/error.hpp>
 #include <cuinline/ops.hpp>
 
-#include "templates/render.hpp"
-#include "templates/template_source.hpp"
 
 namespace cuinline::ops {
 
@@ -377,81 +375,6 @@ Op parse_op(std::string_view text) {
   for (std::string_view part : split(t, '|')) op.steps.push_back(parse_step(part, t));
   op.validate();
   return op;
-}
-
-std::vector<int> vector_widths(DType dtype) {
-  const std::size_t size = dtype_size(dtype);
-  if (size == 0) throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
-  std::vector<int> widths;
-  for (int w = 1; w <= 8 && w * size <= 16; w *= 2) widths.push_back(w);
-  return widths;
-}
-
-std::string Variant::name() const {
-  std::string s = op.describe() + "<" + to_string(dtype);
-  if (layout == Layout::strided) return s + ",strided>";
-  return s + ",v" + std::to_string(vector_width) + (index == IndexWidth::i64 ? ",i64>" : ",i32>");
-}
-
-void Variant::validate() const {
-  op.validate();
-  const std::vector<int> widths = vector_widths(dtype);
-  if (layout == Layout::strided) {
-    if (vector_width != 1 || index != IndexWidth::i64) {
-      throw InvalidArgument("elementwise variant " + name() +
-                            ": strided variants have vector width 1, index i64");
-    }
-    return;
-  }
-  bool ok = false;
-  for (int w : widths) ok = ok || w == vector_width;
-  if (!ok) {
-    throw InvalidArgument("elementwise variant: vector width " + std::to_string(vector_width) +
-                          " is not valid for " + to_string(dtype) + " (at most 16 bytes, a power of two)");
-  }
-}
-
-bool operator==(const Variant& p, const Variant& q) noexcept {
-  return p.dtype == q.dtype && p.vector_width == q.vector_width && p.index == q.index &&
-         p.layout == q.layout && p.op == q.op;
-}
-
-std::string kernel_name(const Variant& variant) {
-  const std::string s = detail::storage_type(variant.dtype);
-  if (variant.layout == Layout::strided) return "ew_strided<cuinline_ew_op, " + s + ">";
-  return "ew_contiguous<cuinline_ew_op, " + s + ", " + std::to_string(variant.vector_width) + ", " +
-         (variant.index == IndexWidth::i64 ? "long long" : "unsigned int") + ">";
-}
-
-CompileRequest make_request(const Variant& variant) {
-  variant.validate();
-  CompileRequest request;
-  request.name = "elementwise.cu";
-  // The source holds the constants only as rendered (opmath literals), so two variants whose
-  // constants convert to the same opmath value are one program and one cache entry.
-  request.source = "// cuinline elementwise kernel\n#include \"elementwise.cuh\"\n\n" +
-                   detail::render_op_functor(variant.op, variant.dtype, "cuinline_ew_op");
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "elementwise.cuh"}) {
-    request.headers.push_back({header, detail::template_text(header)});
-  }
-  // No contraction: a chain rounds after every step, like a sequence of PyTorch ops. -minimal: the
-  // templates use no CUDA runtime types or device-side runtime calls; NVRTC then skips declaring
-  // them (front end 19 -> 10 ms for a small kernel on the build machine; identical cubins).
-  request.options = {"--fmad=false", "-minimal"};
-  request.name_expressions = {kernel_name(variant)};
-  return request;
-}
-
-std::vector<Variant> enumerate_variants(const Op& op, DType dtype, VariantSet which) {
-  op.validate();
-  std::vector<Variant> variants;
-  for (IndexWidth index : {IndexWidth::i32, IndexWidth::i64}) {
-    if ((index == IndexWidth::i32 && !which.index32) || (index == IndexWidth::i64 && !which.index64))
-      continue;
-    for (int w : vector_widths(dtype)) variants.push_back(Variant{op, dtype, w, index, Layout::contiguous});
-  }
-  if (which.strided) variants.push_back(Variant{op, dtype, 1, IndexWidth::i64, Layout::strided});
-  return variants;
 }
 
 }  // namespace cuinline::ops

@@ -1,72 +1,20 @@
-// N-ary elementwise ops: ops::apply(op, inputs, outputs). Per call: checks, broadcasting and the
-// plan (each input's pattern, vector width; all host arithmetic, no allocation), a lookup of
-// (variant, device) in the in-process map, the tensor checks and one launch. Only a miss renders
-// the source (kernel_templates/ew_nary.cuh + the op's functor) and goes to KernelCache::get.
+// The elementwise planner: ops::apply's checks, broadcasting and plan (each input's pattern,
+// merged dimensions, vector width, scalar head, grid; all host arithmetic, no allocation). The
+// one-input ops plan through it too (whole_inputs_only).
+#include "ops/elementwise/plan.hpp"
+
 #include <algorithm>
-#include <array>
+#include <atomic>
 #include <cctype>
-#include <cstring>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
-#include <cuinline/module.hpp>
-#include <cuinline/ops.hpp>
 #include <limits>
 #include <string>
 
 #include "driver/tensor_access.hpp"
-#include "ops/elementwise_plan.hpp"
-#include "ops/variant_map.hpp"
-#include "templates/render.hpp"
-#include "templates/template_source.hpp"
 
-namespace cuinline::ops {
+namespace cuinline::ops::detail {
 namespace {
-
-enum Pattern : std::uint8_t { kFull = 0, kScalar = 1, kRow = 2, kCol = 3 };
-
-// Kernel arguments (ew_nary_args / ew_nary_strided_params in ew_nary.cuh): same layouts.
-struct NaryArgs {
-  const void* in[kMaxInputs] = {};
-  void* out[kMaxOutputs] = {};
-  std::int64_t period[kMaxInputs] = {};
-};
-static_assert(sizeof(NaryArgs) == 8 * 8 + 4 * 8 + 8 * 8, "must match ew_nary_args");
-struct NaryStrided {
-  int ndim = 0;
-  std::int64_t shape[8] = {};
-  std::int64_t in_strides[kMaxInputs][8] = {};
-  std::int64_t out_strides[kMaxOutputs][8] = {};
-};
-static_assert(sizeof(NaryStrided) == 8 + 8 * 8 + 8 * 8 * 8 + 4 * 8 * 8, "must match ew_nary_strided_params");
-
-// What selects the kernel besides the op.
-struct NaryKey {
-  DType dtype = DType::f32;
-  std::uint8_t inputs = 0, outputs = 0;
-  std::uint8_t vector_width = 1;
-  bool strided = false;
-  bool index64 = false;
-  std::array<std::uint8_t, kMaxInputs> patterns{};
-  friend bool operator==(const NaryKey& a, const NaryKey& b) noexcept {
-    return a.dtype == b.dtype && a.inputs == b.inputs && a.outputs == b.outputs &&
-           a.vector_width == b.vector_width && a.strided == b.strided && a.index64 == b.index64 &&
-           a.patterns == b.patterns;
-  }
-};
-
-struct NaryVariant {
-  Op op;
-  NaryKey key;
-};
-
-struct NaryPlan {
-  NaryKey key;
-  std::int64_t numel = 0;
-  std::uint32_t grid = 0;
-  NaryArgs args;
-  NaryStrided strided;
-};
-
 std::string shape_text(const TensorView& t) {
   return t.describe();
 }
@@ -115,7 +63,9 @@ void broadcast_strides(const Op& op, const TensorView& in, int k, const TensorVi
   }
 }
 
-NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs) {
+}  // namespace
+
+NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool whole_inputs_only) {
   op.validate();
   const int ni = static_cast<int>(inputs.size()), no = static_cast<int>(outputs.size());
   if (ni < 1 || ni > kMaxInputs) bad(op, std::to_string(ni) + " inputs given; 1 to " + std::to_string(kMaxInputs) + " are supported");
@@ -237,16 +187,22 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs) {
       all_follow = all_follow && follows;
       none_follow = none_follow && st[d] == 0;
     }
+    // The whole tensor first: a one-element input of a one-element call is read whole (the
+    // one-input ops' variants know no other pattern).
+    if (all_follow) {
+      p.key.patterns[k] = kFull;
+      continue;
+    }
+    if (whole_inputs_only) {
+      fast = false;  // a broadcast input of a one-input op: the strided path, as ever
+      break;
+    }
     if (none_follow) {
       p.key.patterns[k] = kScalar;
       continue;
     }
     // Inner strides relative to the trailing block: a row follows the output's strides over the
     // trailing dims (and 0 before), a column follows them divided by the trailing block (and 0 after).
-    if (all_follow) {
-      p.key.patterns[k] = kFull;
-      continue;
-    }
     int first = -1, last = -1;  // dims (size > 1) the input follows
     for (int d = 0; d < shape.ndim; ++d) {
       if (shape.shape[d] == 1 || st[d] == 0) continue;
@@ -283,24 +239,36 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs) {
     }
   }
   if (fast) {
-    // Widest vector (<= 16 bytes) every whole-tensor or row operand's pointer is aligned to, and
-    // every period a multiple of.
+    // Widest vector (<= 16 bytes) such that, after the same `head` (< W) scalar elements, every
+    // whole-tensor operand (outputs and FULL inputs) is aligned to it: they must share their
+    // misalignment modulo the vector (in place, or all offset alike). Rows and columns keep head 0
+    // (a row is aligned itself, every period a multiple of W); scalars need nothing.
+    bool broadcast = false;
+    for (int k = 0; k < ni; ++k) broadcast = broadcast || p.key.patterns[k] == kRow || p.key.patterns[k] == kCol;
     int w = static_cast<int>(16 / es);
+    std::int64_t head = 0;
     for (; w > 1; w /= 2) {
       const std::uintptr_t vb = es * static_cast<std::uintptr_t>(w);
-      bool ok = n >= w;
-      for (int k = 0; k < no && ok; ++k) ok = reinterpret_cast<std::uintptr_t>(outputs[k].data) % vb == 0;
+      const std::uintptr_t r = reinterpret_cast<std::uintptr_t>(outputs[0].data) % vb;
+      bool ok = !(broadcast && r != 0);
+      for (int k = 1; k < no && ok; ++k) ok = reinterpret_cast<std::uintptr_t>(outputs[k].data) % vb == r;
       for (int k = 0; k < ni && ok; ++k) {
         const std::uint8_t pat = p.key.patterns[k];
-        if (pat == kFull || pat == kRow) ok = reinterpret_cast<std::uintptr_t>(inputs[k].data) % vb == 0;
+        const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(inputs[k].data) % vb;
+        if (pat == kFull) ok = a == r;
+        if (pat == kRow) ok = a == 0;
         if (ok && (pat == kRow || pat == kCol)) ok = p.args.period[k] % w == 0;
       }
-      if (ok) break;
+      head = static_cast<std::int64_t>(((vb - r) % vb) / es);
+      if (ok && n >= head + w) break;
     }
+    if (w == 1) head = 0;
     p.key.vector_width = static_cast<std::uint8_t>(w);
     p.key.index64 = n > std::numeric_limits<std::int32_t>::max();
-    const std::int64_t vectors = n / w;
-    const std::int64_t blocks = std::max<std::int64_t>(1, (vectors + ops::detail::kBlock - 1) / ops::detail::kBlock);
+    p.head = head;
+    const std::int64_t vectors = (n - head) / w;
+    const std::int64_t per_block = std::int64_t{kBlock} * unroll_for(es * static_cast<std::size_t>(w));
+    const std::int64_t blocks = std::max<std::int64_t>(1, (vectors + per_block - 1) / per_block);
     if (blocks > std::numeric_limits<std::int32_t>::max()) bad(op, "tensor too large for one launch");
     p.grid = static_cast<std::uint32_t>(blocks);
     return p;
@@ -309,78 +277,36 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs) {
   p.key.vector_width = 1;
   p.key.index64 = true;
   p.key.patterns = {};
+  // Merge dimensions: drop size-1 ones, join neighbours that every operand walks contiguously (a
+  // broadcast one, stride 0, in both): fewer divisions per element, as TensorIterator's coalescing.
   NaryStrided& s = p.strided;
-  s.ndim = shape.ndim;
   for (int d = 0; d < shape.ndim; ++d) {
-    s.shape[d] = shape.shape[d];
-    for (int k = 0; k < ni; ++k) s.in_strides[k][d] = in_strides[k][d];
-    for (int k = 0; k < no; ++k) s.out_strides[k][d] = outputs[k].shape[d] == 1 ? 0 : outputs[k].strides[d];
+    if (shape.shape[d] == 1) continue;
+    const std::int64_t e = shape.shape[d];
+    if (s.ndim > 0) {
+      const int j = s.ndim - 1;
+      bool joins = true;
+      for (int k = 0; k < ni && joins; ++k) joins = s.in_strides[k][j] == in_strides[k][d] * e;
+      for (int k = 0; k < no && joins; ++k) joins = s.out_strides[k][j] == outputs[k].strides[d] * e;
+      if (joins) {
+        s.shape[j] *= e;
+        for (int k = 0; k < ni; ++k) s.in_strides[k][j] = in_strides[k][d];
+        for (int k = 0; k < no; ++k) s.out_strides[k][j] = outputs[k].strides[d];
+        continue;
+      }
+    }
+    s.shape[s.ndim] = e;
+    for (int k = 0; k < ni; ++k) s.in_strides[k][s.ndim] = in_strides[k][d];
+    for (int k = 0; k < no; ++k) s.out_strides[k][s.ndim] = outputs[k].strides[d];
+    ++s.ndim;
   }
   if (s.ndim == 0) {
     s.ndim = 1;
     s.shape[0] = 1;
   }
-  p.grid = static_cast<std::uint32_t>(std::min<std::int64_t>((n + ops::detail::kBlock - 1) / ops::detail::kBlock, std::int64_t{1} << 20));
+  p.grid = static_cast<std::uint32_t>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, std::int64_t{1} << 20));
   return p;
 }
-
-std::string kernel_name(const NaryKey& k) {
-  const std::string s = cuinline::detail::storage_type(k.dtype);
-  if (k.strided) return "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, " + s + ">";
-  return "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, " + s + ", " + std::to_string(k.vector_width) + ", " +
-         (k.index64 ? "long long" : "unsigned int") + ">";
-}
-
-CompileRequest make_nary_request(const Op& op, const NaryKey& k) {
-  CompileRequest request;
-  request.name = "elementwise_nary.cu";
-  std::string src = "// cuinline N-ary elementwise kernel\n#include \"ew_nary.cuh\"\n\nstruct cuinline_ewn_shape {\n";
-  src += "  enum { kInputs = " + std::to_string(k.inputs) + ", kOutputs = " + std::to_string(k.outputs);
-  for (int i = 0; i < kMaxInputs; ++i) src += ", kPattern" + std::to_string(i) + " = " + std::to_string(k.patterns[i]);
-  src += " };\n};\n";
-  src += cuinline::detail::render_nary_functor(op, k.dtype, k.inputs, "cuinline_ewn_op");
-  request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "elementwise.cuh", "ew_nary.cuh"}) {
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
-  }
-  // As the one-input ops: no contraction (a chain rounds after every step), no runtime headers.
-  request.options = {"--fmad=false", "-minimal"};
-  request.name_expressions = {kernel_name(k)};
-  return request;
-}
-
-ops::detail::VariantMap<NaryVariant, Kernel>& kernel_map() {
-  static auto* map = new ops::detail::VariantMap<NaryVariant, Kernel>;  // never destroyed
-  return *map;
-}
-
-void check_expression_names(const Op& op, int inputs);
-
-Kernel find_kernel(const Op& op, const NaryKey& key, int device) {
-  ops::detail::Fnv f;
-  f.value(key.dtype);
-  f.value(key.inputs);
-  f.value(key.outputs);
-  f.value(key.vector_width);
-  f.value(key.strided);
-  f.value(key.index64);
-  f.value(key.patterns);
-  f.op(op);  // steps with their operands
-  for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);
-  for (const std::string& o : op.more_outputs) f.bytes(o.data(), o.size() + 1);
-  return kernel_map().find_or_make(
-      f.h, device, [&](const NaryVariant& v) { return v.key == key && v.op == op; },
-      [&] {
-        check_expression_names(op, key.inputs);  // a miss only: a cached variant passed it
-        Module module = default_cache().get(make_nary_request(op, key), device_arch(device));
-        Kernel kernel = module.kernel(kernel_name(key));
-        return std::make_pair(NaryVariant{op, key}, kernel);
-      });
-}
-
-const char* kInputNames[kMaxInputs] = {"input 0", "input 1", "input 2", "input 3",
-                                       "input 4", "input 5", "input 6", "input 7"};
-const char* kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2", "output 3"};
 
 // Every identifier of an expression that is not a call must be an input, a constant, an earlier
 // output (y0 ...) or a type keyword: an unknown name is an InvalidArgument before anything is
@@ -429,37 +355,15 @@ void check_expression_names(const Op& op, int inputs) {
   }
 }
 
-}  // namespace
-
-CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs) {
-  const NaryPlan p = plan_nary(op, inputs, outputs);
-  check_expression_names(op, static_cast<int>(inputs.size()));
-  return make_nary_request(op, p.key);
-}
-
-void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream) {
-  const NaryPlan p = plan_nary(op, inputs, outputs);
-  if (p.numel == 0) return;
-  const int device = stream_device(stream);
-  for (std::size_t k = 0; k < inputs.size(); ++k) cuinline::detail::check_tensor_access(inputs[k], kInputNames[k], device);
-  for (std::size_t k = 0; k < outputs.size(); ++k) cuinline::detail::check_tensor_access(outputs[k], kOutputNames[k], device);
-  const Kernel kernel = find_kernel(op, p.key, device);
-  LaunchConfig cfg;
-  cfg.grid = Dim3(p.grid);
-  cfg.block = Dim3(ops::detail::kBlock);
-  cfg.stream = stream;
-  kernel_map().count_launch();
-  if (p.key.strided) {
-    kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
-  } else if (p.key.index64) {
-    kernel.launch(cfg, p.args, static_cast<long long>(p.numel));
-  } else {
-    kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel));
+int multiprocessors(int device) {
+  static std::atomic<int> counts[64] = {};
+  if (device < 0 || device >= 64) return device_info(device).multiprocessors;
+  int c = counts[device].load(std::memory_order_relaxed);
+  if (c == 0) {
+    c = device_info(device).multiprocessors;
+    counts[device].store(c, std::memory_order_relaxed);
   }
+  return c;
 }
 
-OpsStats nary_stats() {
-  return kernel_map().counts();
-}
-
-}  // namespace cuinline::ops
+}  // namespace cuinline::ops::detail

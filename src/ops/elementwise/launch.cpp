@@ -1,0 +1,164 @@
+// The elementwise ops at run time: relu / leaky_relu / div_leaky_relu / apply over one tensor and
+// apply over tensor lists, all through one planner (plan.cpp) and one kernel (ew_nary.cuh) — a
+// one-input call is the N-ary kernel with one whole-tensor input. Per call: the plan, then the
+// family's launch sequence (ops/family.hpp): device, tensor checks, a lookup of (variant, device)
+// in the in-process map, Kernel::launch. Only a miss renders the source and goes to
+// KernelCache::get (SHA-256 key, memory / disk tier, NVRTC).
+#include <cuinline/error.hpp>
+#include <cuinline/module.hpp>
+#include <cuinline/ops.hpp>
+
+#include "ops/elementwise/plan.hpp"
+#include "ops/elementwise/variant.hpp"
+#include "ops/family.hpp"
+
+namespace cuinline::ops {
+namespace detail {
+
+// What load_kernel (ops/family.hpp) asks of a variant.
+CompileRequest make_request(const NaryVariant& v) {
+  return make_request(v.op, v.key);
+}
+std::string kernel_name(const NaryVariant& v) {
+  return kernel_name(v.key);
+}
+
+}  // namespace detail
+
+namespace {
+
+using ElementwiseMap = detail::VariantMap<detail::NaryVariant, Kernel>;
+
+// Two maps of the same kernels, so that stats() counts the one-input ops and nary_stats() the calls
+// over tensor lists, as before they shared a kernel. Never destroyed: ops may run during static
+// teardown.
+ElementwiseMap& one_input_map() {
+  static auto* map = new ElementwiseMap;
+  return *map;
+}
+ElementwiseMap& nary_map() {
+  static auto* map = new ElementwiseMap;
+  return *map;
+}
+
+const char* const kInputNames[kMaxInputs] = {"input 0", "input 1", "input 2", "input 3",
+                                             "input 4", "input 5", "input 6", "input 7"};
+const char* const kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2", "output 3"};
+
+void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail::TensorUses tensors,
+            CUstream stream) {
+  detail::launch_variant(
+      map, stream, tensors, detail::hash_of(op, p.key),
+      [&](const detail::NaryVariant& v) { return v.key == p.key && v.op == op; },  // no copy of the op
+      [&](int device) {
+        detail::check_expression_names(op, p.key.inputs);  // a miss only: a mapped variant passed it
+        detail::NaryVariant v{op, p.key};
+        Kernel kernel = detail::load_kernel(v, device);
+        return std::make_pair(std::move(v), kernel);
+      },
+      [&](const Kernel& kernel, int device) {
+        LaunchConfig cfg;
+        cfg.grid = Dim3(p.grid);
+        cfg.block = Dim3(detail::kBlock);
+        cfg.stream = stream;
+        if (p.key.strided) {
+          kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
+          return;
+        }
+        // Two vectors a thread when one would need one to two waves (the kernel honours it for one
+        // input and one output only).
+        const int reps = p.key.inputs == 1 && p.key.outputs == 1
+                             ? detail::reps_for(p.grid, detail::multiprocessors(device))
+                             : 1;
+        cfg.grid = Dim3((p.grid + reps - 1) / reps);
+        if (p.key.index64) {
+          kernel.launch(cfg, p.args, static_cast<long long>(p.numel), static_cast<long long>(p.head), reps);
+        } else {
+          kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head), reps);
+        }
+      });
+}
+
+// An expression with named inputs or several outputs, or a chain over several inputs, is not a
+// one-input variant: the list path plans (and rejects) it.
+bool one_input_variant(const Op& op) {
+  return op.input_names.empty() && op.more_outputs.empty() && op.min_inputs() == 1;
+}
+
+}  // namespace
+
+LaunchPlan plan(const Op& op, const TensorView& in, const TensorView& out) {
+  const detail::NaryPlan p = detail::plan_nary(op, TensorList(&in, 1), TensorList(&out, 1), true);
+  LaunchPlan plan;
+  plan.variant = detail::variant_of(op, p.key);
+  plan.numel = p.numel;
+  plan.head = p.head;
+  plan.grid = p.grid;
+  plan.block = p.numel == 0 ? 0 : detail::kBlock;
+  plan.in = p.args.in[0];
+  plan.out = p.args.out[0];
+  if (p.numel == 0) return plan;
+  if (p.key.strided) {
+    plan.ndim = p.strided.ndim;
+    for (int d = 0; d < p.strided.ndim; ++d) {
+      plan.shape[d] = p.strided.shape[d];
+      plan.in_strides[d] = p.strided.in_strides[0][d];
+      plan.out_strides[d] = p.strided.out_strides[0][d];
+    }
+  } else {
+    plan.ndim = 1;  // flat
+    plan.shape[0] = p.numel;
+    plan.in_strides[0] = plan.out_strides[0] = 1;
+  }
+  return plan;
+}
+
+void apply(const Op& op, const TensorView& in, const TensorView& out, CUstream stream) {
+  if (!one_input_variant(op)) return apply(op, TensorList(&in, 1), TensorList(&out, 1), stream);
+  const detail::NaryPlan p = detail::plan_nary(op, TensorList(&in, 1), TensorList(&out, 1), true);
+  if (p.numel == 0) return;
+  launch(one_input_map(), op, p, {{&in, "input"}, {&out, "output"}}, stream);
+}
+
+void relu(const TensorView& in, const TensorView& out, CUstream stream) {
+  static const Op op = Op::relu();
+  apply(op, in, out, stream);
+}
+
+void leaky_relu(const TensorView& in, const TensorView& out, double slope, CUstream stream) {
+  apply(Op::leaky_relu(slope), in, out, stream);
+}
+
+void div_leaky_relu(const TensorView& in, const TensorView& out, double divisor, double slope, CUstream stream) {
+  apply(Op::div_leaky_relu(divisor, slope), in, out, stream);
+}
+
+void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream) {
+  const detail::NaryPlan p = detail::plan_nary(op, inputs, outputs);
+  if (p.numel == 0) return;
+  detail::TensorUses tensors;
+  for (std::size_t k = 0; k < inputs.size(); ++k) tensors.add(inputs[k], kInputNames[k]);
+  for (std::size_t k = 0; k < outputs.size(); ++k) tensors.add(outputs[k], kOutputNames[k]);
+  launch(nary_map(), op, p, tensors, stream);
+}
+
+CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs) {
+  const detail::NaryPlan p = detail::plan_nary(op, inputs, outputs);
+  detail::check_expression_names(op, static_cast<int>(inputs.size()));
+  return detail::make_request(op, p.key);
+}
+
+OpsStats stats() {
+  return one_input_map().counts();
+}
+
+OpsStats nary_stats() {
+  return nary_map().counts();
+}
+
+void clear_kernel_map() {
+  one_input_map().clear();
+  nary_map().clear();
+}
+
+}  // namespace cuinline::ops

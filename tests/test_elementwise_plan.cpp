@@ -1,0 +1,163 @@
+// Host tests of the elementwise planner as the one-input ops use it (they are the one-input case of
+// the N-ary kernel): the scalar head that keeps 16-byte vectors for misaligned whole tensors, reps,
+// dimension merging on the strided path, and that a one-input call, an N-ary call with one input and
+// `cuinline warm`'s variant all ask for the same program.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cuinline/cache.hpp>
+#include <cuinline/compiler.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/ops.hpp>
+
+#include "ops/elementwise/plan.hpp"
+
+namespace {
+
+using cuinline::DType;
+using cuinline::TensorView;
+using namespace cuinline::ops;
+
+void* fake(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+constexpr std::uintptr_t kA = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
+constexpr std::uintptr_t kB = 0x7f1000000000;
+constexpr std::uintptr_t kC = 0x7f2000000000;
+
+TensorView flat(std::uintptr_t at, std::int64_t n, DType dt = DType::f32) {
+  return TensorView::contiguous(fake(at), dt, {n});
+}
+
+TEST(ElementwisePlan, MisalignedOneInputCallKeeps16ByteVectorsWithAHead) {
+  struct Case {
+    DType dtype;
+    std::uintptr_t offset;  // bytes, the same for the input and the output
+    int width;
+    std::int64_t head;
+  };
+  for (const Case& c : {Case{DType::f32, 4, 4, 3}, Case{DType::f32, 12, 4, 1}, Case{DType::f16, 2, 8, 7},
+                        Case{DType::bf16, 6, 8, 5}, Case{DType::f64, 8, 2, 1}}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::string(cuinline::to_string(c.dtype)) + " +" + std::to_string(c.offset) +
+                   (in_place ? " in place" : ""));
+      const TensorView in = flat(kA + c.offset, 1001, c.dtype);
+      const TensorView out = in_place ? in : flat(kB + c.offset, 1001, c.dtype);
+      const LaunchPlan p = plan(Op::relu(), in, out);
+      EXPECT_EQ(p.variant.layout, Layout::contiguous);
+      EXPECT_EQ(p.variant.vector_width, c.width);
+      EXPECT_EQ(static_cast<std::size_t>(c.width) * cuinline::dtype_size(c.dtype), 16u);
+      EXPECT_EQ(p.head, c.head);
+      EXPECT_EQ(p.grid, static_cast<std::uint32_t>(((1001 - c.head) / c.width + 255) / 256));
+    }
+  }
+}
+
+TEST(ElementwisePlan, NaryHeadOnlyWhenEveryWholeTensorSharesTheMisalignment) {
+  const Op add = Op::chain({Step::add_input(1)});
+  // Every whole tensor 4 bytes past a 16-byte boundary: float4 with a head of 3.
+  auto p = detail::plan_nary(add, {flat(kA + 4, 1000), flat(kB + 4, 1000)}, {flat(kC + 4, 1000)});
+  EXPECT_EQ(p.key.vector_width, 4);
+  EXPECT_EQ(p.head, 3);
+  // A scalar operand needs no alignment: still float4 with the head.
+  p = detail::plan_nary(add, {flat(kA + 4, 1000), flat(kB + 8, 1)}, {flat(kC + 4, 1000)});
+  EXPECT_EQ(p.key.patterns[1], detail::kScalar);
+  EXPECT_EQ(p.key.vector_width, 4);
+  EXPECT_EQ(p.head, 3);
+  // Different misalignments: the widest vector both reach (8 and 4 bytes past: float2, head 0).
+  p = detail::plan_nary(add, {flat(kA + 8, 1000), flat(kB + 8, 1000)}, {flat(kC + 0, 1000)});
+  EXPECT_EQ(p.key.vector_width, 2);
+  EXPECT_EQ(p.head, 0);
+  // A row (bias) keeps today's rule: no head, a narrower vector instead.
+  const TensorView x = TensorView::contiguous(fake(kA + 4), DType::f32, {16, 64});
+  const TensorView bias = TensorView::contiguous(fake(kB), DType::f32, {64});
+  const TensorView y = TensorView::contiguous(fake(kC + 4), DType::f32, {16, 64});
+  p = detail::plan_nary(add, {x, bias}, {y});
+  EXPECT_EQ(p.key.patterns[1], detail::kRow);
+  EXPECT_EQ(p.key.vector_width, 1);
+  EXPECT_EQ(p.head, 0);
+  // Too few elements for the head and one vector: the next narrower vector.
+  p = detail::plan_nary(Op::relu(), {flat(kA + 4, 6)}, {flat(kB + 4, 6)});
+  EXPECT_EQ(p.key.vector_width, 2);
+  EXPECT_EQ(p.head, 1);
+}
+
+TEST(ElementwisePlan, RepsWhenTheGridNeedsOneToTwoWaves) {
+  // 132 SMs x 8 resident blocks = 1056 blocks a wave.
+  EXPECT_EQ(detail::reps_for(1, 132), 1);
+  EXPECT_EQ(detail::reps_for(1056, 132), 1);
+  EXPECT_EQ(detail::reps_for(1057, 132), 2);
+  EXPECT_EQ(detail::reps_for(2048, 132), 2);  // 2^21 float32: 1.94 waves
+  EXPECT_EQ(detail::reps_for(2112, 132), 2);
+  EXPECT_EQ(detail::reps_for(2113, 132), 1);
+  EXPECT_EQ(detail::reps_for(2048, 0), 1);  // unknown device: one pass
+}
+
+TEST(ElementwisePlan, StridedPathMergesDimensionsOfEveryOperand) {
+  // Rows 0..7 of a [16, 4, 8] tensor (a slice along dim 0): the last two dims merge in both.
+  const TensorView in = TensorView::strided(fake(kA), DType::f32, {8, 4, 8}, {64, 8, 1});
+  const TensorView out = TensorView::strided(fake(kB), DType::f32, {8, 4, 8}, {64, 8, 1});
+  auto p = detail::plan_nary(Op::relu(), {in}, {out});
+  ASSERT_TRUE(p.key.strided);
+  ASSERT_EQ(p.strided.ndim, 2);
+  EXPECT_EQ(p.strided.shape[1], 32);
+  EXPECT_EQ(p.strided.in_strides[0][0], 64);
+  // A broadcast column (stride 0 along the trailing dims) merges with its neighbours too.
+  const TensorView col = TensorView::strided(fake(kC), DType::f32, {8, 4, 8}, {1, 0, 0});
+  p = detail::plan_nary(Op::chain({Step::add_input(1)}), {in, col}, {out});
+  ASSERT_TRUE(p.key.strided);
+  EXPECT_EQ(p.strided.ndim, 2);
+  EXPECT_EQ(p.strided.in_strides[1][1], 0);
+  // The one-input ops read a broadcast input through the strided path (their variants know the
+  // whole-tensor pattern only).
+  const TensorView row = TensorView::strided(fake(kA), DType::f32, {4, 5}, {0, 1});
+  EXPECT_EQ(plan(Op::relu(), row, TensorView::contiguous(fake(kB), DType::f32, {4, 5})).variant.layout,
+            Layout::strided);
+}
+
+TEST(ElementwisePlan, OneInputCallNaryCallAndWarmVariantAreOneProgram) {
+  const auto arch = cuinline::Arch::parse("sm_90");
+  struct Case {
+    const char* what;
+    TensorView in, out;
+  };
+  const Case cases[] = {
+      {"aligned", flat(kA, 4096), flat(kB, 4096)},
+      {"misaligned alike (head)", flat(kA + 4, 4096), flat(kB + 4, 4096)},
+      {"in place, misaligned", flat(kA + 8, 999), flat(kA + 8, 999)},
+      {"misaligned differently", flat(kA + 4, 4096), flat(kB, 4096)},
+      {"strided", TensorView::strided(fake(kA), DType::f32, {64, 32}, {64, 1}), flat(kB, 2048)},
+  };
+  for (const Op& op : {Op::relu(), Op::div_leaky_relu(2, 0.01), Op::expr("x > 0 ? x : x * s", {{"s", 0.25}})}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(op.describe() + " " + c.what);
+      TensorView out = c.out;
+      if (c.what == std::string("strided")) out = TensorView::contiguous(fake(kB), DType::f32, {64, 32});
+      const LaunchPlan p = plan(op, c.in, out);
+      const cuinline::CompileRequest warm = make_request(p.variant);
+      const cuinline::CompileRequest nary = make_request(op, {c.in}, {out});
+      EXPECT_EQ(warm.source, nary.source);
+      EXPECT_EQ(warm.name_expressions, nary.name_expressions);
+      EXPECT_EQ(cuinline::make_cache_key(warm, arch), cuinline::make_cache_key(nary, arch));
+      EXPECT_EQ(warm.name_expressions.at(0), kernel_name(p.variant));
+    }
+  }
+}
+
+TEST(ElementwisePlan, OneInputVariantCompilesForSm90) {
+  const auto arch = cuinline::Arch::parse("sm_90");
+  for (const Variant& v : {Variant{Op::relu(), DType::f32, 4, IndexWidth::i32, Layout::contiguous},
+                           Variant{Op::leaky_relu(0.01), DType::bf16, 8, IndexWidth::i64, Layout::contiguous},
+                           Variant{Op::relu(), DType::f16, 2, IndexWidth::i32, Layout::contiguous},
+                           Variant{Op::relu(), DType::f64, 1, IndexWidth::i64, Layout::strided}}) {
+    SCOPED_TRACE(v.name());
+    const cuinline::CompiledProgram program = cuinline::compile(make_request(v), arch);
+    EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
+  }
+  // An op over several tensors is not a one-input variant.
+  EXPECT_THROW(make_request(Variant{Op::chain({Step::add_input(1)}), DType::f32, 4, IndexWidth::i32,
+                                    Layout::contiguous}),
+               cuinline::InvalidArgument);
+}
+
+}  // namespace
