@@ -161,3 +161,29 @@ TEST(ElementwisePlan, OneInputVariantCompilesForSm90) {
 }
 
 }  // namespace
+
+// An expression over one whole tensor and broadcast operands (bias + GELU) moves two vectors a
+// thread (Sh::kWide, bench/gelu_tune.cu); two whole inputs, a chain, a 2-byte dtype or one input
+// keep one. The wide kernel compiles for sm_90 with its own launch bounds.
+TEST(ElementwisePlan, OneWholeTensorWithBroadcastOperandsTakesTwoVectorsAThread) {
+  const Op gelu = Op::exprs({"x", "b"}, {"(x + b) * 0.5f * (1.0f + erff((x + b) * 0.70710678f))"});
+  const auto matrix = [](std::uintptr_t at, DType dt) { return TensorView::contiguous(fake(at), dt, {64, 1024}); };
+  const auto row = [](std::uintptr_t at, DType dt) { return TensorView::contiguous(fake(at), dt, {1024}); };
+  auto p = detail::plan_nary(gelu, {matrix(kA, DType::f32), row(kB, DType::f32)}, {matrix(kC, DType::f32)});
+  EXPECT_TRUE(p.key.wide);
+  EXPECT_EQ(p.key.vector_width, 4);
+  EXPECT_EQ(p.grid, static_cast<std::uint32_t>((64 * 1024 / 4 + 511) / 512));
+  EXPECT_FALSE(detail::plan_nary(gelu, {matrix(kA, DType::bf16), row(kB, DType::bf16)}, {matrix(kC, DType::bf16)}).key.wide);
+  const Op swiglu = Op::exprs({"a", "b"}, {"a / (1.0f + expf(-a)) * b"});
+  EXPECT_FALSE(detail::plan_nary(swiglu, {matrix(kA, DType::f32), matrix(kB, DType::f32)}, {matrix(kC, DType::f32)}).key.wide);
+  EXPECT_FALSE(detail::plan_nary(Op::chain({Step::add_input(1), Step::relu()}),
+                                 {matrix(kA, DType::f32), row(kB, DType::f32)}, {matrix(kC, DType::f32)})
+                   .key.wide);
+  EXPECT_FALSE(detail::plan_nary(Op::expr("x * 2.0f"), {matrix(kA, DType::f32)}, {matrix(kC, DType::f32)}).key.wide);
+
+  const cuinline::CompileRequest request =
+      make_request(gelu, {matrix(kA, DType::f32), row(kB, DType::f32)}, {matrix(kC, DType::f32)});
+  EXPECT_NE(request.source.find("kWide = 1"), std::string::npos);
+  const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse("sm_90"));
+  EXPECT_FALSE(program.binary.empty());
+}

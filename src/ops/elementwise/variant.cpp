@@ -107,6 +107,7 @@ CompileRequest make_request(const Op& op, const NaryKey& k) {
   std::string src = "// cuinline elementwise kernel\n#include \"ew_nary.cuh\"\n\nstruct cuinline_ewn_shape {\n";
   src += "  enum { kInputs = " + std::to_string(k.inputs) + ", kOutputs = " + std::to_string(k.outputs);
   for (int i = 0; i < kMaxInputs; ++i) src += ", kPattern" + std::to_string(i) + " = " + std::to_string(k.patterns[i]);
+  src += std::string(", kWide = ") + (k.wide ? "1" : "0");
   src += " };\n};\n";
   // The source holds the constants only as rendered (opmath literals), so two ops whose constants
   // convert to the same opmath value are one program and one cache entry.
@@ -131,6 +132,7 @@ std::uint64_t hash_of(const Op& op, const NaryKey& key) {
   f.value(key.vector_width);
   f.value(key.strided);
   f.value(key.index64);
+  f.value(key.wide);
   f.value(key.patterns);
   f.op(op);  // steps with their operands
   for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);

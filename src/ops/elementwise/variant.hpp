@@ -24,11 +24,14 @@ struct NaryKey {
   std::uint8_t vector_width = 1;
   bool strided = false;
   bool index64 = false;
+  /// Two 16-byte vectors a thread (ew_nary's Sh::kWide), with the registers for them: chosen for an
+  /// expression over one whole tensor and broadcast operands (plan.cpp says why).
+  bool wide = false;
   std::array<std::uint8_t, kMaxInputs> patterns{};
   friend bool operator==(const NaryKey& a, const NaryKey& b) noexcept {
     return a.dtype == b.dtype && a.inputs == b.inputs && a.outputs == b.outputs &&
            a.vector_width == b.vector_width && a.strided == b.strided && a.index64 == b.index64 &&
-           a.patterns == b.patterns;
+           a.wide == b.wide && a.patterns == b.patterns;
   }
 };
 
