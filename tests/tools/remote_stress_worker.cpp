@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
     // the test counts compiles exactly).
     config.remote.lock_wait = std::chrono::seconds(120);
     config.remote.lock_ttl = std::chrono::seconds(120);
+    // Likewise the command timeouts: 64 threads of 4 processes and Redis on two cores (under ASan in
+    // CI) once saw a SET take over 200 ms; the tier was then skipped for a second and three kernels were
+    // compiled twice. This test counts single-flight, not how a slow Redis is survived
+    // (test_remote_faults does that with the default timeouts).
+    config.remote.connect_timeout = std::chrono::seconds(5);
+    config.remote.command_timeout = std::chrono::seconds(10);
     const int threads = std::atoi(argv[4]), kernels = std::atoi(argv[5]), base = std::atoi(argv[6]);
     const long long start_ms = std::atoll(argv[7]);
     KernelCache cache(config);
