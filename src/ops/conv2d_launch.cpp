@@ -1,5 +1,5 @@
-// conv2d at run time: argument checks, the in-process variant → Kernel map in front of the
-// KernelCache, and the launch.
+// conv2d at run time: the planner's checks (conv2d_variant_for), and the family skeleton's map and
+// launch sequence (ops/family.hpp): the in-process variant → Kernel map in front of the KernelCache.
 #include <algorithm>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
@@ -7,9 +7,9 @@
 #include <cuinline/error.hpp>
 #include <cuinline/module.hpp>
 #include <string>
+#include <utility>
 
-#include "driver/tensor_access.hpp"
-#include "ops/variant_map.hpp"
+#include "ops/family.hpp"
 
 namespace cuinline::ops {
 namespace {
@@ -28,7 +28,9 @@ detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
   return *map;
 }
 
-Launchable find_kernel(const Conv2dVariant& v, int device) {
+// Piece 3 of the family skeleton (ops/family.hpp): the map's hash of a variant (equality is still
+// checked field by field) and what a miss makes: the kernel, its tiling and its occupancy.
+std::uint64_t variant_hash(const Conv2dVariant& v) {
   detail::Fnv f;
   for (std::int64_t x :
        {std::int64_t{v.in_channels}, std::int64_t{v.height}, std::int64_t{v.width},
@@ -41,21 +43,19 @@ Launchable find_kernel(const Conv2dVariant& v, int device) {
     f.value(x);
   }
   f.op(v.epilogue);
-  return kernel_map().find_or_make(
-      f.h, device, [&](const Conv2dVariant& e) { return e == v; },
-      [&] {
-        // Render, hash and compile (or fetch); KernelCache is single-flight per key.
-        Launchable l;
-        l.tiling = conv2d_tiling(v);
-        Module module = default_cache().get(make_request(v), device_arch(device));
-        l.kernel = module.kernel(kernel_name(v));
-        if (l.tiling.shared_bytes > 48 * 1024)
-          l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
-        l.multiprocessors = device_info(device).multiprocessors;
-        l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
-                                                                   l.tiling.shared_bytes, device));
-        return std::make_pair(v, l);
-      });
+  return f.h;
+}
+
+std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int device) {
+  // Render, hash and compile (or fetch); KernelCache is single-flight per key.
+  Launchable l;
+  l.tiling = conv2d_tiling(v);
+  l.kernel = detail::load_kernel(v, device);
+  if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
+  l.multiprocessors = device_info(device).multiprocessors;
+  l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
+                                                             l.tiling.shared_bytes, device));
+  return std::make_pair(v, l);
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -251,30 +251,31 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, params, epilogue, precision, residual);
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
-  const int device = stream_device(stream);
-  cuinline::detail::check_tensor_access(input, "conv2d: input", device);
-  cuinline::detail::check_tensor_access(weight, "conv2d: weight", device);
-  if (bias.data != nullptr) cuinline::detail::check_tensor_access(bias, "conv2d: bias", device);
-  if (v.has_residual) cuinline::detail::check_tensor_access(residual, "conv2d: residual", device);
-  cuinline::detail::check_tensor_access(output, "conv2d: output", device);
-  const Launchable e = find_kernel(v, device);
-  const Conv2dTiling& t = e.tiling;
-  const int row_tiles = row_tiles_for(t, v, n, e);
-  LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
-                  static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
-                  static_cast<unsigned>(n));
-  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
-  cfg.shared_bytes = t.shared_bytes;
-  cfg.stream = stream;
-  // Device pointers of the variant's dtype (f32, f16 or bf16): the kernel's parameters are pointers.
-  const void* in = input.data;
-  const void* w = weight.data;
-  const void* b = bias.data;
-  void* out = output.data;
-  const void* res = residual.data;
-  e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
-  kernel_map().count_launch();
+  // Piece 4 (ops/family.hpp): device, tensor checks, map lookup, launch.
+  detail::TensorUses tensors{{&input, "conv2d: input"}, {&weight, "conv2d: weight"}, {&output, "conv2d: output"}};
+  if (bias.data != nullptr) tensors.add(bias, "conv2d: bias");
+  if (v.has_residual) tensors.add(residual, "conv2d: residual");
+  detail::launch_variant(
+      kernel_map(), stream, tensors, variant_hash(v), [&](const Conv2dVariant& e) { return e == v; },
+      [&](int device) { return make_launchable(v, device); },
+      [&](const Launchable& e, int) {
+        const Conv2dTiling& t = e.tiling;
+        const int row_tiles = row_tiles_for(t, v, n, e);
+        LaunchConfig cfg;
+        cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
+                        static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                        static_cast<unsigned>(n));
+        cfg.block = Dim3(static_cast<unsigned>(t.threads()));
+        cfg.shared_bytes = t.shared_bytes;
+        cfg.stream = stream;
+        // Device pointers of the variant's dtype (f32, f16 or bf16): the kernel's parameters are pointers.
+        const void* in = input.data;
+        const void* w = weight.data;
+        const void* b = bias.data;
+        void* out = output.data;
+        const void* res = residual.data;
+        e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
+      });
 }
 
 void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,
