@@ -79,7 +79,7 @@ TEST(Conv2dDtypes, DtypeAndLayoutArePartOfTheVariant) {
 
 TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   Conv2dVariant v = make_conv2d_variant(5, 9, 7, 3, 2, 4, Conv2dParams::square(2, 1), false, Op::chain({}));
-  v.dtype = DType::bf16;
+  v.input_layout = Conv2dLayout::nhwc;  // f32 channels-last (f16 and bf16 run on tensor cores)
   const Conv2dTiling t = conv2d_tiling(v);
   EXPECT_TRUE(t.generic);
   EXPECT_FALSE(t.tensor_cores);
@@ -88,7 +88,8 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   EXPECT_EQ(t.block_channels(), 3);  // Cout < 8: one block covers the channels
   EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
   EXPECT_EQ(t.shared_bytes, 0u);
-  // Winograd and tensor cores are f32 NCHW only: the same shape in f16 / NHWC stays on the general kernel.
+  // Winograd and the TF32 tensor cores are f32 NCHW only: the same shape in f32 NHWC stays on the
+  // general kernel, in f16 it goes to the f16 / bf16 tensor-core kernel.
   Conv2dVariant w = make_conv2d_variant(8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   EXPECT_TRUE(conv2d_tiling(w).winograd);
   w.input_layout = Conv2dLayout::nhwc;
@@ -97,7 +98,8 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   w.precision = Conv2dPrecision::tf32;
   EXPECT_TRUE(conv2d_tiling(w).tensor_cores);
   w.dtype = DType::f16;
-  EXPECT_TRUE(conv2d_tiling(w).generic);
+  EXPECT_TRUE(conv2d_tiling(w).half_mma);
+  EXPECT_FALSE(conv2d_tiling(w).generic);
 }
 
 TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {

@@ -1,15 +1,19 @@
 // conv2d in f16, bf16 and f32 with NCHW and channels-last (NHWC) tensors on random valid shapes,
 // against a float64 CPU reference computed from the inputs as stored (rounded to the dtype), outputs
-// poisoned (NaN in every dtype) before each launch; and the special values (rounding ties, fp32
+// poisoned (NaN in every dtype) before each launch (f16 and bf16 on the tensor-core kernel); the
+// shapes of issue 19 on it, sampled; and the special values (rounding ties, fp32
 // intermediate sums beyond f16's range, NaN and infinity) compared bit for bit. Skips without a
 // device.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "elementwise_reference.hpp"
@@ -113,6 +117,11 @@ double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, cons
   return acc > 0 ? acc : acc * 0.125;
 }
 
+bool hmma_disabled() {
+  const char* e = std::getenv("CUINLINE_CONV2D_HMMA");
+  return e != nullptr && std::string(e) == "0";
+}
+
 // Relative L2 error allowed. The kernel sums exact fp32 products of the stored values in fp32 (about
 // 1e-7 relative), then rounds each output once to the dtype: a relative error of at most 2^-11
 // (f16) or 2^-8 (bf16) per element, about a third of that in RMS for uniformly spread mantissas
@@ -165,6 +174,8 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
                                                    s.residual ? dr.view : TensorView{});
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
         EXPECT_EQ(v.dtype, dt);
+        // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0.
+        EXPECT_EQ(conv2d_tiling(v).half_mma, dt != DType::f32 && !hmma_disabled());
         // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
         if (s.cin > 1 && s.h * s.w > 1) {
           EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
@@ -186,6 +197,73 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
               }
         const double err = std::sqrt(num / (den > 0 ? den : 1));
         EXPECT_LE(err, tolerance(dt));  // NaN (an unwritten output) fails too
+      }
+    }
+  }
+}
+
+// The shapes of issue 19 (the seed 8x128^2 -> 64 3x3; ResNet-like 64x56^2 -> 64 3x3 pad 1; UNet-like
+// 128x128^2 -> 128 3x3 pad 1, at small batches) in f16 and bf16, NCHW and channels-last, on the
+// tensor-core kernel: every output written (the poison gone), a random sample of 4096 outputs (and
+// the four corners of each image's first and last channel) against the float64 reference.
+TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Shape> shapes = {{2, 8, 128, 128, 64, 3, 3, {}, true, false},
+                                     {2, 64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1), true, true},
+                                     {1, 128, 128, 128, 128, 3, 3, Conv2dParams::square(1, 1), true, false}};
+  Stream stream;
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f16, DType::bf16}) {
+      for (bool nhwc : {false, true}) {
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        dy.buffer.fill_u32(0xffffffffu);  // NaN as f16 and bf16
+        const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
+        const TensorView res = s.residual ? dr.view : TensorView{};
+        const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+        const Conv2dVariant v =
+            conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
+        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+        EXPECT_EQ(conv2d_tiling(v).half_mma, !hmma_disabled());
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res);
+        stream.synchronize();
+        std::vector<unsigned char> raw(y.bytes());
+        dy.buffer.copy_to_host(raw.data(), raw.size());
+        std::int64_t unwritten = 0;
+        for (int n = 0; n < s.n; ++n)
+          for (int co = 0; co < s.cout; ++co)
+            for (int oy = 0; oy < oh; ++oy)
+              for (int ox = 0; ox < ow; ++ox) unwritten += std::isnan(y.read(raw, n, co, oy, ox)) ? 1 : 0;
+        EXPECT_EQ(unwritten, 0);
+        std::vector<std::array<int, 4>> at;
+        for (int n = 0; n < s.n; ++n)
+          for (int co : {0, s.cout - 1})
+            for (int oy : {0, oh - 1})
+              for (int ox : {0, ow - 1}) at.push_back({n, co, oy, ox});
+        for (int i = 0; i < 4096; ++i) {
+          at.push_back({static_cast<int>(rng() % s.n), static_cast<int>(rng() % s.cout), static_cast<int>(rng() % oh),
+                        static_cast<int>(rng() % ow)});
+        }
+        double num = 0, den = 0;
+        for (const auto& a : at) {
+          const double ref = reference(s, x, wt, b, r, a[0], a[1], a[2], a[3]);
+          const double got = y.read(raw, a[0], a[1], a[2], a[3]);
+          num += (got - ref) * (got - ref);
+          den += ref * ref;
+        }
+        const double err = std::sqrt(num / (den > 0 ? den : 1));
+        std::printf("  %-80s %s rel L2 %.2e\n", v.name().c_str(), nhwc ? "nhwc" : "nchw", err);
+        EXPECT_LE(err, tolerance(dt));
       }
     }
   }

@@ -11,11 +11,12 @@
 /// the relative L2 error is about 1e-7. Two opt-in tensor-core modes trade that for speed
 /// (Conv2dPrecision::tf32, ::tf32x3).
 ///
-/// f16 and bf16 tensors (and every channels-last tensor) run on a general direct kernel: loads
-/// widen to fp32, products and sums are fp32, the epilogue (bias, residual, the Op chain) is fp32,
-/// and the result is rounded once, to nearest even, to the output's dtype at the store. The
-/// precision argument does not change that kernel's arithmetic (a product of two f16 or bf16
-/// values is exact in fp32, so it equals a tensor core's; only the summation order differs).
+/// f16 and bf16 tensors (NCHW or channels-last) run on tensor cores (mma.sync m16n8k16, an implicit
+/// GEMM): the products of two f16 or bf16 values are exact, the sums fp32, the epilogue (bias,
+/// residual, the Op chain) fp32, and the result is rounded once, to nearest even, to the output's
+/// dtype at the store. f32 channels-last tensors run on a general direct kernel (fp32 FMA; the same
+/// single rounding), as do f16 and bf16 when CUINLINE_CONV2D_HMMA=0. The precision argument does
+/// not change the arithmetic of either (both sum exact products in fp32; only the order differs).
 
 #include <cuda.h>
 
@@ -107,8 +108,10 @@ struct Conv2dVariant {
   /// e.g. "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]"; a layout
   /// other than NCHW adds ",x:nhwc" (input), ",w:nhwc" (weight) or ",y:nhwc" (output).
   std::string name() const;
-  /// Whether the variant runs on the general direct kernel (conv2d_generic.cuh): any dtype other
-  /// than f32 or any channels-last tensor. f32 NCHW variants use the tuned kernels.
+  /// Whether the variant is outside the f32 NCHW kernels: any dtype other than f32 or any
+  /// channels-last tensor. Those run on the f16 / bf16 tensor-core kernel (conv2d_hmma.cuh: every
+  /// f16 and bf16 variant, conv2d_tiling(v).half_mma) or the general direct kernel
+  /// (conv2d_generic.cuh: f32 channels-last; conv2d_tiling(v).generic).
   bool uses_generic_kernel() const noexcept;
   /// Throws InvalidArgument for a non-positive size, stride or dilation, negative padding, an empty
   /// output, a dtype other than f32, f16 or bf16, an unknown layout or an invalid epilogue.
@@ -165,6 +168,12 @@ struct Conv2dTiling {
   /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / 2 tiles of 2 x 2 outputs x
   /// channels_per_thread channels; tiles_y counts tile rows (2 output rows each).
   bool winograd = false;
+  /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
+  /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x
+  /// n_tiles mma tiles over tile_cols consecutive pixels of the flattened OH x OW plane (tile_rows =
+  /// 1, tiles_x blocks an image) x block_channels() output channels; a k step is ci_chunk input
+  /// channels (16, 32 or 64; channels padded to 16) of one filter tap, double-buffered (pipeline 2).
+  bool half_mma = false;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.

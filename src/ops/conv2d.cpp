@@ -286,6 +286,7 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
+  if (conv2d_impl::hmma_applies(v)) return conv2d_impl::hmma_tiling(v);
   if (v.uses_generic_kernel()) return conv2d_impl::generic_tiling(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
@@ -439,6 +440,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
+  if (conv2d_impl::hmma_applies(v)) return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (v.uses_generic_kernel())
     return "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (conv2d_impl::uses_tensor_cores(v))
@@ -483,6 +485,7 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 }  // namespace conv2d_impl
 
 CompileRequest make_request(const Conv2dVariant& v) {
+  if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
   if (v.uses_generic_kernel()) return conv2d_impl::make_generic_request(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();

@@ -36,6 +36,13 @@ bool winograd_applies(const Conv2dVariant& v);
 /// shared memory. Otherwise (very large filters with many channels) the fp32 direct kernel computes
 /// it — at fp32 accuracy, better than the mode asked for.
 bool uses_tensor_cores(const Conv2dVariant& v);
+/// Whether a variant runs on the f16 / bf16 tensor-core kernel (conv2d_hmma.cuh): every f16 and bf16
+/// variant (any layouts), unless the environment sets CUINLINE_CONV2D_HMMA=0 (read once).
+bool hmma_applies(const Conv2dVariant& v);
+/// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates.
+Conv2dTiling hmma_tiling(const Conv2dVariant& v);
+/// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)).
+CompileRequest make_hmma_request(const Conv2dVariant& v);
 /// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
 Conv2dTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).

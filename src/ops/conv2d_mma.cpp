@@ -116,7 +116,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
 }  // namespace
 
 bool uses_tensor_cores(const Conv2dVariant& v) {
-  if (v.precision == Conv2dPrecision::fp32 || v.uses_generic_kernel()) return false;
+  if (v.precision == Conv2dPrecision::fp32 || v.uses_generic_kernel()) return false;  // (f16 / bf16: hmma)
   try {
     mma_tiling(v);  // host arithmetic only (microseconds); asked on a variant-map miss, not per launch
     return true;

@@ -1,0 +1,410 @@
+// conv2d_hmma.cuh — conv2d in f16 or bf16 on tensor cores: the contract of conv2d_generic.cuh (any
+// valid shape, groups = 1, input / weight / output each NCHW or channels-last, bias, residual, an fp32
+// epilogue E, one rounding to nearest even at the store) as an implicit GEMM with
+// mma.sync.aligned.m16n8k16 (f16 or bf16 operands, fp32 accumulators), compiled by NVRTC with every
+// shape and layout a compile-time constant.
+//
+// GEMM view: M = output pixels of one image (the flattened OH x OW plane), N = output channels,
+// K = (filter tap, input channel) with the channel innermost; input channels are padded with zeros to
+// kCiPad (a multiple of 16), so one k step of kBK (16, 32 or 64, dividing kCiPad) is kBK channels of
+// one filter tap, and a thread's pixel is bounds-checked once a step. The products of two f16 or bf16
+// values are exact in fp32, so the result differs from the general kernel's only in summation order.
+//
+// Work split: a block computes kBM = 16 * kMT * kWarpsM consecutive pixels of one image x kBN =
+// 8 * kNT * kWarpsN output channels; a warp kMT 16-pixel x kNT 8-channel mma tiles. Grid (kTilesX,
+// ceil(kCout / kBN), N). Each k step the block's A tile [kBM pixels][kBK] and B tile [kBN channels]
+// [kBK] are gathered from global memory into registers (16-bit loads, zeros for padding and for taps
+// outside the image), then stored to one of two shared-memory buffers as 32-bit pairs of consecutive
+// k; the loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by
+// 8 halves: conflict-free) feed the mma. One barrier a step.
+//
+// Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
+// [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
+// channels-last (along the channels); each output is acc + bias (+ residual), E, rounded once to the
+// storage type, stored coalesced — two neighbours as one 32-bit store where both lie in the row and
+// the pointers are 4-byte aligned.
+//
+// Required members of S (all `static constexpr int` unless said):
+//   typedef storage (ew_half or ew_bf16);
+//   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
+//   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad, kBK, kMinBlocks.
+// No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
+
+#ifndef CUINLINE_CONV2D_HMMA_CUH
+#define CUINLINE_CONV2D_HMMA_CUH
+
+#include "ew_common.cuh"
+
+namespace cuinline_conv2d_hmma_detail {
+
+template <class S>
+struct Plan {
+  static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBM = 16 * S::kMT * S::kWarpsM;
+  static constexpr int kBN = 8 * S::kNT * S::kWarpsN;
+  static constexpr int kBK = S::kBK;
+  static constexpr long long kPixels = (long long)S::kOH * S::kOW;
+  static constexpr int kTilesX = (int)((kPixels + kBM - 1) / kBM);
+  static constexpr int kTilesY = 1;
+  static constexpr int kTaps = S::kKH * S::kKW;
+  static constexpr int kCiSteps = S::kCiPad / S::kBK;
+  static constexpr int kSteps = kTaps * kCiSteps;
+  // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
+  // ldmatrix phase reads fall in distinct bank quads.
+  static constexpr int kPitch = S::kBK + 8;
+  static constexpr int kAElems = kBM * kPitch;
+  static constexpr int kStageElems = (kBM + kBN) * kPitch;
+  static constexpr int kMainBytes = 2 * kStageElems * 2;
+  // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 4] for channels-last.
+  static constexpr int kCPitch = S::kOutNhwc ? kBN + 4 : kBM + 4;
+  static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
+  static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
+  static constexpr int kOutBytes = (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
+  static constexpr int kSmemBytes = kMainBytes > kOutBytes ? kMainBytes : kOutBytes;
+  // Element strides (channel, row, column, image) of the input and output; of the weight (output
+  // channel, input channel, filter row, filter column).
+  static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
+  static constexpr long long kInY = S::kInNhwc ? (long long)S::kW * S::kCin : S::kW;
+  static constexpr long long kInX = S::kInNhwc ? S::kCin : 1;
+  static constexpr long long kInN = (long long)S::kCin * S::kH * S::kW;
+  static constexpr long long kOutC = S::kOutNhwc ? 1 : kPixels;
+  static constexpr long long kOutP = S::kOutNhwc ? S::kCout : 1;  // a pixel of the flattened plane
+  static constexpr long long kOutN = (long long)S::kCout * kPixels;
+  static constexpr long long kWO = (long long)S::kCin * kTaps;
+  static constexpr long long kWI = S::kWNhwc ? 1 : kTaps;
+  static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * S::kCin : S::kKW;
+  static constexpr long long kWX = S::kWNhwc ? S::kCin : 1;
+  // Gather of the A tile, in pairs of consecutive k (one 32-bit shared store): kAThreadsK threads
+  // along the pairs x kAThreadsM along the pixels. NCHW input: the pixels are the contiguous axis,
+  // so a warp's lanes run along them; channels-last: along the channels.
+  static constexpr int kPairs = S::kBK / 2;
+  static constexpr int kAThreadsM = S::kInNhwc ? (kThreads / kPairs < kBM ? kThreads / kPairs : kBM)
+                                               : (kThreads < kBM ? kThreads : kBM);
+  static constexpr int kAThreadsK = kThreads / kAThreadsM;
+  static constexpr int kARows = kBM / kAThreadsM;    // pixels a thread gathers
+  static constexpr int kAPairs = kPairs / kAThreadsK;  // pairs a pixel of a thread
+  // The B tile: lanes along the pairs (a channels-last weight's contiguous axis), then channels.
+  static constexpr int kBThreadsK = kThreads < kPairs ? kThreads : kPairs;
+  static constexpr int kBThreadsN = kThreads / kBThreadsK;
+  static constexpr int kBRows = kBN / kBThreadsN;
+  static constexpr int kBPairs = kPairs / kBThreadsK;
+  // Two neighbouring outputs as one 32-bit store where both always lie in one contiguous run.
+  static constexpr bool kOutPairs = S::kOutNhwc ? S::kCout % 2 == 0 : kPixels % 2 == 0;
+
+  static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
+  static_assert(S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16, "kCiPad");
+  static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && S::kCiPad % S::kBK == 0, "kBK");
+  static_assert(kThreads <= 1024, "block too large");
+  static_assert(kAThreadsM * kAThreadsK == kThreads && kBM % kAThreadsM == 0 && kPairs % kAThreadsK == 0,
+                "the A gather must cover the tile evenly");
+  static_assert(kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0,
+                "the B gather must cover the tile evenly");
+  static_assert((kBM * kBN) % (2 * kThreads) == 0, "the epilogue covers the tile in whole pairs");
+};
+
+// The mma of a storage type: d += a * b on one m16n8k16 tile (A row-major 16x16, B column-major
+// 16x8, fp32 accumulators).
+template <class T>
+struct Mma;
+template <>
+struct Mma<ew_half> {
+  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Mma<ew_bf16> {
+  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// Four 8x8 matrices of 16-bit elements: lanes 8j .. 8j + 7 give the row addresses of matrix j; a
+// lane receives row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1 of each.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The raw 16 bits of an element (0 where !ok: zero padding).
+template <class T>
+__device__ __forceinline__ unsigned load_bits(const T* p, bool ok) {
+  return ok ? static_cast<unsigned>(__ldg(reinterpret_cast<const unsigned short*>(p))) : 0u;
+}
+template <class T>
+__device__ __forceinline__ float to_float(unsigned bits) {
+  T h;
+  h.bits = static_cast<unsigned short>(bits);
+  return ew_traits<T>::to_op(h);
+}
+template <class T>
+__device__ __forceinline__ unsigned from_float(float x) {
+  return ew_traits<T>::from_op(x).bits;
+}
+
+// One thread's share of a k step, gathered into registers: A pairs (pixel r, pair j) and B pairs
+// (channel r, pair j), each two consecutive k packed low-first (the order ldmatrix expects).
+template <class S>
+struct Fetch {
+  unsigned a[Plan<S>::kARows][Plan<S>::kAPairs];
+  unsigned b[Plan<S>::kBRows][Plan<S>::kBPairs];
+};
+
+// The pixel state of a thread's A rows, fixed for the block: the first input row and column its
+// filter window reads (iy0 >= kH marks a pixel past the plane: every tap then reads nothing).
+template <class S>
+struct Pixels {
+  int iy0[Plan<S>::kARows];
+  int ix0[Plan<S>::kARows];
+};
+
+template <class S>
+__device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px, const typename S::storage* __restrict__ in_n,
+                                      const typename S::storage* __restrict__ weight, int co0, int step, int am0,
+                                      int ak0, int bn0, int bk0) {
+  using P = Plan<S>;
+  const int tap = step / P::kCiSteps;
+  const int cb = (step - tap * P::kCiSteps) * S::kBK;
+  const int kh = tap / S::kKW;
+  const int kw = tap - kh * S::kKW;
+#pragma unroll
+  for (int r = 0; r < P::kARows; ++r) {
+    const int iy = px.iy0[r] + kh * S::kDH;
+    const int ix = px.ix0[r] + kw * S::kDW;
+    const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+    const typename S::storage* src = in_n + (inside ? iy * P::kInY + ix * P::kInX : 0);
+#pragma unroll
+    for (int j = 0; j < P::kAPairs; ++j) {
+      const int ci = cb + 2 * (ak0 + j * P::kAThreadsK);
+      const bool ok0 = inside && (S::kCin % S::kBK == 0 || ci < S::kCin);
+      const bool ok1 = inside && (S::kCin % S::kBK == 0 || ci + 1 < S::kCin);
+      f.a[r][j] = load_bits(src + ci * P::kInC, ok0) | load_bits(src + (ci + 1) * P::kInC, ok1) << 16;
+    }
+  }
+  const long long w_tap = kh * P::kWY + kw * P::kWX;
+#pragma unroll
+  for (int r = 0; r < P::kBRows; ++r) {
+    const int co = co0 + bn0 + r * P::kBThreadsN;
+    const bool co_ok = S::kCout % P::kBN == 0 || co < S::kCout;
+    const typename S::storage* src = weight + (co_ok ? co * P::kWO + w_tap : 0);
+#pragma unroll
+    for (int j = 0; j < P::kBPairs; ++j) {
+      const int ci = cb + 2 * (bk0 + j * P::kBThreadsK);
+      const bool ok0 = co_ok && (S::kCin % S::kBK == 0 || ci < S::kCin);
+      const bool ok1 = co_ok && (S::kCin % S::kBK == 0 || ci + 1 < S::kCin);
+      f.b[r][j] = load_bits(src + ci * P::kWI, ok0) | load_bits(src + (ci + 1) * P::kWI, ok1) << 16;
+    }
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void store_stage(const Fetch<S>& f, unsigned short* s_a, int am0, int ak0, int bn0,
+                                            int bk0) {
+  using P = Plan<S>;
+  unsigned short* s_b = s_a + P::kAElems;
+#pragma unroll
+  for (int r = 0; r < P::kARows; ++r) {
+#pragma unroll
+    for (int j = 0; j < P::kAPairs; ++j) {
+      const int m = am0 + r * P::kAThreadsM;
+      const int k = 2 * (ak0 + j * P::kAThreadsK);
+      *reinterpret_cast<unsigned*>(s_a + m * P::kPitch + k) = f.a[r][j];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < P::kBRows; ++r) {
+#pragma unroll
+    for (int j = 0; j < P::kBPairs; ++j) {
+      const int n = bn0 + r * P::kBThreadsN;
+      const int k = 2 * (bk0 + j * P::kBThreadsK);
+      *reinterpret_cast<unsigned*>(s_b + n * P::kPitch + k) = f.b[r][j];
+    }
+  }
+}
+
+// acc += the staged step. a_row / b_row: this lane's ldmatrix row addresses (bytes, shared space) of
+// its warp's first A and B tiles at k = 0.
+template <class S>
+__device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsigned a_row, unsigned b_row) {
+  using P = Plan<S>;
+#pragma unroll
+  for (int ks = 0; ks < S::kBK / 16; ++ks) {
+    unsigned a[S::kMT][4];
+    unsigned b[S::kNT / 2][4];
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) ldmatrix_x4(a[i], a_row + (i * 16 * P::kPitch + ks * 16) * 2);
+#pragma unroll
+    for (int jj = 0; jj < S::kNT / 2; ++jj) ldmatrix_x4(b[jj], b_row + (jj * 16 * P::kPitch + ks * 16) * 2);
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+        Mma<typename S::storage>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace cuinline_conv2d_hmma_detail
+
+/// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
+/// residual of the output's shape and layout (ignored unless kHasResidual); every tensor of the
+/// storage type. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads; dynamic shared memory:
+/// kSmemBytes. row_tiles is unused (the launch passes the same arguments to every conv2d kernel).
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads, S::kMinBlocks)
+    cuinline_conv2d_hmma(const typename S::storage* __restrict__ input,
+                         const typename S::storage* __restrict__ weight,
+                         const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
+                         int row_tiles, const typename S::storage* __restrict__ residual) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  using T = typename S::storage;
+  namespace d = cuinline_conv2d_hmma_detail;
+  (void)row_tiles;
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int wm = warp % S::kWarpsM;
+  const int wn = warp / S::kWarpsM;
+  const int p0 = blockIdx.x * P::kBM;
+  const int co0 = blockIdx.y * P::kBN;
+  const long long n = blockIdx.z;
+  const T* in_n = input + n * P::kInN;
+
+  // This thread's gather coordinates: A pixel am0 (+ r * kAThreadsM), pair ak0 (+ j * kAThreadsK);
+  // B channel bn0 (+ r * kBThreadsN), pair bk0 (+ j * kBThreadsK).
+  const int am0 = S::kInNhwc ? tid / P::kAThreadsK : tid % P::kAThreadsM;
+  const int ak0 = S::kInNhwc ? tid % P::kAThreadsK : tid / P::kAThreadsM;
+  const int bk0 = tid % P::kBThreadsK;
+  const int bn0 = tid / P::kBThreadsK;
+  d::Pixels<S> px;
+#pragma unroll
+  for (int r = 0; r < P::kARows; ++r) {
+    const int p = p0 + am0 + r * P::kAThreadsM;
+    const int oy = p / S::kOW;
+    const int ox = p - oy * S::kOW;
+    // A pixel past the plane reads rows from kH on: outside the image for every tap.
+    px.iy0[r] = p < P::kPixels ? oy * S::kSH - S::kPH : S::kH;
+    px.ix0[r] = ox * S::kSW - S::kPW;
+  }
+
+  // ldmatrix row addresses: A tile i rows (lane % 16), k half lane / 16; B tiles 2jj, 2jj + 1 rows
+  // lane % 8 (+ 8 for lanes 16-31), k half (lane / 8) % 2.
+  const unsigned base = d::smem_address(s_stage);
+  const unsigned a_row = base + ((wm * S::kMT * 16 + lane % 16) * P::kPitch + lane / 16 * 8) * 2;
+  const unsigned b_row =
+      base + (P::kAElems + (wn * S::kNT * 8 + lane % 8 + lane / 16 * 8) * P::kPitch + (lane / 8) % 2 * 8) * 2;
+  constexpr unsigned kStageBytes = P::kStageElems * 2;
+
+  float acc[S::kMT][S::kNT][4];
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+
+  d::Fetch<S> f;
+  d::fetch<S>(f, px, in_n, weight, co0, 0, am0, ak0, bn0, bk0);
+  d::store_stage<S>(f, s_stage, am0, ak0, bn0, bk0);
+  __syncthreads();
+#pragma unroll 1
+  for (int step = 0; step < P::kSteps; ++step) {
+    const int buf = step & 1;
+    // The next step's loads are in flight during this step's mma; its buffer was last read in
+    // step - 1, before the barrier that ended it.
+    if (step + 1 < P::kSteps) d::fetch<S>(f, px, in_n, weight, co0, step + 1, am0, ak0, bn0, bk0);
+    d::accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+    if (step + 1 < P::kSteps) d::store_stage<S>(f, s_stage + (buf ^ 1) * P::kStageElems, am0, ak0, bn0, bk0);
+    __syncthreads();
+  }
+
+  // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
+  // barrier of the loop ended every read of the stage buffers.)
+  float* s_c = reinterpret_cast<float*>(smem);
+  {
+    const int g = lane / 4;
+    const int t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int m = wm * S::kMT * 16 + i * 16 + g + 8 * (q / 2);
+          const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
+          s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
+        }
+      }
+    }
+  }
+  __syncthreads();
+  T* out_n = output + n * P::kOutN;
+  const T* res_n = residual + n * P::kOutN;
+  // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
+  // fp32; one rounding to the storage type.
+  auto value = [&](int m, int c, long long at) {
+    float v = s_c[m * P::kCM + c * P::kCC];
+    if (S::kHasBias) v += d::to_float<T>(d::load_bits(bias + co0 + c, true));
+    if (S::kHasResidual) v += d::to_float<T>(d::load_bits(res_n + at, true));
+    return E{}(v);
+  };
+  // Consecutive threads along the output's contiguous axis: pixels (NCHW) or channels (NHWC).
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
+  const bool pairs = P::kOutPairs &&
+                     ((reinterpret_cast<unsigned long long>(output) |
+                       (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) & 3ull) == 0;
+  if (pairs) {
+#pragma unroll 4
+    for (int idx = tid; idx < P::kBM * P::kBN / 2; idx += P::kThreads) {
+      const int fast = 2 * (idx % (kFast / 2));
+      const int slow = idx / (kFast / 2);
+      const int m = S::kOutNhwc ? slow : fast;
+      const int c = S::kOutNhwc ? fast : slow;
+      const int p = p0 + m;
+      const int co = co0 + c;
+      // Both lie in one run: NCHW pixels p and p + 1 (kPixels even, p even), NHWC channels co, co + 1.
+      if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+        const long long at = p * P::kOutP + co * P::kOutC;
+        const float v0 = value(m, c, at);
+        const float v1 = S::kOutNhwc ? value(m, c + 1, at + 1) : value(m + 1, c, at + 1);
+        const unsigned bits = d::from_float<T>(v0) | d::from_float<T>(v1) << 16;
+        *reinterpret_cast<unsigned*>(out_n + at) = bits;
+      }
+    }
+  } else {
+#pragma unroll 4
+    for (int idx = tid; idx < P::kBM * P::kBN; idx += P::kThreads) {
+      const int fast = idx % kFast;
+      const int slow = idx / kFast;
+      const int m = S::kOutNhwc ? slow : fast;
+      const int c = S::kOutNhwc ? fast : slow;
+      const int p = p0 + m;
+      const int co = co0 + c;
+      if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+        const long long at = p * P::kOutP + co * P::kOutC;
+        out_n[at] = ew_traits<T>::from_op(value(m, c, at));
+      }
+    }
+  }
+}
+
+#endif  // CUINLINE_CONV2D_HMMA_CUH

@@ -1,0 +1,119 @@
+// conv2d in f16 and bf16 on tensor cores (mma.sync m16n8k16, fp32 accumulation;
+// kernel_templates/conv2d_hmma.cuh): which variants it computes, the block tiling chosen on the host,
+// and the rendering of the template into one CompileRequest per variant.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/error.hpp>
+#include <string>
+
+#include "ops/conv2d_internal.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+constexpr unsigned kMaxSharedBytes = 227 * 1024;
+
+// CUINLINE_CONV2D_HMMA=0 sends every f16 / bf16 variant to the general direct kernel (read once).
+bool disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_HMMA");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
+const char* storage_type(DType dtype) {
+  return dtype == DType::f16 ? "ew_half" : "ew_bf16";
+}
+
+// Shared memory of a tiling: two stages of [pixels + channels][k step + 8] 16-bit values, or the
+// fp32 epilogue tile, whichever is larger (conv2d_hmma.cuh's Plan<S>, which the source checks).
+unsigned shared_bytes(const Conv2dTiling& t, bool out_nhwc) {
+  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), pitch = t.ci_chunk + 8;
+  const std::int64_t main = 2 * (bm + bn) * pitch * 2;
+  const std::int64_t out = (out_nhwc ? bm * (bn + 4) : bn * (bm + 4)) * 4;
+  return static_cast<unsigned>(std::max(main, out));
+}
+
+}  // namespace
+
+bool hmma_applies(const Conv2dVariant& v) {
+  return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment();
+}
+
+Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
+  v.validate();
+  Conv2dTiling t;
+  t.tensor_cores = true;
+  t.half_mma = true;
+  // 128 pixels a block; the channels of a block the smallest of 16, 32, 64 or 128 that covers Cout
+  // (more blocks along the channels past 128). Warps of 2 x 4 (16 or 32 channels: 2 x 2 or 2 x 4)
+  // mma tiles, or 4 x 4 with 128 channels (four warps along the channels, 64 accumulators each).
+  const int cout = v.out_channels;
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
+  if (bn <= 32) {
+    t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8;
+  } else if (bn == 64) {
+    t.warps_m = 4, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4;
+  } else {
+    t.warps_m = 2, t.warps_n = 4, t.m_tiles = 4, t.n_tiles = 4;
+  }
+  t.tile_rows = 1;
+  t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the flattened OH x OW plane
+  // A k step: kBK input channels of one filter tap; channels padded to 16. 64 where the padded
+  // channels allow and the block's gather registers stay modest (not with 128 channels a block).
+  const int ci_pad = (v.in_channels + 15) / 16 * 16;
+  int bk = bn == 128 ? 32 : 64;
+  while (ci_pad % bk != 0) bk /= 2;
+  t.ci_chunk = bk;
+  t.ci_unroll = bk / 16;
+  t.kh_unroll = 1;
+  t.kw_unroll = 1;
+  t.pipeline = 2;  // the next k step's loads in flight during this one's mma
+  t.row_tiles = 1;
+  t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
+  t.tiles_y = 1;
+  // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
+  // else 128 registers a thread.
+  t.min_blocks = t.m_tiles * t.n_tiles >= 16 ? 1 : 512 / t.threads();
+  t.shared_bytes = shared_bytes(t, v.output_layout == Conv2dLayout::nhwc);
+  if (t.shared_bytes > kMaxSharedBytes) {  // (at most 74 KiB: cannot happen; kept as a guard)
+    throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
+                          std::to_string(t.shared_bytes) + " bytes of shared memory");
+  }
+  return t;
+}
+
+CompileRequest make_hmma_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = hmma_tiling(v);  // validates
+  const auto c = render_constant;
+  std::string src = "// cuinline conv2d variant " + v.name() +
+                    "\n#include \"ew_ops.cuh\"\n#include \"conv2d_hmma.cuh\"\n\n" +
+                    render_conv2d_epilogue(v.epilogue);
+  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(storage_type(v.dtype)) + " storage;\n";
+  src += render_shape_constants(v);
+  src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
+  src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
+  src += c("kCiPad", (v.in_channels + 15) / 16 * 16) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
+  src += "};\n\n";
+  const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
+  src += render_plan_checks(plan, t);
+  src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
+
+  CompileRequest request;
+  request.name = "conv2d_hmma.cu";
+  request.source = std::move(src);
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"}) {
+    request.headers.push_back({header, cuinline::detail::template_text(header)});
+  }
+  // No contraction: bias, residual and epilogue round after every step like the separate PyTorch ops.
+  request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
+  request.name_expressions = {kernel_name(v)};
+  return request;
+}
+
+}  // namespace cuinline::ops::conv2d_impl

@@ -1,0 +1,160 @@
+// Host tests of the f16 / bf16 tensor-core conv2d (conv2d_hmma.cuh, mma.sync m16n8k16): which
+// variants the planner sends to it, the invariants of its tiling (whole warps, a block column
+// covering the output channels, shared memory within sm_90's limit), and offline compiles for sm_90
+// of a sweep of shapes in both dtypes and the layouts, with ptxas's register and spill report: none
+// may spill.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <regex>
+#include <string>
+
+namespace {
+
+using cuinline::DType;
+using namespace cuinline::ops;
+
+struct Shape {
+  const char* what;
+  int cin, h, w, cout, kh, kw;
+  Conv2dParams p;
+};
+
+// The seed, the ResNet-like and UNet-like shapes of issue 19, odd and small channel counts, 1 x 1
+// and 5 x 5 filters, stride 2, dilation 2, non-square images, fewer pixels than a block.
+const Shape kShapes[] = {
+    {"seed", 8, 128, 128, 64, 3, 3, {}},
+    {"resnet", 64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1)},
+    {"unet", 128, 128, 128, 128, 3, 3, Conv2dParams::square(1, 1)},
+    {"cin 3 stem", 3, 224, 224, 64, 7, 7, Conv2dParams::square(2, 3)},
+    {"cin 5 cout 5", 5, 33, 17, 5, 3, 3, Conv2dParams::square(1, 1)},
+    {"1x1", 64, 56, 56, 256, 1, 1, {}},
+    {"5x5", 32, 40, 40, 48, 5, 5, Conv2dParams::square(1, 2)},
+    {"stride 2", 64, 56, 56, 128, 3, 3, Conv2dParams::square(2, 1)},
+    {"dilation 2", 24, 30, 30, 40, 3, 3, Conv2dParams::square(1, 2, 2)},
+    {"3x5 rect", 16, 20, 37, 24, 3, 5, Conv2dParams{2, 1, 1, 2, 1, 1}},
+    {"tiny", 1, 4, 3, 1, 2, 2, {}},
+    {"cout 200", 40, 9, 9, 200, 1, 3, Conv2dParams{1, 1, 0, 1, 1, 1}},
+};
+
+Conv2dVariant variant(const Shape& s, DType dt, Conv2dLayout in, Conv2dLayout w, Conv2dLayout out,
+                      bool residual) {
+  Conv2dVariant v =
+      make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, true, div_leaky_relu_epilogue(2.0, 0.01));
+  v.dtype = dt;
+  v.input_layout = in;
+  v.weight_layout = w;
+  v.output_layout = out;
+  v.has_residual = residual;
+  return v;
+}
+
+TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
+  for (const Shape& s : kShapes) {
+    for (DType dt : {DType::f16, DType::bf16}) {
+      for (Conv2dLayout l : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+        for (Conv2dPrecision prec : {Conv2dPrecision::fp32, Conv2dPrecision::tf32}) {
+          Conv2dVariant v = variant(s, dt, l, l, l, false);
+          v.precision = prec;
+          SCOPED_TRACE(v.name());
+          const Conv2dTiling t = conv2d_tiling(v);
+          EXPECT_TRUE(t.half_mma);
+          EXPECT_TRUE(t.tensor_cores);
+          EXPECT_FALSE(t.generic || t.winograd);
+          EXPECT_TRUE(v.uses_generic_kernel());  // (outside the f32 NCHW kernels)
+          EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+          EXPECT_EQ(make_request(v).name_expressions.at(0), kernel_name(v));
+        }
+      }
+    }
+    // f32 stays where it was: NCHW on the tuned kernels, channels-last on the general kernel.
+    Conv2dVariant f = variant(s, DType::f32, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false);
+    EXPECT_FALSE(conv2d_tiling(f).half_mma);
+    EXPECT_FALSE(conv2d_tiling(f).generic);
+    f.input_layout = Conv2dLayout::nhwc;
+    EXPECT_TRUE(conv2d_tiling(f).generic);
+    EXPECT_FALSE(conv2d_tiling(f).half_mma);
+  }
+}
+
+TEST(Conv2dHmma, TilingInvariants) {
+  for (const Shape& s : kShapes) {
+    for (Conv2dLayout out : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+      const Conv2dVariant v = variant(s, DType::f16, Conv2dLayout::nchw, Conv2dLayout::nchw, out, false);
+      SCOPED_TRACE(v.name());
+      const Conv2dTiling t = conv2d_tiling(v);
+      EXPECT_EQ(t.threads() % 32, 0);
+      EXPECT_LE(t.threads(), 256);
+      EXPECT_EQ(t.n_tiles % 2, 0);  // B fragments two n tiles an ldmatrix
+      EXPECT_EQ(t.tile_rows, 1);
+      EXPECT_EQ(t.tile_cols, 16 * t.m_tiles * t.warps_m);
+      const std::int64_t pixels = v.out_height() * v.out_width();
+      EXPECT_GE(std::int64_t{t.tiles_x} * t.tile_cols, pixels);
+      EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
+      EXPECT_EQ(t.tiles_y, 1);
+      EXPECT_EQ(t.row_tiles, 1);
+      // One block column covers up to 128 channels; the smallest of 16 .. 128 that covers Cout.
+      const int c = v.out_channels;
+      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 ? 64 : 128);
+      const int ci_pad = (v.in_channels + 15) / 16 * 16;
+      EXPECT_EQ(ci_pad % t.ci_chunk, 0);
+      EXPECT_TRUE(t.ci_chunk == 16 || t.ci_chunk == 32 || t.ci_chunk == 64);
+      EXPECT_LE(t.shared_bytes, 227u * 1024u);
+      EXPECT_GT(t.min_blocks, 0);
+    }
+  }
+  // The issue's shapes: 128 pixels a block; 64 channels (seed, ResNet) or 128 (UNet) a block.
+  const Conv2dTiling seed = conv2d_tiling(variant(kShapes[0], DType::bf16, Conv2dLayout::nchw,
+                                                  Conv2dLayout::nchw, Conv2dLayout::nchw, false));
+  EXPECT_EQ(seed.tile_cols, 128);
+  EXPECT_EQ(seed.block_channels(), 64);
+  EXPECT_EQ(seed.ci_chunk, 16);  // 8 channels padded to 16
+  EXPECT_EQ(seed.tiles_x, (126 * 126 + 127) / 128);
+  const Conv2dTiling unet = conv2d_tiling(variant(kShapes[2], DType::f16, Conv2dLayout::nhwc,
+                                                  Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
+  EXPECT_EQ(unet.block_channels(), 128);
+  EXPECT_EQ(unet.threads(), 256);
+}
+
+// Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the
+// layouts mixed and a residual), compiled for sm_90: no register spills. The rendered source
+// static_asserts that the host's launch figures match the template's.
+TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  const std::regex regs(R"(Used (\d+) registers)");
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  int i = 0;
+  for (const Shape& s : kShapes) {
+    for (int form = 0; form < 3; ++form, ++i) {
+      const DType dt = i % 2 ? DType::bf16 : DType::f16;
+      const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+      const Conv2dVariant v = form == 0   ? variant(s, dt, nchw, nchw, nchw, false)
+                              : form == 1 ? variant(s, dt, nhwc, nhwc, nhwc, false)
+                                          : variant(s, dt, i % 4 ? nhwc : nchw, i % 3 ? nchw : nhwc,
+                                                    i % 4 ? nchw : nhwc, true);
+      SCOPED_TRACE(v.name());
+      cuinline::CompileRequest request = make_request(v);
+      request.options.push_back("-Xptxas=-v");
+      const auto start = std::chrono::steady_clock::now();
+      const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
+      std::smatch m;
+      std::string used = "?", spilled = "?";
+      if (std::regex_search(program.log, m, regs)) used = m[1];
+      if (std::regex_search(program.log, m, spill)) spilled = m[1];
+      EXPECT_EQ(spilled, "0") << program.log;
+      const Conv2dTiling t = conv2d_tiling(v);
+      std::printf("  %-12s %-92s NVRTC %5.0f ms  %3s regs  %s B spilled  warps %dx%d tiles %dx%d k %d smem %u\n",
+                  s.what, v.name().c_str(), ms, used.c_str(), spilled.c_str(), t.warps_m, t.warps_n, t.m_tiles,
+                  t.n_tiles, t.ci_chunk, t.shared_bytes);
+    }
+  }
+}
+
+}  // namespace
