@@ -33,7 +33,12 @@
 #ifndef CUINLINE_CONV2D_HMMA_CUH
 #define CUINLINE_CONV2D_HMMA_CUH
 
+// tests/test_conv2d_hmma_emulated.cpp compiles this file on the host with
+// CUINLINE_CONV2D_HMMA_EMULATED defined: it supplies the half types, the mma, ldmatrix and the
+// shared memory (a warp's lanes as threads), and checks the kernel's indexing against a reference.
+#ifndef CUINLINE_CONV2D_HMMA_EMULATED
 #include "ew_common.cuh"
+#endif
 
 namespace cuinline_conv2d_hmma_detail {
 
@@ -103,6 +108,7 @@ struct Plan {
   static_assert((kBM * kBN) % (2 * kThreads) == 0, "the epilogue covers the tile in whole pairs");
 };
 
+#ifndef CUINLINE_CONV2D_HMMA_EMULATED
 // The mma of a storage type: d += a * b on one m16n8k16 tile (A row-major 16x16, B column-major
 // 16x8, fp32 accumulators).
 template <class T>
@@ -138,6 +144,8 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+
+#endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
 // The raw 16 bits of an element (0 where !ok: zero padding).
 template <class T>
@@ -274,7 +282,11 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   using T = typename S::storage;
   namespace d = cuinline_conv2d_hmma_detail;
   (void)row_tiles;
+#ifdef CUINLINE_CONV2D_HMMA_EMULATED
+  unsigned char* smem = cuinline_emulated_smem();
+#else
   extern __shared__ __align__(16) unsigned char smem[];
+#endif
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
 
   const int tid = threadIdx.x;

@@ -1,0 +1,308 @@
+// The f16 / bf16 tensor-core conv2d kernel (kernel_templates/conv2d_hmma.cuh) run on the host: each
+// block's threads are std::threads (a barrier for __syncthreads, one a warp for the warp-wide
+// instructions), ldmatrix.x4 and mma.sync m16n8k16 emulated from the fragment layouts of the PTX ISA,
+// so the kernel's gather, shared-memory layout, fragment addressing and epilogue are checked against
+// a float64 reference without a GPU. The shape constants of each case are the host plan's (checked
+// against conv2d_tiling at run time); outputs are poisoned (NaN) first. Cases: the shapes at
+// small images, odd channel counts, every layout combination, stride, dilation, non-square filters,
+// a residual, channels beyond one block column.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuinline/conv2d.hpp>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "elementwise_reference.hpp"
+
+#define CUINLINE_CONV2D_HMMA_EMULATED 1
+#define __device__
+#define __global__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(threads, blocks)
+
+namespace {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+thread_local Dim3 threadIdx, blockIdx;
+
+// One block's shared state: its shared memory, the block barrier, a barrier a warp and the words a
+// warp's lanes exchange in a warp-wide instruction.
+struct Block {
+  std::vector<unsigned char> smem;
+  std::unique_ptr<std::barrier<>> block;
+  std::vector<std::unique_ptr<std::barrier<>>> warp;
+  unsigned words[32][32][6];
+};
+thread_local Block* g_block = nullptr;
+
+}  // namespace
+
+struct ew_half {
+  unsigned short bits;
+};
+struct ew_bf16 {
+  unsigned short bits;
+};
+template <class T>
+struct ew_traits;
+template <>
+struct ew_traits<ew_half> {
+  static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
+  static ew_half from_op(float x) { return {cuinline::test::float_to_half(x)}; }
+};
+template <>
+struct ew_traits<ew_bf16> {
+  static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
+  static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
+};
+inline unsigned short __ldg(const unsigned short* p) {
+  return *p;
+}
+inline void __syncthreads() {
+  g_block->block->arrive_and_wait();
+}
+inline unsigned char* cuinline_emulated_smem() {
+  return g_block->smem.data();
+}
+
+namespace cuinline_conv2d_hmma_detail {
+
+inline unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(static_cast<const unsigned char*>(p) - g_block->smem.data());
+}
+// Lanes 8j .. 8j + 7 give the row addresses of matrix j; a lane receives row lane / 4, 32-bit word
+// lane % 4 of each matrix.
+inline void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  Block& b = *g_block;
+  EXPECT_EQ(addr % 16, 0u) << "ldmatrix row addresses are 16-byte aligned";
+  b.words[warp][lane][0] = addr;
+  b.warp[warp]->arrive_and_wait();
+  for (int j = 0; j < 4; ++j) {
+    const unsigned row = b.words[warp][8 * j + lane / 4][0];
+    EXPECT_LE(row + 16, b.smem.size());
+    std::memcpy(&r[j], b.smem.data() + row + (lane % 4) * 4, 4);
+  }
+  b.warp[warp]->arrive_and_wait();
+}
+// m16n8k16, A row-major: a0 (row g, k 2t, 2t + 1), a1 (g + 8, same k), a2 (g, k + 8), a3 (g + 8,
+// k + 8); B column-major: b0 (k 2t, 2t + 1, column g), b1 (k + 8); C/D: c0, c1 (row g, columns 2t,
+// 2t + 1), c2, c3 (row g + 8); lane = 4g + t, the lower k in the lower 16 bits.
+template <class T>
+struct Mma {
+  static double element(unsigned word, int k) {
+    T h{static_cast<unsigned short>(word >> (16 * (k % 2)))};
+    return ew_traits<T>::to_op(h);
+  }
+  static void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    Block& b = *g_block;
+    for (int q = 0; q < 4; ++q) b.words[warp][lane][q] = a[q];
+    b.words[warp][lane][4] = b0;
+    b.words[warp][lane][5] = b1;
+    b.warp[warp]->arrive_and_wait();
+    const int g = lane / 4, t = lane % 4;
+    for (int q = 0; q < 4; ++q) {
+      const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
+      double sum = d[q];
+      for (int k = 0; k < 16; ++k) {
+        const unsigned aw = b.words[warp][(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+        const unsigned bw = b.words[warp][col * 4 + (k % 8) / 2][k >= 8 ? 5 : 4];
+        sum += element(aw, k) * element(bw, k);
+      }
+      d[q] = static_cast<float>(sum);
+    }
+    b.warp[warp]->arrive_and_wait();
+  }
+};
+
+}  // namespace cuinline_conv2d_hmma_detail
+
+#include "../kernel_templates/conv2d_hmma.cuh"
+
+namespace {
+
+using cuinline::DType;
+using namespace cuinline::ops;
+
+// div(2) | leaky_relu(0.125), as the rendered epilogue computes it.
+struct Epilogue {
+  float operator()(float x) const {
+    x = x / 2.0f;
+    return x > 0.0f ? x : x * 0.125f;
+  }
+};
+
+#define HMMA_CASE(name, T, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, in, wl, out, wm, wn, mt, nt, \
+                  cipad, bk, minb)                                                                                \
+  struct name {                                                                                                   \
+    typedef T storage;                                                                                            \
+    static constexpr int kCin = cin, kH = h, kW = w, kCout = cout, kKH = kh, kKW = kw, kSH = sh, kSW = sw,       \
+                         kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,             \
+                         kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,         \
+                         kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb;                                   \
+    static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                         \
+    static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                         \
+  };
+
+// (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
+HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 2, 2, 4, 16, 16, 2)
+HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 4, 2, 2, 4, 16, 16, 2)
+HMMA_CASE(Resnet, ew_half, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 4, 2, 2, 4, 64, 64, 2)
+HMMA_CASE(ResnetNhwc, ew_bf16, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 2, 4, 64, 64, 2)
+HMMA_CASE(Unet, ew_half, 128, 10, 13, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 2, 4, 4, 4, 128, 32, 1)
+HMMA_CASE(Wide1x1, ew_bf16, 128, 10, 13, 200, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 2, 4, 4, 4, 128, 32, 1)
+HMMA_CASE(Stem5x5, ew_half, 3, 17, 15, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 4, 1, 2, 2, 16, 16, 4)
+HMMA_CASE(Rect, ew_bf16, 5, 9, 11, 24, 3, 5, 2, 1, 1, 2, 1, 1, 1, 1, 0, 1, 1, 4, 1, 2, 4, 16, 16, 4)
+HMMA_CASE(Dilated, ew_half, 24, 14, 14, 40, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 0, 0, 4, 2, 2, 4, 32, 32, 2)
+HMMA_CASE(Odd, ew_half, 40, 9, 9, 33, 1, 3, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 4, 2, 2, 4, 48, 16, 2)
+HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1, 2, 2, 16, 16, 4)
+HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
+
+template <class S>
+Conv2dVariant variant_of() {
+  Conv2dParams p{S::kSH, S::kSW, S::kPH, S::kPW, S::kDH, S::kDW};
+  Conv2dVariant v = make_conv2d_variant(S::kCin, S::kH, S::kW, S::kCout, S::kKH, S::kKW, p, S::kHasBias != 0,
+                                        div_leaky_relu_epilogue(2.0, 0.125));
+  v.has_residual = S::kHasResidual != 0;
+  v.dtype = std::is_same_v<typename S::storage, ew_half> ? DType::f16 : DType::bf16;
+  v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.weight_layout = S::kWNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.output_layout = S::kOutNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  return v;
+}
+
+template <class S>
+void check_case(std::uint64_t seed) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  using T = typename S::storage;
+  const Conv2dVariant v = variant_of<S>();
+  SCOPED_TRACE(v.name());
+  // The constants are the host plan's.
+  const Conv2dTiling t = conv2d_tiling(v);
+  ASSERT_TRUE(t.half_mma);
+  EXPECT_EQ(t.warps_m, S::kWarpsM);
+  EXPECT_EQ(t.warps_n, S::kWarpsN);
+  EXPECT_EQ(t.m_tiles, S::kMT);
+  EXPECT_EQ(t.n_tiles, S::kNT);
+  EXPECT_EQ(t.ci_chunk, S::kBK);
+  EXPECT_EQ(t.min_blocks, S::kMinBlocks);
+  EXPECT_EQ(t.shared_bytes, static_cast<unsigned>(P::kSmemBytes));
+  EXPECT_EQ(t.tiles_x, P::kTilesX);
+  EXPECT_EQ(S::kOH, v.out_height());
+  EXPECT_EQ(S::kOW, v.out_width());
+  EXPECT_EQ(S::kCiPad, (S::kCin + 15) / 16 * 16);
+
+  const DType dt = v.dtype;
+  const int batch = 2;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto random = [&](std::size_t n, std::vector<T>& bits, std::vector<double>& values) {
+    bits.resize(n);
+    values.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      bits[i].bits = static_cast<unsigned short>(cuinline::test::from_op(dt, normal(rng)));
+      values[i] = cuinline::test::to_op(dt, bits[i].bits);
+    }
+  };
+  // Element offsets in each tensor's layout.
+  auto x_at = [](int n, int c, int y, int x) {
+    return S::kInNhwc ? ((std::size_t(n) * S::kH + y) * S::kW + x) * S::kCin + c
+                      : ((std::size_t(n) * S::kCin + c) * S::kH + y) * S::kW + x;
+  };
+  auto w_at = [](int o, int c, int y, int x) {
+    return S::kWNhwc ? ((std::size_t(o) * S::kKH + y) * S::kKW + x) * S::kCin + c
+                     : ((std::size_t(o) * S::kCin + c) * S::kKH + y) * S::kKW + x;
+  };
+  auto y_at = [](int n, int c, int y, int x) {
+    return S::kOutNhwc ? ((std::size_t(n) * S::kOH + y) * S::kOW + x) * S::kCout + c
+                       : ((std::size_t(n) * S::kCout + c) * S::kOH + y) * S::kOW + x;
+  };
+  std::vector<T> xb, wb, bb, rb;
+  std::vector<double> xv, wv, bv, rv;
+  const std::size_t out_size = std::size_t(batch) * S::kCout * S::kOH * S::kOW;
+  random(std::size_t(batch) * S::kCin * S::kH * S::kW, xb, xv);
+  random(std::size_t(S::kCout) * S::kCin * S::kKH * S::kKW, wb, wv);
+  random(S::kCout, bb, bv);
+  random(out_size, rb, rv);
+  std::vector<T> yb(out_size, T{0xffff});  // NaN
+
+  for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
+    for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {
+      for (unsigned bx = 0; bx < static_cast<unsigned>(P::kTilesX); ++bx) {
+        Block block;
+        block.smem.assign(P::kSmemBytes, 0xA5);  // garbage where nothing was staged
+        block.block = std::make_unique<std::barrier<>>(P::kThreads);
+        for (int w = 0; w < P::kWarps; ++w) block.warp.push_back(std::make_unique<std::barrier<>>(32));
+        std::vector<std::thread> threads;
+        for (unsigned tid = 0; tid < static_cast<unsigned>(P::kThreads); ++tid) {
+          threads.emplace_back([&, tid] {
+            g_block = &block;
+            threadIdx = {tid, 0, 0};
+            blockIdx = {bx, by, z};
+            cuinline_conv2d_hmma<S, Epilogue>(xb.data(), wb.data(), S::kHasBias ? bb.data() : nullptr, yb.data(),
+                                              1, S::kHasResidual ? rb.data() : nullptr);
+          });
+        }
+        for (std::thread& th : threads) th.join();
+      }
+    }
+  }
+
+  double num = 0, den = 0;
+  std::int64_t unwritten = 0;
+  for (int n = 0; n < batch; ++n)
+    for (int co = 0; co < S::kCout; ++co)
+      for (int oy = 0; oy < S::kOH; ++oy)
+        for (int ox = 0; ox < S::kOW; ++ox) {
+          double acc = S::kHasBias ? bv[co] : 0.0;
+          for (int ci = 0; ci < S::kCin; ++ci)
+            for (int ky = 0; ky < S::kKH; ++ky)
+              for (int kx = 0; kx < S::kKW; ++kx) {
+                const int iy = oy * S::kSH - S::kPH + ky * S::kDH, ix = ox * S::kSW - S::kPW + kx * S::kDW;
+                if (iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW) acc += xv[x_at(n, ci, iy, ix)] * wv[w_at(co, ci, ky, kx)];
+              }
+          if (S::kHasResidual) acc += rv[y_at(n, co, oy, ox)];
+          acc /= 2;
+          acc = acc > 0 ? acc : acc * 0.125;
+          const double got = cuinline::test::to_op(dt, yb[y_at(n, co, oy, ox)].bits);
+          unwritten += std::isnan(got) ? 1 : 0;
+          num += (got - acc) * (got - acc);
+          den += acc * acc;
+        }
+  EXPECT_EQ(unwritten, 0);
+  // One rounding to the dtype (the sums are exact products added in fp32): about 2e-4 (f16) and
+  // 1.6e-3 (bf16); the GPU test's bounds.
+  const double err = std::sqrt(num / den);
+  EXPECT_LE(err, dt == DType::f16 ? 2e-3 : 1.6e-2);
+  std::printf("  %-92s rel L2 %.2e\n", v.name().c_str(), err);
+}
+
+TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
+  std::uint64_t seed = 20261124;
+  check_case<Seed>(seed++);
+  check_case<SeedNhwc>(seed++);
+  check_case<Resnet>(seed++);
+  check_case<ResnetNhwc>(seed++);
+  check_case<Unet>(seed++);
+  check_case<Wide1x1>(seed++);
+  check_case<Stem5x5>(seed++);
+  check_case<Rect>(seed++);
+  check_case<Dilated>(seed++);
+  check_case<Odd>(seed++);
+  check_case<Tiny>(seed++);
+  check_case<Mixed>(seed++);
+}
+
+}  // namespace
