@@ -64,6 +64,28 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
   EXPECT_EQ(cache.stats().disk_hits, 8u);
 }
 
+// Without "weight_layout" the weight takes each "layout" in turn (a channels-last model has
+// channels-last weights): two variants, not four, and the channels-last one is what a call with
+// every tensor channels-last looks up.
+TEST_F(CliTest, WarmConv2dWeightLayoutDefaultsToTheLayout) {
+  auto spec = write_spec("s.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 16, 16],
+                                            "filters": [8, 3, 3], "dtype": "f16", "layout": ["nchw", "nhwc"]}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,8x16x16,8x3x3,s1x1,p0x0,d1x1>[identity] sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,8x16x16,8x3x3,s1x1,p0x0,d1x1,x:nhwc,w:nhwc,y:nhwc>[identity] sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const Conv2dVariant v = conv2d_variant_for(view(0x100000, DType::f16, true, 2, 8, 16, 16),
+                                             view(0x200000, DType::f16, true, 8, 8, 3, 3), TensorView{},
+                                             view(0x400000, DType::f16, true, 2, 8, 14, 14), {}, Op::chain({}));
+  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+  cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
+  EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+}
+
 // One input channel: channels-last strides are the contiguous ones, so the library names the input
 // NCHW; the spec's "nhwc" variant is that same kernel (listed once, found at run time).
 TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {

@@ -193,7 +193,8 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias",
                        "epilogue", "precision", "layout", "weight_layout"});
   // dtype: of every tensor (f32, f16, bf16; one or a list). layout: of the input and the output
-  // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default nchw: contiguous).
+  // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default: each "layout" in turn,
+  // as model.to(memory_format=torch.channels_last) makes the weights channels-last too).
   std::vector<DType> dtypes = {DType::f32};
   if (auto f = entry.find("dtype")) {
     dtypes.clear();
@@ -204,7 +205,7 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   }
   std::vector<ops::Conv2dLayout> layouts = {ops::Conv2dLayout::nchw};
   if (auto f = entry.find("layout")) layouts = parse_layouts(*f);
-  std::vector<ops::Conv2dLayout> weight_layouts = {ops::Conv2dLayout::nchw};
+  std::vector<ops::Conv2dLayout> weight_layouts;  // empty: the weight's layout is the input's
   if (auto f = entry.find("weight_layout")) weight_layouts = parse_layouts(*f);
   // input: [N, C, H, W] (N is a run-time value, not part of the kernel) or [C, H, W].
   auto input = entry.at("input").elements(3, 4);
@@ -245,7 +246,8 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
       for (ops::Conv2dPrecision precision : precisions) {
         for (DType dtype : dtypes) {
           for (ops::Conv2dLayout layout : layouts) {
-            for (ops::Conv2dLayout weight_layout : weight_layouts) {
+            for (ops::Conv2dLayout weight_layout :
+                 weight_layouts.empty() ? std::vector<ops::Conv2dLayout>{layout} : weight_layouts) {
               try {
                 auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
                 variant.precision = precision;
