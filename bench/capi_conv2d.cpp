@@ -74,6 +74,45 @@ int cuinline_conv2d_f32(const void* input, const void* weight, const void* bias,
   }
 }
 
+/// One fused conv2d launch in any dtype and layout: dtype 0 f32, 1 f16, 2 bf16; layouts bit 0 input
+/// channels-last, bit 1 weight, bit 2 output. shape and params as cuinline_conv2d_f32 (the logical
+/// NCHW extents); the pointers are the tensors' storage in those layouts. kernel, when non-null,
+/// gets the kernel the plan uses: 0 fp32 direct, 1 TF32 tensor cores, 2 Winograd, 3 general direct,
+/// 4 f16/bf16 tensor cores. Returns 0, or -1 with cuinline_conv2d_last_error() set.
+int cuinline_conv2d_any(const void* input, const void* weight, const void* bias, void* output,
+                        const std::int64_t* shape, const int* params, int dtype, int layouts, int epilogue,
+                        double a, double b, void* stream, int* kernel) {
+  try {
+    using cuinline::DType;
+    using cuinline::TensorView;
+    const DType dt = dtype == 1 ? DType::f16 : dtype == 2 ? DType::bf16 : DType::f32;
+    const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
+    const std::int64_t oh = cuinline::ops::conv2d_out_extent(shape[2], static_cast<int>(shape[5]), p.stride_h,
+                                                             p.pad_h, p.dilation_h);
+    const std::int64_t ow = cuinline::ops::conv2d_out_extent(shape[3], static_cast<int>(shape[6]), p.stride_w,
+                                                             p.pad_w, p.dilation_w);
+    auto view = [&](const void* data, bool nhwc, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+      return nhwc ? TensorView::strided(const_cast<void*>(data), dt, {n, c, h, w}, {h * w * c, 1, w * c, c})
+                  : TensorView::contiguous(const_cast<void*>(data), dt, {n, c, h, w});
+    };
+    const TensorView in = view(input, layouts & 1, shape[0], shape[1], shape[2], shape[3]);
+    const TensorView w = view(weight, layouts & 2, shape[4], shape[1], shape[5], shape[6]);
+    const TensorView bv = bias ? TensorView::contiguous(const_cast<void*>(bias), dt, {shape[4]}) : TensorView{};
+    const TensorView out = view(output, layouts & 4, shape[0], shape[4], oh, ow);
+    const cuinline::ops::Op epi = make_epilogue(epilogue, a, b);
+    if (kernel) {
+      const cuinline::ops::Conv2dTiling t =
+          cuinline::ops::conv2d_tiling(cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision));
+      *kernel = t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0;
+    }
+    cuinline::ops::conv2d(in, w, bv, out, p, epi, static_cast<CUstream>(stream), g_precision);
+    return 0;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
+
 /// The tiling the library picks for an fp32 variant: tiling[0..12] = {tx, ty, groups, px, ch, ci_chunk,
 /// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels, pipeline}. Returns 0, or -1.
 int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* tiling) {
