@@ -21,8 +21,9 @@
 // Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
 // [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
 // channels-last (along the channels); each output is acc + bias (+ residual), E, rounded once to the
-// storage type, stored coalesced — two neighbours as one 32-bit store where both lie in the row and
-// the pointers are 4-byte aligned.
+// storage type, stored coalesced: kOutVec (8, 4, 2 or 1) neighbours along the contiguous axis as one
+// store, the largest that divides that axis's run (the plane in NCHW, Cout in NHWC) where the output
+// pointer is aligned to it (else one element a store).
 //
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half or ew_bf16);
@@ -94,8 +95,10 @@ struct Plan {
   static constexpr int kBThreadsN = kThreads / kBThreadsK;
   static constexpr int kBRows = kBN / kBThreadsN;
   static constexpr int kBPairs = kPairs / kBThreadsK;
-  // Two neighbouring outputs as one 32-bit store where both always lie in one contiguous run.
-  static constexpr bool kOutPairs = S::kOutNhwc ? S::kCout % 2 == 0 : kPixels % 2 == 0;
+  // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
+  // vector never straddles two runs and stays aligned), else 1.
+  static constexpr long long kRun = S::kOutNhwc ? S::kCout : kPixels;
+  static constexpr int kOutVec = kRun % 8 == 0 ? 8 : kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16, "kCiPad");
@@ -105,7 +108,7 @@ struct Plan {
                 "the A gather must cover the tile evenly");
   static_assert(kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0,
                 "the B gather must cover the tile evenly");
-  static_assert((kBM * kBN) % (2 * kThreads) == 0, "the epilogue covers the tile in whole pairs");
+  static_assert((kBM * kBN) % (8 * kThreads) == 0, "the epilogue covers the tile in whole iterations");
 };
 
 #ifndef CUINLINE_CONV2D_HMMA_EMULATED
@@ -266,6 +269,71 @@ __device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsi
   }
 }
 
+// Raw storage of kVec 16-bit values (one global store).
+template <int kVec>
+struct Bits;
+template <>
+struct Bits<1> {
+  unsigned short w[1];
+};
+template <>
+struct Bits<2> {
+  unsigned w[1];
+};
+template <>
+struct Bits<4> {
+  uint2 w[1];
+};
+template <>
+struct Bits<8> {
+  uint4 w[1];
+};
+
+// The epilogue's stores from the fp32 tile s_c (the block's pixels from p0, channels from co0):
+// kVec consecutive outputs along the output's contiguous axis a thread and iteration. A thread's
+// position along that axis is the same every iteration; the other axis steps by kSlowStep.
+template <class S, class E, int kVec>
+__device__ __forceinline__ void store_tile(const float* s_c, const typename S::storage* __restrict__ bias,
+                                           typename S::storage* __restrict__ out_n,
+                                           const typename S::storage* __restrict__ res_n, int p0, int co0) {
+  using P = Plan<S>;
+  using T = typename S::storage;
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;  // pixels (NCHW) or channels (NHWC) of the tile
+  constexpr int kSlow = S::kOutNhwc ? P::kBM : P::kBN;
+  constexpr int kFastVecs = kFast / kVec;
+  constexpr int kSlowStep = P::kThreads / kFastVecs;
+  static_assert(P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0, "whole rows of vectors an iteration");
+  const int fast = (int)(threadIdx.x % kFastVecs) * kVec;
+  const int slow0 = (int)(threadIdx.x / kFastVecs);
+#pragma unroll 4
+  for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
+    const int m = S::kOutNhwc ? slow : fast;  // first pixel of the vector
+    const int c = S::kOutNhwc ? fast : slow;  // first channel
+    const int p = p0 + m;
+    const int co = co0 + c;
+    // The whole vector lies in the plane / the channels when its first element does (kVec divides
+    // the run and the tile's origin).
+    if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+      const long long at = p * P::kOutP + co * P::kOutC;
+      float v[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[e] = s_c[(m + (S::kOutNhwc ? 0 : e)) * P::kCM + (c + (S::kOutNhwc ? e : 0)) * P::kCC];
+      Bits<kVec> bits;
+      unsigned short* h = reinterpret_cast<unsigned short*>(bits.w);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
+        // fp32; one rounding to the storage type.
+        float x = v[e];
+        if (S::kHasBias) x += to_float<T>(load_bits(bias + co + (S::kOutNhwc ? e : 0), true));
+        if (S::kHasResidual) x += to_float<T>(load_bits(res_n + at + e, true));
+        h[e] = static_cast<unsigned short>(from_float<T>(E{}(x)));
+      }
+      *reinterpret_cast<Bits<kVec>*>(out_n + at) = bits;
+    }
+  }
+}
+
 }  // namespace cuinline_conv2d_hmma_detail
 
 /// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
@@ -370,52 +438,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   }
   __syncthreads();
   T* out_n = output + n * P::kOutN;
-  const T* res_n = residual + n * P::kOutN;
-  // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
-  // fp32; one rounding to the storage type.
-  auto value = [&](int m, int c, long long at) {
-    float v = s_c[m * P::kCM + c * P::kCC];
-    if (S::kHasBias) v += d::to_float<T>(d::load_bits(bias + co0 + c, true));
-    if (S::kHasResidual) v += d::to_float<T>(d::load_bits(res_n + at, true));
-    return E{}(v);
-  };
-  // Consecutive threads along the output's contiguous axis: pixels (NCHW) or channels (NHWC).
-  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
-  const bool pairs = P::kOutPairs &&
-                     ((reinterpret_cast<unsigned long long>(output) |
-                       (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) & 3ull) == 0;
-  if (pairs) {
-#pragma unroll 4
-    for (int idx = tid; idx < P::kBM * P::kBN / 2; idx += P::kThreads) {
-      const int fast = 2 * (idx % (kFast / 2));
-      const int slow = idx / (kFast / 2);
-      const int m = S::kOutNhwc ? slow : fast;
-      const int c = S::kOutNhwc ? fast : slow;
-      const int p = p0 + m;
-      const int co = co0 + c;
-      // Both lie in one run: NCHW pixels p and p + 1 (kPixels even, p even), NHWC channels co, co + 1.
-      if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
-        const long long at = p * P::kOutP + co * P::kOutC;
-        const float v0 = value(m, c, at);
-        const float v1 = S::kOutNhwc ? value(m, c + 1, at + 1) : value(m + 1, c, at + 1);
-        const unsigned bits = d::from_float<T>(v0) | d::from_float<T>(v1) << 16;
-        *reinterpret_cast<unsigned*>(out_n + at) = bits;
-      }
-    }
+  const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
+  // Vectors where the output is aligned to them (every vector's offset is a multiple of kOutVec).
+  if (P::kOutVec > 1 && reinterpret_cast<unsigned long long>(output) % (2 * P::kOutVec) == 0) {
+    d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
   } else {
-#pragma unroll 4
-    for (int idx = tid; idx < P::kBM * P::kBN; idx += P::kThreads) {
-      const int fast = idx % kFast;
-      const int slow = idx / kFast;
-      const int m = S::kOutNhwc ? slow : fast;
-      const int c = S::kOutNhwc ? fast : slow;
-      const int p = p0 + m;
-      const int co = co0 + c;
-      if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
-        const long long at = p * P::kOutP + co * P::kOutC;
-        out_n[at] = ew_traits<T>::from_op(value(m, c, at));
-      }
-    }
+    d::store_tile<S, E, 1>(s_c, bias, out_n, res_n, p0, co0);
   }
 }
 

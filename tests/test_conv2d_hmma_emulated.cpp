@@ -48,6 +48,12 @@ thread_local Block* g_block = nullptr;
 
 }  // namespace
 
+struct uint2 {
+  unsigned x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
 struct ew_half {
   unsigned short bits;
 };
