@@ -16,7 +16,9 @@
 // [kBK] are gathered from global memory into registers (16-bit loads, zeros for padding and for taps
 // outside the image), then stored to one of two shared-memory buffers as 32-bit pairs of consecutive
 // k; the loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by
-// 8 halves: conflict-free) feed the mma. One barrier a step.
+// 8 halves: conflict-free) feed the mma. One barrier a step. With a channels-last input and weight
+// and kCin % 8 == 0 (and both pointers 16-byte aligned, checked at run time) the tiles are copied
+// instead by cp.async, 16 bytes (8 channels) a copy with zero fill, in a ring of three buffers.
 //
 // Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
 // [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
@@ -61,7 +63,13 @@ struct Plan {
   static constexpr int kPitch = S::kBK + 8;
   static constexpr int kAElems = kBM * kPitch;
   static constexpr int kStageElems = (kBM + kBN) * kPitch;
-  static constexpr int kMainBytes = 2 * kStageElems * 2;
+  // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
+  // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep (where the pointers are
+  // 16-byte aligned; else, and for every other layout, the register gather over two of the buffers).
+  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % 8 == 0;
+  static constexpr int kStages = kAsync ? 3 : 2;
+  static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
+  static constexpr int kMainBytes = kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 4] for channels-last.
   static constexpr int kCPitch = S::kOutNhwc ? kBN + 4 : kBM + 4;
   static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
@@ -148,6 +156,19 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
                : "r"(addr));
 }
 
+// 16 bytes global -> shared, asynchronously; zeros where !valid (src must still be a valid address).
+__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+// Waits until at most kPending of this thread's newest copy groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
 // The raw 16 bits of an element (0 where !ok: zero padding).
@@ -269,25 +290,136 @@ __device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsi
   }
 }
 
-// Raw storage of kVec 16-bit values (one global store).
-template <int kVec>
-struct Bits;
-template <>
-struct Bits<1> {
-  unsigned short w[1];
-};
-template <>
-struct Bits<2> {
-  unsigned w[1];
-};
-template <>
-struct Bits<4> {
-  uint2 w[1];
-};
-template <>
-struct Bits<8> {
-  uint4 w[1];
-};
+// The first input row and column of pixel p's filter window (iy0 = kH past the plane: every tap
+// then reads outside the image).
+template <class S>
+__device__ __forceinline__ void window_origin(int p, int& iy0, int& ix0) {
+  const int oy = p / S::kOW;
+  const int ox = p - oy * S::kOW;
+  iy0 = p < Plan<S>::kPixels ? oy * S::kSH - S::kPH : S::kH;
+  ix0 = ox * S::kSW - S::kPW;
+}
+
+// The main loop through registers (every layout): step k + 1's loads are in flight during step k's
+// mma, then stored to the other of two buffers; one barrier a step.
+template <class S>
+__device__ __forceinline__ void mainloop_registers(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
+                                                   unsigned a_row, unsigned b_row,
+                                                   const typename S::storage* __restrict__ in_n,
+                                                   const typename S::storage* __restrict__ weight, int p0,
+                                                   int co0) {
+  using P = Plan<S>;
+  const int tid = threadIdx.x;
+  // This thread's gather coordinates: A pixel am0 (+ r * kAThreadsM), pair ak0 (+ j * kAThreadsK);
+  // B channel bn0 (+ r * kBThreadsN), pair bk0 (+ j * kBThreadsK).
+  const int am0 = S::kInNhwc ? tid / P::kAThreadsK : tid % P::kAThreadsM;
+  const int ak0 = S::kInNhwc ? tid % P::kAThreadsK : tid / P::kAThreadsM;
+  const int bk0 = tid % P::kBThreadsK;
+  const int bn0 = tid / P::kBThreadsK;
+  Pixels<S> px;
+#pragma unroll
+  for (int r = 0; r < P::kARows; ++r) window_origin<S>(p0 + am0 + r * P::kAThreadsM, px.iy0[r], px.ix0[r]);
+  constexpr unsigned kStageBytes = P::kStageElems * 2;
+  Fetch<S> f;
+  fetch<S>(f, px, in_n, weight, co0, 0, am0, ak0, bn0, bk0);
+  store_stage<S>(f, s_stage, am0, ak0, bn0, bk0);
+  __syncthreads();
+#pragma unroll 1
+  for (int step = 0; step < P::kSteps; ++step) {
+    const int buf = step & 1;
+    // Step + 1's buffer was last read in step - 1, before the barrier that ended it.
+    if (step + 1 < P::kSteps) fetch<S>(f, px, in_n, weight, co0, step + 1, am0, ak0, bn0, bk0);
+    accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+    if (step + 1 < P::kSteps) store_stage<S>(f, s_stage + (buf ^ 1) * P::kStageElems, am0, ak0, bn0, bk0);
+    __syncthreads();
+  }
+}
+
+// The main loop through cp.async (P::kAsync, 16-byte aligned pointers): kStages buffers in a ring,
+// step k + kStages - 1's copies issued while step k computes. Thread `tid` copies chunk tid %
+// kChunks of A rows tid / kChunks + r * (kThreads / kChunks) and the same of the B rows. Chunks of
+// channels >= kCin (kCin % 8 == 0: a chunk is all real or all padding) and of taps outside the image
+// are zero-filled.
+template <class S>
+__device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
+                                               unsigned a_row, unsigned b_row,
+                                               const typename S::storage* __restrict__ in_n,
+                                               const typename S::storage* __restrict__ weight, int p0, int co0) {
+  using P = Plan<S>;
+  constexpr int kRowStep = P::kThreads / P::kChunks;  // rows a pass of the block covers
+  constexpr int kARowsAsync = P::kBM / kRowStep;
+  constexpr int kBRowsAsync = (P::kBN + kRowStep - 1) / kRowStep;
+  static_assert(P::kThreads % P::kChunks == 0 && P::kBM % kRowStep == 0, "whole A rows a pass");
+  const int tid = threadIdx.x;
+  const int chunk = tid % P::kChunks;
+  const int row0 = tid / P::kChunks;
+  int iy0[kARowsAsync], ix0[kARowsAsync];
+#pragma unroll
+  for (int r = 0; r < kARowsAsync; ++r) window_origin<S>(p0 + row0 + r * kRowStep, iy0[r], ix0[r]);
+  constexpr unsigned kStageBytes = P::kStageElems * 2;
+
+  auto issue = [&](int step, int buf) {
+    const int tap = step / P::kCiSteps;
+    const int ci = (step - tap * P::kCiSteps) * S::kBK + chunk * 8;
+    const int kh = tap / S::kKW;
+    const int kw = tap - kh * S::kKW;
+    const bool ci_ok = S::kCin % S::kBK == 0 || ci < S::kCin;
+    unsigned short* s_a = s_stage + buf * P::kStageElems;
+    unsigned short* s_b = s_a + P::kAElems;
+#pragma unroll
+    for (int r = 0; r < kARowsAsync; ++r) {
+      const int iy = iy0[r] + kh * S::kDH;
+      const int ix = ix0[r] + kw * S::kDW;
+      const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+      const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
+      copy16_async(s_a + (row0 + r * kRowStep) * P::kPitch + chunk * 8, src, ok);
+    }
+#pragma unroll
+    for (int r = 0; r < kBRowsAsync; ++r) {
+      const int n = row0 + r * kRowStep;
+      if (P::kBN % kRowStep == 0 || n < P::kBN) {
+        const int co = co0 + n;
+        const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
+        const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
+        copy16_async(s_b + n * P::kPitch + chunk * 8, src, ok);
+      }
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < P::kStages - 1; ++s) {
+    if (s < P::kSteps) issue(s, s);
+    copy_commit();
+  }
+#pragma unroll 1
+  for (int step = 0; step < P::kSteps; ++step) {
+    // One group committed a step: all but the newest kStages - 2 done means this step's landed.
+    copy_wait<P::kStages - 2>();
+    __syncthreads();
+    // Into the buffer step - 1 read (every warp is past it now).
+    const int next = step + P::kStages - 1;
+    if (next < P::kSteps) issue(next, next % P::kStages);
+    copy_commit();
+    const int buf = step % P::kStages;
+    accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+  }
+  copy_wait<0>();  // (only empty groups are left)
+  __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
+}
+
+// kVec 16-bit values (packed low-first into 32-bit words) stored as one access.
+template <class T, int kVec>
+__device__ __forceinline__ void store_bits(T* dst, const unsigned (&h)[kVec]) {
+  if constexpr (kVec == 1) {
+    *reinterpret_cast<unsigned short*>(dst) = static_cast<unsigned short>(h[0]);
+  } else if constexpr (kVec == 2) {
+    *reinterpret_cast<unsigned*>(dst) = h[0] | h[1] << 16;
+  } else if constexpr (kVec == 4) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+  } else {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+  }
+}
 
 // The epilogue's stores from the fp32 tile s_c (the block's pixels from p0, channels from co0):
 // kVec consecutive outputs along the output's contiguous axis a thread and iteration. A thread's
@@ -318,8 +450,7 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
       float v[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) v[e] = s_c[(m + (S::kOutNhwc ? 0 : e)) * P::kCM + (c + (S::kOutNhwc ? e : 0)) * P::kCC];
-      Bits<kVec> bits;
-      unsigned short* h = reinterpret_cast<unsigned short*>(bits.w);
+      unsigned h[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
@@ -327,9 +458,9 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
         float x = v[e];
         if (S::kHasBias) x += to_float<T>(load_bits(bias + co + (S::kOutNhwc ? e : 0), true));
         if (S::kHasResidual) x += to_float<T>(load_bits(res_n + at + e, true));
-        h[e] = static_cast<unsigned short>(from_float<T>(E{}(x)));
+        h[e] = from_float<T>(E{}(x));
       }
-      *reinterpret_cast<Bits<kVec>*>(out_n + at) = bits;
+      store_bits<T, kVec>(out_n + at, h);
     }
   }
 }
@@ -367,30 +498,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   const long long n = blockIdx.z;
   const T* in_n = input + n * P::kInN;
 
-  // This thread's gather coordinates: A pixel am0 (+ r * kAThreadsM), pair ak0 (+ j * kAThreadsK);
-  // B channel bn0 (+ r * kBThreadsN), pair bk0 (+ j * kBThreadsK).
-  const int am0 = S::kInNhwc ? tid / P::kAThreadsK : tid % P::kAThreadsM;
-  const int ak0 = S::kInNhwc ? tid % P::kAThreadsK : tid / P::kAThreadsM;
-  const int bk0 = tid % P::kBThreadsK;
-  const int bn0 = tid / P::kBThreadsK;
-  d::Pixels<S> px;
-#pragma unroll
-  for (int r = 0; r < P::kARows; ++r) {
-    const int p = p0 + am0 + r * P::kAThreadsM;
-    const int oy = p / S::kOW;
-    const int ox = p - oy * S::kOW;
-    // A pixel past the plane reads rows from kH on: outside the image for every tap.
-    px.iy0[r] = p < P::kPixels ? oy * S::kSH - S::kPH : S::kH;
-    px.ix0[r] = ox * S::kSW - S::kPW;
-  }
-
   // ldmatrix row addresses: A tile i rows (lane % 16), k half lane / 16; B tiles 2jj, 2jj + 1 rows
   // lane % 8 (+ 8 for lanes 16-31), k half (lane / 8) % 2.
   const unsigned base = d::smem_address(s_stage);
   const unsigned a_row = base + ((wm * S::kMT * 16 + lane % 16) * P::kPitch + lane / 16 * 8) * 2;
   const unsigned b_row =
       base + (P::kAElems + (wn * S::kNT * 8 + lane % 8 + lane / 16 * 8) * P::kPitch + (lane / 8) % 2 * 8) * 2;
-  constexpr unsigned kStageBytes = P::kStageElems * 2;
 
   float acc[S::kMT][S::kNT][4];
 #pragma unroll
@@ -401,24 +514,15 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
     }
   }
-
-  d::Fetch<S> f;
-  d::fetch<S>(f, px, in_n, weight, co0, 0, am0, ak0, bn0, bk0);
-  d::store_stage<S>(f, s_stage, am0, ak0, bn0, bk0);
-  __syncthreads();
-#pragma unroll 1
-  for (int step = 0; step < P::kSteps; ++step) {
-    const int buf = step & 1;
-    // The next step's loads are in flight during this step's mma; its buffer was last read in
-    // step - 1, before the barrier that ended it.
-    if (step + 1 < P::kSteps) d::fetch<S>(f, px, in_n, weight, co0, step + 1, am0, ak0, bn0, bk0);
-    d::accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
-    if (step + 1 < P::kSteps) d::store_stage<S>(f, s_stage + (buf ^ 1) * P::kStageElems, am0, ak0, bn0, bk0);
-    __syncthreads();
+  if (P::kAsync &&
+      ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) & 15ull) == 0) {
+    d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+  } else {
+    d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
 
   // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
-  // barrier of the loop ended every read of the stage buffers.)
+  // barrier of the main loop ended every read of the stage buffers.)
   float* s_c = reinterpret_cast<float*>(smem);
   {
     const int g = lane / 4;

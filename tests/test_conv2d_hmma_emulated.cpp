@@ -5,7 +5,9 @@
 // a float64 reference without a GPU. The shape constants of each case are the host plan's (checked
 // against conv2d_tiling at run time); outputs are poisoned (NaN) first. Cases: the issue's shapes at
 // small images, odd channel counts, every layout combination, stride, dilation, non-square filters,
-// a residual, channels beyond one block column.
+// a residual, channels beyond one block column. The cp.async main loop (channels-last input and
+// weight) runs with its copies landing at their wait (the latest they may) and at issue (the
+// earliest), and with an unaligned input (the register gather it falls back to).
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -54,6 +56,12 @@ struct uint2 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+inline uint2 make_uint2(unsigned x, unsigned y) {
+  return {x, y};
+}
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
 struct ew_half {
   unsigned short bits;
 };
@@ -133,6 +141,45 @@ struct Mma {
   }
 };
 
+// cp.async: a thread's copies are queued and committed in groups; g_copies_at_issue performs them
+// at once (the earliest a copy may land: catches a buffer overwritten while it is read), else at
+// the wait that must see them (the latest: catches a read before its wait).
+struct Copy {
+  void* dst;
+  const void* src;
+  bool valid;
+};
+thread_local std::vector<Copy> g_uncommitted;
+thread_local std::vector<std::vector<Copy>> g_groups;
+bool g_copies_at_issue = false;
+inline void perform(const Copy& c) {
+  if (c.valid) {
+    std::memcpy(c.dst, c.src, 16);
+  } else {
+    std::memset(c.dst, 0, 16);
+  }
+}
+inline void copy16_async(void* dst, const void* src, bool valid) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dst) % 16, 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(src) % 16, 0u);
+  if (g_copies_at_issue) {
+    perform({dst, src, valid});
+  } else {
+    g_uncommitted.push_back({dst, src, valid});
+  }
+}
+inline void copy_commit() {
+  g_groups.push_back(std::move(g_uncommitted));
+  g_uncommitted.clear();
+}
+template <int kPending>
+inline void copy_wait() {
+  while (g_groups.size() > static_cast<std::size_t>(kPending)) {
+    for (const Copy& c : g_groups.front()) perform(c);
+    g_groups.erase(g_groups.begin());
+  }
+}
+
 }  // namespace cuinline_conv2d_hmma_detail
 
 #include "../kernel_templates/conv2d_hmma.cuh"
@@ -175,6 +222,7 @@ HMMA_CASE(Dilated, ew_half, 24, 14, 14, 40, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 0, 
 HMMA_CASE(Odd, ew_half, 40, 9, 9, 33, 1, 3, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 4, 2, 2, 4, 48, 16, 2)
 HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1, 2, 2, 16, 16, 4)
 HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
+HMMA_CASE(AsyncPadded, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
 
 template <class S>
 Conv2dVariant variant_of() {
@@ -189,8 +237,13 @@ Conv2dVariant variant_of() {
   return v;
 }
 
+// How a case runs: cp.async copies landing at their wait or at once, or the input misaligned by
+// one element (the register gather, where the variant would use cp.async).
+enum class Mode { copies_at_wait, copies_at_issue, misaligned_input };
+
 template <class S>
-void check_case(std::uint64_t seed) {
+void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
+  cuinline_conv2d_hmma_detail::g_copies_at_issue = mode == Mode::copies_at_issue;
   using P = cuinline_conv2d_hmma_detail::Plan<S>;
   using T = typename S::storage;
   const Conv2dVariant v = variant_of<S>();
@@ -209,6 +262,9 @@ void check_case(std::uint64_t seed) {
   EXPECT_EQ(S::kOH, v.out_height());
   EXPECT_EQ(S::kOW, v.out_width());
   EXPECT_EQ(S::kCiPad, (S::kCin + 15) / 16 * 16);
+  SCOPED_TRACE(mode == Mode::copies_at_issue ? "copies land at issue"
+               : mode == Mode::misaligned_input ? "input misaligned"
+                                                : "copies land at their wait");
 
   const DType dt = v.dtype;
   const int batch = 2;
@@ -238,7 +294,10 @@ void check_case(std::uint64_t seed) {
   std::vector<T> xb, wb, bb, rb;
   std::vector<double> xv, wv, bv, rv;
   const std::size_t out_size = std::size_t(batch) * S::kCout * S::kOH * S::kOW;
-  random(std::size_t(batch) * S::kCin * S::kH * S::kW, xb, xv);
+  random(std::size_t(batch) * S::kCin * S::kH * S::kW + 1, xb, xv);
+  // The input starts at element 0 (aligned: std::vector's 16 bytes) or 1 (2 bytes off).
+  const int shift = mode == Mode::misaligned_input ? 1 : 0;
+  xv.erase(mode == Mode::misaligned_input ? xv.begin() : xv.end() - 1);
   random(std::size_t(S::kCout) * S::kCin * S::kKH * S::kKW, wb, wv);
   random(S::kCout, bb, bv);
   random(out_size, rb, rv);
@@ -257,7 +316,7 @@ void check_case(std::uint64_t seed) {
             g_block = &block;
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
-            cuinline_conv2d_hmma<S, Epilogue>(xb.data(), wb.data(), S::kHasBias ? bb.data() : nullptr, yb.data(),
+            cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr, yb.data(),
                                               1, S::kHasResidual ? rb.data() : nullptr);
           });
         }
@@ -309,6 +368,23 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<Odd>(seed++);
   check_case<Tiny>(seed++);
   check_case<Mixed>(seed++);
+  check_case<AsyncPadded>(seed++);
+}
+
+// The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
+// landing as early as they may, and the register gather it falls back to for an unaligned input.
+TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedFallback) {
+  static_assert(cuinline_conv2d_hmma_detail::Plan<SeedNhwc>::kAsync);
+  static_assert(cuinline_conv2d_hmma_detail::Plan<ResnetNhwc>::kAsync);
+  static_assert(cuinline_conv2d_hmma_detail::Plan<AsyncPadded>::kAsync);
+  static_assert(!cuinline_conv2d_hmma_detail::Plan<Mixed>::kAsync);
+  std::uint64_t seed = 1;
+  for (Mode mode : {Mode::copies_at_issue, Mode::misaligned_input}) {
+    check_case<SeedNhwc>(seed++, mode);
+    check_case<ResnetNhwc>(seed++, mode);
+    check_case<AsyncPadded>(seed++, mode);
+  }
+  cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 
 }  // namespace

@@ -28,11 +28,20 @@ const char* storage_type(DType dtype) {
   return dtype == DType::f16 ? "ew_half" : "ew_bf16";
 }
 
-// Shared memory of a tiling: two stages of [pixels + channels][k step + 8] 16-bit values, or the
+// Channels-last input and weight with whole 16-byte runs of channels: copied by cp.async, three
+// stages deep (conv2d_hmma.cuh's Plan<S>::kAsync); else the register gather over two stages.
+int stages(const Conv2dVariant& v) {
+  const bool async = v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc &&
+                     v.in_channels % 8 == 0;
+  return async ? 3 : 2;
+}
+
+// Shared memory of a tiling: the stages of [pixels + channels][k step + 8] 16-bit values, or the
 // fp32 epilogue tile, whichever is larger (conv2d_hmma.cuh's Plan<S>, which the source checks).
-unsigned shared_bytes(const Conv2dTiling& t, bool out_nhwc) {
+unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), pitch = t.ci_chunk + 8;
-  const std::int64_t main = 2 * (bm + bn) * pitch * 2;
+  const std::int64_t main = stages(v) * (bm + bn) * pitch * 2;
+  const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
   const std::int64_t out = (out_nhwc ? bm * (bn + 4) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out));
 }
@@ -71,15 +80,15 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   t.ci_unroll = bk / 16;
   t.kh_unroll = 1;
   t.kw_unroll = 1;
-  t.pipeline = 2;  // the next k step's loads in flight during this one's mma
+  t.pipeline = 2;  // the next k steps' loads or copies in flight during this one's mma
   t.row_tiles = 1;
   t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
   t.tiles_y = 1;
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
   t.min_blocks = t.m_tiles * t.n_tiles >= 16 ? 1 : 512 / t.threads();
-  t.shared_bytes = shared_bytes(t, v.output_layout == Conv2dLayout::nhwc);
-  if (t.shared_bytes > kMaxSharedBytes) {  // (at most 74 KiB: cannot happen; kept as a guard)
+  t.shared_bytes = shared_bytes(v, t);
+  if (t.shared_bytes > kMaxSharedBytes) {  // (at most 83 KiB: cannot happen; kept as a guard)
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
