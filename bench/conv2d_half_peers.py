@@ -116,7 +116,6 @@ def main():
     args = ap.parse_args()
     lib = load_lib(args.lib)
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
-    compiled = None if args.no_compile else torch.compile(model)
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, L2 flushed before every timed call, "
              f"median of {args.samples}",
              "",
@@ -137,8 +136,12 @@ def main():
                 t_cu = time_ms(lambda: case.cuinline(lib), flush, args.samples)
                 t_eager = time_ms(case.eager, flush, args.samples)
                 t_comp, comp_s = None, None
-                if compiled is not None:
+                if not args.no_compile:
                     try:
+                        # A fresh compile a case, static shapes: dynamo's per-function recompile limit
+                        # (8) and its automatic dynamic shapes would otherwise change what is timed.
+                        torch._dynamo.reset()
+                        compiled = torch.compile(model, dynamic=False)
                         t0 = time.time()
                         compiled(case.x, case.w, case.b, case.stride, case.pad)
                         torch.cuda.synchronize()

@@ -1,0 +1,81 @@
+// f16 / bf16 conv2d -> /2 -> LeakyReLU(0.01) on the shapes of issue 19 (the seed 128x8x128^2 -> 64
+// 3x3; ResNet-like 32x64x56^2 -> 64 3x3 pad 1; UNet-like 8x128x128^2 -> 128 3x3 pad 1), NCHW and
+// channels-last (every tensor), with bias; the L2 flushed (a 256 MiB write) before every timed
+// launch, CUDA events around the launch alone, median of 40 after warm-up; the kernel the plan
+// picked is printed beside. bench/conv2d_half_peers.py times PyTorch eager and torch.compile on the
+// same shapes (bench/run_gpu_conv2d_half.sh runs both in one GPU call).
+#include <algorithm>
+#include <cstdio>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
+#include <random>
+#include <vector>
+
+#include "driver/driver_api.hpp"
+#include "../tests/elementwise_reference.hpp"  // float -> f16 / bf16 bits (round to nearest even)
+
+using namespace cuinline;
+using namespace cuinline::ops;
+
+int main() {
+  if (device_count() == 0) {
+    std::printf("no GPU\n");
+    return 0;
+  }
+  set_device(0);
+  const auto& api = detail::driver();
+  Stream s;
+  DeviceBuffer flush(256u << 20);
+  struct Shape {
+    const char* name;
+    int n, cin, hw, cout, k, stride, pad;
+  };
+  std::printf("| shape | dtype | layout | kernel | cuinline ms |\n|---|---|---|---|---|\n");
+  for (const Shape sh : {Shape{"seed", 128, 8, 128, 64, 3, 1, 0}, Shape{"resnet", 32, 64, 56, 64, 3, 1, 1},
+                         Shape{"unet", 8, 128, 128, 128, 3, 1, 1}}) {
+    const int o = (sh.hw + 2 * sh.pad - sh.k) / sh.stride + 1;
+    for (DType dt : {DType::f16, DType::bf16}) {
+      for (bool nhwc : {false, true}) {
+        const std::size_t x_n = std::size_t(sh.n) * sh.cin * sh.hw * sh.hw;
+        const std::size_t w_n = std::size_t(sh.cout) * sh.cin * sh.k * sh.k;
+        const std::size_t y_n = std::size_t(sh.n) * sh.cout * o * o;
+        DeviceBuffer x(x_n * 2), w(w_n * 2), b(sh.cout * 2), y(y_n * 2);
+        std::mt19937 rng(1);
+        std::normal_distribution<float> nd(0.f, 1.f);
+        for (DeviceBuffer* d : {&x, &w, &b}) {
+          std::vector<std::uint16_t> h(d->bytes() / 2);
+          for (std::uint16_t& v : h) v = static_cast<std::uint16_t>(test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f)));
+          d->copy_from_host(h.data(), d->bytes());
+        }
+        auto v4 = [&](const DeviceBuffer& d, std::int64_t a, std::int64_t c, std::int64_t hh, std::int64_t ww) {
+          void* p = reinterpret_cast<void*>(d.ptr());
+          return nhwc ? TensorView::strided(p, dt, {a, c, hh, ww}, {hh * ww * c, 1, ww * c, c})
+                      : TensorView::contiguous(p, dt, {a, c, hh, ww});
+        };
+        const TensorView vx = v4(x, sh.n, sh.cin, sh.hw, sh.hw), vw = v4(w, sh.cout, sh.cin, sh.k, sh.k),
+                         vy = v4(y, sh.n, sh.cout, o, o);
+        const TensorView vb = TensorView::contiguous(reinterpret_cast<void*>(b.ptr()), dt, {sh.cout});
+        const Conv2dParams p = Conv2dParams::square(sh.stride, sh.pad);
+        const Op epi = div_leaky_relu_epilogue(2.0, 0.01);
+        const Conv2dTiling t = conv2d_tiling(conv2d_variant_for(vx, vw, vb, vy, p, epi));
+        auto run = [&] { conv2d(vx, vw, vb, vy, p, epi, s); };
+        for (int i = 0; i < 5; ++i) run();
+        Event e0, e1;
+        std::vector<float> ms;
+        for (int i = 0; i < 40; ++i) {
+          check_driver(api.cuMemsetD32Async(flush.ptr(), i, flush.bytes() / 4, s), "flush");
+          e0.record(s);
+          run();
+          e1.record(s);
+          e1.synchronize();
+          ms.push_back(e1.elapsed_ms_since(e0));
+        }
+        std::sort(ms.begin(), ms.end());
+        std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw, sh.cout,
+                    sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW",
+                    t.half_mma ? "f16/bf16 mma" : (t.generic ? "general direct" : "other"), ms[ms.size() / 2]);
+      }
+    }
+  }
+  return 0;
+}
