@@ -7,7 +7,8 @@
 // GEMM view: M = output pixels of one image (the flattened OH x OW plane), N = output channels,
 // K = (filter tap, input channel) with the channel innermost; input channels are padded with zeros to
 // kCiPad (a multiple of 16), so one k step of kBK (16, 32 or 64, dividing kCiPad) is kBK channels of
-// one filter tap, and a thread's pixel is bounds-checked once a step. The products of two f16 or bf16
+// one filter tap, and a thread's pixel is bounds-checked once a step. Up to 8 input channels:
+// kCiPad = 8 and a k step of 16 is two filter taps (taps 2s and 2s + 1; past the last tap zeros). The products of two f16 or bf16
 // values are exact in fp32, so the result differs from the general kernel's only in summation order.
 //
 // Work split: a block computes kBM = 16 * kMT * kWarpsM consecutive pixels of one image x kBN =
@@ -56,8 +57,9 @@ struct Plan {
   static constexpr int kTilesX = (int)((kPixels + kBM - 1) / kBM);
   static constexpr int kTilesY = 1;
   static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kCiSteps = S::kCiPad / S::kBK;
-  static constexpr int kSteps = kTaps * kCiSteps;
+  static constexpr int kTapsPerStep = S::kCiPad == 8 ? 2 : 1;
+  static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
+  static constexpr int kSteps = kTapsPerStep == 2 ? (kTaps + 1) / 2 : kTaps * kCiSteps;
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads.
   static constexpr int kPitch = S::kBK + 8;
@@ -109,8 +111,11 @@ struct Plan {
   static constexpr int kOutVec = kRun % 8 == 0 ? 8 : kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
-  static_assert(S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16, "kCiPad");
-  static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && S::kCiPad % S::kBK == 0, "kBK");
+  static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
+                                : S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16,
+                "kCiPad: 8 (two taps a step) or Cin rounded up to 16");
+  static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && (S::kCiPad == 8 || S::kCiPad % S::kBK == 0),
+                "kBK");
   static_assert(kThreads <= 1024, "block too large");
   static_assert(kAThreadsM * kAThreadsK == kThreads && kBM % kAThreadsM == 0 && kPairs % kAThreadsK == 0,
                 "the A gather must cover the tile evenly");
@@ -208,6 +213,44 @@ __device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px, const ty
                                       const typename S::storage* __restrict__ weight, int co0, int step, int am0,
                                       int ak0, int bn0, int bk0) {
   using P = Plan<S>;
+  if constexpr (P::kTapsPerStep == 2) {
+    // k = 8 * sub + ci: channel ci of filter tap 2 step + sub (a pair never straddles two taps).
+#pragma unroll
+    for (int r = 0; r < P::kARows; ++r) {
+#pragma unroll
+      for (int j = 0; j < P::kAPairs; ++j) {
+        const int k = 2 * (ak0 + j * P::kAThreadsK);
+        const int tap = 2 * step + k / 8;
+        const int ci = k % 8;
+        const int kh = tap / S::kKW;
+        const int kw = tap - kh * S::kKW;
+        const int iy = px.iy0[r] + kh * S::kDH;
+        const int ix = px.ix0[r] + kw * S::kDW;
+        const bool inside = (P::kTaps % 2 == 0 || tap < P::kTaps) && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        const typename S::storage* src = in_n + (inside ? iy * P::kInY + ix * P::kInX : 0);
+        f.a[r][j] = load_bits(src + ci * P::kInC, inside && ci < S::kCin) |
+                    load_bits(src + (ci + 1) * P::kInC, inside && ci + 1 < S::kCin) << 16;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < P::kBRows; ++r) {
+      const int co = co0 + bn0 + r * P::kBThreadsN;
+      const bool co_ok = S::kCout % P::kBN == 0 || co < S::kCout;
+#pragma unroll
+      for (int j = 0; j < P::kBPairs; ++j) {
+        const int k = 2 * (bk0 + j * P::kBThreadsK);
+        const int tap = 2 * step + k / 8;
+        const int ci = k % 8;
+        const int kh = tap / S::kKW;
+        const int kw = tap - kh * S::kKW;
+        const bool ok = co_ok && (P::kTaps % 2 == 0 || tap < P::kTaps);
+        const typename S::storage* src = weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0);
+        f.b[r][j] = load_bits(src + ci * P::kWI, ok && ci < S::kCin) |
+                    load_bits(src + (ci + 1) * P::kWI, ok && ci + 1 < S::kCin) << 16;
+      }
+    }
+    return;
+  }
   const int tap = step / P::kCiSteps;
   const int cb = (step - tap * P::kCiSteps) * S::kBK;
   const int kh = tap / S::kKW;
@@ -359,11 +402,13 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   constexpr unsigned kStageBytes = P::kStageElems * 2;
 
   auto issue = [&](int step, int buf) {
-    const int tap = step / P::kCiSteps;
-    const int ci = (step - tap * P::kCiSteps) * S::kBK + chunk * 8;
+    // Two taps a step (kCin == 8): chunk c is tap 2 step + c (zeros past the last tap).
+    const int tap = P::kTapsPerStep == 2 ? 2 * step + chunk : step / P::kCiSteps;
+    const int ci = P::kTapsPerStep == 2 ? 0 : (step - tap * P::kCiSteps) * S::kBK + chunk * 8;
     const int kh = tap / S::kKW;
     const int kw = tap - kh * S::kKW;
-    const bool ci_ok = S::kCin % S::kBK == 0 || ci < S::kCin;
+    const bool ci_ok = P::kTapsPerStep == 2 ? P::kTaps % 2 == 0 || tap < P::kTaps
+                                            : S::kCin % S::kBK == 0 || ci < S::kCin;
     unsigned short* s_a = s_stage + buf * P::kStageElems;
     unsigned short* s_b = s_a + P::kAElems;
 #pragma unroll

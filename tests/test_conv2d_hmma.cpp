@@ -100,7 +100,8 @@ TEST(Conv2dHmma, TilingInvariants) {
       // One block column covers up to 128 channels; the smallest of 16 .. 128 that covers Cout.
       const int c = v.out_channels;
       EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 ? 64 : 128);
-      const int ci_pad = (v.in_channels + 15) / 16 * 16;
+      // Up to 8 channels: padded to 8, a k step of 16 two filter taps; else padded to 16.
+      const int ci_pad = v.in_channels <= 8 ? 16 : (v.in_channels + 15) / 16 * 16;
       EXPECT_EQ(ci_pad % t.ci_chunk, 0);
       EXPECT_TRUE(t.ci_chunk == 16 || t.ci_chunk == 32 || t.ci_chunk == 64);
       EXPECT_LE(t.shared_bytes, 227u * 1024u);
@@ -112,7 +113,7 @@ TEST(Conv2dHmma, TilingInvariants) {
                                                   Conv2dLayout::nchw, Conv2dLayout::nchw, false));
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
-  EXPECT_EQ(seed.ci_chunk, 16);  // 8 channels padded to 16
+  EXPECT_EQ(seed.ci_chunk, 16);  // two filter taps of 8 channels a k step
   EXPECT_EQ(seed.tiles_x, (126 * 126 + 127) / 128);
   const Conv2dTiling unet = conv2d_tiling(variant(kShapes[2], DType::f16, Conv2dLayout::nhwc,
                                                   Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));

@@ -7,7 +7,8 @@
 // small images, odd channel counts, every layout combination, stride, dilation, non-square filters,
 // a residual, channels beyond one block column. The cp.async main loop (channels-last input and
 // weight) runs with its copies landing at their wait (the latest they may) and at issue (the
-// earliest), and with an unaligned input (the register gather it falls back to).
+// earliest), and with an unaligned input (the register gather it falls back to). Every global read
+// must fall inside a tensor of the call.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -80,7 +81,22 @@ struct ew_traits<ew_bf16> {
   static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
   static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
 };
+// The tensors of the running case: every global read must fall inside one of them.
+struct Extent {
+  const void* begin;
+  std::size_t bytes;
+};
+std::vector<Extent> g_tensors;
+inline bool in_a_tensor(const void* p, std::size_t bytes) {
+  for (const Extent& e : g_tensors) {
+    const auto* b = static_cast<const unsigned char*>(e.begin);
+    const auto* q = static_cast<const unsigned char*>(p);
+    if (q >= b && q + bytes <= b + e.bytes) return true;
+  }
+  return false;
+}
 inline unsigned short __ldg(const unsigned short* p) {
+  EXPECT_TRUE(in_a_tensor(p, 2)) << "a read outside every tensor";
   return *p;
 }
 inline void __syncthreads() {
@@ -162,6 +178,7 @@ inline void perform(const Copy& c) {
 inline void copy16_async(void* dst, const void* src, bool valid) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dst) % 16, 0u);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(src) % 16, 0u);
+  if (valid) EXPECT_TRUE(in_a_tensor(src, 16)) << "a copy from outside every tensor";
   if (g_copies_at_issue) {
     perform({dst, src, valid});
   } else {
@@ -210,17 +227,17 @@ struct Epilogue {
   };
 
 // (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
-HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 2, 2, 4, 16, 16, 2)
-HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 4, 2, 2, 4, 16, 16, 2)
+HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 2, 2, 4, 8, 16, 2)
+HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 4, 2, 2, 4, 8, 16, 2)
 HMMA_CASE(Resnet, ew_half, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 4, 2, 2, 4, 64, 64, 2)
 HMMA_CASE(ResnetNhwc, ew_bf16, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 2, 4, 64, 64, 2)
 HMMA_CASE(Unet, ew_half, 128, 10, 13, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 2, 4, 4, 4, 128, 32, 1)
 HMMA_CASE(Wide1x1, ew_bf16, 128, 10, 13, 200, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 2, 4, 4, 4, 128, 32, 1)
-HMMA_CASE(Stem5x5, ew_half, 3, 17, 15, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 4, 1, 2, 2, 16, 16, 4)
-HMMA_CASE(Rect, ew_bf16, 5, 9, 11, 24, 3, 5, 2, 1, 1, 2, 1, 1, 1, 1, 0, 1, 1, 4, 1, 2, 4, 16, 16, 4)
+HMMA_CASE(Stem5x5, ew_half, 3, 17, 15, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 4, 1, 2, 2, 8, 16, 4)
+HMMA_CASE(Rect, ew_bf16, 5, 9, 11, 24, 3, 5, 2, 1, 1, 2, 1, 1, 1, 1, 0, 1, 1, 4, 1, 2, 4, 8, 16, 4)
 HMMA_CASE(Dilated, ew_half, 24, 14, 14, 40, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 0, 0, 4, 2, 2, 4, 32, 32, 2)
 HMMA_CASE(Odd, ew_half, 40, 9, 9, 33, 1, 3, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 4, 2, 2, 4, 48, 16, 2)
-HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1, 2, 2, 16, 16, 4)
+HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1, 2, 2, 8, 16, 4)
 HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
 HMMA_CASE(AsyncPadded, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
 
@@ -261,7 +278,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   EXPECT_EQ(t.tiles_x, P::kTilesX);
   EXPECT_EQ(S::kOH, v.out_height());
   EXPECT_EQ(S::kOW, v.out_width());
-  EXPECT_EQ(S::kCiPad, (S::kCin + 15) / 16 * 16);
+  EXPECT_EQ(S::kCiPad, S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
   SCOPED_TRACE(mode == Mode::copies_at_issue ? "copies land at issue"
                : mode == Mode::misaligned_input ? "input misaligned"
                                                 : "copies land at their wait");
@@ -302,6 +319,9 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   random(S::kCout, bb, bv);
   random(out_size, rb, rv);
   std::vector<T> yb(out_size, T{0xffff});  // NaN
+  g_tensors = {{xb.data() + shift, (xb.size() - 1) * sizeof(T)}, {wb.data(), wb.size() * sizeof(T)}};
+  if (S::kHasBias) g_tensors.push_back({bb.data(), bb.size() * sizeof(T)});
+  if (S::kHasResidual) g_tensors.push_back({rb.data(), rb.size() * sizeof(T)});
 
   for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
     for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {

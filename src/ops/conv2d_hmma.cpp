@@ -48,6 +48,10 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
 
 }  // namespace
 
+int hmma_ci_pad(int in_channels) {
+  return in_channels <= 8 ? 8 : (in_channels + 15) / 16 * 16;
+}
+
 bool hmma_applies(const Conv2dVariant& v) {
   return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment();
 }
@@ -73,9 +77,10 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the flattened OH x OW plane
   // A k step: kBK input channels of one filter tap; channels padded to 16. 64 where the padded
   // channels allow and the block's gather registers stay modest (not with 128 channels a block).
-  const int ci_pad = (v.in_channels + 15) / 16 * 16;
+  // Up to 8 channels: padded to 8, a step of 16 is two taps (half the steps and mma of padding to 16).
+  const int ci_pad = hmma_ci_pad(v.in_channels);
   int bk = bn == 128 ? 32 : 64;
-  while (ci_pad % bk != 0) bk /= 2;
+  while (ci_pad % bk != 0 && bk > 16) bk /= 2;
   t.ci_chunk = bk;
   t.ci_unroll = bk / 16;
   t.kh_unroll = 1;
@@ -107,7 +112,7 @@ CompileRequest make_hmma_request(const Conv2dVariant& v) {
          c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
-  src += c("kCiPad", (v.in_channels + 15) / 16 * 16) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
+  src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);

@@ -39,6 +39,9 @@ bool uses_tensor_cores(const Conv2dVariant& v);
 /// Whether a variant runs on the f16 / bf16 tensor-core kernel (conv2d_hmma.cuh): every f16 and bf16
 /// variant (any layouts), unless the environment sets CUINLINE_CONV2D_HMMA=0 (read once).
 bool hmma_applies(const Conv2dVariant& v);
+/// The input channels of the f16 / bf16 tensor-core kernel's K axis: 8 for up to 8 channels (a k
+/// step of 16 is then two filter taps), else in_channels rounded up to 16.
+int hmma_ci_pad(int in_channels);
 /// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates.
 Conv2dTiling hmma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)).
