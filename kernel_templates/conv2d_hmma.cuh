@@ -63,8 +63,13 @@ struct Plan {
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads.
   static constexpr int kPitch = S::kBK + 8;
-  static constexpr int kAElems = kBM * kPitch;
-  static constexpr int kStageElems = (kBM + kBN) * kPitch;
+  // An NCHW input stages A transposed, [kBK][kBM + 8] (pixels contiguous, as in global memory: a
+  // warp's 32-bit stores of two neighbouring pixels hit 32 banks), read by ldmatrix.trans; a
+  // channels-last input as [kBM][kPitch] (channels contiguous).
+  static constexpr bool kATrans = !S::kInNhwc;
+  static constexpr int kAPitchT = kBM + 8;
+  static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kPitch;
+  static constexpr int kStageElems = kAElems + kBN * kPitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep (where the pointers are
   // 16-byte aligned; else, and for every other layout, the register gather over two of the buffers).
@@ -91,15 +96,17 @@ struct Plan {
   static constexpr long long kWI = S::kWNhwc ? 1 : kTaps;
   static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * S::kCin : S::kKW;
   static constexpr long long kWX = S::kWNhwc ? S::kCin : 1;
-  // Gather of the A tile, in pairs of consecutive k (one 32-bit shared store): kAThreadsK threads
-  // along the pairs x kAThreadsM along the pixels. NCHW input: the pixels are the contiguous axis,
-  // so a warp's lanes run along them; channels-last: along the channels.
+  // Gather of the A tile, a 32-bit shared store of two 16-bit values at a time: channels-last, two
+  // consecutive k of one pixel, kAThreadsK threads along the k pairs (the contiguous axis) x
+  // kAThreadsM along the pixels; NCHW (kATrans), one k of two neighbouring pixels, kAThreadsM =
+  // kBM / 2 threads along the pixel pairs (the contiguous axis) x kAThreadsK along k.
   static constexpr int kPairs = S::kBK / 2;
-  static constexpr int kAThreadsM = S::kInNhwc ? (kThreads / kPairs < kBM ? kThreads / kPairs : kBM)
-                                               : (kThreads < kBM ? kThreads : kBM);
+  static constexpr int kAThreadsM =
+      kATrans ? kBM / 2 : (kThreads / kPairs < kBM ? kThreads / kPairs : kBM);
   static constexpr int kAThreadsK = kThreads / kAThreadsM;
-  static constexpr int kARows = kBM / kAThreadsM;    // pixels a thread gathers
-  static constexpr int kAPairs = kPairs / kAThreadsK;  // pairs a pixel of a thread
+  static constexpr int kARows = kATrans ? 1 : kBM / kAThreadsM;  // pixels (pixel pairs) a thread
+  static constexpr int kAPairs = kATrans ? S::kBK / kAThreadsK : kPairs / kAThreadsK;  // words of one
+  static constexpr int kAPixels = kATrans ? 2 : kARows;  // window origins a thread keeps
   // The B tile: lanes along the pairs (a channels-last weight's contiguous axis), then channels.
   static constexpr int kBThreadsK = kThreads < kPairs ? kThreads : kPairs;
   static constexpr int kBThreadsN = kThreads / kBThreadsK;
@@ -117,7 +124,8 @@ struct Plan {
   static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && (S::kCiPad == 8 || S::kCiPad % S::kBK == 0),
                 "kBK");
   static_assert(kThreads <= 1024, "block too large");
-  static_assert(kAThreadsM * kAThreadsK == kThreads && kBM % kAThreadsM == 0 && kPairs % kAThreadsK == 0,
+  static_assert(kAThreadsM * kAThreadsK == kThreads && kARows * kAThreadsM * (kATrans ? 2 : 1) == kBM &&
+                    kAPairs * kAThreadsK * (kATrans ? 1 : 2) == S::kBK,
                 "the A gather must cover the tile evenly");
   static_assert(kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0,
                 "the B gather must cover the tile evenly");
@@ -161,6 +169,12 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
                : "r"(addr));
 }
 
+// The same, transposed: a lane receives rows 2 (lane % 4) and 2 (lane % 4) + 1, column lane / 4.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 // 16 bytes global -> shared, asynchronously; zeros where !valid (src must still be a valid address).
 __device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
@@ -204,83 +218,90 @@ struct Fetch {
 // filter window reads (iy0 >= kH marks a pixel past the plane: every tap then reads nothing).
 template <class S>
 struct Pixels {
-  int iy0[Plan<S>::kARows];
-  int ix0[Plan<S>::kARows];
+  int iy0[Plan<S>::kAPixels];
+  int ix0[Plan<S>::kAPixels];
 };
 
+// The filter tap and input channel of column k (0 <= k < kBK) of k step `step`; tap_ok: the tap
+// exists (two taps a step: the last step of an odd tap count has only one), ci_ok: a real channel.
+template <class S>
+__device__ __forceinline__ void tap_channel(int step, int k, int& kh, int& kw, bool& tap_ok, int& ci,
+                                            bool& ci_ok) {
+  using P = Plan<S>;
+  int tap;
+  if (P::kTapsPerStep == 2) {
+    tap = 2 * step + k / 8;
+    ci = k % 8;
+  } else {
+    tap = step / P::kCiSteps;
+    ci = (step - tap * P::kCiSteps) * S::kBK + k;
+  }
+  kh = tap / S::kKW;
+  kw = tap - kh * S::kKW;
+  tap_ok = P::kTapsPerStep == 1 || P::kTaps % 2 == 0 || tap < P::kTaps;
+  ci_ok = (P::kTapsPerStep == 1 && S::kCin % S::kBK == 0) || ci < S::kCin;
+}
+
+// One thread's share of k step `step`, into registers (zeros for padding channels, taps past the
+// last, taps outside the image, pixels past the plane and channels past Cout).
 template <class S>
 __device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px, const typename S::storage* __restrict__ in_n,
                                       const typename S::storage* __restrict__ weight, int co0, int step, int am0,
                                       int ak0, int bn0, int bk0) {
   using P = Plan<S>;
-  if constexpr (P::kTapsPerStep == 2) {
-    // k = 8 * sub + ci: channel ci of filter tap 2 step + sub (a pair never straddles two taps).
+  using T = typename S::storage;
+  (void)am0;
+  if constexpr (P::kATrans) {
+    // Column k of pixels 2 am0 and 2 am0 + 1 (low, high half).
+#pragma unroll
+    for (int j = 0; j < P::kAPairs; ++j) {
+      int kh, kw, ci;
+      bool tap_ok, ci_ok;
+      tap_channel<S>(step, ak0 + j * P::kAThreadsK, kh, kw, tap_ok, ci, ci_ok);
+      unsigned word = 0;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int iy = px.iy0[e] + kh * S::kDH;
+        const int ix = px.ix0[e] + kw * S::kDW;
+        const bool ok = tap_ok && ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        const T* src = in_n + (ok ? iy * P::kInY + ix * P::kInX + ci * P::kInC : 0);
+        word |= load_bits(src, ok) << (16 * e);
+      }
+      f.a[0][j] = word;
+    }
+  } else {
+    // Columns k, k + 1 of pixel am0 + r * kAThreadsM (one tap: kCiPad is even).
 #pragma unroll
     for (int r = 0; r < P::kARows; ++r) {
 #pragma unroll
       for (int j = 0; j < P::kAPairs; ++j) {
-        const int k = 2 * (ak0 + j * P::kAThreadsK);
-        const int tap = 2 * step + k / 8;
-        const int ci = k % 8;
-        const int kh = tap / S::kKW;
-        const int kw = tap - kh * S::kKW;
+        int kh, kw, ci;
+        bool tap_ok, ci_ok;
+        tap_channel<S>(step, 2 * (ak0 + j * P::kAThreadsK), kh, kw, tap_ok, ci, ci_ok);
         const int iy = px.iy0[r] + kh * S::kDH;
         const int ix = px.ix0[r] + kw * S::kDW;
-        const bool inside = (P::kTaps % 2 == 0 || tap < P::kTaps) && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-        const typename S::storage* src = in_n + (inside ? iy * P::kInY + ix * P::kInX : 0);
-        f.a[r][j] = load_bits(src + ci * P::kInC, inside && ci < S::kCin) |
-                    load_bits(src + (ci + 1) * P::kInC, inside && ci + 1 < S::kCin) << 16;
+        const bool inside = tap_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        const T* src = in_n + (inside ? iy * P::kInY + ix * P::kInX : 0);
+        const bool ci1_ok = (P::kTapsPerStep == 1 && S::kCin % S::kBK == 0) || ci + 1 < S::kCin;
+        f.a[r][j] = load_bits(src + ci * P::kInC, inside && ci_ok) |
+                    load_bits(src + (ci + 1) * P::kInC, inside && ci1_ok) << 16;
       }
     }
-#pragma unroll
-    for (int r = 0; r < P::kBRows; ++r) {
-      const int co = co0 + bn0 + r * P::kBThreadsN;
-      const bool co_ok = S::kCout % P::kBN == 0 || co < S::kCout;
-#pragma unroll
-      for (int j = 0; j < P::kBPairs; ++j) {
-        const int k = 2 * (bk0 + j * P::kBThreadsK);
-        const int tap = 2 * step + k / 8;
-        const int ci = k % 8;
-        const int kh = tap / S::kKW;
-        const int kw = tap - kh * S::kKW;
-        const bool ok = co_ok && (P::kTaps % 2 == 0 || tap < P::kTaps);
-        const typename S::storage* src = weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0);
-        f.b[r][j] = load_bits(src + ci * P::kWI, ok && ci < S::kCin) |
-                    load_bits(src + (ci + 1) * P::kWI, ok && ci + 1 < S::kCin) << 16;
-      }
-    }
-    return;
   }
-  const int tap = step / P::kCiSteps;
-  const int cb = (step - tap * P::kCiSteps) * S::kBK;
-  const int kh = tap / S::kKW;
-  const int kw = tap - kh * S::kKW;
-#pragma unroll
-  for (int r = 0; r < P::kARows; ++r) {
-    const int iy = px.iy0[r] + kh * S::kDH;
-    const int ix = px.ix0[r] + kw * S::kDW;
-    const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-    const typename S::storage* src = in_n + (inside ? iy * P::kInY + ix * P::kInX : 0);
-#pragma unroll
-    for (int j = 0; j < P::kAPairs; ++j) {
-      const int ci = cb + 2 * (ak0 + j * P::kAThreadsK);
-      const bool ok0 = inside && (S::kCin % S::kBK == 0 || ci < S::kCin);
-      const bool ok1 = inside && (S::kCin % S::kBK == 0 || ci + 1 < S::kCin);
-      f.a[r][j] = load_bits(src + ci * P::kInC, ok0) | load_bits(src + (ci + 1) * P::kInC, ok1) << 16;
-    }
-  }
-  const long long w_tap = kh * P::kWY + kw * P::kWX;
+  // B: columns k, k + 1 of channel co0 + bn0 + r * kBThreadsN.
 #pragma unroll
   for (int r = 0; r < P::kBRows; ++r) {
     const int co = co0 + bn0 + r * P::kBThreadsN;
     const bool co_ok = S::kCout % P::kBN == 0 || co < S::kCout;
-    const typename S::storage* src = weight + (co_ok ? co * P::kWO + w_tap : 0);
 #pragma unroll
     for (int j = 0; j < P::kBPairs; ++j) {
-      const int ci = cb + 2 * (bk0 + j * P::kBThreadsK);
-      const bool ok0 = co_ok && (S::kCin % S::kBK == 0 || ci < S::kCin);
-      const bool ok1 = co_ok && (S::kCin % S::kBK == 0 || ci + 1 < S::kCin);
-      f.b[r][j] = load_bits(src + ci * P::kWI, ok0) | load_bits(src + (ci + 1) * P::kWI, ok1) << 16;
+      int kh, kw, ci;
+      bool tap_ok, ci_ok;
+      tap_channel<S>(step, 2 * (bk0 + j * P::kBThreadsK), kh, kw, tap_ok, ci, ci_ok);
+      const bool ok = co_ok && tap_ok;
+      const T* src = weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0);
+      const bool ci1_ok = (P::kTapsPerStep == 1 && S::kCin % S::kBK == 0) || ci + 1 < S::kCin;
+      f.b[r][j] = load_bits(src + ci * P::kWI, ok && ci_ok) | load_bits(src + (ci + 1) * P::kWI, ok && ci1_ok) << 16;
     }
   }
 }
@@ -294,9 +315,14 @@ __device__ __forceinline__ void store_stage(const Fetch<S>& f, unsigned short* s
   for (int r = 0; r < P::kARows; ++r) {
 #pragma unroll
     for (int j = 0; j < P::kAPairs; ++j) {
-      const int m = am0 + r * P::kAThreadsM;
-      const int k = 2 * (ak0 + j * P::kAThreadsK);
-      *reinterpret_cast<unsigned*>(s_a + m * P::kPitch + k) = f.a[r][j];
+      if (P::kATrans) {  // [k][pixel]: pixels 2 am0, 2 am0 + 1 of column k
+        const int k = ak0 + j * P::kAThreadsK;
+        *reinterpret_cast<unsigned*>(s_a + k * P::kAPitchT + 2 * am0) = f.a[r][j];
+      } else {  // [pixel][k]: columns k, k + 1 of the pixel
+        const int m = am0 + r * P::kAThreadsM;
+        const int k = 2 * (ak0 + j * P::kAThreadsK);
+        *reinterpret_cast<unsigned*>(s_a + m * P::kPitch + k) = f.a[r][j];
+      }
     }
   }
 #pragma unroll
@@ -320,7 +346,13 @@ __device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsi
     unsigned a[S::kMT][4];
     unsigned b[S::kNT / 2][4];
 #pragma unroll
-    for (int i = 0; i < S::kMT; ++i) ldmatrix_x4(a[i], a_row + (i * 16 * P::kPitch + ks * 16) * 2);
+    for (int i = 0; i < S::kMT; ++i) {
+      if (P::kATrans) {
+        ldmatrix_x4_trans(a[i], a_row + (ks * 16 * P::kAPitchT + i * 16) * 2);
+      } else {
+        ldmatrix_x4(a[i], a_row + (i * 16 * P::kPitch + ks * 16) * 2);
+      }
+    }
 #pragma unroll
     for (int jj = 0; jj < S::kNT / 2; ++jj) ldmatrix_x4(b[jj], b_row + (jj * 16 * P::kPitch + ks * 16) * 2);
 #pragma unroll
@@ -353,15 +385,18 @@ __device__ __forceinline__ void mainloop_registers(float (&acc)[S::kMT][S::kNT][
                                                    int co0) {
   using P = Plan<S>;
   const int tid = threadIdx.x;
-  // This thread's gather coordinates: A pixel am0 (+ r * kAThreadsM), pair ak0 (+ j * kAThreadsK);
-  // B channel bn0 (+ r * kBThreadsN), pair bk0 (+ j * kBThreadsK).
-  const int am0 = S::kInNhwc ? tid / P::kAThreadsK : tid % P::kAThreadsM;
-  const int ak0 = S::kInNhwc ? tid % P::kAThreadsK : tid / P::kAThreadsM;
+  // This thread's gather coordinates: A pixel am0 (+ r * kAThreadsM), pair ak0 (+ j * kAThreadsK),
+  // or with kATrans pixels 2 am0, 2 am0 + 1, column ak0 (+ j * kAThreadsK); B channel bn0 (+ r *
+  // kBThreadsN), pair bk0 (+ j * kBThreadsK).
+  const int am0 = P::kATrans ? tid % P::kAThreadsM : tid / P::kAThreadsK;
+  const int ak0 = P::kATrans ? tid / P::kAThreadsM : tid % P::kAThreadsK;
   const int bk0 = tid % P::kBThreadsK;
   const int bn0 = tid / P::kBThreadsK;
   Pixels<S> px;
 #pragma unroll
-  for (int r = 0; r < P::kARows; ++r) window_origin<S>(p0 + am0 + r * P::kAThreadsM, px.iy0[r], px.ix0[r]);
+  for (int r = 0; r < P::kAPixels; ++r) {
+    window_origin<S>(p0 + (P::kATrans ? 2 * am0 + r : am0 + r * P::kAThreadsM), px.iy0[r], px.ix0[r]);
+  }
   constexpr unsigned kStageBytes = P::kStageElems * 2;
   Fetch<S> f;
   fetch<S>(f, px, in_n, weight, co0, 0, am0, ak0, bn0, bk0);
@@ -546,7 +581,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   // ldmatrix row addresses: A tile i rows (lane % 16), k half lane / 16; B tiles 2jj, 2jj + 1 rows
   // lane % 8 (+ 8 for lanes 16-31), k half (lane / 8) % 2.
   const unsigned base = d::smem_address(s_stage);
-  const unsigned a_row = base + ((wm * S::kMT * 16 + lane % 16) * P::kPitch + lane / 16 * 8) * 2;
+  // kATrans: matrix lane / 8 of an A tile is k rows (lane / 16) * 8 .. + 7, pixels ((lane / 8) % 2) * 8
+  // .. + 7 (a0: pixels 0-7 x k 0-7, a1: pixels 8-15, a2: k 8-15, a3: both), read transposed.
+  const unsigned a_row =
+      P::kATrans
+          ? base + ((lane / 16 * 8 + lane % 8) * P::kAPitchT + wm * S::kMT * 16 + (lane / 8) % 2 * 8) * 2
+          : base + ((wm * S::kMT * 16 + lane % 16) * P::kPitch + lane / 16 * 8) * 2;
   const unsigned b_row =
       base + (P::kAElems + (wn * S::kNT * 8 + lane % 8 + lane / 16 * 8) * P::kPitch + (lane / 8) % 2 * 8) * 2;
 
@@ -559,12 +599,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
     }
   }
-  if (P::kAsync &&
-      ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) & 15ull) == 0) {
-    d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
-  } else {
-    d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+  bool async = false;
+  if constexpr (P::kAsync) {
+    async = ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) & 15ull) == 0;
+    if (async) d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
+  if (!async) d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
 
   // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
   // barrier of the main loop ended every read of the stage buffers.)

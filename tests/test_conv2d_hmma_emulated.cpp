@@ -1,6 +1,6 @@
 // The f16 / bf16 tensor-core conv2d kernel (kernel_templates/conv2d_hmma.cuh) run on the host: each
 // block's threads are std::threads (a barrier for __syncthreads, one a warp for the warp-wide
-// instructions), ldmatrix.x4 and mma.sync m16n8k16 emulated from the fragment layouts of the PTX ISA,
+// instructions), ldmatrix.x4 (.trans) and mma.sync m16n8k16 emulated from the PTX ISA's layouts,
 // so the kernel's gather, shared-memory layout, fragment addressing and epilogue are checked against
 // a float64 reference without a GPU. The shape constants of each case are the host plan's (checked
 // against conv2d_tiling at run time); outputs are poisoned (NaN) first. Cases: the shapes at
@@ -123,6 +123,24 @@ inline void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
     const unsigned row = b.words[warp][8 * j + lane / 4][0];
     EXPECT_LE(row + 16, b.smem.size());
     std::memcpy(&r[j], b.smem.data() + row + (lane % 4) * 4, 4);
+  }
+  b.warp[warp]->arrive_and_wait();
+}
+// Transposed: a lane receives rows 2 (lane % 4) and 2 (lane % 4) + 1 of column lane / 4 (low, high).
+inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  Block& b = *g_block;
+  EXPECT_EQ(addr % 16, 0u) << "ldmatrix row addresses are 16-byte aligned";
+  b.words[warp][lane][0] = addr;
+  b.warp[warp]->arrive_and_wait();
+  for (int j = 0; j < 4; ++j) {
+    unsigned short h[2];
+    for (int e = 0; e < 2; ++e) {
+      const unsigned row = b.words[warp][8 * j + 2 * (lane % 4) + e][0];
+      EXPECT_LE(row + 16, b.smem.size());
+      std::memcpy(&h[e], b.smem.data() + row + (lane / 4) * 2, 2);
+    }
+    r[j] = h[0] | static_cast<unsigned>(h[1]) << 16;
   }
   b.warp[warp]->arrive_and_wait();
 }

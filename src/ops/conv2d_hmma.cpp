@@ -36,11 +36,13 @@ int stages(const Conv2dVariant& v) {
   return async ? 3 : 2;
 }
 
-// Shared memory of a tiling: the stages of [pixels + channels][k step + 8] 16-bit values, or the
-// fp32 epilogue tile, whichever is larger (conv2d_hmma.cuh's Plan<S>, which the source checks).
+// Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
+// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile, whichever is larger
+// (conv2d_hmma.cuh's Plan<S>, which the source checks).
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), pitch = t.ci_chunk + 8;
-  const std::int64_t main = stages(v) * (bm + bn) * pitch * 2;
+  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk, pitch = bk + 8;
+  const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
+  const std::int64_t main = stages(v) * (a + bn * pitch) * 2;
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
   const std::int64_t out = (out_nhwc ? bm * (bn + 4) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out));
