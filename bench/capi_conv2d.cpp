@@ -91,18 +91,22 @@ int cuinline_conv2d_any(const void* input, const void* weight, const void* bias,
                                                              p.pad_h, p.dilation_h);
     const std::int64_t ow = cuinline::ops::conv2d_out_extent(shape[3], static_cast<int>(shape[6]), p.stride_w,
                                                              p.pad_w, p.dilation_w);
-    auto view = [&](const void* data, bool nhwc, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
-      return nhwc ? TensorView::strided(const_cast<void*>(data), dt, {n, c, h, w}, {h * w * c, 1, w * c, c})
-                  : TensorView::contiguous(const_cast<void*>(data), dt, {n, c, h, w});
+    auto view = [&](const void* data, bool nhwc, std::int64_t n, std::int64_t c, std::int64_t h,
+                    std::int64_t w) {
+      void* d = const_cast<void*>(data);
+      return nhwc ? TensorView::strided(d, dt, {n, c, h, w}, {h * w * c, 1, w * c, c})
+                  : TensorView::contiguous(d, dt, {n, c, h, w});
     };
     const TensorView in = view(input, layouts & 1, shape[0], shape[1], shape[2], shape[3]);
     const TensorView w = view(weight, layouts & 2, shape[4], shape[1], shape[5], shape[6]);
-    const TensorView bv = bias ? TensorView::contiguous(const_cast<void*>(bias), dt, {shape[4]}) : TensorView{};
+    const TensorView bv =
+        bias ? TensorView::contiguous(const_cast<void*>(bias), dt, {shape[4]}) : TensorView{};
     const TensorView out = view(output, layouts & 4, shape[0], shape[4], oh, ow);
     const cuinline::ops::Op epi = make_epilogue(epilogue, a, b);
     if (kernel) {
-      const cuinline::ops::Conv2dTiling t =
-          cuinline::ops::conv2d_tiling(cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision));
+      const cuinline::ops::Conv2dVariant v =
+          cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision);
+      const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
       *kernel = t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0;
     }
     cuinline::ops::conv2d(in, w, bv, out, p, epi, static_cast<CUstream>(stream), g_precision);

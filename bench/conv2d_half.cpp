@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "driver/driver_api.hpp"
 #include "../tests/elementwise_reference.hpp"  // float -> f16 / bf16 bits (round to nearest even)
+#include "driver/driver_api.hpp"
 
 using namespace cuinline;
 using namespace cuinline::ops;
@@ -44,10 +44,12 @@ int main() {
         std::normal_distribution<float> nd(0.f, 1.f);
         for (DeviceBuffer* d : {&x, &w, &b}) {
           std::vector<std::uint16_t> h(d->bytes() / 2);
-          for (std::uint16_t& v : h) v = static_cast<std::uint16_t>(test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f)));
+          for (std::uint16_t& v : h)
+            v = static_cast<std::uint16_t>(test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f)));
           d->copy_from_host(h.data(), d->bytes());
         }
-        auto v4 = [&](const DeviceBuffer& d, std::int64_t a, std::int64_t c, std::int64_t hh, std::int64_t ww) {
+        auto v4 = [&](const DeviceBuffer& d, std::int64_t a, std::int64_t c, std::int64_t hh,
+                      std::int64_t ww) {
           void* p = reinterpret_cast<void*>(d.ptr());
           return nhwc ? TensorView::strided(p, dt, {a, c, hh, ww}, {hh * ww * c, 1, ww * c, c})
                       : TensorView::contiguous(p, dt, {a, c, hh, ww});
@@ -71,9 +73,10 @@ int main() {
           ms.push_back(e1.elapsed_ms_since(e0));
         }
         std::sort(ms.begin(), ms.end());
-        std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw, sh.cout,
-                    sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW",
-                    t.half_mma ? "f16/bf16 mma" : (t.generic ? "general direct" : "other"), ms[ms.size() / 2]);
+        std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw,
+                    sh.cout, sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW",
+                    t.half_mma ? "f16/bf16 mma" : (t.generic ? "general direct" : "other"),
+                    ms[ms.size() / 2]);
       }
     }
   }

@@ -8,17 +8,19 @@
 // K = (filter tap, input channel) with the channel innermost; input channels are padded with zeros to
 // kCiPad (a multiple of 16), so one k step of kBK (16, 32 or 64, dividing kCiPad) is kBK channels of
 // one filter tap, and a thread's pixel is bounds-checked once a step. Up to 8 input channels:
-// kCiPad = 8 and a k step of 16 is two filter taps (taps 2s and 2s + 1; past the last tap zeros). The products of two f16 or bf16
-// values are exact in fp32, so the result differs from the general kernel's only in summation order.
+// kCiPad = 8 and a k step of 16 is two filter taps (taps 2s and 2s + 1; past the last tap zeros).
+// The products of two f16 or bf16 values are exact in fp32, so the result differs from the general
+// kernel's only in summation order.
 //
 // Work split: a block computes kBM = 16 * kMT * kWarpsM consecutive pixels of one image x kBN =
 // 8 * kNT * kWarpsN output channels; a warp kMT 16-pixel x kNT 8-channel mma tiles. Grid (kTilesX,
-// ceil(kCout / kBN), N). Each k step the block's A tile [kBM pixels][kBK] and B tile [kBN channels]
+// ceil(kCout / kBN), N). Each k step the block's A tile (kBM pixels x kBK) and B tile [kBN channels]
 // [kBK] are gathered from global memory into registers (16-bit loads, zeros for padding and for taps
-// outside the image), then stored to one of two shared-memory buffers as 32-bit pairs of consecutive
-// k; the loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by
-// 8 halves: conflict-free) feed the mma. One barrier a step. With a channels-last input and weight
-// and kCin % 8 == 0 (and both pointers 16-byte aligned, checked at run time) the tiles are copied
+// outside the image), then stored to one of two shared-memory buffers as 32-bit words, A in the
+// input's contiguous order ([k][pixel] for NCHW, read by ldmatrix.trans; [pixel][k] for NHWC); the
+// loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by 8 halves:
+// conflict-free) feed the mma. One barrier a step. With a channels-last input and weight and
+// kCin % 8 == 0 (and both pointers 16-byte aligned, checked at run time) the tiles are copied
 // instead by cp.async, 16 bytes (8 channels) a copy with zero fill, in a ring of three buffers.
 //
 // Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
@@ -31,7 +33,8 @@
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half or ew_bf16);
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
-//   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad, kBK, kMinBlocks.
+//   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad (8 for kCin <= 8,
+//   else kCin rounded up to 16), kBK, kMinBlocks.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_HMMA_CUH
@@ -101,8 +104,7 @@ struct Plan {
   // kAThreadsM along the pixels; NCHW (kATrans), one k of two neighbouring pixels, kAThreadsM =
   // kBM / 2 threads along the pixel pairs (the contiguous axis) x kAThreadsK along k.
   static constexpr int kPairs = S::kBK / 2;
-  static constexpr int kAThreadsM =
-      kATrans ? kBM / 2 : (kThreads / kPairs < kBM ? kThreads / kPairs : kBM);
+  static constexpr int kAThreadsM = kATrans ? kBM / 2 : (kThreads / kPairs < kBM ? kThreads / kPairs : kBM);
   static constexpr int kAThreadsK = kThreads / kAThreadsM;
   static constexpr int kARows = kATrans ? 1 : kBM / kAThreadsM;  // pixels (pixel pairs) a thread
   static constexpr int kAPairs = kATrans ? S::kBK / kAThreadsK : kPairs / kAThreadsK;  // words of one
@@ -119,7 +121,7 @@ struct Plan {
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
-                                : S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16,
+                               : S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16,
                 "kCiPad: 8 (two taps a step) or Cin rounded up to 16");
   static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && (S::kCiPad == 8 || S::kCiPad % S::kBK == 0),
                 "kBK");
@@ -139,7 +141,8 @@ template <class T>
 struct Mma;
 template <>
 struct Mma<ew_half> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
@@ -149,7 +152,8 @@ struct Mma<ew_half> {
 };
 template <>
 struct Mma<ew_bf16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
@@ -245,9 +249,10 @@ __device__ __forceinline__ void tap_channel(int step, int k, int& kh, int& kw, b
 // One thread's share of k step `step`, into registers (zeros for padding channels, taps past the
 // last, taps outside the image, pixels past the plane and channels past Cout).
 template <class S>
-__device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px, const typename S::storage* __restrict__ in_n,
-                                      const typename S::storage* __restrict__ weight, int co0, int step, int am0,
-                                      int ak0, int bn0, int bk0) {
+__device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px,
+                                      const typename S::storage* __restrict__ in_n,
+                                      const typename S::storage* __restrict__ weight, int co0, int step,
+                                      int am0, int ak0, int bn0, int bk0) {
   using P = Plan<S>;
   using T = typename S::storage;
   (void)am0;
@@ -301,7 +306,8 @@ __device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px, const ty
       const bool ok = co_ok && tap_ok;
       const T* src = weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0);
       const bool ci1_ok = (P::kTapsPerStep == 1 && S::kCin % S::kBK == 0) || ci + 1 < S::kCin;
-      f.b[r][j] = load_bits(src + ci * P::kWI, ok && ci_ok) | load_bits(src + (ci + 1) * P::kWI, ok && ci1_ok) << 16;
+      f.b[r][j] = load_bits(src + ci * P::kWI, ok && ci_ok) | load_bits(src + (ci + 1) * P::kWI, ok && ci1_ok)
+                                                                  << 16;
     }
   }
 }
@@ -422,7 +428,8 @@ template <class S>
 __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
                                                unsigned a_row, unsigned b_row,
                                                const typename S::storage* __restrict__ in_n,
-                                               const typename S::storage* __restrict__ weight, int p0, int co0) {
+                                               const typename S::storage* __restrict__ weight, int p0,
+                                               int co0) {
   using P = Plan<S>;
   constexpr int kRowStep = P::kThreads / P::kChunks;  // rows a pass of the block covers
   constexpr int kARowsAsync = P::kBM / kRowStep;
@@ -442,8 +449,8 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     const int ci = P::kTapsPerStep == 2 ? 0 : (step - tap * P::kCiSteps) * S::kBK + chunk * 8;
     const int kh = tap / S::kKW;
     const int kw = tap - kh * S::kKW;
-    const bool ci_ok = P::kTapsPerStep == 2 ? P::kTaps % 2 == 0 || tap < P::kTaps
-                                            : S::kCin % S::kBK == 0 || ci < S::kCin;
+    const bool ci_ok =
+        P::kTapsPerStep == 2 ? P::kTaps % 2 == 0 || tap < P::kTaps : S::kCin % S::kBK == 0 || ci < S::kCin;
     unsigned short* s_a = s_stage + buf * P::kStageElems;
     unsigned short* s_b = s_a + P::kAElems;
 #pragma unroll
@@ -482,7 +489,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     const int buf = step % P::kStages;
     accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
   }
-  copy_wait<0>();  // (only empty groups are left)
+  copy_wait<0>();   // (only empty groups are left)
   __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
 }
 
@@ -529,7 +536,8 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
       const long long at = p * P::kOutP + co * P::kOutC;
       float v[kVec];
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) v[e] = s_c[(m + (S::kOutNhwc ? 0 : e)) * P::kCM + (c + (S::kOutNhwc ? e : 0)) * P::kCC];
+      for (int e = 0; e < kVec; ++e)
+        v[e] = s_c[(m + (S::kOutNhwc ? 0 : e)) * P::kCM + (c + (S::kOutNhwc ? e : 0)) * P::kCC];
       unsigned h[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
@@ -555,8 +563,9 @@ template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_hmma(const typename S::storage* __restrict__ input,
                          const typename S::storage* __restrict__ weight,
-                         const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
-                         int row_tiles, const typename S::storage* __restrict__ residual) {
+                         const typename S::storage* __restrict__ bias,
+                         typename S::storage* __restrict__ output, int row_tiles,
+                         const typename S::storage* __restrict__ residual) {
   using P = cuinline_conv2d_hmma_detail::Plan<S>;
   using T = typename S::storage;
   namespace d = cuinline_conv2d_hmma_detail;
@@ -601,7 +610,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   }
   bool async = false;
   if constexpr (P::kAsync) {
-    async = ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) & 15ull) == 0;
+    async = ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) &
+             15ull) == 0;
     if (async) d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
   if (!async) d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);

@@ -251,8 +251,8 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
             for (int oy : {0, oh - 1})
               for (int ox : {0, ow - 1}) at.push_back({n, co, oy, ox});
         for (int i = 0; i < 4096; ++i) {
-          at.push_back({static_cast<int>(rng() % s.n), static_cast<int>(rng() % s.cout), static_cast<int>(rng() % oh),
-                        static_cast<int>(rng() % ow)});
+          at.push_back({static_cast<int>(rng() % s.n), static_cast<int>(rng() % s.cout),
+                        static_cast<int>(rng() % oh), static_cast<int>(rng() % ow)});
         }
         double num = 0, den = 0;
         for (const auto& a : at) {

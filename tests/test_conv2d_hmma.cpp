@@ -72,7 +72,8 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
       }
     }
     // f32 stays where it was: NCHW on the tuned kernels, channels-last on the general kernel.
-    Conv2dVariant f = variant(s, DType::f32, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false);
+    Conv2dVariant f =
+        variant(s, DType::f32, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false);
     EXPECT_FALSE(conv2d_tiling(f).half_mma);
     EXPECT_FALSE(conv2d_tiling(f).generic);
     f.input_layout = Conv2dLayout::nhwc;
@@ -109,14 +110,14 @@ TEST(Conv2dHmma, TilingInvariants) {
     }
   }
   // The shapes: 128 pixels a block; 64 channels (seed, ResNet) or 128 (UNet) a block.
-  const Conv2dTiling seed = conv2d_tiling(variant(kShapes[0], DType::bf16, Conv2dLayout::nchw,
-                                                  Conv2dLayout::nchw, Conv2dLayout::nchw, false));
+  const Conv2dTiling seed = conv2d_tiling(
+      variant(kShapes[0], DType::bf16, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false));
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
   EXPECT_EQ(seed.ci_chunk, 16);  // two filter taps of 8 channels a k step
   EXPECT_EQ(seed.tiles_x, (126 * 126 + 127) / 128);
-  const Conv2dTiling unet = conv2d_tiling(variant(kShapes[2], DType::f16, Conv2dLayout::nhwc,
-                                                  Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
+  const Conv2dTiling unet = conv2d_tiling(
+      variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
   EXPECT_EQ(unet.block_channels(), 128);
   EXPECT_EQ(unet.threads(), 256);
 }
@@ -133,10 +134,10 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
     for (int form = 0; form < 3; ++form, ++i) {
       const DType dt = i % 2 ? DType::bf16 : DType::f16;
       const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
-      const Conv2dVariant v = form == 0   ? variant(s, dt, nchw, nchw, nchw, false)
-                              : form == 1 ? variant(s, dt, nhwc, nhwc, nhwc, false)
-                                          : variant(s, dt, i % 4 ? nhwc : nchw, i % 3 ? nchw : nhwc,
-                                                    i % 4 ? nchw : nhwc, true);
+      const Conv2dVariant v =
+          form == 0   ? variant(s, dt, nchw, nchw, nchw, false)
+          : form == 1 ? variant(s, dt, nhwc, nhwc, nhwc, false)
+                      : variant(s, dt, i % 4 ? nhwc : nchw, i % 3 ? nchw : nhwc, i % 4 ? nchw : nhwc, true);
       SCOPED_TRACE(v.name());
       cuinline::CompileRequest request = make_request(v);
       request.options.push_back("-Xptxas=-v");
@@ -151,9 +152,10 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       if (std::regex_search(program.log, m, spill)) spilled = m[1];
       EXPECT_EQ(spilled, "0") << program.log;
       const Conv2dTiling t = conv2d_tiling(v);
-      std::printf("  %-12s %-92s NVRTC %5.0f ms  %3s regs  %s B spilled  warps %dx%d tiles %dx%d k %d smem %u\n",
-                  s.what, v.name().c_str(), ms, used.c_str(), spilled.c_str(), t.warps_m, t.warps_n, t.m_tiles,
-                  t.n_tiles, t.ci_chunk, t.shared_bytes);
+      std::printf(
+          "  %-12s %-92s NVRTC %5.0f ms  %3s regs  %s B spilled  warps %dx%d tiles %dx%d k %d smem %u\n",
+          s.what, v.name().c_str(), ms, used.c_str(), spilled.c_str(), t.warps_m, t.warps_n, t.m_tiles,
+          t.n_tiles, t.ci_chunk, t.shared_bytes);
     }
   }
 }

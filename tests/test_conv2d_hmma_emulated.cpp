@@ -232,16 +232,16 @@ struct Epilogue {
   }
 };
 
-#define HMMA_CASE(name, T, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, in, wl, out, wm, wn, mt, nt, \
-                  cipad, bk, minb)                                                                                \
-  struct name {                                                                                                   \
-    typedef T storage;                                                                                            \
-    static constexpr int kCin = cin, kH = h, kW = w, kCout = cout, kKH = kh, kKW = kw, kSH = sh, kSW = sw,       \
-                         kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,             \
-                         kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,         \
-                         kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb;                                   \
-    static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                         \
-    static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                         \
+#define HMMA_CASE(name, T, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, in, wl, out, wm, wn, \
+                  mt, nt, cipad, bk, minb)                                                                  \
+  struct name {                                                                                             \
+    typedef T storage;                                                                                      \
+    static constexpr int kCin = cin, kH = h, kW = w, kCout = cout, kKH = kh, kKW = kw, kSH = sh, kSW = sw,  \
+                         kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,       \
+                         kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,   \
+                         kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb;                             \
+    static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
+    static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };
 
 // (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
@@ -297,7 +297,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   EXPECT_EQ(S::kOH, v.out_height());
   EXPECT_EQ(S::kOW, v.out_width());
   EXPECT_EQ(S::kCiPad, S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
-  SCOPED_TRACE(mode == Mode::copies_at_issue ? "copies land at issue"
+  SCOPED_TRACE(mode == Mode::copies_at_issue    ? "copies land at issue"
                : mode == Mode::misaligned_input ? "input misaligned"
                                                 : "copies land at their wait");
 
@@ -354,8 +354,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             g_block = &block;
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
-            cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr, yb.data(),
-                                              1, S::kHasResidual ? rb.data() : nullptr);
+            cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
+                                              yb.data(), 1, S::kHasResidual ? rb.data() : nullptr);
           });
         }
         for (std::thread& th : threads) th.join();
@@ -374,7 +374,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             for (int ky = 0; ky < S::kKH; ++ky)
               for (int kx = 0; kx < S::kKW; ++kx) {
                 const int iy = oy * S::kSH - S::kPH + ky * S::kDH, ix = ox * S::kSW - S::kPW + kx * S::kDW;
-                if (iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW) acc += xv[x_at(n, ci, iy, ix)] * wv[w_at(co, ci, ky, kx)];
+                if (iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW)
+                  acc += xv[x_at(n, ci, iy, ix)] * wv[w_at(co, ci, ky, kx)];
               }
           if (S::kHasResidual) acc += rv[y_at(n, co, oy, ox)];
           acc /= 2;

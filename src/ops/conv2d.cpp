@@ -440,7 +440,8 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
-  if (conv2d_impl::hmma_applies(v)) return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+  if (conv2d_impl::hmma_applies(v))
+    return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (v.uses_generic_kernel())
     return "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (conv2d_impl::uses_tensor_cores(v))

@@ -31,8 +31,8 @@ const char* storage_type(DType dtype) {
 // Channels-last input and weight with whole 16-byte runs of channels: copied by cp.async, three
 // stages deep (conv2d_hmma.cuh's Plan<S>::kAsync); else the register gather over two stages.
 int stages(const Conv2dVariant& v) {
-  const bool async = v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc &&
-                     v.in_channels % 8 == 0;
+  const bool async =
+      v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
   return async ? 3 : 2;
 }
 
