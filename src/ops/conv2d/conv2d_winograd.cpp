@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "ops/conv2d_internal.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {

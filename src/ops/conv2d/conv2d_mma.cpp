@@ -4,7 +4,7 @@
 #include <cuinline/error.hpp>
 #include <string>
 
-#include "ops/conv2d_internal.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {

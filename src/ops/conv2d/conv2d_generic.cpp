@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/conv2d_internal.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "templates/render.hpp"
 #include "templates/template_source.hpp"
 
