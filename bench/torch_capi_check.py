@@ -137,6 +137,33 @@ def main():
     ref = torch.relu(F.conv2d(xi.double(), w.double(), bias.double(), padding=1) + res.double())
     err = ((out.double() - ref).norm() / ref.norm()).item()
     check("conv2d + bias + residual + relu vs float64", st == 0 and err < 1e-5, f"rel L2 {err:.2e}")
+
+    # 5. The same block in f16 / bf16 on a model and input moved to torch.channels_last (cuinline reads
+    # the layout from the strides: no copy), eagerly and inside torch.cuda.graph, against float64 from
+    # the same rounded tensors; PyTorch's own error on the same data beside it.
+    for dt, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        xh = xi.to(dt).contiguous(memory_format=torch.channels_last)
+        wh = w.to(dt).contiguous(memory_format=torch.channels_last)
+        bh, rh = bias.to(dt), res.to(dt).contiguous(memory_format=torch.channels_last)
+        oh = torch.empty_like(rh)  # channels-last like the residual
+        oh.fill_(float("nan"))
+        st = lib.cuinline_conv2d(desc(xh), desc(wh), desc(bh), desc(rh), desc(oh), one, one, one, b"relu", b"fp32",
+                                 ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        ref = torch.relu(F.conv2d(xh.double(), wh.double(), bh.double(), padding=1) + rh.double())
+        err = ((oh.double() - ref).norm() / ref.norm()).item()
+        torch_out = torch.relu(F.conv2d(xh, wh, bh, padding=1) + rh)
+        torch_err = ((torch_out.double() - ref).norm() / ref.norm()).item()
+        check(f"{name} channels-last conv2d + bias + residual + relu vs float64", st == 0 and err < bound,
+              f"rel L2 {err:.2e} (PyTorch {torch_err:.2e}); output channels-last: {oh.is_contiguous(memory_format=torch.channels_last)}")
+        og = torch.full_like(oh, float("nan"))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            stg = lib.cuinline_conv2d(desc(xh), desc(wh), desc(bh), desc(rh), desc(og), one, one, one, b"relu",
+                                      b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        g.replay()
+        torch.cuda.synchronize()
+        check(f"{name} channels-last conv2d in torch.cuda.graph == eager", stg == 0 and torch.equal(og, oh))
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 
