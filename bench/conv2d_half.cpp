@@ -6,6 +6,8 @@
 // same shapes (bench/run_gpu_conv2d_half.sh runs both in one GPU call).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <random>
@@ -33,8 +35,13 @@ int main() {
   std::printf("| shape | dtype | layout | kernel | cuinline ms |\n|---|---|---|---|---|\n");
   for (const Shape sh : {Shape{"seed", 128, 8, 128, 64, 3, 1, 0}, Shape{"resnet", 32, 64, 56, 64, 3, 1, 1},
                          Shape{"unet", 8, 128, 128, 128, 3, 1, 1}}) {
+    // CONV_BENCH_SHAPE / CONV_BENCH_DTYPE (f16 or bf16): only that shape / dtype (tuning sweeps).
+    const char* only = std::getenv("CONV_BENCH_SHAPE");
+    if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
     const int o = (sh.hw + 2 * sh.pad - sh.k) / sh.stride + 1;
     for (DType dt : {DType::f16, DType::bf16}) {
+      const char* only_dt = std::getenv("CONV_BENCH_DTYPE");
+      if (only_dt != nullptr && std::strcmp(only_dt, to_string(dt)) != 0) continue;
       for (bool nhwc : {false, true}) {
         const std::size_t x_n = std::size_t(sh.n) * sh.cin * sh.hw * sh.hw;
         const std::size_t w_n = std::size_t(sh.cout) * sh.cin * sh.k * sh.k;
