@@ -77,7 +77,15 @@ struct Plan {
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep (where the pointers are
   // 16-byte aligned; else, and for every other layout, the register gather over two of the buffers).
   static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % 8 == 0;
-  static constexpr int kStages = kAsync ? 3 : 2;
+  // Short reductions (kSteps <= 5; the seed's 3x3 over 8 channels is 5 steps): every step's tile is
+  // requested at once, one memory latency a block instead of one a step. The register gather then
+  // holds all the steps' words (kAllAtOnce, where that is at most 64 words a thread) and stages them
+  // in kSteps buffers; cp.async rings over kSteps buffers (at least 3).
+  static constexpr int kStepWords = (kBM * S::kBK / 2 + kBN * S::kBK / 2) / kThreads;
+  static constexpr bool kAllAtOnce = kSteps <= 5 && kSteps * kStepWords <= 64;
+  static constexpr int kRegStages = kAllAtOnce ? kSteps : 2;
+  static constexpr int kAsyncStages = kSteps > 3 && kSteps <= 5 ? kSteps : 3;
+  static constexpr int kStages = kAsync && kAsyncStages > kRegStages ? kAsyncStages : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
   static constexpr int kMainBytes = kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 4] for channels-last.
@@ -404,6 +412,21 @@ __device__ __forceinline__ void mainloop_registers(float (&acc)[S::kMT][S::kNT][
     window_origin<S>(p0 + (P::kATrans ? 2 * am0 + r : am0 + r * P::kAThreadsM), px.iy0[r], px.ix0[r]);
   }
   constexpr unsigned kStageBytes = P::kStageElems * 2;
+  if constexpr (P::kAllAtOnce) {
+    // Every step's loads in flight together, staged in buffers 0 .. kSteps - 1.
+    Fetch<S> fs[P::kSteps];
+#pragma unroll
+    for (int step = 0; step < P::kSteps; ++step) fetch<S>(fs[step], px, in_n, weight, co0, step, am0, ak0, bn0, bk0);
+#pragma unroll
+    for (int step = 0; step < P::kSteps; ++step)
+      store_stage<S>(fs[step], s_stage + step * P::kStageElems, am0, ak0, bn0, bk0);
+    __syncthreads();
+#pragma unroll 1
+    for (int step = 0; step < P::kSteps; ++step)
+      accumulate<S>(acc, a_row + step * kStageBytes, b_row + step * kStageBytes);
+    __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
+    return;
+  }
   Fetch<S> f;
   fetch<S>(f, px, in_n, weight, co0, 0, am0, ak0, bn0, bk0);
   store_stage<S>(f, s_stage, am0, ak0, bn0, bk0);
@@ -473,20 +496,20 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     }
   };
 #pragma unroll
-  for (int s = 0; s < P::kStages - 1; ++s) {
+  for (int s = 0; s < P::kAsyncStages - 1; ++s) {
     if (s < P::kSteps) issue(s, s);
     copy_commit();
   }
 #pragma unroll 1
   for (int step = 0; step < P::kSteps; ++step) {
     // One group committed a step: all but the newest kStages - 2 done means this step's landed.
-    copy_wait<P::kStages - 2>();
+    copy_wait<P::kAsyncStages - 2>();
     __syncthreads();
     // Into the buffer step - 1 read (every warp is past it now).
-    const int next = step + P::kStages - 1;
-    if (next < P::kSteps) issue(next, next % P::kStages);
+    const int next = step + P::kAsyncStages - 1;
+    if (next < P::kSteps) issue(next, next % P::kAsyncStages);
     copy_commit();
-    const int buf = step % P::kStages;
+    const int buf = step % P::kAsyncStages;
     accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
   }
   copy_wait<0>();   // (only empty groups are left)

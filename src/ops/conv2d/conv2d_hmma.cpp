@@ -2,6 +2,7 @@
 // kernel_templates/conv2d_hmma.cuh): which variants it computes, the block tiling chosen on the host,
 // and the rendering of the template into one CompileRequest per variant.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/error.hpp>
@@ -24,16 +25,37 @@ bool disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
+// for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
+// tiling the template rejects fails to compile).
+bool tile_override(int (&f)[6]) {
+  static int o[6] = {0, 0, 0, 0, 0, 0};
+  static const bool set = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_HMMA_TILE");
+    return e != nullptr && std::sscanf(e, "%d,%d,%d,%d,%d,%d", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]) == 6;
+  }();
+  for (int i = 0; i < 6; ++i) f[i] = o[i];
+  return set;
+}
+
 const char* storage_type(DType dtype) {
   return dtype == DType::f16 ? "ew_half" : "ew_bf16";
 }
 
 // Channels-last input and weight with whole 16-byte runs of channels: copied by cp.async, three
 // stages deep (conv2d_hmma.cuh's Plan<S>::kAsync); else the register gather over two stages.
-int stages(const Conv2dVariant& v) {
+// Short reductions (at most 5 k steps): every step requested at once (kSteps buffers; the register
+// gather only where all the steps' words fit in 64 registers), conv2d_hmma.cuh's kAllAtOnce.
+int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
   const bool async =
       v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
-  return async ? 3 : 2;
+  const int ci_pad = hmma_ci_pad(v.in_channels);
+  const int taps = v.kernel_h * v.kernel_w;
+  const int steps = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
+  const int step_words = (t.tile_cols * t.ci_chunk / 2 + t.block_channels() * t.ci_chunk / 2) / t.threads();
+  const int reg_stages = steps <= 5 && steps * step_words <= 64 ? steps : 2;
+  const int async_stages = steps > 3 && steps <= 5 ? steps : 3;
+  return async ? std::max(async_stages, reg_stages) : reg_stages;
 }
 
 // Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
@@ -42,7 +64,7 @@ int stages(const Conv2dVariant& v) {
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk, pitch = bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
-  const std::int64_t main = stages(v) * (a + bn * pitch) * 2;
+  const std::int64_t main = stages(v, t) * (a + bn * pitch) * 2;
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
   const std::int64_t out = (out_nhwc ? bm * (bn + 4) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out));
@@ -63,26 +85,48 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.tensor_cores = true;
   t.half_mma = true;
-  // 128 pixels a block; the channels of a block the smallest of 16, 32, 64 or 128 that covers Cout
-  // (more blocks along the channels past 128). Warps of 2 x 4 (16 or 32 channels: 2 x 2 or 2 x 4)
-  // mma tiles, or 4 x 4 with 128 channels (four warps along the channels, 64 accumulators each).
+  // The channels of a block: the smallest of 16, 32 or 64 that covers Cout (more blocks along the
+  // channels past 64), except 128 for Cout > 64 through the register gather with a residual (the
+  // 64-channel tiling below spills there). Warps and tiles, measured on an H200 (issue 19,
+  // bench/sweep_conv2d_hmma.sh; f16, ms, NCHW / NHWC):
+  //   16 or 32 channels: 4 x 1 warps of 2 x (bn / 8) tiles, 128 pixels;
+  //   64 channels, a short reduction (at most 5 k steps: the seed) or Cout > 64 copied by cp.async:
+  //     2 x 2 warps of 4 x 4 tiles (128 pixels, 128 threads; seed 0.301 / 0.230 against 0.371 / 0.269
+  //     with 4 x 2 of 2 x 4; UNet-like NHWC 0.155 against 0.202 with 128 channels a block);
+  //   64 channels, Cout > 64 through the register gather: 4 x 2 warps of 2 x 4 (UNet-like NCHW 0.410
+  //     against 0.491 with 128 channels, 0.512 with 2 x 2 of 2 x 4);
+  //   64 channels otherwise: 2 x 2 warps of 2 x 4 tiles, 64 pixels, three blocks a multiprocessor
+  //     (ResNet-like 0.090 / 0.042 against 0.092 / 0.045 with 4 x 2 of 2 x 4);
+  //   128 channels: 2 x 4 warps of 4 x 4 tiles, 128 pixels, a k step of 32.
   const int cout = v.out_channels;
-  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
-  if (bn <= 32) {
-    t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8;
-  } else if (bn == 64) {
-    t.warps_m = 4, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4;
-  } else {
-    t.warps_m = 2, t.warps_n = 4, t.m_tiles = 4, t.n_tiles = 4;
-  }
-  t.tile_rows = 1;
-  t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the flattened OH x OW plane
-  // A k step: kBK input channels of one filter tap; channels padded to 16. 64 where the padded
-  // channels allow and the block's gather registers stay modest (not with 128 channels a block).
-  // Up to 8 channels: padded to 8, a step of 16 is two taps (half the steps and mma of padding to 16).
+  const bool async =
+      v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
   const int ci_pad = hmma_ci_pad(v.in_channels);
+  const int taps = v.kernel_h * v.kernel_w;
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
   int bk = bn == 128 ? 32 : 64;
   while (ci_pad % bk != 0 && bk > 16) bk /= 2;
+  const int steps = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / bk);
+  t.min_blocks = 0;
+  if (bn <= 32) {
+    t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8;
+  } else if (bn == 64 && (steps <= 5 || (async && cout > 64))) {
+    t.warps_m = 2, t.warps_n = 2, t.m_tiles = 4, t.n_tiles = 4, t.min_blocks = 2;
+  } else if (bn == 64 && cout > 64) {
+    t.warps_m = 4, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4, t.min_blocks = 2;
+  } else if (bn == 64) {
+    t.warps_m = 2, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4, t.min_blocks = 3;
+  } else {
+    t.warps_m = 2, t.warps_n = 4, t.m_tiles = 4, t.n_tiles = 4, t.min_blocks = 1;
+  }
+  int o[6];
+  const bool overridden = tile_override(o);
+  if (overridden) t.warps_m = o[0], t.warps_n = o[1], t.m_tiles = o[2], t.n_tiles = o[3];
+  t.tile_rows = 1;
+  t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the flattened OH x OW plane
+  // A k step: kBK input channels of one filter tap (64 where the padded channels allow); up to 8
+  // channels: padded to 8, a step of 16 is two taps (half the steps and mma of padding to 16).
+  if (overridden) bk = o[4];
   t.ci_chunk = bk;
   t.ci_unroll = bk / 16;
   t.kh_unroll = 1;
@@ -93,7 +137,8 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   t.tiles_y = 1;
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
-  t.min_blocks = t.m_tiles * t.n_tiles >= 16 ? 1 : 512 / t.threads();
+  if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
+  if (overridden) t.min_blocks = o[5];
   t.shared_bytes = shared_bytes(v, t);
   if (t.shared_bytes > kMaxSharedBytes) {  // (at most 83 KiB: cannot happen; kept as a guard)
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
