@@ -322,6 +322,18 @@ TEST(ShippedCache, ReadOnlyDirectoriesBehindAWritableOne) {
   EXPECT_EQ(files_in(local.path()).size(), 1u) << "the miss is written to the local cache";
   EXPECT_EQ(sorted_files(shipped.path()), shipped_files) << "the shipped cache is never written";
 
+  // A shipped directory that is missing is skipped (one warning), never created.
+  {
+    CacheConfig with_missing = config_for(local.path());
+    with_missing.read_only_directories = {shipped.path() / "missing", shipped.path()};
+    LogCapture log;
+    KernelCache other(with_missing);
+    other.get(request, arch, &tier);
+    EXPECT_EQ(tier, CacheTier::disk);
+    EXPECT_FALSE(fs::exists(shipped.path() / "missing"));
+    EXPECT_EQ(log.warnings(), 1u);
+  }
+
   // The environment variable, ':'-separated, empty parts skipped.
   ::setenv("CUINLINE_CACHE_READONLY_DIRS", (":" + shipped.path().string() + "::/nonexistent").c_str(), 1);
   const CacheConfig from_env = CacheConfig::from_environment();

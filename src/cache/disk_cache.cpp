@@ -80,12 +80,19 @@ void DiskCache::Impl::open_directory() {
   if (directory.empty()) return unusable("no cache directory (set CUINLINE_CACHE_DIR)");
   int err = 0;
   std::string reason;
-  dir_fd = detail::open_cache_directory(directory, config.create, config.allow_shared_directory, reason, err);
+  // A read-only cache is never created: a missing one is a cache with nothing in it.
+  dir_fd = detail::open_cache_directory(directory, config.create && !config.read_only, config.allow_shared_directory,
+                                        reason, err);
   if (!dir_fd) {
     // Nothing to inspect is not worth a warning: the caller (cuinline cache list) says so itself.
     if (!config.create && err == ENOENT) {
       unusable_reason = reason;
       log->debug("disk cache: {}", reason);
+      return;
+    }
+    if (config.read_only) {  // one shipped cache missing: the other tiers work on
+      unusable_reason = reason;
+      log->warn("disk cache: skipping the read-only cache '{}': {}", shown, reason);
       return;
     }
     return unusable(reason);
