@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the graph, misuse and multi-GPU tests: device tensors with random contents, and a set of
-// op calls (elementwise in every dtype and layout, conv2d in every precision) that each test runs in
+// op calls (elementwise in every dtype and layout, conv2d in every precision, f16 NCHW through the
+// staging copy and bf16 channels-last) that each test runs in
 // its own way (eagerly, captured into a graph, on another device, from many threads).
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "elementwise_reference.hpp"
 
 namespace cuinline::test {
 
@@ -37,10 +40,16 @@ inline void fill_random(DeviceTensor& t, std::mt19937_64& rng, bool finite) {
     for (auto& w : host) w = static_cast<std::uint32_t>(rng());
   } else {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    // conv2d tensors are f32 only.
-    for (auto& w : host) {
-      const float f = u(rng);
-      std::memcpy(&w, &f, 4);
+    const DType dt = t.view.dtype;
+    if (dt == DType::f16 || dt == DType::bf16) {  // two 16-bit values a word
+      for (auto& w : host) {
+        w = static_cast<std::uint32_t>(from_op(dt, u(rng)) | from_op(dt, u(rng)) << 16);
+      }
+    } else {  // f32 (conv2d)
+      for (auto& w : host) {
+        const float f = u(rng);
+        std::memcpy(&w, &f, 4);
+      }
     }
   }
   t.buffer.copy_from_host(host.data(), t.bytes());
@@ -97,18 +106,26 @@ inline OpCase elementwise_case(const std::string& name, const ops::Op& op, DType
   return c;
 }
 
+// Channels-last strides of a [n, c, h, w] tensor (PyTorch's torch.channels_last).
+inline std::vector<std::int64_t> nhwc_strides(std::int64_t c, std::int64_t h, std::int64_t w) {
+  return {h * w * c, 1, w * c, c};
+}
+
 inline OpCase conv2d_case(const std::string& name, int n, int cin, int h, int w, int cout, int k,
                           ops::Conv2dParams p, ops::Conv2dPrecision precision, const ops::Op& epilogue,
-                          int device = -1) {
+                          int device = -1, DType dtype = DType::f32, bool channels_last = false) {
   OpCase c;
   c.name = name;
   c.finite_inputs = true;
-  c.inputs.push_back(make_tensor(DType::f32, {n, cin, h, w}, device));
-  c.inputs.push_back(make_tensor(DType::f32, {cout, cin, k, k}, device));
-  c.inputs.push_back(make_tensor(DType::f32, {cout}, device));
+  const auto cl = [&](std::int64_t ch, std::int64_t y, std::int64_t x) {
+    return channels_last ? nhwc_strides(ch, y, x) : std::vector<std::int64_t>{};
+  };
+  c.inputs.push_back(make_tensor(dtype, {n, cin, h, w}, device, cl(cin, h, w)));
+  c.inputs.push_back(make_tensor(dtype, {cout, cin, k, k}, device, cl(cin, k, k)));
+  c.inputs.push_back(make_tensor(dtype, {cout}, device));
   const std::int64_t oh = ops::conv2d_out_extent(h, k, p.stride_h, p.pad_h, p.dilation_h);
   const std::int64_t ow = ops::conv2d_out_extent(w, k, p.stride_w, p.pad_w, p.dilation_w);
-  c.output = make_tensor(DType::f32, {n, cout, oh, ow}, device);
+  c.output = make_tensor(dtype, {n, cout, oh, ow}, device, cl(cout, oh, ow));
   const TensorView x = c.inputs[0].view, wt = c.inputs[1].view, b = c.inputs[2].view, out = c.output.view;
   c.run = [=](CUstream s) { ops::conv2d(x, wt, b, out, p, epilogue, s, precision); };
   return c;
@@ -138,6 +155,12 @@ inline std::vector<OpCase> all_op_cases(int device = -1) {
                               ops::Conv2dPrecision::tf32, epi, device));
   cases.push_back(conv2d_case("conv2d tf32x3", 2, 8, 40, 40, 32, 3, ops::Conv2dParams::square(1, 0),
                               ops::Conv2dPrecision::tf32x3, Op::relu(), device));
+  // f16 NCHW of 8 x 96 x 96 an image: the staging copy into a stream-ordered workspace, then the
+  // tensor-core kernel (conv2d_impl::hmma_stages); bf16 channels-last: that kernel directly.
+  cases.push_back(conv2d_case("conv2d f16 NCHW (staged)", 2, 8, 96, 96, 32, 3, ops::Conv2dParams::square(1, 1),
+                              ops::Conv2dPrecision::fp32, epi, device, DType::f16));
+  cases.push_back(conv2d_case("conv2d bf16 channels-last", 2, 16, 24, 24, 24, 3, ops::Conv2dParams::square(1, 1),
+                              ops::Conv2dPrecision::fp32, Op::relu(), device, DType::bf16, true));
   return cases;
 }
 

@@ -174,6 +174,14 @@ struct Conv2dTiling {
   /// 1, tiles_x blocks an image) x block_channels() output channels; a k step is ci_chunk input
   /// channels (16, 32 or 64; channels padded to 16) of one filter tap, double-buffered (pipeline 2).
   bool half_mma = false;
+  /// half_mma variants whose input or weight is not channels-last with a multiple of 8 channels
+  /// (an NCHW model, an RGB first layer), from CUINLINE_CONV2D_STAGE's size on: 0, or the channels
+  /// (Cin rounded up to 8, zeros past Cin) of channels-last copies of the input (stage_input)
+  /// and / or the weight (stage_weight) that a staging kernel writes into stream-ordered scratch
+  /// memory before the conv, which then reads them with cp.async. The other fields are the tiling
+  /// of that conv.
+  int stage_channels = 0;
+  bool stage_input = false, stage_weight = false;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.

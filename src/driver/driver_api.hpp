@@ -75,7 +75,12 @@ namespace cuinline::detail {
   X(cuCtxEnablePeerAccess, 4000)                       \
   X(cuCtxDisablePeerAccess, 4000)                      \
   X(cuMemsetD32Async, 3020)                            \
-  X(cuMemGetAccess, 10020)
+  X(cuMemGetAccess, 10020)                             \
+  X(cuMemPoolCreate, 11020)                            \
+  X(cuMemPoolDestroy, 11020)                           \
+  X(cuMemPoolSetAttribute, 11020)                      \
+  X(cuMemAllocFromPoolAsync, 11020)                    \
+  X(cuMemFreeAsync, 11020)
 
 struct DriverApi {
 #define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cuinline/error.hpp>
 #include <string>
+#include <vector>
 
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "templates/template_source.hpp"
@@ -80,8 +81,10 @@ bool hmma_applies(const Conv2dVariant& v) {
   return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment();
 }
 
-Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
-  v.validate();
+namespace {
+
+// The tiling of a variant as its tensors are (no staging copy).
+Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.tensor_cores = true;
   t.half_mma = true;
@@ -147,8 +150,8 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   return t;
 }
 
-CompileRequest make_hmma_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = hmma_tiling(v);  // validates
+// The conv kernel's source (conv2d_hmma.cuh specialized for v, tiling t), without the request.
+std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_hmma.cuh\"\n\n" +
@@ -164,17 +167,112 @@ CompileRequest make_hmma_request(const Conv2dVariant& v) {
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
+  return src;
+}
 
+CompileRequest request_of(const Conv2dVariant& v, std::string source, bool staged) {
   CompileRequest request;
   request.name = "conv2d_hmma.cu";
-  request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"}) {
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
-  }
+  request.source = std::move(source);
+  std::vector<const char*> headers = {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"};
+  if (staged) headers.push_back("conv2d_stage.cuh");
+  for (const char* header : headers) request.headers.push_back({header, cuinline::detail::template_text(header)});
   // No contraction: bias, residual and epilogue round after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
+  if (staged) request.name_expressions.push_back(kHmmaStageKernel);
   return request;
+}
+
+// Whether the conv kernel reads v's tensors directly through cp.async: a channels-last input and
+// weight with a multiple of 8 channels.
+bool async_ready(const Conv2dVariant& v) {
+  return v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
+}
+
+// CUINLINE_CONV2D_STAGE: "0" never stages, "1" stages every variant that is not async_ready, unset
+// (or anything else) stages those with at least kStageMinElements input elements an image (read once).
+int stage_setting() {
+  static const int setting = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_STAGE");
+    if (e != nullptr && std::strcmp(e, "0") == 0) return 0;
+    if (e != nullptr && std::strcmp(e, "1") == 0) return 1;
+    return 2;
+  }();
+  return setting;
+}
+
+}  // namespace
+
+bool hmma_stages(const Conv2dVariant& v) {
+  if (!hmma_applies(v) || async_ready(v)) return false;
+  const int setting = stage_setting();
+  if (setting != 2) return setting == 1;
+  return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
+}
+
+std::int64_t hmma_stage_tiles(int stage_channels, std::int64_t pixels) {
+  const int cp = stage_channels;
+  const int tc = cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : cp % 16 == 0 ? 16 : 8;
+  const std::int64_t tp = 8 * (256 / (tc / 2));
+  return (pixels + tp - 1) / tp * (cp / tc);
+}
+
+Conv2dVariant hmma_staged_variant(const Conv2dVariant& v) {
+  Conv2dVariant s = v;
+  s.in_channels = (v.in_channels + 7) / 8 * 8;
+  s.input_layout = Conv2dLayout::nhwc;
+  s.weight_layout = Conv2dLayout::nhwc;
+  return s;
+}
+
+Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v) {
+  v.validate();
+  return direct_tiling(v);
+}
+
+Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
+  v.validate();
+  if (!hmma_stages(v)) return direct_tiling(v);
+  Conv2dTiling t = direct_tiling(hmma_staged_variant(v));
+  t.stage_channels = (v.in_channels + 7) / 8 * 8;
+  t.stage_input = !(v.input_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0);
+  t.stage_weight = !(v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0);
+  return t;
+}
+
+CompileRequest make_hmma_direct_request(const Conv2dVariant& v) {
+  return request_of(v, direct_source(v, hmma_direct_tiling(v)), false);
+}
+
+CompileRequest make_hmma_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = hmma_tiling(v);  // validates
+  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), false);
+  // One module of two kernels: the conv of the channels-last copies (the staged variant's own
+  // source) and the staging copy, named after the variant as called.
+  const Conv2dVariant staged = hmma_staged_variant(v);
+  const auto c = render_constant;
+  std::string src = "// staged from " + v.name() + "\n" + direct_source(staged, direct_tiling(staged));
+  src += "\n#include \"conv2d_stage.cuh\"\n\nstruct cuinline_conv2d_stage_shape {\n";
+  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kKH", v.kernel_h) +
+         c("kKW", v.kernel_w) + c("kCp", t.stage_channels) +
+         c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) + c("kStageInput", t.stage_input ? 1 : 0) +
+         c("kStageWeight", t.stage_weight ? 1 : 0);
+  src += "};\n";
+  // The launch's grid (hmma_stage_tiles) and the kernel's tiles agree, or the variant does not compile.
+  const std::string stage = "cuinline_conv2d_stage_detail::Stage<cuinline_conv2d_stage_shape>";
+  if (t.stage_input) {
+    src += "static_assert(" + stage + "::In::kTiles == " +
+           std::to_string(hmma_stage_tiles(t.stage_channels, std::int64_t{v.height} * v.width)) +
+           ", \"input tiles\");\n";
+  }
+  if (t.stage_weight) {
+    src += "static_assert(" + stage + "::W::kTiles == " +
+           std::to_string(hmma_stage_tiles(t.stage_channels, std::int64_t{v.kernel_h} * v.kernel_w)) +
+           ", \"weight tiles\");\n";
+  }
+  return request_of(v, std::move(src), true);
 }
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -42,10 +42,33 @@ bool hmma_applies(const Conv2dVariant& v);
 /// The input channels of the f16 / bf16 tensor-core kernel's K axis: 8 for up to 8 channels (a k
 /// step of 16 is then two filter taps), else in_channels rounded up to 16.
 int hmma_ci_pad(int in_channels);
-/// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates.
+/// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates. For a
+/// staged variant (hmma_stages) the tiling of its channels-last copy, with stage_channels,
+/// stage_input and stage_weight set.
 Conv2dTiling hmma_tiling(const Conv2dVariant& v);
-/// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)).
+/// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)): for a
+/// staged variant one module of two kernels, kernel_name(v) (the conv of the copies) and
+/// kHmmaStageKernel (conv2d_stage.cuh).
 CompileRequest make_hmma_request(const Conv2dVariant& v);
+/// The name expression of the staging copy in a staged variant's module.
+inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage<cuinline_conv2d_stage_shape>";
+/// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
+/// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
+inline constexpr std::int64_t kStageMinElements = 32768;
+/// Whether an f16 / bf16 variant runs as a staging copy into a workspace (channels-last, channels
+/// padded to a multiple of 8) followed by the conv of that copy: hmma_applies(v), not already in
+/// that form, and CUINLINE_CONV2D_STAGE (read once): "0" never, "1" always, else at least
+/// kStageMinElements input elements an image.
+bool hmma_stages(const Conv2dVariant& v);
+/// The variant the conv kernel of a staged call computes: channels-last input and weight with
+/// in_channels rounded up to 8.
+Conv2dVariant hmma_staged_variant(const Conv2dVariant& v);
+/// Blocks of the staging copy for one image of `pixels` pixels (conv2d_stage.cuh's Copy::kTiles).
+std::int64_t hmma_stage_tiles(int stage_channels, std::int64_t pixels);
+/// The tiling and request of v on the tensor-core kernel reading its tensors as they are (no
+/// staging): the fallback where no workspace can be had.
+Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v);
+CompileRequest make_hmma_direct_request(const Conv2dVariant& v);
 /// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
 Conv2dTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).

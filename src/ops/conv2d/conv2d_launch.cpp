@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "driver/workspace.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/family.hpp"
 
 namespace cuinline::ops {
@@ -17,6 +19,7 @@ namespace {
 // What a launch needs, copied out of the map without copying the variant (no allocation).
 struct Launchable {
   Kernel kernel;
+  Kernel stage;  ///< the staging copy (tiling.stage_channels > 0)
   Conv2dTiling tiling;
   int multiprocessors = 0;
   int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
@@ -24,6 +27,13 @@ struct Launchable {
 
 detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
   // Never destroyed: launches may run during static teardown.
+  static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
+  return *map;
+}
+
+// The direct kernels of staged variants, for calls that get no workspace (rare: loaded on the
+// first such call).
+detail::VariantMap<Conv2dVariant, Launchable>& direct_map() {
   static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
   return *map;
 }
@@ -46,15 +56,36 @@ std::uint64_t variant_hash(const Conv2dVariant& v) {
   return f.h;
 }
 
-std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int device) {
-  // Render, hash and compile (or fetch); KernelCache is single-flight per key.
-  Launchable l;
-  l.tiling = conv2d_tiling(v);
-  l.kernel = detail::load_kernel(v, device);
+void finish_launchable(Launchable& l, int device) {
   if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
   l.multiprocessors = device_info(device).multiprocessors;
   l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
                                                              l.tiling.shared_bytes, device));
+}
+
+std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int device) {
+  // Render, hash and compile (or fetch); KernelCache is single-flight per key.
+  Launchable l;
+  l.tiling = conv2d_tiling(v);
+  if (l.tiling.stage_channels > 0) {
+    Module module = default_cache().get(make_request(v), device_arch(device));
+    l.kernel = module.kernel(kernel_name(v));
+    l.stage = module.kernel(conv2d_impl::kHmmaStageKernel);
+    finish_launchable(l, device);
+    return std::make_pair(v, l);
+  }
+  l.kernel = detail::load_kernel(v, device);
+  finish_launchable(l, device);
+  return std::make_pair(v, l);
+}
+
+// A staged variant's direct kernel (no workspace).
+std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant& v, int device) {
+  Launchable l;
+  l.tiling = conv2d_impl::hmma_direct_tiling(v);
+  Module module = default_cache().get(conv2d_impl::make_hmma_direct_request(v), device_arch(device));
+  l.kernel = module.kernel(kernel_name(v));
+  finish_launchable(l, device);
   return std::make_pair(v, l);
 }
 
@@ -167,6 +198,55 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   return 1;
 }
 
+// The conv kernel of `e` on the given tensors (device pointers of the variant's dtype; a staged
+// call passes its copies).
+void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
+                 const void* b, void* out, const void* res, CUstream stream) {
+  const Conv2dTiling& t = e.tiling;
+  const int row_tiles = row_tiles_for(t, v, n, e);
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
+                  static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(n));
+  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
+  cfg.shared_bytes = t.shared_bytes;
+  cfg.stream = stream;
+  e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
+}
+
+// A staged call (e.tiling.stage_channels > 0): a workspace on the stream, the staging copy into it,
+// the conv of the copies, the workspace freed after them (all stream-ordered: capturable). False,
+// with nothing launched, where no workspace can be had.
+bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
+                   const TensorView& weight, const TensorView& bias, const TensorView& output,
+                   const TensorView& residual, CUstream stream, int device) {
+  const Conv2dTiling& t = e.tiling;
+  const auto round256 = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::int64_t pixels = std::int64_t{v.height} * v.width;
+  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+  const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * 2) : 0;
+  const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * 2) : 0;
+  const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(in_bytes + w_bytes), stream);
+  if (ws == 0) return false;
+  cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
+  void* in_ws = t.stage_input ? reinterpret_cast<void*>(ws) : nullptr;
+  void* w_ws = t.stage_weight ? reinterpret_cast<void*>(ws + static_cast<CUdeviceptr>(in_bytes)) : nullptr;
+  const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(t.stage_channels, pixels) : 0) +
+                              (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(t.stage_channels, taps) : 0);
+  if (blocks > 0x7fffffff) return false;  // past a grid's x extent (the guard frees the workspace)
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(blocks));
+  cfg.block = Dim3(256);
+  cfg.stream = stream;
+  const void* in = input.data;
+  const void* w = weight.data;
+  const int images = static_cast<int>(n);
+  e.stage.launch(cfg, in, in_ws, w, w_ws, images);
+  launch_conv(e, v, n, t.stage_input ? in_ws : input.data, t.stage_weight ? w_ws : weight.data, bias.data,
+              output.data, residual.data, stream);
+  return true;
+}
+
 }  // namespace
 
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
@@ -255,26 +335,19 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   detail::TensorUses tensors{{&input, "conv2d: input"}, {&weight, "conv2d: weight"}, {&output, "conv2d: output"}};
   if (bias.data != nullptr) tensors.add(bias, "conv2d: bias");
   if (v.has_residual) tensors.add(residual, "conv2d: residual");
+  const std::uint64_t hash = variant_hash(v);
+  const auto equal = [&](const Conv2dVariant& e) { return e == v; };
   detail::launch_variant(
-      kernel_map(), stream, tensors, variant_hash(v), [&](const Conv2dVariant& e) { return e == v; },
-      [&](int device) { return make_launchable(v, device); },
-      [&](const Launchable& e, int) {
-        const Conv2dTiling& t = e.tiling;
-        const int row_tiles = row_tiles_for(t, v, n, e);
-        LaunchConfig cfg;
-        cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
-                        static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
-                        static_cast<unsigned>(n));
-        cfg.block = Dim3(static_cast<unsigned>(t.threads()));
-        cfg.shared_bytes = t.shared_bytes;
-        cfg.stream = stream;
-        // Device pointers of the variant's dtype (f32, f16 or bf16): the kernel's parameters are pointers.
-        const void* in = input.data;
-        const void* w = weight.data;
-        const void* b = bias.data;
-        void* out = output.data;
-        const void* res = residual.data;
-        e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
+      kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
+      [&](const Launchable& e, int device) {
+        if (e.tiling.stage_channels == 0) {
+          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
+          return;
+        }
+        if (launch_staged(e, v, n, input, weight, bias, output, residual, stream, device)) return;
+        const Launchable direct = direct_map().find_or_make(
+            hash, device, equal, [&] { return make_direct_launchable(v, device); });
+        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
       });
 }
 

@@ -1,0 +1,95 @@
+// Stream-ordered scratch memory from one cuinline-owned memory pool per device (workspace.hpp).
+#include "driver/workspace.hpp"
+
+#include <atomic>
+#include <cuinline/driver.hpp>
+#include <cuinline/log.hpp>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "driver/driver_api.hpp"
+
+namespace cuinline::detail {
+namespace {
+
+// A failure worth telling once a process (a pool that cannot be made, memory that cannot be had):
+// later calls take the fallback path quietly.
+void warn_once(const std::string& what) noexcept {
+  static std::atomic<bool> told{false};
+  if (told.exchange(true)) return;
+  try {
+    logger()->warn("{} (ops that stage a copy of their inputs use their direct kernels instead)", what);
+  } catch (...) {
+  }
+}
+
+// The pool of each device, made on first use and never destroyed (launches may run during static
+// teardown; the driver frees it with the process). nullptr where it cannot be made.
+CUmemoryPool device_pool(const DriverApi& api, int device) {
+  static std::mutex mutex;
+  static std::vector<CUmemoryPool>* pools = new std::vector<CUmemoryPool>;
+  static std::vector<bool>* tried = new std::vector<bool>;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device >= static_cast<int>(pools->size())) {
+    pools->resize(static_cast<std::size_t>(device) + 1, nullptr);
+    tried->resize(static_cast<std::size_t>(device) + 1, false);
+  }
+  if ((*tried)[device]) return (*pools)[device];
+  (*tried)[device] = true;
+  CUdevice handle = 0;
+  int supported = 0;
+  if (api.cuDeviceGet(&handle, device) != CUDA_SUCCESS ||
+      api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, handle) != CUDA_SUCCESS ||
+      supported == 0) {
+    warn_once("device " + std::to_string(device) + " has no stream-ordered memory pools");
+    return nullptr;
+  }
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  const CUresult r = api.cuMemPoolCreate(&pool, &props);
+  if (r != CUDA_SUCCESS) {
+    warn_once("creating a workspace memory pool on device " + std::to_string(device) + ": " +
+              driver_error_string(r));
+    return nullptr;
+  }
+  cuuint64_t keep = kWorkspaceKeepBytes;
+  api.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  (*pools)[device] = pool;
+  return pool;
+}
+
+}  // namespace
+
+CUdeviceptr workspace_alloc(int device, std::size_t bytes, CUstream stream) noexcept {
+  try {
+    const DriverApi& api = driver();
+    if (stream == nullptr) ensure_current_context();  // the legacy stream of the current context
+    CUmemoryPool pool = device_pool(api, device);
+    if (pool == nullptr) return 0;
+    CUdeviceptr ptr = 0;
+    const CUresult r = api.cuMemAllocFromPoolAsync(&ptr, bytes, pool, stream);
+    if (r != CUDA_SUCCESS) {
+      warn_once("a " + std::to_string(bytes) + "-byte workspace on device " + std::to_string(device) +
+                " could not be allocated: " + driver_error_string(r));
+      return 0;
+    }
+    return ptr;
+  } catch (...) {
+    return 0;
+  }
+}
+
+void workspace_free(CUdeviceptr ptr, CUstream stream) noexcept {
+  try {
+    const CUresult r = driver().cuMemFreeAsync(ptr, stream);
+    if (r != CUDA_SUCCESS) logger()->warn("freeing a workspace: {}", driver_error_string(r));
+  } catch (...) {
+  }
+}
+
+}  // namespace cuinline::detail
