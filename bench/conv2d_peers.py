@@ -38,6 +38,16 @@ SWEEP = [
     (8, 64, 224, 16, 1, 2, 0),
     (2, 64, 32, 64, 7, 1, 3),
     (1, 8, 64, 16, 3, 1, 1),
+    # Issue 19: non-square, dilated and strided shapes (N, Cin, H, W, Cout, KH, KW, stride h/w, pad h/w,
+    # dilation h/w).
+    (4, 16, 40, 40, 48, 3, 5, 1, 1, 1, 2, 1, 1),
+    (8, 32, 64, 96, 64, 1, 7, 1, 1, 0, 3, 1, 1),
+    (8, 32, 64, 96, 64, 7, 1, 1, 1, 3, 0, 1, 1),
+    (16, 64, 56, 56, 64, 3, 3, 1, 1, 2, 2, 2, 2),
+    (8, 128, 28, 28, 128, 3, 3, 1, 1, 4, 4, 4, 4),
+    (32, 32, 64, 64, 64, 3, 3, 2, 1, 1, 1, 1, 1),
+    (4, 8, 200, 120, 32, 5, 3, 3, 2, 2, 1, 1, 2),
+    (16, 3, 96, 160, 32, 4, 4, 4, 4, 0, 0, 1, 1),
 ]
 
 
@@ -79,27 +89,38 @@ def median_ms(fn, batch, samples=15, warmup=3):
 
 class Case:
     def __init__(self, shape, divisor=2.0, slope=0.01):
-        self.n, self.cin, self.hw, self.cout, self.k, self.stride, self.pad = shape
+        if len(shape) == 7:  # square: N, Cin, H=W, Cout, K, stride, padding
+            n, cin, hw, cout, k, st, pad = shape
+            shape = (n, cin, hw, hw, cout, k, k, st, st, pad, pad, 1, 1)
+        (self.n, self.cin, self.h, self.w_in, self.cout, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw,
+         self.dh, self.dw) = shape
+        self.square = (self.h == self.w_in and self.kh == self.kw and self.sh == self.sw and self.ph == self.pw and
+                       self.dh == self.dw == 1)
         self.divisor, self.slope = divisor, slope
-        self.x = torch.randn(self.n, self.cin, self.hw, self.hw, device="cuda")
-        bound = 1.0 / math.sqrt(self.cin * self.k * self.k)
-        self.w = (torch.rand(self.cout, self.cin, self.k, self.k, device="cuda") * 2 - 1) * bound
+        self.x = torch.randn(self.n, self.cin, self.h, self.w_in, device="cuda")
+        bound = 1.0 / math.sqrt(self.cin * self.kh * self.kw)
+        self.w = (torch.rand(self.cout, self.cin, self.kh, self.kw, device="cuda") * 2 - 1) * bound
         self.b = (torch.rand(self.cout, device="cuda") * 2 - 1) * bound
-        self.o = (self.hw + 2 * self.pad - self.k) // self.stride + 1
-        self.y = torch.empty(self.n, self.cout, self.o, self.o, device="cuda")
-        self.shape_arr = (ctypes.c_int64 * 7)(self.n, self.cin, self.hw, self.hw, self.cout, self.k, self.k)
-        self.params_arr = (ctypes.c_int * 6)(self.stride, self.stride, self.pad, self.pad, 1, 1)
-        self.flop = 2.0 * self.n * self.cout * self.o * self.o * self.cin * self.k * self.k
+        self.oh = (self.h + 2 * self.ph - self.dh * (self.kh - 1) - 1) // self.sh + 1
+        self.ow = (self.w_in + 2 * self.pw - self.dw * (self.kw - 1) - 1) // self.sw + 1
+        self.y = torch.empty(self.n, self.cout, self.oh, self.ow, device="cuda")
+        self.shape_arr = (ctypes.c_int64 * 7)(self.n, self.cin, self.h, self.w_in, self.cout, self.kh, self.kw)
+        self.params_arr = (ctypes.c_int * 6)(self.sh, self.sw, self.ph, self.pw, self.dh, self.dw)
+        self.flop = 2.0 * self.n * self.cout * self.oh * self.ow * self.cin * self.kh * self.kw
         self.bytes = 4.0 * (self.x.numel() + self.w.numel() + self.b.numel() + self.y.numel())
 
     def label(self):
-        return f"{self.n}x{self.cin}x{self.hw}² → {self.cout}, k{self.k} s{self.stride} p{self.pad}"
-
-    def eager(self):
-        return F.leaky_relu(F.conv2d(self.x, self.w, self.b, self.stride, self.pad) / self.divisor, self.slope)
+        if self.square:
+            return f"{self.n}x{self.cin}x{self.h}² → {self.cout}, k{self.kh} s{self.sh} p{self.ph}"
+        d = f" d{self.dh}x{self.dw}" if (self.dh, self.dw) != (1, 1) else ""
+        return (f"{self.n}x{self.cin}x{self.h}x{self.w_in} → {self.cout}, k{self.kh}x{self.kw} s{self.sh}x{self.sw} "
+                f"p{self.ph}x{self.pw}{d}")
 
     def conv_only(self):
-        return F.conv2d(self.x, self.w, self.b, self.stride, self.pad)
+        return F.conv2d(self.x, self.w, self.b, (self.sh, self.sw), (self.ph, self.pw), (self.dh, self.dw))
+
+    def eager(self):
+        return F.leaky_relu(self.conv_only() / self.divisor, self.slope)
 
     def cuinline(self, lib):
         stream = torch.cuda.current_stream().cuda_stream

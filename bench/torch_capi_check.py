@@ -3,6 +3,7 @@ include/cuinline/cuinline.h) on PyTorch tensors and PyTorch's current stream.
 
 Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
   - ops on torch tensors bit-identical to torch (relu, leaky_relu, SwiGLU-free chains, bias add);
+  - f16 / bf16 NCHW conv2d (the staged path) on a side stream and in torch.cuda.graph;
   - the same ops captured inside torch.cuda.graph (global capture mode, PyTorch's default), first
     call of a variant inside the capture included, replayed on new data, equal to eager;
   - misuse: a CPU tensor, a tensor of another GPU (when there are two) → CUINLINE_ERROR_INVALID_ARGUMENT
@@ -164,6 +165,47 @@ def main():
         g.replay()
         torch.cuda.synchronize()
         check(f"{name} channels-last conv2d in torch.cuda.graph == eager", stg == 0 and torch.equal(og, oh))
+
+    # 6. f16 / bf16 NCHW tensors (PyTorch's default layout), and a channels-last input with an NCHW
+    # weight: cuinline stages channels-last copies in a stream-ordered workspace, then runs the
+    # tensor-core kernel. On a side stream made current with torch.cuda.stream, and inside
+    # torch.cuda.graph (the workspace becomes the graph's allocation node) replayed on new data.
+    side = torch.cuda.Stream()
+    for dt, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        for layout in ("nchw", "x:nhwc w:nchw"):
+            xh = xi.to(dt)
+            if layout != "nchw":
+                xh = xh.contiguous(memory_format=torch.channels_last)
+            wh, bh, rh = w.to(dt), bias.to(dt), res.to(dt)
+            if layout != "nchw":
+                rh = rh.contiguous(memory_format=torch.channels_last)
+            oh = torch.full_like(rh, float("nan"))
+            with torch.cuda.stream(side):
+                st = lib.cuinline_conv2d(desc(xh), desc(wh), desc(bh), desc(rh), desc(oh), one, one, one, b"relu",
+                                         b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            side.synchronize()
+            ref = torch.relu(F.conv2d(xh.double(), wh.double(), bh.double(), padding=1) + rh.double())
+            err = ((oh.double() - ref).norm() / ref.norm()).item()
+            torch_err = ((torch.relu(F.conv2d(xh, wh, bh, padding=1) + rh).double() - ref).norm() / ref.norm()).item()
+            check(f"{name} {layout} conv2d + bias + residual + relu on a side stream vs float64",
+                  st == 0 and err < bound, f"rel L2 {err:.2e} (PyTorch {torch_err:.2e})")
+            xs, og = xh.clone(), torch.full_like(oh, float("nan"))
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                stg = lib.cuinline_conv2d(desc(xs), desc(wh), desc(bh), desc(rh), desc(og), one, one, one, b"relu",
+                                          b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            same = True
+            for _ in range(3):
+                xs.copy_(torch.randn_like(xs))
+                og.fill_(float("nan"))
+                g.replay()
+                expect = torch.full_like(oh, float("nan"))
+                lib.cuinline_conv2d(desc(xs), desc(wh), desc(bh), desc(rh), desc(expect), one, one, one, b"relu",
+                                    b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+                torch.cuda.synchronize()
+                same = same and torch.equal(og, expect)
+            check(f"{name} {layout} conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 
