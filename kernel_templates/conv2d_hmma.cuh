@@ -26,9 +26,13 @@
 // Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
 // [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
 // channels-last (along the channels); each output is acc + bias (+ residual), E, rounded once to the
-// storage type, stored coalesced: kOutVec (8, 4, 2 or 1) neighbours along the contiguous axis as one
-// store, the largest that divides that axis's run (the plane in NCHW, Cout in NHWC) where the output
-// pointer is aligned to it (else one element a store).
+// storage type, stored coalesced: kOutVec (4, 2 or 1) neighbours along the contiguous axis as one
+// store (and one float4 / float2 read of the tile; the residual read likewise), the largest that
+// divides that axis's run (the plane in NCHW, Cout in NHWC) where the output and residual pointers
+// are aligned to it (else one element a store). A channels-last output's bias is loaded once a
+// thread (its channels are the same every iteration). This epilogue once was the seed's limit: ncu
+// (H200) showed L1 at 90 % with 2-byte bias loads in every iteration, 4-way conflicted scalar reads
+// of the tile and 2-way conflicted writes.
 //
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half or ew_bf16);
@@ -88,8 +92,11 @@ struct Plan {
   static constexpr int kStages = kAsync && kAsyncStages > kRegStages ? kAsyncStages : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
   static constexpr int kMainBytes = kStages * kStageElems * 2;
-  // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 4] for channels-last.
-  static constexpr int kCPitch = S::kOutNhwc ? kBN + 4 : kBM + 4;
+  // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
+  // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
+  // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
+  // channel pairs t, on 8g + 2t, 8g + 2t + 1) and keep every row 16-byte aligned for the float4 reads.
+  static constexpr int kCPitch = S::kOutNhwc ? kBN + 8 : kBM + 4;
   static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
   static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
   static constexpr int kOutBytes = (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
@@ -124,8 +131,10 @@ struct Plan {
   static constexpr int kBPairs = kPairs / kBThreadsK;
   // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
   // vector never straddles two runs and stays aligned), else 1.
+  // At most 4: a quarter-warp's float4 reads of the tile then cover 128 contiguous bytes (8 floats
+  // a thread would be two reads 32 bytes apart, a 2-way bank conflict each).
   static constexpr long long kRun = S::kOutNhwc ? S::kCout : kPixels;
-  static constexpr int kOutVec = kRun % 8 == 0 ? 8 : kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
+  static constexpr int kOutVec = kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
@@ -531,6 +540,34 @@ __device__ __forceinline__ void store_bits(T* dst, const unsigned (&h)[kVec]) {
   }
 }
 
+// kVec 16-bit values (aligned to kVec) as one load, unpacked low-first.
+template <class T, int kVec>
+__device__ __forceinline__ void load_vec(const T* src, unsigned (&h)[kVec]) {
+  if constexpr (kVec == 1) {
+    h[0] = load_bits(src, true);
+  } else if constexpr (kVec == 2) {
+    const unsigned w = __ldg(reinterpret_cast<const unsigned*>(src));
+    h[0] = w & 0xffffu, h[1] = w >> 16;
+  } else {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(src));
+    h[0] = w.x & 0xffffu, h[1] = w.x >> 16, h[2] = w.y & 0xffffu, h[3] = w.y >> 16;
+  }
+}
+
+// kVec consecutive floats of the epilogue tile (16-byte aligned for 4, 8-byte for 2) as one read.
+template <int kVec>
+__device__ __forceinline__ void read_tile(const float* p, float (&v)[kVec]) {
+  if constexpr (kVec == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else if constexpr (kVec == 2) {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    v[0] = q.x, v[1] = q.y;
+  } else {
+    v[0] = p[0];
+  }
+}
+
 // The epilogue's stores from the fp32 tile s_c (the block's pixels from p0, channels from co0):
 // kVec consecutive outputs along the output's contiguous axis a thread and iteration. A thread's
 // position along that axis is the same every iteration; the other axis steps by kSlowStep.
@@ -547,6 +584,14 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
   static_assert(P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0, "whole rows of vectors an iteration");
   const int fast = (int)(threadIdx.x % kFastVecs) * kVec;
   const int slow0 = (int)(threadIdx.x / kFastVecs);
+  // Channels-last: a thread's channels are the same every iteration, so is their bias (loaded once).
+  float bias_fast[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) bias_fast[e] = 0.0f;
+  if (S::kOutNhwc && S::kHasBias && (S::kCout % P::kBN == 0 || co0 + fast < S::kCout)) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) bias_fast[e] = to_float<T>(load_bits(bias + co0 + fast + e, true));
+  }
 #pragma unroll 4
   for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
     const int m = S::kOutNhwc ? slow : fast;  // first pixel of the vector
@@ -558,17 +603,18 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
     if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
       const long long at = p * P::kOutP + co * P::kOutC;
       float v[kVec];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e)
-        v[e] = s_c[(m + (S::kOutNhwc ? 0 : e)) * P::kCM + (c + (S::kOutNhwc ? e : 0)) * P::kCC];
+      read_tile<kVec>(s_c + m * P::kCM + c * P::kCC, v);  // along the tile's contiguous axis
+      const float b = !S::kOutNhwc && S::kHasBias ? to_float<T>(load_bits(bias + co, true)) : 0.0f;
+      unsigned r[kVec];
+      if (S::kHasResidual) load_vec<T, kVec>(res_n + at, r);
       unsigned h[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
         // fp32; one rounding to the storage type.
         float x = v[e];
-        if (S::kHasBias) x += to_float<T>(load_bits(bias + co + (S::kOutNhwc ? e : 0), true));
-        if (S::kHasResidual) x += to_float<T>(load_bits(res_n + at + e, true));
+        if (S::kHasBias) x += S::kOutNhwc ? bias_fast[e] : b;
+        if (S::kHasResidual) x += to_float<T>(r[e]);
         h[e] = from_float<T>(E{}(x));
       }
       store_bits<T, kVec>(out_n + at, h);
@@ -649,11 +695,20 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     for (int i = 0; i < S::kMT; ++i) {
 #pragma unroll
       for (int j = 0; j < S::kNT; ++j) {
+        if (S::kOutNhwc) {  // channels 2t, 2t + 1 are neighbours: one float2 a pixel row
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int m = wm * S::kMT * 16 + i * 16 + g + 8 * (q / 2);
-          const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
-          s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
+          for (int h = 0; h < 2; ++h) {
+            const int m = wm * S::kMT * 16 + i * 16 + g + 8 * h;
+            const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+            *reinterpret_cast<float2*>(s_c + m * P::kCM + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int m = wm * S::kMT * 16 + i * 16 + g + 8 * (q / 2);
+            const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
+            s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
+          }
         }
       }
     }
@@ -661,8 +716,11 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   __syncthreads();
   T* out_n = output + n * P::kOutN;
   const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
-  // Vectors where the output is aligned to them (every vector's offset is a multiple of kOutVec).
-  if (P::kOutVec > 1 && reinterpret_cast<unsigned long long>(output) % (2 * P::kOutVec) == 0) {
+  // Vectors where the output (and the residual) are aligned to them (every vector's offset is a
+  // multiple of kOutVec).
+  const unsigned long long out_bits =
+      reinterpret_cast<unsigned long long>(output) | (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull);
+  if (P::kOutVec > 1 && out_bits % (2 * P::kOutVec) == 0) {
     d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
   } else {
     d::store_tile<S, E, 1>(s_c, bias, out_n, res_n, p0, co0);

@@ -57,6 +57,15 @@ struct uint2 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+inline float2 make_float2(float x, float y) {
+  return {x, y};
+}
 inline uint2 make_uint2(unsigned x, unsigned y) {
   return {x, y};
 }
@@ -97,6 +106,16 @@ inline bool in_a_tensor(const void* p, std::size_t bytes) {
 }
 inline unsigned short __ldg(const unsigned short* p) {
   EXPECT_TRUE(in_a_tensor(p, 2)) << "a read outside every tensor";
+  return *p;
+}
+inline unsigned __ldg(const unsigned* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4, 0u) << "a 4-byte load must be aligned";
+  EXPECT_TRUE(in_a_tensor(p, 4)) << "a read outside every tensor";
+  return *p;
+}
+inline uint2 __ldg(const uint2* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 8, 0u) << "an 8-byte load must be aligned";
+  EXPECT_TRUE(in_a_tensor(p, 8)) << "a read outside every tensor";
   return *p;
 }
 inline void __syncthreads() {

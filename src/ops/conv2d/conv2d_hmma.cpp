@@ -60,14 +60,15 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 }
 
 // Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
-// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile, whichever is larger
+// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile ([channels][pixels + 4]
+// or [pixels][channels + 8]), whichever is larger
 // (conv2d_hmma.cuh's Plan<S>, which the source checks).
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk, pitch = bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
   const std::int64_t main = stages(v, t) * (a + bn * pitch) * 2;
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  const std::int64_t out = (out_nhwc ? bm * (bn + 4) : bn * (bm + 4)) * 4;
+  const std::int64_t out = (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out));
 }
 
