@@ -112,6 +112,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       // some tiles, mostly 3xTF32's three products per operand pair; the fp32 direct kernel on a few
       // odd shapes). The tuned shapes are checked for none in NoSpillsOnTheTunedShapes.
       (t.tensor_cores ? tensor_core_spills : fp32_spills) += spilled;
+      if (spilled) std::printf("  spills: %s %s\n", v.name().c_str(), to_string(v.precision));
       EXPECT_GT(reports, 0) << "no ptxas report in the log:\n" << prog.log;
     } catch (const std::exception& e) {
       ++failures;

@@ -1,0 +1,177 @@
+// NVRTC compile time of conv2d variants (no GPU needed): each variant's CompileRequest (the library's
+// make_request) compiled N times for an arch, to CUBIN through cuinline::compile (what a cold cache
+// miss costs) and to PTX only (NVRTC's front end and NVVM; the difference is ptxas), with ptxas's
+// register / spill report and the CUBIN's size. Prints one line a variant: medians and ranges.
+//
+//   bench_conv2d_compile_time [--set hmma|tf32|all] [--repeat N] [--arch sm_90] [--filter TEXT]
+//                             [--cubin-dir DIR] [--no-ptx] [--align 0|1]
+//   --set hmma   the issue-19 f16/bf16 variants: seed 128x8x128x128 -> 64 3x3, ResNet-like 64x56^2 ->
+//                64 3x3 pad 1, UNet-like 128x128^2 -> 128 3x3 pad 1; f16 and bf16; NCHW and NHWC
+//                (input, weight and output alike); bias; epilogue div(2)|leaky_relu(0.01)
+//   --set tf32   the same three shapes in fp32 NCHW, precision tf32 and tf32x3, plus the variants given
+//                by --variant
+//   --filter     only variants whose name (with precision) contains TEXT
+//   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
+// Set CUDA_CACHE_DISABLE=1 on a machine with a driver: NVRTC otherwise answers repeated programs from
+// the driver's compute cache (docs/conv2d.md).
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cuinline::DType;
+using namespace cuinline::ops;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// NVRTC to PTX for the arch's virtual architecture with the options cuinline::compile uses.
+double ptx_ms(const cuinline::CompileRequest& request, const cuinline::Arch& arch) {
+  std::vector<std::string> options = cuinline::canonical_options(request.options);
+  for (const auto& option : cuinline::default_options()) options.push_back(option);
+  options.push_back("-arch=" + arch.virtual_name());
+  std::vector<const char*> headers, names;
+  for (const auto& h : request.headers) {
+    headers.push_back(h.content.c_str());
+    names.push_back(h.name.c_str());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  nvrtcProgram p = nullptr;
+  if (nvrtcCreateProgram(&p, request.source.c_str(), request.name.c_str(), static_cast<int>(headers.size()),
+                         headers.data(), names.data()) != NVRTC_SUCCESS) {
+    std::fprintf(stderr, "nvrtcCreateProgram failed\n");
+    std::exit(1);
+  }
+  for (const auto& e : request.name_expressions) nvrtcAddNameExpression(p, e.c_str());
+  std::vector<const char*> argv;
+  for (const auto& o : options) argv.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(argv.size()), argv.data());
+  std::size_t size = 0;
+  if (r == NVRTC_SUCCESS) nvrtcGetPTXSize(p, &size);
+  const double ms = ms_since(t0);
+  if (r != NVRTC_SUCCESS) {
+    std::size_t n = 0;
+    nvrtcGetProgramLogSize(p, &n);
+    std::string log(n, '\0');
+    nvrtcGetProgramLog(p, log.data());
+    std::fprintf(stderr, "PTX compile failed: %s\n", log.c_str());
+    std::exit(1);
+  }
+  nvrtcDestroyProgram(&p);
+  return ms;
+}
+
+struct Shape {
+  const char* what;
+  int n, cin, hw, cout, k, pad;
+};
+const Shape kShapes[] = {{"seed", 128, 8, 128, 64, 3, 0}, {"resnet", 32, 64, 56, 64, 3, 1}, {"unet", 8, 128, 128, 128, 3, 1}};
+
+Conv2dVariant variant(const Shape& s, DType dt, Conv2dLayout l, Conv2dPrecision prec) {
+  Conv2dVariant v = make_conv2d_variant(s.cin, s.hw, s.hw, s.cout, s.k, s.k, Conv2dParams::square(1, s.pad), true,
+                                        div_leaky_relu_epilogue(2.0, 0.01));
+  v.dtype = dt;
+  v.input_layout = v.weight_layout = v.output_layout = l;
+  v.precision = prec;
+  return v;
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const std::size_t n = x.size();
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string set = "hmma", filter, cubin_dir, arch_name = "sm_90";
+  int repeat = 3;
+  bool ptx = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--set") set = next();
+    else if (a == "--repeat") repeat = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--arch") arch_name = next();
+    else if (a == "--filter") filter = next();
+    else if (a == "--cubin-dir") cubin_dir = next();
+    else if (a == "--no-ptx") ptx = false;
+    else {
+      std::fprintf(stderr, "usage: see the header of bench/conv2d_compile_time.cpp\n");
+      return 2;
+    }
+  }
+  const cuinline::Arch arch = cuinline::Arch::parse(arch_name);
+  std::vector<Conv2dVariant> variants;
+  for (const Shape& s : kShapes) {
+    if (set == "hmma" || set == "all") {
+      for (DType dt : {DType::f16, DType::bf16}) {
+        for (Conv2dLayout l : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+          variants.push_back(variant(s, dt, l, Conv2dPrecision::fp32));
+        }
+      }
+    }
+    if (set == "tf32" || set == "all") {
+      for (Conv2dPrecision p : {Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
+        variants.push_back(variant(s, DType::f32, Conv2dLayout::nchw, p));
+      }
+    }
+  }
+  // One untimed compile first: the process's first NVRTC call loads the library.
+  (void)cuinline::compile(make_request(variants.front()), arch);
+  std::printf("%-96s %9s %9s %9s %6s %6s %8s\n", "variant", "cubin ms", "ptx ms", "ptxas ms", "regs", "spill",
+              "cubin B");
+  int index = 0;
+  for (const Conv2dVariant& v : variants) {
+    const std::string label = v.name() + " " + to_string(v.precision);
+    if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+    cuinline::CompileRequest request = make_request(v);
+    cuinline::CompileRequest verbose = request;
+    verbose.options.push_back("--ptxas-options=-v");
+    std::vector<double> cubin, ptxv;
+    cuinline::CompiledProgram program;
+    for (int r = 0; r < repeat; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      program = cuinline::compile(request, arch);
+      cubin.push_back(ms_since(t0));
+      if (ptx) ptxv.push_back(ptx_ms(request, arch));
+    }
+    const cuinline::CompiledProgram report = cuinline::compile(verbose, arch);
+    std::smatch m;
+    std::string regs = "?", spill = "?";
+    if (std::regex_search(report.log, m, std::regex(R"(Used (\d+) registers)"))) regs = m[1];
+    if (std::regex_search(report.log, m, std::regex(R"((\d+) bytes spill stores)"))) spill = m[1];
+    const double c = median(cubin), p = ptx ? median(ptxv) : 0;
+    const auto [lo, hi] = std::minmax_element(cubin.begin(), cubin.end());
+    std::printf("%-96s %9.0f %9.0f %9.0f %6s %6s %8zu  (cubin %.0f-%.0f, n=%d)\n", label.c_str(), c, p, ptx ? c - p : 0.0,
+                regs.c_str(), spill.c_str(), program.binary.size(), *lo, *hi, repeat);
+    std::fflush(stdout);
+    if (!cubin_dir.empty()) {
+      const std::string path = cubin_dir + "/" + std::to_string(index) + ".cubin";
+      std::ofstream(path, std::ios::binary).write(program.binary.data(), static_cast<std::streamsize>(program.binary.size()));
+      std::printf("  -> %s\n", path.c_str());
+    }
+    ++index;
+  }
+  return 0;
+}
