@@ -19,9 +19,10 @@
 // outside the image), then stored to one of two shared-memory buffers as 32-bit words, A in the
 // input's contiguous order ([k][pixel] for NCHW, read by ldmatrix.trans; [pixel][k] for NHWC); the
 // loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by 8 halves:
-// conflict-free) feed the mma. One barrier a step. With a channels-last input and weight and
-// kCin % 8 == 0 (and both pointers 16-byte aligned, checked at run time) the tiles are copied
-// instead by cp.async, 16 bytes (8 channels) a copy with zero fill, in a ring of three buffers.
+// conflict-free) feed the mma. One barrier a step. With a channels-last input and weight,
+// kCin % 8 == 0 and both pointers 16-byte aligned (kInAligned: the host reads the pointers and
+// compiles the variant for them) the tiles are copied instead by cp.async, 16 bytes (8 channels) a
+// copy with zero fill, in a ring of three buffers. Only one of the two main loops is compiled.
 //
 // Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
 // [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
@@ -29,16 +30,19 @@
 // storage type, stored coalesced: kOutVec (4, 2 or 1) neighbours along the contiguous axis as one
 // store (and one float4 / float2 read of the tile; the residual read likewise), the largest that
 // divides that axis's run (the plane in NCHW, Cout in NHWC) where the output and residual pointers
-// are aligned to it (else one element a store). A channels-last output's bias is loaded once a
-// thread (its channels are the same every iteration). This epilogue once was the seed's limit: ncu
-// (H200) showed L1 at 90 % with 2-byte bias loads in every iteration, 4-way conflicted scalar reads
-// of the tile and 2-way conflicted writes.
+// are aligned to it (kOutAligned, read by the host from the pointers; else one element a store). One
+// store loop is compiled. A channels-last output's bias is loaded once a thread (its channels are
+// the same every iteration). This epilogue once was the seed's limit: ncu (H200) showed L1 at 90 %
+// with 2-byte bias loads in every iteration, 4-way conflicted scalar reads of the tile and 2-way
+// conflicted writes.
 //
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half or ew_bf16);
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
 //   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad (8 for kCin <= 8,
-//   else kCin rounded up to 16), kBK, kMinBlocks.
+//   else kCin rounded up to 16), kBK, kMinBlocks, kInAligned (input and weight pointers 16-byte
+//   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
+//   with it, 0 or 1). The kernel trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_HMMA_CUH
@@ -78,9 +82,10 @@ struct Plan {
   static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kPitch;
   static constexpr int kStageElems = kAElems + kBN * kPitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
-  // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep (where the pointers are
-  // 16-byte aligned; else, and for every other layout, the register gather over two of the buffers).
-  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % 8 == 0;
+  // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
+  // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
+  // the buffers.
+  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % 8 == 0 && S::kInAligned;
   // Short reductions (kSteps <= 5; the seed's 3x3 over 8 channels is 5 steps): every step's tile is
   // requested at once, one memory latency a block instead of one a step. The register gather then
   // holds all the steps' words (kAllAtOnce, where that is at most 64 words a thread) and stages them
@@ -130,11 +135,12 @@ struct Plan {
   static constexpr int kBRows = kBN / kBThreadsN;
   static constexpr int kBPairs = kPairs / kBThreadsK;
   // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
-  // vector never straddles two runs and stays aligned), else 1.
-  // At most 4: a quarter-warp's float4 reads of the tile then cover 128 contiguous bytes (8 floats
-  // a thread would be two reads 32 bytes apart, a 2-way bank conflict each).
+  // vector never straddles two runs and stays aligned) where the output and residual pointers are
+  // aligned to it (kOutAligned), else 1. At most 4: a quarter-warp's float4 reads of the tile then
+  // cover 128 contiguous bytes (8 floats a thread would be two reads 32 bytes apart, a 2-way bank
+  // conflict each).
   static constexpr long long kRun = S::kOutNhwc ? S::kCout : kPixels;
-  static constexpr int kOutVec = kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
+  static constexpr int kOutVec = !S::kOutAligned ? 1 : kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
@@ -451,7 +457,7 @@ __device__ __forceinline__ void mainloop_registers(float (&acc)[S::kMT][S::kNT][
   }
 }
 
-// The main loop through cp.async (P::kAsync, 16-byte aligned pointers): kStages buffers in a ring,
+// The main loop through cp.async (P::kAsync: 16-byte aligned pointers): kStages buffers in a ring,
 // step k + kStages - 1's copies issued while step k computes. Thread `tid` copies chunk tid %
 // kChunks of A rows tid / kChunks + r * (kThreads / kChunks) and the same of the B rows. Chunks of
 // channels >= kCin (kCin % 8 == 0: a chunk is all real or all padding) and of taps outside the image
@@ -677,13 +683,13 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
     }
   }
-  bool async = false;
+  // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
+  // aligned (S::kInAligned), else the register gather.
   if constexpr (P::kAsync) {
-    async = ((reinterpret_cast<unsigned long long>(input) | reinterpret_cast<unsigned long long>(weight)) &
-             15ull) == 0;
-    if (async) d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+    d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+  } else {
+    d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
-  if (!async) d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
 
   // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
   // barrier of the main loop ended every read of the stage buffers.)
@@ -716,15 +722,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   __syncthreads();
   T* out_n = output + n * P::kOutN;
   const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
-  // Vectors where the output (and the residual) are aligned to them (every vector's offset is a
-  // multiple of kOutVec).
-  const unsigned long long out_bits =
-      reinterpret_cast<unsigned long long>(output) | (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull);
-  if (P::kOutVec > 1 && out_bits % (2 * P::kOutVec) == 0) {
-    d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
-  } else {
-    d::store_tile<S, E, 1>(s_c, bias, out_n, res_n, p0, co0);
-  }
+  // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
+  // vector's offset is a multiple of kOutVec).
+  d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
 }
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

@@ -164,6 +164,56 @@ TEST_F(Conv2dDtypeArgs, DtypeAndLayoutsComeFromTheTensors) {
   EXPECT_TRUE(conv2d_variant_for(x32, w32, TensorView{}, y32, {}, epi).uses_generic_kernel());
 }
 
+// The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment where that changes it:
+// input and weight 16-byte aligned (cp.async: channels-last input and weight, Cin % 8 == 0), the
+// output aligned to its vector stores (14 x 14 = 196 outputs an NCHW plane: 4 a store, 8 bytes; 4
+// channels channels-last: 8 bytes). Elsewhere (and in f32) both stay true: one key a kernel.
+TEST_F(Conv2dDtypeArgs, AlignmentIsPartOfTheKeyWhereItChangesTheKernel) {
+  const TensorView x = channels_last(fake(0x100000), DType::f16, 2, 8, 16, 16);
+  const TensorView wl = channels_last(fake(0x200000), DType::f16, 4, 8, 3, 3);
+  const TensorView y = channels_last(fake(0x400000), DType::f16, 2, 4, 14, 14);
+  Conv2dVariant v = conv2d_variant_for(x, wl, bias, y, {}, epi);
+  EXPECT_TRUE(v.inputs_aligned && v.output_aligned);
+  EXPECT_EQ(v, [&] {
+    Conv2dVariant w = make_conv2d_variant(8, 16, 16, 4, 3, 3, Conv2dParams{}, true, epi);  // what warm gives
+    w.dtype = DType::f16;
+    w.input_layout = w.weight_layout = w.output_layout = Conv2dLayout::nhwc;
+    return w;
+  }());
+  const TensorView x2 = channels_last(fake(0x100008), DType::f16, 2, 8, 16, 16);
+  const TensorView w2 = channels_last(fake(0x200002), DType::f16, 4, 8, 3, 3);
+  const TensorView y4 = channels_last(fake(0x400004), DType::f16, 2, 4, 14, 14);
+  const TensorView y8 = channels_last(fake(0x400008), DType::f16, 2, 4, 14, 14);
+  EXPECT_FALSE(conv2d_variant_for(x2, wl, bias, y, {}, epi).inputs_aligned);
+  EXPECT_FALSE(conv2d_variant_for(x, w2, bias, y, {}, epi).inputs_aligned);
+  v = conv2d_variant_for(x, wl, bias, y4, {}, epi);
+  EXPECT_TRUE(v.inputs_aligned);
+  EXPECT_FALSE(v.output_aligned);
+  EXPECT_NE(v.name().find(",y:unaligned"), std::string::npos) << v.name();
+  EXPECT_TRUE(conv2d_variant_for(x, wl, bias, y8, {}, epi).output_aligned);  // 4 halves a store: 8 bytes
+  // The variants differ in their kernels and keys.
+  const Conv2dVariant a = conv2d_variant_for(x, wl, bias, y, {}, epi);
+  const Conv2dVariant b = conv2d_variant_for(x2, wl, bias, y, {}, epi);
+  EXPECT_NE(a, b);
+  EXPECT_NE(b.name().find(",xw:unaligned"), std::string::npos) << b.name();
+  EXPECT_NE(make_request(a).source, make_request(b).source);
+  EXPECT_NE(make_request(b).source.find("kInAligned = 0"), std::string::npos);
+  // NCHW input: no cp.async, so the input's alignment is not part of the key.
+  const TensorView xc = TensorView::contiguous(fake(0x100002), DType::f16, {2, 8, 16, 16});
+  EXPECT_TRUE(conv2d_variant_for(xc, wl, bias, y, {}, epi).inputs_aligned);
+  // An output whose run allows no vector (3 channels, channels-last): not part of the key.
+  const TensorView w3 = channels_last(fake(0x200000), DType::f16, 3, 8, 3, 3);
+  const TensorView y3 = channels_last(fake(0x400002), DType::f16, 2, 3, 14, 14);
+  const TensorView b3 = TensorView::contiguous(fake(0x300000), DType::f16, {3});
+  EXPECT_TRUE(conv2d_variant_for(x, w3, b3, y3, {}, epi).output_aligned);
+  // f32: never.
+  const TensorView x32 = channels_last(fake(0x100004), DType::f32, 2, 8, 16, 16);
+  const TensorView w32 = channels_last(fake(0x200004), DType::f32, 4, 8, 3, 3);
+  const TensorView y32 = TensorView::contiguous(fake(0x400004), DType::f32, {2, 4, 14, 14});
+  v = conv2d_variant_for(x32, w32, TensorView{}, y32, {}, epi);
+  EXPECT_TRUE(v.inputs_aligned && v.output_aligned);
+}
+
 TEST_F(Conv2dDtypeArgs, RejectsDtypeMixesNamingTheTensors) {
   TensorView w32 = weight;
   w32.dtype = DType::f32;

@@ -7,7 +7,8 @@
 // small images, odd channel counts, every layout combination, stride, dilation, non-square filters,
 // a residual, channels beyond one block column. The cp.async main loop (channels-last input and
 // weight) runs with its copies landing at their wait (the latest they may) and at issue (the
-// earliest), and with an unaligned input (the register gather it falls back to). Every global read
+// earliest), and compiled for an unaligned input (the register gather the host picks then) or an
+// unaligned output (one element a store), run on pointers misaligned that way. Every global read
 // must fall inside a tensor of the call.
 #include <gtest/gtest.h>
 
@@ -258,7 +259,8 @@ struct Epilogue {
     static constexpr int kCin = cin, kH = h, kW = w, kCout = cout, kKH = kh, kKW = kw, kSH = sh, kSW = sw,  \
                          kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,       \
                          kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,   \
-                         kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb;                             \
+                         kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb, kInAligned = 1,             \
+                         kOutAligned = 1;                                                                   \
     static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
     static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };
@@ -278,6 +280,18 @@ HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1
 HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
 HMMA_CASE(AsyncPadded, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
 
+// A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
+// the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
+// output_aligned).
+template <class S>
+struct InputMisaligned : S {
+  static constexpr int kInAligned = 0;
+};
+template <class S>
+struct OutputMisaligned : S {
+  static constexpr int kOutAligned = 0;
+};
+
 template <class S>
 Conv2dVariant variant_of() {
   Conv2dParams p{S::kSH, S::kSW, S::kPH, S::kPW, S::kDH, S::kDW};
@@ -288,12 +302,14 @@ Conv2dVariant variant_of() {
   v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.weight_layout = S::kWNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.output_layout = S::kOutNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.inputs_aligned = S::kInAligned != 0;
+  v.output_aligned = S::kOutAligned != 0;
   return v;
 }
 
-// How a case runs: cp.async copies landing at their wait or at once, or the input misaligned by
-// one element (the register gather, where the variant would use cp.async).
-enum class Mode { copies_at_wait, copies_at_issue, misaligned_input };
+// How a case runs: cp.async copies landing at their wait or at once; the input, or the output,
+// misaligned by one element (for a case compiled for it: S::kInAligned, S::kOutAligned = 0).
+enum class Mode { copies_at_wait, copies_at_issue, misaligned_input, misaligned_output };
 
 template <class S>
 void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
@@ -316,9 +332,13 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   EXPECT_EQ(S::kOH, v.out_height());
   EXPECT_EQ(S::kOW, v.out_width());
   EXPECT_EQ(S::kCiPad, S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
-  SCOPED_TRACE(mode == Mode::copies_at_issue    ? "copies land at issue"
-               : mode == Mode::misaligned_input ? "input misaligned"
-                                                : "copies land at their wait");
+  SCOPED_TRACE(mode == Mode::copies_at_issue     ? "copies land at issue"
+               : mode == Mode::misaligned_input  ? "input misaligned"
+               : mode == Mode::misaligned_output ? "output misaligned"
+                                                 : "copies land at their wait");
+  ASSERT_EQ(mode == Mode::misaligned_input, S::kInAligned == 0);
+  ASSERT_EQ(mode == Mode::misaligned_output, S::kOutAligned == 0);
+  if (mode == Mode::misaligned_output) EXPECT_EQ(P::kOutVec, 1);
 
   const DType dt = v.dtype;
   const int batch = 2;
@@ -355,7 +375,9 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   random(std::size_t(S::kCout) * S::kCin * S::kKH * S::kKW, wb, wv);
   random(S::kCout, bb, bv);
   random(out_size, rb, rv);
-  std::vector<T> yb(out_size, T{0xffff});  // NaN
+  // The output starts at element 0 or (misaligned_output) 1; element 0 must then stay poisoned.
+  const int out_shift = mode == Mode::misaligned_output ? 1 : 0;
+  std::vector<T> yb(out_size + out_shift, T{0xffff});  // NaN
   g_tensors = {{xb.data() + shift, (xb.size() - 1) * sizeof(T)}, {wb.data(), wb.size() * sizeof(T)}};
   if (S::kHasBias) g_tensors.push_back({bb.data(), bb.size() * sizeof(T)});
   if (S::kHasResidual) g_tensors.push_back({rb.data(), rb.size() * sizeof(T)});
@@ -374,7 +396,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
-                                              yb.data(), 1, S::kHasResidual ? rb.data() : nullptr);
+                                              yb.data() + out_shift, 1, S::kHasResidual ? rb.data() : nullptr);
           });
         }
         for (std::thread& th : threads) th.join();
@@ -399,12 +421,13 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
           if (S::kHasResidual) acc += rv[y_at(n, co, oy, ox)];
           acc /= 2;
           acc = acc > 0 ? acc : acc * 0.125;
-          const double got = cuinline::test::to_op(dt, yb[y_at(n, co, oy, ox)].bits);
+          const double got = cuinline::test::to_op(dt, yb[out_shift + y_at(n, co, oy, ox)].bits);
           unwritten += std::isnan(got) ? 1 : 0;
           num += (got - acc) * (got - acc);
           den += acc * acc;
         }
   EXPECT_EQ(unwritten, 0);
+  if (out_shift) EXPECT_EQ(yb[0].bits, 0xffff) << "a store before the output";
   // One rounding to the dtype (the sums are exact products added in fp32): about 2e-4 (f16) and
   // 1.6e-3 (bf16); the GPU test's bounds.
   const double err = std::sqrt(num / den);
@@ -430,18 +453,27 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
-// landing as early as they may, and the register gather it falls back to for an unaligned input.
-TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedFallback) {
-  static_assert(cuinline_conv2d_hmma_detail::Plan<SeedNhwc>::kAsync);
-  static_assert(cuinline_conv2d_hmma_detail::Plan<ResnetNhwc>::kAsync);
-  static_assert(cuinline_conv2d_hmma_detail::Plan<AsyncPadded>::kAsync);
-  static_assert(!cuinline_conv2d_hmma_detail::Plan<Mixed>::kAsync);
+// landing as early as they may; the register gather compiled for an unaligned input; scalar stores
+// compiled for an unaligned output.
+TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
+  using cuinline_conv2d_hmma_detail::Plan;
+  static_assert(Plan<SeedNhwc>::kAsync);
+  static_assert(Plan<ResnetNhwc>::kAsync);
+  static_assert(Plan<AsyncPadded>::kAsync);
+  static_assert(!Plan<Mixed>::kAsync);
+  static_assert(!Plan<InputMisaligned<SeedNhwc>>::kAsync);
+  static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 4 && Plan<Resnet>::kOutVec == 4 &&
+                Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);
   std::uint64_t seed = 1;
-  for (Mode mode : {Mode::copies_at_issue, Mode::misaligned_input}) {
-    check_case<SeedNhwc>(seed++, mode);
-    check_case<ResnetNhwc>(seed++, mode);
-    check_case<AsyncPadded>(seed++, mode);
-  }
+  check_case<SeedNhwc>(seed++, Mode::copies_at_issue);
+  check_case<ResnetNhwc>(seed++, Mode::copies_at_issue);
+  check_case<AsyncPadded>(seed++, Mode::copies_at_issue);
+  check_case<InputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<ResnetNhwc>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<AsyncPadded>>(seed++, Mode::misaligned_input);
+  check_case<OutputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_output);
+  check_case<OutputMisaligned<Resnet>>(seed++, Mode::misaligned_output);
+  check_case<OutputMisaligned<Unet>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

@@ -102,6 +102,16 @@ struct Conv2dVariant {
   Conv2dLayout input_layout = Conv2dLayout::nchw;   ///< of the input
   Conv2dLayout weight_layout = Conv2dLayout::nchw;  ///< of the weight
   Conv2dLayout output_layout = Conv2dLayout::nchw;  ///< of the output (and of the residual)
+  /// f16 / bf16 on tensor cores only: whether the input and weight pointers are both 16-byte aligned
+  /// (cp.async copies, where the layouts allow them: channels-last input and weight, Cin % 8 == 0)
+  /// and whether the output pointer is aligned to the kernel's vector stores (16 bytes, or less where
+  /// the output's contiguous run allows only shorter vectors). The kernel is compiled for them (one
+  /// main loop, one store loop). conv2d_variant_for reads them from the pointers where they change
+  /// the kernel and leaves them true everywhere else; make_conv2d_variant and `cuinline warm` give
+  /// true (what allocators give), so a warmed key equals the run-time key of aligned tensors. A false
+  /// one is named (",xw:unaligned", ",y:unaligned").
+  bool inputs_aligned = true;
+  bool output_aligned = true;
 
   std::int64_t out_height() const noexcept;
   std::int64_t out_width() const noexcept;

@@ -211,6 +211,10 @@ std::string Conv2dVariant::name() const {
   if (input_layout != Conv2dLayout::nchw) s += std::string(",x:") + to_string(input_layout);
   if (weight_layout != Conv2dLayout::nchw) s += std::string(",w:") + to_string(weight_layout);
   if (output_layout != Conv2dLayout::nchw) s += std::string(",y:") + to_string(output_layout);
+  // Only a misaligned pointer is named (f16 / bf16 on tensor cores; conv2d_variant_for sets these
+  // only where they change the kernel).
+  if (!inputs_aligned) s += ",xw:unaligned";
+  if (!output_aligned) s += ",y:unaligned";
   s += ">[" + (is_identity(epilogue) ? std::string("identity") : epilogue.describe()) + "]";
   return s;
 }
@@ -259,7 +263,8 @@ bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
          a.out_channels == b.out_channels && a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w &&
          a.params == b.params && a.has_bias == b.has_bias && a.has_residual == b.has_residual && a.precision == b.precision &&
          a.dtype == b.dtype && a.input_layout == b.input_layout && a.weight_layout == b.weight_layout &&
-         a.output_layout == b.output_layout && a.epilogue == b.epilogue;
+         a.output_layout == b.output_layout && a.inputs_aligned == b.inputs_aligned &&
+         a.output_aligned == b.output_aligned && a.epilogue == b.epilogue;
 }
 
 bool Conv2dVariant::uses_generic_kernel() const noexcept {

@@ -2,6 +2,7 @@
 // kernel_templates/conv2d_hmma.cuh): which variants it computes, the block tiling chosen on the host,
 // and the rendering of the template into one CompileRequest per variant.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,8 +49,7 @@ const char* storage_type(DType dtype) {
 // Short reductions (at most 5 k steps): every step requested at once (kSteps buffers; the register
 // gather only where all the steps' words fit in 64 registers), conv2d_hmma.cuh's kAllAtOnce.
 int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const bool async =
-      v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
+  const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
   const int steps = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
@@ -73,6 +73,31 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
 }
 
 }  // namespace
+
+bool hmma_async_layout(const Conv2dVariant& v) {
+  return v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
+}
+
+int hmma_out_vec(const Conv2dVariant& v) {
+  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
+  return run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+}
+
+void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight, const void* output,
+                        const void* residual) {
+  v.inputs_aligned = true;
+  v.output_aligned = true;
+  if (!hmma_applies(v)) return;
+  const auto in = reinterpret_cast<std::uintptr_t>(input), w = reinterpret_cast<std::uintptr_t>(weight);
+  // Where either tensor could be copied by cp.async as it is (channels-last, Cin % 8 == 0): an
+  // unaligned one makes the variant the register gather's, or a staged one copies both.
+  const bool cl_runs = v.in_channels % 8 == 0 &&
+                       (v.input_layout == Conv2dLayout::nhwc || v.weight_layout == Conv2dLayout::nhwc);
+  if (cl_runs) v.inputs_aligned = ((in | w) & 15u) == 0;
+  const int vec = hmma_out_vec(v);
+  const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
+  if (vec > 1) v.output_aligned = out % (2u * vec) == 0;  // (a null residual is aligned)
+}
 
 int hmma_ci_pad(int in_channels) {
   return in_channels <= 8 ? 8 : (in_channels + 15) / 16 * 16;
@@ -103,8 +128,8 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   //     (ResNet-like 0.090 / 0.042 against 0.092 / 0.045 with 4 x 2 of 2 x 4);
   //   128 channels: 2 x 4 warps of 4 x 4 tiles, 128 pixels, a k step of 32.
   const int cout = v.out_channels;
-  const bool async =
-      v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
+  // (A misaligned input or weight takes the register gather's tiling: what it runs.)
+  const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
@@ -165,12 +190,17 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
+  src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
+  // The host's view of the alignment-dependent code (the variant's key) is the template's.
+  src += "static_assert(" + plan + "::kAsync == " + (hmma_async_layout(v) && v.inputs_aligned ? "true" : "false") +
+         " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? hmma_out_vec(v) : 1) +
+         ", \"main loop and stores\");\n";
   return src;
 }
 
@@ -209,7 +239,7 @@ int stage_setting() {
 }  // namespace
 
 bool hmma_stages(const Conv2dVariant& v) {
-  if (!hmma_applies(v) || async_ready(v)) return false;
+  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
@@ -227,6 +257,7 @@ Conv2dVariant hmma_staged_variant(const Conv2dVariant& v) {
   s.in_channels = (v.in_channels + 7) / 8 * 8;
   s.input_layout = Conv2dLayout::nhwc;
   s.weight_layout = Conv2dLayout::nhwc;
+  s.inputs_aligned = true;  // the workspace, or the caller's tensors where they are aligned (else staged)
   return s;
 }
 
@@ -240,8 +271,10 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   if (!hmma_stages(v)) return direct_tiling(v);
   Conv2dTiling t = direct_tiling(hmma_staged_variant(v));
   t.stage_channels = (v.in_channels + 7) / 8 * 8;
-  t.stage_input = !(v.input_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0);
-  t.stage_weight = !(v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0);
+  // Each tensor not already in the cp.async form (both where the pair is not 16-byte aligned).
+  const bool ok = v.in_channels % 8 == 0 && v.inputs_aligned;
+  t.stage_input = !(ok && v.input_layout == Conv2dLayout::nhwc);
+  t.stage_weight = !(ok && v.weight_layout == Conv2dLayout::nhwc);
   return t;
 }
 

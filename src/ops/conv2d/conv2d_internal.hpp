@@ -42,6 +42,18 @@ bool hmma_applies(const Conv2dVariant& v);
 /// The input channels of the f16 / bf16 tensor-core kernel's K axis: 8 for up to 8 channels (a k
 /// step of 16 is then two filter taps), else in_channels rounded up to 16.
 int hmma_ci_pad(int in_channels);
+/// Whether a variant on the f16 / bf16 tensor-core kernel copies its tiles by cp.async where its
+/// input and weight pointers are 16-byte aligned: channels-last input and weight, Cin % 8 == 0.
+bool hmma_async_layout(const Conv2dVariant& v);
+/// The outputs one store of the f16 / bf16 tensor-core kernel writes where the output pointer is
+/// aligned to them: the largest of 4, 2 dividing the output's contiguous run (the OH x OW plane for
+/// NCHW, Cout for channels-last), else 1 (conv2d_hmma.cuh's Plan<S>::kOutVec).
+int hmma_out_vec(const Conv2dVariant& v);
+/// Sets v.inputs_aligned and v.output_aligned from the pointers where they change the f16 / bf16
+/// tensor-core kernel (hmma_applies(v): cp.async layouts; outputs with vector stores); true
+/// everywhere else, so equal kernels keep one key.
+void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight, const void* output,
+                        const void* residual);
 /// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates. For a
 /// staged variant (hmma_stages) the tiling of its channels-last copy, with stage_channels,
 /// stage_input and stage_weight set.

@@ -49,7 +49,8 @@ std::uint64_t variant_hash(const Conv2dVariant& v) {
         std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
         std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)},
         std::int64_t{static_cast<int>(v.dtype)}, std::int64_t{static_cast<int>(v.input_layout)},
-        std::int64_t{static_cast<int>(v.weight_layout)}, std::int64_t{static_cast<int>(v.output_layout)}}) {
+        std::int64_t{static_cast<int>(v.weight_layout)}, std::int64_t{static_cast<int>(v.output_layout)},
+        std::int64_t{v.inputs_aligned}, std::int64_t{v.output_aligned}}) {
     f.value(x);
   }
   f.op(v.epilogue);
@@ -322,6 +323,8 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
     // the residual again after the first store: the two must not share memory.
     if (overlap(residual, output)) bad("residual overlaps the output (write the sum to another tensor)");
   }
+  // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
+  conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
   return v;
 }
 
