@@ -48,13 +48,21 @@ const char* storage_type(DType dtype) {
 // stages deep (conv2d_hmma.cuh's Plan<S>::kAsync); else the register gather over two stages.
 // Short reductions (at most 5 k steps): every step requested at once (kSteps buffers; the register
 // gather only where all the steps' words fit in 64 registers), conv2d_hmma.cuh's kAllAtOnce.
-int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const bool async = hmma_async_layout(v) && v.inputs_aligned;
+int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
-  const int steps = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
+  return ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
+}
+// The register gather holds every step's words at once (conv2d_hmma.cuh's kAllAtOnce).
+bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const int steps = k_steps(v, t);
   const int step_words = (t.tile_cols * t.ci_chunk / 2 + t.block_channels() * t.ci_chunk / 2) / t.threads();
-  const int reg_stages = steps <= 5 && steps * step_words <= 64 ? steps : 2;
+  return steps <= 5 && steps * step_words <= 64;
+}
+int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const bool async = hmma_async_layout(v) && v.inputs_aligned;
+  const int steps = k_steps(v, t);
+  const int reg_stages = all_at_once(v, t) ? steps : 2;
   const int async_stages = steps > 3 && steps <= 5 ? steps : 3;
   return async ? std::max(async_stages, reg_stages) : reg_stages;
 }
@@ -170,8 +178,17 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
-  if (overridden) t.min_blocks = o[5];
   t.shared_bytes = shared_bytes(v, t);
+  // Up to 8 input channels (two taps a k step) through the register gather, every step's words held
+  // at once (the seed in NCHW): at 2 blocks ptxas takes up to 245 registers for the predicated loads;
+  // held to 168, three blocks a multiprocessor where their shared memory fits, the occupancy the seed
+  // was tuned at (157 registers while its loads were branches). (Not for wider k steps: the 64-channel
+  // 1 x 1 filter spills 104 bytes at 168.)
+  if (t.min_blocks == 2 && ci_pad == 8 && !async && all_at_once(v, t) &&
+      3 * (t.shared_bytes + 1024) <= 228 * 1024) {
+    t.min_blocks = 3;
+  }
+  if (overridden) t.min_blocks = o[5];
   if (t.shared_bytes > kMaxSharedBytes) {  // (at most 83 KiB: cannot happen; kept as a guard)
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
