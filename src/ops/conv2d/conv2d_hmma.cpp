@@ -141,7 +141,11 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
-  int bk = bn == 128 ? 32 : 64;
+  // A k step of 64 channels, 32 with 128 channels a block; and 32 for blocks of up to 32 channels
+  // through the register gather: their 128 threads hold a step of 128 pixels x 64 channels in 32
+  // words each beside the accumulators and spilled 60-76 bytes at 128 registers (Cin 571 and 626, a
+  // residual; shapes test), none with 32.
+  int bk = bn == 128 || (bn <= 32 && !async) ? 32 : 64;
   while (ci_pad % bk != 0 && bk > 16) bk /= 2;
   const int steps = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / bk);
   t.min_blocks = 0;

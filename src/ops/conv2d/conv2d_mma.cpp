@@ -17,6 +17,8 @@ constexpr unsigned kMaxSharedBytes = 227 * 1024;
 // kUnrollTaps filter taps x 8-channel steps and kUnrolledMma mma instructions.
 constexpr int kUnrollTaps = 4;
 constexpr int kUnrolledMma = 144;
+// 3xTF32: filter columns unrolled at most (the tuned filters are up to 7 wide; see mma_tiling).
+constexpr int kMaxUnrolledKw3 = 7;
 
 // Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
 // source static_asserts that the shared-memory size agrees).
@@ -207,10 +209,18 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 (2026-11-21) rolling cost the 3 x 3 seed
   // 11-15 % (so it does not roll), 5 x 5 filters -4 % / +8 %, and saved 7 x 7 filters 4-12 %
   // (their unrolled body spilled); NVRTC time of the 7 x 7 stem: 0.59 s unrolled, 0.20 s rolled.
+  // 3xTF32 also rolls filters wider than 7 columns (none tuned: 10 and 11 columns of 4 x 1 tiles, 120
+  // and 132 mma, spilled 36-92 bytes at 168 registers and took NVRTC 0.45-0.51 s; rolled, no spill
+  // and 0.18 s).
   const int tap_mma = t.m_tiles * t.n_tiles * (v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
-  t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma ? v.kernel_w : 1;
+  const int max_kw = v.precision == Conv2dPrecision::tf32x3 ? kMaxUnrolledKw3 : v.kernel_w;
+  t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma && v.kernel_w <= max_kw ? v.kernel_w : 1;
   const int body_taps = std::max(1, std::min(kUnrollTaps, kUnrolledMma / tap_mma));
-  t.kh_unroll = t.kw_unroll < v.kernel_w ? 1 : std::clamp(body_taps / v.kernel_w, 1, v.kernel_h);
+  // 3xTF32 keeps filter rows rolled (no tuned 3xTF32 tiling unrolled them; a 7 x 1 filter's 4 rows
+  // of 2 x 2 tiles in one warp spilled 20 bytes, rolled none).
+  t.kh_unroll = t.kw_unroll < v.kernel_w || v.precision == Conv2dPrecision::tf32x3
+                    ? 1
+                    : std::clamp(body_taps / v.kernel_w, 1, v.kernel_h);
   int ci_unroll = t.kw_unroll < v.kernel_w || t.kh_unroll < v.kernel_h
                       ? 1
                       : std::clamp(body_taps / (v.kernel_h * v.kernel_w), 1, t.ci_chunk / 8);
