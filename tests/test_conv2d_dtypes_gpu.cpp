@@ -87,12 +87,13 @@ struct DeviceCopy {
   TensorView view;
 };
 
-DeviceCopy upload(const HostTensor& t) {
-  DeviceCopy d{DeviceBuffer((t.bytes() + 3) / 4 * 4), {}};
+// `shift`: the tensor starts that many bytes into its buffer (0: the allocation's alignment).
+DeviceCopy upload(const HostTensor& t, std::size_t shift = 0) {
+  DeviceCopy d{DeviceBuffer((t.bytes() + shift + 3) / 4 * 4), {}};
   const std::vector<unsigned char> raw = t.storage();
-  d.buffer.copy_from_host(raw.data(), raw.size());
+  d.buffer.copy_from_host(raw.data(), raw.size(), shift);
   const auto s = t.strides();
-  d.view = TensorView::strided(reinterpret_cast<void*>(d.buffer.ptr()), t.dtype, {t.n, t.c, t.h, t.w},
+  d.view = TensorView::strided(reinterpret_cast<void*>(d.buffer.ptr() + shift), t.dtype, {t.n, t.c, t.h, t.w},
                                {s[0], s[1], s[2], s[3]});
   return d;
 }
@@ -206,6 +207,10 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
 // 128x128^2 -> 128 3x3 pad 1, at small batches) in f16 and bf16, NCHW and channels-last, on the
 // tensor-core kernel: every output written (the poison gone), a random sample of 4096 outputs (and
 // the four corners of each image's first and last channel) against the float64 reference.
+// The issue's shapes, each also with the input and weight one element (2 bytes) past their
+// allocations' alignment (the kernel compiled for the register gather instead of cp.async where the
+// layouts would copy) and with the output so (one element a store): the variants
+// conv2d_variant_for gives those pointers.
 TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
@@ -219,14 +224,17 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
     const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
     const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
     for (DType dt : {DType::f16, DType::bf16}) {
-      for (bool nhwc : {false, true}) {
+      for (int form = 0; form < 4; ++form) {
+        const bool nhwc = form % 2 == 1;
+        const std::size_t in_shift = form == 3 ? 2 : 0, out_shift = form == 2 ? 2 : 0;
         const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
         const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, nhwc, rng);
         const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
         const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, nhwc, rng);
         HostTensor y{s.n, s.cout, oh, ow, dt, nhwc, {}};
         y.values.resize(r.size());
-        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        DeviceCopy dx = upload(x, in_shift), dw = upload(wt, in_shift), db = upload(b), dr = upload(r),
+                   dy = upload(y, out_shift);
         dy.buffer.fill_u32(0xffffffffu);  // NaN as f16 and bf16
         const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
         const TensorView res = s.residual ? dr.view : TensorView{};
@@ -235,10 +243,19 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
             conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
         EXPECT_EQ(conv2d_tiling(v).half_mma, !hmma_disabled());
+        if (!hmma_disabled()) {
+          EXPECT_EQ(v.inputs_aligned, in_shift == 0 || !nhwc);  // (cp.async: NHWC input and weight)
+          EXPECT_EQ(v.output_aligned, out_shift == 0);          // (every shape here stores vectors)
+        }
         conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res);
         stream.synchronize();
         std::vector<unsigned char> raw(y.bytes());
-        dy.buffer.copy_to_host(raw.data(), raw.size());
+        dy.buffer.copy_to_host(raw.data(), raw.size(), out_shift);
+        if (out_shift) {  // nothing stored before the output
+          std::uint16_t before = 0;
+          dy.buffer.copy_to_host(&before, 2, 0);
+          EXPECT_EQ(before, 0xffffu);
+        }
         std::int64_t unwritten = 0;
         for (int n = 0; n < s.n; ++n)
           for (int co = 0; co < s.cout; ++co)
@@ -262,7 +279,7 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
           den += ref * ref;
         }
         const double err = std::sqrt(num / (den > 0 ? den : 1));
-        std::printf("  %-80s %s rel L2 %.2e\n", v.name().c_str(), nhwc ? "nhwc" : "nchw", err);
+        std::printf("  %-100s %s rel L2 %.2e\n", v.name().c_str(), nhwc ? "nhwc" : "nchw", err);
         EXPECT_LE(err, tolerance(dt));
       }
     }
