@@ -4,7 +4,7 @@
 // register / spill report and the CUBIN's size. Prints one line a variant: medians and ranges.
 //
 //   bench_conv2d_compile_time [--set hmma|tf32|all] [--repeat N] [--arch sm_90] [--filter TEXT]
-//                             [--cubin-dir DIR] [--no-ptx] [--align 0|1]
+//                             [--cubin-dir DIR] [--no-ptx]
 //   --set hmma   the issue-19 f16/bf16 variants: seed 128x8x128x128 -> 64 3x3, ResNet-like 64x56^2 ->
 //                64 3x3 pad 1, UNet-like 128x128^2 -> 128 3x3 pad 1; f16 and bf16; NCHW and NHWC
 //                (input, weight and output alike); bias; epilogue div(2)|leaky_relu(0.01)
