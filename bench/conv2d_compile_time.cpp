@@ -8,8 +8,7 @@
 //   --set hmma   the issue-19 f16/bf16 variants: seed 128x8x128x128 -> 64 3x3, ResNet-like 64x56^2 ->
 //                64 3x3 pad 1, UNet-like 128x128^2 -> 128 3x3 pad 1; f16 and bf16; NCHW and NHWC
 //                (input, weight and output alike); bias; epilogue div(2)|leaky_relu(0.01)
-//   --set tf32   the same three shapes in fp32 NCHW, precision tf32 and tf32x3, plus the variants given
-//                by --variant
+//   --set tf32   the same three shapes in fp32 NCHW, precision tf32 and tf32x3 (--set all: both sets)
 //   --filter     only variants whose name (with precision) contains TEXT
 //   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
 // Set CUDA_CACHE_DISABLE=1 on a machine with a driver: NVRTC otherwise answers repeated programs from
