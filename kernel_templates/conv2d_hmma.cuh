@@ -220,8 +220,9 @@ __device__ __forceinline__ void copy_wait() {
 // The raw 16 bits of an element (0 where !ok: zero padding). kPredicated (device): one predicated
 // load instead of `ok ? __ldg(p) : 0`, a branch around each load until ptxas converts it. Used by the
 // gather of a short reduction (kAllAtOnce: up to 64 words a thread requested at once, the seed's 120
-// loads), where it takes ~25 % off NVRTC's time (optimizer and ptxas); elsewhere the branch form
-// (predicated there it moved a 128-register tiling to spills). p is not read where !ok either way.
+// loads) given at least 168 registers a thread, where it takes ~25 % off NVRTC's time (optimizer and
+// ptxas); elsewhere the branch form (predicated there, ptxas keeps more loads in flight and spilled
+// tilings of 128 registers). p is not read where !ok either way.
 #ifndef CUINLINE_CONV2D_HMMA_EMULATED
 template <bool kPredicated = false, class T>
 __device__ __forceinline__ unsigned load_bits(const T* p, bool ok) {
@@ -299,7 +300,7 @@ __device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px,
                                       int am0, int ak0, int bn0, int bk0) {
   using P = Plan<S>;
   using T = typename S::storage;
-  constexpr bool kPred = P::kAllAtOnce;
+  constexpr bool kPred = P::kAllAtOnce && P::kThreads * S::kMinBlocks <= 384;  // (see load_bits)
   (void)am0;
   if constexpr (P::kATrans) {
     // Column k of pixels 2 am0 and 2 am0 + 1 (low, high half).
@@ -347,14 +348,17 @@ __device__ __forceinline__ void fetch(Fetch<S>& f, const Pixels<S>& px,
   for (int r = 0; r < P::kBRows; ++r) {
     const int co = co0 + bn0 + r * P::kBThreadsN;
     const bool co_ok = S::kCout % P::kBN == 0 || co < S::kCout;
-    const T* w_co = weight + (co_ok ? co : 0) * P::kWO;
+    // A weight of fewer than 2^31 elements: one 32-bit offset (no 64-bit row pointers to keep).
+    constexpr bool kWSmall = S::kCout * P::kWO < (1ll << 31);
+    const T* w_co = kWSmall ? weight : weight + (co_ok ? co : 0) * P::kWO;
+    const unsigned w_row = kWSmall ? static_cast<unsigned>(co) * static_cast<unsigned>(P::kWO) : 0u;
 #pragma unroll
     for (int j = 0; j < P::kBPairs; ++j) {
       int kh, kw, ci;
       bool tap_ok, ci_ok;
       tap_channel<S>(step, 2 * (bk0 + j * P::kBThreadsK), kh, kw, tap_ok, ci, ci_ok);
       const bool ok = co_ok && tap_ok;
-      const unsigned at = static_cast<unsigned>(kh) * static_cast<unsigned>(P::kWY) +
+      const unsigned at = w_row + static_cast<unsigned>(kh) * static_cast<unsigned>(P::kWY) +
                           static_cast<unsigned>(kw) * static_cast<unsigned>(P::kWX) +
                           static_cast<unsigned>(ci) * static_cast<unsigned>(P::kWI);
       const bool ci1_ok = (P::kTapsPerStep == 1 && S::kCin % S::kBK == 0) || ci + 1 < S::kCin;

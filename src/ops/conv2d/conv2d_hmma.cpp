@@ -158,6 +158,10 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
     t.warps_m = 2, t.warps_n = 2, t.m_tiles = 4, t.n_tiles = 4, t.min_blocks = steps <= 5 && async ? 4 : 2;
   } else if (bn == 64 && cout > 64) {
     t.warps_m = 4, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4, t.min_blocks = 2;
+    // A channels-last input gathered through registers: a thread keeps the window origin of each
+    // pixel row it gathers (16 at a k step of 64), and spilled 4 bytes at these 128 registers (random
+    // shapes, Cout 148 and 192): a k step of 32, 8 rows (107 registers).
+    if (v.input_layout == Conv2dLayout::nhwc) bk = std::min(bk, 32);
   } else if (bn == 64) {
     t.warps_m = 2, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4, t.min_blocks = 3;
   } else {
@@ -183,15 +187,6 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   // else 128 registers a thread.
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
   t.shared_bytes = shared_bytes(v, t);
-  // Up to 8 input channels (two taps a k step) through the register gather, every step's words held
-  // at once (the seed in NCHW): at 2 blocks ptxas takes up to 245 registers for the predicated loads;
-  // held to 168, three blocks a multiprocessor where their shared memory fits, the occupancy the seed
-  // was tuned at (157 registers while its loads were branches). (Not for wider k steps: the 64-channel
-  // 1 x 1 filter spills 104 bytes at 168.)
-  if (t.min_blocks == 2 && ci_pad == 8 && !async && all_at_once(v, t) &&
-      3 * (t.shared_bytes + 1024) <= 228 * 1024) {
-    t.min_blocks = 3;
-  }
   if (overridden) t.min_blocks = o[5];
   if (t.shared_bytes > kMaxSharedBytes) {  // (at most 83 KiB: cannot happen; kept as a guard)
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
