@@ -267,10 +267,10 @@ struct Epilogue {
 
 // (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
 HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 2, 2, 4, 4, 8, 16, 2)
-HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 8, 16, 2)
+HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 8, 16, 4)
 HMMA_CASE(Resnet, ew_half, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 2, 2, 2, 4, 64, 64, 3)
 HMMA_CASE(ResnetNhwc, ew_bf16, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 4, 64, 64, 3)
-HMMA_CASE(Unet, ew_half, 128, 10, 13, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 4, 2, 2, 4, 128, 64, 2)
+HMMA_CASE(Unet, ew_half, 128, 10, 13, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 4, 2, 2, 4, 128, 32, 2)
 HMMA_CASE(Wide1x1, ew_bf16, 128, 10, 13, 200, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 2, 4, 4, 4, 128, 32, 1)
 HMMA_CASE(Stem5x5, ew_half, 3, 17, 15, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 4, 1, 2, 2, 8, 16, 4)
 HMMA_CASE(Rect, ew_bf16, 5, 9, 11, 24, 3, 5, 2, 1, 1, 2, 1, 1, 1, 1, 0, 1, 1, 4, 1, 2, 4, 8, 16, 4)
@@ -283,9 +283,12 @@ HMMA_CASE(AsyncPadded, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1,
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
 // output_aligned).
-template <class S>
+// (kMin: the planner's blocks a multiprocessor for the register gather, where they differ from the
+// cp.async variant's: 2 for the seed's short reduction against 4.)
+template <class S, int kMin = S::kMinBlocks>
 struct InputMisaligned : S {
   static constexpr int kInAligned = 0;
+  static constexpr int kMinBlocks = kMin;
 };
 template <class S>
 struct OutputMisaligned : S {
@@ -461,14 +464,14 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<ResnetNhwc>::kAsync);
   static_assert(Plan<AsyncPadded>::kAsync);
   static_assert(!Plan<Mixed>::kAsync);
-  static_assert(!Plan<InputMisaligned<SeedNhwc>>::kAsync);
+  static_assert(!Plan<InputMisaligned<SeedNhwc, 2>>::kAsync);
   static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 4 && Plan<Resnet>::kOutVec == 4 &&
                 Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);
   std::uint64_t seed = 1;
   check_case<SeedNhwc>(seed++, Mode::copies_at_issue);
   check_case<ResnetNhwc>(seed++, Mode::copies_at_issue);
   check_case<AsyncPadded>(seed++, Mode::copies_at_issue);
-  check_case<InputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<SeedNhwc, 2>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<ResnetNhwc>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<AsyncPadded>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_output);

@@ -97,11 +97,15 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   v.output_aligned = true;
   if (!hmma_applies(v)) return;
   const auto in = reinterpret_cast<std::uintptr_t>(input), w = reinterpret_cast<std::uintptr_t>(weight);
-  // Where either tensor could be copied by cp.async as it is (channels-last, Cin % 8 == 0): an
-  // unaligned one makes the variant the register gather's, or a staged one copies both.
-  const bool cl_runs = v.in_channels % 8 == 0 &&
-                       (v.input_layout == Conv2dLayout::nhwc || v.weight_layout == Conv2dLayout::nhwc);
-  if (cl_runs) v.inputs_aligned = ((in | w) & 15u) == 0;
+  // The tensors that cp.async could copy as they are (channels-last with Cin % 8 == 0: both for the
+  // cp.async main loop, or the one a staged call does not copy): an unaligned one makes the variant
+  // the register gather's, or, staged, has it copied too.
+  if (v.in_channels % 8 == 0) {
+    std::uintptr_t used = 0;
+    if (v.input_layout == Conv2dLayout::nhwc) used |= in;
+    if (v.weight_layout == Conv2dLayout::nhwc) used |= w;
+    v.inputs_aligned = (used & 15u) == 0;
+  }
   const int vec = hmma_out_vec(v);
   const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
   if (vec > 1) v.output_aligned = out % (2u * vec) == 0;  // (a null residual is aligned)
