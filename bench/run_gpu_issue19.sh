@@ -18,7 +18,7 @@ main() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
     -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
   cmake --build "$build" -j"$(nproc)" --target cuinline_bench_capi bench_conv2d_half test_conv2d_dtypes_gpu \
-    test_graphs_gpu test_misuse_gpu test_conv2d_hmma 2>&1 | tail -n 2
+    test_graphs_gpu test_misuse_gpu test_conv2d_hmma test_conv2d_gpu test_conv2d_shapes_gpu bench_conv2d_compile_time 2>&1 | tail -n 2
   # The C API as a shared library (what an engine or ctypes loads).
   { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
       -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
@@ -27,7 +27,7 @@ main() {
   export CUINLINE_CACHE_DIR
   CUINLINE_CACHE_DIR=$(mktemp -d)
   echo "== gpu tests"
-  for t in test_conv2d_dtypes_gpu test_graphs_gpu test_misuse_gpu; do
+  for t in test_conv2d_dtypes_gpu test_graphs_gpu test_misuse_gpu test_conv2d_gpu test_conv2d_shapes_gpu; do
     "$build/tests/$t" --gtest_brief=1 2>&1 | tail -n 12
   done
   echo "== test_conv2d_dtypes_gpu with CUINLINE_CONV2D_STAGE=1"
@@ -46,6 +46,8 @@ main() {
   echo "== fp32 sweep: the non-square / dilated / strided shapes"
   python3 bench/conv2d_peers.py --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/conv2d_sweep_new.md" \
     --no-compile --shapes "${SWEEP_SHAPES:-16,17,18,19,20,21,22,23}" 2>&1 | tail -n 14
+  echo "== NVRTC compile times of the issue's variants on this host (cold, median of 5)"
+  CUDA_CACHE_DISABLE=1 "$build/bench/bench_conv2d_compile_time" --set all --repeat 5 | tee "$OUT/conv2d_compile_time.txt"
   echo "== total: $(($(date +%s) - t0)) s"
 }
 
