@@ -42,7 +42,8 @@
 //   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad (8 for kCin <= 8,
 //   else kCin rounded up to 16), kBK, kMinBlocks, kInAligned (input and weight pointers 16-byte
 //   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
-//   with it, 0 or 1). The kernel trusts the two alignment flags.
+//   with it, 0 or 1), kAsyncDepth (cp.async buffers; 0: the default), kCopyL2 (1: cp.async.cg,
+//   cached in L2 only; 0: .ca). The kernel trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_HMMA_CUH
@@ -93,7 +94,13 @@ struct Plan {
   static constexpr int kStepWords = (kBM * S::kBK / 2 + kBN * S::kBK / 2) / kThreads;
   static constexpr bool kAllAtOnce = kSteps <= 5 && kSteps * kStepWords <= 64;
   static constexpr int kRegStages = kAllAtOnce ? kSteps : 2;
-  static constexpr int kAsyncStages = kSteps > 3 && kSteps <= 5 ? kSteps : 3;
+  // S::kAsyncDepth > 0: that many cp.async buffers instead (a tuning choice of the host's plan).
+  // Longer reductions: two buffers (H200, f16: UNet-like 0.151 -> 0.148 ms channels-last, ResNet-like
+  // 0.043 -> 0.040 against three, four or five; .cg copies were slower everywhere).
+  static constexpr int kAsyncStages = S::kAsyncDepth > 0             ? S::kAsyncDepth
+                                      : kSteps > 3 && kSteps <= 5 ? kSteps
+                                      : kSteps > 5                ? 2
+                                                                  : 3;
   static constexpr int kStages = kAsync && kAsyncStages > kRegStages ? kAsyncStages : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
   static constexpr int kMainBytes = kStages * kStageElems * 2;
@@ -203,9 +210,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
                : "r"(addr));
 }
 // 16 bytes global -> shared, asynchronously; zeros where !valid (src must still be a valid address).
+// kL2Only: cached in L2 only (.cg), else in L1 too (.ca: neighbouring taps re-read the same input).
+template <int kL2Only>
 __device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
+  if (kL2Only) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+  }
 }
 __device__ __forceinline__ void copy_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -530,7 +544,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
       const int ix = ix0[r] + kw * S::kDW;
       const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
       const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
-      copy16_async(s_a + (row0 + r * kRowStep) * P::kPitch + chunk * 8, src, ok);
+      copy16_async<S::kCopyL2>(s_a + (row0 + r * kRowStep) * P::kPitch + chunk * 8, src, ok);
     }
 #pragma unroll
     for (int r = 0; r < kBRowsAsync; ++r) {
@@ -539,7 +553,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
         const int co = co0 + n;
         const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
         const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
-        copy16_async(s_b + n * P::kPitch + chunk * 8, src, ok);
+        copy16_async<S::kCopyL2>(s_b + n * P::kPitch + chunk * 8, src, ok);
       }
     }
   };

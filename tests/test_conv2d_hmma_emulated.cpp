@@ -213,6 +213,7 @@ inline void perform(const Copy& c) {
     std::memset(c.dst, 0, 16);
   }
 }
+template <int kL2Only>
 inline void copy16_async(void* dst, const void* src, bool valid) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dst) % 16, 0u);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(src) % 16, 0u);
@@ -260,7 +261,7 @@ struct Epilogue {
                          kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,       \
                          kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,   \
                          kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb, kInAligned = 1,             \
-                         kOutAligned = 1;                                                                   \
+                         kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0;                                     \
     static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
     static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };

@@ -59,11 +59,27 @@ bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
   const int step_words = (t.tile_cols * t.ci_chunk / 2 + t.block_channels() * t.ci_chunk / 2) / t.threads();
   return steps <= 5 && steps * step_words <= 64;
 }
+// CUINLINE_CONV2D_HMMA_PIPE="depth,l2" (tuning only, read once): cp.async buffers (0: the plan's)
+// and 1 for cp.async.cg (L2 only) instead of .ca.
+struct Pipe {
+  int depth = 0, l2 = 0;
+};
+Pipe pipe_override() {
+  static const Pipe p = [] {
+    Pipe q;
+    const char* e = std::getenv("CUINLINE_CONV2D_HMMA_PIPE");
+    if (e == nullptr || std::sscanf(e, "%d,%d", &q.depth, &q.l2) != 2) q = Pipe{};
+    return q;
+  }();
+  return p;
+}
+
 int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int steps = k_steps(v, t);
   const int reg_stages = all_at_once(v, t) ? steps : 2;
-  const int async_stages = steps > 3 && steps <= 5 ? steps : 3;
+  const int depth = pipe_override().depth;
+  const int async_stages = depth > 0 ? depth : steps > 3 && steps <= 5 ? steps : steps > 5 ? 2 : 3;
   return async ? std::max(async_stages, reg_stages) : reg_stages;
 }
 
@@ -213,6 +229,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
+  src += c("kAsyncDepth", pipe_override().depth) + c("kCopyL2", pipe_override().l2);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
