@@ -227,14 +227,14 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * 2) : 0;
   const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * 2) : 0;
+  const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(t.stage_channels, pixels) : 0) +
+                              (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(t.stage_channels, taps) : 0);
+  if (blocks > 0x7fffffff) return false;  // past a grid's x extent
   const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(in_bytes + w_bytes), stream);
   if (ws == 0) return false;
   cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
   void* in_ws = t.stage_input ? reinterpret_cast<void*>(ws) : nullptr;
   void* w_ws = t.stage_weight ? reinterpret_cast<void*>(ws + static_cast<CUdeviceptr>(in_bytes)) : nullptr;
-  const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(t.stage_channels, pixels) : 0) +
-                              (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(t.stage_channels, taps) : 0);
-  if (blocks > 0x7fffffff) return false;  // past a grid's x extent (the guard frees the workspace)
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(256);
