@@ -80,10 +80,16 @@ int main() {
           ms.push_back(e1.elapsed_ms_since(e0));
         }
         std::sort(ms.begin(), ms.end());
+        char kernel[96];
+        if (t.half_mma) {
+          std::snprintf(kernel, sizeof kernel, "%s%s %dx%d k%d %d buf%s", t.wgmma ? "wgmma" : "mma.sync",
+                        t.stage_channels > 0 ? " staged" : "", t.tile_cols, t.block_channels(), t.ci_chunk,
+                        t.wgmma ? t.stages : 0, t.wgmma ? "" : "(plan)");
+        } else {
+          std::snprintf(kernel, sizeof kernel, "%s", t.generic ? "general direct" : "other");
+        }
         std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw,
-                    sh.cout, sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW",
-                    t.half_mma ? "f16/bf16 mma" : (t.generic ? "general direct" : "other"),
-                    ms[ms.size() / 2]);
+                    sh.cout, sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW", kernel, ms[ms.size() / 2]);
       }
     }
   }

@@ -36,6 +36,19 @@
 // with 2-byte bias loads in every iteration, 4-way conflicted scalar reads of the tile and 2-way
 // conflicted writes.
 //
+// wgmma (kWgmma: the host plans it for the cp.async form; sm_90a, where NVRTC defines
+// __CUDA_ARCH_FEAT_SM90_ALL): one warpgroup (4 warps, 128 threads) computes the block's kBM x kBN
+// tile as kBM / 64 wgmma.mma_async m64nkBNk16 a 16-wide k slice, A and B read by the tensor cores
+// straight from shared memory through matrix descriptors (no ldmatrix, no fragments in registers),
+// one wgmma group in flight while the next step's barrier and copies are issued. The tiles are
+// stored as wgmma's K-major swizzled layout: rows of kBK channels (32, 64 or 128 bytes: the 32-,
+// 64- or 128-byte swizzle), 16-byte chunk c of row r at chunk c ^ ((r * row bytes >> 7) & (row
+// bytes / 16 - 1)) — the address bits [4, 7) XOR [7, 10) of the hardware's swizzle, with the stages
+// 1024-byte aligned — so a cp.async of 8 threads along one 128-byte source row is one conflict-free
+// 128-byte store. Compiled for any other arch, the same tiling runs the mma.sync loop (ldmatrix on
+// the swizzled tiles, warp w computing rows 64 i + 16 w: the wgmma accumulator layout), so the host's
+// launch (threads, grid, shared bytes) does not depend on the arch.
+//
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half or ew_bf16);
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
@@ -43,7 +56,9 @@
 //   else kCin rounded up to 16), kBK, kMinBlocks, kInAligned (input and weight pointers 16-byte
 //   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
 //   with it, 0 or 1), kAsyncDepth (cp.async buffers; 0: the default), kCopyL2 (1: cp.async.cg,
-//   cached in L2 only; 0: .ca). The kernel trusts the two alignment flags.
+//   cached in L2 only; 0: .ca), kWgmma (0 or 1: the wgmma tiling above; needs the cp.async form,
+//   4 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers). The kernel
+//   trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_HMMA_CUH
@@ -54,6 +69,13 @@
 // shared memory (a warp's lanes as threads), and checks the kernel's indexing against a reference.
 #ifndef CUINLINE_CONV2D_HMMA_EMULATED
 #include "ew_common.cuh"
+#endif
+
+// The wgmma main loop is compiled for sm_90a (and by the emulated test, which supplies wgmma).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(CUINLINE_CONV2D_WGMMA_EMULATED)
+#define CUINLINE_CONV2D_HMMA_WGMMA 1
+#else
+#define CUINLINE_CONV2D_HMMA_WGMMA 0
 #endif
 
 namespace cuinline_conv2d_hmma_detail {
@@ -75,13 +97,18 @@ struct Plan {
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads.
   static constexpr int kPitch = S::kBK + 8;
+  // The wgmma tiling: tiles [rows][kBK] without padding, swizzled (see the top of the file).
+  static constexpr bool kWgmma = S::kWgmma != 0;
+  static constexpr int kRowBytes = S::kBK * 2;         // a row of a swizzled tile
+  static constexpr int kSwzMask = kRowBytes / 16 - 1;  // 1, 3, 7: the 32-, 64-, 128-byte swizzle
+  static constexpr int kTilePitch = kWgmma ? S::kBK : kPitch;
   // An NCHW input stages A transposed, [kBK][kBM + 8] (pixels contiguous, as in global memory: a
   // warp's 32-bit stores of two neighbouring pixels hit 32 banks), read by ldmatrix.trans; a
   // channels-last input as [kBM][kPitch] (channels contiguous).
   static constexpr bool kATrans = !S::kInNhwc;
   static constexpr int kAPitchT = kBM + 8;
-  static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kPitch;
-  static constexpr int kStageElems = kAElems + kBN * kPitch;
+  static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kTilePitch;
+  static constexpr int kStageElems = kAElems + kBN * kTilePitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
   // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
@@ -101,7 +128,9 @@ struct Plan {
                                       : kSteps > 3 && kSteps <= 5 ? kSteps
                                       : kSteps > 5                ? 2
                                                                   : 3;
-  static constexpr int kStages = kAsync && kAsyncStages > kRegStages ? kAsyncStages : kRegStages;
+  static constexpr int kStages = S::kWgmma ? S::kAsyncDepth
+                                 : kAsync && kAsyncStages > kRegStages ? kAsyncStages
+                                                                       : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
   static constexpr int kMainBytes = kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
@@ -112,7 +141,8 @@ struct Plan {
   static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
   static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
   static constexpr int kOutBytes = (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
-  static constexpr int kSmemBytes = kMainBytes > kOutBytes ? kMainBytes : kOutBytes;
+  // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
+  static constexpr int kSmemBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + (kWgmma ? 1024 : 0);
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
   // channel, input channel, filter row, filter column).
   static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
@@ -162,6 +192,14 @@ struct Plan {
   static_assert(kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0,
                 "the B gather must cover the tile evenly");
   static_assert((kBM * kBN) % (8 * kThreads) == 0, "the epilogue covers the tile in whole iterations");
+  static_assert(!kWgmma || (kAsync && S::kWarpsM == 4 && S::kWarpsN == 1 && kBM % 64 == 0 &&
+                            (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) && kStages >= 3),
+                "the wgmma tiling: the cp.async form, one warpgroup, m64 tiles, n 16 to 128, 3 buffers");
+  // The first row of a warp's A tile i: 64 i + 16 w with wgmma's accumulator layout, else w's kMT
+  // consecutive tiles.
+  static __device__ __forceinline__ int a_row0(int wm, int i) { return kWgmma ? 64 * i + 16 * wm : (wm * S::kMT + i) * 16; }
+  // The swizzled chunk of chunk c in row r.
+  static __device__ __forceinline__ int swz(int r, int c) { return c ^ ((r * kRowBytes >> 7) & kSwzMask); }
 };
 
 #ifndef CUINLINE_CONV2D_HMMA_EMULATED
@@ -229,7 +267,203 @@ template <int kPending>
 __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+
+#if CUINLINE_CONV2D_HMMA_WGMMA
+// wgmma (sm_90a). D (m64 x kN, fp32) += A (m64 x k16, shared, descriptor a) * B (k16 x kN, shared,
+// descriptor b), both K-major; a thread's d[j][q] is row 16 (warp % 4) + lane / 4 + 8 (q / 2),
+// column 8 j + 2 (lane % 4) + q % 2 (the layout of mma.sync's m16n8 tiles, one a column block).
+template <class T, int kN>
+struct Wgmma;
+template <>
+struct Wgmma<ew_half, 16> {
+  static __device__ __forceinline__ void run(float (&d)[2][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_half, 32> {
+  static __device__ __forceinline__ void run(float (&d)[4][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_half, 64> {
+  static __device__ __forceinline__ void run(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),
+          "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+          "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]),
+          "+f"(d[7][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_half, 128> {
+  static __device__ __forceinline__ void run(float (&d)[16][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),
+          "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+          "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]),
+          "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]),
+          "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]),
+          "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]),
+          "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+          "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
+          "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_bf16, 16> {
+  static __device__ __forceinline__ void run(float (&d)[2][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_bf16, 32> {
+  static __device__ __forceinline__ void run(float (&d)[4][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_bf16, 64> {
+  static __device__ __forceinline__ void run(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),
+          "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+          "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]),
+          "+f"(d[7][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<ew_bf16, 128> {
+  static __device__ __forceinline__ void run(float (&d)[16][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]),
+          "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),
+          "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),
+          "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+          "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]),
+          "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]),
+          "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]),
+          "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]),
+          "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+          "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
+          "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// cp.async writes shared memory through the generic proxy, wgmma reads it through the async proxy:
+// each thread fences its landed copies before the barrier that publishes them.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Keeps the compiler from moving accesses of an accumulator across a wgmma wait or fence.
+__device__ __forceinline__ void fence_operand(float& r) {
+  asm volatile("" : "+f"(r)::"memory");
+}
+#endif  // CUINLINE_CONV2D_HMMA_WGMMA
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
+
+#if CUINLINE_CONV2D_HMMA_WGMMA
+// A matrix descriptor of a K-major tile in the swizzled layout with rows of kRowBytes (32, 64, 128),
+// starting at shared address addr: start address, leading byte offset 16 (unused by the swizzled
+// K-major layouts), stride byte offset 8 rows (the next 8-row core-matrix group), swizzle mode
+// (1: 128-byte, 2: 64-byte, 3: 32-byte).
+template <int kRowBytes>
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
+  constexpr unsigned long long kMode = kRowBytes == 128 ? 1 : kRowBytes == 64 ? 2 : 3;
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+         (static_cast<unsigned long long>(8 * kRowBytes >> 4) << 32) | (kMode << 62);
+}
+#endif
 
 // The raw 16 bits of an element (0 where !ok: zero padding). kPredicated (device): one predicated
 // load instead of `ok ? __ldg(p) : 0`, a branch around each load until ptxas converts it. Used by the
@@ -441,6 +675,40 @@ __device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsi
   }
 }
 
+// acc += the staged step in the wgmma tiling's swizzled tiles (stage: their shared address), by
+// ldmatrix and mma.sync: the wgmma tiling compiled for an arch without wgmma. Warp wm computes rows
+// 64 i + 16 wm (Plan::a_row0) x all kBN channels.
+template <class S>
+__device__ __forceinline__ void accumulate_swizzled(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
+  using P = Plan<S>;
+  const int lane = threadIdx.x % 32;
+  const int wm = (threadIdx.x / 32) % S::kWarpsM;
+  const int wn = (threadIdx.x / 32) / S::kWarpsM;
+  const unsigned b_stage = stage + P::kAElems * 2;
+#pragma unroll
+  for (int ks = 0; ks < S::kBK / 16; ++ks) {
+    unsigned a[S::kMT][4];
+    unsigned b[S::kNT / 2][4];
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      const int r = P::a_row0(wm, i) + lane % 16;
+      ldmatrix_x4(a[i], stage + r * P::kRowBytes + P::swz(r, 2 * ks + lane / 16) * 16);
+    }
+#pragma unroll
+    for (int jj = 0; jj < S::kNT / 2; ++jj) {
+      const int n = wn * S::kNT * 8 + jj * 16 + lane % 8 + lane / 16 * 8;
+      ldmatrix_x4(b[jj], b_stage + n * P::kRowBytes + P::swz(n, 2 * ks + (lane / 8) % 2) * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+        Mma<typename S::storage>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+      }
+    }
+  }
+}
+
 // The first input row and column of pixel p's filter window (iy0 = kH past the plane: every tap
 // then reads outside the image).
 template <class S>
@@ -538,13 +806,15 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
         P::kTapsPerStep == 2 ? P::kTaps % 2 == 0 || tap < P::kTaps : S::kCin % S::kBK == 0 || ci < S::kCin;
     unsigned short* s_a = s_stage + buf * P::kStageElems;
     unsigned short* s_b = s_a + P::kAElems;
+    // Chunk `chunk` of tile row `row`: padded rows, or the wgmma tiling's swizzled ones.
+    auto at = [&](int row) { return row * P::kTilePitch + (P::kWgmma ? P::swz(row, chunk) : chunk) * 8; };
 #pragma unroll
     for (int r = 0; r < kARowsAsync; ++r) {
       const int iy = iy0[r] + kh * S::kDH;
       const int ix = ix0[r] + kw * S::kDW;
       const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
       const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
-      copy16_async<S::kCopyL2>(s_a + (row0 + r * kRowStep) * P::kPitch + chunk * 8, src, ok);
+      copy16_async<S::kCopyL2>(s_a + at(row0 + r * kRowStep), src, ok);
     }
 #pragma unroll
     for (int r = 0; r < kBRowsAsync; ++r) {
@@ -553,10 +823,65 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
         const int co = co0 + n;
         const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
         const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
-        copy16_async<S::kCopyL2>(s_b + n * P::kPitch + chunk * 8, src, ok);
+        copy16_async<S::kCopyL2>(s_b + at(n), src, ok);
       }
     }
   };
+  if constexpr (P::kWgmma) {
+    // kStages - 2 steps' copies ahead, and one wgmma group in flight: step k's copies go into the
+    // buffer of step k - 2, whose wgmma every thread has waited for (wgmma_wait<1> at the end of
+    // step k - 1) before the barrier of step k.
+    constexpr int kAhead = P::kStages - 2;
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < P::kSteps) issue(s, s);
+      copy_commit();
+    }
+    const unsigned base = smem_address(s_stage);
+#pragma unroll 1
+    for (int step = 0; step < P::kSteps; ++step) {
+      copy_wait<kAhead - 1>();  // this thread's copies of this step have landed
+#if CUINLINE_CONV2D_HMMA_WGMMA
+      fence_async_shared();     // ... and are visible to the tensor cores' reads
+#endif
+      __syncthreads();
+      const int next = step + kAhead;
+      if (next < P::kSteps) issue(next, next % P::kStages);
+      copy_commit();
+      const unsigned stage = base + (step % P::kStages) * kStageBytes;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < S::kBK / 16; ++ks) {
+        const unsigned long long b = wgmma_desc<P::kRowBytes>(stage + P::kAElems * 2 + ks * 32);
+#pragma unroll
+        for (int i = 0; i < S::kMT; ++i) {
+          const unsigned long long a = wgmma_desc<P::kRowBytes>(stage + i * 64 * P::kRowBytes + ks * 32);
+          Wgmma<typename S::storage, P::kBN>::run(acc[i], a, b);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+#else
+      accumulate_swizzled<S>(acc, stage);
+#endif
+    }
+#if CUINLINE_CONV2D_HMMA_WGMMA
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
+      }
+    }
+#endif
+    copy_wait<0>();   // (only empty groups are left)
+    __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
+    (void)a_row, (void)b_row;
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < P::kAsyncStages - 1; ++s) {
     if (s < P::kSteps) issue(s, s);
@@ -695,7 +1020,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
 #ifdef CUINLINE_CONV2D_HMMA_EMULATED
   unsigned char* smem = cuinline_emulated_smem();
 #else
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The wgmma tiling's stages start at a multiple of 1024 bytes (the swizzle's period).
+  unsigned char* smem = smem_raw + (P::kWgmma ? (1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u : 0u);
 #endif
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
 
@@ -751,14 +1078,14 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
         if (S::kOutNhwc) {  // channels 2t, 2t + 1 are neighbours: one float2 a pixel row
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int m = wm * S::kMT * 16 + i * 16 + g + 8 * h;
+            const int m = P::a_row0(wm, i) + g + 8 * h;
             const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
             *reinterpret_cast<float2*>(s_c + m * P::kCM + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
           }
         } else {
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
-            const int m = wm * S::kMT * 16 + i * 16 + g + 8 * (q / 2);
+            const int m = P::a_row0(wm, i) + g + 8 * (q / 2);
             const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
             s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
           }

@@ -93,16 +93,25 @@ TEST(Conv2dHmma, TilingInvariants) {
       EXPECT_LE(t.threads(), 256);
       EXPECT_EQ(t.n_tiles % 2, 0);  // B fragments two n tiles an ldmatrix
       EXPECT_EQ(t.tile_rows, 1);
-      EXPECT_EQ(t.tile_cols, 16 * t.m_tiles * t.warps_m);
+      // Staged (NCHW from 32768 input elements an image) runs the wgmma tiling: one warpgroup of
+      // 64-pixel tiles, 3 or more buffers.
+      EXPECT_EQ(t.wgmma, t.stage_channels > 0);
+      if (t.wgmma) {
+        EXPECT_EQ(t.warps_m, 4);
+        EXPECT_EQ(t.warps_n, 1);
+        EXPECT_GE(t.stages, 3);
+        EXPECT_TRUE(make_request(v).arch_specific);
+      }
+      EXPECT_EQ(t.tile_cols, (t.wgmma ? 64 : 16 * t.warps_m) * t.m_tiles);
       const std::int64_t pixels = v.out_height() * v.out_width();
       EXPECT_GE(std::int64_t{t.tiles_x} * t.tile_cols, pixels);
       EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
       EXPECT_EQ(t.tiles_y, 1);
       EXPECT_EQ(t.row_tiles, 1);
-      // The smallest of 16, 32, 64 that covers Cout; 128 only with cp.async staging (channels-last
-      // input and weight), so 64 past 32 here (NCHW).
+      // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma, else 64 (the register
+      // gather of an unstaged NCHW input).
       const int c = v.out_channels;
-      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : 64);
+      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 || !t.wgmma ? 64 : 128);
       // Up to 8 channels: padded to 8, a k step of 16 two filter taps; else padded to 16.
       const int ci_pad = v.in_channels <= 8 ? 16 : (v.in_channels + 15) / 16 * 16;
       EXPECT_EQ(ci_pad % t.ci_chunk, 0);
@@ -120,8 +129,11 @@ TEST(Conv2dHmma, TilingInvariants) {
   EXPECT_EQ(seed.tiles_x, (126 * 126 + 127) / 128);
   const Conv2dTiling unet = conv2d_tiling(
       variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
-  EXPECT_EQ(unet.block_channels(), 64);
+  EXPECT_TRUE(unet.wgmma);
+  EXPECT_EQ(unet.block_channels(), 128);
   EXPECT_EQ(unet.threads(), 128);
+  EXPECT_EQ(unet.tile_cols, 128);
+  EXPECT_EQ(unet.ci_chunk, 64);  // the 128-byte swizzle
 }
 
 // Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the
@@ -167,6 +179,19 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       const std::string used = most < 0 ? "?" : std::to_string(most),
                         spilled = spill_count ? std::to_string(spill_bytes) : "?";
       const Conv2dTiling t = conv2d_tiling(v);
+      // The wgmma tiling: built for sm_90a, wgmma not serialized by ptxas (it says so in -v's log
+      // when an accumulator is touched while a wgmma is in flight); its mma.sync form compiles for
+      // the other archs (sm_80 here) without spills too.
+      EXPECT_EQ(program.arch.name(), t.wgmma ? "sm_90a" : "sm_90");
+      EXPECT_EQ(program.log.find("serialized"), std::string::npos) << program.log;
+      if (t.wgmma && i % 3 == 1) {
+        const cuinline::CompiledProgram sm80 = cuinline::compile(request, cuinline::Arch::parse("sm_80"));
+        EXPECT_EQ(sm80.arch.name(), "sm_80");
+        for (auto it = std::sregex_iterator(sm80.log.begin(), sm80.log.end(), spill); it != std::sregex_iterator();
+             ++it) {
+          EXPECT_EQ((*it)[1], "0") << sm80.log;
+        }
+      }
       std::printf(
           "  %-12s %-92s NVRTC %5.0f ms  %3s regs  %s B spilled  warps %dx%d tiles %dx%d k %d smem %u\n",
           s.what, v.name().c_str(), ms, used.c_str(), spilled.c_str(), t.warps_m, t.warps_n, t.m_tiles,

@@ -236,6 +236,81 @@ inline void copy_wait() {
   }
 }
 
+#ifdef CUINLINE_CONV2D_WGMMA_EMULATED
+// wgmma.mma_async m64nNk16, emulated from the PTX ISA: the descriptors (start address >> 4 in bits
+// 0-13, stride byte offset >> 4 in bits 32-45, swizzle mode in bits 62-63) are decoded here and the
+// K-major swizzled layouts read as the ISA defines them: row r of the 64 (or N) rows at start + (r /
+// 8) * stride + (r % 8) * row bytes, element k 2k bytes further, the address's bits [4, 7) XOR'd
+// with its bits [7, 10) (masked to the swizzle's width). A thread's accumulators d[j][q] are row
+// 16 (warp % 4) + lane / 4 + 8 (q / 2), column 8 j + 2 (lane % 4) + q % 2. An operation reads its
+// tiles at the opposite end from the copies: at once where the copies land at their wait (catches
+// a read before its copies landed), at its group's wait where the copies land at issue (catches a
+// copy into a buffer a wgmma in flight still reads).
+struct WgmmaOp {
+  unsigned long long a, b;
+  int n;
+  float* d;
+  bool bf16;
+};
+thread_local std::vector<WgmmaOp> g_wg_uncommitted;
+thread_local std::vector<std::vector<WgmmaOp>> g_wg_groups;
+thread_local bool g_wg_fenced = false;
+
+inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16) {
+  const unsigned start = static_cast<unsigned>(desc & 0x3FFF) << 4;
+  const unsigned stride = static_cast<unsigned>((desc >> 32) & 0x3FFF) << 4;
+  const unsigned mode = static_cast<unsigned>(desc >> 62);
+  EXPECT_NE(mode, 0u) << "the kernel's tiles are swizzled";
+  const unsigned row_bytes = mode == 1 ? 128 : mode == 2 ? 64 : 32;
+  const unsigned logical = start + (row / 8) * stride + (row % 8) * row_bytes + 2 * k;
+  const unsigned physical = logical ^ (((logical >> 7) & (row_bytes / 16 - 1)) << 4);
+  EXPECT_LE(physical + 2, g_block->smem.size());
+  unsigned short h;
+  std::memcpy(&h, g_block->smem.data() + physical, 2);
+  return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+}
+inline void wgmma_perform(const WgmmaOp& op) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  for (int j = 0; j < op.n / 8; ++j) {
+    for (int q = 0; q < 4; ++q) {
+      const int row = 16 * warp + lane / 4 + 8 * (q / 2), col = 8 * j + 2 * (lane % 4) + q % 2;
+      double sum = op.d[4 * j + q];
+      for (int k = 0; k < 16; ++k) sum += wgmma_element(op.a, row, k, op.bf16) * wgmma_element(op.b, col, k, op.bf16);
+      op.d[4 * j + q] = static_cast<float>(sum);
+    }
+  }
+}
+template <class T, int kN>
+struct Wgmma {
+  static void run(float (&d)[kN / 8][4], unsigned long long a, unsigned long long b) {
+    EXPECT_TRUE(g_wg_fenced) << "wgmma.fence before the first wgmma of a batch";
+    const WgmmaOp op{a, b, kN, &d[0][0], std::is_same_v<T, ew_bf16>};
+    if (!g_copies_at_issue) {
+      wgmma_perform(op);
+    } else {
+      g_wg_uncommitted.push_back(op);
+    }
+  }
+};
+inline void wgmma_fence() {
+  g_wg_fenced = true;
+}
+inline void wgmma_commit() {
+  g_wg_groups.push_back(std::move(g_wg_uncommitted));
+  g_wg_uncommitted.clear();
+  g_wg_fenced = false;
+}
+template <int kPending>
+inline void wgmma_wait() {
+  while (g_wg_groups.size() > static_cast<std::size_t>(kPending)) {
+    for (const WgmmaOp& op : g_wg_groups.front()) wgmma_perform(op);
+    g_wg_groups.erase(g_wg_groups.begin());
+  }
+}
+inline void fence_async_shared() {}
+inline void fence_operand(float&) {}
+#endif  // CUINLINE_CONV2D_WGMMA_EMULATED
+
 }  // namespace cuinline_conv2d_hmma_detail
 
 #include "../kernel_templates/conv2d_hmma.cuh"
@@ -261,16 +336,16 @@ struct Epilogue {
                          kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,       \
                          kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,   \
                          kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb, kInAligned = 1,             \
-                         kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0;                                     \
+                         kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0, kWgmma = 0;                        \
     static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
     static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };
 
 // (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
 HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 2, 2, 4, 4, 8, 16, 2)
-HMMA_CASE(SeedNhwc, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 8, 16, 4)
+HMMA_CASE(SeedNhwcReg, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 8, 16, 4)
 HMMA_CASE(Resnet, ew_half, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 2, 2, 2, 4, 64, 64, 3)
-HMMA_CASE(ResnetNhwc, ew_bf16, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 4, 64, 64, 3)
+HMMA_CASE(ResnetNhwcReg, ew_bf16, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 4, 64, 64, 3)
 HMMA_CASE(Unet, ew_half, 128, 10, 13, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 4, 2, 2, 4, 128, 32, 2)
 HMMA_CASE(Wide1x1, ew_bf16, 128, 10, 13, 200, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 2, 4, 4, 4, 128, 32, 1)
 HMMA_CASE(Stem5x5, ew_half, 3, 17, 15, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 4, 1, 2, 2, 8, 16, 4)
@@ -279,7 +354,22 @@ HMMA_CASE(Dilated, ew_half, 24, 14, 14, 40, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 0, 
 HMMA_CASE(Odd, ew_half, 40, 9, 9, 33, 1, 3, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 2, 2, 2, 4, 48, 16, 3)
 HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1, 2, 2, 8, 16, 4)
 HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
-HMMA_CASE(AsyncPadded, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
+HMMA_CASE(AsyncPaddedReg, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
+HMMA_CASE(UnetNhwcReg, ew_half, 128, 10, 13, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 128, 64, 2)
+
+// The wgmma tiling (the cp.async form: channels-last input and weight, Cin % 8 == 0, aligned) of a
+// case planned for the register gather (its ...Reg twin, which the unaligned runs use): one
+// warpgroup of mt 64-pixel tiles x 8 nt channels, k step bk, `depth` buffers. Emulated as mma.sync
+// on the swizzled tiles (what other archs run), and as wgmma in test_conv2d_wgmma_emulated.
+#define WGMMA_CASE(name, base, mt, nt, bk, depth)                                                         \
+  struct name : base {                                                                                  \
+    static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = mt, kNT = nt, kBK = bk, kMinBlocks = 1,        \
+                         kAsyncDepth = depth, kWgmma = 1;                                               \
+  };
+WGMMA_CASE(SeedNhwc, SeedNhwcReg, 2, 8, 16, 7)
+WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 2, 8, 64, 4)
+WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 2, 4, 32, 8)
+WGMMA_CASE(UnetNhwc, UnetNhwcReg, 2, 16, 64, 3)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -333,6 +423,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   EXPECT_EQ(t.min_blocks, S::kMinBlocks);
   EXPECT_EQ(t.shared_bytes, static_cast<unsigned>(P::kSmemBytes));
   EXPECT_EQ(t.tiles_x, P::kTilesX);
+  EXPECT_EQ(t.wgmma, S::kWgmma != 0);
+  if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
   EXPECT_EQ(S::kOH, v.out_height());
   EXPECT_EQ(S::kOW, v.out_width());
   EXPECT_EQ(S::kCiPad, S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
@@ -454,6 +546,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<Tiny>(seed++);
   check_case<Mixed>(seed++);
   check_case<AsyncPadded>(seed++);
+  check_case<UnetNhwc>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -465,16 +558,17 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<ResnetNhwc>::kAsync);
   static_assert(Plan<AsyncPadded>::kAsync);
   static_assert(!Plan<Mixed>::kAsync);
-  static_assert(!Plan<InputMisaligned<SeedNhwc, 2>>::kAsync);
+  static_assert(!Plan<InputMisaligned<SeedNhwcReg, 2>>::kAsync);
   static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 4 && Plan<Resnet>::kOutVec == 4 &&
                 Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);
   std::uint64_t seed = 1;
   check_case<SeedNhwc>(seed++, Mode::copies_at_issue);
   check_case<ResnetNhwc>(seed++, Mode::copies_at_issue);
   check_case<AsyncPadded>(seed++, Mode::copies_at_issue);
-  check_case<InputMisaligned<SeedNhwc, 2>>(seed++, Mode::misaligned_input);
-  check_case<InputMisaligned<ResnetNhwc>>(seed++, Mode::misaligned_input);
-  check_case<InputMisaligned<AsyncPadded>>(seed++, Mode::misaligned_input);
+  check_case<UnetNhwc>(seed++, Mode::copies_at_issue);
+  check_case<InputMisaligned<SeedNhwcReg, 2>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<ResnetNhwcReg>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<AsyncPaddedReg>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Resnet>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Unet>>(seed++, Mode::misaligned_output);

@@ -27,6 +27,12 @@ struct CompileRequest {
   std::vector<Header> headers;                ///< headers by name and content
   std::vector<std::string> options;           ///< NVRTC options, e.g. "-DN=4", "--use_fast_math"
   std::vector<std::string> name_expressions;  ///< e.g. "leaky<float, 4>", "&my_kernel"
+  /// Compile for the arch-specific variant of the target where it has one (sm_90 → sm_90a, sm_100
+  /// → sm_100a, ...): for source that uses features of exactly that arch (wgmma on sm_90a; the
+  /// source tests __CUDA_ARCH_FEAT_SM90_ALL and the like, and keeps a portable path). Such a binary
+  /// loads only on that exact compute capability, which a CUBIN needs anyway. compile_target() is
+  /// the arch it is built for; the cache key holds that arch (not this flag).
+  bool arch_specific = false;
 };
 
 enum class BinaryKind : std::uint8_t {
@@ -70,7 +76,11 @@ std::vector<std::string> canonical_options(const std::vector<std::string>& optio
 /// option of the request replaces the default one.
 const std::vector<std::string>& default_options();
 
-/// Compiles `request` for `target`. Produces CUBIN when NVRTC supports `target`, else PTX for the
+/// The arch `request` is compiled for when `target` is asked: target with the suffix 'a' where
+/// request.arch_specific is set, the target has no suffix and is sm_90 or newer; else target.
+Arch compile_target(const CompileRequest& request, const Arch& target);
+
+/// Compiles `request` for `target` (for compile_target(request, target)). Produces CUBIN when NVRTC supports `target`, else PTX for the
 /// newest arch it supports (which the driver JIT-compiles at load). Throws CompileError with the
 /// log and numbered source on a compile failure, InvalidArgument on an empty source, unknown
 /// option or bad arch.

@@ -192,6 +192,13 @@ struct Conv2dTiling {
   /// of that conv.
   int stage_channels = 0;
   bool stage_input = false, stage_weight = false;
+  /// half_mma variants in the cp.async form (channels-last input and weight, Cin % 8 == 0, 16-byte
+  /// aligned; or staged): the wgmma tiling — one warpgroup (warps_m = 4, warps_n = 1) of m_tiles
+  /// 64-pixel wgmma tiles x block_channels() channels, tiles swizzled for wgmma, `stages` cp.async
+  /// buffers. Compiled for an arch-specific target (sm_90a: wgmma.mma_async); on any other arch the
+  /// same tiling runs on mma.sync.
+  bool wgmma = false;
+  int stages = 0;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.

@@ -154,9 +154,12 @@ Module KernelCache::get(const CompileRequest& request, const Arch& target, Cache
   return get(make_cache_key(request, target), request, target, tier);
 }
 
-Module KernelCache::get(const CacheKey& key, const CompileRequest& request, const Arch& target,
+Module KernelCache::get(const CacheKey& key, const CompileRequest& request, const Arch& requested,
                         CacheTier* tier) {
   Impl& d = *impl_;
+  // The arch the entry is built for (sm_90a for an arch-specific request on sm_90): what an entry
+  // must fit.
+  const Arch target = compile_target(request, requested);
   std::promise<std::shared_ptr<detail::ModuleState>> promise;
   Impl::Slot slot;
   bool producer = false;

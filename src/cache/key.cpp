@@ -117,7 +117,10 @@ std::size_t CacheKeyHash::operator()(const CacheKey& key) const noexcept {
   return value;
 }
 
-CacheKey make_cache_key(const CompileRequest& request, const Arch& target) {
+CacheKey make_cache_key(const CompileRequest& request, const Arch& requested) {
+  // The arch the binary is built for (an arch-specific request: sm_90a for sm_90). The flag itself
+  // is not hashed: where it changes nothing (sm_80) the binary is the same.
+  const Arch target = compile_target(request, requested);
   KeyHasher hash;
   hash.field("cuinline.cache-key");
   hash.number(kCacheFormatVersion);

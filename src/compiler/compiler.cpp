@@ -276,7 +276,13 @@ std::optional<std::string> CompiledProgram::lowered_name(std::string_view expres
   return std::nullopt;
 }
 
-CompiledProgram compile(const CompileRequest& request, const Arch& target) {
+Arch compile_target(const CompileRequest& request, const Arch& target) {
+  if (!request.arch_specific || target.suffix != '\0' || target.number() < 90) return target;
+  return Arch{target.major, target.minor, 'a'};
+}
+
+CompiledProgram compile(const CompileRequest& request, const Arch& requested) {
+  const Arch target = compile_target(request, requested);
   if (request.name.empty()) throw InvalidArgument("compile: the program name is empty");
   if (is_blank(request.source)) {
     throw InvalidArgument("compiling '" + request.name + "': the source is empty");

@@ -27,6 +27,15 @@ bool disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_WGMMA=0 keeps the cp.async form on the mma.sync tilings (read once).
+bool wgmma_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WGMMA");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 // CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
 // for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
 // tiling the template rejects fails to compile).
@@ -75,6 +84,7 @@ Pipe pipe_override() {
 }
 
 int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
+  if (t.wgmma) return t.stages;
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int steps = k_steps(v, t);
   const int reg_stages = all_at_once(v, t) ? steps : 2;
@@ -88,12 +98,14 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 // or [pixels][channels + 8]), whichever is larger
 // (conv2d_hmma.cuh's Plan<S>, which the source checks).
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk, pitch = bk + 8;
+  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
+  // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
+  const std::int64_t pitch = t.wgmma ? bk : bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
   const std::int64_t main = stages(v, t) * (a + bn * pitch) * 2;
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
   const std::int64_t out = (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
-  return static_cast<unsigned>(std::max(main, out));
+  return static_cast<unsigned>(std::max(main, out) + (t.wgmma ? 1024 : 0));
 }
 
 }  // namespace
@@ -137,6 +149,54 @@ bool hmma_applies(const Conv2dVariant& v) {
 
 namespace {
 
+// Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
+constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
+
+// The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): one warpgroup, 128
+// pixels (two m64 tiles) x the channels (16, 32, 64, or 128 a block past 64), a k step of 64
+// channels where the padded channels allow (the 128-byte swizzle), 32 or 16 (two taps of 8
+// channels) otherwise; as many buffers (3 to 8) as kWgmmaStageBudget holds, no more than the steps
+// need (kStages - 2 steps' copies in flight).
+Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
+  Conv2dTiling t;
+  t.tensor_cores = true;
+  t.half_mma = true;
+  t.wgmma = true;
+  const int cout = v.out_channels;
+  const int ci_pad = hmma_ci_pad(v.in_channels);
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
+  int bk = ci_pad == 8 ? 16 : ci_pad % 64 == 0 ? 64 : ci_pad % 32 == 0 ? 32 : 16;
+  t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8;
+  t.min_blocks = 1;
+  int o[6];
+  const bool overridden = tile_override(o);
+  if (overridden) {
+    if (o[0] != 4 || o[1] != 1) throw InvalidArgument("CUINLINE_CONV2D_HMMA_TILE: the wgmma tiling is 4 x 1 warps");
+    t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
+  }
+  t.tile_rows = 1;
+  t.tile_cols = 64 * t.m_tiles;
+  t.ci_chunk = bk;
+  t.ci_unroll = bk / 16;
+  t.kh_unroll = 1;
+  t.kw_unroll = 1;
+  t.pipeline = 2;
+  t.row_tiles = 1;
+  t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
+  t.tiles_y = 1;
+  const int steps = k_steps(v, t);
+  const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * 2;
+  t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 8));
+  t.stages = std::max(3, std::min(t.stages, steps + 2));
+  if (pipe_override().depth >= 3) t.stages = pipe_override().depth;
+  t.shared_bytes = shared_bytes(v, t);
+  if (t.shared_bytes > kMaxSharedBytes) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
+                          std::to_string(t.shared_bytes) + " bytes of shared memory");
+  }
+  return t;
+}
+
 // The tiling of a variant as its tensors are (no staging copy).
 Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
@@ -160,6 +220,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
+  if (async && !wgmma_disabled_by_environment()) return wgmma_tiling(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
   // A k step of 64 channels, 32 with 128 channels a block; and 32 for blocks of up to 32 channels
   // through the register gather: their 128 threads hold a step of 128 pixels x 64 channels in 32
@@ -229,7 +290,8 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
-  src += c("kAsyncDepth", pipe_override().depth) + c("kCopyL2", pipe_override().l2);
+  src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", pipe_override().l2) +
+         c("kWgmma", t.wgmma ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -241,8 +303,10 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   return src;
 }
 
-CompileRequest request_of(const Conv2dVariant& v, std::string source, bool staged) {
+CompileRequest request_of(const Conv2dVariant& v, std::string source, bool staged, bool wgmma) {
   CompileRequest request;
+  // wgmma: sm_90a on an sm_90 device (the template keeps mma.sync for every other arch).
+  request.arch_specific = wgmma;
   request.name = "conv2d_hmma.cu";
   request.source = std::move(source);
   std::vector<const char*> headers = {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"};
@@ -316,12 +380,13 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
 }
 
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v) {
-  return request_of(v, direct_source(v, hmma_direct_tiling(v)), false);
+  const Conv2dTiling t = hmma_direct_tiling(v);
+  return request_of(v, direct_source(v, t), false, t.wgmma);
 }
 
 CompileRequest make_hmma_request(const Conv2dVariant& v) {
   const Conv2dTiling t = hmma_tiling(v);  // validates
-  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), false);
+  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), false, t.wgmma);
   // One module of two kernels: the conv of the channels-last copies (the staged variant's own
   // source) and the staging copy, named after the variant as called.
   const Conv2dVariant staged = hmma_staged_variant(v);
@@ -346,7 +411,7 @@ CompileRequest make_hmma_request(const Conv2dVariant& v) {
            std::to_string(hmma_stage_tiles(t.stage_channels, std::int64_t{v.kernel_h} * v.kernel_w)) +
            ", \"weight tiles\");\n";
   }
-  return request_of(v, std::move(src), true);
+  return request_of(v, std::move(src), true, t.wgmma);
 }
 
 }  // namespace cuinline::ops::conv2d_impl
