@@ -366,9 +366,9 @@ HMMA_CASE(UnetNhwcReg, ew_half, 128, 10, 13, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 
     static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = mt, kNT = nt, kBK = bk, kMinBlocks = 1,        \
                          kAsyncDepth = depth, kWgmma = 1;                                               \
   };
-WGMMA_CASE(SeedNhwc, SeedNhwcReg, 2, 8, 16, 7)
-WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 2, 8, 64, 4)
-WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 2, 4, 32, 8)
+WGMMA_CASE(SeedNhwc, SeedNhwcReg, 2, 8, 16, 4)
+WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 1, 8, 64, 4)
+WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 1, 4, 32, 4)
 WGMMA_CASE(UnetNhwc, UnetNhwcReg, 2, 16, 64, 3)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to

@@ -152,11 +152,20 @@ namespace {
 // Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
 constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 
-// The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): one warpgroup, 128
-// pixels (two m64 tiles) x the channels (16, 32, 64, or 128 a block past 64), a k step of 64
-// channels where the padded channels allow (the 128-byte swizzle), 32 or 16 (two taps of 8
-// channels) otherwise; as many buffers (3 to 8) as kWgmmaStageBudget holds, no more than the steps
-// need (kStages - 2 steps' copies in flight).
+// The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): one warpgroup x the
+// channels (16, 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels
+// allow (the 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; 128 pixels (two m64
+// tiles), 64 for at most 64 channels and a long reduction; 3 or 4 buffers, as many as
+// kWgmmaStageBudget holds (kStages - 2 steps' copies in flight). Measured on an H200 (f16, ms, NCHW
+// staged / NHWC; bench/run_gpu_wgmma.sh, 2026-11-24):
+//   UNet-like 8x128x128^2 -> 128: 128 x 128, 3 buffers 0.131 / 0.0996; 4 buffers 0.136 / 0.104;
+//     64 x 128 0.153 / 0.118 (4) and 0.178 / 0.138 (6); 128 x 64 0.161 / 0.130 (4);
+//   ResNet-like 32x64x56^2 -> 64: 64 x 64, 4 buffers 0.0486 / 0.0376; 8 buffers 0.0587 / 0.0475;
+//     128 x 64 0.0518 / 0.0381 (4), 0.0512 / 0.0395 (3), 0.0553 / 0.0430 (6);
+//   seed 128x8x128^2 -> 64: 128 x 64, 4 buffers 0.187 / 0.161; 7 buffers 0.193 / 0.166; 256 x 64
+//     0.190 / 0.160 (7); 64 x 64 0.230 / 0.195 (7).
+// (The mma.sync tilings before: UNet-like 0.176 / 0.151, ResNet-like 0.051 / 0.038, seed 0.199 /
+// 0.167, same run.)
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.tensor_cores = true;
@@ -166,7 +175,9 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
   int bk = ci_pad == 8 ? 16 : ci_pad % 64 == 0 ? 64 : ci_pad % 32 == 0 ? 32 : 16;
-  t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8;
+  const int taps = v.kernel_h * v.kernel_w;
+  const int steps_at_bk = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / bk);
+  t.warps_m = 4, t.warps_n = 1, t.m_tiles = bn <= 64 && steps_at_bk > 5 ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
   const bool overridden = tile_override(o);
@@ -186,7 +197,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   t.tiles_y = 1;
   const int steps = k_steps(v, t);
   const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * 2;
-  t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 8));
+  t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
   t.stages = std::max(3, std::min(t.stages, steps + 2));
   if (pipe_override().depth >= 3) t.stages = pipe_override().depth;
   t.shared_bytes = shared_bytes(v, t);
