@@ -32,6 +32,18 @@ TEST(CacheKey, SameInputsGiveSameKey) {
   EXPECT_EQ(make_cache_key(base_request(), kSm90).hex(), make_cache_key(base_request(), kSm90).hex());
 }
 
+// An arch-specific request is keyed by the arch it is built for: sm_90 asked is sm_90a built, the
+// key of a plain request for sm_90a, and not that of the portable sm_90 binary; where the flag
+// changes nothing (sm_80) the key is the plain one.
+TEST(CacheKey, ArchSpecificRequestIsKeyedByTheArchItIsBuiltFor) {
+  CompileRequest specific = base_request();
+  specific.arch_specific = true;
+  const Arch sm90a = Arch::parse("sm_90a"), sm80 = Arch::parse("sm_80");
+  EXPECT_EQ(make_cache_key(specific, kSm90), make_cache_key(base_request(), sm90a));
+  EXPECT_NE(make_cache_key(specific, kSm90), make_cache_key(base_request(), kSm90));
+  EXPECT_EQ(make_cache_key(specific, sm80), make_cache_key(base_request(), sm80));
+}
+
 TEST(CacheKey, EachInputAloneChangesTheKey) {
   using Change = std::function<void(CompileRequest&, Arch&)>;
   const std::vector<std::pair<const char*, Change>> changes = {

@@ -54,6 +54,9 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
             view(0x100000, dt, nhwc, 4, 8, 32, 32), view(0x200000, dt, w_nhwc, 16, 8, 3, 3),
             TensorView::contiguous(fake(0x300000), dt, {16}), view(0x400000, dt, nhwc, 4, 16, 32, 32),
             Conv2dParams::square(1, 1), Op::relu());
+        // Channels-last input and weight (8 channels): the wgmma kernel, warmed for sm_90 as sm_90a
+        // (CompileRequest::arch_specific), found under the key of the run-time lookup for sm_90.
+        EXPECT_EQ(make_request(v).arch_specific, nhwc && w_nhwc) << v.name();
         cuinline::CacheTier tier = cuinline::CacheTier::compiled;
         cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
         EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
@@ -61,7 +64,10 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
     }
   }
   EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(cache.stats().wrong_arch_entries, 0u);
   EXPECT_EQ(cache.stats().disk_hits, 8u);
+  Result list = cli({"cache", "list"});
+  EXPECT_CONTAINS(list.out, "sm_90a");
 }
 
 // Without "weight_layout" the weight takes each "layout" in turn (a channels-last model has

@@ -88,6 +88,36 @@ TEST(Compile, ArchSpecificTargetPassesThrough) {
   EXPECT_TRUE(is_elf(program.binary));
 }
 
+// CompileRequest::arch_specific: sm_90 is built as sm_90a (the source sees the arch-specific feature
+// macro), archs before sm_90 and suffixed targets as asked.
+TEST(Compile, ArchSpecificRequestBuildsTheArchSpecificTarget) {
+  CompileRequest request;
+  request.source =
+      "#if defined(__CUDA_ARCH_FEAT_SM90_ALL) != defined(EXPECT_SM90A)\n#error \"feature macro\"\n#endif\n"
+      "__global__ void k(float* x) { x[0] = 1.0f; }\n";
+  request.name_expressions = {"k"};
+  request.arch_specific = true;
+  EXPECT_EQ(compile_target(request, Arch::parse("sm_90")), Arch::parse("sm_90a"));
+  EXPECT_EQ(compile_target(request, Arch::parse("sm_90a")), Arch::parse("sm_90a"));
+  EXPECT_EQ(compile_target(request, Arch::parse("sm_100")), Arch::parse("sm_100a"));
+  EXPECT_EQ(compile_target(request, Arch::parse("sm_100f")), Arch::parse("sm_100f"));
+  EXPECT_EQ(compile_target(request, Arch::parse("sm_80")), Arch::parse("sm_80"));
+  CompileRequest plain = request;
+  plain.arch_specific = false;
+  EXPECT_EQ(compile_target(plain, Arch::parse("sm_90")), Arch::parse("sm_90"));
+
+  request.options = {"-DEXPECT_SM90A"};
+  const CompiledProgram program = compile(request, Arch::parse("sm_90"));
+  EXPECT_EQ(program.kind, BinaryKind::cubin);
+  EXPECT_EQ(program.arch, Arch::parse("sm_90a"));
+  EXPECT_TRUE(is_elf(program.binary));
+  request.options = {};
+  EXPECT_EQ(compile(request, Arch::parse("sm_80")).arch, Arch::parse("sm_80"));
+  // Without the flag sm_90 stays portable (no feature macro).
+  plain.options = {};
+  EXPECT_EQ(compile(plain, Arch::parse("sm_90")).arch, Arch::parse("sm_90"));
+}
+
 TEST(Compile, HeadersByNameAndSplitOptions) {
   const int value = fresh_number();
   CompileRequest request;
