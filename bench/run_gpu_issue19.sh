@@ -32,11 +32,18 @@ main() {
   done
   echo "== test_conv2d_dtypes_gpu with CUINLINE_CONV2D_STAGE=1"
   CUINLINE_CONV2D_STAGE=1 "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 2>&1 | tail -n 12
+  if [ "${SANITIZE:-0}" = 1 ]; then
+    echo "== compute-sanitizer memcheck: the issue shapes (wgmma, staged and direct)"
+    timeout 240 compute-sanitizer --tool memcheck --report-api-errors no \
+      "$build/tests/test_conv2d_dtypes_gpu" --gtest_filter='*IssueShapes*' --gtest_brief=1 2>&1 | tail -n 6
+  fi
   echo "== C API from PyTorch"
   PYTHONUNBUFFERED=1 timeout 180 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so" 2>&1 | tail -n 40
   echo "== cuinline alone: staged (default) / direct (CUINLINE_CONV2D_STAGE=0)"
   "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp.md"
   CUINLINE_CONV2D_STAGE=0 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp_direct.md"
+  echo "== cuinline alone: the mma.sync tilings (CUINLINE_CONV2D_WGMMA=0)"
+  CUINLINE_CONV2D_WGMMA=0 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp_mma.md"
   echo "== cuinline beside PyTorch"
   compile_flag=""
   [ "${NO_COMPILE:-0}" = 1 ] && compile_flag="--no-compile"
