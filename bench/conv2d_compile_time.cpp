@@ -1,7 +1,8 @@
 // NVRTC compile time of conv2d variants (no GPU needed): each variant's CompileRequest (the library's
 // make_request) compiled N times for an arch, to CUBIN through cuinline::compile (what a cold cache
 // miss costs) and to PTX only (NVRTC's front end and NVVM; the difference is ptxas), with ptxas's
-// register / spill report and the CUBIN's size. Prints one line a variant: medians and ranges.
+// register / spill report and the CUBIN's size. Prints one line a variant: medians and ranges; then
+// the staging copy's module where a variant is staged (shape-generic: compiled once, not a variant).
 //
 //   bench_conv2d_compile_time [--set hmma|tf32|all] [--repeat N] [--arch sm_90] [--filter TEXT]
 //                             [--cubin-dir DIR] [--no-ptx]
@@ -24,6 +25,7 @@
 #include <cuinline/conv2d.hpp>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -140,11 +142,25 @@ int main(int argc, char** argv) {
   (void)cuinline::compile(make_request(variants.front()), arch);
   std::printf("%-96s %9s %9s %9s %6s %6s %8s\n", "variant", "cubin ms", "ptx ms", "ptxas ms", "regs", "spill",
               "cubin B");
-  int index = 0;
+  // The staging copy (staged f16 / bf16 variants): one shape-generic module, listed once after them.
+  std::optional<cuinline::CompileRequest> stage;
   for (const Conv2dVariant& v : variants) {
-    const std::string label = v.name() + " " + to_string(v.precision);
+    if (!stage) stage = make_stage_request(v);
+  }
+  struct Job {
+    std::string label;
+    cuinline::CompileRequest request;
+  };
+  std::vector<Job> jobs;
+  for (const Conv2dVariant& v : variants) {
+    jobs.push_back({v.name() + " " + to_string(v.precision), make_request(v)});
+  }
+  if (stage) jobs.push_back({"conv2d staging copy (every staged f16/bf16 variant, compiled once)", *stage});
+  int index = 0;
+  for (const Job& job : jobs) {
+    const std::string& label = job.label;
     if (!filter.empty() && label.find(filter) == std::string::npos) continue;
-    cuinline::CompileRequest request = make_request(v);
+    const cuinline::CompileRequest& request = job.request;
     cuinline::CompileRequest verbose = request;
     verbose.options.push_back("--ptxas-options=-v");
     std::vector<double> cubin, ptxv;

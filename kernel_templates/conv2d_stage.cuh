@@ -3,21 +3,30 @@
 // That kernel's fast main loop copies its tiles with cp.async, 16 bytes (8 channels) a copy, from a
 // channels-last input and weight whose channel count is a multiple of 8. Any other f16 / bf16 call
 // (an NCHW input or weight, or fewer / odd channels) is first copied by this kernel into a workspace
-// in exactly that form — [image][pixel][kCp] for the input and [Cout][tap][kCp] for the weight, the
-// kCin real channels followed by zeros up to kCp (kCin rounded up to 8) — and the conv then runs as
-// the channels-last variant with kCp input channels (the zero channels add exact zeros). This is what
+// in exactly that form — [image][pixel][cp] for the input and [Cout][tap][cp] for the weight, the
+// real channels followed by zeros up to cp (Cin rounded up to 8) — and the conv then runs as the
+// channels-last variant with cp input channels (the zero channels add exact zeros). This is what
 // cuDNN does for NCHW half-precision convolutions; here it is one extra kernel over the input's
 // bytes instead of a 16-bit gather a tap and channel in the conv's main loop.
 //
-// A tile is kTP pixels x kTC channels of one image: each thread loads two channels (c, c + 1) of 8
-// neighbouring pixels — one 16-byte load a channel where the source is NCHW with kP % 8 == 0 and
-// 16-byte aligned, else 16-bit loads — packs them into 32-bit pairs in shared memory [pixel][pair],
-// and after one barrier stores 8 channels of one pixel as one 16-byte store (the destination row,
-// kCp channels, is a multiple of 16 bytes; the workspace is 256-byte aligned).
+// Shape-generic: the extents, the source layout and the load path are kernel parameters, so one
+// module (conv2d_hmma.cpp's make_hmma_stage_request: this header, one kernel) and one cache entry an
+// arch serve every staged variant; the conv variants' modules hold only the conv. The values are
+// raw 16-bit words, so f16 and bf16 share it.
 //
-// Required members of S (`static constexpr int`): kCin, kH, kW, kKH, kKW, kCp (kCin rounded up to 8),
-// kInNhwc, kWNhwc (the source layouts, 0 or 1), kStageInput, kStageWeight (0 or 1: which of the two
-// this variant copies). No standard or toolkit headers.
+// A tile is 4096 / tc pixels x tc channels of one image: each thread loads two channels (c, c + 1)
+// of 8 neighbouring pixels — one 16-byte load a channel where the source is NCHW with a pixel count
+// that is a multiple of 8 and 16-byte aligned (the host's `vec`), else 16-bit loads — packs them
+// into 32-bit pairs in shared memory [pixel][pair], and after one barrier stores 8 channels of one
+// pixel as one 16-byte store (the destination row, cp channels, is a multiple of 16 bytes; the
+// workspace is 256-byte aligned). tc (64, 32, 16 or 8: the largest dividing cp) is the host's
+// choice, a kernel argument: a power of two, so a thread's pair, pixel group and store lane are
+// shifts and masks, and a thread always stores two vectors (512 a tile). One copy of the tile code
+// serves all four (with a template instantiation for each tc the module took 202 ms of NVRTC, with
+// one 58 ms, CPU build host). The only divisions by run-time values, a block's image and tile, are
+// multiplications by host-computed reciprocals (FastDiv), once a block.
+//
+// No standard or toolkit headers.
 
 #ifndef CUINLINE_CONV2D_STAGE_CUH
 #define CUINLINE_CONV2D_STAGE_CUH
@@ -25,44 +34,55 @@
 namespace cuinline_conv2d_stage_detail {
 
 constexpr int kThreads = 256;
+// Shared memory of the largest tile: (4096 / tc) pixels x (tc / 2 + 1) words, at tc = 8.
+constexpr int kSmemWords = 512 * 5;
 
-// One tensor's copy: kImages x [kC][kP] (or [kP][kC] when kSrcNhwc) -> kImages x [kP][kCp].
-template <int kC_, long long kP_, int kCp_, int kSrcNhwc>
-struct Copy {
-  static constexpr int kC = kC_;
-  static constexpr long long kP = kP_;
-  static constexpr int kCp = kCp_;
-  // Channels a tile: the largest of 64, 32, 16, 8 that divides kCp (kThreads / (kTC / 2) whole pixel groups).
-  static constexpr int kTC = kCp % 64 == 0 ? 64 : kCp % 32 == 0 ? 32 : kCp % 16 == 0 ? 16 : 8;
-  static constexpr int kPairs = kTC / 2;
-  static constexpr int kGroups = kThreads / kPairs;  // groups of 8 pixels a tile
-  static constexpr int kTP = 8 * kGroups;             // pixels a tile
-  static constexpr long long kTilesP = (kP + kTP - 1) / kTP;
-  static constexpr int kTilesC = kCp / kTC;
-  static constexpr long long kTiles = kTilesP * kTilesC;  // tiles an image
-  static constexpr int kPitch = kPairs + 1;               // 32-bit words a pixel in shared memory
-  static constexpr int kSmemWords = kTP * kPitch;
-  static constexpr bool kVec = !kSrcNhwc && kP % 8 == 0;
-  static constexpr long long kSrcImage = (long long)kC * kP;
-  static constexpr long long kDstImage = kP * kCp;
-  static constexpr long long kStrideC = kSrcNhwc ? 1 : kP;  // element strides of the source
-  static constexpr long long kStrideP = kSrcNhwc ? kC : 1;
-  static_assert(kCp % 8 == 0 && kCp >= kC && kCp - kC < 8, "kCp: kC rounded up to 8");
-  static_assert(kCp % kTC == 0 && kTC % 8 == 0 && kThreads % kPairs == 0, "tile");
+// n / d for 0 <= n < 2^31 and d >= 1: (n * mul) >> (32 + shift), with mul = ceil(2^(31 + l) / d),
+// shift = l - 1, l = ceil(log2 d) (Granlund and Montgomery); mul = 0 stands for d = 1. Computed by
+// the host (conv2d_hmma.cpp's fast_div_of).
+struct FastDiv {
+  unsigned mul;
+  unsigned shift;
 };
 
+__device__ __forceinline__ unsigned divide(unsigned n, FastDiv f) {
+  return f.mul == 0u ? n : __umulhi(n, f.mul) >> f.shift;
+}
+
+}  // namespace cuinline_conv2d_stage_detail
+
+/// One tensor's copy: images x [channels][pixels] (or [pixels][channels] where nhwc) at src ->
+/// images x [pixels][cp] at dst. The host's mirror is conv2d_impl::StageTensor (conv2d_internal.hpp),
+/// member for member.
+struct cuinline_conv2d_stage_tensor {
+  const unsigned short* src;  ///< image 0 of the source
+  unsigned short* dst;        ///< image 0 of the copy
+  long long pixels;           ///< H x W of the input, KH x KW of the weight
+  int channels;               ///< Cin (cp: the kernel's argument)
+  int nhwc;                   ///< 1: the source is channels-last
+  int vec;                    ///< 1: 16-byte loads (NCHW, pixels % 8 == 0, src 16-byte aligned)
+  unsigned blocks;            ///< this tensor's blocks: images x tiles (0: not copied)
+  unsigned tiles;             ///< tiles an image: tiles_c x pixel tiles
+  unsigned tiles_c;           ///< channel tiles an image: cp / tc
+  cuinline_conv2d_stage_detail::FastDiv by_tiles;    ///< / tiles
+  cuinline_conv2d_stage_detail::FastDiv by_tiles_c;  ///< / tiles_c
+};
+static_assert(sizeof(cuinline_conv2d_stage_tensor) == 64, "the host's conv2d_impl::StageTensor");
+
+namespace cuinline_conv2d_stage_detail {
+
 // Channel ch of pixels pb .. pb + 7 as raw 16-bit values (zeros past the channels and the pixels).
-template <class C>
-__device__ __forceinline__ void load8(const unsigned short* __restrict__ src, int ch, long long pb, bool vec,
+__device__ __forceinline__ void load8(const cuinline_conv2d_stage_tensor& t,
+                                      const unsigned short* __restrict__ src, int ch, long long pb,
                                       unsigned (&v)[8]) {
-  if (ch >= C::kC) {
+  if (ch >= t.channels) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = 0u;
     return;
   }
-  if (C::kVec && vec) {  // kP % 8 == 0 and pb % 8 == 0: the 8 pixels are all in the plane or none is
-    if (pb < C::kP) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(src + ch * C::kStrideC + pb));
+  if (t.vec) {  // pixels % 8 == 0 and pb % 8 == 0: the 8 pixels are all in the plane or none is
+    if (pb < t.pixels) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(src + ch * t.pixels + pb));
       const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -75,81 +95,69 @@ __device__ __forceinline__ void load8(const unsigned short* __restrict__ src, in
     }
     return;
   }
+  const long long stride_c = t.nhwc ? 1 : t.pixels;  // element strides of the source
+  const long long stride_p = t.nhwc ? t.channels : 1;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const long long p = pb + i;
-    v[i] = p < C::kP ? static_cast<unsigned>(__ldg(src + ch * C::kStrideC + p * C::kStrideP)) : 0u;
+    v[i] = p < t.pixels ? static_cast<unsigned>(__ldg(src + ch * stride_c + p * stride_p)) : 0u;
   }
 }
 
-// Tile `tile` of one image: src_n -> dst_n.
-template <class C>
-__device__ __forceinline__ void copy_tile(const unsigned short* __restrict__ src_n, unsigned short* __restrict__ dst_n,
-                                          long long tile, bool vec, unsigned* s) {
+// Block b of tensor t (b < t.blocks): image b / tiles, then pixel tile and channel tile (the
+// channel tile varies fastest: neighbouring blocks write neighbouring parts of the same rows).
+__device__ __forceinline__ void copy_tile(const cuinline_conv2d_stage_tensor& t, int cp, int tc, unsigned b,
+                                          unsigned* s) {
+  const int pairs = tc >> 1;        // channel pairs a tile: a thread's pair is tid % pairs
+  const int lp = __ffs(pairs) - 1;  // log2 pairs
+  const int tp = 2048 >> lp;        // pixels a tile: 8 x kThreads / pairs
+  const int pitch = pairs + 1;      // 32-bit words a pixel in shared memory
+  const unsigned n = divide(b, t.by_tiles);
+  const unsigned r = b - n * t.tiles;
+  const unsigned pt = divide(r, t.by_tiles_c);
+  const int c0 = static_cast<int>(r - pt * t.tiles_c) * tc;
+  const long long p0 = static_cast<long long>(pt) * tp;
+  const unsigned short* __restrict__ src = t.src + static_cast<long long>(n) * t.channels * t.pixels;
+  unsigned short* __restrict__ dst = t.dst + static_cast<long long>(n) * t.pixels * cp;
   const int tid = threadIdx.x;
-  const int tc = (int)(tile % C::kTilesC);
-  const long long p0 = (tile / C::kTilesC) * C::kTP;
-  const int c0 = tc * C::kTC;
-  const int pair = tid % C::kPairs;
-  const int g = tid / C::kPairs;
+  const int pair = tid & (pairs - 1);
+  const int g = tid >> lp;
   unsigned lo[8], hi[8];
-  load8<C>(src_n, c0 + 2 * pair, p0 + 8 * g, vec, lo);
-  load8<C>(src_n, c0 + 2 * pair + 1, p0 + 8 * g, vec, hi);
+  load8(t, src, c0 + 2 * pair, p0 + 8 * g, lo);
+  load8(t, src, c0 + 2 * pair + 1, p0 + 8 * g, hi);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) s[(8 * g + i) * C::kPitch + pair] = lo[i] | hi[i] << 16;
+  for (int i = 0; i < 8; ++i) s[(8 * g + i) * pitch + pair] = lo[i] | hi[i] << 16;
   __syncthreads();
-  constexpr int kVecs = C::kTC / 8;  // 16-byte stores a pixel
-  constexpr int kStep = kThreads / kVecs;
-  const int v = tid % kVecs;
-#pragma unroll 4
-  for (int pp = tid / kVecs; pp < C::kTP; pp += kStep) {
+  const int lv = lp - 2;  // log2 of the 16-byte stores a pixel (tc / 8)
+  const int v = tid & ((1 << lv) - 1);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // 512 stores a tile: two a thread
+    const int pp = (tid >> lv) + k * (kThreads >> lv);
     const long long p = p0 + pp;
-    if (p < C::kP) {
-      const unsigned* w = s + pp * C::kPitch + 4 * v;
-      *reinterpret_cast<uint4*>(dst_n + p * C::kCp + c0 + 8 * v) = make_uint4(w[0], w[1], w[2], w[3]);
+    if (p < t.pixels) {
+      const unsigned* w = s + pp * pitch + 4 * v;
+      *reinterpret_cast<uint4*>(dst + p * cp + c0 + 8 * v) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
 }
-
-template <class S>
-struct Stage {
-  using In = Copy<S::kCin, (long long)S::kH * S::kW, S::kCp, S::kInNhwc>;
-  using W = Copy<S::kCin, (long long)S::kKH * S::kKW, S::kCp, S::kWNhwc>;
-  static constexpr int kSmemWords = In::kSmemWords > W::kSmemWords ? In::kSmemWords : W::kSmemWords;
-  static_assert(S::kStageInput || S::kStageWeight, "nothing to stage");
-};
 
 }  // namespace cuinline_conv2d_stage_detail
 
-/// Blocks [0, n_images * In::kTiles) copy the input into in_ws (when kStageInput), the next
-/// kCout * W::kTiles blocks the weight into w_ws (when kStageWeight; kCout = the launch's w_images).
+/// Blocks [0, input.blocks) copy the input, the next weight.blocks the weight; cp is Cin rounded up
+/// to 8 and tc (64, 32, 16 or 8, dividing cp) the channels of a tile, both the host's.
 /// Block: 256 threads; no dynamic shared memory.
-template <class S>
 __global__ void __launch_bounds__(cuinline_conv2d_stage_detail::kThreads)
-    cuinline_conv2d_stage(const unsigned short* __restrict__ input, unsigned short* __restrict__ in_ws,
-                          const unsigned short* __restrict__ weight, unsigned short* __restrict__ w_ws,
-                          int n_images) {
+    cuinline_conv2d_stage(cuinline_conv2d_stage_tensor input, cuinline_conv2d_stage_tensor weight, int cp,
+                          int tc) {
   namespace d = cuinline_conv2d_stage_detail;
-  using St = d::Stage<S>;
-  __shared__ unsigned s[St::kSmemWords];
-  long long b = blockIdx.x;
-  if (S::kStageInput) {
-    using C = typename St::In;
-    const long long blocks = (long long)n_images * C::kTiles;
-    if (b < blocks) {
-      const long long n = b / C::kTiles;
-      const bool vec = (reinterpret_cast<unsigned long long>(input) & 15ull) == 0;
-      d::copy_tile<C>(input + n * C::kSrcImage, in_ws + n * C::kDstImage, b - n * C::kTiles, vec, s);
-      return;
-    }
-    b -= blocks;
-  }
-  if (S::kStageWeight) {
-    using C = typename St::W;
-    const long long o = b / C::kTiles;
-    const bool vec = (reinterpret_cast<unsigned long long>(weight) & 15ull) == 0;
-    d::copy_tile<C>(weight + o * C::kSrcImage, w_ws + o * C::kDstImage, b - o * C::kTiles, vec, s);
-  }
+  __shared__ unsigned s[d::kSmemWords];
+  unsigned b = blockIdx.x;
+  // (A field-by-field choice: no pointer into the parameter space, one copy of the tile code.)
+  const bool w = b >= input.blocks;
+  const cuinline_conv2d_stage_tensor t = w ? weight : input;
+  if (w) b -= input.blocks;
+  if (b >= t.blocks) return;
+  d::copy_tile(t, cp, tc, b, s);
 }
 
 #endif  // CUINLINE_CONV2D_STAGE_CUH

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cuinline/cache.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/module.hpp>
@@ -110,6 +111,40 @@ TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {
   cuinline::CacheTier tier = cuinline::CacheTier::compiled;
   cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
   EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+}
+
+// Staged f16 / bf16 variants (NCHW, or channels-last with Cin % 8 != 0, from kStageMinElements input
+// elements an image) launch the staging copy's module before their conv: warm compiles it once, so
+// neither module needs NVRTC at run time.
+TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
+  if (std::getenv("CUINLINE_CONV2D_STAGE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE is set";
+  auto spec = write_spec("s.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [8, 64, 64], "filters": [16, 3, 3], "padding": 1, "dtype": "f16"},
+      {"kind": "conv2d", "input": [3, 128, 128], "filters": [16, 3, 3], "dtype": "bf16", "layout": "nhwc"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16) sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  const Conv2dVariant nchw = conv2d_variant_for(
+      view(0x100000, DType::f16, false, 4, 8, 64, 64), view(0x200000, DType::f16, false, 16, 8, 3, 3), TensorView{},
+      view(0x400000, DType::f16, false, 4, 16, 64, 64), Conv2dParams::square(1, 1), Op::chain({}));
+  const Conv2dVariant rgb = conv2d_variant_for(
+      view(0x100000, DType::bf16, true, 2, 3, 128, 128), view(0x200000, DType::bf16, true, 16, 3, 3, 3),
+      TensorView{}, view(0x400000, DType::bf16, true, 2, 16, 126, 126), {}, Op::chain({}));
+  for (const Conv2dVariant& v : {nchw, rgb}) {
+    ASSERT_EQ(conv2d_tiling(v).stage_channels, 8) << v.name();
+    for (const auto& request : {make_request(v), *make_stage_request(v)}) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+      cache.get(request, sm90, &tier);
+      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
+      cache.clear_memory();
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
 }
 
 TEST_F(CliTest, WarmConv2dRejectsUnknownDtypesAndLayouts) {

@@ -160,8 +160,8 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
-      // Every kernel of the module (a staged variant also has the staging copy): the conv's registers
-      // (the most of any), no spills in any.
+      // The module's one kernel (a staged variant's is the conv of its channels-last copies; the
+      // staging copy is a module of its own, test_conv2d_stage_emulated): registers, no spills.
       int most = -1, spill_count = 0, spill_bytes = 0, functions = 0;
       for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), regs); it != std::sregex_iterator();
            ++it) {

@@ -1,26 +1,33 @@
 // The staging copy of the f16 / bf16 conv (kernel_templates/conv2d_stage.cuh) run on the host: each
 // block's 256 threads are std::threads (a barrier for __syncthreads, the kernel's __shared__ array
-// shared by them), blocks one after another over the grid the library launches
-// (conv2d_impl::hmma_stage_tiles). Every case checks the whole workspace element by element — the
-// input's and the weight's channels-last copies with zeros past the real channels — and that nothing
-// before or after them was written, that every read falls inside the source tensor; for NCHW and
-// channels-last sources, the 16-byte load path and the 16-bit one (a source misaligned by one
-// element, pixel counts that are not a multiple of 8), channel counts from 1 to 136. Also: which
-// variants the planner stages, and that staged variants compile for sm_90 as one module of two
-// kernels whose tile counts the rendered static_asserts tie to the launch's.
+// shared by them), blocks one after another over the grid the library launches, with the arguments
+// the launch passes (conv2d_impl::hmma_stage_tensor: run-time shapes, the host's load path and
+// reciprocals). Every case checks the whole workspace element by element — the input's and the
+// weight's channels-last copies with zeros past the real channels — and that nothing before or after
+// them was written, that every read falls inside the source tensor; for NCHW and channels-last
+// sources, the 16-byte load path and the 16-bit one (a source misaligned by one element, pixel counts
+// that are not a multiple of 8), every channel count from 1 to 136. Also: the fast division, which
+// variants the planner stages, that a staged variant's conv module is the channels-last variant's
+// (one kernel) and that the staging module is one request for every staged shape, both compiling for
+// sm_90 without spills.
 #include <gtest/gtest.h>
 
 #include <barrier>
-#include <cstdlib>
-#include <tuple>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <cuinline/arch.hpp>
+#include <cuinline/cache.hpp>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <memory>
+#include <optional>
 #include <random>
+#include <regex>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -72,6 +79,12 @@ inline uint4 __ldg(const uint4* p) {
   std::memcpy(&v, p, 16);
   return v;
 }
+inline int __ffs(int x) {
+  return x == 0 ? 0 : __builtin_ctz(static_cast<unsigned>(x)) + 1;
+}
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((std::uint64_t{a} * b) >> 32);
+}
 inline void __syncthreads() {
   g_barrier->arrive_and_wait();
 }
@@ -83,18 +96,74 @@ namespace {
 using namespace cuinline::ops;
 namespace impl = cuinline::ops::conv2d_impl;
 
-template <int cin, int h, int w, int kh, int kw, int in_nhwc, int w_nhwc, int stage_in, int stage_w>
-struct Shape {
-  static constexpr int kCin = cin, kH = h, kW = w, kKH = kh, kKW = kw, kCp = (cin + 7) / 8 * 8, kInNhwc = in_nhwc,
-                       kWNhwc = w_nhwc, kStageInput = stage_in, kStageWeight = stage_w;
+// The host's mirror of the kernel's argument, member for member.
+using DeviceTensor = cuinline_conv2d_stage_tensor;
+static_assert(sizeof(DeviceTensor) == sizeof(impl::StageTensor));
+static_assert(offsetof(DeviceTensor, pixels) == offsetof(impl::StageTensor, pixels));
+static_assert(offsetof(DeviceTensor, channels) == offsetof(impl::StageTensor, channels));
+static_assert(offsetof(DeviceTensor, vec) == offsetof(impl::StageTensor, vec));
+static_assert(offsetof(DeviceTensor, blocks) == offsetof(impl::StageTensor, blocks));
+static_assert(offsetof(DeviceTensor, tiles_c) == offsetof(impl::StageTensor, tiles_c));
+static_assert(offsetof(DeviceTensor, by_tiles) == offsetof(impl::StageTensor, by_tiles));
+static_assert(offsetof(DeviceTensor, by_tiles_c) == offsetof(impl::StageTensor, by_tiles_c));
+
+DeviceTensor to_device(const impl::StageTensor& t) {
+  DeviceTensor d;
+  std::memcpy(&d, &t, sizeof d);
+  return d;
+}
+
+unsigned divide(unsigned n, unsigned d) {
+  const impl::StageFastDiv f = impl::fast_div_of(d);
+  return cuinline_conv2d_stage_detail::divide(n, {f.mul, f.shift});
+}
+
+TEST(Conv2dStageEmulated, FastDivisionIsExactBelow2To31) {
+  std::mt19937_64 rng(11);
+  std::vector<unsigned> divisors;
+  for (unsigned d = 1; d <= 600; ++d) divisors.push_back(d);
+  for (int k = 10; k <= 31; ++k) {
+    for (long long e : {-1ll, 0ll, 1ll}) divisors.push_back(static_cast<unsigned>((1ll << k) + e));
+  }
+  for (int i = 0; i < 200; ++i) divisors.push_back(static_cast<unsigned>(rng() % 0x7fffffffu) + 1);
+  for (unsigned d : divisors) {
+    if (d > 0x7fffffffu) continue;
+    std::vector<unsigned> ns = {0,
+                                1,
+                                d - 1,
+                                d,
+                                d + 1,
+                                2 * d - 1,
+                                2 * d,
+                                0x7fffffffu,
+                                0x7ffffffeu,
+                                0x7fffffffu / d * d,
+                                0x7fffffffu / d * d - 1};
+    for (int i = 0; i < 64; ++i) ns.push_back(static_cast<unsigned>(rng() % 0x80000000u));
+    for (unsigned n : ns) {
+      if (n > 0x7fffffffu) continue;
+      ASSERT_EQ(divide(n, d), n / d) << n << " / " << d;
+    }
+  }
+}
+
+struct Case {
+  int images, cout, cin, h, w, kh, kw;
+  bool in_nhwc, w_nhwc, stage_in, stage_w;
 };
+
+std::string describe(const Case& c, bool misaligned) {
+  return "cin " + std::to_string(c.cin) + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " filter " +
+         std::to_string(c.kh) + "x" + std::to_string(c.kw) + (c.in_nhwc ? " x:nhwc" : "") +
+         (c.w_nhwc ? " w:nhwc" : "") + (c.stage_in ? "" : " weight only") + (c.stage_w ? "" : " input only") +
+         (misaligned ? " misaligned" : "");
+}
 
 constexpr unsigned short kPoison = 0xDEAD;
 
 // One tensor's expected copy: images x [pixels][cp], channel c of pixel p = the source's, zeros past cin.
-std::vector<unsigned short> expected_copy(const std::vector<unsigned short>& src, const unsigned short* begin,
-                                          int images, int cin, std::int64_t pixels, int cp, bool nhwc) {
-  (void)src;
+std::vector<unsigned short> expected_copy(const unsigned short* begin, int images, int cin,
+                                          std::int64_t pixels, int cp, bool nhwc) {
   std::vector<unsigned short> out(static_cast<std::size_t>(images) * pixels * cp, 0);
   for (int n = 0; n < images; ++n)
     for (std::int64_t p = 0; p < pixels; ++p)
@@ -105,52 +174,100 @@ std::vector<unsigned short> expected_copy(const std::vector<unsigned short>& src
   return out;
 }
 
-template <class S>
-void check_case(int images, int cout, bool misaligned, std::uint64_t seed) {
-  using St = cuinline_conv2d_stage_detail::Stage<S>;
-  const std::int64_t pixels = std::int64_t{S::kH} * S::kW, taps = S::kKH * S::kKW;
-  SCOPED_TRACE("cin " + std::to_string(S::kCin) + " " + std::to_string(S::kH) + "x" + std::to_string(S::kW) +
-               " filter " + std::to_string(S::kKH) + "x" + std::to_string(S::kKW) + (S::kInNhwc ? " x:nhwc" : "") +
-               (S::kWNhwc ? " w:nhwc" : "") + (misaligned ? " misaligned" : ""));
-  // The kernel's tiles are the launch's.
-  EXPECT_EQ(St::In::kTiles, impl::hmma_stage_tiles(S::kCp, pixels));
-  EXPECT_EQ(St::W::kTiles, impl::hmma_stage_tiles(S::kCp, taps));
-  std::mt19937_64 rng(seed);
-  const int shift = misaligned ? 1 : 0;
-  std::vector<unsigned short> x(static_cast<std::size_t>(images) * S::kCin * pixels + 1);
-  std::vector<unsigned short> wt(static_cast<std::size_t>(cout) * S::kCin * taps + 1);
-  for (auto& e : x) e = static_cast<unsigned short>(rng() | 1);  // never 0: a copied zero is a padding zero
-  for (auto& e : wt) e = static_cast<unsigned short>(rng() | 1);
-  const unsigned short* xs = x.data() + shift;
-  const unsigned short* ws = wt.data() + shift;
-  g_sources = {{xs, (x.size() - 1) * 2}, {ws, (wt.size() - 1) * 2}};
-  // Workspaces with 64 poisoned guard elements each side.
-  const std::size_t in_elems = static_cast<std::size_t>(images) * pixels * S::kCp;
-  const std::size_t w_elems = static_cast<std::size_t>(cout) * taps * S::kCp;
-  std::vector<unsigned short> in_ws(in_elems + 128, kPoison), w_ws(w_elems + 128, kPoison);
-  // (16-byte aligned destinations, as the workspace is.)
-  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(in_ws.data() + 64) % 16, 0u);
-  const std::int64_t blocks =
-      (S::kStageInput ? images * St::In::kTiles : 0) + (S::kStageWeight ? cout * St::W::kTiles : 0);
-  std::barrier<> barrier(256);
-  g_barrier = &barrier;
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    std::vector<std::thread> threads;
+// The grid on 256 threads kept for the whole program (creating 256 threads a case cost more than the
+// copies): each walks every block in turn, a barrier after each (the next block reuses the
+// __shared__ array); `start` and `done` hand a grid over and back.
+class BlockThreads {
+ public:
+  BlockThreads() {
+    g_barrier = &block_;
     for (unsigned tid = 0; tid < 256; ++tid) {
-      threads.emplace_back([&, tid] {
+      threads_.emplace_back([this, tid] {
         threadIdx = {tid, 0, 0};
-        blockIdx = {static_cast<unsigned>(b), 0, 0};
-        cuinline_conv2d_stage<S>(xs, S::kStageInput ? in_ws.data() + 64 : nullptr, ws,
-                                 S::kStageWeight ? w_ws.data() + 64 : nullptr, images);
+        for (;;) {
+          start_.arrive_and_wait();
+          if (quit_) return;
+          for (unsigned b = 0; b < blocks_; ++b) {
+            blockIdx = {b, 0, 0};
+            cuinline_conv2d_stage(in_, w_, cp_, tc_);
+            block_.arrive_and_wait();
+          }
+          done_.arrive_and_wait();
+        }
       });
     }
-    for (std::thread& t : threads) t.join();
   }
-  auto check = [&](const std::vector<unsigned short>& got, const std::vector<unsigned short>& want, bool staged,
-                   const char* what) {
+  ~BlockThreads() {
+    quit_ = true;
+    start_.arrive_and_wait();
+    for (std::thread& t : threads_) t.join();
+  }
+  void run(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc) {
+    blocks_ = blocks, in_ = in, w_ = w, cp_ = cp, tc_ = tc;
+    start_.arrive_and_wait();  // (the barrier orders these writes before the workers' reads)
+    done_.arrive_and_wait();
+  }
+
+ private:
+  std::barrier<> block_{256}, start_{257}, done_{257};
+  bool quit_ = false;
+  unsigned blocks_ = 0;
+  DeviceTensor in_{}, w_{};
+  int cp_ = 0, tc_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+void run_grid(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc) {
+  static BlockThreads threads;  // (destroyed at exit: the workers are told to end and joined)
+  threads.run(blocks, in, w, cp, tc);
+}
+
+// Which load paths the cases took: [nhwc][vec].
+int g_paths[2][2] = {};
+
+void check_case(const Case& c, bool misaligned, std::uint64_t seed) {
+  const std::int64_t pixels = std::int64_t{c.h} * c.w, taps = std::int64_t{c.kh} * c.kw;
+  const int cp = (c.cin + 7) / 8 * 8;
+  SCOPED_TRACE(describe(c, misaligned));
+  std::mt19937_64 rng(seed);
+  const int shift = misaligned ? 1 : 0;
+  std::vector<unsigned short> x(static_cast<std::size_t>(c.images) * c.cin * pixels + 8);
+  std::vector<unsigned short> wt(static_cast<std::size_t>(c.cout) * c.cin * taps + 8);
+  for (auto& e : x) e = static_cast<unsigned short>(rng() | 1);  // never 0: a copied zero is a padding zero
+  for (auto& e : wt) e = static_cast<unsigned short>(rng() | 1);
+  // (std::vector's storage is 16-byte aligned: the aligned case is.)
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(x.data()) % 16, 0u);
+  const unsigned short* xs = x.data() + shift;
+  const unsigned short* ws = wt.data() + shift;
+  g_sources = {{xs, static_cast<std::size_t>(c.images) * c.cin * pixels * 2},
+               {ws, static_cast<std::size_t>(c.cout) * c.cin * taps * 2}};
+  // Workspaces with 64 poisoned guard elements each side (16-byte aligned copies, as the workspace is).
+  const std::size_t in_elems = static_cast<std::size_t>(c.images) * pixels * cp;
+  const std::size_t w_elems = static_cast<std::size_t>(c.cout) * taps * cp;
+  std::vector<unsigned short> in_ws(in_elems + 128, kPoison), w_ws(w_elems + 128, kPoison);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(in_ws.data() + 64) % 16, 0u);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(w_ws.data() + 64) % 16, 0u);
+  // The launch's arguments.
+  impl::StageTensor in_args, w_args;
+  if (c.stage_in)
+    in_args = impl::hmma_stage_tensor(xs, in_ws.data() + 64, c.images, c.cin, pixels, c.in_nhwc, cp);
+  if (c.stage_w) w_args = impl::hmma_stage_tensor(ws, w_ws.data() + 64, c.cout, c.cin, taps, c.w_nhwc, cp);
+  EXPECT_EQ(in_args.blocks, c.stage_in ? c.images * impl::hmma_stage_tiles(cp, pixels) : 0);
+  EXPECT_EQ(w_args.blocks, c.stage_w ? c.cout * impl::hmma_stage_tiles(cp, taps) : 0);
+  for (const auto& [args, staged, nhwc, p] :
+       {std::tuple{in_args, c.stage_in, c.in_nhwc, pixels}, std::tuple{w_args, c.stage_w, c.w_nhwc, taps}}) {
+    if (!staged) continue;
+    EXPECT_EQ(args.vec, !nhwc && p % 8 == 0 && !misaligned ? 1 : 0);
+    ++g_paths[nhwc ? 1 : 0][args.vec];
+  }
+  run_grid(in_args.blocks + w_args.blocks, to_device(in_args), to_device(w_args), cp,
+           impl::hmma_stage_tile_channels(cp));
+  auto check = [&](const std::vector<unsigned short>& got, const std::vector<unsigned short>& want,
+                   bool staged, const char* what) {
     SCOPED_TRACE(what);
     for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(got[i], kPoison) << "written before the workspace";
-    for (std::size_t i = 64 + want.size(); i < got.size(); ++i) ASSERT_EQ(got[i], kPoison) << "written past it";
+    for (std::size_t i = 64 + want.size(); i < got.size(); ++i)
+      ASSERT_EQ(got[i], kPoison) << "written past it";
     std::size_t wrong = 0, first = want.size();
     for (std::size_t i = 0; i < want.size(); ++i) {
       const unsigned short expect = staged ? want[i] : kPoison;
@@ -161,29 +278,52 @@ void check_case(int images, int cout, bool misaligned, std::uint64_t seed) {
     }
     EXPECT_EQ(wrong, 0u) << "first wrong element " << first << " of " << want.size();
   };
-  check(in_ws, expected_copy(x, xs, images, S::kCin, pixels, S::kCp, S::kInNhwc), S::kStageInput, "input");
-  check(w_ws, expected_copy(wt, ws, cout, S::kCin, taps, S::kCp, S::kWNhwc), S::kStageWeight, "weight");
+  check(in_ws, expected_copy(xs, c.images, c.cin, pixels, cp, c.in_nhwc), c.stage_in, "input");
+  check(w_ws, expected_copy(ws, c.cout, c.cin, taps, cp, c.w_nhwc), c.stage_w, "weight");
 }
 
+// Every channel count from 1 to 136 (tiles of 8 to 64 channels, 1 to 17 channel tiles an image),
+// aligned and misaligned by one element: two images of an NCHW input whose plane is a multiple of 8
+// pixels (the 16-byte path when aligned, else the 16-bit one) with a channels-last weight; every
+// third count also a channels-last input of 15 pixels with an NCHW weight of 8 taps (its 16-byte
+// path). (Each block costs two barriers of 256 threads: the sweep keeps the tensors small.)
+TEST(Conv2dStageEmulated, EveryChannelCountBothLayoutsBothLoadPaths) {
+  std::uint64_t seed = 100;
+  for (int cin = 1; cin <= 136; ++cin) {
+    for (bool mis : {false, true}) {
+      check_case({2, 1, cin, 4, 6, 3, 3, false, true, true, true}, mis, seed++);
+      if (cin % 3 == 0) check_case({1, 1, cin, 3, 5, 2, 4, true, false, true, true}, mis, seed++);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  // Both load paths were taken for NCHW sources, the 16-bit one for channels-last.
+  EXPECT_GT(g_paths[0][1], 0);
+  EXPECT_GT(g_paths[0][0], 0);
+  EXPECT_GT(g_paths[1][0], 0);
+  EXPECT_EQ(g_paths[1][1], 0);
+}
+
+// Larger planes: several pixel tiles an image (tiles of 64 to 512 pixels), a partial last tile.
 TEST(Conv2dStageEmulated, CopiesAreExactAndStayInBounds) {
   std::uint64_t seed = 7;
   for (bool mis : {false, true}) {
     // The seed's 8 channels (a tile of 512 pixels), NCHW input and weight: the 16-byte path.
-    check_case<Shape<8, 24, 24, 3, 3, 0, 0, 1, 1>>(2, 16, mis, seed++);
+    check_case({2, 16, 8, 24, 24, 3, 3, false, false, true, true}, mis, seed++);
     // 3 channels (an RGB stem): zeros in channels 3-7; a 7x7 filter; pixels not a multiple of 8.
-    check_case<Shape<3, 13, 11, 7, 7, 0, 0, 1, 1>>(2, 8, mis, seed++);
+    check_case({2, 8, 3, 13, 11, 7, 7, false, false, true, true}, mis, seed++);
     // Channels-last input with 3 channels and an NCHW weight; channels-last weight only.
-    check_case<Shape<3, 9, 9, 3, 3, 1, 0, 1, 1>>(1, 4, mis, seed++);
-    check_case<Shape<20, 6, 10, 3, 5, 1, 1, 1, 1>>(2, 24, mis, seed++);  // 24 channels: tiles of 8
-    // 64 and 128 channels (tiles of 64), 136 (tiles of 8): several channel tiles an image.
-    check_case<Shape<64, 8, 8, 3, 3, 0, 0, 1, 1>>(2, 8, mis, seed++);
-    check_case<Shape<128, 5, 7, 1, 1, 0, 0, 1, 1>>(1, 4, mis, seed++);
-    check_case<Shape<133, 4, 4, 2, 2, 0, 0, 1, 1>>(1, 3, mis, seed++);
+    check_case({1, 4, 3, 9, 9, 3, 3, true, false, true, true}, mis, seed++);
+    check_case({2, 24, 20, 6, 10, 3, 5, true, true, true, true}, mis, seed++);  // 24 channels: tiles of 8
+    // 64 and 128 channels (tiles of 64), 133 (tiles of 8): several channel and pixel tiles an image.
+    check_case({2, 8, 64, 12, 16, 3, 3, false, false, true, true}, mis, seed++);
+    check_case({1, 4, 128, 9, 17, 1, 1, false, false, true, true}, mis, seed++);
+    check_case({1, 3, 133, 23, 24, 2, 2, false, false, true, true}, mis, seed++);
+    check_case({2, 2, 32, 20, 20, 3, 3, true, false, true, true}, mis, seed++);  // 400 pixels, tiles of 128
     // Only the weight (input channels-last, 16 channels) or only the input (weight channels-last).
-    check_case<Shape<16, 8, 8, 3, 3, 1, 0, 0, 1>>(2, 8, mis, seed++);
-    check_case<Shape<16, 8, 8, 3, 3, 0, 1, 1, 0>>(2, 8, mis, seed++);
+    check_case({2, 8, 16, 8, 8, 3, 3, true, false, false, true}, mis, seed++);
+    check_case({2, 8, 16, 8, 8, 3, 3, false, true, true, false}, mis, seed++);
     // One channel, one pixel.
-    check_case<Shape<1, 1, 1, 1, 1, 0, 0, 1, 1>>(3, 2, mis, seed++);
+    check_case({3, 2, 1, 1, 1, 1, 1, false, false, true, true}, mis, seed++);
   }
 }
 
@@ -198,7 +338,7 @@ Conv2dVariant half_variant(int cin, int hw, int cout, Conv2dLayout in, Conv2dLay
 
 // Which variants are staged (CUINLINE_CONV2D_STAGE unset in ctest): those not already channels-last
 // with a multiple of 8 channels, from kStageMinElements input elements an image; the tiling then is
-// the staged variant's, and the request one module of two kernels that compiles for sm_90.
+// the staged variant's.
 TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   if (std::getenv("CUINLINE_CONV2D_STAGE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE is set";
   const auto nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
@@ -229,21 +369,65 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   EXPECT_EQ(conv2d_tiling(f32).stage_channels, 0);
 }
 
-TEST(Conv2dStage, StagedVariantsCompileAsOneModuleOfTwoKernels) {
+// One kernel in each module: ptxas's report for it, no spills.
+void expect_one_kernel_without_spills(cuinline::CompileRequest request, const std::string& name) {
+  request.options.push_back("-Xptxas=-v");
+  const cuinline::CompiledProgram c =
+      cuinline::compile(request, cuinline::Arch::parse("sm_90"));  // throws on error
+  EXPECT_EQ(c.lowered_names.size(), 1u);
+  EXPECT_TRUE(c.lowered_name(name).has_value());
+  const std::regex regs(R"(Used (\d+) registers)"), spill(R"((\d+) bytes spill stores)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(c.log.begin(), c.log.end(), regs), std::sregex_iterator()), 1)
+      << c.log;
+  int spills = 0;
+  for (auto it = std::sregex_iterator(c.log.begin(), c.log.end(), spill); it != std::sregex_iterator();
+       ++it) {
+    EXPECT_EQ((*it)[1], "0") << c.log;
+    ++spills;
+  }
+  EXPECT_EQ(spills, 1) << c.log;
+}
+
+// A staged variant's module is its conv only — exactly the request of the channels-last variant it
+// runs as (so NCHW variants staging to one shape share that entry) — and the staging copy one
+// shape-generic module: the same request (the same cache key) for every staged variant, none for a
+// variant that is not staged. Both compile for sm_90 as one kernel without spills.
+TEST(Conv2dStage, StagedVariantsCompileAsTheConvAndOneSharedStagingModule) {
   const auto nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  std::optional<cuinline::CompileRequest> stage;
+  int staged = 0;
   for (const Conv2dVariant& v : {half_variant(8, 128, 64, nchw, nchw), half_variant(3, 64, 16, nhwc, nhwc),
-                                 half_variant(20, 40, 24, nchw, nhwc), half_variant(64, 56, 64, nhwc, nchw)}) {
+                                 half_variant(20, 40, 24, nchw, nhwc), half_variant(64, 56, 64, nhwc, nchw),
+                                 half_variant(128, 128, 128, nchw, nchw)}) {
     SCOPED_TRACE(v.name());
     if (!impl::hmma_stages(v)) continue;  // (CUINLINE_CONV2D_STAGE=0)
+    ++staged;
     const cuinline::CompileRequest r = make_request(v);
-    ASSERT_EQ(r.name_expressions.size(), 2u);
-    EXPECT_EQ(r.name_expressions[1], impl::kHmmaStageKernel);
-    // The staged variant's conv source is part of it; the direct request is a different module.
+    ASSERT_EQ(r.name_expressions.size(), 1u);
+    EXPECT_EQ(r.name_expressions[0], kernel_name(v));
+    const cuinline::CompileRequest channels_last = make_request(impl::hmma_staged_variant(v));
+    EXPECT_EQ(r.source, channels_last.source);
+    EXPECT_EQ(cuinline::make_cache_key(r, sm90), cuinline::make_cache_key(channels_last, sm90));
+    EXPECT_EQ(r.source.find("conv2d_stage"), std::string::npos);
+    // The direct kernel (no workspace) is a different module.
     EXPECT_NE(r.source, impl::make_hmma_direct_request(v).source);
-    const cuinline::CompiledProgram c = cuinline::compile(r, cuinline::Arch::parse("sm_90"));  // throws on error
-    EXPECT_EQ(c.lowered_names.size(), 2u);
-    EXPECT_TRUE(c.lowered_name(impl::kHmmaStageKernel).has_value());
+    const std::optional<cuinline::CompileRequest> s = make_stage_request(v);
+    ASSERT_TRUE(s.has_value());
+    if (stage) {
+      EXPECT_EQ(s->source, stage->source);
+      EXPECT_EQ(s->name_expressions, stage->name_expressions);
+      EXPECT_EQ(cuinline::make_cache_key(*s, sm90), cuinline::make_cache_key(*stage, sm90));
+    }
+    stage = s;
+    expect_one_kernel_without_spills(r, kernel_name(v));
   }
+  if (staged == 0) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE=0: nothing staged";
+  EXPECT_EQ(stage->name_expressions, std::vector<std::string>{impl::kHmmaStageKernel});
+  expect_one_kernel_without_spills(*stage, impl::kHmmaStageKernel);
+  // Not staged: no staging module.
+  EXPECT_FALSE(make_stage_request(half_variant(64, 56, 64, nhwc, nhwc)).has_value());
+  EXPECT_FALSE(make_stage_request(half_variant(4, 8, 8, nchw, nchw)).has_value());
 }
 
 }  // namespace

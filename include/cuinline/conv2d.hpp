@@ -24,6 +24,7 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -142,6 +143,12 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 CompileRequest make_request(const Conv2dVariant& variant);
 /// The name expression of the variant's kernel in make_request(variant).
 std::string kernel_name(const Conv2dVariant& variant);
+/// The other module a call of `variant` launches, if any: for an f16 / bf16 variant that is staged
+/// (conv2d_tiling(variant).stage_channels > 0) the staging copy's CompileRequest
+/// (kernel_templates/conv2d_stage.cuh, one kernel). It is shape-generic — the same request, one
+/// cache entry an arch, for every staged variant — and `cuinline warm` compiles it beside them;
+/// std::nullopt for every other variant.
+std::optional<CompileRequest> make_stage_request(const Conv2dVariant& variant);
 
 /// How a variant is split into blocks (chosen on the host; rendered into the source).
 struct Conv2dTiling {

@@ -84,6 +84,8 @@ struct Variant {
 /// is rendered (a small spec can name millions of combinations), and identical variants are merged
 /// before they are rendered; too many → InvalidArgument naming the count and the limit. A "cuda"
 /// entry's file and headers must resolve inside `spec_directory` unless `allow_outside_paths`.
+/// Where a conv2d variant is staged (f16 / bf16 copied channels-last first), the staging copy's
+/// module follows it, once a spec (not counted against `max_variants`).
 inline constexpr std::size_t kDefaultMaxVariants = 100000;
 std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
                                  std::size_t max_variants = kDefaultMaxVariants, bool allow_outside_paths = false);

@@ -2,6 +2,7 @@
 // run time (ops::make_request, make_inline_request, ...), so the keys match.
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <cuinline/conv2d.hpp>
@@ -134,9 +135,17 @@ void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool 
   out.push_back({spec.file + " [" + kernels + "]", entry.path, make_inline_request(options)});
 }
 
-void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out) {
+// Each variant's module, and once a spec the staging copy's (one shape-generic module that every
+// staged f16 / bf16 variant launches before its conv: ops::make_stage_request), so a warmed cache
+// needs no NVRTC at run time.
+void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, bool& stage_listed) {
   for (const auto& variant : entry.conv2d.variants) {
     out.push_back({variant.name(), entry.path, ops::make_request(variant)});
+    if (stage_listed) continue;
+    if (std::optional<CompileRequest> stage = ops::make_stage_request(variant)) {
+      out.push_back({"conv2d staging copy (f16/bf16)", entry.path, std::move(*stage)});
+      stage_listed = true;
+    }
   }
 }
 
@@ -179,6 +188,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
     }
   }
   std::vector<Variant> out;
+  bool stage_listed = false;
   for (const auto& entry : spec.entries) {
     try {
       switch (entry.kind) {
@@ -186,7 +196,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
           expand_op(entry, out);
           break;
         case EntryKind::conv2d:
-          expand_conv2d(entry, out);
+          expand_conv2d(entry, out, stage_listed);
           break;
         case EntryKind::cuda:
           expand_cuda(entry, spec_directory, allow_outside_paths, out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
+#include <optional>
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -489,6 +490,12 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
          check("kTilesY", t.tiles_y, "tiles y") + check("kThreads", t.threads(), "threads");
 }
 }  // namespace conv2d_impl
+
+std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
+  v.validate();
+  if (!conv2d_impl::hmma_stages(v)) return std::nullopt;  // (conv2d_tiling(v).stage_channels == 0)
+  return conv2d_impl::make_hmma_stage_request();
+}
 
 CompileRequest make_request(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);

@@ -1,6 +1,8 @@
 // conv2d in f16 and bf16 on tensor cores (mma.sync m16n8k16, fp32 accumulation;
-// kernel_templates/conv2d_hmma.cuh): which variants it computes, the block tiling chosen on the host,
-// and the rendering of the template into one CompileRequest per variant.
+// kernel_templates/conv2d_hmma.cuh): which variants it computes, which are staged (copied into a
+// channels-last workspace first), the block tiling chosen on the host, the rendering of the template
+// into one CompileRequest per variant, and the staging copy's shape-generic request and arguments
+// (kernel_templates/conv2d_stage.cuh).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -314,19 +316,17 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   return src;
 }
 
-CompileRequest request_of(const Conv2dVariant& v, std::string source, bool staged, bool wgmma) {
+CompileRequest request_of(const Conv2dVariant& v, std::string source, bool wgmma) {
   CompileRequest request;
   // wgmma: sm_90a on an sm_90 device (the template keeps mma.sync for every other arch).
   request.arch_specific = wgmma;
   request.name = "conv2d_hmma.cu";
   request.source = std::move(source);
-  std::vector<const char*> headers = {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"};
-  if (staged) headers.push_back("conv2d_stage.cuh");
-  for (const char* header : headers) request.headers.push_back({header, cuinline::detail::template_text(header)});
+  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"})
+    request.headers.push_back({header, cuinline::detail::template_text(header)});
   // No contraction: bias, residual and epilogue round after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
-  if (staged) request.name_expressions.push_back(kHmmaStageKernel);
   return request;
 }
 
@@ -357,11 +357,44 @@ bool hmma_stages(const Conv2dVariant& v) {
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
 }
 
+int hmma_stage_tile_channels(int cp) {
+  return cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : cp % 16 == 0 ? 16 : 8;
+}
+
 std::int64_t hmma_stage_tiles(int stage_channels, std::int64_t pixels) {
-  const int cp = stage_channels;
-  const int tc = cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : cp % 16 == 0 ? 16 : 8;
-  const std::int64_t tp = 8 * (256 / (tc / 2));
-  return (pixels + tp - 1) / tp * (cp / tc);
+  const int tc = hmma_stage_tile_channels(stage_channels);
+  const std::int64_t tp = 4096 / tc;  // pixels a tile (conv2d_stage.cuh): 8 x 256 threads / (tc / 2) pairs
+  return (pixels + tp - 1) / tp * (stage_channels / tc);
+}
+
+StageFastDiv fast_div_of(std::uint32_t d) {
+  if (d <= 1) return {};
+  int l = 1;  // ceil(log2 d)
+  while ((std::uint64_t{1} << l) < d) ++l;
+  const std::uint64_t mul = ((std::uint64_t{1} << (31 + l)) + d - 1) / d;  // < 2^32 (d > 2^(l-1))
+  return {static_cast<std::uint32_t>(mul), static_cast<std::uint32_t>(l - 1)};
+}
+
+StageTensor hmma_stage_tensor(const void* src, void* dst, std::int64_t images, int channels,
+                              std::int64_t pixels, bool nhwc, int cp) {
+  const std::int64_t tiles = hmma_stage_tiles(cp, pixels);
+  if (images * tiles > 0x7fffffff) {
+    throw InvalidArgument("conv2d staging copy: " + std::to_string(images * tiles) +
+                          " blocks (at most 2^31 - 1)");
+  }
+  StageTensor t;
+  t.src = src;
+  t.dst = dst;
+  t.pixels = pixels;
+  t.channels = channels;
+  t.nhwc = nhwc ? 1 : 0;
+  t.vec = !nhwc && pixels % 8 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0 ? 1 : 0;
+  t.blocks = static_cast<std::uint32_t>(images * tiles);
+  t.tiles = static_cast<std::uint32_t>(tiles);
+  t.tiles_c = static_cast<std::uint32_t>(cp / hmma_stage_tile_channels(cp));
+  t.by_tiles = fast_div_of(t.tiles);
+  t.by_tiles_c = fast_div_of(t.tiles_c);
+  return t;
 }
 
 Conv2dVariant hmma_staged_variant(const Conv2dVariant& v) {
@@ -392,37 +425,27 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
 
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v) {
   const Conv2dTiling t = hmma_direct_tiling(v);
-  return request_of(v, direct_source(v, t), false, t.wgmma);
+  return request_of(v, direct_source(v, t), t.wgmma);
 }
 
 CompileRequest make_hmma_request(const Conv2dVariant& v) {
   const Conv2dTiling t = hmma_tiling(v);  // validates
-  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), false, t.wgmma);
-  // One module of two kernels: the conv of the channels-last copies (the staged variant's own
-  // source) and the staging copy, named after the variant as called.
-  const Conv2dVariant staged = hmma_staged_variant(v);
-  const auto c = render_constant;
-  std::string src = "// staged from " + v.name() + "\n" + direct_source(staged, direct_tiling(staged));
-  src += "\n#include \"conv2d_stage.cuh\"\n\nstruct cuinline_conv2d_stage_shape {\n";
-  src += c("kCin", v.in_channels) + c("kH", v.height) + c("kW", v.width) + c("kKH", v.kernel_h) +
-         c("kKW", v.kernel_w) + c("kCp", t.stage_channels) +
-         c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
-         c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) + c("kStageInput", t.stage_input ? 1 : 0) +
-         c("kStageWeight", t.stage_weight ? 1 : 0);
-  src += "};\n";
-  // The launch's grid (hmma_stage_tiles) and the kernel's tiles agree, or the variant does not compile.
-  const std::string stage = "cuinline_conv2d_stage_detail::Stage<cuinline_conv2d_stage_shape>";
-  if (t.stage_input) {
-    src += "static_assert(" + stage + "::In::kTiles == " +
-           std::to_string(hmma_stage_tiles(t.stage_channels, std::int64_t{v.height} * v.width)) +
-           ", \"input tiles\");\n";
-  }
-  if (t.stage_weight) {
-    src += "static_assert(" + stage + "::W::kTiles == " +
-           std::to_string(hmma_stage_tiles(t.stage_channels, std::int64_t{v.kernel_h} * v.kernel_w)) +
-           ", \"weight tiles\");\n";
-  }
-  return request_of(v, std::move(src), true, t.wgmma);
+  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), t.wgmma);
+  // The conv of the channels-last copies: exactly the staged variant's own request (the staging
+  // copy is a module of its own, make_hmma_stage_request), so NCHW variants that stage to the same
+  // shape, and that channels-last variant, share one cache entry.
+  return make_hmma_request(hmma_staged_variant(v));
+}
+
+CompileRequest make_hmma_stage_request() {
+  CompileRequest request;
+  request.name = "conv2d_stage.cu";
+  request.source =
+      "// cuinline conv2d staging copy (every staged f16 / bf16 variant)\n#include \"conv2d_stage.cuh\"\n";
+  request.headers.push_back({"conv2d_stage.cuh", cuinline::detail::template_text("conv2d_stage.cuh")});
+  request.options = {"-minimal"};  // see elementwise.cpp (integer copies only: nothing to contract)
+  request.name_expressions = {kHmmaStageKernel};
+  return request;
 }
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -58,12 +58,16 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
 /// staged variant (hmma_stages) the tiling of its channels-last copy, with stage_channels,
 /// stage_input and stage_weight set.
 Conv2dTiling hmma_tiling(const Conv2dVariant& v);
-/// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)): for a
-/// staged variant one module of two kernels, kernel_name(v) (the conv of the copies) and
-/// kHmmaStageKernel (conv2d_stage.cuh).
+/// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)). A staged
+/// variant's is its conv's, the request of hmma_staged_variant(v) (one kernel, kernel_name(v)): a
+/// channels-last variant with as many channels shares the entry. The staging copy is a module of
+/// its own, make_hmma_stage_request().
 CompileRequest make_hmma_request(const Conv2dVariant& v);
-/// The name expression of the staging copy in a staged variant's module.
-inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage<cuinline_conv2d_stage_shape>";
+/// The staging copy's CompileRequest (kernel_templates/conv2d_stage.cuh, the one kernel
+/// kHmmaStageKernel): shape-generic, the same for every staged variant (one cache entry an arch).
+CompileRequest make_hmma_stage_request();
+/// The name expression of the staging copy in make_hmma_stage_request().
+inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage";
 /// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;
@@ -75,8 +79,34 @@ bool hmma_stages(const Conv2dVariant& v);
 /// The variant the conv kernel of a staged call computes: channels-last input and weight with
 /// in_channels rounded up to 8.
 Conv2dVariant hmma_staged_variant(const Conv2dVariant& v);
-/// Blocks of the staging copy for one image of `pixels` pixels (conv2d_stage.cuh's Copy::kTiles).
+/// The channels of one tile of the staging copy for cp (stage_channels) channels: the largest of
+/// 64, 32, 16, 8 that divides cp (the kernel's `tc`).
+int hmma_stage_tile_channels(int cp);
+/// Blocks of the staging copy for one image of `pixels` pixels: channel tiles x pixel tiles of
+/// 4096 / tc pixels.
 std::int64_t hmma_stage_tiles(int stage_channels, std::int64_t pixels);
+/// n / d for n < 2^31 as a multiply and a shift (conv2d_stage.cuh's FastDiv; mul 0 for d = 1).
+struct StageFastDiv {
+  std::uint32_t mul = 0, shift = 0;
+};
+StageFastDiv fast_div_of(std::uint32_t d);
+/// The staging copy's parameters for one tensor: conv2d_stage.cuh's cuinline_conv2d_stage_tensor,
+/// member for member (64 bytes; the launch checks the size against the kernel's parameter).
+struct StageTensor {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  std::int64_t pixels = 0;
+  std::int32_t channels = 0, nhwc = 0, vec = 0;
+  std::uint32_t blocks = 0, tiles = 0, tiles_c = 0;
+  StageFastDiv by_tiles, by_tiles_c;
+};
+static_assert(sizeof(StageTensor) == 64, "conv2d_stage.cuh's cuinline_conv2d_stage_tensor");
+/// The copy of `images` x `channels` x `pixels` values at src (channels-last where nhwc, else
+/// [channels][pixels] an image) into images x [pixels][cp] at dst: the 16-byte loads where the
+/// source is NCHW, pixels % 8 == 0 and src is 16-byte aligned. Throws InvalidArgument past 2^31 - 1
+/// blocks (the launch checks that first).
+StageTensor hmma_stage_tensor(const void* src, void* dst, std::int64_t images, int channels,
+                              std::int64_t pixels, bool nhwc, int cp);
 /// The tiling and request of v on the tensor-core kernel reading its tensors as they are (no
 /// staging): the fallback where no workspace can be had.
 Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v);

@@ -64,18 +64,26 @@ void finish_launchable(Launchable& l, int device) {
                                                              l.tiling.shared_bytes, device));
 }
 
+// The staging copy (conv2d_stage.cuh) on `device`: one shape-generic module for every staged
+// variant, fetched from the KernelCache once a device (the map is thread-safe; a miss runs without
+// its lock and the cache is single-flight per key) and kept beside the conv kernels.
+Kernel stage_kernel(int device) {
+  static auto* map = new detail::VariantMap<int, Kernel>;  // never destroyed, as kernel_map
+  return map->find_or_make(
+      0, device, [](int) { return true; },
+      [&] {
+        Module module = default_cache().get(conv2d_impl::make_hmma_stage_request(), device_arch(device));
+        return std::make_pair(0, module.kernel(conv2d_impl::kHmmaStageKernel));
+      });
+}
+
 std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int device) {
-  // Render, hash and compile (or fetch); KernelCache is single-flight per key.
+  // Render, hash and compile (or fetch); KernelCache is single-flight per key. A staged variant's
+  // module is the conv of the copies (that of hmma_staged_variant(v)); the copy is its own module.
   Launchable l;
   l.tiling = conv2d_tiling(v);
-  if (l.tiling.stage_channels > 0) {
-    Module module = default_cache().get(make_request(v), device_arch(device));
-    l.kernel = module.kernel(kernel_name(v));
-    l.stage = module.kernel(conv2d_impl::kHmmaStageKernel);
-    finish_launchable(l, device);
-    return std::make_pair(v, l);
-  }
   l.kernel = detail::load_kernel(v, device);
+  if (l.tiling.stage_channels > 0) l.stage = stage_kernel(device);
   finish_launchable(l, device);
   return std::make_pair(v, l);
 }
@@ -227,22 +235,31 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * 2) : 0;
   const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * 2) : 0;
-  const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(t.stage_channels, pixels) : 0) +
-                              (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(t.stage_channels, taps) : 0);
+  const int cp = t.stage_channels;
+  const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(cp, pixels) : 0) +
+                              (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(cp, taps) : 0);
   if (blocks > 0x7fffffff) return false;  // past a grid's x extent
   const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(in_bytes + w_bytes), stream);
   if (ws == 0) return false;
   cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
   void* in_ws = t.stage_input ? reinterpret_cast<void*>(ws) : nullptr;
   void* w_ws = t.stage_weight ? reinterpret_cast<void*>(ws + static_cast<CUdeviceptr>(in_bytes)) : nullptr;
+  // The copy's shapes are its arguments (one kernel for every staged variant); a tensor not staged
+  // has no blocks.
+  const bool in_nhwc = v.input_layout == Conv2dLayout::nhwc, w_nhwc = v.weight_layout == Conv2dLayout::nhwc;
+  conv2d_impl::StageTensor in_args, w_args;
+  if (t.stage_input) {
+    in_args = conv2d_impl::hmma_stage_tensor(input.data, in_ws, n, v.in_channels, pixels, in_nhwc, cp);
+  }
+  if (t.stage_weight) {
+    w_args =
+        conv2d_impl::hmma_stage_tensor(weight.data, w_ws, v.out_channels, v.in_channels, taps, w_nhwc, cp);
+  }
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(256);
   cfg.stream = stream;
-  const void* in = input.data;
-  const void* w = weight.data;
-  const int images = static_cast<int>(n);
-  e.stage.launch(cfg, in, in_ws, w, w_ws, images);
+  e.stage.launch(cfg, in_args, w_args, cp, conv2d_impl::hmma_stage_tile_channels(cp));
   launch_conv(e, v, n, t.stage_input ? in_ws : input.data, t.stage_weight ? w_ws : weight.data, bias.data,
               output.data, residual.data, stream);
   return true;
