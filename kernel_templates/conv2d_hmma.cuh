@@ -140,7 +140,13 @@ struct Plan {
   static constexpr int kCPitch = S::kOutNhwc ? kBN + 8 : kBM + 4;
   static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
   static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
-  static constexpr int kOutBytes = (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
+  // The wgmma tiling without a residual rounds in registers and stages the output tile in the
+  // storage type (kHalfEpi; see the epilogue): [kBM][kBN + 8] for a channels-last output, [kBN][kBM
+  // + 8] for NCHW (rows 16-byte aligned, the register writes conflict-free).
+  static constexpr bool kHalfEpi = kWgmma && !S::kHasResidual;
+  static constexpr int kHPitch = S::kOutNhwc ? kBN + 8 : kBM + 8;
+  static constexpr int kOutBytes =
+      kHalfEpi ? (S::kOutNhwc ? kBM : kBN) * kHPitch * 2 : (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
   // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
   static constexpr int kSmemBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + (kWgmma ? 1024 : 0);
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
@@ -177,7 +183,14 @@ struct Plan {
   // cover 128 contiguous bytes (8 floats a thread would be two reads 32 bytes apart, a 2-way bank
   // conflict each).
   static constexpr long long kRun = S::kOutNhwc ? S::kCout : kPixels;
-  static constexpr int kOutVec = !S::kOutAligned ? 1 : kRun % 4 == 0 ? 4 : kRun % 2 == 0 ? 2 : 1;
+  // kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128 contiguous bytes of
+  // 16-bit values.
+  static constexpr int kVecMax = kHalfEpi ? 8 : 4;
+  static constexpr int kOutVec = !S::kOutAligned     ? 1
+                                 : kRun % kVecMax == 0 ? kVecMax
+                                 : kRun % 4 == 0       ? 4
+                                 : kRun % 2 == 0       ? 2
+                                                       : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
@@ -1000,6 +1013,42 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
   }
 }
 
+// kHalfEpi's stores from the tile of 16-bit outputs s_h (already biased, E'd and rounded in
+// registers): kVec consecutive outputs along the output's contiguous axis as one load from shared
+// memory and one store (16 bytes for 8).
+template <class S, int kVec>
+__device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typename S::storage* __restrict__ out_n,
+                                                int p0, int co0) {
+  using P = Plan<S>;
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
+  constexpr int kSlow = S::kOutNhwc ? P::kBM : P::kBN;
+  constexpr int kFastVecs = kFast / kVec;
+  constexpr int kSlowStep = P::kThreads / kFastVecs;
+  static_assert(P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0, "whole rows of vectors an iteration");
+  const int fast = (int)(threadIdx.x % kFastVecs) * kVec;
+  const int slow0 = (int)(threadIdx.x / kFastVecs);
+#pragma unroll 4
+  for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
+    const int m = S::kOutNhwc ? slow : fast;
+    const int c = S::kOutNhwc ? fast : slow;
+    const int p = p0 + m;
+    const int co = co0 + c;
+    if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+      const unsigned short* src = s_h + (S::kOutNhwc ? m * P::kHPitch + c : c * P::kHPitch + m);
+      typename S::storage* dst = out_n + (p * P::kOutP + co * P::kOutC);
+      if constexpr (kVec == 8) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else if constexpr (kVec == 4) {
+        *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+      } else if constexpr (kVec == 2) {
+        *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src);
+      } else {
+        *reinterpret_cast<unsigned short*>(dst) = *src;
+      }
+    }
+  }
+}
+
 }  // namespace cuinline_conv2d_hmma_detail
 
 /// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
@@ -1065,8 +1114,54 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
 
+  T* out_n = output + n * P::kOutN;
   // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
   // barrier of the main loop ended every read of the stage buffers.)
+  if constexpr (P::kHalfEpi) {
+    // The wgmma tiling without a residual: acc + bias, E and the one rounding in registers (the
+    // order and arithmetic of store_tile), the 16-bit results into a tile of the storage type — half
+    // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
+    // DRAM 34 %) — then kOutVec outputs a load and store. Writes: channels-last, a channel pair as
+    // one 32-bit word (a warp's 8 rows x 4 pairs on 32 banks: the pitch is 4 words mod 32); NCHW,
+    // two 16-bit writes (rows g, channels 2t + e: 16 banks, two lanes a word).
+    unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
+    const int g = lane / 4;
+    const int t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+      float b[2] = {0.0f, 0.0f};
+      if (S::kHasBias) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (S::kCout % P::kBN == 0 || co0 + c + e < S::kCout) b[e] = d::to_float<T>(d::load_bits(bias + co0 + c + e, true));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = P::a_row0(wm, i) + g + 8 * h;
+          unsigned r[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = acc[i][j][2 * h + e];
+            if (S::kHasBias) x += b[e];
+            r[e] = d::from_float<T>(E{}(x));
+          }
+          if (S::kOutNhwc) {
+            *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r[0] | r[1] << 16;
+          } else {
+            s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r[0]);
+            s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r[1]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, co0);
+    return;
+  }
   float* s_c = reinterpret_cast<float*>(smem);
   {
     const int g = lane / 4;
@@ -1094,7 +1189,6 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     }
   }
   __syncthreads();
-  T* out_n = output + n * P::kOutN;
   const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
   // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
   // vector's offset is a multiple of kOutVec).

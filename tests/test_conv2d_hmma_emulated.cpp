@@ -356,6 +356,7 @@ HMMA_CASE(Tiny, ew_bf16, 1, 4, 3, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 4, 1
 HMMA_CASE(Mixed, ew_half, 17, 7, 6, 7, 2, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 2, 32, 32, 4)
 HMMA_CASE(AsyncPaddedReg, ew_bf16, 24, 11, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4, 1, 2, 4, 32, 32, 4)
 HMMA_CASE(UnetNhwcReg, ew_half, 128, 10, 13, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 128, 64, 2)
+HMMA_CASE(NchwOutReg, ew_bf16, 16, 8, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 2, 2, 2, 4, 16, 16, 3)
 
 // The wgmma tiling (the cp.async form: channels-last input and weight, Cin % 8 == 0, aligned) of a
 // case planned for the register gather (its ...Reg twin, which the unaligned runs use): one
@@ -370,6 +371,7 @@ WGMMA_CASE(SeedNhwc, SeedNhwcReg, 2, 8, 16, 4)
 WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 1, 8, 64, 4)
 WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 1, 4, 32, 4)
 WGMMA_CASE(UnetNhwc, UnetNhwcReg, 2, 16, 64, 3)
+WGMMA_CASE(NchwOut, NchwOutReg, 1, 8, 16, 4)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -547,6 +549,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<Mixed>(seed++);
   check_case<AsyncPadded>(seed++);
   check_case<UnetNhwc>(seed++);
+  check_case<NchwOut>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -559,13 +562,19 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<AsyncPadded>::kAsync);
   static_assert(!Plan<Mixed>::kAsync);
   static_assert(!Plan<InputMisaligned<SeedNhwcReg, 2>>::kAsync);
-  static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 4 && Plan<Resnet>::kOutVec == 4 &&
+  // The wgmma tiling without a residual rounds in registers and stores 8 outputs (kHalfEpi).
+  static_assert(Plan<SeedNhwc>::kHalfEpi && Plan<UnetNhwc>::kHalfEpi && Plan<NchwOut>::kHalfEpi &&
+                !Plan<ResnetNhwc>::kHalfEpi && !Plan<AsyncPadded>::kHalfEpi && !Plan<Seed>::kHalfEpi);
+  static_assert(Plan<NchwOut>::kOutVec == 8 && Plan<UnetNhwc>::kOutVec == 8 && Plan<OutputMisaligned<SeedNhwc>>::kOutVec == 1);
+  static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 8 && Plan<Resnet>::kOutVec == 4 &&
                 Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);
   std::uint64_t seed = 1;
   check_case<SeedNhwc>(seed++, Mode::copies_at_issue);
   check_case<ResnetNhwc>(seed++, Mode::copies_at_issue);
   check_case<AsyncPadded>(seed++, Mode::copies_at_issue);
   check_case<UnetNhwc>(seed++, Mode::copies_at_issue);
+  check_case<NchwOut>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<NchwOut>>(seed++, Mode::misaligned_output);
   check_case<InputMisaligned<SeedNhwcReg, 2>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<ResnetNhwcReg>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<AsyncPaddedReg>>(seed++, Mode::misaligned_input);

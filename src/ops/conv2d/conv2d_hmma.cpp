@@ -106,7 +106,10 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
   const std::int64_t main = stages(v, t) * (a + bn * pitch) * 2;
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  const std::int64_t out = (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
+  // The epilogue's tile: fp32, or (the wgmma tiling without a residual, kHalfEpi) 16-bit values
+  // with rows padded by 8.
+  const std::int64_t out = t.wgmma && !v.has_residual ? (out_nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2
+                                                      : (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out) + (t.wgmma ? 1024 : 0));
 }
 
@@ -118,7 +121,9 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 
 int hmma_out_vec(const Conv2dVariant& v) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
-  return run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+  // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
+  const int most = !v.has_residual && hmma_tiling(v).wgmma ? 8 : 4;
+  return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
 }
 
 void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight, const void* output,

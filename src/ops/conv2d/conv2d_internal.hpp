@@ -46,8 +46,9 @@ int hmma_ci_pad(int in_channels);
 /// input and weight pointers are 16-byte aligned: channels-last input and weight, Cin % 8 == 0.
 bool hmma_async_layout(const Conv2dVariant& v);
 /// The outputs one store of the f16 / bf16 tensor-core kernel writes where the output pointer is
-/// aligned to them: the largest of 4, 2 dividing the output's contiguous run (the OH x OW plane for
-/// NCHW, Cout for channels-last), else 1 (conv2d_hmma.cuh's Plan<S>::kOutVec).
+/// aligned to them: the largest of 8 (the wgmma tiling without a residual, which rounds in
+/// registers), 4, 2 dividing the output's contiguous run (the OH x OW plane for NCHW, Cout for
+/// channels-last), else 1 (conv2d_hmma.cuh's Plan<S>::kOutVec). Needs v.inputs_aligned set.
 int hmma_out_vec(const Conv2dVariant& v);
 /// Sets v.inputs_aligned and v.output_aligned from the pointers where they change the f16 / bf16
 /// tensor-core kernel (hmma_applies(v): cp.async layouts; outputs with vector stores); true
