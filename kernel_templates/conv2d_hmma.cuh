@@ -1121,11 +1121,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     // The wgmma tiling without a residual: acc + bias, E and the one rounding in registers (the
     // order and arithmetic of store_tile), the 16-bit results into a tile of the storage type — half
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
-    // DRAM 34 %) — then kOutVec outputs a load and store. Writes, one 32-bit word a value pair and
-    // lane: channels-last, the lane's channel pair (a warp's 8 rows x 4 pairs on 32 banks: the pitch
-    // is 4 words mod 32); NCHW, a pixel pair of one channel, exchanged between the lanes of pixels
-    // g and g + 1 (lane ^ 4): even g writes channel 2t at pixels g, g + 1, odd g channel 2t + 1 at
-    // g - 1, g (8 channels x 4 pixel pairs on 32 banks).
+    // DRAM 34 %) — then kOutVec outputs a load and store. Writes: channels-last, a channel pair as
+    // one 32-bit word (a warp's 8 rows x 4 pairs on 32 banks: the pitch is 4 words mod 32); NCHW,
+    // two 16-bit writes (rows g, channels 2t + e: 16 banks, two lanes a word).
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
     const int g = lane / 4;
     const int t = lane % 4;
@@ -1154,13 +1152,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
           if (S::kOutNhwc) {
             *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r[0] | r[1] << 16;
           } else {
-            const bool odd = (g & 1) != 0;  // (m has g's parity: a_row0 is a multiple of 16)
-            const unsigned other = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[1], 4);
-            if (odd) {
-              *reinterpret_cast<unsigned*>(s_h + (c + 1) * P::kHPitch + m - 1) = other | r[1] << 16;
-            } else {
-              *reinterpret_cast<unsigned*>(s_h + c * P::kHPitch + m) = r[0] | other << 16;
-            }
+            s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r[0]);
+            s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r[1]);
           }
         }
       }

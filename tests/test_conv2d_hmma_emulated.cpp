@@ -119,13 +119,6 @@ inline uint2 __ldg(const uint2* p) {
   EXPECT_TRUE(in_a_tensor(p, 8)) << "a read outside every tensor";
   return *p;
 }
-namespace cuinline_conv2d_hmma_detail {
-inline unsigned shfl_xor(unsigned v, int lane_mask);
-}
-inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane_mask) {
-  EXPECT_EQ(mask, 0xffffffffu);
-  return cuinline_conv2d_hmma_detail::shfl_xor(v, lane_mask);
-}
 inline void __syncthreads() {
   g_block->block->arrive_and_wait();
 }
@@ -170,16 +163,6 @@ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
     r[j] = h[0] | static_cast<unsigned>(h[1]) << 16;
   }
   b.warp[warp]->arrive_and_wait();
-}
-// The value of lane ^ lane_mask (every lane of the warp takes part).
-inline unsigned shfl_xor(unsigned v, int lane_mask) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  Block& b = *g_block;
-  b.words[warp][lane][0] = v;
-  b.warp[warp]->arrive_and_wait();
-  const unsigned r = b.words[warp][lane ^ lane_mask][0];
-  b.warp[warp]->arrive_and_wait();
-  return r;
 }
 // m16n8k16, A row-major: a0 (row g, k 2t, 2t + 1), a1 (g + 8, same k), a2 (g, k + 8), a3 (g + 8,
 // k + 8); B column-major: b0 (k 2t, 2t + 1, column g), b1 (k + 8); C/D: c0, c1 (row g, columns 2t,
