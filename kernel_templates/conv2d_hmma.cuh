@@ -37,8 +37,9 @@
 // conflicted writes.
 //
 // wgmma (kWgmma: the host plans it for the cp.async form; sm_90a, where NVRTC defines
-// __CUDA_ARCH_FEAT_SM90_ALL): one warpgroup (4 warps, 128 threads) computes the block's kBM x kBN
-// tile as kBM / 64 wgmma.mma_async m64nkBNk16 a 16-wide k slice, A and B read by the tensor cores
+// __CUDA_ARCH_FEAT_SM90_ALL): one or two warpgroups (4 warps, 128 threads each; warpgroup g takes
+// m64 tiles kMT g .. kMT g + kMT - 1) compute the block's kBM x kBN tile as kMT
+// wgmma.mma_async m64nkBNk16 a warpgroup and 16-wide k slice, A and B read by the tensor cores
 // straight from shared memory through matrix descriptors (no ldmatrix, no fragments in registers),
 // one wgmma group in flight while the next step's barrier and copies are issued. The tiles are
 // stored as wgmma's K-major swizzled layout: rows of kBK channels (32, 64 or 128 bytes: the 32-,
@@ -57,7 +58,7 @@
 //   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
 //   with it, 0 or 1), kAsyncDepth (cp.async buffers; 0: the default), kCopyL2 (1: cp.async.cg,
 //   cached in L2 only; 0: .ca), kWgmma (0 or 1: the wgmma tiling above; needs the cp.async form,
-//   4 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers). The kernel
+//   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers). The kernel
 //   trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
@@ -205,12 +206,15 @@ struct Plan {
   static_assert(kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0,
                 "the B gather must cover the tile evenly");
   static_assert((kBM * kBN) % (8 * kThreads) == 0, "the epilogue covers the tile in whole iterations");
-  static_assert(!kWgmma || (kAsync && S::kWarpsM == 4 && S::kWarpsN == 1 && kBM % 64 == 0 &&
+  static_assert(!kWgmma || (kAsync && (S::kWarpsM == 4 || S::kWarpsM == 8) && S::kWarpsN == 1 && kBM % 64 == 0 &&
                             (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) && kStages >= 3),
-                "the wgmma tiling: the cp.async form, one warpgroup, m64 tiles, n 16 to 128, 3 buffers");
-  // The first row of a warp's A tile i: 64 i + 16 w with wgmma's accumulator layout, else w's kMT
-  // consecutive tiles.
-  static __device__ __forceinline__ int a_row0(int wm, int i) { return kWgmma ? 64 * i + 16 * wm : (wm * S::kMT + i) * 16; }
+                "the wgmma tiling: the cp.async form, one or two warpgroups, m64 tiles, n 16 to 128, 3 buffers");
+  // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
+  // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
+  // tiles.
+  static __device__ __forceinline__ int a_row0(int wm, int i) {
+    return kWgmma ? 64 * (S::kMT * (wm / 4) + i) + 16 * (wm % 4) : (wm * S::kMT + i) * 16;
+  }
   // The swizzled chunk of chunk c in row r.
   static __device__ __forceinline__ int swz(int r, int c) { return c ^ ((r * kRowBytes >> 7) & kSwzMask); }
 };
@@ -851,6 +855,8 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
       copy_commit();
     }
     const unsigned base = smem_address(s_stage);
+    const int warpgroup = (int)(threadIdx.x / 128);  // (kWarpsN = 1)
+    (void)warpgroup;
 #pragma unroll 1
     for (int step = 0; step < P::kSteps; ++step) {
       copy_wait<kAhead - 1>();  // this thread's copies of this step have landed
@@ -869,7 +875,8 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
         const unsigned long long b = wgmma_desc<P::kRowBytes>(stage + P::kAElems * 2 + ks * 32);
 #pragma unroll
         for (int i = 0; i < S::kMT; ++i) {
-          const unsigned long long a = wgmma_desc<P::kRowBytes>(stage + i * 64 * P::kRowBytes + ks * 32);
+          const unsigned a_tile = stage + (S::kMT * warpgroup + i) * 64 * P::kRowBytes;
+          const unsigned long long a = wgmma_desc<P::kRowBytes>(a_tile + ks * 32);
           Wgmma<typename S::storage, P::kBN>::run(acc[i], a, b);
         }
       }

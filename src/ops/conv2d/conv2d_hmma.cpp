@@ -189,11 +189,13 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   int o[6];
   const bool overridden = tile_override(o);
   if (overridden) {
-    if (o[0] != 4 || o[1] != 1) throw InvalidArgument("CUINLINE_CONV2D_HMMA_TILE: the wgmma tiling is 4 x 1 warps");
-    t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
+    if ((o[0] != 4 && o[0] != 8) || o[1] != 1) {
+      throw InvalidArgument("CUINLINE_CONV2D_HMMA_TILE: the wgmma tiling is 4 x 1 or 8 x 1 warps");
+    }
+    t.warps_m = o[0], t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
   }
   t.tile_rows = 1;
-  t.tile_cols = 64 * t.m_tiles;
+  t.tile_cols = 16 * t.m_tiles * t.warps_m;  // m_tiles m64 tiles a warpgroup
   t.ci_chunk = bk;
   t.ci_unroll = bk / 16;
   t.kh_unroll = 1;
