@@ -159,12 +159,13 @@ namespace {
 // Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
 constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 
-// The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): one warpgroup x the
-// channels (16, 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels
-// allow (the 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; 128 pixels (two m64
-// tiles), 64 for at most 64 channels and a long reduction; 3 or 4 buffers, as many as
-// kWgmmaStageBudget holds (kStages - 2 steps' copies in flight). Measured on an H200 (f16, ms, NCHW
-// staged / NHWC; bench/run_gpu_wgmma.sh, 2026-11-24):
+// The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): the channels (16,
+// 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels allow (the
+// 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; at most 5 k steps (the seed): one
+// warpgroup of 128 pixels (two m64 tiles); more: two warpgroups, 256 pixels with 128 channels, 128
+// with fewer; 3 or 4 buffers, as many as kWgmmaStageBudget holds (kStages - 2 steps' copies in
+// flight). Measured on an H200 (f16, ms, NCHW staged / NHWC; bench/run_gpu_wgmma.sh, 2026-11-24;
+// 18:27 UTC, one warpgroup, before the 16-bit epilogue):
 //   UNet-like 8x128x128^2 -> 128: 128 x 128, 3 buffers 0.131 / 0.0996; 4 buffers 0.136 / 0.104;
 //     64 x 128 0.153 / 0.118 (4) and 0.178 / 0.138 (6); 128 x 64 0.161 / 0.130 (4);
 //   ResNet-like 32x64x56^2 -> 64: 64 x 64, 4 buffers 0.0486 / 0.0376; 8 buffers 0.0587 / 0.0475;
@@ -172,7 +173,11 @@ constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 //   seed 128x8x128^2 -> 64: 128 x 64, 4 buffers 0.187 / 0.161; 7 buffers 0.193 / 0.166; 256 x 64
 //     0.190 / 0.160 (7); 64 x 64 0.230 / 0.195 (7).
 // (The mma.sync tilings before: UNet-like 0.176 / 0.151, ResNet-like 0.051 / 0.038, seed 0.199 /
-// 0.167, same run.)
+// 0.167, same run.) Two warpgroups (19:58 UTC, with the 16-bit epilogue; one warpgroup in the same
+// call: UNet-like 0.123 / 0.0999, ResNet-like 0.0469 / 0.0371, seed 0.165 / 0.135): UNet-like
+// 256 x 128, 3 buffers 0.121 / 0.0950; 128 x 128 0.121 / 0.0972 (3), 0.128 / 0.102 (4); ResNet-like
+// 128 x 64, 4 buffers 0.0459 / 0.0345, 3 buffers 0.0473 / 0.0370; seed 128 x 64 0.194 / 0.165,
+// 256 x 64 0.192 / 0.158 (slower: kept on one warpgroup).
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.tensor_cores = true;
@@ -184,7 +189,10 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   int bk = ci_pad == 8 ? 16 : ci_pad % 64 == 0 ? 64 : ci_pad % 32 == 0 ? 32 : 16;
   const int taps = v.kernel_h * v.kernel_w;
   const int steps_at_bk = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / bk);
-  t.warps_m = 4, t.warps_n = 1, t.m_tiles = bn <= 64 && steps_at_bk > 5 ? 1 : 2, t.n_tiles = bn / 8;
+  // Short reductions (the seed): one warpgroup of two m64 tiles; longer ones: two warpgroups, of two
+  // m64 tiles each with 128 channels (256 pixels a block), else one (128 pixels).
+  const bool two_groups = steps_at_bk > 5;
+  t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = two_groups && bn <= 64 ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
   const bool overridden = tile_override(o);
