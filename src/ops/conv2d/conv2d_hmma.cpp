@@ -173,7 +173,7 @@ constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 //   seed 128x8x128^2 -> 64: 128 x 64, 4 buffers 0.187 / 0.161; 7 buffers 0.193 / 0.166; 256 x 64
 //     0.190 / 0.160 (7); 64 x 64 0.230 / 0.195 (7).
 // (The mma.sync tilings before: UNet-like 0.176 / 0.151, ResNet-like 0.051 / 0.038, seed 0.199 /
-// 0.167, same run.) Two warpgroups (19:58 UTC, with the 16-bit epilogue; one warpgroup in the same
+// 0.167, same run.) Two warpgroups (19:33 UTC, with the 16-bit epilogue; one warpgroup in the same
 // call: UNet-like 0.123 / 0.0999, ResNet-like 0.0469 / 0.0371, seed 0.165 / 0.135): UNet-like
 // 256 x 128, 3 buffers 0.121 / 0.0950; 128 x 128 0.121 / 0.0972 (3), 0.128 / 0.102 (4); ResNet-like
 // 128 x 64, 4 buffers 0.0459 / 0.0345, 3 buffers 0.0473 / 0.0370; seed 128 x 64 0.194 / 0.165,
