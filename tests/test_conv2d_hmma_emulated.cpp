@@ -370,7 +370,7 @@ HMMA_CASE(NchwOutReg, ew_bf16, 16, 8, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1
 WGMMA_CASE(SeedNhwc, SeedNhwcReg, 4, 2, 8, 16, 4)
 WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 8, 1, 8, 64, 4)
 WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 8, 1, 4, 32, 4)
-WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 3)
+WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 4)
 WGMMA_CASE(NchwOut, NchwOutReg, 8, 1, 8, 16, 4)
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
