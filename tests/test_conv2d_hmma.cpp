@@ -14,6 +14,8 @@
 #include <regex>
 #include <string>
 
+#include "ops/conv2d/conv2d_internal.hpp"
+
 namespace {
 
 using cuinline::DType;
@@ -96,6 +98,8 @@ TEST(Conv2dHmma, TilingInvariants) {
       // Staged (NCHW from 32768 input elements an image) runs the wgmma tiling: one warpgroup of
       // 64-pixel tiles, 3 or more buffers.
       EXPECT_EQ(t.wgmma, t.stage_channels > 0);
+      // The launch's cheap test (set_hmma_alignment, every call) agrees with the planner.
+      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v), t.wgmma);
       if (t.wgmma) {
         EXPECT_TRUE(t.warps_m == 4 || t.warps_m == 8);  // one or two warpgroups
         EXPECT_EQ(t.warps_n, 1);
@@ -155,6 +159,7 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
         SCOPED_TRACE(v.name());
         const Conv2dTiling t = conv2d_tiling(v);
         ASSERT_TRUE(t.wgmma);
+        EXPECT_TRUE(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v));
         cuinline::CompileRequest request = make_request(v);
         request.options.push_back("-Xptxas=-v");
         for (const char* arch : {"sm_90", "sm_80"}) {

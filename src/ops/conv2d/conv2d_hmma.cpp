@@ -122,7 +122,8 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 int hmma_out_vec(const Conv2dVariant& v) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
   // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
-  const int most = !v.has_residual && hmma_tiling(v).wgmma ? 8 : 4;
+  // (Called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner.)
+  const int most = !v.has_residual && hmma_uses_wgmma(v) ? 8 : 4;
   return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
 }
 
@@ -367,6 +368,13 @@ int stage_setting() {
 }
 
 }  // namespace
+
+bool hmma_uses_wgmma(const Conv2dVariant& v) {
+  // direct_tiling's test, on the variant as called or (staged) on its channels-last copy, which is
+  // always in the cp.async form.
+  return hmma_applies(v) && !wgmma_disabled_by_environment() &&
+         ((hmma_async_layout(v) && v.inputs_aligned) || hmma_stages(v));
+}
 
 bool hmma_stages(const Conv2dVariant& v) {
   if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned)) return false;

@@ -72,6 +72,9 @@ inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage";
 /// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;
+/// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma, without
+/// planning): the cp.async form as called, or staged; unless CUINLINE_CONV2D_WGMMA=0.
+bool hmma_uses_wgmma(const Conv2dVariant& v);
 /// Whether an f16 / bf16 variant runs as a staging copy into a workspace (channels-last, channels
 /// padded to a multiple of 8) followed by the conv of that copy: hmma_applies(v), not already in
 /// that form, and CUINLINE_CONV2D_STAGE (read once): "0" never, "1" always, else at least
