@@ -901,27 +901,28 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     copy_wait<0>();   // (only empty groups are left)
     __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
     (void)a_row, (void)b_row;
-    return;
-  }
+  } else {
+    // (Not instantiated for the wgmma tiling: less for NVRTC, and no unreachable code.)
 #pragma unroll
-  for (int s = 0; s < P::kAsyncStages - 1; ++s) {
-    if (s < P::kSteps) issue(s, s);
-    copy_commit();
-  }
+    for (int s = 0; s < P::kAsyncStages - 1; ++s) {
+      if (s < P::kSteps) issue(s, s);
+      copy_commit();
+    }
 #pragma unroll 1
-  for (int step = 0; step < P::kSteps; ++step) {
-    // One group committed a step: all but the newest kStages - 2 done means this step's landed.
-    copy_wait<P::kAsyncStages - 2>();
-    __syncthreads();
-    // Into the buffer step - 1 read (every warp is past it now).
-    const int next = step + P::kAsyncStages - 1;
-    if (next < P::kSteps) issue(next, next % P::kAsyncStages);
-    copy_commit();
-    const int buf = step % P::kAsyncStages;
-    accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+    for (int step = 0; step < P::kSteps; ++step) {
+      // One group committed a step: all but the newest kStages - 2 done means this step's landed.
+      copy_wait<P::kAsyncStages - 2>();
+      __syncthreads();
+      // Into the buffer step - 1 read (every warp is past it now).
+      const int next = step + P::kAsyncStages - 1;
+      if (next < P::kSteps) issue(next, next % P::kAsyncStages);
+      copy_commit();
+      const int buf = step % P::kAsyncStages;
+      accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+    }
+    copy_wait<0>();   // (only empty groups are left)
+    __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
   }
-  copy_wait<0>();   // (only empty groups are left)
-  __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
 }
 
 // kVec 16-bit values (packed low-first into 32-bit words) stored as one access.
