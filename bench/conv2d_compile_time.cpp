@@ -12,6 +12,7 @@
 //   --set tf32   the same three shapes in fp32 NCHW, precision tf32 and tf32x3 (--set all: both sets)
 //   --filter     only variants whose name (with precision) contains TEXT
 //   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
+//   --option X   appends NVRTC option X to every request (repeatable; e.g. --option --time=phases.csv)
 // Set CUDA_CACHE_DISABLE=1 on a machine with a driver: NVRTC otherwise answers repeated programs from
 // the driver's compute cache (docs/conv2d.md).
 #include <nvrtc.h>
@@ -43,7 +44,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 double ptx_ms(const cuinline::CompileRequest& request, const cuinline::Arch& arch) {
   std::vector<std::string> options = cuinline::canonical_options(request.options);
   for (const auto& option : cuinline::default_options()) options.push_back(option);
-  options.push_back("-arch=" + arch.virtual_name());
+  options.push_back("-arch=" + cuinline::compile_target(request, arch).virtual_name());
   std::vector<const char*> headers, names;
   for (const auto& h : request.headers) {
     headers.push_back(h.content.c_str());
@@ -62,6 +63,14 @@ double ptx_ms(const cuinline::CompileRequest& request, const cuinline::Arch& arc
   const nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(argv.size()), argv.data());
   std::size_t size = 0;
   if (r == NVRTC_SUCCESS) nvrtcGetPTXSize(p, &size);
+  if (const char* dir = std::getenv("CUINLINE_BENCH_PTX_DIR"); dir != nullptr && r == NVRTC_SUCCESS) {
+    std::string ptx(size, '\0');
+    nvrtcGetPTX(p, ptx.data());
+    std::ofstream(std::string(dir) + "/" + request.name + ".ptx") << ptx.c_str();
+    std::ofstream src(std::string(dir) + "/" + request.name);
+    src << request.source;
+    for (const auto& h : request.headers) std::ofstream(std::string(dir) + "/" + h.name) << h.content;
+  }
   const double ms = ms_since(t0);
   if (r != NVRTC_SUCCESS) {
     std::size_t n = 0;
@@ -100,6 +109,7 @@ double median(std::vector<double> x) {
 
 int main(int argc, char** argv) {
   std::string set = "hmma", filter, cubin_dir, arch_name = "sm_90";
+  std::vector<std::string> extra_options;
   int repeat = 3;
   bool ptx = true;
   for (int i = 1; i < argc; ++i) {
@@ -117,6 +127,7 @@ int main(int argc, char** argv) {
     else if (a == "--filter") filter = next();
     else if (a == "--cubin-dir") cubin_dir = next();
     else if (a == "--no-ptx") ptx = false;
+    else if (a == "--option") extra_options.push_back(next());
     else {
       std::fprintf(stderr, "usage: see the header of bench/conv2d_compile_time.cpp\n");
       return 2;
@@ -156,6 +167,9 @@ int main(int argc, char** argv) {
     jobs.push_back({v.name() + " " + to_string(v.precision), make_request(v)});
   }
   if (stage) jobs.push_back({"conv2d staging copy (every staged f16/bf16 variant, compiled once)", *stage});
+  for (Job& job : jobs) {
+    for (const auto& o : extra_options) job.request.options.push_back(o);
+  }
   int index = 0;
   for (const Job& job : jobs) {
     const std::string& label = job.label;

@@ -43,6 +43,9 @@ int main() {
       const char* only_dt = std::getenv("CONV_BENCH_DTYPE");
       if (only_dt != nullptr && std::strcmp(only_dt, to_string(dt)) != 0) continue;
       for (bool nhwc : {false, true}) {
+        // CONV_BENCH_LAYOUT (nchw or nhwc): only that layout (profiling one kernel).
+        const char* only_layout = std::getenv("CONV_BENCH_LAYOUT");
+        if (only_layout != nullptr && std::strcmp(only_layout, nhwc ? "nhwc" : "nchw") != 0) continue;
         const std::size_t x_n = std::size_t(sh.n) * sh.cin * sh.hw * sh.hw;
         const std::size_t w_n = std::size_t(sh.cout) * sh.cin * sh.k * sh.k;
         const std::size_t y_n = std::size_t(sh.n) * sh.cout * o * o;

@@ -3,7 +3,9 @@
 # every stageable variant staged), graphs and misuse, compute-sanitizer on the issue shapes, then
 # cuinline's f16/bf16 conv with wgmma (default) and without (CUINLINE_CONV2D_WGMMA=0, the mma.sync
 # tilings), and a tiling sweep: TILES="shape:wm,wn,mt,nt,bk,minb:depth ..." (CUINLINE_CONV2D_HMMA_TILE
-# and CUINLINE_CONV2D_HMMA_PIPE; "shape:default" = the planner's).
+# and CUINLINE_CONV2D_HMMA_PIPE; "shape:default" = the planner's); NCU="seed:nhwc unet:nchw ..." also
+# profiles those shapes' f16 kernels (ncu, one launch after warm-up: the conv and the staging copy);
+# COMPILE=1 also times NVRTC on this host (bench_conv2d_compile_time --set all).
 #   OUT=/tmp/out bench/run_gpu_wgmma.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ main() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
     -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
   cmake --build "$build" -j"$(nproc)" --target bench_conv2d_half test_conv2d_dtypes_gpu test_graphs_gpu \
-    test_misuse_gpu test_conv2d_gpu 2>&1 | tail -n 2
+    test_misuse_gpu test_conv2d_gpu bench_conv2d_compile_time 2>&1 | tail -n 2
   echo "== build: $(($(date +%s) - t0)) s"
   export CUINLINE_CACHE_DIR
   CUINLINE_CACHE_DIR=$(mktemp -d)
@@ -52,6 +54,19 @@ main() {
       grep -E '^\| [a-z]|rror|what' | grep -v '^| shape' | sed "s/^/$tile d$depth /" | tee -a "$OUT/sweep.txt"
     unset CUINLINE_CONV2D_HMMA_TILE CUINLINE_CONV2D_HMMA_PIPE
   done
+  for item in ${NCU:-}; do
+    echo "== ncu $item (f16)"
+    CONV_BENCH_SHAPE=${item%%:*} CONV_BENCH_LAYOUT=${item#*:} CONV_BENCH_DTYPE=f16 timeout 240 ncu --clock-control none \
+      --kernel-name regex:cuinline_conv2d --launch-skip 10 --launch-count 2 --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --section LaunchStats \
+      --section ComputeWorkloadAnalysis "$build/bench/bench_conv2d_half" >"$OUT/ncu_${item/:/_}.txt" 2>&1
+    grep -E "cuinline_conv2d|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Eligible|Issued Warp|Registers|Block Limit|Stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" \
+      "$OUT/ncu_${item/:/_}.txt" | head -n 60
+  done
+  if [ "${COMPILE:-0}" = 1 ]; then
+    echo "== NVRTC compile times on this host (cold, median of 5)"
+    CUDA_CACHE_DISABLE=1 "$build/bench/bench_conv2d_compile_time" --set all --repeat 5 | tee "$OUT/conv2d_compile_time.txt"
+  fi
   echo "== total: $(($(date +%s) - t0)) s"
 }
 

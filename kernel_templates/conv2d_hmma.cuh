@@ -467,6 +467,19 @@ __device__ __forceinline__ void fence_async_shared() {
 __device__ __forceinline__ void fence_operand(float& r) {
   asm volatile("" : "+f"(r)::"memory");
 }
+// stmatrix (sm_90): four 8x8 16-bit matrices from the accumulator fragment layout (a lane's word j
+// is row lane / 4, columns 2 (lane % 4), + 1 of matrix j) to the rows whose addresses lanes 8j ..
+// 8j + 7 give; .trans stores each matrix transposed (fragment column c to the row of lane 8j + c).
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, const unsigned (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 #endif  // CUINLINE_CONV2D_HMMA_WGMMA
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
@@ -1130,78 +1143,122 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     // The wgmma tiling without a residual: acc + bias, E and the one rounding in registers (the
     // order and arithmetic of store_tile), the 16-bit results into a tile of the storage type — half
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
-    // DRAM 34 %) — then kOutVec outputs a load and store. Writes: channels-last, a channel pair as
-    // one 32-bit word (a warp's 8 rows x 4 pairs on 32 banks: the pitch is 4 words mod 32); NCHW,
-    // two 16-bit writes (rows g, channels 2t + e: 16 banks, two lanes a word).
+    // DRAM 34 %) — then kOutVec outputs a load and store.
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
-    const int g = lane / 4;
-    const int t = lane % 4;
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
-      float b[2] = {0.0f, 0.0f};
+    // E'd, rounded value of accumulator q of tile (i, j), channel c + q % 2 (bias b[q % 2]).
+    auto out = [&](int i, int j, int q, const float (&b)[2]) {
+      float x = acc[i][j][q];
+      if (S::kHasBias) x += b[q % 2];
+      return d::from_float<T>(E{}(x));
+    };
+    // Bias of channels c, c + 1 (0 past kCout).
+    auto bias_pair = [&](int c, float (&b)[2]) {
+      b[0] = b[1] = 0.0f;
       if (S::kHasBias) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if (S::kCout % P::kBN == 0 || co0 + c + e < S::kCout) b[e] = d::to_float<T>(d::load_bits(bias + co0 + c + e, true));
+          if (S::kCout % P::kBN == 0 || co0 + c + e < S::kCout) {
+            b[e] = d::to_float<T>(d::load_bits(bias + co0 + c + e, true));
+          }
         }
       }
+    };
+    const int t = lane % 4;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+    // sm_90: one stmatrix a pair of n tiles and m16 rows: matrices (j, rows g), (j, rows g + 8), (j +
+    // 1, g), (j + 1, g + 8); .trans for NCHW, whose tile rows are channels. A quarter of the shared
+    // stores of 32-bit writes, and for NCHW an eighth of the 16-bit ones (NCHW rows: lane 8k + x
+    // addresses channel (j + k / 2) 8 + x, pixels from row0 + 8 (k % 2); channels-last rows: pixel
+    // row0 + 8 (k % 2) + x, channels from (j + k / 2) 8; every row 16-byte aligned and the 8 rows of a
+    // matrix on distinct bank quads: the pitch is 4 words mod 32).
+    const int mat = lane / 8;
+    const int mrow = lane % 8;
+#pragma unroll
+    for (int j = 0; j < S::kNT; j += 2) {
+      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+      float b0[2], b1[2];
+      bias_pair(c, b0);
+      bias_pair(c + 8, b1);
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+        unsigned r[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          r[h] = out(i, j, 2 * h, b0) | out(i, j, 2 * h + 1, b0) << 16;
+          r[2 + h] = out(i, j + 1, 2 * h, b1) | out(i, j + 1, 2 * h + 1, b1) << 16;
+        }
+        const int m = P::a_row0(wm, i) + 8 * (mat % 2);
+        const int cm = wn * S::kNT * 8 + (j + mat / 2) * 8;
+        if (S::kOutNhwc) {
+          d::stmatrix_x4(d::smem_address(s_h + (m + mrow) * P::kHPitch + cm), r);
+        } else {
+          d::stmatrix_x4_trans(d::smem_address(s_h + (cm + mrow) * P::kHPitch + m), r);
+        }
+      }
+    }
+#else
+    // Writes: channels-last, a channel pair as one 32-bit word (a warp's 8 rows x 4 pairs on 32
+    // banks: the pitch is 4 words mod 32); NCHW, two 16-bit writes (rows g, channels 2t + e: 16
+    // banks, two lanes a word).
+    const int g = lane / 4;
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+      float b[2];
+      bias_pair(c, b);
 #pragma unroll
       for (int i = 0; i < S::kMT; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int m = P::a_row0(wm, i) + g + 8 * h;
-          unsigned r[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = acc[i][j][2 * h + e];
-            if (S::kHasBias) x += b[e];
-            r[e] = d::from_float<T>(E{}(x));
-          }
+          const unsigned r0 = out(i, j, 2 * h, b), r1 = out(i, j, 2 * h + 1, b);
           if (S::kOutNhwc) {
-            *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r[0] | r[1] << 16;
+            *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r0 | r1 << 16;
           } else {
-            s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r[0]);
-            s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r[1]);
+            s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r0);
+            s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r1);
+          }
+        }
+      }
+    }
+#endif
+    __syncthreads();
+    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, co0);
+  } else {
+    // (Not instantiated for kHalfEpi.)
+    float* s_c = reinterpret_cast<float*>(smem);
+    {
+      const int g = lane / 4;
+      const int t = lane % 4;
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+        for (int j = 0; j < S::kNT; ++j) {
+          if (S::kOutNhwc) {  // channels 2t, 2t + 1 are neighbours: one float2 a pixel row
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int m = P::a_row0(wm, i) + g + 8 * h;
+              const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+              *reinterpret_cast<float2*>(s_c + m * P::kCM + c) =
+                  make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            }
+          } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int m = P::a_row0(wm, i) + g + 8 * (q / 2);
+              const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
+              s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
+            }
           }
         }
       }
     }
     __syncthreads();
-    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, co0);
-    return;
+    const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
+    // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
+    // vector's offset is a multiple of kOutVec).
+    d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
   }
-  float* s_c = reinterpret_cast<float*>(smem);
-  {
-    const int g = lane / 4;
-    const int t = lane % 4;
-#pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-        if (S::kOutNhwc) {  // channels 2t, 2t + 1 are neighbours: one float2 a pixel row
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int m = P::a_row0(wm, i) + g + 8 * h;
-            const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
-            *reinterpret_cast<float2*>(s_c + m * P::kCM + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-          }
-        } else {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int m = P::a_row0(wm, i) + g + 8 * (q / 2);
-            const int c = wn * S::kNT * 8 + j * 8 + 2 * t + q % 2;
-            s_c[m * P::kCM + c * P::kCC] = acc[i][j][q];
-          }
-        }
-      }
-    }
-  }
-  __syncthreads();
-  const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
-  // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
-  // vector's offset is a multiple of kOutVec).
-  d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
 }
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

@@ -309,6 +309,31 @@ inline void wgmma_wait() {
 }
 inline void fence_async_shared() {}
 inline void fence_operand(float&) {}
+// stmatrix.x4 (sm_90): a lane's word j is row lane / 4, columns 2 (lane % 4), + 1 (low, high) of
+// matrix j, whose row x goes to the address lane 8j + x gives; .trans stores column x there instead.
+inline void stmatrix_x4_any(unsigned addr, const unsigned (&r)[4], bool trans) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  Block& b = *g_block;
+  EXPECT_EQ(addr % 16, 0u) << "stmatrix row addresses are 16-byte aligned";
+  b.words[warp][lane][0] = addr;
+  b.warp[warp]->arrive_and_wait();
+  const int g = lane / 4, t = lane % 4;
+  for (int j = 0; j < 4; ++j) {
+    for (int e = 0; e < 2; ++e) {
+      const unsigned short h = static_cast<unsigned short>(r[j] >> (16 * e));
+      const unsigned at = trans ? b.words[warp][8 * j + 2 * t + e][0] + 2 * g : b.words[warp][8 * j + g][0] + 2 * (2 * t + e);
+      EXPECT_LE(at + 2, b.smem.size());
+      std::memcpy(b.smem.data() + at, &h, 2);
+    }
+  }
+  b.warp[warp]->arrive_and_wait();
+}
+inline void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+  stmatrix_x4_any(addr, r, false);
+}
+inline void stmatrix_x4_trans(unsigned addr, const unsigned (&r)[4]) {
+  stmatrix_x4_any(addr, r, true);
+}
 #endif  // CUINLINE_CONV2D_WGMMA_EMULATED
 
 }  // namespace cuinline_conv2d_hmma_detail
