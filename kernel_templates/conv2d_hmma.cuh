@@ -216,6 +216,14 @@ struct Plan {
   static __device__ __forceinline__ int a_row0(int wm, int i) {
     return kWgmma ? 64 * (S::kMT * (wm / 4) + i) + 16 * (wm % 4) : (wm * S::kMT + i) * 16;
   }
+  // __launch_bounds__'s blocks a multiprocessor: the host's, except that the wgmma tiling's mma.sync
+  // form (archs without wgmma) holds more registers than the host budgets for wgmma (the seed spilled
+  // 4 bytes at 96 registers on sm_80): at most 4 blocks (128 registers) there.
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  static constexpr int kMinBlocks = S::kMinBlocks;
+#else
+  static constexpr int kMinBlocks = kWgmma && S::kMinBlocks > 4 ? 4 : S::kMinBlocks;
+#endif
   // The swizzled chunk of chunk c in row r.
   static __device__ __forceinline__ int swz(int r, int c) { return c ^ ((r * kRowBytes >> 7) & kSwzMask); }
 };
@@ -1078,7 +1086,8 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
 /// storage type. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads; dynamic shared memory:
 /// kSmemBytes. row_tiles is unused (the launch passes the same arguments to every conv2d kernel).
 template <class S, class E>
-__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads, S::kMinBlocks)
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads,
+                                  cuinline_conv2d_hmma_detail::Plan<S>::kMinBlocks)
     cuinline_conv2d_hmma(const typename S::storage* __restrict__ input,
                          const typename S::storage* __restrict__ weight,
                          const typename S::storage* __restrict__ bias,

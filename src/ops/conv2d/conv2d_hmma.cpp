@@ -226,6 +226,19 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
+  // One warpgroup (a short reduction: latency-bound, the more blocks a multiprocessor the better):
+  // the blocks its shared memory allows, up to a register budget of its accumulators (m_tiles x bn /
+  // 2 a thread) + 32 (__launch_bounds__). The seed's 64 accumulators: 5 blocks at 96 registers, no
+  // spills; unbounded, ptxas took 99 after the stmatrix epilogue and 4 blocks fit (H200, f16: 0.1446
+  // ms channels-last against 0.135 at 5). Two warpgroups are bound by shared memory already.
+  if (!two_groups && !overridden) {
+    constexpr int kRegistersPerSm = 65536;
+    constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
+    const int registers = (t.m_tiles * bn / 2 + 32 + 7) / 8 * 8;
+    const int by_registers = kRegistersPerSm / (t.threads() * registers);
+    const int by_shared = kSharedPerSm / static_cast<int>(t.shared_bytes + kSharedReservedPerBlock);
+    t.min_blocks = std::clamp(std::min(by_registers, by_shared), 1, 8);
+  }
   return t;
 }
 
