@@ -81,6 +81,16 @@
 
 namespace cuinline_conv2d_hmma_detail {
 
+// S::kHalo where S has it, else 0 (shapes written before the halo tiling need not name it).
+template <class S, class = void>
+struct HaloOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct HaloOf<S, decltype(void(S::kHalo))> {
+  static constexpr int value = S::kHalo;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -89,7 +99,11 @@ struct Plan {
   static constexpr int kBN = 8 * S::kNT * S::kWarpsN;
   static constexpr int kBK = S::kBK;
   static constexpr long long kPixels = (long long)S::kOH * S::kOW;
-  static constexpr int kTilesX = (int)((kPixels + kBM - 1) / kBM);
+  // The halo tiling (kHalo; see the top of the file): a block is kBM consecutive columns of one
+  // output row, kSegs blocks a row.
+  static constexpr bool kHalo = HaloOf<S>::value != 0;
+  static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
+  static constexpr int kTilesX = kHalo ? S::kOH * kSegs : (int)((kPixels + kBM - 1) / kBM);
   static constexpr int kTilesY = 1;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kTapsPerStep = S::kCiPad == 8 ? 2 : 1;
@@ -133,7 +147,16 @@ struct Plan {
                                  : kAsync && kAsyncStages > kRegStages ? kAsyncStages
                                                                        : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
-  static constexpr int kMainBytes = kStages * kStageElems * 2;
+  // The halo tiling's shared memory: every step's B tile ([kBN][16], the 32-byte swizzle; 256-byte
+  // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past
+  // kCin and outside the image), then (an odd tap count) 1 KiB of zeros that the last step's second
+  // tap reads.
+  static constexpr int kHaloRows = (S::kKH - 1) * S::kDH + 1;
+  static constexpr int kHaloCols = kBM + (S::kKW - 1) * S::kDW;
+  static constexpr int kHaloB = kSteps * kBN * 32;
+  static constexpr int kHaloA = kHaloRows * kHaloCols * 16;
+  static constexpr int kHaloZero = kTaps % 2 ? 1024 : 0;
+  static constexpr int kMainBytes = kHalo ? kHaloB + kHaloA + kHaloZero : kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
   // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
   // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
@@ -183,7 +206,7 @@ struct Plan {
   // aligned to it (kOutAligned), else 1. At most 4: a quarter-warp's float4 reads of the tile then
   // cover 128 contiguous bytes (8 floats a thread would be two reads 32 bytes apart, a 2-way bank
   // conflict each).
-  static constexpr long long kRun = S::kOutNhwc ? S::kCout : kPixels;
+  static constexpr long long kRun = S::kOutNhwc ? S::kCout : kHalo ? S::kOW : kPixels;
   // kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128 contiguous bytes of
   // 16-bit values.
   static constexpr int kVecMax = kHalfEpi ? 8 : 4;
@@ -201,15 +224,18 @@ struct Plan {
                 "kBK");
   static_assert(kThreads <= 1024, "block too large");
   // (The register gather's split; the cp.async main loop does not use it.)
-  static_assert(kAsync || (kAThreadsM * kAThreadsK == kThreads && kARows * kAThreadsM * (kATrans ? 2 : 1) == kBM &&
+  static_assert(kAsync || kHalo || (kAThreadsM * kAThreadsK == kThreads && kARows * kAThreadsM * (kATrans ? 2 : 1) == kBM &&
                            kAPairs * kAThreadsK * (kATrans ? 1 : 2) == S::kBK),
                 "the A gather must cover the tile evenly");
-  static_assert(kAsync || (kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0),
+  static_assert(kAsync || kHalo || (kBThreadsN * kBThreadsK == kThreads && kBN % kBThreadsN == 0 && kPairs % kBThreadsK == 0),
                 "the B gather must cover the tile evenly");
   static_assert((kBM * kBN) % (8 * kThreads) == 0, "the epilogue covers the tile in whole iterations");
-  static_assert(!kWgmma || (kAsync && (S::kWarpsM == 4 || S::kWarpsM == 8) && S::kWarpsN == 1 && kBM % 64 == 0 &&
-                            (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) && kStages >= 3),
+  static_assert(!kWgmma || ((kAsync || kHalo) && (S::kWarpsM == 4 || S::kWarpsM == 8) && S::kWarpsN == 1 &&
+                            kBM % 64 == 0 && (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) &&
+                            (kHalo || kStages >= 3)),
                 "the wgmma tiling: the cp.async form, one or two warpgroups, m64 tiles, n 16 to 128, 3 buffers");
+  static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
+                "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
   // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
   // tiles.
@@ -501,6 +527,13 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
   constexpr unsigned long long kMode = kRowBytes == 128 ? 1 : kRowBytes == 64 ? 2 : 3;
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
          (static_cast<unsigned long long>(8 * kRowBytes >> 4) << 32) | (kMode << 62);
+}
+// A descriptor of a K-major tile without swizzle (the halo tiling's A): 8 x 16-byte core matrices,
+// row r of a core matrix 16 r bytes from its start, the next 8 rows 128 bytes on (stride byte
+// offset), the k 8..15 core matrix `lbo` bytes from the k 0..7 one (leading byte offset, < 256 KiB).
+__device__ __forceinline__ unsigned long long wgmma_desc_plain(unsigned addr, unsigned lbo) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16) | (static_cast<unsigned long long>(128 >> 4) << 32);
 }
 #endif
 
@@ -946,6 +979,151 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   }
 }
 
+// The halo tiling's main loop (P::kHalo: up to 8 input channels, column stride 1, one warpgroup):
+// the block's kBM output columns ox0.. of output row oy need input rows oy * kSH - kPH + r (r <
+// kHaloRows) and columns ox0 - kPW + x (x < kHaloCols), each pixel's 8 channels 16 bytes: that
+// window is staged once (cp.async from a channels-last input of 8 channels on aligned pointers, else
+// gathered 16-bit loads: NCHW, or fewer channels), and so is every step's B tile; then the whole
+// reduction runs at once. The A tile of tap t (kh, kw) is the window from pixel kh kDH kHaloCols + kw
+// kDW on — consecutive output columns are consecutive 16-byte pixels — so wgmma reads it through a
+// plain K-major descriptor (8-row groups 128 bytes apart) whose second k half, tap t + 1, is
+// `off(t + 1) - off(t)` pixels further (the leading byte offset), or the 1 KiB of zeros past the
+// last tap. The input is read once a block instead of once a tap (the seed: 3 rows x 130 pixels
+// against 10 taps x 128), and an NCHW input needs no staging copy.
+template <class S>
+__device__ __forceinline__ int halo_offset(int tap) {  // pixels into the window of tap's A tile
+  return tap / S::kKW * S::kDH * Plan<S>::kHaloCols + tap % S::kKW * S::kDW;
+}
+// 8 channels (zeros past kCin and where !ok) of pixel `at` (element offset of channel 0) with
+// channel stride kStride, as 16 bytes into shared memory.
+template <class S, long long kStride>
+__device__ __forceinline__ void gather8(unsigned short* dst, const typename S::storage* src, bool ok) {
+  unsigned w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const unsigned lo = 2 * k < S::kCin ? load_bits(src + (ok ? 2 * k * kStride : 0), ok) : 0u;
+    const unsigned hi = 2 * k + 1 < S::kCin ? load_bits(src + (ok ? (2 * k + 1) * kStride : 0), ok) : 0u;
+    w[k] = lo | hi << 16;
+  }
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <class S>
+__device__ __forceinline__ void mainloop_halo(float (&acc)[S::kMT][S::kNT][4], unsigned char* smem,
+                                              const typename S::storage* __restrict__ in_n,
+                                              const typename S::storage* __restrict__ weight, int oy, int ox0,
+                                              int co0) {
+  using P = Plan<S>;
+  using T = typename S::storage;
+  const int tid = threadIdx.x;
+  unsigned short* s_b = reinterpret_cast<unsigned short*>(smem);
+  unsigned short* s_a = reinterpret_cast<unsigned short*>(smem + P::kHaloB);
+  unsigned short* s_zero = reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloA);
+  constexpr bool kInCopy = S::kInNhwc && S::kCin == 8 && S::kInAligned;
+  constexpr bool kWCopy = S::kWNhwc && S::kCin == 8 && S::kInAligned;
+  // B: step s, row n (channel co0 + n), chunk c (tap 2s + c) at the swizzled chunk c ^ ((n >> 2) & 1).
+#pragma unroll 1
+  for (int i = tid; i < P::kSteps * P::kBN * 2; i += P::kThreads) {
+    const int step = i / (P::kBN * 2);
+    const int n = (i / 2) % P::kBN;
+    const int c = i % 2;
+    const int tap = 2 * step + c;
+    const int co = co0 + n;
+    const bool ok = (P::kTaps % 2 == 0 || tap < P::kTaps) && (S::kCout % P::kBN == 0 || co < S::kCout);
+    unsigned short* dst = s_b + step * P::kBN * 16 + n * 16 + P::swz(n, c) * 8;
+    if constexpr (kWCopy) {
+      copy16_async<0>(dst, weight + (ok ? co * P::kWO + tap * 8 : 0), ok);
+    } else {
+      const int kh = tap / S::kKW, kw = tap % S::kKW;
+      gather8<S, P::kWI>(dst, weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0), ok);
+    }
+  }
+  // The window.
+#pragma unroll 1
+  for (int i = tid; i < P::kHaloRows * P::kHaloCols; i += P::kThreads) {
+    const int iy = oy * S::kSH - S::kPH + i / P::kHaloCols;
+    const int ix = ox0 - S::kPW + i % P::kHaloCols;
+    const bool ok = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+    const long long at = ok ? iy * P::kInY + ix * P::kInX : 0;
+    if constexpr (kInCopy) {
+      copy16_async<0>(s_a + i * 8, in_n + at, ok);
+    } else {
+      gather8<S, P::kInC>(s_a + i * 8, in_n + at, ok);
+    }
+  }
+  if constexpr (P::kHaloZero > 0) {
+#pragma unroll 1
+    for (int i = tid; i < P::kHaloZero / 16; i += P::kThreads) {
+      *reinterpret_cast<uint4*>(s_zero + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  copy_commit();
+  copy_wait<0>();
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  fence_async_shared();  // the copies and the stores, visible to the tensor cores' reads
+#endif
+  __syncthreads();
+  const unsigned b_base = smem_address(s_b);
+  const unsigned a_base = smem_address(s_a);
+  const unsigned zero = smem_address(s_zero);
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < P::kSteps; ++step) {
+    const unsigned long long b = wgmma_desc<32>(b_base + step * P::kBN * 32);
+    const int t0 = 2 * step, t1 = 2 * step + 1;
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      const unsigned a0 = a_base + (64 * i + halo_offset<S>(t0)) * 16;
+      const unsigned lbo = t1 < P::kTaps ? (halo_offset<S>(t1) - halo_offset<S>(t0)) * 16 : zero - a0;
+      Wgmma<T, P::kBN>::run(acc[i], wgmma_desc_plain(a0, lbo), b);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
+    }
+  }
+#else
+  // mma.sync (other archs): warp w's rows 64 i + 16 w (the wgmma accumulator layout); ldmatrix rows
+  // of tap t0 (lanes 0-15) and t1 (lanes 16-31, or the zeros).
+  const int lane = tid % 32;
+  const int wm = tid / 32;
+#pragma unroll
+  for (int step = 0; step < P::kSteps; ++step) {
+    const int t0 = 2 * step, t1 = 2 * step + 1;
+    const unsigned b_step = b_base + step * P::kBN * 32;
+    unsigned a[S::kMT][4];
+    unsigned b[S::kNT / 2][4];
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      const int r = P::a_row0(wm, i) + lane % 16;
+      const unsigned row = lane < 16 ? a_base + (r + halo_offset<S>(t0)) * 16
+                           : t1 < P::kTaps ? a_base + (r + halo_offset<S>(t1)) * 16
+                                           : zero + (lane % 8) * 16;
+      ldmatrix_x4(a[i], row);
+    }
+#pragma unroll
+    for (int jj = 0; jj < S::kNT / 2; ++jj) {
+      const int n = jj * 16 + lane % 8 + lane / 16 * 8;
+      ldmatrix_x4(b[jj], b_step + n * 32 + P::swz(n, (lane / 8) % 2) * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+        Mma<T>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+      }
+    }
+  }
+#endif
+  __syncthreads();  // every warp's reads of the window and B tiles are done before the epilogue reuses them
+}
+
 // kVec 16-bit values (packed low-first into 32-bit words) stored as one access.
 template <class T, int kVec>
 __device__ __forceinline__ void store_bits(T* dst, const unsigned (&h)[kVec]) {
@@ -1045,10 +1223,10 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
 
 // kHalfEpi's stores from the tile of 16-bit outputs s_h (already biased, E'd and rounded in
 // registers): kVec consecutive outputs along the output's contiguous axis as one load from shared
-// memory and one store (16 bytes for 8).
+// memory and one store (16 bytes for 8). Tile pixel m < m_end is pixel p0 + m of the plane.
 template <class S, int kVec>
 __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typename S::storage* __restrict__ out_n,
-                                                int p0, int co0) {
+                                                int p0, int m_end, int co0) {
   using P = Plan<S>;
   constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
   constexpr int kSlow = S::kOutNhwc ? P::kBM : P::kBN;
@@ -1063,7 +1241,7 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
     const int c = S::kOutNhwc ? fast : slow;
     const int p = p0 + m;
     const int co = co0 + c;
-    if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+    if (m < m_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
       const unsigned short* src = s_h + (S::kOutNhwc ? m * P::kHPitch + c : c * P::kHPitch + m);
       typename S::storage* dst = out_n + (p * P::kOutP + co * P::kOutC);
       if constexpr (kVec == 8) {
@@ -1111,7 +1289,12 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   const int warp = tid / 32;
   const int wm = warp % S::kWarpsM;
   const int wn = warp / S::kWarpsM;
-  const int p0 = blockIdx.x * P::kBM;
+  // The halo tiling: block x is columns ox0 .. ox0 + kBM - 1 of output row oy (valid: m_end).
+  const int oy = P::kHalo ? (int)blockIdx.x / P::kSegs : 0;
+  const int ox0 = P::kHalo ? ((int)blockIdx.x - oy * P::kSegs) * P::kBM : 0;
+  const int p0 = P::kHalo ? oy * S::kOW + ox0 : (int)blockIdx.x * P::kBM;
+  const int m_end = P::kHalo ? S::kOW - ox0 : (int)(P::kPixels - p0);
+  (void)m_end;  // (the fp32 tile's store bounds by the plane)
   const int co0 = blockIdx.y * P::kBN;
   const long long n = blockIdx.z;
   const T* in_n = input + n * P::kInN;
@@ -1139,7 +1322,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   }
   // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
   // aligned (S::kInAligned), else the register gather.
-  if constexpr (P::kAsync) {
+  if constexpr (P::kHalo) {
+    d::mainloop_halo<S>(acc, smem, in_n, weight, oy, ox0, co0);
+    (void)a_row, (void)b_row;
+  } else if constexpr (P::kAsync) {
     d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   } else {
     d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
@@ -1232,7 +1418,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     }
 #endif
     __syncthreads();
-    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, co0);
+    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, m_end, co0);
   } else {
     // (Not instantiated for kHalfEpi.)
     float* s_c = reinterpret_cast<float*>(smem);

@@ -332,4 +332,64 @@ TEST(Conv2dDtypesGpu, SpecialValuesRoundOnceToNearestEven) {
   }
 }
 
+// The halo tiling (up to 8 channels, column stride 1: a 3 x 3 filter over 40 columns, 9 taps, the
+// tenth of the last k step read from a block of zeros): +infinity, -infinity (in the last column)
+// and a NaN in the input reach exactly the outputs whose window holds them — an infinity read where
+// the padding tap's zeros should be would make NaN elsewhere (infinity x 0) — and every other output
+// is finite and within the tolerance. Every layout, f16 and bf16, outputs poisoned first.
+TEST(Conv2dDtypesGpu, SpecialValuesThroughTheHaloWindow) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  std::mt19937_64 rng(20261124);
+  const int cin = 8, h = 4, w = 40, cout = 16, oh = 2, ow = 38;
+  Stream stream;
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (int layouts = 0; layouts < 8; ++layouts) {
+      const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = layouts & 4;
+      HostTensor x = random_tensor(1, cin, h, w, dt, in_nhwc, rng);
+      x.values[(3 * h + 1) * w + 20] = INFINITY;
+      x.values[(0 * h + 0) * w + 39] = -INFINITY;
+      x.values[(6 * h + 2) * w + 5] = NAN;
+      HostTensor wt = random_tensor(cout, cin, 3, 3, dt, w_nhwc, rng);
+      for (double& v : wt.values) v = v == 0.0 ? 0.5 : v;  // infinity x weight stays infinite
+      HostTensor y{1, cout, oh, ow, dt, out_nhwc, std::vector<double>(std::size_t(cout) * oh * ow)};
+      DeviceCopy dx = upload(x), dw = upload(wt), dy = upload(y);
+      dy.buffer.fill_u32(0xffffffffu);
+      SCOPED_TRACE(std::string(to_string(dt)) + (in_nhwc ? " nhwc in" : " nchw in") +
+                   (w_nhwc ? " nhwc weight" : " nchw weight") + (out_nhwc ? " nhwc out" : " nchw out"));
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}));
+      ASSERT_TRUE(conv2d_tiling(v).halo);
+      conv2d(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}), stream);
+      stream.synchronize();
+      std::vector<unsigned char> raw(y.bytes());
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      double num = 0, den = 0;
+      int special = 0;
+      for (int co = 0; co < cout; ++co)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            double want = 0;
+            for (int ci = 0; ci < cin; ++ci)
+              for (int ky = 0; ky < 3; ++ky)
+                for (int kx = 0; kx < 3; ++kx)
+                  want += x.values[(std::size_t(ci) * h + oy + ky) * w + ox + kx] *
+                          wt.values[((std::size_t(co) * cin + ci) * 3 + ky) * 3 + kx];
+            const double got = y.read(raw, 0, co, oy, ox);
+            if (std::isnan(want)) {
+              ++special;
+              EXPECT_TRUE(std::isnan(got)) << "channel " << co << " (" << oy << ", " << ox << ")";
+            } else if (std::isinf(want)) {
+              ++special;
+              EXPECT_EQ(got, want) << "channel " << co << " (" << oy << ", " << ox << ")";
+            } else {
+              ASSERT_TRUE(std::isfinite(got)) << "channel " << co << " (" << oy << ", " << ox << "): " << got;
+              num += (got - want) * (got - want);
+              den += want * want;
+            }
+          }
+      EXPECT_EQ(special, cout * (6 + 1 + 6));  // 3 x 2 windows each for +inf and NaN, one for -inf
+      EXPECT_LE(std::sqrt(num / den), tolerance(dt));
+    }
+  }
+}
+
 }  // namespace

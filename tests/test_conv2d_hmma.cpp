@@ -96,20 +96,31 @@ TEST(Conv2dHmma, TilingInvariants) {
       EXPECT_EQ(t.n_tiles % 2, 0);  // B fragments two n tiles an ldmatrix
       EXPECT_EQ(t.tile_rows, 1);
       // Staged (NCHW from 32768 input elements an image) runs the wgmma tiling: one warpgroup of
-      // 64-pixel tiles, 3 or more buffers.
-      EXPECT_EQ(t.wgmma, t.stage_channels > 0);
+      // 64-pixel tiles, 3 or more buffers; up to 8 channels at column stride 1 its halo form, never
+      // staged.
+      EXPECT_EQ(t.halo, v.in_channels <= 8 && v.params.stride_w == 1 && v.out_width() >= 32);
+      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_halo(v), t.halo);
+      if (t.halo) EXPECT_EQ(t.stage_channels, 0);
+      EXPECT_EQ(t.wgmma, t.stage_channels > 0 || t.halo);
       // The launch's cheap test (set_hmma_alignment, every call) agrees with the planner.
       EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v), t.wgmma);
       if (t.wgmma) {
         EXPECT_TRUE(t.warps_m == 4 || t.warps_m == 8);  // one or two warpgroups
         EXPECT_EQ(t.warps_n, 1);
-        EXPECT_GE(t.stages, 3);
+        EXPECT_GE(t.stages, t.halo ? 1 : 3);
         EXPECT_TRUE(make_request(v).arch_specific);
       }
       EXPECT_EQ(t.tile_cols, 16 * t.warps_m * t.m_tiles);
+      // Blocks of the flattened plane; the halo form's of one output row each.
       const std::int64_t pixels = v.out_height() * v.out_width();
-      EXPECT_GE(std::int64_t{t.tiles_x} * t.tile_cols, pixels);
-      EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
+      if (t.halo) {
+        const std::int64_t segs = (v.out_width() + t.tile_cols - 1) / t.tile_cols;
+        EXPECT_EQ(t.tiles_x, v.out_height() * segs);
+        EXPECT_LT((segs - 1) * t.tile_cols, v.out_width());
+      } else {
+        EXPECT_GE(std::int64_t{t.tiles_x} * t.tile_cols, pixels);
+        EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
+      }
       EXPECT_EQ(t.tiles_y, 1);
       EXPECT_EQ(t.row_tiles, 1);
       // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma, else 64 (the register
@@ -124,13 +135,16 @@ TEST(Conv2dHmma, TilingInvariants) {
       EXPECT_GT(t.min_blocks, 0);
     }
   }
-  // The issue's shapes: 128 pixels a block for the seed; 64 channels a block (UNet: 128 threads).
+  // The issue's shapes: the seed's halo form, 128 columns of one output row a block (126 wide: one
+  // block a row), 64 channels, 5 blocks a multiprocessor; UNet-like 256 x 128 (two warpgroups).
   const Conv2dTiling seed = conv2d_tiling(
       variant(kShapes[0], DType::bf16, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false));
+  EXPECT_TRUE(seed.halo);
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
   EXPECT_EQ(seed.ci_chunk, 16);  // two filter taps of 8 channels a k step
-  EXPECT_EQ(seed.tiles_x, (126 * 126 + 127) / 128);
+  EXPECT_EQ(seed.tiles_x, 126);
+  EXPECT_EQ(seed.min_blocks, 5);
   const Conv2dTiling unet = conv2d_tiling(
       variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
   EXPECT_TRUE(unet.wgmma);
@@ -175,6 +189,51 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
     }
   }
   EXPECT_GT(compiled, 20);
+}
+
+// The halo form (up to 8 input channels, column stride 1, no residual, 32 or more output columns)
+// over filter sizes, dilation, row stride, channel counts (1 to 8 in, 1 to 200 out: every block
+// width) and layouts: planned as halo, compiled for sm_90 (as sm_90a: wgmma) and sm_80 (mma.sync)
+// without spills or warnings, within a block's shared memory.
+TEST(Conv2dHmma, HaloTilingsCompile) {
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  struct Case {
+    int cin, h, w, cout, kh, kw;
+    Conv2dParams p;
+  };
+  const Case cases[] = {
+      {8, 9, 126, 64, 3, 3, {}},                        // the seed's rows
+      {3, 16, 224, 64, 7, 7, Conv2dParams{2, 1, 3, 3, 1, 1}},  // an RGB stem at row stride 2
+      {1, 8, 40, 1, 1, 1, {}},                          // 1 x 1, one channel each side
+      {5, 12, 70, 24, 3, 5, Conv2dParams{1, 1, 1, 2, 2, 3}},   // dilated, non-square
+      {8, 6, 300, 200, 2, 2, {}},                       // 3 blocks a row, 2 blocks of channels
+      {7, 11, 33, 128, 11, 1, Conv2dParams{1, 1, 5, 0, 1, 1}},  // 11 x 1
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, c.p, i % 2 == 0,
+                                          div_leaky_relu_epilogue(2.0, 0.01));
+    v.dtype = i % 2 ? DType::bf16 : DType::f16;
+    v.input_layout = i % 3 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    v.weight_layout = i % 2 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    v.output_layout = i % 4 < 2 ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
+    ++i;
+    SCOPED_TRACE(v.name());
+    const Conv2dTiling t = conv2d_tiling(v);
+    ASSERT_TRUE(t.halo);
+    EXPECT_EQ(t.stage_channels, 0);
+    EXPECT_LE(t.shared_bytes, 227u * 1024u);
+    cuinline::CompileRequest request = make_request(v);
+    request.options.push_back("-Xptxas=-v");
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
+      EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
+      for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill);
+           it != std::sregex_iterator(); ++it) {
+        EXPECT_EQ((*it)[1], "0") << arch << "\n" << program.log;
+      }
+    }
+  }
 }
 
 // Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the

@@ -260,7 +260,16 @@ inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16) 
   const unsigned start = static_cast<unsigned>(desc & 0x3FFF) << 4;
   const unsigned stride = static_cast<unsigned>((desc >> 32) & 0x3FFF) << 4;
   const unsigned mode = static_cast<unsigned>(desc >> 62);
-  EXPECT_NE(mode, 0u) << "the kernel's tiles are swizzled";
+  if (mode == 0) {
+    // No swizzle (the halo tiling's A): 8 x 16-byte core matrices, row r % 8 at 16 (r % 8) bytes,
+    // the 8-row groups `stride` apart, the k 8..15 core matrix the leading byte offset further.
+    const unsigned leading = static_cast<unsigned>((desc >> 16) & 0x3FFF) << 4;
+    const unsigned at = start + (row / 8) * stride + (k / 8) * leading + (row % 8) * 16 + 2 * (k % 8);
+    EXPECT_LE(at + 2, g_block->smem.size());
+    unsigned short h;
+    std::memcpy(&h, g_block->smem.data() + at, 2);
+    return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+  }
   const unsigned row_bytes = mode == 1 ? 128 : mode == 2 ? 64 : 32;
   const unsigned logical = start + (row / 8) * stride + (row % 8) * row_bytes + 2 * k;
   const unsigned physical = logical ^ (((logical >> 7) & (row_bytes / 16 - 1)) << 4);
@@ -367,6 +376,7 @@ struct Epilogue {
   };
 
 // (the tiling columns are the host plan's; EmulatedKernelMatchesTheReference checks them)
+// (At most 19 columns wide: none is planned for the halo tiling, which needs 32 output columns.)
 HMMA_CASE(Seed, ew_half, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 2, 2, 4, 4, 8, 16, 2)
 HMMA_CASE(SeedNhwcReg, ew_bf16, 8, 20, 19, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 4, 4, 8, 16, 4)
 HMMA_CASE(Resnet, ew_half, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 2, 2, 2, 4, 64, 64, 3)
@@ -387,22 +397,44 @@ HMMA_CASE(NchwOutReg, ew_bf16, 16, 8, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1
 // case planned for the register gather (its ...Reg twin, which the unaligned runs use): one
 // warpgroup of mt 64-pixel tiles x 8 nt channels, k step bk, `depth` buffers. Emulated as mma.sync
 // on the swizzled tiles (what other archs run), and as wgmma in test_conv2d_wgmma_emulated.
-#define WGMMA_CASE(name, base, wm, mt, nt, bk, depth)                                                     \
+// (minb: the planner's blocks a multiprocessor; one warpgroup: what its accumulators + 32 registers
+// and its shared memory allow.)
+#define WGMMA_CASE(name, base, wm, mt, nt, bk, depth, minb)                                               \
   struct name : base {                                                                                  \
-    static constexpr int kWarpsM = wm, kWarpsN = 1, kMT = mt, kNT = nt, kBK = bk, kMinBlocks = 1,       \
+    static constexpr int kWarpsM = wm, kWarpsN = 1, kMT = mt, kNT = nt, kBK = bk, kMinBlocks = minb,    \
                          kAsyncDepth = depth, kWgmma = 1;                                               \
   };
-WGMMA_CASE(SeedNhwc, SeedNhwcReg, 4, 2, 8, 16, 4)
-WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 8, 1, 8, 64, 4)
-WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 8, 1, 4, 32, 4)
-WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 4)
-WGMMA_CASE(NchwOut, NchwOutReg, 8, 1, 8, 16, 4)
+WGMMA_CASE(SeedNhwc, SeedNhwcReg, 4, 2, 8, 16, 4, 5)
+WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 8, 1, 8, 64, 4, 1)
+WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 8, 1, 4, 32, 4, 1)
+WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 4, 1)
+WGMMA_CASE(NchwOut, NchwOutReg, 8, 1, 8, 16, 4, 1)
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
 // comparison for it).
 struct UnetOneGroup : UnetNhwc {
   static constexpr int kWarpsM = 4, kMT = 2;
 };
+
+// The halo tiling (kHalo: up to 8 input channels, column stride 1, no residual, at least 32 output
+// columns): one warpgroup of mt 64-column tiles of one output row x 8 nt channels, every step at
+// once; any layout (cp.async for a channels-last input of 8 channels, else the 16-bit gather).
+#define HALO_CASE(name, T, cin, h, w, cout, kh, kw, sh, ph, pw, dh, dw, bias, in, wl, out, mt, nt, minb)    \
+  HMMA_CASE(name##Base, T, cin, h, w, cout, kh, kw, sh, 1, ph, pw, dh, dw, bias, 0, in, wl, out, 4, 1, mt, nt, 8, \
+            16, minb)                                                                                       \
+  struct name : name##Base {                                                                                \
+    static constexpr int kAsyncDepth = 1, kWgmma = 1, kHalo = 1;                                            \
+  };
+// The seed's shape at 6 x 40 (one 64-column tile), NCHW: no staging copy.
+HALO_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 8, 8)
+// Channels-last, 8 channels (cp.async), 68 columns in one 128-column tile.
+HALO_CASE(SeedHaloNhwc, ew_bf16, 8, 5, 70, 64, 3, 3, 1, 0, 0, 1, 1, 1, 1, 1, 1, 2, 8, 5)
+// RGB: a channels-last input of 3 channels (gathered), NCHW weight, 5 x 3 filter (15 taps: the
+// zeros), row stride 2, padding (2, 1), dilation (1, 2), 24 channels.
+HALO_CASE(RgbHalo, ew_half, 3, 9, 41, 24, 5, 3, 2, 2, 1, 1, 2, 0, 1, 0, 1, 1, 4, 8)
+// Two 128-column tiles a row (150 wide), 100 channels (a partial 128-channel block), NCHW in and
+// out, dilated rows.
+HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2, 16, 3)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -458,6 +490,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.shared_bytes, static_cast<unsigned>(P::kSmemBytes));
     EXPECT_EQ(t.tiles_x, P::kTilesX);
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
+    EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
     if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
@@ -584,6 +617,10 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<UnetNhwc>(seed++);
   check_case<NchwOut>(seed++);
   check_case<UnetOneGroup>(seed++);
+  check_case<SeedHalo>(seed++);
+  check_case<SeedHaloNhwc>(seed++);
+  check_case<RgbHalo>(seed++);
+  check_case<WideHalo>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -616,6 +653,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<SeedNhwc>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Resnet>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Unet>>(seed++, Mode::misaligned_output);
+  // The halo tiling: copies landing at once; a channels-last input of 8 channels misaligned (the
+  // gather); an NCHW output whose rows (38 columns) take 2-output stores, misaligned (one a store).
+  static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
+  check_case<SeedHaloNhwc>(seed++, Mode::copies_at_issue);
+  check_case<InputMisaligned<SeedHaloNhwc>>(seed++, Mode::misaligned_input);
+  check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

@@ -206,6 +206,12 @@ struct Conv2dTiling {
   /// same tiling runs on mma.sync.
   bool wgmma = false;
   int stages = 0;
+  /// The wgmma tiling's halo form (up to 8 input channels, column stride 1, no residual; any layout,
+  /// never staged): a block is tile_cols consecutive columns of one output row (tiles_x = OH x
+  /// ceil(OW / tile_cols) blocks an image); the input window those columns read (every filter tap's
+  /// rows, 8 channels a pixel) is staged once in shared memory and each tap's A tile read from it in
+  /// place; every k step's weights at once (stages = 1).
+  bool halo = false;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.

@@ -38,6 +38,15 @@ bool wgmma_disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_HALO=0 keeps up-to-8-channel variants off the halo tiling (read once).
+bool halo_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_HALO");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 // CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
 // for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
 // tiling the template rejects fails to compile).
@@ -101,6 +110,16 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 // (conv2d_hmma.cuh's Plan<S>, which the source checks).
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
+  if (t.halo) {
+    // Every step's B tile, the input window, 1 KiB of zeros for an odd tap count; or the 16-bit
+    // output tile; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloA, kHaloZero).
+    const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+    const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
+    const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
+    const std::int64_t main = (taps + 1) / 2 * bn * 32 + rows * cols * 16 + (taps % 2 ? 1024 : 0);
+    const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
+    return static_cast<unsigned>(std::max(main, out) + 1024);
+  }
   // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
   const std::int64_t pitch = t.wgmma ? bk : bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
@@ -120,7 +139,10 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 }
 
 int hmma_out_vec(const Conv2dVariant& v) {
-  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
+  // (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
+  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
+                           : hmma_halo(v)                          ? v.out_width()
+                                                                   : v.out_height() * v.out_width();
   // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
   // (Called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner.)
   const int most = !v.has_residual && hmma_uses_wgmma(v) ? 8 : 4;
@@ -156,6 +178,22 @@ bool hmma_applies(const Conv2dVariant& v) {
 }
 
 namespace {
+
+// The blocks a multiprocessor for a one-warpgroup wgmma tiling: as many as its shared memory
+// allows, up to a register budget of its accumulators (m_tiles x bn / 2 a thread) + 32, or + half
+// as many past 64 (__launch_bounds__; latency-bound short reductions want the most blocks; 128
+// accumulators spilled 36 bytes at 168). The seed's 64 accumulators: 5 blocks at 96 registers, no
+// spills; unbounded, ptxas took 99 after the stmatrix
+// epilogue and 4 blocks fit (H200, f16: 0.1446 ms channels-last against 0.135 at 5).
+int one_group_min_blocks(const Conv2dTiling& t) {
+  constexpr int kRegistersPerSm = 65536;
+  constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
+  const int accumulators = t.m_tiles * t.block_channels() / 2;
+  const int registers = (accumulators + std::max(32, accumulators / 2) + 7) / 8 * 8;
+  const int by_registers = kRegistersPerSm / (t.threads() * registers);
+  const int by_shared = kSharedPerSm / static_cast<int>(t.shared_bytes + kSharedReservedPerBlock);
+  return std::clamp(std::min(by_registers, by_shared), 1, 8);
+}
 
 // Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
 constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
@@ -226,20 +264,40 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
-  // One warpgroup (a short reduction: latency-bound, the more blocks a multiprocessor the better):
-  // the blocks its shared memory allows, up to a register budget of its accumulators (m_tiles x bn /
-  // 2 a thread) + 32 (__launch_bounds__). The seed's 64 accumulators: 5 blocks at 96 registers, no
-  // spills; unbounded, ptxas took 99 after the stmatrix epilogue and 4 blocks fit (H200, f16: 0.1446
-  // ms channels-last against 0.135 at 5). Two warpgroups are bound by shared memory already.
-  if (!two_groups && !overridden) {
-    constexpr int kRegistersPerSm = 65536;
-    constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
-    const int registers = (t.m_tiles * bn / 2 + 32 + 7) / 8 * 8;
-    const int by_registers = kRegistersPerSm / (t.threads() * registers);
-    const int by_shared = kSharedPerSm / static_cast<int>(t.shared_bytes + kSharedReservedPerBlock);
-    t.min_blocks = std::clamp(std::min(by_registers, by_shared), 1, 8);
-  }
+  if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t);
   return t;
+}
+
+// The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
+// two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of
+// wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not
+// eligible (see hmma_halo) or its window does not fit.
+bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
+  if (!hmma_applies(v) || wgmma_disabled_by_environment() || halo_disabled_by_environment()) return false;
+  if (v.in_channels > 8 || v.params.stride_w != 1 || v.has_residual || v.out_width() < 32) return false;
+  const int cout = v.out_channels;
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
+  t = Conv2dTiling{};
+  t.tensor_cores = true;
+  t.half_mma = true;
+  t.wgmma = true;
+  t.halo = true;
+  t.warps_m = 4, t.warps_n = 1, t.m_tiles = v.out_width() <= 64 ? 1 : 2, t.n_tiles = bn / 8;
+  t.tile_rows = 1;
+  t.tile_cols = 16 * t.m_tiles * t.warps_m;
+  t.ci_chunk = 16;
+  t.ci_unroll = 1;
+  t.kh_unroll = 1;
+  t.kw_unroll = 1;
+  t.pipeline = 2;
+  t.row_tiles = 1;
+  t.stages = 1;
+  t.tiles_x = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
+  t.tiles_y = 1;
+  t.shared_bytes = shared_bytes(v, t);
+  if (t.shared_bytes > kMaxSharedBytes) return false;
+  t.min_blocks = one_group_min_blocks(t);
+  return true;
 }
 
 // The tiling of a variant as its tensors are (no staging copy).
@@ -265,6 +323,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
+  if (Conv2dTiling h; halo_tiling(v, h)) return h;
   if (async && !wgmma_disabled_by_environment()) return wgmma_tiling(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
   // A k step of 64 channels, 32 with 128 channels a block; and 32 for blocks of up to 32 channels
@@ -336,7 +395,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", pipe_override().l2) +
-         c("kWgmma", t.wgmma ? 1 : 0);
+         c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -386,11 +445,16 @@ bool hmma_uses_wgmma(const Conv2dVariant& v) {
   // direct_tiling's test, on the variant as called or (staged) on its channels-last copy, which is
   // always in the cp.async form.
   return hmma_applies(v) && !wgmma_disabled_by_environment() &&
-         ((hmma_async_layout(v) && v.inputs_aligned) || hmma_stages(v));
+         ((hmma_async_layout(v) && v.inputs_aligned) || hmma_stages(v) || hmma_halo(v));
+}
+
+bool hmma_halo(const Conv2dVariant& v) {
+  Conv2dTiling t;
+  return halo_tiling(v, t);
 }
 
 bool hmma_stages(const Conv2dVariant& v) {
-  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned)) return false;
+  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;

@@ -73,8 +73,13 @@ inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage";
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;
 /// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma, without
-/// planning): the cp.async form as called, or staged; unless CUINLINE_CONV2D_WGMMA=0.
+/// planning): the halo form, the cp.async form as called, or staged; unless CUINLINE_CONV2D_WGMMA=0.
 bool hmma_uses_wgmma(const Conv2dVariant& v);
+/// Whether an f16 / bf16 variant runs the wgmma tiling's halo form (hmma_tiling(v).halo; never
+/// staged): at most 8 input channels, column stride 1, no residual, at least 32 output columns,
+/// its window and weights within a block's shared memory; unless CUINLINE_CONV2D_WGMMA=0 or
+/// CUINLINE_CONV2D_HALO=0.
+bool hmma_halo(const Conv2dVariant& v);
 /// Whether an f16 / bf16 variant runs as a staging copy into a workspace (channels-last, channels
 /// padded to a multiple of 8) followed by the conv of that copy: hmma_applies(v), not already in
 /// that form, and CUINLINE_CONV2D_STAGE (read once): "0" never, "1" always, else at least
