@@ -5,7 +5,8 @@
 # tilings), and a tiling sweep: TILES="shape:wm,wn,mt,nt,bk,minb:depth ..." (CUINLINE_CONV2D_HMMA_TILE
 # and CUINLINE_CONV2D_HMMA_PIPE; "shape:default" = the planner's); NCU="seed:nhwc unet:nchw ..." also
 # profiles those shapes' f16 kernels (ncu, one launch after warm-up: the conv and the staging copy);
-# COMPILE=1 also times NVRTC on this host (bench_conv2d_compile_time --set all).
+# COMPILE=1 also times NVRTC on this host (bench_conv2d_compile_time --set all); AB="NAME=VALUE ..."
+# also times cuinline with each of those environment settings (e.g. CUINLINE_CONV2D_HALO=0).
 #   OUT=/tmp/out bench/run_gpu_wgmma.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,12 +36,16 @@ main() {
     echo "== compute-sanitizer memcheck / racecheck: the issue shapes"
     for tool in memcheck racecheck; do
       timeout 240 compute-sanitizer --tool $tool --report-api-errors no \
-        "$build/tests/test_conv2d_dtypes_gpu" --gtest_filter='*IssueShapes*' --gtest_brief=1 2>&1 | tail -n 8
+        "$build/tests/test_conv2d_dtypes_gpu" --gtest_filter='*IssueShapes*:*Halo*' --gtest_brief=1 2>&1 | tail -n 8
     done
   fi
   echo "== cuinline: wgmma (default) / the mma.sync tilings (CUINLINE_CONV2D_WGMMA=0)"
   timeout 200 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_wgmma.md"
   CUINLINE_CONV2D_WGMMA=0 timeout 200 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_mma.md"
+  for setting in ${AB:-}; do
+    echo "== cuinline with $setting"
+    env "$setting" timeout 200 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_${setting%%=*}.md"
+  done
   echo "== sweep"
   for item in ${TILES:-}; do
     shape=${item%%:*}
