@@ -153,10 +153,22 @@ struct Plan {
   // tap reads.
   static constexpr int kHaloRows = (S::kKH - 1) * S::kDH + 1;
   static constexpr int kHaloCols = kBM + (S::kKW - 1) * S::kDW;
+  // An NCHW input of whole 16-byte runs (kW % 8 == 0, aligned): copied by cp.async as it is laid out,
+  // [kHaloRows][8 channels][kStageCols] from the 8-aligned column below the window's first (kLeft
+  // columns before it), then transposed into the window by ldmatrix.trans + stmatrix (sm_90; other
+  // archs gather). The window's rows then have 8 columns of slack each side (kHaloLead), which the
+  // aligned 8-column groups may write.
+  static constexpr bool kInNchwCopy = kHalo && !S::kInNhwc && S::kW % 8 == 0 && S::kInAligned;
+  static constexpr int kLeft = (8 - S::kPW % 8) % 8;
+  static constexpr int kStageCols = (kLeft + kHaloCols + 7) / 8 * 8;
+  static constexpr int kHaloLead = kInNchwCopy ? 8 : 0;
+  static constexpr int kHaloPitch = kHaloCols + 2 * kHaloLead;
   static constexpr int kHaloB = kSteps * kBN * 32;
-  static constexpr int kHaloA = kHaloRows * kHaloCols * 16;
+  static constexpr int kHaloA = kHaloRows * kHaloPitch * 16;
   static constexpr int kHaloZero = kTaps % 2 ? 1024 : 0;
-  static constexpr int kMainBytes = kHalo ? kHaloB + kHaloA + kHaloZero : kStages * kStageElems * 2;
+  static constexpr int kHaloStage = kInNchwCopy ? kHaloRows * 8 * kStageCols * 2 : 0;
+  static constexpr int kMainBytes =
+      kHalo ? kHaloB + kHaloA + kHaloZero + kHaloStage : kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
   // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
   // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
@@ -992,7 +1004,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
 // against 10 taps x 128), and an NCHW input needs no staging copy.
 template <class S>
 __device__ __forceinline__ int halo_offset(int tap) {  // pixels into the window of tap's A tile
-  return tap / S::kKW * S::kDH * Plan<S>::kHaloCols + tap % S::kKW * S::kDW;
+  return tap / S::kKW * S::kDH * Plan<S>::kHaloPitch + tap % S::kKW * S::kDW;
 }
 // 8 channels (zeros past kCin and where !ok) of pixel `at` (element offset of channel 0) with
 // channel stride kStride, as 16 bytes into shared memory.
@@ -1016,9 +1028,16 @@ __device__ __forceinline__ void mainloop_halo(float (&acc)[S::kMT][S::kNT][4], u
   using T = typename S::storage;
   const int tid = threadIdx.x;
   unsigned short* s_b = reinterpret_cast<unsigned short*>(smem);
-  unsigned short* s_a = reinterpret_cast<unsigned short*>(smem + P::kHaloB);
+  unsigned short* s_a = reinterpret_cast<unsigned short*>(smem + P::kHaloB);  // (window row 0, slack)
   unsigned short* s_zero = reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloA);
+  unsigned short* s_nchw = reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloA + P::kHaloZero);
+  (void)s_nchw;
   constexpr bool kInCopy = S::kInNhwc && S::kCin == 8 && S::kInAligned;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  constexpr bool kTranspose = P::kInNchwCopy;
+#else
+  constexpr bool kTranspose = false;
+#endif
   constexpr bool kWCopy = S::kWNhwc && S::kCin == 8 && S::kInAligned;
   // B: step s, row n (channel co0 + n), chunk c (tap 2s + c) at the swizzled chunk c ^ ((n >> 2) & 1).
 #pragma unroll 1
@@ -1037,17 +1056,34 @@ __device__ __forceinline__ void mainloop_halo(float (&acc)[S::kMT][S::kNT][4], u
       gather8<S, P::kWI>(dst, weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0), ok);
     }
   }
-  // The window.
+  // The window (NCHW and transposed: its rows of 8-column runs of each channel, from column xa0).
+  const int xa0 = ox0 - S::kPW - P::kLeft;
+  if constexpr (kTranspose) {
+    constexpr int kGroups = P::kStageCols / 8;
 #pragma unroll 1
-  for (int i = tid; i < P::kHaloRows * P::kHaloCols; i += P::kThreads) {
-    const int iy = oy * S::kSH - S::kPH + i / P::kHaloCols;
-    const int ix = ox0 - S::kPW + i % P::kHaloCols;
-    const bool ok = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-    const long long at = ok ? iy * P::kInY + ix * P::kInX : 0;
-    if constexpr (kInCopy) {
-      copy16_async<0>(s_a + i * 8, in_n + at, ok);
-    } else {
-      gather8<S, P::kInC>(s_a + i * 8, in_n + at, ok);
+    for (int i = tid; i < P::kHaloRows * 8 * kGroups; i += P::kThreads) {
+      const int row = i / (8 * kGroups);  // (row, channel, group)
+      const int c = (i / kGroups) % 8;
+      const int g = i % kGroups;
+      const int iy = oy * S::kSH - S::kPH + row;
+      const int ix = xa0 + 8 * g;  // a multiple of 8: the run is all in the image or all outside
+      const bool ok = c < S::kCin && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+      copy16_async<0>(s_nchw + i * 8, in_n + (ok ? c * P::kInC + iy * P::kInY + ix : 0), ok);
+    }
+  } else {
+#pragma unroll 1
+    for (int i = tid; i < P::kHaloRows * P::kHaloCols; i += P::kThreads) {
+      const int row = i / P::kHaloCols, x = i % P::kHaloCols;
+      const int iy = oy * S::kSH - S::kPH + row;
+      const int ix = ox0 - S::kPW + x;
+      const bool ok = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+      const long long at = ok ? iy * P::kInY + ix * P::kInX : 0;
+      unsigned short* dst = s_a + (row * P::kHaloPitch + P::kHaloLead + x) * 8;
+      if constexpr (kInCopy) {
+        copy16_async<0>(dst, in_n + at, ok);
+      } else {
+        gather8<S, P::kInC>(dst, in_n + at, ok);
+      }
     }
   }
   if constexpr (P::kHaloZero > 0) {
@@ -1059,11 +1095,29 @@ __device__ __forceinline__ void mainloop_halo(float (&acc)[S::kMT][S::kNT][4], u
   copy_commit();
   copy_wait<0>();
 #if CUINLINE_CONV2D_HMMA_WGMMA
+  if constexpr (kTranspose) {
+    // 8 x 8 matrices (8 channels x 8 columns of a row): ldmatrix.trans gives lane l column l / 4's
+    // channels 2 (l % 4), + 1, which stmatrix stores as row l / 4 (a 16-byte pixel) of the window.
+    // A warp moves 4 matrices an instruction (the last repeated past the end: identical stores).
+    constexpr int kGroups = P::kStageCols / 8;
+    constexpr int kMatrices = P::kHaloRows * kGroups;
+    __syncthreads();
+    const int lane = tid % 32;
+#pragma unroll 1
+    for (int q0 = tid / 32 * 4; q0 < kMatrices; q0 += P::kThreads / 8) {
+      const int q = q0 + lane / 8 < kMatrices ? q0 + lane / 8 : kMatrices - 1;
+      const int row = q / kGroups, g = q % kGroups;
+      unsigned r[4];
+      ldmatrix_x4_trans(r, smem_address(s_nchw + ((row * 8 + lane % 8) * P::kStageCols + 8 * g)));
+      const int col = P::kHaloLead + 8 * g - P::kLeft + lane % 8;  // (in the slack where < kHaloLead)
+      stmatrix_x4(smem_address(s_a + (row * P::kHaloPitch + col) * 8), r);
+    }
+  }
   fence_async_shared();  // the copies and the stores, visible to the tensor cores' reads
 #endif
   __syncthreads();
   const unsigned b_base = smem_address(s_b);
-  const unsigned a_base = smem_address(s_a);
+  const unsigned a_base = smem_address(s_a) + P::kHaloLead * 16;
   const unsigned zero = smem_address(s_zero);
 #if CUINLINE_CONV2D_HMMA_WGMMA
   wgmma_fence();

@@ -55,9 +55,11 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
             view(0x100000, dt, nhwc, 4, 8, 32, 32), view(0x200000, dt, w_nhwc, 16, 8, 3, 3),
             TensorView::contiguous(fake(0x300000), dt, {16}), view(0x400000, dt, nhwc, 4, 16, 32, 32),
             Conv2dParams::square(1, 1), Op::relu());
-        // Channels-last input and weight (8 channels): the wgmma kernel, warmed for sm_90 as sm_90a
-        // (CompileRequest::arch_specific), found under the key of the run-time lookup for sm_90.
-        EXPECT_EQ(make_request(v).arch_specific, nhwc && w_nhwc) << v.name();
+        // Up to 8 channels at column stride 1, 32 columns: the wgmma kernel's halo form in every
+        // layout, warmed for sm_90 as sm_90a (CompileRequest::arch_specific), found under the key of
+        // the run-time lookup for sm_90.
+        EXPECT_TRUE(conv2d_tiling(v).halo) << v.name();
+        EXPECT_TRUE(make_request(v).arch_specific) << v.name();
         cuinline::CacheTier tier = cuinline::CacheTier::compiled;
         cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
         EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
@@ -119,8 +121,9 @@ TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {
 TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   if (std::getenv("CUINLINE_CONV2D_STAGE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE is set";
   auto spec = write_spec("s.json", R"json({"entries": [
-      {"kind": "conv2d", "input": [8, 64, 64], "filters": [16, 3, 3], "padding": 1, "dtype": "f16"},
-      {"kind": "conv2d", "input": [3, 128, 128], "filters": [16, 3, 3], "dtype": "bf16", "layout": "nhwc"}]})json");
+      {"kind": "conv2d", "input": [16, 64, 64], "filters": [16, 3, 3], "padding": 1, "dtype": "f16"},
+      {"kind": "conv2d", "input": [3, 128, 128], "filters": [16, 3, 3], "stride": 2, "dtype": "bf16",
+       "layout": "nhwc"}]})json");
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
@@ -129,14 +132,15 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   config.directory = cache_;
   cuinline::KernelCache cache(config);
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  // (16 channels NCHW; 3 channels channels-last at stride 2: neither is the halo form's.)
   const Conv2dVariant nchw = conv2d_variant_for(
-      view(0x100000, DType::f16, false, 4, 8, 64, 64), view(0x200000, DType::f16, false, 16, 8, 3, 3), TensorView{},
-      view(0x400000, DType::f16, false, 4, 16, 64, 64), Conv2dParams::square(1, 1), Op::chain({}));
+      view(0x100000, DType::f16, false, 4, 16, 64, 64), view(0x200000, DType::f16, false, 16, 16, 3, 3),
+      TensorView{}, view(0x400000, DType::f16, false, 4, 16, 64, 64), Conv2dParams::square(1, 1), Op::chain({}));
   const Conv2dVariant rgb = conv2d_variant_for(
       view(0x100000, DType::bf16, true, 2, 3, 128, 128), view(0x200000, DType::bf16, true, 16, 3, 3, 3),
-      TensorView{}, view(0x400000, DType::bf16, true, 2, 16, 126, 126), {}, Op::chain({}));
+      TensorView{}, view(0x400000, DType::bf16, true, 2, 16, 63, 63), Conv2dParams::square(2), Op::chain({}));
   for (const Conv2dVariant& v : {nchw, rgb}) {
-    ASSERT_EQ(conv2d_tiling(v).stage_channels, 8) << v.name();
+    ASSERT_EQ(conv2d_tiling(v).stage_channels, v.in_channels <= 8 ? 8 : 16) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
       cuinline::CacheTier tier = cuinline::CacheTier::compiled;
       cache.get(request, sm90, &tier);

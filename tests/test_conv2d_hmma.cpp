@@ -202,10 +202,10 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
     Conv2dParams p;
   };
   const Case cases[] = {
-      {8, 9, 126, 64, 3, 3, {}},                        // the seed's rows
+      {8, 9, 128, 64, 3, 3, {}},                        // the seed's rows (NCHW: copied, transposed)
       {3, 16, 224, 64, 7, 7, Conv2dParams{2, 1, 3, 3, 1, 1}},  // an RGB stem at row stride 2
       {1, 8, 40, 1, 1, 1, {}},                          // 1 x 1, one channel each side
-      {5, 12, 70, 24, 3, 5, Conv2dParams{1, 1, 1, 2, 2, 3}},   // dilated, non-square
+      {5, 12, 72, 24, 3, 5, Conv2dParams{1, 1, 1, 2, 2, 3}},   // dilated, non-square (NCHW copied)
       {8, 6, 300, 200, 2, 2, {}},                       // 3 blocks a row, 2 blocks of channels
       {7, 11, 33, 128, 11, 1, Conv2dParams{1, 1, 5, 0, 1, 1}},  // 11 x 1
   };

@@ -432,9 +432,12 @@ HALO_CASE(SeedHaloNhwc, ew_bf16, 8, 5, 70, 64, 3, 3, 1, 0, 0, 1, 1, 1, 1, 1, 1, 
 // RGB: a channels-last input of 3 channels (gathered), NCHW weight, 5 x 3 filter (15 taps: the
 // zeros), row stride 2, padding (2, 1), dilation (1, 2), 24 channels.
 HALO_CASE(RgbHalo, ew_half, 3, 9, 41, 24, 5, 3, 2, 2, 1, 1, 2, 0, 1, 0, 1, 1, 4, 8)
+// NCHW, 48 columns (whole 16-byte runs: copied and transposed on sm_90) with 3 columns of padding
+// (the window starts 5 columns past an 8-column run), dilated columns, channels-last output.
+HALO_CASE(PaddedHalo, ew_bf16, 6, 5, 48, 40, 3, 3, 1, 1, 3, 1, 2, 1, 0, 0, 1, 1, 8, 8)
 // Two 128-column tiles a row (150 wide), 100 channels (a partial 128-channel block), NCHW in and
 // out, dilated rows.
-HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2, 16, 3)
+HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2, 16, 2)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -621,6 +624,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<SeedHaloNhwc>(seed++);
   check_case<RgbHalo>(seed++);
   check_case<WideHalo>(seed++);
+  check_case<PaddedHalo>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -656,9 +660,14 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   // The halo tiling: copies landing at once; a channels-last input of 8 channels misaligned (the
   // gather); an NCHW output whose rows (38 columns) take 2-output stores, misaligned (one a store).
   static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
+  // An NCHW input of whole 16-byte rows, aligned: copied (and, on sm_90, transposed); else gathered.
+  static_assert(Plan<SeedHalo>::kInNchwCopy && Plan<PaddedHalo>::kInNchwCopy && Plan<PaddedHalo>::kLeft == 5 &&
+                !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo>>::kInNchwCopy);
   check_case<SeedHaloNhwc>(seed++, Mode::copies_at_issue);
   check_case<InputMisaligned<SeedHaloNhwc>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
+  check_case<PaddedHalo>(seed++, Mode::copies_at_issue);
+  check_case<InputMisaligned<SeedHalo>>(seed++, Mode::misaligned_input);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

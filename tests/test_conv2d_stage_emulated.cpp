@@ -342,8 +342,12 @@ Conv2dVariant half_variant(int cin, int hw, int cout, Conv2dLayout in, Conv2dLay
 TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   if (std::getenv("CUINLINE_CONV2D_STAGE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE is set";
   const auto nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
-  // The shapes, NCHW: staged (input and weight).
-  for (auto [cin, hw, cout] : {std::tuple{8, 128, 64}, std::tuple{64, 56, 64}, std::tuple{128, 128, 128}}) {
+  // The shapes, NCHW: staged (input and weight), except the seed's 8 channels: the halo form,
+  // which reads any layout (and a channels-last RGB input likewise).
+  EXPECT_FALSE(impl::hmma_stages(half_variant(8, 128, 64, nchw, nchw)));
+  EXPECT_TRUE(conv2d_tiling(half_variant(8, 128, 64, nchw, nchw)).halo);
+  EXPECT_FALSE(impl::hmma_stages(half_variant(3, 224, 64, nhwc, nhwc)));
+  for (auto [cin, hw, cout] : {std::tuple{16, 128, 64}, std::tuple{64, 56, 64}, std::tuple{128, 128, 128}}) {
     const Conv2dVariant v = half_variant(cin, hw, cout, nchw, nchw);
     ASSERT_TRUE(impl::hmma_stages(v)) << v.name();
     const Conv2dTiling t = conv2d_tiling(v);
@@ -354,9 +358,10 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
     EXPECT_EQ(t.warps_m, direct.warps_m);
     EXPECT_EQ(t.tiles_x, direct.tiles_x);
   }
-  // Already in the cp.async form: not staged. Channels-last with 3 channels: staged (input and weight).
+  // Already in the cp.async form: not staged. Channels-last with 12 channels: staged (input and
+  // weight).
   EXPECT_FALSE(impl::hmma_stages(half_variant(64, 56, 64, nhwc, nhwc)));
-  EXPECT_TRUE(impl::hmma_stages(half_variant(3, 224, 64, nhwc, nhwc)));
+  EXPECT_TRUE(impl::hmma_stages(half_variant(12, 224, 64, nhwc, nhwc)));
   // Channels-last input, NCHW weight: the weight only.
   const Conv2dTiling wonly = conv2d_tiling(half_variant(64, 56, 64, nhwc, nchw));
   EXPECT_FALSE(wonly.stage_input);

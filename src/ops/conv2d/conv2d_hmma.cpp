@@ -113,10 +113,16 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   if (t.halo) {
     // Every step's B tile, the input window, 1 KiB of zeros for an odd tap count; or the 16-bit
     // output tile; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloA, kHaloZero).
+    // An NCHW input of whole 16-byte runs: 8 columns of slack each side of a window row, and the
+    // copied runs [rows][8][stage_cols] (kInNchwCopy, kLeft, kStageCols, kHaloStage).
     const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
     const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
     const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
-    const std::int64_t main = (taps + 1) / 2 * bn * 32 + rows * cols * 16 + (taps % 2 ? 1024 : 0);
+    const bool nchw_copy = v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0 && v.inputs_aligned;
+    const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
+    const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
+    const std::int64_t main = (taps + 1) / 2 * bn * 32 + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
+                              (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
     const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
     return static_cast<unsigned>(std::max(main, out) + 1024);
   }
@@ -158,12 +164,14 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   // The tensors that cp.async could copy as they are (channels-last with Cin % 8 == 0: both for the
   // cp.async main loop, or the one a staged call does not copy): an unaligned one makes the variant
   // the register gather's, or, staged, has it copied too.
+  std::uintptr_t used = 0;
   if (v.in_channels % 8 == 0) {
-    std::uintptr_t used = 0;
     if (v.input_layout == Conv2dLayout::nhwc) used |= in;
     if (v.weight_layout == Conv2dLayout::nhwc) used |= w;
-    v.inputs_aligned = (used & 15u) == 0;
   }
+  // The halo form copies an NCHW input of whole 16-byte rows (W % 8 == 0) by cp.async too.
+  if (v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0 && hmma_halo(v)) used |= in;
+  v.inputs_aligned = (used & 15u) == 0;
   const int vec = hmma_out_vec(v);
   const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
   if (vec > 1) v.output_aligned = out % (2u * vec) == 0;  // (a null residual is aligned)
@@ -294,8 +302,12 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.stages = 1;
   t.tiles_x = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
   t.tiles_y = 1;
+  // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
+  // aligned input adds.)
+  Conv2dVariant aligned = v;
+  aligned.inputs_aligned = true;
+  if (shared_bytes(aligned, t) > kMaxSharedBytes) return false;
   t.shared_bytes = shared_bytes(v, t);
-  if (t.shared_bytes > kMaxSharedBytes) return false;
   t.min_blocks = one_group_min_blocks(t);
   return true;
 }
