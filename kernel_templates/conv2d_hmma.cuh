@@ -103,8 +103,9 @@ struct Plan {
   // output row, kSegs blocks a row.
   static constexpr bool kHalo = HaloOf<S>::value != 0;
   static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
-  static constexpr int kTilesX = kHalo ? S::kOH * kSegs : (int)((kPixels + kBM - 1) / kBM);
-  static constexpr int kTilesY = 1;
+  // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
+  static constexpr int kTilesX = kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM);
+  static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kTapsPerStep = S::kCiPad == 8 ? 2 : 1;
   static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
@@ -167,8 +168,11 @@ struct Plan {
   static constexpr int kHaloA = kHaloRows * kHaloPitch * 16;
   static constexpr int kHaloZero = kTaps % 2 ? 1024 : 0;
   static constexpr int kHaloStage = kInNchwCopy ? kHaloRows * 8 * kStageCols * 2 : 0;
+  // The 16-bit output tile (kHalfEpi's, below) has its own place after B: the next tile's window is
+  // copied while this one's is stored.
+  static constexpr int kHaloOut = (S::kOutNhwc ? kBM : kBN) * ((S::kOutNhwc ? kBN : kBM) + 8) * 2;
   static constexpr int kMainBytes =
-      kHalo ? kHaloB + kHaloA + kHaloZero + kHaloStage : kStages * kStageElems * 2;
+      kHalo ? kHaloB + kHaloOut + kHaloA + kHaloZero + kHaloStage : kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
   // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
   // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
@@ -1019,164 +1023,190 @@ __device__ __forceinline__ void gather8(unsigned short* dst, const typename S::s
   }
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
+// The halo form's shared memory and steps. A block computes tiles first .. last - 1 in turn (the
+// launch's row_tiles a block): every step's weights (and the zeros) are staged once; each tile's
+// window is copied while the previous tile's outputs are stored.
 template <class S>
-__device__ __forceinline__ void mainloop_halo(float (&acc)[S::kMT][S::kNT][4], unsigned char* smem,
-                                              const typename S::storage* __restrict__ in_n,
-                                              const typename S::storage* __restrict__ weight, int oy, int ox0,
-                                              int co0) {
+struct Halo {
   using P = Plan<S>;
   using T = typename S::storage;
-  const int tid = threadIdx.x;
-  unsigned short* s_b = reinterpret_cast<unsigned short*>(smem);
-  unsigned short* s_a = reinterpret_cast<unsigned short*>(smem + P::kHaloB);  // (window row 0, slack)
-  unsigned short* s_zero = reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloA);
-  unsigned short* s_nchw = reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloA + P::kHaloZero);
-  (void)s_nchw;
-  constexpr bool kInCopy = S::kInNhwc && S::kCin == 8 && S::kInAligned;
+  unsigned short* s_b;     // B: step s, row n (channel co0 + n), chunk c (tap 2s + c), swizzled
+  unsigned short* s_h;     // the 16-bit output tile
+  unsigned short* s_a;     // the window (row 0, with its slack)
+  unsigned short* s_zero;  // 1 KiB of zeros (an odd tap count)
+  unsigned short* s_nchw;  // an NCHW input's copied runs (kInNchwCopy)
+  static constexpr bool kInCopy = S::kInNhwc && S::kCin == 8 && S::kInAligned;
+  static constexpr bool kWCopy = S::kWNhwc && S::kCin == 8 && S::kInAligned;
 #if CUINLINE_CONV2D_HMMA_WGMMA
-  constexpr bool kTranspose = P::kInNchwCopy;
+  static constexpr bool kTranspose = P::kInNchwCopy;
 #else
-  constexpr bool kTranspose = false;
+  static constexpr bool kTranspose = false;
 #endif
-  constexpr bool kWCopy = S::kWNhwc && S::kCin == 8 && S::kInAligned;
-  // B: step s, row n (channel co0 + n), chunk c (tap 2s + c) at the swizzled chunk c ^ ((n >> 2) & 1).
+
+  __device__ __forceinline__ explicit Halo(unsigned char* smem)
+      : s_b(reinterpret_cast<unsigned short*>(smem)),
+        s_h(reinterpret_cast<unsigned short*>(smem + P::kHaloB)),
+        s_a(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut)),
+        s_zero(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloA)),
+        s_nchw(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloA + P::kHaloZero)) {}
+
+  // Every step's B tile and the zeros (copies uncommitted).
+  __device__ __forceinline__ void load_weights(const T* __restrict__ weight, int co0) const {
+    const int tid = threadIdx.x;
 #pragma unroll 1
-  for (int i = tid; i < P::kSteps * P::kBN * 2; i += P::kThreads) {
-    const int step = i / (P::kBN * 2);
-    const int n = (i / 2) % P::kBN;
-    const int c = i % 2;
-    const int tap = 2 * step + c;
-    const int co = co0 + n;
-    const bool ok = (P::kTaps % 2 == 0 || tap < P::kTaps) && (S::kCout % P::kBN == 0 || co < S::kCout);
-    unsigned short* dst = s_b + step * P::kBN * 16 + n * 16 + P::swz(n, c) * 8;
-    if constexpr (kWCopy) {
-      copy16_async<0>(dst, weight + (ok ? co * P::kWO + tap * 8 : 0), ok);
-    } else {
-      const int kh = tap / S::kKW, kw = tap % S::kKW;
-      gather8<S, P::kWI>(dst, weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0), ok);
-    }
-  }
-  // The window (NCHW and transposed: its rows of 8-column runs of each channel, from column xa0).
-  const int xa0 = ox0 - S::kPW - P::kLeft;
-  if constexpr (kTranspose) {
-    constexpr int kGroups = P::kStageCols / 8;
-#pragma unroll 1
-    for (int i = tid; i < P::kHaloRows * 8 * kGroups; i += P::kThreads) {
-      const int row = i / (8 * kGroups);  // (row, channel, group)
-      const int c = (i / kGroups) % 8;
-      const int g = i % kGroups;
-      const int iy = oy * S::kSH - S::kPH + row;
-      const int ix = xa0 + 8 * g;  // a multiple of 8: the run is all in the image or all outside
-      const bool ok = c < S::kCin && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      copy16_async<0>(s_nchw + i * 8, in_n + (ok ? c * P::kInC + iy * P::kInY + ix : 0), ok);
-    }
-  } else {
-#pragma unroll 1
-    for (int i = tid; i < P::kHaloRows * P::kHaloCols; i += P::kThreads) {
-      const int row = i / P::kHaloCols, x = i % P::kHaloCols;
-      const int iy = oy * S::kSH - S::kPH + row;
-      const int ix = ox0 - S::kPW + x;
-      const bool ok = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      const long long at = ok ? iy * P::kInY + ix * P::kInX : 0;
-      unsigned short* dst = s_a + (row * P::kHaloPitch + P::kHaloLead + x) * 8;
-      if constexpr (kInCopy) {
-        copy16_async<0>(dst, in_n + at, ok);
+    for (int i = tid; i < P::kSteps * P::kBN * 2; i += P::kThreads) {
+      const int step = i / (P::kBN * 2);
+      const int n = (i / 2) % P::kBN;
+      const int c = i % 2;
+      const int tap = 2 * step + c;
+      const int co = co0 + n;
+      const bool ok = (P::kTaps % 2 == 0 || tap < P::kTaps) && (S::kCout % P::kBN == 0 || co < S::kCout);
+      unsigned short* dst = s_b + step * P::kBN * 16 + n * 16 + P::swz(n, c) * 8;
+      if constexpr (kWCopy) {
+        copy16_async<0>(dst, weight + (ok ? co * P::kWO + tap * 8 : 0), ok);
       } else {
-        gather8<S, P::kInC>(dst, in_n + at, ok);
+        const int kh = tap / S::kKW, kw = tap % S::kKW;
+        gather8<S, P::kWI>(dst, weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0), ok);
+      }
+    }
+    if constexpr (P::kHaloZero > 0) {
+#pragma unroll 1
+      for (int i = tid; i < P::kHaloZero / 16; i += P::kThreads) {
+        *reinterpret_cast<uint4*>(s_zero + i * 8) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
   }
-  if constexpr (P::kHaloZero > 0) {
+
+  // Tile `tile`'s window (copies uncommitted; an NCHW input's runs, transposed by ready()).
+  __device__ __forceinline__ void load_window(const T* __restrict__ in_n, int tile) const {
+    const int tid = threadIdx.x;
+    const int oy = tile / P::kSegs;
+    const int ox0 = (tile - oy * P::kSegs) * P::kBM;
+    if constexpr (kTranspose) {
+      // Rows of 8-column runs of each channel from column xa0, a multiple of 8: a run is all in the
+      // image or all outside.
+      constexpr int kGroups = P::kStageCols / 8;
+      const int xa0 = ox0 - S::kPW - P::kLeft;
 #pragma unroll 1
-    for (int i = tid; i < P::kHaloZero / 16; i += P::kThreads) {
-      *reinterpret_cast<uint4*>(s_zero + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+      for (int i = tid; i < P::kHaloRows * 8 * kGroups; i += P::kThreads) {
+        const int row = i / (8 * kGroups);  // (row, channel, group)
+        const int c = (i / kGroups) % 8;
+        const int iy = oy * S::kSH - S::kPH + row;
+        const int ix = xa0 + 8 * (i % kGroups);
+        const bool ok = c < S::kCin && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        copy16_async<0>(s_nchw + i * 8, in_n + (ok ? c * P::kInC + iy * P::kInY + ix : 0), ok);
+      }
+    } else {
+#pragma unroll 1
+      for (int i = tid; i < P::kHaloRows * P::kHaloCols; i += P::kThreads) {
+        const int row = i / P::kHaloCols, x = i % P::kHaloCols;
+        const int iy = oy * S::kSH - S::kPH + row;
+        const int ix = ox0 - S::kPW + x;
+        const bool ok = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        const long long at = ok ? iy * P::kInY + ix * P::kInX : 0;
+        unsigned short* dst = s_a + (row * P::kHaloPitch + P::kHaloLead + x) * 8;
+        if constexpr (kInCopy) {
+          copy16_async<0>(dst, in_n + at, ok);
+        } else {
+          gather8<S, P::kInC>(dst, in_n + at, ok);
+        }
+      }
     }
   }
-  copy_commit();
-  copy_wait<0>();
+
+  // The committed copies landed (and an NCHW window transposed), visible to every warp and to the
+  // tensor cores.
+  __device__ __forceinline__ void ready() const {
+    copy_wait<0>();
 #if CUINLINE_CONV2D_HMMA_WGMMA
-  if constexpr (kTranspose) {
-    // 8 x 8 matrices (8 channels x 8 columns of a row): ldmatrix.trans gives lane l column l / 4's
-    // channels 2 (l % 4), + 1, which stmatrix stores as row l / 4 (a 16-byte pixel) of the window.
-    // A warp moves 4 matrices an instruction (the last repeated past the end: identical stores).
-    constexpr int kGroups = P::kStageCols / 8;
-    constexpr int kMatrices = P::kHaloRows * kGroups;
-    __syncthreads();
-    const int lane = tid % 32;
+    if constexpr (kTranspose) {
+      // 8 x 8 matrices (8 channels x 8 columns of a row): ldmatrix.trans gives lane l column l / 4's
+      // channels 2 (l % 4), + 1, which stmatrix stores as row l / 4 (a 16-byte pixel) of the window.
+      // A warp moves 4 matrices an instruction (the last repeated past the end: identical stores).
+      constexpr int kGroups = P::kStageCols / 8;
+      constexpr int kMatrices = P::kHaloRows * kGroups;
+      __syncthreads();
+      const int tid = threadIdx.x;
+      const int lane = tid % 32;
 #pragma unroll 1
-    for (int q0 = tid / 32 * 4; q0 < kMatrices; q0 += P::kThreads / 8) {
-      const int q = q0 + lane / 8 < kMatrices ? q0 + lane / 8 : kMatrices - 1;
-      const int row = q / kGroups, g = q % kGroups;
-      unsigned r[4];
-      ldmatrix_x4_trans(r, smem_address(s_nchw + ((row * 8 + lane % 8) * P::kStageCols + 8 * g)));
-      const int col = P::kHaloLead + 8 * g - P::kLeft + lane % 8;  // (in the slack where < kHaloLead)
-      stmatrix_x4(smem_address(s_a + (row * P::kHaloPitch + col) * 8), r);
+      for (int q0 = tid / 32 * 4; q0 < kMatrices; q0 += P::kThreads / 8) {
+        const int q = q0 + lane / 8 < kMatrices ? q0 + lane / 8 : kMatrices - 1;
+        const int row = q / kGroups, g = q % kGroups;
+        unsigned r[4];
+        ldmatrix_x4_trans(r, smem_address(s_nchw + ((row * 8 + lane % 8) * P::kStageCols + 8 * g)));
+        const int col = P::kHaloLead + 8 * g - P::kLeft + lane % 8;  // (in the slack where < kHaloLead)
+        stmatrix_x4(smem_address(s_a + (row * P::kHaloPitch + col) * 8), r);
+      }
     }
-  }
-  fence_async_shared();  // the copies and the stores, visible to the tensor cores' reads
+    fence_async_shared();  // the copies and the stores, visible to the tensor cores' reads
 #endif
-  __syncthreads();
-  const unsigned b_base = smem_address(s_b);
-  const unsigned a_base = smem_address(s_a) + P::kHaloLead * 16;
-  const unsigned zero = smem_address(s_zero);
+    __syncthreads();
+  }
+
+  // acc += the tile's whole reduction (acc: this thread's accumulators, the wgmma layout). Ends with
+  // this thread's reads of shared memory done.
+  __device__ __forceinline__ void compute(float (&acc)[S::kMT][S::kNT][4]) const {
+    const unsigned b_base = smem_address(s_b);
+    const unsigned a_base = smem_address(s_a) + P::kHaloLead * 16;
+    const unsigned zero = smem_address(s_zero);
 #if CUINLINE_CONV2D_HMMA_WGMMA
-  wgmma_fence();
+    wgmma_fence();
 #pragma unroll
-  for (int step = 0; step < P::kSteps; ++step) {
-    const unsigned long long b = wgmma_desc<32>(b_base + step * P::kBN * 32);
-    const int t0 = 2 * step, t1 = 2 * step + 1;
+    for (int step = 0; step < P::kSteps; ++step) {
+      const unsigned long long b = wgmma_desc<32>(b_base + step * P::kBN * 32);
+      const int t0 = 2 * step, t1 = 2 * step + 1;
 #pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-      const unsigned a0 = a_base + (64 * i + halo_offset<S>(t0)) * 16;
-      const unsigned lbo = t1 < P::kTaps ? (halo_offset<S>(t1) - halo_offset<S>(t0)) * 16 : zero - a0;
-      Wgmma<T, P::kBN>::run(acc[i], wgmma_desc_plain(a0, lbo), b);
+      for (int i = 0; i < S::kMT; ++i) {
+        const unsigned a0 = a_base + (64 * i + halo_offset<S>(t0)) * 16;
+        const unsigned lbo = t1 < P::kTaps ? (halo_offset<S>(t1) - halo_offset<S>(t0)) * 16 : zero - a0;
+        Wgmma<T, P::kBN>::run(acc[i], wgmma_desc_plain(a0, lbo), b);
+      }
     }
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
-    }
-  }
-#else
-  // mma.sync (other archs): warp w's rows 64 i + 16 w (the wgmma accumulator layout); ldmatrix rows
-  // of tap t0 (lanes 0-15) and t1 (lanes 16-31, or the zeros).
-  const int lane = tid % 32;
-  const int wm = tid / 32;
-#pragma unroll
-  for (int step = 0; step < P::kSteps; ++step) {
-    const int t0 = 2 * step, t1 = 2 * step + 1;
-    const unsigned b_step = b_base + step * P::kBN * 32;
-    unsigned a[S::kMT][4];
-    unsigned b[S::kNT / 2][4];
-#pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-      const int r = P::a_row0(wm, i) + lane % 16;
-      const unsigned row = lane < 16 ? a_base + (r + halo_offset<S>(t0)) * 16
-                           : t1 < P::kTaps ? a_base + (r + halo_offset<S>(t1)) * 16
-                                           : zero + (lane % 8) * 16;
-      ldmatrix_x4(a[i], row);
-    }
-#pragma unroll
-    for (int jj = 0; jj < S::kNT / 2; ++jj) {
-      const int n = jj * 16 + lane % 8 + lane / 16 * 8;
-      ldmatrix_x4(b[jj], b_step + n * 32 + P::swz(n, (lane / 8) % 2) * 16);
-    }
+    wgmma_commit();
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < S::kMT; ++i) {
 #pragma unroll
       for (int j = 0; j < S::kNT; ++j) {
-        Mma<T>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
       }
     }
-  }
+#else
+    // mma.sync (other archs): warp w's rows 64 i + 16 w (the wgmma accumulator layout); ldmatrix rows
+    // of tap t0 (lanes 0-15) and t1 (lanes 16-31, or the zeros).
+    const int lane = threadIdx.x % 32;
+    const int wm = threadIdx.x / 32;
+#pragma unroll
+    for (int step = 0; step < P::kSteps; ++step) {
+      const int t0 = 2 * step, t1 = 2 * step + 1;
+      const unsigned b_step = b_base + step * P::kBN * 32;
+      unsigned a[S::kMT][4];
+      unsigned b[S::kNT / 2][4];
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+        const int r = P::a_row0(wm, i) + lane % 16;
+        const unsigned row = lane < 16      ? a_base + (r + halo_offset<S>(t0)) * 16
+                             : t1 < P::kTaps ? a_base + (r + halo_offset<S>(t1)) * 16
+                                             : zero + (lane % 8) * 16;
+        ldmatrix_x4(a[i], row);
+      }
+#pragma unroll
+      for (int jj = 0; jj < S::kNT / 2; ++jj) {
+        const int n = jj * 16 + lane % 8 + lane / 16 * 8;
+        ldmatrix_x4(b[jj], b_step + n * 32 + P::swz(n, (lane / 8) % 2) * 16);
+      }
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+        for (int j = 0; j < S::kNT; ++j) {
+          Mma<T>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+        }
+      }
+    }
 #endif
-  __syncthreads();  // every warp's reads of the window and B tiles are done before the epilogue reuses them
-}
+  }
+};
 
 // kVec 16-bit values (packed low-first into 32-bit words) stored as one access.
 template <class T, int kVec>
@@ -1311,31 +1341,113 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
+// kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
+// ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
+// reads.)
+template <class S, class E>
+__device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kNT][4], unsigned short* s_h,
+                                                const typename S::storage* __restrict__ bias, int co0) {
+  using P = Plan<S>;
+  using T = typename S::storage;
+  const int lane = threadIdx.x % 32;
+  const int wm = (threadIdx.x / 32) % S::kWarpsM;
+  const int wn = (threadIdx.x / 32) / S::kWarpsM;
+  // E'd, rounded value of accumulator q of tile (i, j), channel c + q % 2 (bias b[q % 2]).
+  auto out = [&](int i, int j, int q, const float (&b)[2]) {
+    float x = acc[i][j][q];
+    if (S::kHasBias) x += b[q % 2];
+    return from_float<T>(E{}(x));
+  };
+  // Bias of channels c, c + 1 (0 past kCout).
+  auto bias_pair = [&](int c, float (&b)[2]) {
+    b[0] = b[1] = 0.0f;
+    if (S::kHasBias) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (S::kCout % P::kBN == 0 || co0 + c + e < S::kCout) {
+          b[e] = to_float<T>(load_bits(bias + co0 + c + e, true));
+        }
+      }
+    }
+  };
+  const int t = lane % 4;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  // sm_90: one stmatrix a pair of n tiles and m16 rows: matrices (j, rows g), (j, rows g + 8), (j +
+  // 1, g), (j + 1, g + 8); .trans for NCHW, whose tile rows are channels. A quarter of the shared
+  // stores of 32-bit writes, and for NCHW an eighth of the 16-bit ones (NCHW rows: lane 8k + x
+  // addresses channel (j + k / 2) 8 + x, pixels from row0 + 8 (k % 2); channels-last rows: pixel
+  // row0 + 8 (k % 2) + x, channels from (j + k / 2) 8; every row 16-byte aligned and the 8 rows of a
+  // matrix on distinct bank quads: the pitch is 4 words mod 32).
+  const int mat = lane / 8;
+  const int mrow = lane % 8;
+#pragma unroll
+  for (int j = 0; j < S::kNT; j += 2) {
+    const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+    float b0[2], b1[2];
+    bias_pair(c, b0);
+    bias_pair(c + 8, b1);
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      unsigned r[4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        r[h] = out(i, j, 2 * h, b0) | out(i, j, 2 * h + 1, b0) << 16;
+        r[2 + h] = out(i, j + 1, 2 * h, b1) | out(i, j + 1, 2 * h + 1, b1) << 16;
+      }
+      const int m = P::a_row0(wm, i) + 8 * (mat % 2);
+      const int cm = wn * S::kNT * 8 + (j + mat / 2) * 8;
+      if (S::kOutNhwc) {
+        stmatrix_x4(smem_address(s_h + (m + mrow) * P::kHPitch + cm), r);
+      } else {
+        stmatrix_x4_trans(smem_address(s_h + (cm + mrow) * P::kHPitch + m), r);
+      }
+    }
+  }
+#else
+  // Writes: channels-last, a channel pair as one 32-bit word (a warp's 8 rows x 4 pairs on 32
+  // banks: the pitch is 4 words mod 32); NCHW, two 16-bit writes (rows g, channels 2t + e: 16
+  // banks, two lanes a word).
+  const int g = lane / 4;
+#pragma unroll
+  for (int j = 0; j < S::kNT; ++j) {
+    const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
+    float b[2];
+    bias_pair(c, b);
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = P::a_row0(wm, i) + g + 8 * h;
+        const unsigned r0 = out(i, j, 2 * h, b), r1 = out(i, j, 2 * h + 1, b);
+        if (S::kOutNhwc) {
+          *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r0 | r1 << 16;
+        } else {
+          s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r0);
+          s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r1);
+        }
+      }
+    }
+  }
+#endif
+}
+
 }  // namespace cuinline_conv2d_hmma_detail
 
 /// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
 /// residual of the output's shape and layout (ignored unless kHasResidual); every tensor of the
 /// storage type. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads; dynamic shared memory:
 /// kSmemBytes. row_tiles is unused (the launch passes the same arguments to every conv2d kernel).
+namespace cuinline_conv2d_hmma_detail {
+
+// One block's tile of kBM pixels of the flattened plane x kBN channels (every form but the halo's).
 template <class S, class E>
-__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads,
-                                  cuinline_conv2d_hmma_detail::Plan<S>::kMinBlocks)
-    cuinline_conv2d_hmma(const typename S::storage* __restrict__ input,
-                         const typename S::storage* __restrict__ weight,
-                         const typename S::storage* __restrict__ bias,
-                         typename S::storage* __restrict__ output, int row_tiles,
-                         const typename S::storage* __restrict__ residual) {
-  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+__device__ __forceinline__ void block_tile(unsigned char* smem, const typename S::storage* __restrict__ input,
+                                           const typename S::storage* __restrict__ weight,
+                                           const typename S::storage* __restrict__ bias,
+                                           typename S::storage* __restrict__ output,
+                                           const typename S::storage* __restrict__ residual) {
+  using P = Plan<S>;
   using T = typename S::storage;
-  namespace d = cuinline_conv2d_hmma_detail;
-  (void)row_tiles;
-#ifdef CUINLINE_CONV2D_HMMA_EMULATED
-  unsigned char* smem = cuinline_emulated_smem();
-#else
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  // The wgmma tiling's stages start at a multiple of 1024 bytes (the swizzle's period).
-  unsigned char* smem = smem_raw + (P::kWgmma ? (1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u : 0u);
-#endif
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
 
   const int tid = threadIdx.x;
@@ -1343,19 +1455,14 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   const int warp = tid / 32;
   const int wm = warp % S::kWarpsM;
   const int wn = warp / S::kWarpsM;
-  // The halo tiling: block x is columns ox0 .. ox0 + kBM - 1 of output row oy (valid: m_end).
-  const int oy = P::kHalo ? (int)blockIdx.x / P::kSegs : 0;
-  const int ox0 = P::kHalo ? ((int)blockIdx.x - oy * P::kSegs) * P::kBM : 0;
-  const int p0 = P::kHalo ? oy * S::kOW + ox0 : (int)blockIdx.x * P::kBM;
-  const int m_end = P::kHalo ? S::kOW - ox0 : (int)(P::kPixels - p0);
-  (void)m_end;  // (the fp32 tile's store bounds by the plane)
+  const int p0 = (int)blockIdx.x * P::kBM;
   const int co0 = blockIdx.y * P::kBN;
   const long long n = blockIdx.z;
   const T* in_n = input + n * P::kInN;
 
   // ldmatrix row addresses: A tile i rows (lane % 16), k half lane / 16; B tiles 2jj, 2jj + 1 rows
   // lane % 8 (+ 8 for lanes 16-31), k half (lane / 8) % 2.
-  const unsigned base = d::smem_address(s_stage);
+  const unsigned base = smem_address(s_stage);
   // kATrans: matrix lane / 8 of an A tile is k rows (lane / 16) * 8 .. + 7, pixels ((lane / 8) % 2) * 8
   // .. + 7 (a0: pixels 0-7 x k 0-7, a1: pixels 8-15, a2: k 8-15, a3: both), read transposed.
   const unsigned a_row =
@@ -1376,13 +1483,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   }
   // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
   // aligned (S::kInAligned), else the register gather.
-  if constexpr (P::kHalo) {
-    d::mainloop_halo<S>(acc, smem, in_n, weight, oy, ox0, co0);
-    (void)a_row, (void)b_row;
-  } else if constexpr (P::kAsync) {
-    d::mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+  if constexpr (P::kAsync) {
+    mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   } else {
-    d::mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+    mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
 
   T* out_n = output + n * P::kOutN;
@@ -1394,85 +1498,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
     // DRAM 34 %) — then kOutVec outputs a load and store.
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
-    // E'd, rounded value of accumulator q of tile (i, j), channel c + q % 2 (bias b[q % 2]).
-    auto out = [&](int i, int j, int q, const float (&b)[2]) {
-      float x = acc[i][j][q];
-      if (S::kHasBias) x += b[q % 2];
-      return d::from_float<T>(E{}(x));
-    };
-    // Bias of channels c, c + 1 (0 past kCout).
-    auto bias_pair = [&](int c, float (&b)[2]) {
-      b[0] = b[1] = 0.0f;
-      if (S::kHasBias) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (S::kCout % P::kBN == 0 || co0 + c + e < S::kCout) {
-            b[e] = d::to_float<T>(d::load_bits(bias + co0 + c + e, true));
-          }
-        }
-      }
-    };
-    const int t = lane % 4;
-#if CUINLINE_CONV2D_HMMA_WGMMA
-    // sm_90: one stmatrix a pair of n tiles and m16 rows: matrices (j, rows g), (j, rows g + 8), (j +
-    // 1, g), (j + 1, g + 8); .trans for NCHW, whose tile rows are channels. A quarter of the shared
-    // stores of 32-bit writes, and for NCHW an eighth of the 16-bit ones (NCHW rows: lane 8k + x
-    // addresses channel (j + k / 2) 8 + x, pixels from row0 + 8 (k % 2); channels-last rows: pixel
-    // row0 + 8 (k % 2) + x, channels from (j + k / 2) 8; every row 16-byte aligned and the 8 rows of a
-    // matrix on distinct bank quads: the pitch is 4 words mod 32).
-    const int mat = lane / 8;
-    const int mrow = lane % 8;
-#pragma unroll
-    for (int j = 0; j < S::kNT; j += 2) {
-      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
-      float b0[2], b1[2];
-      bias_pair(c, b0);
-      bias_pair(c + 8, b1);
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-        unsigned r[4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          r[h] = out(i, j, 2 * h, b0) | out(i, j, 2 * h + 1, b0) << 16;
-          r[2 + h] = out(i, j + 1, 2 * h, b1) | out(i, j + 1, 2 * h + 1, b1) << 16;
-        }
-        const int m = P::a_row0(wm, i) + 8 * (mat % 2);
-        const int cm = wn * S::kNT * 8 + (j + mat / 2) * 8;
-        if (S::kOutNhwc) {
-          d::stmatrix_x4(d::smem_address(s_h + (m + mrow) * P::kHPitch + cm), r);
-        } else {
-          d::stmatrix_x4_trans(d::smem_address(s_h + (cm + mrow) * P::kHPitch + m), r);
-        }
-      }
-    }
-#else
-    // Writes: channels-last, a channel pair as one 32-bit word (a warp's 8 rows x 4 pairs on 32
-    // banks: the pitch is 4 words mod 32); NCHW, two 16-bit writes (rows g, channels 2t + e: 16
-    // banks, two lanes a word).
-    const int g = lane / 4;
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
-      float b[2];
-      bias_pair(c, b);
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = P::a_row0(wm, i) + g + 8 * h;
-          const unsigned r0 = out(i, j, 2 * h, b), r1 = out(i, j, 2 * h + 1, b);
-          if (S::kOutNhwc) {
-            *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r0 | r1 << 16;
-          } else {
-            s_h[c * P::kHPitch + m] = static_cast<unsigned short>(r0);
-            s_h[(c + 1) * P::kHPitch + m] = static_cast<unsigned short>(r1);
-          }
-        }
-      }
-    }
-#endif
+    write_half_tile<S, E>(acc, s_h, bias, co0);
     __syncthreads();
-    d::store_tile_half<S, P::kOutVec>(s_h, out_n, p0, m_end, co0);
+    store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(P::kPixels - p0), co0);
   } else {
     // (Not instantiated for kHalfEpi.)
     float* s_c = reinterpret_cast<float*>(smem);
@@ -1506,8 +1534,76 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
     // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
     // vector's offset is a multiple of kOutVec).
-    d::store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
+    store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
   }
 }
+
+// The halo form: tiles first .. last - 1 of the image (row_tiles a block) in turn; every step's
+// weights staged once, each tile's window copied while the previous tile's outputs are stored.
+template <class S, class E>
+__device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S::storage* __restrict__ in_n,
+                                           const typename S::storage* __restrict__ weight,
+                                           const typename S::storage* __restrict__ bias,
+                                           typename S::storage* __restrict__ out_n, int co0, int row_tiles) {
+  using P = Plan<S>;
+  const Halo<S> h(smem);
+  const int first = (int)blockIdx.x * row_tiles;
+  const int last = first + row_tiles < P::kTilesY ? first + row_tiles : P::kTilesY;
+  h.load_weights(weight, co0);
+  if (first < last) h.load_window(in_n, first);
+  copy_commit();
+#pragma unroll 1
+  for (int tile = first; tile < last; ++tile) {
+    h.ready();  // (its barrier also ends the previous tile's reads of the output tile)
+    float acc[S::kMT][S::kNT][4];
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+      }
+    }
+    h.compute(acc);
+    __syncthreads();  // every warp's reads of the window are done
+    if (tile + 1 < last) h.load_window(in_n, tile + 1);
+    copy_commit();
+    write_half_tile<S, E>(acc, h.s_h, bias, co0);
+    __syncthreads();
+    const int oy = tile / P::kSegs;
+    const int ox0 = (tile - oy * P::kSegs) * P::kBM;
+    store_tile_half<S, P::kOutVec>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
+  }
+}
+
+}  // namespace cuinline_conv2d_hmma_detail
+
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads,
+                                  cuinline_conv2d_hmma_detail::Plan<S>::kMinBlocks)
+    cuinline_conv2d_hmma(const typename S::storage* __restrict__ input,
+                         const typename S::storage* __restrict__ weight,
+                         const typename S::storage* __restrict__ bias,
+                         typename S::storage* __restrict__ output, int row_tiles,
+                         const typename S::storage* __restrict__ residual) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  namespace d = cuinline_conv2d_hmma_detail;
+#ifdef CUINLINE_CONV2D_HMMA_EMULATED
+  unsigned char* smem = cuinline_emulated_smem();
+#else
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The wgmma tiling's stages start at a multiple of 1024 bytes (the swizzle's period).
+  unsigned char* smem = smem_raw + (P::kWgmma ? (1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u : 0u);
+#endif
+  const long long n = blockIdx.z;
+  if constexpr (P::kHalo) {
+    d::halo_tiles<S, E>(smem, input + n * P::kInN, weight, bias, output + n * P::kOutN, blockIdx.y * P::kBN,
+                        row_tiles);
+  } else {
+    (void)row_tiles;
+    d::block_tile<S, E>(smem, input, weight, bias, output, residual);
+  }
+}
+
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

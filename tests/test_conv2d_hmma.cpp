@@ -113,16 +113,19 @@ TEST(Conv2dHmma, TilingInvariants) {
       EXPECT_EQ(t.tile_cols, 16 * t.warps_m * t.m_tiles);
       // Blocks of the flattened plane; the halo form's of one output row each.
       const std::int64_t pixels = v.out_height() * v.out_width();
+      // (The halo form's tiles run along y, up to 8 a block in turn.)
       if (t.halo) {
         const std::int64_t segs = (v.out_width() + t.tile_cols - 1) / t.tile_cols;
-        EXPECT_EQ(t.tiles_x, v.out_height() * segs);
+        EXPECT_EQ(t.tiles_x, 1);
+        EXPECT_EQ(t.tiles_y, v.out_height() * segs);
         EXPECT_LT((segs - 1) * t.tile_cols, v.out_width());
+        EXPECT_EQ(t.row_tiles, 8);
       } else {
         EXPECT_GE(std::int64_t{t.tiles_x} * t.tile_cols, pixels);
         EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
+        EXPECT_EQ(t.tiles_y, 1);
+        EXPECT_EQ(t.row_tiles, 1);
       }
-      EXPECT_EQ(t.tiles_y, 1);
-      EXPECT_EQ(t.row_tiles, 1);
       // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma, else 64 (the register
       // gather of an unstaged NCHW input).
       const int c = v.out_channels;
@@ -143,7 +146,8 @@ TEST(Conv2dHmma, TilingInvariants) {
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
   EXPECT_EQ(seed.ci_chunk, 16);  // two filter taps of 8 channels a k step
-  EXPECT_EQ(seed.tiles_x, 126);
+  EXPECT_EQ(seed.tiles_x, 1);
+  EXPECT_EQ(seed.tiles_y, 126);
   EXPECT_EQ(seed.min_blocks, 5);
   const Conv2dTiling unet = conv2d_tiling(
       variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));

@@ -426,7 +426,7 @@ struct UnetOneGroup : UnetNhwc {
     static constexpr int kAsyncDepth = 1, kWgmma = 1, kHalo = 1;                                            \
   };
 // The seed's shape at 6 x 40 (one 64-column tile), NCHW: no staging copy.
-HALO_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 8, 8)
+HALO_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 8, 7)
 // Channels-last, 8 channels (cp.async), 68 columns in one 128-column tile.
 HALO_CASE(SeedHaloNhwc, ew_bf16, 8, 5, 70, 64, 3, 3, 1, 0, 0, 1, 1, 1, 1, 1, 1, 2, 8, 5)
 // RGB: a channels-last input of 3 channels (gathered), NCHW weight, 5 x 3 filter (15 taps: the
@@ -434,7 +434,7 @@ HALO_CASE(SeedHaloNhwc, ew_bf16, 8, 5, 70, 64, 3, 3, 1, 0, 0, 1, 1, 1, 1, 1, 1, 
 HALO_CASE(RgbHalo, ew_half, 3, 9, 41, 24, 5, 3, 2, 2, 1, 1, 2, 0, 1, 0, 1, 1, 4, 8)
 // NCHW, 48 columns (whole 16-byte runs: copied and transposed on sm_90) with 3 columns of padding
 // (the window starts 5 columns past an 8-column run), dilated columns, channels-last output.
-HALO_CASE(PaddedHalo, ew_bf16, 6, 5, 48, 40, 3, 3, 1, 1, 3, 1, 2, 1, 0, 0, 1, 1, 8, 8)
+HALO_CASE(PaddedHalo, ew_bf16, 6, 5, 48, 40, 3, 3, 1, 1, 3, 1, 2, 1, 0, 0, 1, 1, 8, 7)
 // Two 128-column tiles a row (150 wide), 100 channels (a partial 128-channel block), NCHW in and
 // out, dilated rows.
 HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2, 16, 2)
@@ -492,6 +492,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.min_blocks, S::kMinBlocks);
     EXPECT_EQ(t.shared_bytes, static_cast<unsigned>(P::kSmemBytes));
     EXPECT_EQ(t.tiles_x, P::kTilesX);
+    EXPECT_EQ(t.tiles_y, P::kTilesY);
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
     EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
     if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
@@ -549,9 +550,14 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   if (S::kHasBias) g_tensors.push_back({bb.data(), bb.size() * sizeof(T)});
   if (S::kHasResidual) g_tensors.push_back({rb.data(), rb.size() * sizeof(T)});
 
+  // The launch's grid: kTilesX x ceil(kTilesY / row_tiles) blocks along x. The halo form's blocks
+  // compute 3 tiles each here (the last block fewer where they do not divide): its loop, the next
+  // tile's window copied while this one's is stored.
+  const int row_tiles = P::kHalo ? 3 : 1;
+  const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
   for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
     for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {
-      for (unsigned bx = 0; bx < static_cast<unsigned>(P::kTilesX); ++bx) {
+      for (unsigned bx = 0; bx < grid_x; ++bx) {
         Block block;
         block.smem.assign(P::kSmemBytes, 0xA5);  // garbage where nothing was staged
         block.block = std::make_unique<std::barrier<>>(P::kThreads);
@@ -563,7 +569,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
-                                              yb.data() + out_shift, 1, S::kHasResidual ? rb.data() : nullptr);
+                                              yb.data() + out_shift, row_tiles,
+                                              S::kHasResidual ? rb.data() : nullptr);
           });
         }
         for (std::thread& th : threads) th.join();
@@ -662,12 +669,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
   // An NCHW input of whole 16-byte rows, aligned: copied (and, on sm_90, transposed); else gathered.
   static_assert(Plan<SeedHalo>::kInNchwCopy && Plan<PaddedHalo>::kInNchwCopy && Plan<PaddedHalo>::kLeft == 5 &&
-                !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo>>::kInNchwCopy);
+                !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo, 8>>::kInNchwCopy);
   check_case<SeedHaloNhwc>(seed++, Mode::copies_at_issue);
   check_case<InputMisaligned<SeedHaloNhwc>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
   check_case<PaddedHalo>(seed++, Mode::copies_at_issue);
-  check_case<InputMisaligned<SeedHalo>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<SeedHalo, 8>>(seed++, Mode::misaligned_input);  // (no NCHW copy buffers)
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

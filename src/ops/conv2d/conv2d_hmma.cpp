@@ -111,8 +111,8 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
   if (t.halo) {
-    // Every step's B tile, the input window, 1 KiB of zeros for an odd tap count; or the 16-bit
-    // output tile; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloA, kHaloZero).
+    // Every step's B tile, the 16-bit output tile, the input window, 1 KiB of zeros for an odd tap
+    // count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero).
     // An NCHW input of whole 16-byte runs: 8 columns of slack each side of a window row, and the
     // copied runs [rows][8][stage_cols] (kInNchwCopy, kLeft, kStageCols, kHaloStage).
     const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
@@ -121,10 +121,11 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
     const bool nchw_copy = v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0 && v.inputs_aligned;
     const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
     const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
-    const std::int64_t main = (taps + 1) / 2 * bn * 32 + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
-                              (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
+    // The output tile has a place of its own (the next tile's window is copied while it is stored).
     const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
-    return static_cast<unsigned>(std::max(main, out) + 1024);
+    const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
+                              (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
+    return static_cast<unsigned>(main + 1024);
   }
   // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
   const std::int64_t pitch = t.wgmma ? bk : bk + 8;
@@ -276,6 +277,9 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   return t;
 }
 
+// Most tiles a block of the halo form computes in turn (its weights staged once).
+constexpr int kHaloRowTiles = 8;
+
 // The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
 // two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of
 // wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not
@@ -298,10 +302,12 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.kh_unroll = 1;
   t.kw_unroll = 1;
   t.pipeline = 2;
-  t.row_tiles = 1;
   t.stages = 1;
-  t.tiles_x = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
-  t.tiles_y = 1;
+  // Tiles along y (output row x column block); a block computes up to row_tiles of them in turn, the
+  // launch picks how many (row_tiles_for).
+  t.tiles_x = 1;
+  t.tiles_y = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
+  t.row_tiles = kHaloRowTiles;
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds.)
   Conv2dVariant aligned = v;

@@ -199,6 +199,17 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return 1;
   }
+  if (t.halo) {
+    // The halo form stages its weights once a block: the most tiles a block (8, 4, 2) that leave at
+    // least 3 waves of its resident blocks (a short tail).
+    const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
+    for (int rt : {8, 4, 2}) {
+      if (rt > t.row_tiles) continue;
+      const std::int64_t blocks = per_strip * ((t.tiles_y + rt - 1) / rt);
+      if (blocks >= 3 * slots) return rt;
+    }
+    return 1;
+  }
   // Keep at least ~4 blocks per resident slot (2 per SM) so the tail stays short.
   for (int rt : {4, 2}) {
     const std::int64_t blocks = per_strip * ((t.tiles_y + rt - 1) / rt);
