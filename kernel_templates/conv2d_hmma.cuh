@@ -1538,8 +1538,11 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   }
 }
 
-// The halo form: tiles first .. last - 1 of the image (row_tiles a block) in turn; every step's
-// weights staged once, each tile's window copied while the previous tile's outputs are stored.
+// The halo form: tiles blockIdx.x, + gridDim.x, ... of the image (up to row_tiles; gridDim.x =
+// ceil(kTilesY / row_tiles)) in turn: the blocks resident at a time hold neighbouring output rows, so
+// an NCHW output's rows (not whole 32-byte sectors at their ends) are completed in L2 together
+// (consecutive tiles a block: seed NCHW 0.191 ms against 0.164 one tile a block, H200). Every step's
+// weights are staged once, each tile's window copied while the previous tile's outputs are stored.
 template <class S, class E>
 __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S::storage* __restrict__ in_n,
                                            const typename S::storage* __restrict__ weight,
@@ -1547,13 +1550,14 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
                                            typename S::storage* __restrict__ out_n, int co0, int row_tiles) {
   using P = Plan<S>;
   const Halo<S> h(smem);
-  const int first = (int)blockIdx.x * row_tiles;
-  const int last = first + row_tiles < P::kTilesY ? first + row_tiles : P::kTilesY;
+  const int stride = (int)gridDim.x;
+  const int first = (int)blockIdx.x;
+  const int end = first + row_tiles * stride < P::kTilesY ? first + row_tiles * stride : P::kTilesY;
   h.load_weights(weight, co0);
-  if (first < last) h.load_window(in_n, first);
+  if (first < end) h.load_window(in_n, first);
   copy_commit();
 #pragma unroll 1
-  for (int tile = first; tile < last; ++tile) {
+  for (int tile = first; tile < end; tile += stride) {
     h.ready();  // (its barrier also ends the previous tile's reads of the output tile)
     float acc[S::kMT][S::kNT][4];
 #pragma unroll
@@ -1566,7 +1570,7 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     }
     h.compute(acc);
     __syncthreads();  // every warp's reads of the window are done
-    if (tile + 1 < last) h.load_window(in_n, tile + 1);
+    if (tile + stride < end) h.load_window(in_n, tile + stride);
     copy_commit();
     write_half_tile<S, E>(acc, h.s_h, bias, co0);
     __syncthreads();

@@ -38,7 +38,7 @@ namespace {
 struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
-thread_local Dim3 threadIdx, blockIdx;
+thread_local Dim3 threadIdx, blockIdx, gridDim;
 
 // One block's shared state: its shared memory, the block barrier, a barrier a warp and the words a
 // warp's lanes exchange in a warp-wide instruction.
@@ -551,8 +551,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   if (S::kHasResidual) g_tensors.push_back({rb.data(), rb.size() * sizeof(T)});
 
   // The launch's grid: kTilesX x ceil(kTilesY / row_tiles) blocks along x. The halo form's blocks
-  // compute 3 tiles each here (the last block fewer where they do not divide): its loop, the next
-  // tile's window copied while this one's is stored.
+  // compute 3 tiles each here (every gridDim.x-th; the last ones fewer where they do not divide): its
+  // loop, the next tile's window copied while this one's is stored.
   const int row_tiles = P::kHalo ? 3 : 1;
   const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
   for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
@@ -568,6 +568,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             g_block = &block;
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
+            gridDim = {grid_x, static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN), static_cast<unsigned>(batch)};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
                                               yb.data() + out_shift, row_tiles,
                                               S::kHasResidual ? rb.data() : nullptr);
