@@ -58,14 +58,23 @@ int main() {
             v = static_cast<std::uint16_t>(test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f)));
           d->copy_from_host(h.data(), d->bytes());
         }
-        auto v4 = [&](const DeviceBuffer& d, std::int64_t a, std::int64_t c, std::int64_t hh,
+        // CONV_BENCH_LAYOUTS="in,weight,out" (each nchw or nhwc; the NCHW row of the table): mixed
+        // layouts, to tell the input's, weight's and output's costs apart.
+        bool lx = nhwc, lw = nhwc, ly = nhwc;
+        if (const char* mix = std::getenv("CONV_BENCH_LAYOUTS"); mix != nullptr) {
+          if (nhwc) continue;
+          lx = std::strncmp(mix, "nhwc", 4) == 0;
+          lw = std::strlen(mix) >= 9 && std::strncmp(mix + 5, "nhwc", 4) == 0;
+          ly = std::strlen(mix) >= 14 && std::strncmp(mix + 10, "nhwc", 4) == 0;
+        }
+        auto v4 = [&](const DeviceBuffer& d, bool cl, std::int64_t a, std::int64_t c, std::int64_t hh,
                       std::int64_t ww) {
           void* p = reinterpret_cast<void*>(d.ptr());
-          return nhwc ? TensorView::strided(p, dt, {a, c, hh, ww}, {hh * ww * c, 1, ww * c, c})
-                      : TensorView::contiguous(p, dt, {a, c, hh, ww});
+          return cl ? TensorView::strided(p, dt, {a, c, hh, ww}, {hh * ww * c, 1, ww * c, c})
+                    : TensorView::contiguous(p, dt, {a, c, hh, ww});
         };
-        const TensorView vx = v4(x, sh.n, sh.cin, sh.hw, sh.hw), vw = v4(w, sh.cout, sh.cin, sh.k, sh.k),
-                         vy = v4(y, sh.n, sh.cout, o, o);
+        const TensorView vx = v4(x, lx, sh.n, sh.cin, sh.hw, sh.hw);
+        const TensorView vw = v4(w, lw, sh.cout, sh.cin, sh.k, sh.k), vy = v4(y, ly, sh.n, sh.cout, o, o);
         const TensorView vb = TensorView::contiguous(reinterpret_cast<void*>(b.ptr()), dt, {sh.cout});
         const Conv2dParams p = Conv2dParams::square(sh.stride, sh.pad);
         const Op epi = div_leaky_relu_epilogue(2.0, 0.01);
@@ -92,8 +101,10 @@ int main() {
         } else {
           std::snprintf(kernel, sizeof kernel, "%s", t.generic ? "general direct" : "other");
         }
+        const char* mix = std::getenv("CONV_BENCH_LAYOUTS");
         std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw,
-                    sh.cout, sh.k, sh.pad, to_string(dt), nhwc ? "NHWC" : "NCHW", kernel, ms[ms.size() / 2]);
+                    sh.cout, sh.k, sh.pad, to_string(dt), mix != nullptr ? mix : nhwc ? "NHWC" : "NCHW",
+                    kernel, ms[ms.size() / 2]);
       }
     }
   }
