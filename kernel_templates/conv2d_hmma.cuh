@@ -1538,26 +1538,29 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   }
 }
 
-// The halo form: tiles blockIdx.x, + gridDim.x, ... of the image (up to row_tiles; gridDim.x =
-// ceil(kTilesY / row_tiles)) in turn: the blocks resident at a time hold neighbouring output rows, so
-// an NCHW output's rows (not whole 32-byte sectors at their ends) are completed in L2 together
-// (consecutive tiles a block: seed NCHW 0.191 ms against 0.164 one tile a block, H200). Every step's
-// weights are staged once, each tile's window copied while the previous tile's outputs are stored.
+// The halo form: a block computes tiles L, L + G, L + 2G, ... (up to row_tiles) of the batch's
+// N x kTilesY tiles (image-major), L its linear index along x and z and G = gridDim.x x gridDim.z
+// the blocks (gridDim.x = ceil(kTilesY / row_tiles), gridDim.z = N): the blocks resident at a time
+// hold consecutive tiles of a few images, the order of the flattened tiling. (Consecutive tiles a
+// block: seed NCHW 0.191 ms; tiles x, x + gridDim.x, ... of image z: 0.163 — output rows scattered
+// over ~40 images at a time; H200.) Every step's weights are staged once, each tile's window copied
+// while the previous tile's outputs are stored.
 template <class S, class E>
-__device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S::storage* __restrict__ in_n,
+__device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S::storage* __restrict__ input,
                                            const typename S::storage* __restrict__ weight,
                                            const typename S::storage* __restrict__ bias,
-                                           typename S::storage* __restrict__ out_n, int co0, int row_tiles) {
+                                           typename S::storage* __restrict__ output, int co0, int row_tiles) {
   using P = Plan<S>;
   const Halo<S> h(smem);
-  const int stride = (int)gridDim.x;
-  const int first = (int)blockIdx.x;
-  const int end = first + row_tiles * stride < P::kTilesY ? first + row_tiles * stride : P::kTilesY;
+  const long long stride = (long long)gridDim.x * gridDim.z;
+  const long long first = blockIdx.x + (long long)gridDim.x * blockIdx.z;
+  const long long total = (long long)P::kTilesY * gridDim.z;
+  const long long end = first + row_tiles * stride < total ? first + row_tiles * stride : total;
   h.load_weights(weight, co0);
-  if (first < end) h.load_window(in_n, first);
+  if (first < end) h.load_window(input + first / P::kTilesY * P::kInN, (int)(first % P::kTilesY));
   copy_commit();
 #pragma unroll 1
-  for (int tile = first; tile < end; tile += stride) {
+  for (long long t = first; t < end; t += stride) {
     h.ready();  // (its barrier also ends the previous tile's reads of the output tile)
     float acc[S::kMT][S::kNT][4];
 #pragma unroll
@@ -1570,13 +1573,16 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     }
     h.compute(acc);
     __syncthreads();  // every warp's reads of the window are done
-    if (tile + stride < end) h.load_window(in_n, tile + stride);
+    const long long next = t + stride;
+    if (next < end) h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
     copy_commit();
     write_half_tile<S, E>(acc, h.s_h, bias, co0);
     __syncthreads();
+    const int tile = (int)(t % P::kTilesY);
     const int oy = tile / P::kSegs;
     const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-    store_tile_half<S, P::kOutVec>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
+    store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                   co0);
   }
 }
 
@@ -1599,10 +1605,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   // The wgmma tiling's stages start at a multiple of 1024 bytes (the swizzle's period).
   unsigned char* smem = smem_raw + (P::kWgmma ? (1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u : 0u);
 #endif
-  const long long n = blockIdx.z;
   if constexpr (P::kHalo) {
-    d::halo_tiles<S, E>(smem, input + n * P::kInN, weight, bias, output + n * P::kOutN, blockIdx.y * P::kBN,
-                        row_tiles);
+    d::halo_tiles<S, E>(smem, input, weight, bias, output, blockIdx.y * P::kBN, row_tiles);
   } else {
     (void)row_tiles;
     d::block_tile<S, E>(smem, input, weight, bias, output, residual);
