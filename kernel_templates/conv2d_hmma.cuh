@@ -225,17 +225,12 @@ struct Plan {
   static constexpr long long kRun = S::kOutNhwc ? S::kCout : kHalo ? S::kOW : kPixels;
   // kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128 contiguous bytes of
   // 16-bit values.
-  // The halo form's NCHW output: 8 (an aligned output, 16 bytes) whatever the row length — each
-  // channel's row of the tile is stored as the 16-byte-aligned runs of memory it covers, the partial
-  // ones at its ends element by element (kPeeled; 4-byte stores for a 126-column row made the seed's
-  // NCHW output 50 us slower than channels-last, H200).
   static constexpr int kVecMax = kHalfEpi ? 8 : 4;
-  static constexpr bool kPeeled = kHalo && !S::kOutNhwc;
-  static constexpr int kOutVec = !S::kOutAligned                 ? 1
-                                 : kPeeled || kRun % kVecMax == 0 ? kVecMax
-                                 : kRun % 4 == 0                   ? 4
-                                 : kRun % 2 == 0                   ? 2
-                                                                   : 1;
+  static constexpr int kOutVec = !S::kOutAligned     ? 1
+                                 : kRun % kVecMax == 0 ? kVecMax
+                                 : kRun % 4 == 0       ? 4
+                                 : kRun % 2 == 0       ? 2
+                                                       : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
@@ -1346,40 +1341,6 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
-// The halo form's NCHW stores (P::kPeeled, an output 16-byte aligned): channel c's outputs of tile
-// pixels 0 .. m_end - 1 are elements g0 .. g0 + m_end - 1 of its plane (g0 = c x plane + p0); the
-// 16-byte run k of memory from align_down(g0, 8) holds tile pixels 8k - g0 % 8 .. + 7, stored as one
-// 16-byte store where all are in the row, else element by element. A thread a (channel, run).
-template <class S>
-__device__ __forceinline__ void store_tile_peeled(const unsigned short* s_h, typename S::storage* __restrict__ out_n,
-                                                  int p0, int m_end, int co0) {
-  using P = Plan<S>;
-  constexpr int kRuns = P::kBM / 8 + 1;
-  unsigned short* out = reinterpret_cast<unsigned short*>(out_n);
-#pragma unroll 2
-  for (int i = threadIdx.x; i < P::kBN * kRuns; i += P::kThreads) {
-    const int c = i / kRuns;
-    const int k = i - c * kRuns;
-    const int co = co0 + c;
-    if (!(S::kCout % P::kBN == 0 || co < S::kCout)) continue;
-    const long long g0 = co * P::kPixels + p0;
-    const int m0 = 8 * k - (int)(g0 & 7);  // tile pixel of the run's first element
-    const unsigned short* src = s_h + c * P::kHPitch;
-    unsigned short* dst = out + (g0 + m0);
-    if (m0 >= 0 && m0 + 8 <= m_end) {
-      unsigned w[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) w[e] = src[m0 + 2 * e] | static_cast<unsigned>(src[m0 + 2 * e + 1]) << 16;
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (m0 + e >= 0 && m0 + e < m_end) dst[e] = src[m0 + e];
-      }
-    }
-  }
-}
-
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
 // ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
 // reads.)
@@ -1620,12 +1581,8 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const int tile = (int)(t % P::kTilesY);
     const int oy = tile / P::kSegs;
     const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-    typename S::storage* out_n = output + t / P::kTilesY * P::kOutN;
-    if constexpr (P::kPeeled && P::kOutVec == 8) {
-      store_tile_peeled<S>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
-    } else {
-      store_tile_half<S, P::kOutVec>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
-    }
+    store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                   co0);
   }
 }
 

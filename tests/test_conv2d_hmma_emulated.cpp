@@ -666,11 +666,8 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<Resnet>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Unet>>(seed++, Mode::misaligned_output);
   // The halo tiling: copies landing at once; a channels-last input of 8 channels misaligned (the
-  // gather); an NCHW output (rows of 38 columns: runs of 16 bytes peeled at the ends), misaligned (one
-  // a store).
-  // (An NCHW output's rows go as the 16-byte runs of memory they cover, whatever their length.)
-  static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 8 && Plan<WideHalo>::kOutVec == 8 &&
-                Plan<SeedHalo>::kPeeled && !Plan<SeedHaloNhwc>::kPeeled);
+  // gather); an NCHW output whose rows (38 columns) take 2-output stores, misaligned (one a store).
+  static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
   // An NCHW input of whole 16-byte rows, aligned: copied (and, on sm_90, transposed); else gathered.
   static_assert(Plan<SeedHalo>::kInNchwCopy && Plan<PaddedHalo>::kInNchwCopy && Plan<PaddedHalo>::kLeft == 5 &&
                 !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo, 8>>::kInNchwCopy);

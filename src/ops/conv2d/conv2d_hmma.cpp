@@ -146,10 +146,10 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 }
 
 int hmma_out_vec(const Conv2dVariant& v) {
-  // (The halo form stores an NCHW output's rows as the 16-byte runs of memory they cover: 8 for any
-  // row length, conv2d_hmma.cuh's kPeeled.)
-  if (v.output_layout == Conv2dLayout::nchw && hmma_halo(v)) return 8;
-  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
+  // (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
+  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
+                           : hmma_halo(v)                          ? v.out_width()
+                                                                   : v.out_height() * v.out_width();
   // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
   // (Called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner.)
   const int most = !v.has_residual && hmma_uses_wgmma(v) ? 8 : 4;
