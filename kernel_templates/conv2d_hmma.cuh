@@ -225,14 +225,8 @@ struct Plan {
   static constexpr long long kRun = S::kOutNhwc ? S::kCout : kHalo ? S::kOW : kPixels;
   // kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128 contiguous bytes of
   // 16-bit values.
-  // The halo form's NCHW rows of OW = 4k + 2 columns (the seed's 126): every other row starts 2
-  // elements past an 8-byte boundary; 4 outputs a store all the same, each row's stores on the 8-byte
-  // grid of memory and the 2-element runs at its ends alone (kShift2; 2 outputs a store made the
-  // seed's NCHW output 50 us slower than channels-last, H200).
   static constexpr int kVecMax = kHalfEpi ? 8 : 4;
-  static constexpr bool kShift2 = kHalo && !S::kOutNhwc && S::kOW % 4 == 2;
   static constexpr int kOutVec = !S::kOutAligned     ? 1
-                                 : kShift2             ? 4
                                  : kRun % kVecMax == 0 ? kVecMax
                                  : kRun % 4 == 0       ? 4
                                  : kRun % 2 == 0       ? 2
@@ -1347,48 +1341,6 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
-// The halo form's NCHW stores for kShift2 (an output aligned to 8 bytes): channel c's tile pixels 0 ..
-// m_end - 1 are elements g0 .. of its plane, g0 = c x plane + p0 even (plane and OW even); with h =
-// g0 % 4 (0 or 2), lane q of a row's 32 stores 4 outputs from tile pixel 4q - h, 8-byte aligned in
-// memory, where all 4 are in the row; the runs at the row's ends element by element.
-template <class S>
-__device__ __forceinline__ void store_tile_shift2(const unsigned short* s_h, typename S::storage* __restrict__ out_n,
-                                                  int p0, int m_end, int co0) {
-  using P = Plan<S>;
-  static_assert(P::kBM % 128 == 0 || P::kBM == 64, "whole rows of 32 lanes");
-  constexpr int kLanes = P::kBM / 4;  // 4 outputs a lane
-  constexpr int kRowsStep = P::kThreads / kLanes;
-  unsigned short* out = reinterpret_cast<unsigned short*>(out_n);
-  const int q = (int)(threadIdx.x % kLanes);
-#pragma unroll 4
-  for (int c = (int)(threadIdx.x / kLanes); c < P::kBN; c += kRowsStep) {
-    const int co = co0 + c;
-    if (!(S::kCout % P::kBN == 0 || co < S::kCout)) continue;
-    const long long g0 = co * P::kPixels + p0;
-    const int h = (int)(g0 & 3);
-    const int m = 4 * q - h;
-    const unsigned short* src = s_h + c * P::kHPitch;
-    unsigned short* dst = out + g0;
-    if (m >= 0 && m + 4 <= m_end) {
-      const unsigned lo = *reinterpret_cast<const unsigned*>(src + m);
-      const unsigned hi = *reinterpret_cast<const unsigned*>(src + m + 2);
-      *reinterpret_cast<uint2*>(dst + m) = make_uint2(lo, hi);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (m + e >= 0 && m + e < m_end) dst[m + e] = src[m + e];
-      }
-    }
-    // (h = 2: pixels kBM - 2, kBM - 1 follow the last lane's run.)
-    if (h != 0 && q == 0) {
-#pragma unroll
-      for (int e = P::kBM - 2; e < P::kBM; ++e) {
-        if (e < m_end) dst[e] = src[e];
-      }
-    }
-  }
-}
-
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
 // ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
 // reads.)
@@ -1629,12 +1581,8 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const int tile = (int)(t % P::kTilesY);
     const int oy = tile / P::kSegs;
     const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-    typename S::storage* out_n = output + t / P::kTilesY * P::kOutN;
-    if constexpr (P::kShift2 && P::kOutVec == 4) {
-      store_tile_shift2<S>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
-    } else {
-      store_tile_half<S, P::kOutVec>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
-    }
+    store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                   co0);
   }
 }
 

@@ -555,13 +555,9 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // loop, the next tile's window copied while this one's is stored.
   const int row_tiles = P::kHalo ? 3 : 1;
   const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
-  for (unsigned zi = 0; zi < static_cast<unsigned>(batch); ++zi) {
-    const unsigned z = P::kHalo ? batch - 1 - zi : zi;
+  for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
     for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {
-      for (unsigned i = 0; i < grid_x; ++i) {
-        // (The halo form's blocks from the last: a store past a row's end into the next row, already
-        // written, is caught.)
-        const unsigned bx = P::kHalo ? grid_x - 1 - i : i;
+      for (unsigned bx = 0; bx < grid_x; ++bx) {
         Block block;
         block.smem.assign(P::kSmemBytes, 0xA5);  // garbage where nothing was staged
         block.block = std::make_unique<std::barrier<>>(P::kThreads);
@@ -670,11 +666,8 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<Resnet>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<Unet>>(seed++, Mode::misaligned_output);
   // The halo tiling: copies landing at once; a channels-last input of 8 channels misaligned (the
-  // gather); an NCHW output (rows of 38 columns: 4 outputs a store on the 8-byte grid), misaligned
-  // (one a store).
-  // (NCHW rows of 4k + 2 columns: 4 outputs a store on memory's 8-byte grid, kShift2.)
-  static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 4 && Plan<WideHalo>::kOutVec == 4 &&
-                Plan<SeedHalo>::kShift2 && Plan<WideHalo>::kShift2 && !Plan<PaddedHalo>::kShift2);
+  // gather); an NCHW output whose rows (38 columns) take 2-output stores, misaligned (one a store).
+  static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
   // An NCHW input of whole 16-byte rows, aligned: copied (and, on sm_90, transposed); else gathered.
   static_assert(Plan<SeedHalo>::kInNchwCopy && Plan<PaddedHalo>::kInNchwCopy && Plan<PaddedHalo>::kLeft == 5 &&
                 !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo, 8>>::kInNchwCopy);

@@ -146,12 +146,9 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 }
 
 int hmma_out_vec(const Conv2dVariant& v) {
-  // (The halo form's blocks are parts of output rows: an NCHW vector stays within one; rows of 4k + 2
-  // columns take 4 outputs a store on memory's 8-byte grid, conv2d_hmma.cuh's kShift2.)
-  const bool halo = hmma_halo(v);
-  if (halo && v.output_layout == Conv2dLayout::nchw && v.out_width() % 4 == 2) return 4;
+  // (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
-                           : halo                                  ? v.out_width()
+                           : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
   // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
   // (Called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner.)
