@@ -555,9 +555,13 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // loop, the next tile's window copied while this one's is stored.
   const int row_tiles = P::kHalo ? 3 : 1;
   const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
-  for (unsigned z = 0; z < static_cast<unsigned>(batch); ++z) {
+  for (unsigned zi = 0; zi < static_cast<unsigned>(batch); ++zi) {
+    const unsigned z = P::kHalo ? batch - 1 - zi : zi;
     for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {
-      for (unsigned bx = 0; bx < grid_x; ++bx) {
+      for (unsigned i = 0; i < grid_x; ++i) {
+        // (The halo form's blocks from the last: a store past a row's end into the next row, already
+        // written, is caught.)
+        const unsigned bx = P::kHalo ? grid_x - 1 - i : i;
         Block block;
         block.smem.assign(P::kSmemBytes, 0xA5);  // garbage where nothing was staged
         block.block = std::make_unique<std::barrier<>>(P::kThreads);
