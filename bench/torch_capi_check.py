@@ -206,6 +206,54 @@ def main():
                 torch.cuda.synchronize()
                 same = same and torch.equal(og, expect)
             check(f"{name} {layout} conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
+    # 7. Up to 8 input channels (the seed, an RGB stem): the halo form reads any layout as it is
+    # (no staging copy). The seed's block (8 -> 64 channels, 3 x 3, / 2 -> leaky_relu) on PyTorch's
+    # current stream and in torch.cuda.graph replayed on new data; an RGB channels-last input with a 5 x 3
+    # filter, padding (2, 1), dilation (1, 2) into an NCHW output on a side stream; against float64.
+    zero = (ctypes.c_int * 2)(0, 0)
+    for dt, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        xs = torch.randn(16, 8, 64, 128, device="cuda").to(dt)
+        ws = (torch.randn(64, 8, 3, 3, device="cuda") * 0.1).to(dt)
+        bs = torch.randn(64, device="cuda").to(dt)
+        os_ = torch.full((16, 64, 62, 126), float("nan"), device="cuda", dtype=dt)
+        epi = b"div(2)|leaky_relu(0.01)"
+        st = lib.cuinline_conv2d(desc(xs), desc(ws), desc(bs), None, desc(os_), one, zero, one, epi, b"fp32",
+                                 ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        ref = F.leaky_relu(F.conv2d(xs.double(), ws.double(), bs.double()) / 2, 0.01)
+        err = ((os_.double() - ref).norm() / ref.norm()).item()
+        torch_err = ((F.leaky_relu(F.conv2d(xs, ws, bs) / 2, 0.01).double() - ref).norm() / ref.norm()).item()
+        check(f"{name} 8-channel NCHW conv2d / 2 -> leaky_relu (halo form) vs float64", st == 0 and err < bound,
+              f"rel L2 {err:.2e} (PyTorch {torch_err:.2e})")
+        xg, og = xs.clone(), torch.full_like(os_, float("nan"))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            stg = lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(og), one, zero, one, epi, b"fp32",
+                                      ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        same = True
+        for _ in range(3):
+            xg.copy_(torch.randn_like(xg))
+            og.fill_(float("nan"))
+            g.replay()
+            expect = torch.full_like(os_, float("nan"))
+            lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(expect), one, zero, one, epi, b"fp32",
+                                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            torch.cuda.synchronize()
+            same = same and torch.equal(og, expect)
+        check(f"{name} 8-channel NCHW conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
+        xr = torch.randn(4, 3, 96, 120, device="cuda").to(dt).contiguous(memory_format=torch.channels_last)
+        wr = (torch.randn(24, 3, 5, 3, device="cuda") * 0.2).to(dt)
+        pad, dil = (ctypes.c_int * 2)(2, 1), (ctypes.c_int * 2)(1, 2)
+        oh, ow = 96, 120 + 2 - 4
+        orr = torch.full((4, 24, oh, ow), float("nan"), device="cuda", dtype=dt)
+        with torch.cuda.stream(side):
+            st = lib.cuinline_conv2d(desc(xr), desc(wr), None, None, desc(orr), one, pad, dil, b"relu", b"fp32",
+                                     ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        side.synchronize()
+        ref = torch.relu(F.conv2d(xr.double(), wr.double(), padding=(2, 1), dilation=(1, 2)))
+        err = ((orr.double() - ref).norm() / ref.norm()).item()
+        check(f"{name} RGB channels-last 5x3 conv2d into NCHW on a side stream (halo form) vs float64",
+              st == 0 and err < bound, f"rel L2 {err:.2e}")
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 
