@@ -534,6 +534,18 @@ __device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, const unsigned 
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
 #if CUINLINE_CONV2D_HMMA_WGMMA
+// Every accumulator of a thread past the last wgmma wait (the compiler keeps their reads after it).
+template <class S>
+__device__ __forceinline__ void fence_accumulators(float (&acc)[S::kMT][S::kNT][4]) {
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
+    }
+  }
+}
 // A matrix descriptor of a K-major tile in the swizzled layout with rows of kRowBytes (32, 64, 128),
 // starting at shared address addr: start address, leading byte offset 16 (unused by the swizzled
 // K-major layouts), stride byte offset 8 rows (the next 8-row core-matrix group), swizzle mode
@@ -959,14 +971,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     }
 #if CUINLINE_CONV2D_HMMA_WGMMA
     wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
-      }
-    }
+    fence_accumulators<S>(acc);
 #endif
     copy_wait<0>();   // (only empty groups are left)
     __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
@@ -1164,14 +1169,7 @@ struct Halo {
     }
     wgmma_commit();
     wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) fence_operand(acc[i][j][q]);
-      }
-    }
+    fence_accumulators<S>(acc);
 #else
     // mma.sync (other archs): warp w's rows 64 i + 16 w (the wgmma accumulator layout); ldmatrix rows
     // of tap t0 (lanes 0-15) and t1 (lanes 16-31, or the zeros).
