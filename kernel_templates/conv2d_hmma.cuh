@@ -565,6 +565,19 @@ __device__ __forceinline__ unsigned long long wgmma_desc_plain(unsigned addr, un
 }
 #endif
 
+// A thread's accumulators, zeroed.
+template <class S>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[S::kMT][S::kNT][4]) {
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+}
+
 // The raw 16 bits of an element (0 where !ok: zero padding). kPredicated (device): one predicated
 // load instead of `ok ? __ldg(p) : 0`, a branch around each load until ptxas converts it. Used by the
 // gather of a short reduction (kAllAtOnce: up to 64 words a thread requested at once, the seed's 120
@@ -1471,14 +1484,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
       base + (P::kAElems + (wn * S::kNT * 8 + lane % 8 + lane / 16 * 8) * P::kPitch + (lane / 8) % 2 * 8) * 2;
 
   float acc[S::kMT][S::kNT][4];
-#pragma unroll
-  for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    }
-  }
+  zero_accumulators<S>(acc);
   // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
   // aligned (S::kInAligned), else the register gather.
   if constexpr (P::kAsync) {
@@ -1561,14 +1567,7 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
   for (long long t = first; t < end; t += stride) {
     h.ready();  // (its barrier also ends the previous tile's reads of the output tile)
     float acc[S::kMT][S::kNT][4];
-#pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-      }
-    }
+    zero_accumulators<S>(acc);
     h.compute(acc);
     __syncthreads();  // every warp's reads of the window are done
     const long long next = t + stride;
