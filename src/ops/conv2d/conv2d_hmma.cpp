@@ -108,25 +108,31 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 // + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile ([channels][pixels + 4]
 // or [pixels][channels + 8]), whichever is larger
 // (conv2d_hmma.cuh's Plan<S>, which the source checks).
+// The halo form's shared memory: every step's B tile, the 16-bit output tile (a place of its own:
+// the next tile's window is copied while it is stored), the input window, 1 KiB of zeros for an odd
+// tap count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero). An NCHW
+// input of whole 16-byte runs copied as laid out (nchw_copy: W % 8 == 0 and the input aligned) adds
+// 8 columns of slack each side of a window row and the copied runs [rows][8][stage_cols]
+// (kInNchwCopy, kLeft, kStageCols, kHaloStage).
+unsigned halo_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t, bool nchw_copy) {
+  const std::int64_t bm = t.tile_cols, bn = t.block_channels();
+  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+  const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
+  const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
+  const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
+  const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
+  const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
+  const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
+                            (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
+  return static_cast<unsigned>(main + 1024);
+}
+bool halo_nchw_copy(const Conv2dVariant& v) {
+  return v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0;
+}
+
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
-  if (t.halo) {
-    // Every step's B tile, the 16-bit output tile, the input window, 1 KiB of zeros for an odd tap
-    // count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero).
-    // An NCHW input of whole 16-byte runs: 8 columns of slack each side of a window row, and the
-    // copied runs [rows][8][stage_cols] (kInNchwCopy, kLeft, kStageCols, kHaloStage).
-    const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
-    const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
-    const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
-    const bool nchw_copy = v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0 && v.inputs_aligned;
-    const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
-    const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
-    // The output tile has a place of its own (the next tile's window is copied while it is stored).
-    const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
-    const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
-                              (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
-    return static_cast<unsigned>(main + 1024);
-  }
+  if (t.halo) return halo_shared_bytes(v, t, halo_nchw_copy(v) && v.inputs_aligned);
   // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
   const std::int64_t pitch = t.wgmma ? bk : bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
@@ -171,7 +177,7 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
     if (v.weight_layout == Conv2dLayout::nhwc) used |= w;
   }
   // The halo form copies an NCHW input of whole 16-byte rows (W % 8 == 0) by cp.async too.
-  if (v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0 && hmma_halo(v)) used |= in;
+  if (halo_nchw_copy(v) && hmma_halo(v)) used |= in;
   v.inputs_aligned = (used & 15u) == 0;
   const int vec = hmma_out_vec(v);
   const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
@@ -309,10 +315,8 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.tiles_y = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
   t.row_tiles = kHaloRowTiles;
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
-  // aligned input adds.)
-  Conv2dVariant aligned = v;
-  aligned.inputs_aligned = true;
-  if (shared_bytes(aligned, t) > kMaxSharedBytes) return false;
+  // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
+  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > kMaxSharedBytes) return false;
   t.shared_bytes = shared_bytes(v, t);
   t.min_blocks = one_group_min_blocks(t);
   return true;
