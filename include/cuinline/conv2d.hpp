@@ -207,10 +207,11 @@ struct Conv2dTiling {
   bool wgmma = false;
   int stages = 0;
   /// The wgmma tiling's halo form (up to 8 input channels, column stride 1, no residual; any layout,
-  /// never staged): a block is tile_cols consecutive columns of one output row (tiles_x = OH x
-  /// ceil(OW / tile_cols) blocks an image); the input window those columns read (every filter tap's
-  /// rows, 8 channels a pixel) is staged once in shared memory and each tap's A tile read from it in
-  /// place; every k step's weights at once (stages = 1).
+  /// never staged): a tile is tile_cols consecutive columns of one output row (tiles_x = 1, tiles_y =
+  /// OH x ceil(OW / tile_cols) tiles an image); a block computes up to row_tiles tiles in turn (the
+  /// launch picks how many), every k step's weights staged once (stages = 1); a tile's input window
+  /// (every filter tap's rows, 8 channels a pixel) is staged once in shared memory, each tap's A
+  /// tile read from it in place.
   bool halo = false;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread

@@ -104,10 +104,6 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
   return async ? std::max(async_stages, reg_stages) : reg_stages;
 }
 
-// Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
-// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile ([channels][pixels + 4]
-// or [pixels][channels + 8]), whichever is larger
-// (conv2d_hmma.cuh's Plan<S>, which the source checks).
 // The halo form's shared memory: every step's B tile, the 16-bit output tile (a place of its own:
 // the next tile's window is copied while it is stored), the input window, 1 KiB of zeros for an odd
 // tap count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero). An NCHW
@@ -126,10 +122,15 @@ unsigned halo_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t, bool n
                             (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
   return static_cast<unsigned>(main + 1024);
 }
+// Whether the halo form would copy an NCHW input as laid out (with the input 16-byte aligned).
 bool halo_nchw_copy(const Conv2dVariant& v) {
   return v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0;
 }
 
+// Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
+// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile ([channels][pixels + 4]
+// or [pixels][channels + 8]), whichever is larger (conv2d_hmma.cuh's Plan<S>, which the source
+// checks); the halo form's, halo_shared_bytes.
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
   if (t.halo) return halo_shared_bytes(v, t, halo_nchw_copy(v) && v.inputs_aligned);
@@ -198,8 +199,8 @@ namespace {
 // allows, up to a register budget of its accumulators (m_tiles x bn / 2 a thread) + 32, or + half
 // as many past 64 (__launch_bounds__; latency-bound short reductions want the most blocks; 128
 // accumulators spilled 36 bytes at 168). The seed's 64 accumulators: 5 blocks at 96 registers, no
-// spills; unbounded, ptxas took 99 after the stmatrix
-// epilogue and 4 blocks fit (H200, f16: 0.1446 ms channels-last against 0.135 at 5).
+// spills; unbounded, ptxas took 99 after the stmatrix epilogue and 4 blocks fit (H200, f16: 0.1446
+// ms channels-last against 0.135 at 5).
 int one_group_min_blocks(const Conv2dTiling& t) {
   constexpr int kRegistersPerSm = 65536;
   constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
