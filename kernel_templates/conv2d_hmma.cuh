@@ -91,6 +91,16 @@ struct HaloOf<S, decltype(void(S::kHalo))> {
   static constexpr int value = S::kHalo;
 };
 
+// S::kWindow where S has it, else 0.
+template <class S, class = void>
+struct WindowOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct WindowOf<S, decltype(void(S::kWindow))> {
+  static constexpr int value = S::kWindow;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -124,7 +134,9 @@ struct Plan {
   static constexpr bool kATrans = !S::kInNhwc;
   static constexpr int kAPitchT = kBM + 8;
   static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kTilePitch;
-  static constexpr int kStageElems = kAElems + kBN * kTilePitch;
+  // The window form (kWindow, below) stages only B a step.
+  static constexpr bool kWindow = WindowOf<S>::value != 0;
+  static constexpr int kStageElems = (kWindow ? 0 : kAElems) + kBN * kTilePitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
   // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
@@ -148,6 +160,24 @@ struct Plan {
                                  : kAsync && kAsyncStages > kRegStages ? kAsyncStages
                                                                        : kRegStages;
   static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
+  // The window form of the wgmma tiling (kWindow: the cp.async form with more than 8 input channels,
+  // column stride 1, output rows of a multiple of 64 columns that a block tile's kBM pixels cover
+  // whole or in equal parts): the block's tile is kWinTileRows output rows x kWinTileCols columns,
+  // and the input those read — the window, kWinRows x kWinCols pixels — is copied once a k chunk
+  // of kBK channels instead of once a filter tap: [8-channel group][pixel] 16 bytes each, a group
+  // kWinGroup bytes (16 past a multiple of 128: a warp's copies of 4 pixels x 8 groups fall on
+  // distinct bank quads). The k steps run chunk-major (chunk, then tap); tap (kh, kw)'s A tile of
+  // m64 tile i is the window from pixel (row kh kDH, column kw kDW) of the tile's row on — 64
+  // consecutive pixels — read in place through a plain K-major descriptor, its second 8 channels
+  // one group (kWinGroup bytes) on. Two window buffers: chunk c + 1's is copied during chunk c.
+  static constexpr int kWinTileCols = kBM < S::kOW ? kBM : S::kOW;
+  static constexpr int kWinTileRows = kBM / kWinTileCols;
+  static constexpr int kWinRows = (kWinTileRows - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;
+  static constexpr int kWinCols = kWinTileCols + (S::kKW - 1) * S::kDW;
+  static constexpr int kWinPixels = kWinRows * kWinCols;
+  static constexpr int kWinGroup = (kWinPixels * 16 + 127) / 128 * 128 + 16;
+  static constexpr int kWinBytes = kChunks * kWinGroup;
+  static constexpr int kWinBufs = kCiSteps > 1 ? 2 : 1;
   // The halo tiling's shared memory: every step's B tile ([kBN][16], the 32-byte swizzle; 256-byte
   // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past
   // kCin and outside the image), then (an odd tap count) 1 KiB of zeros that the last step's second
@@ -171,8 +201,9 @@ struct Plan {
   // The 16-bit output tile (kHalfEpi's, below) has its own place after B: the next tile's window is
   // copied while this one's is stored.
   static constexpr int kHaloOut = (S::kOutNhwc ? kBM : kBN) * ((S::kOutNhwc ? kBN : kBM) + 8) * 2;
-  static constexpr int kMainBytes =
-      kHalo ? kHaloB + kHaloOut + kHaloA + kHaloZero + kHaloStage : kStages * kStageElems * 2;
+  static constexpr int kMainBytes = kHalo     ? kHaloB + kHaloOut + kHaloA + kHaloZero + kHaloStage
+                                   : kWindow ? kStages * kStageElems * 2 + kWinBufs * kWinBytes
+                                             : kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
   // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
   // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
@@ -252,6 +283,10 @@ struct Plan {
                 "the wgmma tiling: the cp.async form, one or two warpgroups, m64 tiles, n 16 to 128, 3 buffers");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
+  static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
+                             (kBM % S::kOW == 0 || S::kOW % kBM == 0) && kStages >= 3 && kTaps >= kStages - 1),
+                "the window form: the cp.async wgmma tiling, column stride 1, whole 64-column parts of output "
+                "rows a tile, the next chunk's window copied within a chunk's taps");
   // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
   // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
   // tiles.
@@ -1013,6 +1048,144 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   }
 }
 
+// The window form's main loop (P::kWindow; see Plan): the window of k chunk 0 and the first steps'
+// B tiles, then a step a k step (chunk-major: tap t of chunk c is step c kTaps + t) as in
+// mainloop_async — kStages B buffers, kStages - 2 steps' copies ahead, one wgmma group in flight —
+// with chunk c + 1's window copied at the second step of chunk c, into the buffer chunk c - 1 read:
+// every thread waited for that chunk's last wgmma group (wgmma_wait<1> at the end of the first
+// step) before the barrier of the second. It has landed by step (c + 1) kTaps (kTaps >= kStages -
+// 1). A copy of 16 bytes is 8 channels of one pixel (a thread's group, tid % kChunks, is the same in
+// every copy); pixels outside the image and channels past kCin are zeros.
+template <class S>
+__device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
+                                                const typename S::storage* __restrict__ in_n,
+                                                const typename S::storage* __restrict__ weight, int p0, int co0) {
+  using P = Plan<S>;
+  constexpr int kRowStep = P::kThreads / P::kChunks;
+  constexpr int kBRowsAsync = (P::kBN + kRowStep - 1) / kRowStep;
+  constexpr unsigned kStageBytes = P::kStageElems * 2;
+  constexpr int kAhead = P::kStages - 2;
+  static_assert(P::kThreads % P::kChunks == 0, "a thread's 8-channel group is the same in every copy");
+  const int tid = threadIdx.x;
+  const int chunk = tid % P::kChunks;
+  const int row0 = tid / P::kChunks;
+  unsigned char* s_win = reinterpret_cast<unsigned char*>(s_stage) + P::kStages * kStageBytes;
+  // The window's pixel (0, 0): input row oy0 kSH - kPH, column ox0 - kPW.
+  const int oy0 = p0 / S::kOW;
+  const int iy_base = oy0 * S::kSH - S::kPH;
+  const int ix_base = p0 - oy0 * S::kOW - S::kPW;
+
+  auto issue_b = [&](int step, int buf) {
+    const int c = step / P::kTaps;
+    const int tap = step - c * P::kTaps;
+    const int ci = c * S::kBK + chunk * 8;
+    const bool ci_ok = S::kCin % S::kBK == 0 || ci < S::kCin;
+    unsigned short* s_b = s_stage + buf * P::kStageElems;
+#pragma unroll
+    for (int r = 0; r < kBRowsAsync; ++r) {
+      const int n = row0 + r * kRowStep;
+      if (P::kBN % kRowStep == 0 || n < P::kBN) {
+        const int co = co0 + n;
+        const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
+        const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
+        copy16_async<S::kCopyL2>(s_b + n * P::kTilePitch + P::swz(n, chunk) * 8, src, ok);
+      }
+    }
+  };
+  auto issue_window = [&](int c, int buf) {
+    unsigned char* w = s_win + buf * P::kWinBytes + chunk * P::kWinGroup;
+    const int ci = c * S::kBK + chunk * 8;
+    const bool ci_ok = S::kCin % S::kBK == 0 || ci < S::kCin;
+#pragma unroll 1
+    for (int pix = row0; pix < P::kWinPixels; pix += kRowStep) {
+      const int r = pix / P::kWinCols;
+      const int iy = iy_base + r;
+      const int ix = ix_base + (pix - r * P::kWinCols);
+      const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+      copy16_async<S::kCopyL2>(w + pix * 16, in_n + (ok ? ((long long)iy * S::kW + ix) * S::kCin + ci : 0), ok);
+    }
+  };
+  // Pixel offset in the window of output pixel m of the tile (its row's first column) at tap t.
+  auto win_pixel = [](int m, int tap) {
+    const int mr = m / P::kWinTileCols;
+    const int kh = tap / S::kKW;
+    return (mr * S::kSH + kh * S::kDH) * P::kWinCols + (m - mr * P::kWinTileCols) + (tap - kh * S::kKW) * S::kDW;
+  };
+
+  issue_window(0, 0);
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < P::kSteps) issue_b(s, s);
+    copy_commit();
+  }
+  const unsigned base = smem_address(s_stage);
+  const unsigned win_base = smem_address(s_win);
+#pragma unroll 1
+  for (int step = 0; step < P::kSteps; ++step) {
+    copy_wait<kAhead - 1>();  // this thread's copies of this step (and of the chunk's window) landed
+#if CUINLINE_CONV2D_HMMA_WGMMA
+    fence_async_shared();
+#endif
+    __syncthreads();
+    const int c = step / P::kTaps;
+    const int tap = step - c * P::kTaps;
+    const int next = step + kAhead;
+    if (next < P::kSteps) issue_b(next, next % P::kStages);
+    if (P::kCiSteps > 1 && tap == 1 && c + 1 < P::kCiSteps) issue_window(c + 1, (c + 1) % P::kWinBufs);
+    copy_commit();
+    const unsigned stage = base + (step % P::kStages) * kStageBytes;
+    const unsigned win = win_base + (c % P::kWinBufs) * P::kWinBytes;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+    const int warpgroup = (int)(threadIdx.x / 128);  // (kWarpsN = 1)
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < S::kBK / 16; ++ks) {
+      const unsigned long long b = wgmma_desc<P::kRowBytes>(stage + ks * 32);
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+        const unsigned a0 = win + 2 * ks * P::kWinGroup + win_pixel(64 * (S::kMT * warpgroup + i), tap) * 16;
+        Wgmma<typename S::storage, P::kBN>::run(acc[i], wgmma_desc_plain(a0, P::kWinGroup), b);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+#else
+    // mma.sync (other archs): A rows lane % 16 of the 16 pixels of warp tile i from the window (8
+    // channels of group 2 ks + lane / 16), B as accumulate_swizzled reads it.
+    const int lane = threadIdx.x % 32;
+    const int wm = threadIdx.x / 32;
+#pragma unroll
+    for (int ks = 0; ks < S::kBK / 16; ++ks) {
+      unsigned a[S::kMT][4];
+      unsigned b[S::kNT / 2][4];
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+        const int m = P::a_row0(wm, i) + lane % 16;
+        ldmatrix_x4(a[i], win + (2 * ks + lane / 16) * P::kWinGroup + win_pixel(m, tap) * 16);
+      }
+#pragma unroll
+      for (int jj = 0; jj < S::kNT / 2; ++jj) {
+        const int n = jj * 16 + lane % 8 + lane / 16 * 8;
+        ldmatrix_x4(b[jj], stage + n * P::kRowBytes + P::swz(n, 2 * ks + (lane / 8) % 2) * 16);
+      }
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+        for (int j = 0; j < S::kNT; ++j) {
+          Mma<typename S::storage>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+        }
+      }
+    }
+#endif
+  }
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  wgmma_wait<0>();
+  fence_accumulators<S>(acc);
+#endif
+  copy_wait<0>();   // (only empty groups are left)
+  __syncthreads();  // every warp's reads of shared memory are done before the epilogue reuses it
+}
+
 // The halo tiling's main loop (P::kHalo: up to 8 input channels, column stride 1, one warpgroup):
 // the block's kBM output columns ox0.. of output row oy need input rows oy * kSH - kPH + r (r <
 // kHaloRows) and columns ox0 - kPW + x (x < kHaloCols), each pixel's 8 channels 16 bytes: that
@@ -1487,7 +1660,10 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   zero_accumulators<S>(acc);
   // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
   // aligned (S::kInAligned), else the register gather.
-  if constexpr (P::kAsync) {
+  if constexpr (P::kWindow) {
+    mainloop_window<S>(acc, s_stage, in_n, weight, p0, co0);
+    (void)a_row, (void)b_row;
+  } else if constexpr (P::kAsync) {
     mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   } else {
     mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);

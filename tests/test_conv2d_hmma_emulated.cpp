@@ -439,6 +439,25 @@ HALO_CASE(PaddedHalo, ew_bf16, 6, 5, 48, 40, 3, 3, 1, 1, 3, 1, 2, 1, 0, 0, 1, 1,
 // out, dilated rows.
 HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2, 16, 2)
 
+// The window form (kWindow: the cp.async wgmma tiling with more than 8 input channels, column stride
+// 1, output rows of a multiple of 64 columns): the tile's input window copied once a k chunk, each
+// tap's A tile read from it in place; `depth` B buffers.
+#define WINDOW_CASE(name, T, cin, h, w, cout, kh, kw, sh, ph, pw, dh, dw, bias, out, wm, mt, nt, cipad, bk, depth) \
+  HMMA_CASE(name##Base, T, cin, h, w, cout, kh, kw, sh, 1, ph, pw, dh, dw, bias, 0, 1, 1, out, wm, 1, mt, nt,    \
+            cipad, bk, 1)                                                                                      \
+  struct name : name##Base {                                                                                   \
+    static constexpr int kAsyncDepth = depth, kWgmma = 1, kWindow = 1;                                         \
+  };
+// The UNet-like layer at 6 x 64: two warpgroups, 256 pixels (4 output rows) x 128 channels, two
+// 64-channel chunks (both window buffers), the second tile past the last output row.
+WINDOW_CASE(UnetWindow, ew_half, 128, 6, 64, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, 2, 16, 128, 64, 4)
+// One 64-channel chunk (one window buffer), 3 x 2 filter with dilated rows, 128 output columns (one
+// row a tile), NCHW output.
+WINDOW_CASE(RowWindow, ew_bf16, 64, 5, 129, 64, 3, 2, 1, 2, 0, 2, 1, 0, 0, 8, 1, 8, 64, 64, 4)
+// 40 channels (three 16-channel chunks, the last half zeros: the window buffers reused), row stride
+// 2 (two output rows a tile), 40 output channels of a 64-channel block.
+WINDOW_CASE(ChunkWindow, ew_half, 40, 7, 64, 40, 3, 3, 2, 1, 1, 1, 1, 1, 1, 8, 1, 8, 48, 16, 4)
+
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
 // output_aligned).
@@ -495,6 +514,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.tiles_y, P::kTilesY);
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
     EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
+    EXPECT_EQ(t.window, cuinline_conv2d_hmma_detail::WindowOf<S>::value != 0);
     if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
@@ -637,6 +657,9 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<RgbHalo>(seed++);
   check_case<WideHalo>(seed++);
   check_case<PaddedHalo>(seed++);
+  check_case<UnetWindow>(seed++);
+  check_case<RowWindow>(seed++);
+  check_case<ChunkWindow>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -680,6 +703,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
   check_case<PaddedHalo>(seed++, Mode::copies_at_issue);
   check_case<InputMisaligned<SeedHalo, 8>>(seed++, Mode::misaligned_input);  // (no NCHW copy buffers)
+  // The window form: copies landing at once (a window copied into a buffer whose wgmma group is in
+  // flight would fail); an NCHW output misaligned.
+  static_assert(Plan<UnetWindow>::kWinBufs == 2 && Plan<RowWindow>::kWinBufs == 1 && Plan<ChunkWindow>::kWinTileRows == 2);
+  check_case<UnetWindow>(seed++, Mode::copies_at_issue);
+  check_case<ChunkWindow>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<RowWindow>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

@@ -213,6 +213,12 @@ struct Conv2dTiling {
   /// (every filter tap's rows, 8 channels a pixel) is staged once in shared memory, each tap's A
   /// tile read from it in place.
   bool halo = false;
+  /// The wgmma tiling's window form (more than 8 input channels in the cp.async form, column stride
+  /// 1, no residual, output rows of a multiple of 64 columns that a tile's tile_cols pixels cover
+  /// whole or in equal parts, at least stages - 1 filter taps): the input rows and columns a tile
+  /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
+  /// tile read from them in place; the k steps run chunk-major.
+  bool window = false;
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.

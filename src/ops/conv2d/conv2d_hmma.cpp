@@ -47,6 +47,15 @@ bool halo_disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_WINDOW=0 keeps the wgmma tiling off its window form (read once).
+bool window_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WINDOW");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 // CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
 // for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
 // tiling the template rejects fails to compile).
@@ -122,6 +131,23 @@ unsigned halo_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t, bool n
                             (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
   return static_cast<unsigned>(main + 1024);
 }
+// The window form's shared memory: the B buffers, then one or two windows of the tile's input
+// (kBK / 8 groups of 8 channels, each its pixels x 16 bytes, rounded up to 128 and + 16); the
+// 16-bit output tile over the start; + 1024 to align (conv2d_hmma.cuh's Plan: kWinGroup, kWinBytes,
+// kWinBufs).
+unsigned window_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
+  const std::int64_t tile_cols = std::min<std::int64_t>(bm, v.out_width());
+  const std::int64_t tile_rows = bm / tile_cols;
+  const std::int64_t rows = (tile_rows - 1) * v.params.stride_h + std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
+  const std::int64_t cols = tile_cols + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
+  const std::int64_t group = (rows * cols * 16 + 127) / 128 * 128 + 16;
+  const int chunks = hmma_ci_pad(v.in_channels) / t.ci_chunk;
+  const std::int64_t main = std::int64_t{t.stages} * bn * bk * 2 + (chunks > 1 ? 2 : 1) * (bk / 8) * group;
+  const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
+  return static_cast<unsigned>(std::max(main, out) + 1024);
+}
+
 // Whether the halo form would copy an NCHW input as laid out (with the input 16-byte aligned).
 bool halo_nchw_copy(const Conv2dVariant& v) {
   return v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0;
@@ -134,6 +160,7 @@ bool halo_nchw_copy(const Conv2dVariant& v) {
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
   if (t.halo) return halo_shared_bytes(v, t, halo_nchw_copy(v) && v.inputs_aligned);
+  if (t.window) return window_shared_bytes(v, t);
   // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
   const std::int64_t pitch = t.wgmma ? bk : bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
@@ -275,6 +302,17 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   if (3 * stage > kMaxSharedBytes / 2 && 4 * stage + 1024 <= kMaxSharedBytes) t.stages = 4;
   t.stages = std::max(3, std::min(t.stages, steps + 2));
   if (pipe_override().depth >= 3) t.stages = pipe_override().depth;
+  // The window form (conv2d_hmma.cuh's kWindow): the input a tile reads copied once a k chunk, not
+  // once a filter tap — for column stride 1 and output rows of a multiple of 64 columns that the
+  // tile covers whole or in equal parts, with at least stages - 1 taps (the next chunk's window is
+  // copied within a chunk) and where it fits. Without a residual: its 16-bit output tile overlaps
+  // the buffers (the fp32 one of a residual would too, but is not measured).
+  const std::int64_t ow = v.out_width();
+  if (!window_disabled_by_environment() && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
+      (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
+    t.window = true;
+    if (window_shared_bytes(v, t) > kMaxSharedBytes) t.window = false;
+  }
   t.shared_bytes = shared_bytes(v, t);
   if (t.shared_bytes > kMaxSharedBytes) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
@@ -418,7 +456,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", pipe_override().l2) +
-         c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0);
+         c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
