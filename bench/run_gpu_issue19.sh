@@ -46,6 +46,8 @@ main() {
   CUINLINE_CONV2D_WGMMA=0 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp_mma.md"
   echo "== cuinline alone: without the halo form (CUINLINE_CONV2D_HALO=0)"
   CUINLINE_CONV2D_HALO=0 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp_nohalo.md"
+  echo "== cuinline alone: without the window form (CUINLINE_CONV2D_WINDOW=0)"
+  CUINLINE_CONV2D_WINDOW=0 "$build/bench/bench_conv2d_half" | tee "$OUT/conv2d_half_cpp_nowindow.md"
   echo "== cuinline alone: the seed in mixed layouts (input, weight, output)"
   for m in nchw,nchw,nhwc nhwc,nhwc,nchw nchw,nhwc,nhwc nhwc,nchw,nhwc; do
     CONV_BENCH_SHAPE=seed CONV_BENCH_DTYPE=f16 CONV_BENCH_LAYOUTS=$m "$build/bench/bench_conv2d_half" | grep seed

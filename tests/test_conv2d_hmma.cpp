@@ -240,6 +240,69 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
   }
 }
 
+// The window form (more than 8 input channels in the cp.async form, column stride 1, output rows of
+// a multiple of 64 columns, no residual): planned where it applies, compiled for sm_90 (as sm_90a:
+// wgmma) and sm_80 (mma.sync) without spills or warnings, within a block's shared memory; not
+// planned with a residual, column stride 2 or 56 output columns.
+TEST(Conv2dHmma, WindowTilingsCompile) {
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  struct Case {
+    int cin, h, w, cout, kh, kw;
+    Conv2dParams p;
+    Conv2dLayout in;
+  };
+  const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  const Case cases[] = {
+      {128, 128, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},  // UNet-like: 2 rows a tile
+      {128, 32, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nchw},   // staged NCHW
+      {64, 16, 64, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},      // 64 columns, 2 rows a tile
+      {40, 9, 256, 40, 5, 5, Conv2dParams{2, 1, 2, 2, 1, 1}, nhwc},      // half a row a tile, row stride 2
+      {256, 8, 64, 200, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},     // 4 chunks, 2 blocks of channels
+      {24, 20, 129, 16, 2, 2, Conv2dParams{1, 1, 0, 0, 2, 1}, nhwc},     // 2 x 2 dilated rows, 16 channels
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, c.p, i % 2 == 0,
+                                          div_leaky_relu_epilogue(2.0, 0.01));
+    v.dtype = i % 2 ? DType::bf16 : DType::f16;
+    v.input_layout = c.in;
+    v.weight_layout = c.in;
+    v.output_layout = i % 3 ? nhwc : nchw;
+    ++i;
+    SCOPED_TRACE(v.name());
+    const Conv2dTiling t = conv2d_tiling(v);
+    ASSERT_TRUE(t.window);
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_FALSE(t.halo);
+    EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
+    EXPECT_LE(t.shared_bytes, 227u * 1024u);
+    cuinline::CompileRequest request = make_request(v);
+    request.options.push_back("-Xptxas=-v");
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
+      EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
+      for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill);
+           it != std::sregex_iterator(); ++it) {
+        EXPECT_EQ((*it)[1], "0") << arch << "\n" << program.log;
+      }
+    }
+    // Not the window form: a residual, column stride 2, or output rows that are not whole 64-column
+    // parts of a tile.
+    Conv2dVariant r = v;
+    r.has_residual = true;
+    EXPECT_FALSE(conv2d_tiling(r).window);
+    Conv2dVariant s2 = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw,
+                                           Conv2dParams{c.p.stride_h, 2, c.p.pad_h, c.p.pad_w, c.p.dilation_h, c.p.dilation_w},
+                                           false, div_leaky_relu_epilogue(2.0, 0.01));
+    s2.dtype = v.dtype, s2.input_layout = s2.weight_layout = nhwc;
+    EXPECT_FALSE(conv2d_tiling(s2).window);
+  }
+  Conv2dVariant resnet = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, true,
+                                             div_leaky_relu_epilogue(2.0, 0.01));
+  resnet.dtype = DType::f16, resnet.input_layout = resnet.weight_layout = nhwc;
+  EXPECT_FALSE(conv2d_tiling(resnet).window);
+}
+
 // Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the
 // layouts mixed and a residual), compiled for sm_90: no register spills. The rendered source
 // static_asserts that the host's launch figures match the template's.
