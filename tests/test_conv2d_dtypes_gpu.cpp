@@ -399,6 +399,76 @@ TEST(Conv2dDtypesGpu, RandomHaloShapes) {
   }
 }
 
+// The wgmma tiling's window form (more than 8 input channels in the cp.async form — channels-last
+// input and weight, or an NCHW input staged — column stride 1, output rows of 64 to 256 columns,
+// no residual): 10 random shapes a run (printed seed) of 16-168 input channels (one to several k
+// chunks, some past Cin), 2-5 x 2-5 filters, row stride 1-2, padding, dilation, 1-6 output rows,
+// 16-200 output channels, f16 and bf16, NCHW or channels-last output, the output sometimes one
+// element past alignment: against the float64 reference with outputs poisoned, each output checked
+// (a NaN fails). Only shapes the planner puts on the window form count.
+TEST(Conv2dDtypesGpu, RandomWindowShapes) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> k(2, 5), sh(1, 2), pad(0, 2), dil(1, 2), coin(0, 1);
+  Stream stream;
+  int tested = 0, drawn = 0;
+  while (tested < 10 && drawn < 2000) {
+    ++drawn;
+    const int ow = 64 * (1 + static_cast<int>(rng() % 4)), oh = 1 + static_cast<int>(rng() % 6);
+    Shape s{1 + coin(rng), 16 + 8 * static_cast<int>(rng() % 20), 1, 1, 16 + static_cast<int>(rng() % 185), k(rng),
+            k(rng), {}, coin(rng) == 1, false};
+    s.p.stride_h = sh(rng), s.p.stride_w = 1, s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
+    s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
+    s.h = (oh - 1) * s.p.stride_h + (s.kh - 1) * s.p.dilation_h + 1 - 2 * s.p.pad_h;
+    s.w = ow + (s.kw - 1) * s.p.dilation_w - 2 * s.p.pad_w;
+    if (s.h < 1 || s.w < 1 || conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) != oh ||
+        conv2d_out_extent(s.w, s.kw, 1, s.p.pad_w, s.p.dilation_w) != ow) {
+      continue;
+    }
+    // (The float64 reference's work bounded.)
+    if (double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 3e8) continue;
+    const DType dt = coin(rng) ? DType::f16 : DType::bf16;
+    const bool in_nhwc = rng() % 3 != 0, out_nhwc = coin(rng);
+    const std::size_t out_shift = tested % 4 == 3 ? 2 : 0;
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, in_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
+    y.values.resize(static_cast<std::size_t>(s.n * s.cout * oh * ow));
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dy = upload(y, out_shift);
+    dy.buffer.fill_u32(0xffffffffu);
+    const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi);
+    if (!conv2d_tiling(v).window) continue;
+    SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+    conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
+    stream.synchronize();
+    std::vector<unsigned char> raw(y.bytes() + out_shift);
+    dy.buffer.copy_to_host(raw.data(), raw.size());
+    raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(out_shift));
+    double num = 0, den = 0;
+    for (int n = 0; n < s.n; ++n)
+      for (int co = 0; co < s.cout; ++co)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            const double ref = reference(s, x, wt, b, y, n, co, oy, ox);
+            const double got = y.read(raw, n, co, oy, ox);
+            ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
+            num += (got - ref) * (got - ref);
+            den += ref * ref;
+          }
+    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(dt));
+    std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), std::sqrt(num / (den > 0 ? den : 1)));
+    ++tested;
+  }
+  // (Unless the window form is switched off: CUINLINE_CONV2D_WINDOW, _WGMMA or _HMMA = 0.)
+  const char* off = std::getenv("CUINLINE_CONV2D_WINDOW");
+  if (!halo_disabled() && !(off != nullptr && std::string(off) == "0")) EXPECT_EQ(tested, 10);
+}
+
 // The halo tiling (up to 8 channels, column stride 1: a 3 x 3 filter over 40 columns, 9 taps, the
 // tenth of the last k step read from a block of zeros): +infinity, -infinity (in the last column)
 // and a NaN in the input reach exactly the outputs whose window holds them — an infinity read where
