@@ -826,22 +826,20 @@ __device__ __forceinline__ void accumulate(float (&acc)[S::kMT][S::kNT][4], unsi
 // acc += the staged step in the wgmma tiling's swizzled tiles (stage: their shared address), by
 // ldmatrix and mma.sync: the wgmma tiling compiled for an arch without wgmma. Warp wm computes rows
 // 64 i + 16 wm (Plan::a_row0) x all kBN channels.
-template <class S>
-__device__ __forceinline__ void accumulate_swizzled(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
+// One k step of mma.sync from shared tiles (the wgmma tilings' form for other archs): lane's A row
+// address of warp tile i and k16 slice ks from a_row(i, ks) (ldmatrix.x4: rows lane % 16, channels
+// 8 (lane / 16) on), B from the swizzled [kBN][kBK] tile at b_stage.
+template <class S, class ARow>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[S::kMT][S::kNT][4], const ARow& a_row, unsigned b_stage) {
   using P = Plan<S>;
   const int lane = threadIdx.x % 32;
-  const int wm = (threadIdx.x / 32) % S::kWarpsM;
   const int wn = (threadIdx.x / 32) / S::kWarpsM;
-  const unsigned b_stage = stage + P::kAElems * 2;
 #pragma unroll
   for (int ks = 0; ks < S::kBK / 16; ++ks) {
     unsigned a[S::kMT][4];
     unsigned b[S::kNT / 2][4];
 #pragma unroll
-    for (int i = 0; i < S::kMT; ++i) {
-      const int r = P::a_row0(wm, i) + lane % 16;
-      ldmatrix_x4(a[i], stage + r * P::kRowBytes + P::swz(r, 2 * ks + lane / 16) * 16);
-    }
+    for (int i = 0; i < S::kMT; ++i) ldmatrix_x4(a[i], a_row(i, ks));
 #pragma unroll
     for (int jj = 0; jj < S::kNT / 2; ++jj) {
       const int n = wn * S::kNT * 8 + jj * 16 + lane % 8 + lane / 16 * 8;
@@ -853,6 +851,76 @@ __device__ __forceinline__ void accumulate_swizzled(float (&acc)[S::kMT][S::kNT]
       for (int j = 0; j < S::kNT; ++j) {
         Mma<typename S::storage>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
       }
+    }
+  }
+}
+// The cp.async form's: A from the swizzled [kBM][kBK] tile at the start of the stage.
+template <class S>
+__device__ __forceinline__ void accumulate_swizzled(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
+  using P = Plan<S>;
+  const int lane = threadIdx.x % 32;
+  const int wm = (threadIdx.x / 32) % S::kWarpsM;
+  accumulate_rows<S>(
+      acc,
+      [&](int i, int ks) {
+        const int r = P::a_row0(wm, i) + lane % 16;
+        return stage + r * P::kRowBytes + P::swz(r, 2 * ks + lane / 16) * 16;
+      },
+      stage + P::kAElems * 2);
+}
+
+#if CUINLINE_CONV2D_HMMA_WGMMA
+// One k step of wgmma (sm_90a) for this thread's warpgroup: B from the swizzled [kBN][kBK] tile at
+// b_stage, A of m64 tile i and k16 slice ks through descriptor a_desc(i, ks). (The caller fences
+// before and commits after.)
+template <class S, class ADesc>
+__device__ __forceinline__ void wgmma_step(float (&acc)[S::kMT][S::kNT][4], const ADesc& a_desc, unsigned b_stage) {
+  using P = Plan<S>;
+#pragma unroll
+  for (int ks = 0; ks < S::kBK / 16; ++ks) {
+    const unsigned long long b = wgmma_desc<P::kRowBytes>(b_stage + ks * 32);
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) Wgmma<typename S::storage, P::kBN>::run(acc[i], a_desc(i, ks), b);
+  }
+}
+#endif
+
+// The end of a cp.async main loop: every wgmma group done and its accumulators fenced, then (past
+// the empty copy groups left) a barrier: every warp's reads of the buffers are done before the
+// epilogue reuses them.
+template <class S>
+__device__ __forceinline__ void finish_mainloop(float (&acc)[S::kMT][S::kNT][4]) {
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  if constexpr (Plan<S>::kWgmma) {
+    wgmma_wait<0>();
+    fence_accumulators<S>(acc);
+  }
+#endif
+  (void)acc;
+  copy_wait<0>();
+  __syncthreads();
+}
+
+// The B tile of one k step (weight rows co0 .. co0 + kBN - 1, channels ci .. ci + 7 of filter tap
+// `tap`: this thread's 16-byte chunk `chunk` of rows row0, row0 + kThreads / kChunks, ...) by
+// cp.async into s_b: padded rows, or the wgmma tiling's swizzled ones; zeros where !ci_ok or past
+// kCout. (mainloop_async keeps its own copy of this loop, and of wgmma_step's and finish_mainloop's:
+// written through these helpers its PTX changed and the UNet-like layer without the window form ran
+// 2-3 % slower, 0.0895 -> 0.0912 ms channels-last; H200, 2026-11-25.)
+template <class S>
+__device__ __forceinline__ void copy_b_tile(unsigned short* s_b, const typename S::storage* __restrict__ weight,
+                                            int co0, int tap, int ci, bool ci_ok, int chunk, int row0) {
+  using P = Plan<S>;
+  constexpr int kRowStep = P::kThreads / P::kChunks;
+  constexpr int kBRowsAsync = (P::kBN + kRowStep - 1) / kRowStep;
+#pragma unroll
+  for (int r = 0; r < kBRowsAsync; ++r) {
+    const int n = row0 + r * kRowStep;
+    if (P::kBN % kRowStep == 0 || n < P::kBN) {
+      const int co = co0 + n;
+      const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
+      const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
+      copy16_async<S::kCopyL2>(s_b + n * P::kTilePitch + (P::kWgmma ? P::swz(n, chunk) : chunk) * 8, src, ok);
     }
   }
 }
@@ -1062,7 +1130,6 @@ __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4],
                                                 const typename S::storage* __restrict__ weight, int p0, int co0) {
   using P = Plan<S>;
   constexpr int kRowStep = P::kThreads / P::kChunks;
-  constexpr int kBRowsAsync = (P::kBN + kRowStep - 1) / kRowStep;
   constexpr unsigned kStageBytes = P::kStageElems * 2;
   constexpr int kAhead = P::kStages - 2;
   static_assert(P::kThreads % P::kChunks == 0, "a thread's 8-channel group is the same in every copy");
@@ -1080,17 +1147,7 @@ __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4],
     const int tap = step - c * P::kTaps;
     const int ci = c * S::kBK + chunk * 8;
     const bool ci_ok = S::kCin % S::kBK == 0 || ci < S::kCin;
-    unsigned short* s_b = s_stage + buf * P::kStageElems;
-#pragma unroll
-    for (int r = 0; r < kBRowsAsync; ++r) {
-      const int n = row0 + r * kRowStep;
-      if (P::kBN % kRowStep == 0 || n < P::kBN) {
-        const int co = co0 + n;
-        const bool ok = ci_ok && (S::kCout % P::kBN == 0 || co < S::kCout);
-        const typename S::storage* src = weight + (ok ? co * P::kWO + (long long)tap * S::kCin + ci : 0);
-        copy16_async<S::kCopyL2>(s_b + n * P::kTilePitch + P::swz(n, chunk) * 8, src, ok);
-      }
-    }
+    copy_b_tile<S>(s_stage + buf * P::kStageElems, weight, co0, tap, ci, ci_ok, chunk, row0);
   };
   auto issue_window = [&](int c, int buf) {
     unsigned char* w = s_win + buf * P::kWinBytes + chunk * P::kWinGroup;
@@ -1138,52 +1195,29 @@ __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4],
 #if CUINLINE_CONV2D_HMMA_WGMMA
     const int warpgroup = (int)(threadIdx.x / 128);  // (kWarpsN = 1)
     wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < S::kBK / 16; ++ks) {
-      const unsigned long long b = wgmma_desc<P::kRowBytes>(stage + ks * 32);
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-        const unsigned a0 = win + 2 * ks * P::kWinGroup + win_pixel(64 * (S::kMT * warpgroup + i), tap) * 16;
-        Wgmma<typename S::storage, P::kBN>::run(acc[i], wgmma_desc_plain(a0, P::kWinGroup), b);
-      }
-    }
+    wgmma_step<S>(
+        acc,
+        [&](int i, int ks) {
+          const unsigned a0 = win + 2 * ks * P::kWinGroup + win_pixel(64 * (S::kMT * warpgroup + i), tap) * 16;
+          return wgmma_desc_plain(a0, P::kWinGroup);
+        },
+        stage);
     wgmma_commit();
     wgmma_wait<1>();
 #else
     // mma.sync (other archs): A rows lane % 16 of the 16 pixels of warp tile i from the window (8
-    // channels of group 2 ks + lane / 16), B as accumulate_swizzled reads it.
+    // channels of group 2 ks + lane / 16).
     const int lane = threadIdx.x % 32;
     const int wm = threadIdx.x / 32;
-#pragma unroll
-    for (int ks = 0; ks < S::kBK / 16; ++ks) {
-      unsigned a[S::kMT][4];
-      unsigned b[S::kNT / 2][4];
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-        const int m = P::a_row0(wm, i) + lane % 16;
-        ldmatrix_x4(a[i], win + (2 * ks + lane / 16) * P::kWinGroup + win_pixel(m, tap) * 16);
-      }
-#pragma unroll
-      for (int jj = 0; jj < S::kNT / 2; ++jj) {
-        const int n = jj * 16 + lane % 8 + lane / 16 * 8;
-        ldmatrix_x4(b[jj], stage + n * P::kRowBytes + P::swz(n, 2 * ks + (lane / 8) % 2) * 16);
-      }
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-        for (int j = 0; j < S::kNT; ++j) {
-          Mma<typename S::storage>::run(acc[i][j], a[i], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
-        }
-      }
-    }
+    accumulate_rows<S>(
+        acc,
+        [&](int i, int ks) {
+          return win + (2 * ks + lane / 16) * P::kWinGroup + win_pixel(P::a_row0(wm, i) + lane % 16, tap) * 16;
+        },
+        stage);
 #endif
   }
-#if CUINLINE_CONV2D_HMMA_WGMMA
-  wgmma_wait<0>();
-  fence_accumulators<S>(acc);
-#endif
-  copy_wait<0>();   // (only empty groups are left)
-  __syncthreads();  // every warp's reads of shared memory are done before the epilogue reuses it
+  finish_mainloop<S>(acc);
 }
 
 // The halo tiling's main loop (P::kHalo: up to 8 input channels, column stride 1, one warpgroup):

@@ -142,6 +142,30 @@ double tolerance(DType dt) {
   return dt == DType::f16 ? 2e-3 : dt == DType::bf16 ? 1.6e-2 : 1e-5;
 }
 
+// The output of a conv2d call on dy (y's shape and layout, out_shift bytes into its buffer) against
+// the float64 reference: every output written (a NaN fails: outputs are poisoned first), the
+// relative L2 error within tolerance(y.dtype).
+void expect_matches_reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                              const HostTensor& y, const DeviceCopy& dy, std::size_t out_shift, const std::string& name) {
+  std::vector<unsigned char> raw(y.bytes() + out_shift);
+  dy.buffer.copy_to_host(raw.data(), raw.size());
+  raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(out_shift));
+  double num = 0, den = 0;
+  for (int n = 0; n < s.n; ++n)
+    for (int co = 0; co < s.cout; ++co)
+      for (int oy = 0; oy < y.h; ++oy)
+        for (int ox = 0; ox < y.w; ++ox) {
+          const double ref = reference(s, x, wt, b, y, n, co, oy, ox);
+          const double got = y.read(raw, n, co, oy, ox);
+          ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
+          num += (got - ref) * (got - ref);
+          den += ref * ref;
+        }
+  const double err = std::sqrt(num / (den > 0 ? den : 1));
+  EXPECT_LE(err, tolerance(y.dtype));
+  std::printf("  %-100s rel L2 %.2e\n", name.c_str(), err);
+}
+
 TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
@@ -379,22 +403,7 @@ TEST(Conv2dDtypesGpu, RandomHaloShapes) {
     if (!halo_disabled()) ASSERT_TRUE(conv2d_tiling(v).halo);
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
     stream.synchronize();
-    std::vector<unsigned char> raw(y.bytes() + out_shift);
-    dy.buffer.copy_to_host(raw.data(), raw.size());
-    raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(out_shift));
-    double num = 0, den = 0;
-    for (int n = 0; n < s.n; ++n)
-      for (int co = 0; co < s.cout; ++co)
-        for (int oy = 0; oy < oh; ++oy)
-          for (int ox = 0; ox < ow; ++ox) {
-            const double ref = reference(s, x, wt, b, y, n, co, oy, ox);
-            const double got = y.read(raw, n, co, oy, ox);
-            ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
-            num += (got - ref) * (got - ref);
-            den += ref * ref;
-          }
-    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(dt));
-    std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), std::sqrt(num / (den > 0 ? den : 1)));
+    ASSERT_NO_FATAL_FAILURE(expect_matches_reference(s, x, wt, b, y, dy, out_shift, v.name()));
     ++tested;
   }
 }
@@ -446,22 +455,7 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
     stream.synchronize();
-    std::vector<unsigned char> raw(y.bytes() + out_shift);
-    dy.buffer.copy_to_host(raw.data(), raw.size());
-    raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(out_shift));
-    double num = 0, den = 0;
-    for (int n = 0; n < s.n; ++n)
-      for (int co = 0; co < s.cout; ++co)
-        for (int oy = 0; oy < oh; ++oy)
-          for (int ox = 0; ox < ow; ++ox) {
-            const double ref = reference(s, x, wt, b, y, n, co, oy, ox);
-            const double got = y.read(raw, n, co, oy, ox);
-            ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
-            num += (got - ref) * (got - ref);
-            den += ref * ref;
-          }
-    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(dt));
-    std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), std::sqrt(num / (den > 0 ? den : 1)));
+    ASSERT_NO_FATAL_FAILURE(expect_matches_reference(s, x, wt, b, y, dy, out_shift, v.name()));
     ++tested;
   }
   // (Unless the window form is switched off: CUINLINE_CONV2D_WINDOW, _WGMMA or _HMMA = 0.)

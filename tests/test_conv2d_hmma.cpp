@@ -195,12 +195,27 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
   EXPECT_GT(compiled, 20);
 }
 
+// v compiled for sm_90 (as sm_90a where it uses wgmma) and sm_80 (the mma.sync form): no warnings,
+// no register spills.
+void expect_compiles_for_sm90_and_sm80(const Conv2dVariant& v) {
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  cuinline::CompileRequest request = make_request(v);
+  request.options.push_back("-Xptxas=-v");
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
+    EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
+    for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
+         ++it) {
+      EXPECT_EQ((*it)[1], "0") << arch << "\n" << program.log;
+    }
+  }
+}
+
 // The halo form (up to 8 input channels, column stride 1, no residual, 32 or more output columns)
 // over filter sizes, dilation, row stride, channel counts (1 to 8 in, 1 to 200 out: every block
 // width) and layouts: planned as halo, compiled for sm_90 (as sm_90a: wgmma) and sm_80 (mma.sync)
 // without spills or warnings, within a block's shared memory.
 TEST(Conv2dHmma, HaloTilingsCompile) {
-  const std::regex spill(R"((\d+) bytes spill stores)");
   struct Case {
     int cin, h, w, cout, kh, kw;
     Conv2dParams p;
@@ -227,16 +242,7 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
     ASSERT_TRUE(t.halo);
     EXPECT_EQ(t.stage_channels, 0);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
-    cuinline::CompileRequest request = make_request(v);
-    request.options.push_back("-Xptxas=-v");
-    for (const char* arch : {"sm_90", "sm_80"}) {
-      const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
-      EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
-      for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill);
-           it != std::sregex_iterator(); ++it) {
-        EXPECT_EQ((*it)[1], "0") << arch << "\n" << program.log;
-      }
-    }
+    expect_compiles_for_sm90_and_sm80(v);
   }
 }
 
@@ -245,7 +251,6 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
 // wgmma) and sm_80 (mma.sync) without spills or warnings, within a block's shared memory; not
 // planned with a residual, column stride 2 or 56 output columns.
 TEST(Conv2dHmma, WindowTilingsCompile) {
-  const std::regex spill(R"((\d+) bytes spill stores)");
   struct Case {
     int cin, h, w, cout, kh, kw;
     Conv2dParams p;
@@ -276,16 +281,7 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     EXPECT_FALSE(t.halo);
     EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
-    cuinline::CompileRequest request = make_request(v);
-    request.options.push_back("-Xptxas=-v");
-    for (const char* arch : {"sm_90", "sm_80"}) {
-      const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
-      EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
-      for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill);
-           it != std::sregex_iterator(); ++it) {
-        EXPECT_EQ((*it)[1], "0") << arch << "\n" << program.log;
-      }
-    }
+    expect_compiles_for_sm90_and_sm80(v);
     // Not the window form: a residual, column stride 2, or output rows that are not whole 64-column
     // parts of a tile.
     Conv2dVariant r = v;
