@@ -107,7 +107,8 @@ int cuinline_conv2d_any(const void* input, const void* weight, const void* bias,
       const cuinline::ops::Conv2dVariant v =
           cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision);
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
-      *kernel = t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0;
+      // (+10: f32 channels-last on that kernel between transposing copies)
+      *kernel = (t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0) + (t.transposes() ? 10 : 0);
     }
     cuinline::ops::conv2d(in, w, bv, out, p, epi, static_cast<CUstream>(stream), g_precision);
     return 0;

@@ -3,7 +3,11 @@
 the two elementwise ops) and torch.compile, in one process, on the same buffers (issue 19).
 
 Usage: conv2d_half_peers.py --lib build/bench/libcuinline_bench_capi.so [--out half.md] [--no-compile]
-                            [--samples 40]
+                            [--samples 40] [--dtypes f16,bf16] [--shapes seed,resnet,unet]
+
+--dtypes f32 times the same calls in f32 (precision fp32: exact fp32 products; PyTorch with TF32 off
+for its convolutions, as the issue's fp32 figures): NCHW on the f32 kernels, channels-last on them
+between transposing copies.
 
 Shapes: the seed 128x8x128^2 -> 64 3x3; ResNet-like 32x64x56^2 -> 64 3x3 pad 1; UNet-like
 8x128x128^2 -> 128 3x3 pad 1; each in f16 and bf16, NCHW and channels-last (input, weight and output
@@ -28,7 +32,7 @@ SHAPES = [  # name, N, Cin, H=W, Cout, K, stride, padding
     ("unet", 8, 128, 128, 128, 3, 1, 1),
 ]
 KERNELS = {0: "fp32 direct", 1: "tf32 mma", 2: "winograd", 3: "general direct", 4: "f16/bf16 mma"}
-DTYPES = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
+DTYPES = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2), "f32": (torch.float32, 0)}
 
 
 def load_lib(path):
@@ -115,7 +119,17 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--dtypes", default="f16,bf16", help="comma-separated: f16, bf16, f32")
+    ap.add_argument("--shapes", default="seed,resnet,unet", help="comma-separated: seed, resnet, unet")
     args = ap.parse_args()
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    shapes = [sh for sh in SHAPES if sh[0] in args.shapes.split(",")]
+    for d in dtypes:
+        if d not in DTYPES:
+            sys.exit(f"unknown dtype {d} (f16, bf16, f32)")
+    # f32: exact fp32 convolutions in PyTorch too (its default allows TF32 in cuDNN convolutions).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     lib = load_lib(args.lib)
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, L2 flushed before every timed call, "
@@ -125,8 +139,8 @@ def main():
              "vs compile | rel L2 cuinline | rel L2 eager |",
              "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
-    for shape in SHAPES:
-        for dtype_name in DTYPES:
+    for shape in shapes:
+        for dtype_name in dtypes:
             for nhwc in (False, True):
                 case = Case(shape, dtype_name, nhwc)
                 case.y.fill_(float("nan"))
@@ -153,7 +167,7 @@ def main():
                         print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
                 comp = f"{t_comp:.4f} ({comp_s:.0f})" if t_comp is not None else "-"
                 vs_comp = f"{t_comp / t_cu:.2f}x" if t_comp is not None else "-"
-                line = (f"| {case.label()} | {KERNELS.get(case.kernel.value, '?')} | {t_cu:.4f} | {t_eager:.4f} | "
+                line = (f"| {case.label()} | {KERNELS.get(case.kernel.value % 10, '?')}{' + transposes' if case.kernel.value >= 10 else ''} | {t_cu:.4f} | {t_eager:.4f} | "
                         f"{comp} | {t_eager / t_cu:.2f}x | {vs_comp} | {err:.2e} | {err_eager:.2e} |")
                 print(line, flush=True)
                 lines.append(line)

@@ -161,6 +161,11 @@ inline std::vector<OpCase> all_op_cases(int device = -1) {
                               ops::Conv2dPrecision::fp32, epi, device, DType::f16));
   cases.push_back(conv2d_case("conv2d bf16 channels-last", 2, 16, 24, 24, 24, 3, ops::Conv2dParams::square(1, 1),
                               ops::Conv2dPrecision::fp32, Op::relu(), device, DType::bf16, true));
+  // f32 channels-last past 2^22 multiply-adds an image: transposing copies into a stream-ordered
+  // workspace around the f32 NCHW Winograd kernel, and the output copied back channels-last.
+  cases.push_back(conv2d_case("conv2d f32 channels-last (transposed)", 2, 8, 48, 48, 32, 3,
+                              ops::Conv2dParams::square(1, 1), ops::Conv2dPrecision::fp32, epi, device, DType::f32,
+                              true));
   return cases;
 }
 

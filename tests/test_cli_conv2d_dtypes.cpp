@@ -151,6 +151,41 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   EXPECT_EQ(cache.stats().compiles, 0u);
 }
 
+// f32 with channels-last tensors past 2^22 multiply-adds an image runs the f32 NCHW kernel between
+// transposing copies: warm writes that NCHW kernel's entry (an NCHW entry of the same shape is the
+// same one, reported as a duplicate) and the transposing copy's module once, so the run-time call
+// finds both on disk.
+TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
+  if (std::getenv("CUINLINE_CONV2D_TRANSPOSE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_TRANSPOSE is set";
+  auto spec = write_spec("t.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [8, 64, 64], "filters": [32, 3, 3], "padding": 1, "layout": ["nhwc", "nchw"]},
+      {"kind": "conv2d", "input": [16, 40, 40], "filters": [32, 3, 3], "layout": "nhwc", "weight_layout": "nchw"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "compiled conv2d transposing copy (f32 channels-last) sm_90");
+  EXPECT_CONTAINS(warm.out, "warm: 3 compiled");  // the two NCHW kernels and the copy
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  const Conv2dVariant a = conv2d_variant_for(
+      view(0x100000, DType::f32, true, 2, 8, 64, 64), view(0x200000, DType::f32, true, 32, 8, 3, 3),
+      TensorView{}, view(0x400000, DType::f32, true, 2, 32, 64, 64), Conv2dParams::square(1, 1), Op::chain({}));
+  const Conv2dVariant b = conv2d_variant_for(
+      view(0x100000, DType::f32, true, 2, 16, 40, 40), view(0x200000, DType::f32, false, 32, 16, 3, 3),
+      TensorView{}, view(0x400000, DType::f32, true, 2, 32, 38, 38), Conv2dParams{}, Op::chain({}));
+  for (const Conv2dVariant& v : {a, b}) {
+    ASSERT_TRUE(conv2d_tiling(v).transposes()) << v.name();
+    for (const auto& request : {make_request(v), *make_stage_request(v)}) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+      cache.get(request, sm90, &tier);
+      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
+      cache.clear_memory();
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+}
+
 TEST_F(CliTest, WarmConv2dRejectsUnknownDtypesAndLayouts) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "dtype": "f64"}]})",

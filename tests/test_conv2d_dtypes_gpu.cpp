@@ -463,6 +463,94 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
   if (!halo_disabled() && !(off != nullptr && std::string(off) == "0")) EXPECT_EQ(tested, 10);
 }
 
+// f32 with channels-last tensors past 2^22 multiply-adds an image runs the f32 NCHW kernels (Winograd,
+// the direct kernel, TF32 tensor cores) between transposing copies: the tiling says so, the result
+// (outputs poisoned first) is within the f32 bound of the float64 reference, and it is bit for bit
+// the NCHW call's on the same values (the copies move bits; the kernel is the same). Each layout mix
+// (input, weight, output channels-last or not), with and without a channels-last residual.
+TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    Shape s;
+    Conv2dPrecision precision;
+  };
+  const Case cases[] = {
+      {{2, 8, 64, 64, 64, 3, 3, Conv2dParams{}, true, false}, Conv2dPrecision::fp32},          // Winograd
+      {{2, 16, 40, 36, 32, 3, 5, [] { Conv2dParams p; p.pad_h = 1; p.pad_w = 2; return p; }(), true, true},
+       Conv2dPrecision::fp32},                                                                  // direct
+      {{1, 24, 33, 47, 40, 5, 3, Conv2dParams::square(2, 2), false, true}, Conv2dPrecision::tf32},
+      {{2, 8, 48, 48, 32, 3, 3, Conv2dParams::square(1, 1), true, false}, Conv2dPrecision::tf32x3}};
+  Stream stream;
+  int transposed = 0;
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    for (int layouts = 1; layouts < 8; ++layouts) {
+      const bool in_nhwc = layouts & 1, w_nhwc = layouts & 2, out_nhwc = layouts & 4;
+      const DType dt = DType::f32;
+      HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+      HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, w_nhwc, rng);
+      const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+      HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+      HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
+      y.values.resize(r.size());
+      DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+      dy.buffer.fill_u32(0xffffffffu);
+      // The same values in NCHW, for the NCHW call.
+      HostTensor x0 = x, w0 = wt, r0 = r, y0 = y;
+      x0.nhwc = w0.nhwc = r0.nhwc = y0.nhwc = false;
+      DeviceCopy dx0 = upload(x0), dw0 = upload(w0), dr0 = upload(r0), dy0 = upload(y0);
+      dy0.buffer.fill_u32(0xffffffffu);
+      const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+      const TensorView res = s.residual ? dr.view : TensorView{}, res0 = s.residual ? dr0.view : TensorView{};
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, c.precision, res);
+      SCOPED_TRACE(v.name() + " " + to_string(c.precision));
+      const Conv2dTiling t = conv2d_tiling(v);
+      const bool transpose_on = std::getenv("CUINLINE_CONV2D_TRANSPOSE") == nullptr ||
+                                std::string(std::getenv("CUINLINE_CONV2D_TRANSPOSE")) != "0";
+      EXPECT_EQ(t.transposes(), transpose_on);
+      transposed += t.transposes();
+      if (t.transposes()) {
+        EXPECT_EQ(t.transpose_input, in_nhwc);
+        EXPECT_EQ(t.transpose_weight, w_nhwc);
+        EXPECT_EQ(t.transpose_output, out_nhwc);
+      }
+      conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision, res);
+      conv2d(dx0.view, dw0.view, bias, dy0.view, s.p, epi, stream, c.precision, res0);
+      stream.synchronize();
+      std::vector<unsigned char> raw(y.bytes()), raw0(y0.bytes());
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      dy0.buffer.copy_to_host(raw0.data(), raw0.size());
+      double num = 0, den = 0;
+      std::size_t differ = 0;
+      for (int n = 0; n < s.n; ++n)
+        for (int co = 0; co < s.cout; ++co)
+          for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+              const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
+              const double got = y.read(raw, n, co, oy, ox), got0 = y0.read(raw0, n, co, oy, ox);
+              ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
+              if (t.transposes() && std::memcmp(&got, &got0, sizeof got) != 0 && ++differ <= 3) {
+                ADD_FAILURE() << "not the NCHW call's bits at channel " << co << " (" << oy << ", " << ox
+                              << "): " << got << " vs " << got0;
+              }
+              num += (got - ref) * (got - ref);
+              den += ref * ref;
+            }
+      const double err = std::sqrt(num / (den > 0 ? den : 1));
+      // (TF32 rounds its operands to 10-bit mantissas: PyTorch's allow_tf32 accuracy.)
+      EXPECT_LE(err, c.precision == Conv2dPrecision::tf32 ? 2e-3 : 1e-5);
+      std::printf("  %-100s %-6s rel L2 %.2e\n", v.name().c_str(), to_string(c.precision), err);
+    }
+  }
+  if (std::getenv("CUINLINE_CONV2D_TRANSPOSE") == nullptr) EXPECT_EQ(transposed, 28);
+}
+
 // The halo tiling (up to 8 channels, column stride 1: a 3 x 3 filter over 40 columns, 9 taps, the
 // tenth of the last k step read from a block of zeros): +infinity, -infinity (in the last column)
 // and a NaN in the input reach exactly the outputs whose window holds them — an infinity read where

@@ -74,13 +74,17 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
         }
       }
     }
-    // f32 stays where it was: NCHW on the tuned kernels, channels-last on the general kernel.
+    // f32 stays off the half kernel: NCHW on the tuned kernels, channels-last on the same kernels
+    // between transposing copies from 2^22 multiply-adds an image, on the general kernel below.
     Conv2dVariant f =
         variant(s, DType::f32, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false);
     EXPECT_FALSE(conv2d_tiling(f).half_mma);
     EXPECT_FALSE(conv2d_tiling(f).generic);
     f.input_layout = Conv2dLayout::nhwc;
-    EXPECT_TRUE(conv2d_tiling(f).generic);
+    const bool large = std::int64_t{f.out_channels} * f.out_height() * f.out_width() * f.in_channels * f.kernel_h *
+                           f.kernel_w >= conv2d_impl::kTransposeMinMacs;
+    EXPECT_EQ(conv2d_tiling(f).generic, !large);
+    EXPECT_EQ(conv2d_tiling(f).transpose_input, large);
     EXPECT_FALSE(conv2d_tiling(f).half_mma);
   }
 }

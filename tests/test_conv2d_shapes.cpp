@@ -21,6 +21,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -77,7 +78,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   int failures = 0;
   int tensor_core_spills = 0, fp32_spills = 0;
-  int generic_variants = 0;
+  int generic_variants = 0, transposing_variants = 0;
   auto check = [&](const Conv2dVariant& v, int i) {
     SCOPED_TRACE(v.name() + " " + to_string(v.precision));
     try {
@@ -87,7 +88,20 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       EXPECT_GT(t.threads(), 0);
       EXPECT_LE(t.shared_bytes, 227u * 1024u);
       EXPECT_GT(t.block_channels(), 0);
-      EXPECT_EQ(t.generic || t.half_mma, v.uses_generic_kernel());
+      EXPECT_EQ(t.generic || t.half_mma || t.transposes(), v.uses_generic_kernel());
+      if (t.transposes()) {
+        // f32 channels-last on the NCHW kernels: the NCHW variant's tiling and module, copies for
+        // exactly the channels-last tensors, and the shape-generic copy's module beside it.
+        const Conv2dVariant nchw = cuinline::ops::conv2d_impl::f32_nchw_variant(v);
+        EXPECT_EQ(v.dtype, DType::f32);
+        EXPECT_EQ(t.transpose_input, v.input_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.transpose_weight, v.weight_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.transpose_output, v.output_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.shared_bytes, conv2d_tiling(nchw).shared_bytes);
+        EXPECT_EQ(make_request(v).source, make_request(nchw).source);
+        EXPECT_TRUE(make_stage_request(v).has_value());
+        ++transposing_variants;
+      }
       if (t.generic) {
         // The general kernel: blocks of whole warps over the flattened output plane, every
         // output channel covered by a block column.
@@ -137,8 +151,8 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
     if (failures >= 5) break;  // enough to fix; keep the log readable
   }
   std::printf("conv2d shapes: register spills in %d tensor-core and %d direct-kernel variants of %d (%d on the "
-              "general kernel)\n",
-              tensor_core_spills, fp32_spills, count + generic_variants, generic_variants);
+              "general kernel, %d f32 channels-last between transposing copies)\n",
+              tensor_core_spills, fp32_spills, 2 * count, generic_variants, transposing_variants);
 }
 
 // The shapes the kernels were tuned on (the seed and the sweep of docs/conv2d.md) compile without

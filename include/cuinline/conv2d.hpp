@@ -119,10 +119,12 @@ struct Conv2dVariant {
   /// e.g. "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]"; a layout
   /// other than NCHW adds ",x:nhwc" (input), ",w:nhwc" (weight) or ",y:nhwc" (output).
   std::string name() const;
-  /// Whether the variant is outside the f32 NCHW kernels: any dtype other than f32 or any
-  /// channels-last tensor. Those run on the f16 / bf16 tensor-core kernel (conv2d_hmma.cuh: every
-  /// f16 and bf16 variant, conv2d_tiling(v).half_mma) or the general direct kernel
-  /// (conv2d_generic.cuh: f32 channels-last; conv2d_tiling(v).generic).
+  /// Whether the variant is outside the f32 NCHW kernels as called: any dtype other than f32 or any
+  /// channels-last tensor. f16 and bf16 run on the tensor-core kernel (conv2d_hmma.cuh: every f16
+  /// and bf16 variant, conv2d_tiling(v).half_mma); f32 with a channels-last tensor on the f32 NCHW
+  /// kernels between transposing copies (conv2d_tiling(v).transpose_*: from 2^22 multiply-adds an
+  /// image, or CUINLINE_CONV2D_TRANSPOSE=1) or else on the general direct kernel
+  /// (conv2d_generic.cuh; conv2d_tiling(v).generic).
   bool uses_generic_kernel() const noexcept;
   /// Throws InvalidArgument for a non-positive size, stride or dilation, negative padding, an empty
   /// output, a dtype other than f32, f16 or bf16, an unknown layout or an invalid epilogue.
@@ -145,8 +147,10 @@ CompileRequest make_request(const Conv2dVariant& variant);
 std::string kernel_name(const Conv2dVariant& variant);
 /// The other module a call of `variant` launches, if any: for an f16 / bf16 variant that is staged
 /// (conv2d_tiling(variant).stage_channels > 0) the staging copy's CompileRequest
-/// (kernel_templates/conv2d_stage.cuh, one kernel). It is shape-generic — the same request, one
-/// cache entry an arch, for every staged variant — and `cuinline warm` compiles it beside them;
+/// (kernel_templates/conv2d_stage.cuh, one kernel); for an f32 variant with channels-last tensors
+/// that runs between transposing copies (conv2d_tiling(variant).transpose_*) the transpose's
+/// (kernel_templates/conv2d_transpose.cuh, one kernel). Each is shape-generic — the same request,
+/// one cache entry an arch, for every such variant — and `cuinline warm` compiles it beside them;
 /// std::nullopt for every other variant.
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& variant);
 
@@ -219,6 +223,16 @@ struct Conv2dTiling {
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
   /// tile read from them in place; the k steps run chunk-major.
   bool window = false;
+  /// f32 variants with a channels-last tensor, from 2^22 multiply-adds an image (or with
+  /// CUINLINE_CONV2D_TRANSPOSE=1; =0: never): the f32 NCHW kernel of the same shape (the other
+  /// fields are its tiling, and make_request gives its module) runs on NCHW copies in stream-ordered
+  /// scratch memory. transpose_input / transpose_weight: the channels-last input / weight is copied
+  /// to NCHW first; transpose_output: the conv writes NCHW scratch that is then copied into the
+  /// channels-last output (a residual, channels-last like the output, is copied to NCHW first).
+  /// The copies are one shape-generic kernel (make_stage_request). Where no scratch memory can be
+  /// had, the call runs on the general direct kernel instead.
+  bool transpose_input = false, transpose_weight = false, transpose_output = false;
+  bool transposes() const noexcept { return transpose_input || transpose_weight || transpose_output; }
   /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.
@@ -272,11 +286,15 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
                                  Conv2dPrecision precision = Conv2dPrecision::fp32,
                                  const TensorView& residual = {});
 
-/// Counters of the conv2d in-process kernel map (in front of the KernelCache).
-/// The conv2d map's counters (the same fields as the elementwise ops' OpsStats).
+/// Counters of the conv2d in-process kernel maps (in front of the KernelCache), the same fields as
+/// the elementwise ops' OpsStats: launches and map_hits count conv2d calls (one a call);
+/// cache_lookups counts every module a call fetched from the KernelCache — the conv's, and the
+/// shape-generic staging or transposing copy (make_stage_request) or the direct kernel of a call
+/// that got no scratch memory, each fetched once a device.
 using Conv2dStats = OpsStats;
 Conv2dStats conv2d_stats();
-/// Empties the in-process map (the next call of each variant goes to KernelCache::get again).
+/// Empties the in-process maps, the copies' included (the next call of each variant goes to
+/// KernelCache::get again).
 void clear_conv2d_kernel_map();
 
 }  // namespace cuinline::ops

@@ -51,7 +51,7 @@ int dispatch(int argc, char** argv) {
   warm_cmd->add_flag("--remote", warm.remote,
                      "Fill the remote (Redis) cache too: $CUINLINE_REMOTE_CACHE, $CUINLINE_CACHE_KEY_FILE");
   warm_cmd->add_option("--max-variants", warm.max_variants,
-                       "Refuse a spec that expands to more variants (default 100000)")
+                       "Refuse a spec that expands to more variants (default 100000; the conv2d copy modules, at most one of each kind a spec, are not variants)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
   warm_cmd->add_flag("--allow-outside-paths", warm.allow_outside_paths,
                      "Let the spec's .cu files and headers lie outside the spec's directory");

@@ -135,17 +135,18 @@ void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool 
   out.push_back({spec.file + " [" + kernels + "]", entry.path, make_inline_request(options)});
 }
 
-// Each variant's module, and once a spec the staging copy's (one shape-generic module that every
-// staged f16 / bf16 variant launches before its conv: ops::make_stage_request), so a warmed cache
-// needs no NVRTC at run time.
-void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, bool& stage_listed) {
+// Each variant's module, and once a spec each shape-generic copy a variant launches beside its conv
+// (ops::make_stage_request: the f16 / bf16 staging copy, the f32 channels-last transposing copy), so
+// a warmed cache needs no NVRTC at run time. `copies_listed` holds the copies' request names.
+void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, std::vector<std::string>& copies_listed) {
   for (const auto& variant : entry.conv2d.variants) {
     out.push_back({variant.name(), entry.path, ops::make_request(variant)});
-    if (stage_listed) continue;
-    if (std::optional<CompileRequest> stage = ops::make_stage_request(variant)) {
-      out.push_back({"conv2d staging copy (f16/bf16)", entry.path, std::move(*stage)});
-      stage_listed = true;
-    }
+    std::optional<CompileRequest> copy = ops::make_stage_request(variant);
+    if (!copy || std::find(copies_listed.begin(), copies_listed.end(), copy->name) != copies_listed.end()) continue;
+    copies_listed.push_back(copy->name);
+    const bool stage = copy->name == "conv2d_stage.cu";
+    out.push_back({stage ? "conv2d staging copy (f16/bf16)" : "conv2d transposing copy (f32 channels-last)", entry.path,
+                   std::move(*copy)});
   }
 }
 
@@ -188,7 +189,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
     }
   }
   std::vector<Variant> out;
-  bool stage_listed = false;
+  std::vector<std::string> copies_listed;
   for (const auto& entry : spec.entries) {
     try {
       switch (entry.kind) {
@@ -196,7 +197,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
           expand_op(entry, out);
           break;
         case EntryKind::conv2d:
-          expand_conv2d(entry, out, stage_listed);
+          expand_conv2d(entry, out, copies_listed);
           break;
         case EntryKind::cuda:
           expand_cuda(entry, spec_directory, allow_outside_paths, out);

@@ -293,6 +293,13 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::hmma_tiling(v);
+  if (conv2d_impl::f32_transposes(v)) {
+    Conv2dTiling t = conv2d_tiling(conv2d_impl::f32_nchw_variant(v));
+    t.transpose_input = v.input_layout == Conv2dLayout::nhwc;
+    t.transpose_weight = v.weight_layout == Conv2dLayout::nhwc;
+    t.transpose_output = v.output_layout == Conv2dLayout::nhwc;
+    return t;
+  }
   if (v.uses_generic_kernel()) return conv2d_impl::generic_tiling(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
@@ -448,8 +455,9 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 std::string kernel_name(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v))
     return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+  if (conv2d_impl::f32_transposes(v)) return kernel_name(conv2d_impl::f32_nchw_variant(v));
   if (v.uses_generic_kernel())
-    return "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+    return conv2d_impl::kGenericKernel;
   if (conv2d_impl::uses_tensor_cores(v))
     return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   return conv2d_impl::winograd_applies(v)
@@ -493,12 +501,15 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
   v.validate();
+  if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_transpose_request();
   if (!conv2d_impl::hmma_stages(v)) return std::nullopt;  // (conv2d_tiling(v).stage_channels == 0)
   return conv2d_impl::make_hmma_stage_request();
 }
 
 CompileRequest make_request(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
+  // The NCHW kernel of the shape: its module (one cache entry) serves the NCHW variant too.
+  if (conv2d_impl::f32_transposes(v)) return make_request(conv2d_impl::f32_nchw_variant(v));
   if (v.uses_generic_kernel()) return conv2d_impl::make_generic_request(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();

@@ -81,7 +81,7 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
   }
   // As the fp32 direct kernel: explicit __fmaf_rn in the sums, no contraction in the epilogue.
   request.options = {"--fmad=false", "-minimal"};
-  request.name_expressions = {"cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"};
+  request.name_expressions = {kGenericKernel};
   return request;
 }
 

@@ -120,10 +120,30 @@ StageTensor hmma_stage_tensor(const void* src, void* dst, std::int64_t images, i
 /// staging): the fallback where no workspace can be had.
 Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v);
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v);
+/// The name expression of the general direct kernel (conv2d_generic.cuh).
+inline constexpr const char* kGenericKernel = "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
 Conv2dTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).
 CompileRequest make_generic_request(const Conv2dVariant& v);
+/// Whether an f32 variant with a channels-last tensor runs the f32 NCHW kernel of its shape
+/// (f32_nchw_variant(v)) between transposing copies: from kTransposeMinMacs multiply-adds an image,
+/// unless CUINLINE_CONV2D_TRANSPOSE says otherwise ("0": never, "1": every such variant; read once).
+bool f32_transposes(const Conv2dVariant& v);
+inline constexpr std::int64_t kTransposeMinMacs = std::int64_t{1} << 22;
+/// v with every tensor NCHW (the variant whose kernel a transposing call runs).
+Conv2dVariant f32_nchw_variant(const Conv2dVariant& v);
+/// The transposing copy's CompileRequest (kernel_templates/conv2d_transpose.cuh, the one kernel
+/// kTransposeKernel): shape-generic, the same for every transposing variant.
+CompileRequest make_transpose_request();
+inline constexpr const char* kTransposeKernel = "cuinline_conv2d_transpose";
+/// One launch of the transposing copy: batch x [rows][cols] 32-bit words -> batch x [cols][rows].
+struct TransposeGrid {
+  std::int64_t blocks = 0;  ///< grid x: row tiles x col_tiles (at most 2^31 - 1 to launch)
+  std::uint32_t col_tiles = 0;
+  std::int32_t lc = 0;  ///< log2 of the tile's columns
+};
+TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols);
 /// The tiling of a Winograd variant (winograd_applies(v)).
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).

@@ -19,7 +19,7 @@ namespace {
 // What a launch needs, copied out of the map without copying the variant (no allocation).
 struct Launchable {
   Kernel kernel;
-  Kernel stage;  ///< the staging copy (tiling.stage_channels > 0)
+  Kernel stage;  ///< the staging copy (tiling.stage_channels > 0) or the transposing copy (tiling.transposes())
   Conv2dTiling tiling;
   int multiprocessors = 0;
   int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
@@ -31,10 +31,18 @@ detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
   return *map;
 }
 
-// The direct kernels of staged variants, for calls that get no workspace (rare: loaded on the
-// first such call).
+// The direct kernels of staged and transposing variants, for calls that get no workspace (rare:
+// loaded on the first such call).
 detail::VariantMap<Conv2dVariant, Launchable>& direct_map() {
   static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
+  return *map;
+}
+
+// The shape-generic copies (one module each an arch, kept beside the conv kernels): key kStageCopy
+// the f16 / bf16 staging copy, kTransposeCopy the f32 transposing copy.
+constexpr int kStageCopy = 0, kTransposeCopy = 1;
+detail::VariantMap<int, Kernel>& copy_map() {
+  static auto* map = new detail::VariantMap<int, Kernel>;  // never destroyed, as kernel_map
   return *map;
 }
 
@@ -64,16 +72,20 @@ void finish_launchable(Launchable& l, int device) {
                                                              l.tiling.shared_bytes, device));
 }
 
-// The staging copy (conv2d_stage.cuh) on `device`: one shape-generic module for every staged
-// variant, fetched from the KernelCache once a device (the map is thread-safe; a miss runs without
-// its lock and the cache is single-flight per key) and kept beside the conv kernels.
-Kernel stage_kernel(int device) {
-  static auto* map = new detail::VariantMap<int, Kernel>;  // never destroyed, as kernel_map
-  return map->find_or_make(
-      0, device, [](int) { return true; },
+// A shape-generic copy on `device` (conv2d_stage.cuh for every staged variant, conv2d_transpose.cuh
+// for every transposing one), fetched from the KernelCache once a device (the map is thread-safe; a
+// miss runs without its lock and the cache is single-flight per key) and kept beside the conv
+// kernels.
+Kernel copy_kernel(int which, int device) {
+  return copy_map().find_or_make(
+      static_cast<std::uint64_t>(which), device, [&](int k) { return k == which; },
       [&] {
-        Module module = default_cache().get(conv2d_impl::make_hmma_stage_request(), device_arch(device));
-        return std::make_pair(0, module.kernel(conv2d_impl::kHmmaStageKernel));
+        const bool stage = which == kStageCopy;
+        Module module = default_cache().get(
+            stage ? conv2d_impl::make_hmma_stage_request() : conv2d_impl::make_transpose_request(),
+            device_arch(device));
+        return std::make_pair(which, module.kernel(stage ? conv2d_impl::kHmmaStageKernel
+                                                         : conv2d_impl::kTransposeKernel));
       });
 }
 
@@ -83,17 +95,21 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int
   Launchable l;
   l.tiling = conv2d_tiling(v);
   l.kernel = detail::load_kernel(v, device);
-  if (l.tiling.stage_channels > 0) l.stage = stage_kernel(device);
+  if (l.tiling.stage_channels > 0) l.stage = copy_kernel(kStageCopy, device);
+  if (l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
   finish_launchable(l, device);
   return std::make_pair(v, l);
 }
 
-// A staged variant's direct kernel (no workspace).
+// A staged variant's direct kernel, or a transposing variant's general direct kernel (no
+// workspace: the tensors read and written as they are).
 std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant& v, int device) {
   Launchable l;
-  l.tiling = conv2d_impl::hmma_direct_tiling(v);
-  Module module = default_cache().get(conv2d_impl::make_hmma_direct_request(v), device_arch(device));
-  l.kernel = module.kernel(kernel_name(v));
+  const bool f32 = v.dtype == DType::f32;
+  l.tiling = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
+  Module module = default_cache().get(
+      f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), device_arch(device));
+  l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : kernel_name(v));
   finish_launchable(l, device);
   return std::make_pair(v, l);
 }
@@ -276,6 +292,68 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   return true;
 }
 
+// A transposing call (e.tiling.transposes(): f32 with channels-last tensors): a workspace on the
+// stream; the channels-last input, weight and residual copied to NCHW in it; the f32 NCHW kernel
+// on the copies, writing NCHW scratch where the output is channels-last; that copied into the
+// output; the workspace freed after them (all stream-ordered: capturable). False, with nothing
+// launched, where no workspace can be had or a copy's grid is too large.
+bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
+                       const TensorView& weight, const TensorView& bias, const TensorView& output,
+                       const TensorView& residual, CUstream stream, int device) {
+  const Conv2dTiling& t = e.tiling;
+  const auto round256 = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::int64_t pixels = std::int64_t{v.height} * v.width;
+  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+  const std::int64_t out_pixels = v.out_height() * v.out_width();
+  const bool res = t.transpose_output && v.has_residual;
+  struct Copy {
+    const void* src;
+    void* dst;
+    std::int64_t batch, rows, cols;
+  };
+  // Offsets into the workspace first (dst filled in after the allocation).
+  const std::int64_t in_bytes = t.transpose_input ? round256(n * pixels * v.in_channels * 4) : 0;
+  const std::int64_t w_bytes = t.transpose_weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
+  const std::int64_t out_bytes = t.transpose_output ? round256(n * out_pixels * v.out_channels * 4) : 0;
+  const std::int64_t res_bytes = res ? out_bytes : 0;
+  const auto grid_ok = [](std::int64_t rows, std::int64_t cols) {
+    return conv2d_impl::transpose_grid(rows, cols).blocks <= 0x7fffffff;
+  };
+  if ((t.transpose_input && !grid_ok(pixels, v.in_channels)) || (t.transpose_weight && !grid_ok(taps, v.in_channels)) ||
+      (t.transpose_output && (!grid_ok(v.out_channels, out_pixels) || !grid_ok(out_pixels, v.out_channels)))) {
+    return false;
+  }
+  const CUdeviceptr ws = cuinline::detail::workspace_alloc(
+      device, static_cast<std::size_t>(in_bytes + w_bytes + out_bytes + res_bytes), stream);
+  if (ws == 0) return false;
+  cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
+  const auto at = [&](std::int64_t offset) { return reinterpret_cast<void*>(ws + static_cast<CUdeviceptr>(offset)); };
+  void* in_ws = t.transpose_input ? at(0) : nullptr;
+  void* w_ws = t.transpose_weight ? at(in_bytes) : nullptr;
+  void* out_ws = t.transpose_output ? at(in_bytes + w_bytes) : nullptr;
+  void* res_ws = res ? at(in_bytes + w_bytes + out_bytes) : nullptr;
+  const auto copy = [&](const Copy& c) {
+    const conv2d_impl::TransposeGrid g = conv2d_impl::transpose_grid(c.rows, c.cols);
+    LaunchConfig cfg;
+    cfg.grid = Dim3(static_cast<unsigned>(g.blocks), static_cast<unsigned>(c.batch));
+    cfg.block = Dim3(256);
+    cfg.stream = stream;
+    const long long rows = c.rows, cols = c.cols;
+    const unsigned col_tiles = g.col_tiles;
+    const int lc = g.lc;
+    e.stage.launch(cfg, c.src, c.dst, rows, cols, col_tiles, lc);
+  };
+  // Channels-last [N][H*W][C] -> [N][C][H*W]; the weight [Cout][KH*KW][Cin] -> [Cout][Cin][KH*KW].
+  if (t.transpose_input) copy({input.data, in_ws, n, pixels, v.in_channels});
+  if (t.transpose_weight) copy({weight.data, w_ws, v.out_channels, taps, v.in_channels});
+  if (res) copy({residual.data, res_ws, n, out_pixels, v.out_channels});
+  launch_conv(e, v, n, t.transpose_input ? in_ws : input.data, t.transpose_weight ? w_ws : weight.data, bias.data,
+              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, stream);
+  // NCHW [N][Cout][OH*OW] -> the channels-last output [N][OH*OW][Cout].
+  if (t.transpose_output) copy({out_ws, output.data, n, v.out_channels, out_pixels});
+  return true;
+}
+
 }  // namespace
 
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
@@ -371,11 +449,14 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   detail::launch_variant(
       kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
       [&](const Launchable& e, int device) {
-        if (e.tiling.stage_channels == 0) {
+        if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
           launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
           return;
         }
-        if (launch_staged(e, v, n, input, weight, bias, output, residual, stream, device)) return;
+        if (e.tiling.stage_channels > 0 ? launch_staged(e, v, n, input, weight, bias, output, residual, stream, device)
+                                        : launch_transposed(e, v, n, input, weight, bias, output, residual, stream, device)) {
+          return;
+        }
         const Launchable direct = direct_map().find_or_make(
             hash, device, equal, [&] { return make_direct_launchable(v, device); });
         launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
@@ -389,11 +470,17 @@ void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, co
 }
 
 Conv2dStats conv2d_stats() {
-  return kernel_map().counts();
+  // Launches and map hits are the calls' (one a call); the lookups count every module a call
+  // fetched from the KernelCache: the conv's, a no-workspace call's direct kernel, the copies.
+  Conv2dStats s = kernel_map().counts();
+  s.cache_lookups += direct_map().counts().cache_lookups + copy_map().counts().cache_lookups;
+  return s;
 }
 
 void clear_conv2d_kernel_map() {
   kernel_map().clear();
+  direct_map().clear();
+  copy_map().clear();
 }
 
 }  // namespace cuinline::ops

@@ -1,0 +1,68 @@
+// f32 conv2d with channels-last tensors on the f32 NCHW kernels (direct, Winograd, TF32 tensor
+// cores) between transposing copies (kernel_templates/conv2d_transpose.cuh): which variants, the
+// variant whose kernel runs, the copy's request and launch grid. The launch is conv2d_launch.cpp's.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ops/conv2d/conv2d_internal.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+// CUINLINE_CONV2D_TRANSPOSE: "0" never, "1" every f32 variant with a channels-last tensor, unset (or
+// anything else) those from kTransposeMinMacs multiply-adds an image (read once).
+int transpose_setting() {
+  static const int setting = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_TRANSPOSE");
+    if (e != nullptr && std::strcmp(e, "0") == 0) return 0;
+    if (e != nullptr && std::strcmp(e, "1") == 0) return 1;
+    return 2;
+  }();
+  return setting;
+}
+
+}  // namespace
+
+bool f32_transposes(const Conv2dVariant& v) {
+  if (v.dtype != DType::f32 || !v.uses_generic_kernel()) return false;
+  const int setting = transpose_setting();
+  if (setting != 2) return setting == 1;
+  const std::int64_t macs = std::int64_t{v.out_channels} * v.out_height() * v.out_width() * v.in_channels *
+                            v.kernel_h * v.kernel_w;
+  return macs >= kTransposeMinMacs;
+}
+
+Conv2dVariant f32_nchw_variant(const Conv2dVariant& v) {
+  Conv2dVariant t = v;
+  t.input_layout = t.weight_layout = t.output_layout = Conv2dLayout::nchw;
+  t.inputs_aligned = t.output_aligned = true;  // (f16 / bf16 only: always true for f32)
+  return t;
+}
+
+CompileRequest make_transpose_request() {
+  CompileRequest request;
+  request.name = "conv2d_transpose.cu";
+  request.source =
+      "// cuinline conv2d transposing copy (f32 channels-last tensors around the NCHW kernels)\n"
+      "#include \"conv2d_transpose.cuh\"\n";
+  request.headers.push_back({"conv2d_transpose.cuh", cuinline::detail::template_text("conv2d_transpose.cuh")});
+  request.options = {"-minimal"};  // see elementwise.cpp (32-bit moves only: nothing to contract)
+  request.name_expressions = {kTransposeKernel};
+  return request;
+}
+
+TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols) {
+  TransposeGrid g;
+  int lc = 0;  // tile columns 1 << lc: 32, or the power of two at or above cols
+  while (lc < 5 && (std::int64_t{1} << lc) < cols) ++lc;
+  const std::int64_t tc = std::int64_t{1} << lc, tr = 1024 / tc;
+  const std::int64_t col_tiles = (cols + tc - 1) / tc;
+  g.lc = lc;
+  g.col_tiles = static_cast<std::uint32_t>(col_tiles);
+  g.blocks = (rows + tr - 1) / tr * col_tiles;
+  return g;
+}
+
+}  // namespace cuinline::ops::conv2d_impl
