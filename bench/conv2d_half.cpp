@@ -39,9 +39,11 @@ int main() {
     const char* only = std::getenv("CONV_BENCH_SHAPE");
     if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
     const int o = (sh.hw + 2 * sh.pad - sh.k) / sh.stride + 1;
-    for (DType dt : {DType::f16, DType::bf16}) {
+    for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+      // (f32 only where asked: CONV_BENCH_DTYPE=f32, precision fp32.)
       const char* only_dt = std::getenv("CONV_BENCH_DTYPE");
-      if (only_dt != nullptr && std::strcmp(only_dt, to_string(dt)) != 0) continue;
+      if (only_dt != nullptr ? std::strcmp(only_dt, to_string(dt)) != 0 : dt == DType::f32) continue;
+      const std::size_t es = dt == DType::f32 ? 4 : 2;
       for (bool nhwc : {false, true}) {
         // CONV_BENCH_LAYOUT (nchw or nhwc): only that layout (profiling one kernel).
         const char* only_layout = std::getenv("CONV_BENCH_LAYOUT");
@@ -49,13 +51,15 @@ int main() {
         const std::size_t x_n = std::size_t(sh.n) * sh.cin * sh.hw * sh.hw;
         const std::size_t w_n = std::size_t(sh.cout) * sh.cin * sh.k * sh.k;
         const std::size_t y_n = std::size_t(sh.n) * sh.cout * o * o;
-        DeviceBuffer x(x_n * 2), w(w_n * 2), b(sh.cout * 2), y(y_n * 2);
+        DeviceBuffer x(x_n * es), w(w_n * es), b(sh.cout * es), y(y_n * es);
         std::mt19937 rng(1);
         std::normal_distribution<float> nd(0.f, 1.f);
         for (DeviceBuffer* d : {&x, &w, &b}) {
-          std::vector<std::uint16_t> h(d->bytes() / 2);
-          for (std::uint16_t& v : h)
-            v = static_cast<std::uint16_t>(test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f)));
+          std::vector<unsigned char> h(d->bytes());
+          for (std::size_t i = 0; i < h.size(); i += es) {
+            const std::uint64_t bits = test::from_op(dt, nd(rng) * (d == &x ? 1.0f : 0.1f));
+            std::memcpy(h.data() + i, &bits, es);  // little-endian
+          }
           d->copy_from_host(h.data(), d->bytes());
         }
         // CONV_BENCH_LAYOUTS="in,weight,out" (each nchw or nhwc; the NCHW row of the table): mixed
@@ -99,7 +103,12 @@ int main() {
                         t.stage_channels > 0 ? " staged" : "", t.tile_cols, t.block_channels(), t.ci_chunk,
                         t.wgmma ? t.stages : 0, t.wgmma ? "" : "(plan)");
         } else {
-          std::snprintf(kernel, sizeof kernel, "%s", t.generic ? "general direct" : "other");
+          std::snprintf(kernel, sizeof kernel, "%s%s",
+                        t.generic         ? "general direct"
+                        : t.winograd      ? "winograd"
+                        : t.tensor_cores  ? "tf32 mma"
+                                          : "fp32 direct",
+                        !t.transposes() ? "" : t.transpose_output ? " + transposes (output too)" : " + transposes");
         }
         const char* mix = std::getenv("CONV_BENCH_LAYOUTS");
         std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw,

@@ -51,8 +51,8 @@ namespace impl = cuinline::ops::conv2d_impl;
 
 // batch x [rows][cols] at src -> batch x [cols][rows] at dst, on the grid the launch uses.
 void run_transpose(const std::vector<unsigned>& src, std::vector<unsigned>& dst, std::int64_t batch, std::int64_t rows,
-                   std::int64_t cols) {
-  const impl::TransposeGrid g = impl::transpose_grid(rows, cols);
+                   std::int64_t cols, int lt) {
+  const impl::TransposeGrid g = impl::transpose_grid(rows, cols, lt);
   ASSERT_GT(g.blocks, 0);
   ASSERT_LE(g.lc, 5);
   std::barrier<> barrier(256);
@@ -64,7 +64,7 @@ void run_transpose(const std::vector<unsigned>& src, std::vector<unsigned>& dst,
         threads.emplace_back([&, t] {
           threadIdx = {t, 0, 0};
           blockIdx = {bx, by, 0};
-          cuinline_conv2d_transpose(src.data(), dst.data(), rows, cols, g.col_tiles, g.lc);
+          cuinline_conv2d_transpose(src.data(), dst.data(), rows, cols, g.col_tiles, g.lc, g.lt);
         });
       }
       for (auto& th : threads) th.join();
@@ -73,8 +73,10 @@ void run_transpose(const std::vector<unsigned>& src, std::vector<unsigned>& dst,
   g_barrier = nullptr;
 }
 
-void check_case(std::int64_t batch, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-  SCOPED_TRACE(std::to_string(batch) + " x [" + std::to_string(rows) + "][" + std::to_string(cols) + "]");
+void check_case(std::int64_t batch, std::int64_t rows, std::int64_t cols, std::mt19937& rng,
+                int lt = impl::kTransposeLogTile) {
+  SCOPED_TRACE(std::to_string(batch) + " x [" + std::to_string(rows) + "][" + std::to_string(cols) + "], tiles of 2^" +
+               std::to_string(lt));
   const std::size_t n = static_cast<std::size_t>(batch * rows * cols);
   std::vector<unsigned> src(n);
   // Random words, with NaN payloads, -0.0, subnormals and infinities among them (moved as bits).
@@ -82,7 +84,7 @@ void check_case(std::int64_t batch, std::int64_t rows, std::int64_t cols, std::m
   for (std::size_t i = 0; i < n; ++i) src[i] = i % 11 == 3 ? specials[i % 7] : static_cast<unsigned>(rng());
   const std::size_t guard = 64;
   std::vector<unsigned> dst(n + guard, 0xdeadbeefu);  // poisoned, with words past the end
-  run_transpose(src, dst, batch, rows, cols);
+  run_transpose(src, dst, batch, rows, cols, lt);
   std::size_t wrong = 0;
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -111,14 +113,20 @@ TEST(Conv2dTransposeEmulated, TheCopiesOfAConvAndRaggedEdges) {
   check_case(1, 1, 1, rng);
   check_case(1, 1, 300, rng);
   check_case(1, 300, 1, rng);
-  check_case(2, 1100, 3, rng);      // several tiles of 256 rows x 4
+  check_case(2, 1100, 3, rng);      // several tiles of 512 rows x 4
+  // The other tile sizes (CUINLINE_CONV2D_TRANSPOSE_TILE).
+  for (int lt : {10, 12}) {
+    for (std::int64_t cols : {1, 2, 3, 8, 31, 33}) check_case(2, 70, cols, rng, lt);
+    check_case(1, 4100, 8, rng, lt);
+  }
 }
 
 TEST(Conv2dTransposeEmulated, GridCoversTheMatrix) {
   for (std::int64_t rows : {1, 31, 32, 33, 1000, 15876}) {
     for (std::int64_t cols : {1, 2, 3, 8, 16, 17, 32, 33, 64, 15876}) {
       const impl::TransposeGrid g = impl::transpose_grid(rows, cols);
-      const std::int64_t tc = std::int64_t{1} << g.lc, tr = 1024 / tc;
+      const std::int64_t tc = std::int64_t{1} << g.lc, tr = (std::int64_t{1} << g.lt) / tc;
+      EXPECT_EQ(g.lt, impl::transpose_log_tile());
       EXPECT_TRUE(tc == 32 || (tc >= cols && (tc == 1 || tc / 2 < cols))) << rows << " x " << cols;
       EXPECT_EQ(g.col_tiles, static_cast<std::uint32_t>((cols + tc - 1) / tc));
       EXPECT_EQ(g.blocks, (rows + tr - 1) / tr * g.col_tiles);

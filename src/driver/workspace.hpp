@@ -6,8 +6,9 @@
 // nodes (the graph owns that memory), so an op that uses a workspace stays capturable.
 //
 // The pool keeps up to kWorkspaceKeepBytes of freed memory reserved between calls (its release
-// threshold), so a steady stream of calls does not map and unmap memory; more is returned to the
-// device at the next synchronization.
+// threshold), or the largest workspace asked for so far where that is more (up to an eighth of the
+// device's memory), so a steady stream of calls does not map and unmap memory; more is returned to
+// the device at the next synchronization.
 #include <cuda.h>
 
 #include <cstddef>

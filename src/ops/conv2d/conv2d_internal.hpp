@@ -142,8 +142,14 @@ struct TransposeGrid {
   std::int64_t blocks = 0;  ///< grid x: row tiles x col_tiles (at most 2^31 - 1 to launch)
   std::uint32_t col_tiles = 0;
   std::int32_t lc = 0;  ///< log2 of the tile's columns
+  std::int32_t lt = 0;  ///< log2 of the tile's elements
 };
-TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols);
+/// log2 of the elements one block of the transposing copy moves: kTransposeLogTile, or
+/// CUINLINE_CONV2D_TRANSPOSE_TILE (10-12; tuning).
+inline constexpr int kTransposeLogTile = 11;
+int transpose_log_tile();
+/// The grid of one transposing copy of batch x [rows][cols] with tiles of 2^lt elements.
+TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = transpose_log_tile());
 /// The tiling of a Winograd variant (winograd_applies(v)).
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).

@@ -340,8 +340,8 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
     cfg.stream = stream;
     const long long rows = c.rows, cols = c.cols;
     const unsigned col_tiles = g.col_tiles;
-    const int lc = g.lc;
-    e.stage.launch(cfg, c.src, c.dst, rows, cols, col_tiles, lc);
+    const int lc = g.lc, lt = g.lt;
+    e.stage.launch(cfg, c.src, c.dst, rows, cols, col_tiles, lc, lt);
   };
   // Channels-last [N][H*W][C] -> [N][C][H*W]; the weight [Cout][KH*KW][Cin] -> [Cout][Cin][KH*KW].
   if (t.transpose_input) copy({input.data, in_ws, n, pixels, v.in_channels});

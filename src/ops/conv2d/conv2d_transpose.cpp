@@ -25,6 +25,16 @@ int transpose_setting() {
 
 }  // namespace
 
+int transpose_log_tile() {
+  // CUINLINE_CONV2D_TRANSPOSE_TILE: log2 of the elements a block moves, 10-12 (tuning; read once).
+  static const int lt = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_TRANSPOSE_TILE");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v >= 10 && v <= 12 ? v : kTransposeLogTile;
+  }();
+  return lt;
+}
+
 bool f32_transposes(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || !v.uses_generic_kernel()) return false;
   const int setting = transpose_setting();
@@ -53,11 +63,12 @@ CompileRequest make_transpose_request() {
   return request;
 }
 
-TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols) {
+TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt) {
   TransposeGrid g;
   int lc = 0;  // tile columns 1 << lc: 32, or the power of two at or above cols
   while (lc < 5 && (std::int64_t{1} << lc) < cols) ++lc;
-  const std::int64_t tc = std::int64_t{1} << lc, tr = 1024 / tc;
+  g.lt = lt;
+  const std::int64_t tc = std::int64_t{1} << lc, tr = (std::int64_t{1} << g.lt) / tc;
   const std::int64_t col_tiles = (cols + tc - 1) / tc;
   g.lc = lc;
   g.col_tiles = static_cast<std::uint32_t>(col_tiles);
