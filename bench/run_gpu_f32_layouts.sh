@@ -2,7 +2,8 @@
 # f32 conv2d in both layouts on the GPU, in one call: build (Release); the gpu tests of the f32
 # channels-last path (the NCHW kernels between transposing copies: default and with
 # CUINLINE_CONV2D_TRANSPOSE=1 for every f32 channels-last shape; graphs, misuse; memcheck on the
-# bit-for-bit test); then the three shapes in f32, NCHW and channels-last, beside PyTorch
+# bit-for-bit test; the C API from PyTorch, bench/torch_capi_check.py); then the three shapes
+# in f32, NCHW and channels-last, beside PyTorch
 # eager (TF32 off) and torch.compile with the L2 flushed before every timed call, and the same calls
 # on the general kernel (CUINLINE_CONV2D_TRANSPOSE=0) for the before/after.
 #   OUT=/tmp/out bench/run_gpu_f32_layouts.sh        (about 5-8 minutes on an H100/H200)
@@ -19,6 +20,10 @@ main() {
     -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
   cmake --build "$build" -j"$(nproc)" --target cuinline_bench_capi cuinline_cli test_conv2d_dtypes_gpu \
     test_graphs_gpu test_misuse_gpu test_conv2d_gpu bench_conv2d_half 2>&1 | tail -n 2
+  # The C API as a shared library (what an engine or ctypes loads).
+  { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
+      -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
+    cmake --build "$build-shared" -j"$(nproc)"; } >"$OUT/build_shared.log" 2>&1 || tail -n 20 "$OUT/build_shared.log"
   echo "== build: $(($(date +%s) - t0)) s"
   export CUINLINE_CACHE_DIR
   CUINLINE_CACHE_DIR=$(mktemp -d)
@@ -42,6 +47,8 @@ main() {
   for t in test_graphs_gpu test_misuse_gpu ${FP32_SUITE-test_conv2d_gpu}; do
     "$build/tests/$t" --gtest_brief=1 2>&1 | tail -n 8
   done
+  echo "== C API from PyTorch"
+  PYTHONUNBUFFERED=1 timeout 180 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so" 2>&1 | tail -n 40
   echo "== f32 beside PyTorch eager (TF32 off): ResNet-like, UNet-like"
   python3 bench/conv2d_half_peers.py --lib "$build/bench/libcuinline_bench_capi.so" --dtypes f32 \
     --shapes resnet,unet --no-compile --out "$OUT/f32_resnet_unet.md" 2>&1 | tail -n 8

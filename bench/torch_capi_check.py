@@ -8,7 +8,9 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
     call of a variant inside the capture included, replayed on new data, equal to eager;
   - misuse: a CPU tensor, a tensor of another GPU (when there are two) → CUINLINE_ERROR_INVALID_ARGUMENT
     with a message, nothing launched, and the next correct call works (the context is intact);
-  - conv2d + bias + residual + relu against F.conv2d (TF32 off).
+  - conv2d + bias + residual + relu against F.conv2d (TF32 off);
+  - f32 channels-last conv2d (the NCHW kernels between transposing copies) on the current stream, a
+    side stream and in torch.cuda.graph, bit for bit the NCHW call's.
 Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
 """
 import ctypes
@@ -254,6 +256,56 @@ def main():
         err = ((orr.double() - ref).norm() / ref.norm()).item()
         check(f"{name} RGB channels-last 5x3 conv2d into NCHW on a side stream (halo form) vs float64",
               st == 0 and err < bound, f"rel L2 {err:.2e}")
+    # 8. f32 on a model and input moved to torch.channels_last: cuinline runs its f32 NCHW kernels
+    # between transposing copies in a stream-ordered workspace. The seed's block (Winograd) and the
+    # ResNet block with a channels-last residual (direct kernel), on PyTorch's current stream, on a
+    # side stream, and inside torch.cuda.graph replayed on new data; against float64, and bit for bit
+    # against the same call on NCHW copies of the tensors.
+    torch.backends.cudnn.allow_tf32 = False
+    cl = torch.channels_last
+    xs = torch.randn(16, 8, 64, 128, device="cuda").contiguous(memory_format=cl)
+    ws = (torch.randn(64, 8, 3, 3, device="cuda") * 0.1).contiguous(memory_format=cl)
+    bs = torch.randn(64, device="cuda")
+    os_ = torch.full((16, 64, 62, 126), float("nan"), device="cuda").contiguous(memory_format=cl)
+    epi = b"div(2)|leaky_relu(0.01)"
+    st = lib.cuinline_conv2d(desc(xs), desc(ws), desc(bs), None, desc(os_), one, zero, one, epi, b"fp32",
+                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    ref = F.leaky_relu(F.conv2d(xs.double(), ws.double(), bs.double()) / 2, 0.01)
+    err = ((os_.double() - ref).norm() / ref.norm()).item()
+    o_nchw = torch.full((16, 64, 62, 126), float("nan"), device="cuda")
+    lib.cuinline_conv2d(desc(xs.contiguous()), desc(ws.contiguous()), desc(bs), None, desc(o_nchw), one, zero, one, epi,
+                        b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    torch.cuda.synchronize()
+    check("f32 channels-last conv2d / 2 -> leaky_relu (seed block) vs float64, == the NCHW call",
+          st == 0 and err < 1e-5 and torch.equal(os_, o_nchw) and os_.is_contiguous(memory_format=cl),
+          f"rel L2 {err:.2e}")
+    x32, r32 = xi.contiguous(memory_format=cl), res.contiguous(memory_format=cl)
+    w32 = w.contiguous(memory_format=cl)
+    o32 = torch.full_like(r32, float("nan"))
+    with torch.cuda.stream(side):
+        st = lib.cuinline_conv2d(desc(x32), desc(w32), desc(bias), desc(r32), desc(o32), one, one, one, b"relu",
+                                 b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    side.synchronize()
+    ref = torch.relu(F.conv2d(x32.double(), w32.double(), bias.double(), padding=1) + r32.double())
+    err = ((o32.double() - ref).norm() / ref.norm()).item()
+    check("f32 channels-last conv2d + bias + channels-last residual + relu on a side stream vs float64",
+          st == 0 and err < 1e-5, f"rel L2 {err:.2e}")
+    xg, og = xs.clone(memory_format=cl), torch.full_like(os_, float("nan"))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        stg = lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(og), one, zero, one, epi, b"fp32",
+                                  ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    same = True
+    for _ in range(3):
+        xg.copy_(torch.randn_like(xg))
+        og.fill_(float("nan"))
+        g.replay()
+        expect = torch.full_like(os_, float("nan"))
+        lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(expect), one, zero, one, epi, b"fp32",
+                            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        torch.cuda.synchronize()
+        same = same and torch.equal(og, expect)
+    check("f32 channels-last conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 

@@ -43,8 +43,22 @@
 
 namespace cuinline_conv2d_wino_detail {
 
+// S::kOutNhwc where S has it (a channels-last output: conv2d.cpp's transposing f32 calls), else 0.
+template <class S, class = void>
+struct OutNhwcOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct OutNhwcOf<S, decltype(void(S::kOutNhwc))> {
+  static constexpr int value = S::kOutNhwc;
+};
+
 template <class S>
 struct WPlan {
+  // The output (and the residual) channels-last, [N][OH][OW][Cout]: a thread stores its kTCo
+  // consecutive channels of a pixel together (one 16-byte store for 4 where Cout % 4 == 0 and the
+  // pointers are 16-byte aligned).
+  static constexpr bool kOutNhwc = OutNhwcOf<S>::value != 0;
   static constexpr int kLanesC = 32 / S::kLX;  // channel lanes of a warp
   static constexpr int kWarpTiles = S::kLX * S::kTT;
   static constexpr int kBlockTiles = S::kWX * kWarpTiles;
@@ -313,11 +327,85 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, flo
 // the thread's channels. Returns a bit (t * kTCo + c) for every tile whose sums are not finite: a
 // non-finite input or weight (or an overflow) can make all of a tile's transformed sums NaN where
 // the direct sums of some of its outputs are finite (Inf - Inf); fix_tiles recomputes those.
+// The channels-last form of finish: per tile, the kTCo channels' 2 x 2 outputs, then each of the
+// tile's four pixels stored as kTCo consecutive channels (`vec`: one 16-byte store, else one a
+// channel).
+template <class S, class E>
+__device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
+                                                float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
+                                                const float* __restrict__ residual, bool vec) {
+  using P = WPlan<S>;
+  unsigned bad = 0;
+  float b[S::kTCo];
+  bool co_ok[S::kTCo];
+#pragma unroll
+  for (int c = 0; c < S::kTCo; ++c) {
+    co_ok[c] = S::kCout % P::kBlockCout == 0 || co_base + c < S::kCout;
+    b[c] = S::kHasBias && co_ok[c] ? __ldg(bias + co_base + c) : 0.0f;
+  }
+  const bool whole = S::kTCo == 4 && S::kCout % 4 == 0 && co_ok[S::kTCo - 1] && vec;
+#pragma unroll
+  for (int t = 0; t < S::kTT; ++t) {
+    float y[4][S::kTCo];  // [pixel q = 2 row + column][channel]
+#pragma unroll
+    for (int c = 0; c < S::kTCo; ++c) {
+      const float(&m)[16] = acc[t][c];
+      float a0[4], a1[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        a0[j] = m[j] + m[4 + j] + m[8 + j];
+        a1[j] = m[4 + j] - m[8 + j] - m[12 + j];
+      }
+      y[0][c] = a0[0] + a0[1] + a0[2];
+      y[1][c] = a0[1] - a0[2] - a0[3];
+      y[2][c] = a1[0] + a1[1] + a1[2];
+      y[3][c] = a1[1] - a1[2] - a1[3];
+      if (!isfinite((y[0][c] + y[1][c]) + (y[2][c] + y[3][c]))) bad |= 1u << (t * S::kTCo + c);
+    }
+    const int ox = 2 * (tile_x0 + t * S::kLX);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int py = oy + q / 2, px = ox + q % 2;
+      if (py >= S::kOH || px >= S::kOW) continue;
+      const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co_base;
+      float v[S::kTCo];
+#pragma unroll
+      for (int c = 0; c < S::kTCo; ++c) v[c] = y[q][c] + b[c];
+      if (S::kHasResidual) {  // conv + bias, rounded, then + residual (PyTorch's two adds)
+        if (whole) {
+          const float4 r = __ldg(reinterpret_cast<const float4*>(residual + at));
+          v[0] += r.x;
+          v[1] += r.y;
+          v[2] += r.z;
+          v[3] += r.w;
+        } else {
+#pragma unroll
+          for (int c = 0; c < S::kTCo; ++c) {
+            if (co_ok[c]) v[c] += __ldg(residual + at + c);
+          }
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < S::kTCo; ++c) v[c] = E{}(v[c]);
+      if (whole) {
+        store_streaming(reinterpret_cast<float4*>(output + at), make_float4(v[0], v[1], v[2], v[3]));
+      } else {
+#pragma unroll
+        for (int c = 0; c < S::kTCo; ++c) {
+          if (co_ok[c]) store_streaming(output + at + c, v[c]);
+        }
+      }
+    }
+  }
+  return bad;
+}
+
 template <class S, class E>
 __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
                                            float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
-                                           const float* __restrict__ residual) {
+                                           const float* __restrict__ residual, bool vec) {
   using P = WPlan<S>;
+  if constexpr (P::kOutNhwc) return finish_nhwc<S, E>(acc, bias, output, n, co_base, oy, tile_x0, residual, vec);
   unsigned bad = 0;
 #pragma unroll
   for (int c = 0; c < S::kTCo; ++c) {
@@ -362,6 +450,19 @@ __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ i
     const int ox = 2 * (tile_x0 + t * S::kLX);
     const float4 y = direct_tile<S>(in_n, weight, co, oy, ox);
     const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
+    if constexpr (WPlan<S>::kOutNhwc) {
+      const float r[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll 1
+      for (int q = 0; q < 4; ++q) {
+        const int py = oy + q / 2, px = ox + q % 2;
+        if (py >= S::kOH || px >= S::kOW) continue;
+        const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co;
+        float v = r[q] + b;
+        if (S::kHasResidual) v += __ldg(residual + at);
+        store_streaming(output + at, E{}(v));
+      }
+      continue;
+    }
     const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
     store_tile<S, E>(output + row, b, y.x, y.y, y.z, y.w, oy, ox, S::kHasResidual ? residual + row : nullptr);
   }
@@ -370,7 +471,7 @@ __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ i
 }  // namespace cuinline_conv2d_wino_detail
 
 /// input [N][kCin][kH][kW], weight [kCout][kCin][3][3], bias [kCout] (ignored unless kHasBias),
-/// output [N][kCout][kOH][kOW]. Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
+/// output [N][kCout][kOH][kOW] ([N][kOH][kOW][kCout] with kOutNhwc; the residual likewise). Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
 /// N); block: kThreads; dynamic shared memory: kSmemBytes.
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThreads, S::kMinBlocks)
@@ -408,6 +509,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   // Stage g: tile row ty0 + g / kChunks, channel chunk g % kChunks; stage g + 1's copy is in flight
   // while g is transformed and computed.
   const bool vec = (reinterpret_cast<unsigned long long>(input) & 15) == 0;
+  // (Channels-last output: 16-byte stores, and residual loads, where both pointers allow them.)
+  const bool vec_out =
+      ((reinterpret_cast<unsigned long long>(output) |
+        (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) & 15) == 0;
   d::stage_input<S>(in_n, s_raw, 0, 2 * ty0 - S::kPH, ix0, vec);
   d::copy_async_commit();
   d::stage_weights<S>(weight, s_u, co0);
@@ -438,7 +543,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
     if (k == P::kChunks - 1) {
       const unsigned bad =
           d::finish<S, E>(acc, bias, output, n, co0 + group * S::kTCo, 2 * ty, bx * P::kBlockTiles + tile0,
-                          residual);
+                          residual, vec_out);
       if (bad != 0) {
         d::fix_tiles<S, E>(bad, in_n, weight, bias, output, n, co0 + group * S::kTCo, 2 * ty,
                            bx * P::kBlockTiles + tile0, residual);

@@ -152,9 +152,9 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
 }
 
 // f32 with channels-last tensors past 2^22 multiply-adds an image runs the f32 NCHW kernel between
-// transposing copies: warm writes that NCHW kernel's entry (an NCHW entry of the same shape is the
-// same one, reported as a duplicate) and the transposing copy's module once, so the run-time call
-// finds both on disk.
+// transposing copies (Winograd writing the channels-last output itself: a kernel of its own): warm
+// writes those kernels' entries and the transposing copy's module once, so the run-time call finds
+// both on disk.
 TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
   if (std::getenv("CUINLINE_CONV2D_TRANSPOSE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_TRANSPOSE is set";
   auto spec = write_spec("t.json", R"json({"entries": [
@@ -163,7 +163,8 @@ TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "compiled conv2d transposing copy (f32 channels-last) sm_90");
-  EXPECT_CONTAINS(warm.out, "warm: 3 compiled");  // the two NCHW kernels and the copy
+  // Winograd NCHW, Winograd with a channels-last output, the direct kernel, the copy.
+  EXPECT_CONTAINS(warm.out, "warm: 4 compiled");
   cuinline::CacheConfig config;
   config.directory = cache_;
   cuinline::KernelCache cache(config);

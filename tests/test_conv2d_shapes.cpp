@@ -93,12 +93,14 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         // f32 channels-last on the NCHW kernels: the NCHW variant's tiling and module, copies for
         // exactly the channels-last tensors, and the shape-generic copy's module beside it.
         const Conv2dVariant nchw = cuinline::ops::conv2d_impl::f32_nchw_variant(v);
+        const bool own_output = cuinline::ops::conv2d_impl::f32_kernel_variant(v).output_layout == Conv2dLayout::nhwc;
         EXPECT_EQ(v.dtype, DType::f32);
         EXPECT_EQ(t.transpose_input, v.input_layout == Conv2dLayout::nhwc);
         EXPECT_EQ(t.transpose_weight, v.weight_layout == Conv2dLayout::nhwc);
-        EXPECT_EQ(t.transpose_output, v.output_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.transpose_output, v.output_layout == Conv2dLayout::nhwc && !own_output);
+        EXPECT_EQ(own_output, t.winograd && v.output_layout == Conv2dLayout::nhwc);
         EXPECT_EQ(t.shared_bytes, conv2d_tiling(nchw).shared_bytes);
-        EXPECT_EQ(make_request(v).source, make_request(nchw).source);
+        if (!own_output) EXPECT_EQ(make_request(v).source, make_request(nchw).source);
         EXPECT_TRUE(make_stage_request(v).has_value());
         ++transposing_variants;
       }

@@ -156,23 +156,42 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
     const Conv2dTiling t = conv2d_tiling(v);
     EXPECT_EQ(t.transpose_input, (mask & 1) != 0);
     EXPECT_EQ(t.transpose_weight, (mask & 2) != 0);
-    EXPECT_EQ(t.transpose_output, (mask & 4) != 0);
+    // Winograd writes a channels-last output itself: no output copy, a kernel of its own.
+    EXPECT_FALSE(t.transpose_output);
     EXPECT_FALSE(t.generic);
-    EXPECT_EQ(t.winograd, base.winograd);
+    EXPECT_TRUE(t.winograd);
     EXPECT_EQ(t.shared_bytes, base.shared_bytes);
     EXPECT_EQ(t.tiles_x, base.tiles_x);
     EXPECT_EQ(kernel_name(v), kernel_name(nchw));
-    EXPECT_EQ(make_request(v).source, make_request(nchw).source);  // one cache entry
+    const std::string source = make_request(v).source;
+    if (mask & 4) {
+      EXPECT_NE(source.find("kOutNhwc = 1;"), std::string::npos);
+      // The same kernel for every input / weight layout: one cache entry.
+      Conv2dVariant y_only = nchw;
+      y_only.output_layout = Conv2dLayout::nhwc;
+      EXPECT_EQ(source, make_request(y_only).source);
+    } else {
+      EXPECT_EQ(source, make_request(nchw).source);  // one cache entry with the NCHW call
+    }
     const std::optional<cuinline::CompileRequest> copy = make_stage_request(v);
     ASSERT_TRUE(copy.has_value());
     EXPECT_EQ(copy->source, impl::make_transpose_request().source);
     EXPECT_EQ(copy->name_expressions.at(0), impl::kTransposeKernel);
   }
-  // Precisions keep their kernels: TF32 on tensor cores.
+  EXPECT_EQ(make_request(nchw).source.find("kOutNhwc"), std::string::npos);  // NCHW sources unchanged
+  // Precisions keep their kernels: TF32 on tensor cores, its NCHW output copied to channels-last.
   v.precision = Conv2dPrecision::tf32;
   Conv2dVariant v_nchw = impl::f32_nchw_variant(v);
   EXPECT_EQ(conv2d_tiling(v).tensor_cores, conv2d_tiling(v_nchw).tensor_cores);
   EXPECT_TRUE(conv2d_tiling(v).tensor_cores);
+  EXPECT_TRUE(conv2d_tiling(v).transpose_output);
+  EXPECT_EQ(make_request(v).source, make_request(v_nchw).source);
+  // The direct kernel (16 input channels: not Winograd's) too.
+  Conv2dVariant direct = f32_variant(16, 64, 64, 3, 1);
+  direct.output_layout = Conv2dLayout::nhwc;
+  EXPECT_FALSE(conv2d_tiling(direct).winograd);
+  EXPECT_TRUE(conv2d_tiling(direct).transpose_output);
+  EXPECT_EQ(make_request(direct).source, make_request(impl::f32_nchw_variant(direct)).source);
   // Below 2^22 multiply-adds an image: the general kernel (one launch, no scratch memory).
   Conv2dVariant small = f32_variant(8, 16, 4, 3, 0);
   small.input_layout = small.output_layout = Conv2dLayout::nhwc;
@@ -188,12 +207,23 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
   EXPECT_FALSE(conv2d_tiling(half).transposes());
 }
 
-TEST(Conv2dTransposeEmulated, TheCopyCompilesForSm90WithoutSpills) {
-  cuinline::CompileRequest req = impl::make_transpose_request();
-  req.options.push_back("--ptxas-options=-v");
-  const cuinline::CompiledProgram prog = cuinline::compile(req, cuinline::Arch::parse("sm_90"));
-  EXPECT_NE(prog.log.find("0 bytes spill stores"), std::string::npos) << prog.log;
-  EXPECT_EQ(prog.log.find("warning"), std::string::npos) << prog.log;
+TEST(Conv2dTransposeEmulated, TheCopyAndWinogradsChannelsLastOutputCompileForSm90WithoutSpills) {
+  // The copy; the seed's Winograd kernel writing a channels-last output, with a residual and with
+  // Cout % 4 != 0 (one store a channel).
+  std::vector<cuinline::CompileRequest> requests = {impl::make_transpose_request()};
+  for (int cout : {64, 18}) {
+    Conv2dVariant v = f32_variant(8, 128, cout, 3, 1);
+    v.input_layout = v.output_layout = Conv2dLayout::nhwc;
+    v.has_residual = cout == 18;
+    ASSERT_TRUE(conv2d_tiling(v).winograd);
+    requests.push_back(make_request(v));
+  }
+  for (cuinline::CompileRequest& req : requests) {
+    req.options.push_back("--ptxas-options=-v");
+    const cuinline::CompiledProgram prog = cuinline::compile(req, cuinline::Arch::parse("sm_90"));
+    EXPECT_NE(prog.log.find("0 bytes spill stores"), std::string::npos) << prog.log;
+    EXPECT_EQ(prog.log.find("warning"), std::string::npos) << prog.log;
+  }
 }
 
 }  // namespace

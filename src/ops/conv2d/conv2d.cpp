@@ -294,10 +294,11 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::hmma_tiling(v);
   if (conv2d_impl::f32_transposes(v)) {
-    Conv2dTiling t = conv2d_tiling(conv2d_impl::f32_nchw_variant(v));
+    const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
+    Conv2dTiling t = conv2d_impl::f32_kernel_tiling(k);
     t.transpose_input = v.input_layout == Conv2dLayout::nhwc;
     t.transpose_weight = v.weight_layout == Conv2dLayout::nhwc;
-    t.transpose_output = v.output_layout == Conv2dLayout::nhwc;
+    t.transpose_output = v.output_layout == Conv2dLayout::nhwc && k.output_layout == Conv2dLayout::nchw;
     return t;
   }
   if (v.uses_generic_kernel()) return conv2d_impl::generic_tiling(v);
@@ -455,13 +456,16 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 std::string kernel_name(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v))
     return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
-  if (conv2d_impl::f32_transposes(v)) return kernel_name(conv2d_impl::f32_nchw_variant(v));
+  if (conv2d_impl::f32_transposes(v)) {
+    const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
+    return k.output_layout == Conv2dLayout::nhwc ? conv2d_impl::kWinogradKernel : kernel_name(k);
+  }
   if (v.uses_generic_kernel())
     return conv2d_impl::kGenericKernel;
   if (conv2d_impl::uses_tensor_cores(v))
     return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   return conv2d_impl::winograd_applies(v)
-             ? "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+             ? conv2d_impl::kWinogradKernel
              : "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 }
 
@@ -509,7 +513,7 @@ std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
 CompileRequest make_request(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
   // The NCHW kernel of the shape: its module (one cache entry) serves the NCHW variant too.
-  if (conv2d_impl::f32_transposes(v)) return make_request(conv2d_impl::f32_nchw_variant(v));
+  if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_f32_kernel_request(conv2d_impl::f32_kernel_variant(v));
   if (v.uses_generic_kernel()) return conv2d_impl::make_generic_request(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();

@@ -131,8 +131,15 @@ CompileRequest make_generic_request(const Conv2dVariant& v);
 /// unless CUINLINE_CONV2D_TRANSPOSE says otherwise ("0": never, "1": every such variant; read once).
 bool f32_transposes(const Conv2dVariant& v);
 inline constexpr std::int64_t kTransposeMinMacs = std::int64_t{1} << 22;
-/// v with every tensor NCHW (the variant whose kernel a transposing call runs).
+/// v with every tensor NCHW.
 Conv2dVariant f32_nchw_variant(const Conv2dVariant& v);
+/// The variant whose kernel a transposing call runs: f32_nchw_variant(v), except that a channels-last
+/// output stays channels-last where the kernel is Winograd's (it writes either layout: no output
+/// copy). Its tiling and request (f32_kernel_tiling, make_f32_kernel_request: conv2d_tiling and
+/// make_request of it would see a channels-last f32 variant and transpose again).
+Conv2dVariant f32_kernel_variant(const Conv2dVariant& v);
+Conv2dTiling f32_kernel_tiling(const Conv2dVariant& k);
+CompileRequest make_f32_kernel_request(const Conv2dVariant& k);
 /// The transposing copy's CompileRequest (kernel_templates/conv2d_transpose.cuh, the one kernel
 /// kTransposeKernel): shape-generic, the same for every transposing variant.
 CompileRequest make_transpose_request();
@@ -150,6 +157,8 @@ inline constexpr int kTransposeLogTile = 11;
 int transpose_log_tile();
 /// The grid of one transposing copy of batch x [rows][cols] with tiles of 2^lt elements.
 TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = transpose_log_tile());
+/// The name expression of the Winograd kernel (conv2d_winograd.cuh).
+inline constexpr const char* kWinogradKernel = "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The tiling of a Winograd variant (winograd_applies(v)).
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).

@@ -51,6 +51,24 @@ Conv2dVariant f32_nchw_variant(const Conv2dVariant& v) {
   return t;
 }
 
+Conv2dVariant f32_kernel_variant(const Conv2dVariant& v) {
+  Conv2dVariant t = f32_nchw_variant(v);
+  if (v.output_layout == Conv2dLayout::nhwc) {
+    Conv2dVariant out = t;
+    out.output_layout = Conv2dLayout::nhwc;
+    if (winograd_applies(out)) return out;  // Winograd writes the channels-last output itself
+  }
+  return t;
+}
+
+Conv2dTiling f32_kernel_tiling(const Conv2dVariant& k) {
+  return k.output_layout == Conv2dLayout::nhwc ? winograd_tiling(k) : conv2d_tiling(k);
+}
+
+CompileRequest make_f32_kernel_request(const Conv2dVariant& k) {
+  return k.output_layout == Conv2dLayout::nhwc ? make_winograd_request(k) : make_request(k);
+}
+
 CompileRequest make_transpose_request() {
   CompileRequest request;
   request.name = "conv2d_transpose.cu";

@@ -40,7 +40,10 @@ std::int64_t weight_bytes(const Conv2dVariant& v, int warps_c) {
 
 bool winograd_applies(const Conv2dVariant& v) {
   const Conv2dParams& p = v.params;
-  if (v.precision != Conv2dPrecision::fp32 || v.uses_generic_kernel() || disabled_by_environment()) return false;
+  // (NCHW input and weight; the output may be channels-last: the kernel writes either layout.)
+  Conv2dVariant nchw_out = v;
+  nchw_out.output_layout = Conv2dLayout::nchw;
+  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || disabled_by_environment()) return false;
   if (v.kernel_h != 3 || v.kernel_w != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
       p.dilation_w != 1) {
     return false;
@@ -105,6 +108,8 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   src += c("kTT", kTilesPerThread) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
   src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
+  // (Only where set: NCHW variants keep their sources and cache keys.)
+  if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_wino_detail::WPlan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -122,7 +127,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   // slower (seed, harness, H200: 0.444 ms against 0.530 rolled, 0.421 against 0.462 unrolled) and
   // takes longer to compile.
   request.options = {"--fmad=false", "--ptxas-options=-O1", "-minimal"};  // -minimal: see elementwise.cpp
-  request.name_expressions = {kernel_name(v)};
+  request.name_expressions = {kWinogradKernel};
   return request;
 }
 
