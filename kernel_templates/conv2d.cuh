@@ -41,6 +41,17 @@
 
 namespace cuinline_conv2d_detail {
 
+// S::kOutAligned where S has it (0: the output or residual pointer is not 16-byte aligned; the host
+// renders it only then), else 1. Vector stores of the output need it.
+template <class S, class = void>
+struct OutAlignedOf {
+  static constexpr int value = 1;
+};
+template <class S>
+struct OutAlignedOf<S, decltype(void(S::kOutAligned))> {
+  static constexpr int value = S::kOutAligned;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kSetThreads = S::kTX * S::kTY * S::kTG;  // one thread set (a full output tile)
@@ -153,7 +164,10 @@ struct Plan {
                                                                  : kRedFloats;
   static constexpr int kSmemBytes = kSmemFloats * 4;
   static constexpr int kCiSlice = S::kCiChunk / S::kTK;  // channels of a chunk one thread set sums
-  static constexpr int kStoreVec = (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
+  // (Vector stores only where the output pointer is 16-byte aligned: conv2d.cpp renders kOutAligned 0
+  // otherwise, e.g. a contiguous batch slice of an odd-sized plane.)
+  static constexpr int kStoreVec = OutAlignedOf<S>::value == 0                ? 1
+                                   : (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
                                    : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
                                                                           : 1;
   static_assert(kThreads <= 1024, "block too large");

@@ -79,7 +79,7 @@ struct WPlan {
   static constexpr int kUFloats = S::kCin * 16 * kBlockCout;
   static constexpr int kSmemFloats = kUFloats + kVFloats + 2 * kRawFloats;
   static constexpr int kSmemBytes = kSmemFloats * 4;
-  static constexpr int kStoreVec = S::kOW % 2 == 0 ? 2 : 1;
+  static constexpr int kStoreVec = S::kOW % 2 == 0 && cuinline_conv2d_detail::OutAlignedOf<S>::value != 0 ? 2 : 1;
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,
                 "Winograd F(2x2, 3x3) needs a 3 x 3 filter, stride 1, dilation 1");
   static_assert(32 % S::kLX == 0 && S::kLX <= 16, "kLX must divide 16 (two channel lanes at least)");

@@ -206,12 +206,30 @@ TEST_F(Conv2dDtypeArgs, AlignmentIsPartOfTheKeyWhereItChangesTheKernel) {
   const TensorView y3 = channels_last(fake(0x400002), DType::f16, 2, 3, 14, 14);
   const TensorView b3 = TensorView::contiguous(fake(0x300000), DType::f16, {3});
   EXPECT_TRUE(conv2d_variant_for(x, w3, b3, y3, {}, epi).output_aligned);
-  // f32: never.
+  // f32: the inputs never (4-byte copies); an NCHW output where the direct and Winograd kernels
+  // store vectors (float4 / float2): a contiguous batch slice of an odd-sized plane is 4-byte aligned.
   const TensorView x32 = channels_last(fake(0x100004), DType::f32, 2, 8, 16, 16);
   const TensorView w32 = channels_last(fake(0x200004), DType::f32, 4, 8, 3, 3);
   const TensorView y32 = TensorView::contiguous(fake(0x400004), DType::f32, {2, 4, 14, 14});
   v = conv2d_variant_for(x32, w32, TensorView{}, y32, {}, epi);
-  EXPECT_TRUE(v.inputs_aligned && v.output_aligned);
+  EXPECT_TRUE(v.inputs_aligned);
+  EXPECT_FALSE(v.output_aligned);
+  const TensorView y32a = TensorView::contiguous(fake(0x400010), DType::f32, {2, 4, 14, 14});
+  EXPECT_TRUE(conv2d_variant_for(x32, w32, TensorView{}, y32a, {}, epi).output_aligned);
+  const TensorView y32l = channels_last(fake(0x400004), DType::f32, 2, 4, 14, 14);
+  EXPECT_TRUE(conv2d_variant_for(x32, w32, TensorView{}, y32l, {}, epi).output_aligned);  // not NCHW
+  // Rendered only where false: scalar stores in the direct kernel and Winograd; aligned NCHW sources
+  // are unchanged.
+  for (int cin : {8, 16}) {  // Winograd (8 input channels, 3 x 3) and the direct kernel
+    Conv2dVariant f = make_conv2d_variant(cin, 34, 36, 32, 3, 3, Conv2dParams{}, true, epi);
+    const std::string aligned = make_request(f).source;
+    EXPECT_EQ(aligned.find("kOutAligned"), std::string::npos);
+    f.output_aligned = false;
+    EXPECT_NE(f.name().find(",y:unaligned"), std::string::npos);
+    const cuinline::CompileRequest r = make_request(f);
+    EXPECT_NE(r.source.find("kOutAligned = 0;"), std::string::npos) << r.source;
+    EXPECT_NO_THROW(cuinline::compile(r, cuinline::Arch::parse("sm_90")));
+  }
 }
 
 TEST_F(Conv2dDtypeArgs, RejectsDtypeMixesNamingTheTensors) {

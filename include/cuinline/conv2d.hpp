@@ -103,7 +103,8 @@ struct Conv2dVariant {
   Conv2dLayout input_layout = Conv2dLayout::nchw;   ///< of the input
   Conv2dLayout weight_layout = Conv2dLayout::nchw;  ///< of the weight
   Conv2dLayout output_layout = Conv2dLayout::nchw;  ///< of the output (and of the residual)
-  /// f16 / bf16 on tensor cores only: whether the input and weight pointers are both 16-byte aligned
+  /// f16 / bf16 on tensor cores (and output_aligned also for f32 with an NCHW output, whose direct and
+  /// Winograd kernels store vectors): whether the input and weight pointers are both 16-byte aligned
   /// (cp.async copies, where the layouts allow them: channels-last input and weight, Cin % 8 == 0)
   /// and whether the output pointer is aligned to the kernel's vector stores (16 bytes, or less where
   /// the output's contiguous run allows only shorter vectors). The kernel is compiled for them (one

@@ -1,6 +1,7 @@
 // conv2d at run time: the planner's checks (conv2d_variant_for), and the family skeleton's map and
 // launch sequence (ops/family.hpp): the in-process variant → Kernel map in front of the KernelCache.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
@@ -431,6 +432,11 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   }
   // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
   conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
+  // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd).
+  if (v.dtype == DType::f32 && v.output_layout == Conv2dLayout::nchw) {
+    const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual.data);
+    v.output_aligned = out % 16 == 0;
+  }
   return v;
 }
 

@@ -47,7 +47,10 @@ bool f32_transposes(const Conv2dVariant& v) {
 Conv2dVariant f32_nchw_variant(const Conv2dVariant& v) {
   Conv2dVariant t = v;
   t.input_layout = t.weight_layout = t.output_layout = Conv2dLayout::nchw;
-  t.inputs_aligned = t.output_aligned = true;  // (f16 / bf16 only: always true for f32)
+  t.inputs_aligned = true;  // (f16 / bf16 only)
+  // The caller's NCHW output keeps its alignment; a channels-last one is written to aligned scratch
+  // (or by Winograd, which checks its pointers).
+  t.output_aligned = v.output_layout == Conv2dLayout::nchw ? v.output_aligned : true;
   return t;
 }
 
@@ -56,6 +59,7 @@ Conv2dVariant f32_kernel_variant(const Conv2dVariant& v) {
   if (v.output_layout == Conv2dLayout::nhwc) {
     Conv2dVariant out = t;
     out.output_layout = Conv2dLayout::nhwc;
+    out.output_aligned = true;
     if (winograd_applies(out)) return out;  // Winograd writes the channels-last output itself
   }
   return t;

@@ -110,6 +110,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
   // (Only where set: NCHW variants keep their sources and cache keys.)
   if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
+  if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar NCHW stores
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_wino_detail::WPlan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
