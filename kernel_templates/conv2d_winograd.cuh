@@ -323,10 +323,20 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, flo
   }
 }
 
-// y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then bias, epilogue and the store of one tile of each of
-// the thread's channels. Returns a bit (t * kTCo + c) for every tile whose sums are not finite: a
-// non-finite input or weight (or an overflow) can make all of a tile's transformed sums NaN where
-// the direct sums of some of its outputs are finite (Inf - Inf); fix_tiles recomputes those.
+// y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]): the 2 x 2 outputs of one tile and channel, row-major.
+__device__ __forceinline__ void output_transform(const float (&m)[16], float (&y)[4]) {
+  float a0[4], a1[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    a0[j] = m[j] + m[4 + j] + m[8 + j];
+    a1[j] = m[4 + j] - m[8 + j] - m[12 + j];
+  }
+  y[0] = a0[0] + a0[1] + a0[2];
+  y[1] = a0[1] - a0[2] - a0[3];
+  y[2] = a1[0] + a1[1] + a1[2];
+  y[3] = a1[1] - a1[2] - a1[3];
+}
+
 // The channels-last form of finish: per tile, the kTCo channels' 2 x 2 outputs, then each of the
 // tile's four pixels stored as kTCo consecutive channels (`vec`: one 16-byte store, else one a
 // channel).
@@ -346,21 +356,11 @@ __device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16
   const bool whole = S::kTCo == 4 && S::kCout % 4 == 0 && co_ok[S::kTCo - 1] && vec;
 #pragma unroll
   for (int t = 0; t < S::kTT; ++t) {
-    float y[4][S::kTCo];  // [pixel q = 2 row + column][channel]
+    float y[S::kTCo][4];  // [channel][pixel q = 2 row + column]
 #pragma unroll
     for (int c = 0; c < S::kTCo; ++c) {
-      const float(&m)[16] = acc[t][c];
-      float a0[4], a1[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        a0[j] = m[j] + m[4 + j] + m[8 + j];
-        a1[j] = m[4 + j] - m[8 + j] - m[12 + j];
-      }
-      y[0][c] = a0[0] + a0[1] + a0[2];
-      y[1][c] = a0[1] - a0[2] - a0[3];
-      y[2][c] = a1[0] + a1[1] + a1[2];
-      y[3][c] = a1[1] - a1[2] - a1[3];
-      if (!isfinite((y[0][c] + y[1][c]) + (y[2][c] + y[3][c]))) bad |= 1u << (t * S::kTCo + c);
+      output_transform(acc[t][c], y[c]);
+      if (!isfinite((y[c][0] + y[c][1]) + (y[c][2] + y[c][3]))) bad |= 1u << (t * S::kTCo + c);
     }
     const int ox = 2 * (tile_x0 + t * S::kLX);
 #pragma unroll
@@ -370,7 +370,7 @@ __device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16
       const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co_base;
       float v[S::kTCo];
 #pragma unroll
-      for (int c = 0; c < S::kTCo; ++c) v[c] = y[q][c] + b[c];
+      for (int c = 0; c < S::kTCo; ++c) v[c] = y[c][q] + b[c];
       if (S::kHasResidual) {  // conv + bias, rounded, then + residual (PyTorch's two adds)
         if (whole) {
           const float4 r = __ldg(reinterpret_cast<const float4*>(residual + at));
@@ -400,6 +400,11 @@ __device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16
   return bad;
 }
 
+// y = A^T M A (output_transform), then bias, epilogue and the store of one tile of each of the
+// thread's channels (finish_nhwc for a channels-last output). Returns a bit (t * kTCo + c) for
+// every tile whose sums are not finite: a non-finite input or weight (or an overflow) can make all
+// of a tile's transformed sums NaN where the direct sums of some of its outputs are finite
+// (Inf - Inf); fix_tiles recomputes those.
 template <class S, class E>
 __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
                                            float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
@@ -417,19 +422,10 @@ __device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], co
     const float* res = S::kHasResidual ? residual + row : nullptr;
 #pragma unroll
     for (int t = 0; t < S::kTT; ++t) {
-      const float(&m)[16] = acc[t][c];
-      float a0[4], a1[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        a0[j] = m[j] + m[4 + j] + m[8 + j];
-        a1[j] = m[4 + j] - m[8 + j] - m[12 + j];
-      }
-      const float y00 = a0[0] + a0[1] + a0[2];
-      const float y01 = a0[1] - a0[2] - a0[3];
-      const float y10 = a1[0] + a1[1] + a1[2];
-      const float y11 = a1[1] - a1[2] - a1[3];
-      if (!isfinite((y00 + y01) + (y10 + y11))) bad |= 1u << (t * S::kTCo + c);
-      if (co_ok) store_tile<S, E>(dst, b, y00, y01, y10, y11, oy, 2 * (tile_x0 + t * S::kLX), res);
+      float y[4];
+      output_transform(acc[t][c], y);
+      if (!isfinite((y[0] + y[1]) + (y[2] + y[3]))) bad |= 1u << (t * S::kTCo + c);
+      if (co_ok) store_tile<S, E>(dst, b, y[0], y[1], y[2], y[3], oy, 2 * (tile_x0 + t * S::kLX), res);
     }
   }
   return bad;

@@ -251,6 +251,11 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
 }
 
+// A workspace part's bytes: rounded up to 256, so that every part starts aligned.
+std::int64_t round256(std::int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
 // A staged call (e.tiling.stage_channels > 0): a workspace on the stream, the staging copy into it,
 // the conv of the copies, the workspace freed after them (all stream-ordered: capturable). False,
 // with nothing launched, where no workspace can be had.
@@ -258,7 +263,6 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
                    const TensorView& weight, const TensorView& bias, const TensorView& output,
                    const TensorView& residual, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
-  const auto round256 = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * 2) : 0;
@@ -294,25 +298,19 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
 }
 
 // A transposing call (e.tiling.transposes(): f32 with channels-last tensors): a workspace on the
-// stream; the channels-last input, weight and residual copied to NCHW in it; the f32 NCHW kernel
-// on the copies, writing NCHW scratch where the output is channels-last; that copied into the
-// output; the workspace freed after them (all stream-ordered: capturable). False, with nothing
-// launched, where no workspace can be had or a copy's grid is too large.
+// stream; the channels-last input and weight copied to NCHW in it; where the output is copied
+// (transpose_output: every kernel but Winograd's) the channels-last residual too, and the kernel
+// writes NCHW scratch that is then copied into the output; the workspace freed after them (all
+// stream-ordered: capturable). False, with nothing launched, where no workspace can be had or a
+// copy's grid is too large.
 bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
                        const TensorView& weight, const TensorView& bias, const TensorView& output,
                        const TensorView& residual, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
-  const auto round256 = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t out_pixels = v.out_height() * v.out_width();
   const bool res = t.transpose_output && v.has_residual;
-  struct Copy {
-    const void* src;
-    void* dst;
-    std::int64_t batch, rows, cols;
-  };
-  // Offsets into the workspace first (dst filled in after the allocation).
   const std::int64_t in_bytes = t.transpose_input ? round256(n * pixels * v.in_channels * 4) : 0;
   const std::int64_t w_bytes = t.transpose_weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
   const std::int64_t out_bytes = t.transpose_output ? round256(n * out_pixels * v.out_channels * 4) : 0;
@@ -333,25 +331,25 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   void* w_ws = t.transpose_weight ? at(in_bytes) : nullptr;
   void* out_ws = t.transpose_output ? at(in_bytes + w_bytes) : nullptr;
   void* res_ws = res ? at(in_bytes + w_bytes + out_bytes) : nullptr;
-  const auto copy = [&](const Copy& c) {
-    const conv2d_impl::TransposeGrid g = conv2d_impl::transpose_grid(c.rows, c.cols);
+  // batch x [rows][cols] at src -> batch x [cols][rows] at dst.
+  const auto copy = [&](const void* src, void* dst, std::int64_t batch, long long rows, long long cols) {
+    const conv2d_impl::TransposeGrid g = conv2d_impl::transpose_grid(rows, cols);
     LaunchConfig cfg;
-    cfg.grid = Dim3(static_cast<unsigned>(g.blocks), static_cast<unsigned>(c.batch));
+    cfg.grid = Dim3(static_cast<unsigned>(g.blocks), static_cast<unsigned>(batch));
     cfg.block = Dim3(256);
     cfg.stream = stream;
-    const long long rows = c.rows, cols = c.cols;
     const unsigned col_tiles = g.col_tiles;
     const int lc = g.lc, lt = g.lt;
-    e.stage.launch(cfg, c.src, c.dst, rows, cols, col_tiles, lc, lt);
+    e.stage.launch(cfg, src, dst, rows, cols, col_tiles, lc, lt);
   };
   // Channels-last [N][H*W][C] -> [N][C][H*W]; the weight [Cout][KH*KW][Cin] -> [Cout][Cin][KH*KW].
-  if (t.transpose_input) copy({input.data, in_ws, n, pixels, v.in_channels});
-  if (t.transpose_weight) copy({weight.data, w_ws, v.out_channels, taps, v.in_channels});
-  if (res) copy({residual.data, res_ws, n, out_pixels, v.out_channels});
+  if (t.transpose_input) copy(input.data, in_ws, n, pixels, v.in_channels);
+  if (t.transpose_weight) copy(weight.data, w_ws, v.out_channels, taps, v.in_channels);
+  if (res) copy(residual.data, res_ws, n, out_pixels, v.out_channels);
   launch_conv(e, v, n, t.transpose_input ? in_ws : input.data, t.transpose_weight ? w_ws : weight.data, bias.data,
               t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, stream);
   // NCHW [N][Cout][OH*OW] -> the channels-last output [N][OH*OW][Cout].
-  if (t.transpose_output) copy({out_ws, output.data, n, v.out_channels, out_pixels});
+  if (t.transpose_output) copy(out_ws, output.data, n, v.out_channels, out_pixels);
   return true;
 }
 
