@@ -44,6 +44,21 @@ def check(name, ok, detail=""):
         failures += 1
 
 
+def replays_match(g, x, out, eager):
+    """Replays graph g three times, each on new data in x with out poisoned first, and compares out
+    with eager(expect) run after it on the same data."""
+    same = True
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        g.replay()
+        expect = torch.full_like(out, float("nan"))
+        eager(expect)
+        torch.cuda.synchronize()
+        same = same and torch.equal(out, expect)
+    return same
+
+
 def main():
     lib = ctypes.CDLL(sys.argv[1])
     lib.cuinline_last_error.restype = ctypes.c_char_p
@@ -197,16 +212,9 @@ def main():
             with torch.cuda.graph(g):
                 stg = lib.cuinline_conv2d(desc(xs), desc(wh), desc(bh), desc(rh), desc(og), one, one, one, b"relu",
                                           b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-            same = True
-            for _ in range(3):
-                xs.copy_(torch.randn_like(xs))
-                og.fill_(float("nan"))
-                g.replay()
-                expect = torch.full_like(oh, float("nan"))
-                lib.cuinline_conv2d(desc(xs), desc(wh), desc(bh), desc(rh), desc(expect), one, one, one, b"relu",
-                                    b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-                torch.cuda.synchronize()
-                same = same and torch.equal(og, expect)
+            same = replays_match(g, xs, og, lambda e: lib.cuinline_conv2d(
+                desc(xs), desc(wh), desc(bh), desc(rh), desc(e), one, one, one, b"relu", b"fp32",
+                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
             check(f"{name} {layout} conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
     # 7. Up to 8 input channels (the issue's seed, an RGB stem): the halo form reads any layout as it is
     # (no staging copy). The seed's block (8 -> 64 channels, 3 x 3, / 2 -> leaky_relu) on PyTorch's
@@ -232,16 +240,9 @@ def main():
         with torch.cuda.graph(g):
             stg = lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(og), one, zero, one, epi, b"fp32",
                                       ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-        same = True
-        for _ in range(3):
-            xg.copy_(torch.randn_like(xg))
-            og.fill_(float("nan"))
-            g.replay()
-            expect = torch.full_like(os_, float("nan"))
-            lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(expect), one, zero, one, epi, b"fp32",
-                                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-            torch.cuda.synchronize()
-            same = same and torch.equal(og, expect)
+        same = replays_match(g, xg, og, lambda e: lib.cuinline_conv2d(
+            desc(xg), desc(ws), desc(bs), None, desc(e), one, zero, one, epi, b"fp32",
+            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
         check(f"{name} 8-channel NCHW conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
         xr = torch.randn(4, 3, 96, 120, device="cuda").to(dt).contiguous(memory_format=torch.channels_last)
         wr = (torch.randn(24, 3, 5, 3, device="cuda") * 0.2).to(dt)
@@ -295,16 +296,9 @@ def main():
     with torch.cuda.graph(g):
         stg = lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(og), one, zero, one, epi, b"fp32",
                                   ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-    same = True
-    for _ in range(3):
-        xg.copy_(torch.randn_like(xg))
-        og.fill_(float("nan"))
-        g.replay()
-        expect = torch.full_like(os_, float("nan"))
-        lib.cuinline_conv2d(desc(xg), desc(ws), desc(bs), None, desc(expect), one, zero, one, epi, b"fp32",
-                            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-        torch.cuda.synchronize()
-        same = same and torch.equal(og, expect)
+    same = replays_match(g, xg, og, lambda e: lib.cuinline_conv2d(
+        desc(xg), desc(ws), desc(bs), None, desc(e), one, zero, one, epi, b"fp32",
+        ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
     check("f32 channels-last conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
