@@ -26,12 +26,8 @@ BATCHES = [1, 8, 64]
 
 def measure(lib_path):
     import torch
-    lib = ctypes.CDLL(lib_path)
-    lib.cuinline_conv2d_any.restype = ctypes.c_int
-    lib.cuinline_conv2d_any.argtypes = [ctypes.c_void_p] * 4 + [
-        ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-        ctypes.c_double, ctypes.c_double, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    lib.cuinline_conv2d_last_error.restype = ctypes.c_char_p
+    from conv2d_half_peers import load_lib  # (this directory; imports torch)
+    lib = load_lib(lib_path)
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
     cl = torch.channels_last
     out = {}
