@@ -1,39 +1,48 @@
 // conv2d_winograd.cuh — fused 3 x 3, stride 1, dilation 1 convolution (NCHW, float32, groups = 1)
-// by Winograd's minimal filtering F(2 x 2, 3 x 3), with a bias and an elementwise epilogue; every
-// shape parameter a compile-time constant (NVRTC).
+// by Winograd's minimal filtering F(m x m, 3 x 3), m = 2 or 4 (S::kWinoM, 2 where S has none), with a
+// bias and an elementwise epilogue; every shape parameter a compile-time constant (NVRTC).
 //
-// Each 2 x 2 output tile y of one output channel is A^T [ sum over ci of (G g G^T) . (B^T d B) ] A,
-// d the tile's 4 x 4 input patch of channel ci, g the 3 x 3 filter (co, ci), '.' elementwise: 16
-// multiply-adds per tile and input channel where the direct form needs 36. The transforms are
-// additions and exact halvings; the products and sums are fp32 (fused multiply-add), so the result
-// is fp32-accurate (relative L2 error ~2e-7 on the seed; the tests hold it to the direct kernel's
-// bounds). Where a tile's transformed sums are not finite (a NaN or Inf input or weight, an
-// overflow), the tile is recomputed directly, so non-finite values land where the direct
+// Each m x m output tile y of one output channel is A^T [ sum over ci of (G g G^T) . (B^T d B) ] A,
+// d the tile's a x a input patch of channel ci (a = m + 2), g the 3 x 3 filter (co, ci), '.'
+// elementwise: a^2 multiply-adds per tile and input channel where the direct form needs 9 m^2 (m = 2:
+// 16 for 36; m = 4: 36 for 144). The products and sums are fp32 (fused multiply-add).
+// * F(2 x 2, 3 x 3): the transforms are additions and exact halvings; relative L2 error ~1.4e-7 on
+//   the seed.
+// * F(4 x 4, 3 x 3), Lavin and Gray's matrices (points 0, +-1, +-2, infinity): G has sixths, so the
+//   transformed weights round once more; relative L2 error ~9e-7 (host emulation, Cin 8), within
+//   the issue's fp32 bar of 1e-5 and the tests' element bound of 1e-4 + 1e-4 |y|.
+// Where a tile's transformed sums are not finite (a NaN or Inf input or weight, an overflow of the
+// transforms), the tile is recomputed directly, so non-finite values land where the direct
 // convolution puts them.
 //
-// Work split: a block owns kBlockCout output channels and kBlockTiles tiles along x (2 * kBlockTiles
-// output columns) of one image, and walks down `row_tiles` tile rows (2 output rows each). Its
-// weights are transformed once into shared memory (U, all input channels). A step stages the four
-// input rows of a tile row (kCiChunk channels at a time, the next chunk's copy in flight while this
-// one is computed), transforms them into V in shared memory, and every thread accumulates the 16
-// transformed products of kTT tiles x kTCo channels (16 * kTT * kTCo registers). The library uses
-// one chunk (8 input channels): with 2-8 chunks it measured slower than the direct kernel. The
-// limit is shared-memory bandwidth: a 16-byte load of V feeds 4 * kTCo products, one of U 4 * kTT,
-// and a 16-byte load returns 4 registers a lane, in 4 wavefronts of 128 bytes, unless the lanes
-// n and n ^ 1 (or n and n ^ 2) read the same addresses: then 2. A warp is kLX tile lanes x
-// (32 / kLX) channel lanes, numbered so that both U and V loads pair up (see the kernel): V loads are
-// distinct per tile lane, U loads per channel lane, and the distinct addresses of each half-warp
-// are contiguous. Thread (tile lane lx) owns tiles lx + k * kLX of its warp's span, so its V loads
-// of a row are contiguous across lanes too. The products run one row of 4 positions at a time, so
-// only kTT + kTCo 16-byte operands are live beside the accumulators: the channel loop can stay
-// rolled (kCiUnroll 1) without spilling, which halves the NVRTC time of the fully unrolled body.
+// Work split: a block owns kBlockCout output channels and kBlockTiles tiles along x (m * kBlockTiles
+// output columns) of one image, and walks down `row_tiles` tile rows (m output rows each). Its
+// weights are transformed once into shared memory (U, all input channels). A step stages the a
+// input rows of a tile row (all kCin channels; one buffer: the next row's copy is issued once this
+// row is transformed, and is in flight while it is computed) and transforms them into V in shared
+// memory. Every thread then takes the a x a transformed positions one column (a positions) at a
+// time: it sums the column's products over the input channels for its kTT tiles x kTCo channels
+// (a * kTT * kTCo registers) and folds the column into the m x m outputs at once (A^T of the
+// column, then its share of the output row sums: m^2 * kTT * kTCo more), in the order y = A^T M A
+// is summed anyway (m = 2: the result of the full 16-position form bit for bit, with half its
+// accumulators). A column is stored as a float4 of rows 0-3 (and, m = 4, a float2 of rows 4-5 in a
+// second plane, so that both loads are contiguous across lanes). The limit is shared-memory
+// bandwidth: a 16-byte load of V feeds 4 * kTCo products, one of U 4 * kTT, and a 16-byte load
+// returns 4 registers a lane, in 4 wavefronts of 128 bytes, unless the lanes n and n ^ 1 (or n and
+// n ^ 2) read the same addresses: then 2. A warp is kLX tile lanes x (32 / kLX) channel lanes,
+// numbered so that both U and V loads pair up (see the kernel): V loads are distinct per tile lane,
+// U loads per channel lane, and the distinct addresses of each half-warp are contiguous. Thread
+// (tile lane lx) owns tiles lx + k * kLX of its warp's span, so its V loads of a column are
+// contiguous across lanes too. The channel loop can stay rolled (kCiUnroll 1), which halves the
+// NVRTC time of the fully unrolled body.
 //
 // Required members of S (all `static constexpr int`): the shape (kCin, kH, kW, kCout, kKH == 3,
 // kKW == 3, kSH == kSW == 1, kPH, kPW, kDH == kDW == 1, kOH, kOW, kHasBias) and
 //   kTT, kTCo (tiles and output channels of a thread), kLX (tile lanes of a warp),
-//   kWX, kWC (warps along tiles and along channels), kCiChunk (input channels per stage),
-//   kCiUnroll (unroll of the channel loop),
-//   kMinBlocks (resident blocks per multiprocessor asked of ptxas).
+//   kWX, kWC (warps along tiles and along channels), kCiChunk (input channels per stage: kCin, one
+//   stage a tile row), kCiUnroll (unroll of the channel loop),
+//   kMinBlocks (resident blocks per multiprocessor asked of ptxas);
+// optional: kWinoM (2 or 4), kOutNhwc, kOutAligned.
 // The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes.
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
@@ -53,37 +62,60 @@ struct OutNhwcOf<S, decltype(void(S::kOutNhwc))> {
   static constexpr int value = S::kOutNhwc;
 };
 
+// S::kWinoM where S has it (the output tile's side), else 2.
+template <class S, class = void>
+struct WinoMOf {
+  static constexpr int value = 2;
+};
+template <class S>
+struct WinoMOf<S, decltype(void(S::kWinoM))> {
+  static constexpr int value = S::kWinoM;
+};
+
 template <class S>
 struct WPlan {
   // The output (and the residual) channels-last, [N][OH][OW][Cout]: a thread stores its kTCo
   // consecutive channels of a pixel together (one 16-byte store for 4 where Cout % 4 == 0 and the
   // pointers are 16-byte aligned).
   static constexpr bool kOutNhwc = OutNhwcOf<S>::value != 0;
-  static constexpr int kLanesC = 32 / S::kLX;  // channel lanes of a warp
+  static constexpr int kM = WinoMOf<S>::value;  // output tile side
+  static constexpr int kA = kM + 2;             // input tile side, transformed positions per column
+  static constexpr int kMM = kM * kM;           // outputs of a tile
+  static constexpr int kLanesC = 32 / S::kLX;   // channel lanes of a warp
   static constexpr int kWarpTiles = S::kLX * S::kTT;
   static constexpr int kBlockTiles = S::kWX * kWarpTiles;
   static constexpr int kGroups = S::kWC * kLanesC;  // channel groups (of kTCo) of a block
   static constexpr int kBlockCout = kGroups * S::kTCo;
   static constexpr int kThreads = 32 * S::kWX * S::kWC;
-  static constexpr int kTilesAcross = (S::kOW + 1) / 2;  // 2 x 2 tiles of an output row pair
+  static constexpr int kTilesAcross = (S::kOW + kM - 1) / kM;  // m x m tiles of a tile row
   static constexpr int kTilesX = (kTilesAcross + kBlockTiles - 1) / kBlockTiles;  // blocks along x
-  static constexpr int kTilesY = (S::kOH + 1) / 2;                                // tile rows
-  static constexpr int kChunks = S::kCin / S::kCiChunk;
-  // Staged input: 4 rows x (2 * kBlockTiles + 2) columns of each channel of a chunk.
-  static constexpr int kInCols = 2 * kBlockTiles + 2;
+  static constexpr int kTilesY = (S::kOH + kM - 1) / kM;                          // tile rows
+  // Staged input: a rows x (m * kBlockTiles + 2) columns of each channel.
+  static constexpr int kInCols = kM * kBlockTiles + 2;
   static constexpr int kPitch = (kInCols + 3) / 4 * 4;
-  static constexpr bool kVecStage = S::kW % 4 == 0 && S::kPW % 4 == 0 && kBlockTiles % 2 == 0;
-  static constexpr int kRawFloats = S::kCiChunk * 4 * kPitch;
-  // V[ci][row i][tile][4]: transformed input of a chunk; U[ci][q][c][group][4]: transformed weights.
-  static constexpr int kVFloats = S::kCiChunk * 16 * kBlockTiles;
-  static constexpr int kUFloats = S::kCin * 16 * kBlockCout;
-  static constexpr int kSmemFloats = kUFloats + kVFloats + 2 * kRawFloats;
+  static constexpr bool kVecStage = S::kW % 4 == 0 && S::kPW % 4 == 0 && (kM * kBlockTiles) % 4 == 0;
+  static constexpr int kRawFloats = S::kCin * kA * kPitch;
+  // V4[ci][column nu][tile][rows 0-3] (and, m = 4, V2[ci][nu][tile][rows 4-5]): the transformed
+  // input; U4[ci][nu][c][group][rows 0-3] (U2 likewise): the transformed weights, as the products
+  // take them.
+  static constexpr int kV4Floats = S::kCin * kA * kBlockTiles * 4;
+  static constexpr int kV2Floats = kA > 4 ? S::kCin * kA * kBlockTiles * 2 : 0;
+  static constexpr int kU4Floats = S::kCin * kA * kBlockCout * 4;
+  static constexpr int kU2Floats = kA > 4 ? S::kCin * kA * kBlockCout * 2 : 0;
+  static constexpr int kSmemFloats = kU4Floats + kU2Floats + kV4Floats + kV2Floats + kRawFloats;
   static constexpr int kSmemBytes = kSmemFloats * 4;
-  static constexpr int kStoreVec = S::kOW % 2 == 0 && cuinline_conv2d_detail::OutAlignedOf<S>::value != 0 ? 2 : 1;
+  // NCHW stores of a tile row: float4 where m = 4 and OW % 4 == 0, float2 where OW is even, else
+  // one a float (and one a float wherever the output may be misaligned: kOutAligned 0).
+  static constexpr int kStoreVec = cuinline_conv2d_detail::OutAlignedOf<S>::value == 0 ? 1
+                                   : kM == 4 && S::kOW % 4 == 0                          ? 4
+                                   : S::kOW % 2 == 0                                     ? 2
+                                                                                         : 1;
+  static_assert(kM == 2 || kM == 4, "Winograd F(m x m, 3 x 3): m is 2 or 4");
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,
-                "Winograd F(2x2, 3x3) needs a 3 x 3 filter, stride 1, dilation 1");
+                "Winograd F(m x m, 3 x 3) needs a 3 x 3 filter, stride 1, dilation 1");
   static_assert(32 % S::kLX == 0 && S::kLX <= 16, "kLX must divide 16 (two channel lanes at least)");
-  static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");
+  static_assert(S::kCiChunk == S::kCin, "one stage a tile row: kCiChunk must be kCin");
+  static_assert(S::kTT * S::kTCo <= 32, "a bit a tile and channel in fix_tiles' mask");
   static_assert(kThreads <= 1024, "block too large");
 };
 
@@ -93,11 +125,42 @@ using cuinline_conv2d_detail::copy_async_commit;
 using cuinline_conv2d_detail::copy_async_wait;
 using cuinline_conv2d_detail::store_streaming;
 
-// U = G g G^T for every (output channel of the block, input channel), G = [1 0 0; .5 .5 .5;
-// .5 -.5 .5; 0 0 1]. Channels past kCout get zeros.
+// Column nu of an a x a transform x (row-major) into the planes at p4 (rows 0-3, a float4) and, m
+// = 4, p2 (rows 4-5, a float2).
+template <int kA>
+__device__ __forceinline__ void store_column(const float (&x)[kA][kA], int nu, float* p4, float* p2) {
+  *reinterpret_cast<float4*>(p4) = make_float4(x[0][nu], x[1][nu], x[2][nu], x[3][nu]);
+  if constexpr (kA > 4) *reinterpret_cast<float2*>(p2) = make_float2(x[4][nu], x[5][nu]);
+}
+
+// The columns of G g for one filter column (g0, g1, g2 its rows). m = 2: G = [1 0 0; .5 .5 .5;
+// .5 -.5 .5; 0 0 1]. m = 4: G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+// 1/24 -1/12 1/6; 0 0 1].
+template <int kM>
+__device__ __forceinline__ void filter_transform(float g0, float g1, float g2, float (&t)[kM + 2]) {
+  if constexpr (kM == 2) {
+    t[0] = g0;
+    t[1] = 0.5f * (g0 + g1 + g2);
+    t[2] = 0.5f * (g0 - g1 + g2);
+    t[3] = g2;
+  } else {
+    const float e = g0 + g2;            // even part
+    const float q = 0.25f * g0 + g2;    // g0 / 4 + g2
+    t[0] = 0.25f * g0;
+    t[1] = -(e + g1) / 6.0f;
+    t[2] = -(e - g1) / 6.0f;
+    t[3] = (q + 0.5f * g1) / 6.0f;
+    t[4] = (q - 0.5f * g1) / 6.0f;
+    t[5] = g2;
+  }
+}
+
+// U = G g G^T for every (output channel of the block, input channel). Channels past kCout get
+// zeros.
 template <class S>
-__device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_u, int co0) {
+__device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_u4, float* s_u2, int co0) {
   using P = WPlan<S>;
+  constexpr int kA = P::kA;
 #pragma unroll 1
   for (int i = threadIdx.x; i < P::kBlockCout * S::kCin; i += P::kThreads) {
     const int co = i / S::kCin;
@@ -107,42 +170,41 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
     const float* src = weight + ((long long)(co0 + co) * S::kCin + ci) * 9;
 #pragma unroll
     for (int k = 0; k < 9; ++k) g[k] = inside ? __ldg(src + k) : 0.0f;
-    float t[4][3];  // G g
+    float gg[3][kA];  // (G g)^T: [filter column j][row r]
 #pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      t[0][j] = g[j];
-      t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-      t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-      t[3][j] = g[6 + j];
+    for (int j = 0; j < 3; ++j) filter_transform<P::kM>(g[j], g[3 + j], g[6 + j], gg[j]);
+    float u[kA][kA];  // (G g) G^T, [row][column]
+#pragma unroll
+    for (int r = 0; r < kA; ++r) {
+      float row[kA];
+      filter_transform<P::kM>(gg[0][r], gg[1][r], gg[2][r], row);
+#pragma unroll
+      for (int c = 0; c < kA; ++c) u[r][c] = row[c];
     }
     const int group = co / S::kTCo;
     const int c = co - group * S::kTCo;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {  // row r of (G g) G^T: transformed index xi = 4 r + column
-      const float u0 = t[r][0];
-      const float u1 = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-      const float u2 = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-      const float u3 = t[r][2];
-      float* dst = s_u + (((ci * 4 + r) * S::kTCo + c) * P::kGroups + group) * 4;
-      *reinterpret_cast<float4*>(dst) = make_float4(u0, u1, u2, u3);
+    for (int nu = 0; nu < kA; ++nu) {
+      const int at = ((ci * kA + nu) * S::kTCo + c) * P::kGroups + group;
+      store_column<kA>(u, nu, s_u4 + at * 4, s_u2 + at * 2);
     }
   }
 }
 
-// Copies input channels [cb, cb + kCiChunk) of rows iy0 .. iy0 + 3, columns ix0 .. ix0 + kInCols - 1
+// Copies the input channels of rows iy0 .. iy0 + a - 1, columns ix0 .. ix0 + kInCols - 1
 // (zeros outside the image: the padding). 16-byte copies when every 4-column chunk lies wholly
 // inside or wholly outside the image (kW and kPW multiples of 4) and the input is 16-byte aligned
 // (`vec`, the same for the whole grid), else 4-byte ones. Both loops stay rolled: unrolled, the
 // two paths cost ptxas ~0.1 s more a variant, and a stage is 2-9 copies a thread.
 template <class S>
-__device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_raw, int cb, int iy0,
-                                            int ix0, bool vec) {
+__device__ __forceinline__ void stage_input(const float* __restrict__ in_n, float* s_raw, int iy0, int ix0,
+                                            bool vec) {
   using P = WPlan<S>;
   if (P::kVecStage && vec) {
     constexpr int kChunksPerRow = (P::kInCols + 3) / 4;
-    constexpr int kPer = 4 * kChunksPerRow;
+    constexpr int kPer = P::kA * kChunksPerRow;
 #pragma unroll 1
-    for (int i = threadIdx.x; i < S::kCiChunk * kPer; i += P::kThreads) {
+    for (int i = threadIdx.x; i < S::kCin * kPer; i += P::kThreads) {
       const int ci = i / kPer;
       const int rc = i - ci * kPer;
       const int r = rc / kChunksPerRow;
@@ -150,14 +212,15 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
       const int iy = iy0 + r;
       const int ix = ix0 + c;
       const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(s_raw + (ci * 4 + r) * P::kPitch + c));
+      const float* src = inside ? in_n + (long long)ci * (S::kH * S::kW) + iy * S::kW + ix : in_n;
+      const unsigned d =
+          static_cast<unsigned>(__cvta_generic_to_shared(s_raw + (ci * P::kA + r) * P::kPitch + c));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(inside ? 16 : 0));
     }
   } else {
-    constexpr int kPer = 4 * P::kInCols;
+    constexpr int kPer = P::kA * P::kInCols;
 #pragma unroll 1
-    for (int i = threadIdx.x; i < S::kCiChunk * kPer; i += P::kThreads) {
+    for (int i = threadIdx.x; i < S::kCin * kPer; i += P::kThreads) {
       const int ci = i / kPer;
       const int rc = i - ci * kPer;
       const int r = rc / P::kInCols;
@@ -165,109 +228,235 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
       const int iy = iy0 + r;
       const int ix = ix0 + c;
       const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      const float* src = inside ? in_n + (long long)(cb + ci) * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-      copy_async(s_raw + (ci * 4 + r) * P::kPitch + c, src, inside);
+      const float* src = inside ? in_n + (long long)ci * (S::kH * S::kW) + iy * S::kW + ix : in_n;
+      copy_async(s_raw + (ci * P::kA + r) * P::kPitch + c, src, inside);
     }
   }
 }
 
-// V = B^T d B for every (channel of the chunk, tile of the block), B^T = [1 0 -1 0; 0 1 1 0;
-// 0 -1 1 0; 0 1 0 -1].
+// B^T applied to the a values x of one input column (or row). m = 2: B^T = [1 0 -1 0; 0 1 1 0;
+// 0 -1 1 0; 0 1 0 -1]. m = 4: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+// 0 2 -1 -2 1 0; 0 4 0 -5 0 1].
+template <int kM>
+__device__ __forceinline__ void data_transform(const float (&x)[kM + 2], float (&t)[kM + 2]) {
+  if constexpr (kM == 2) {
+    t[0] = x[0] - x[2];
+    t[1] = x[1] + x[2];
+    t[2] = x[2] - x[1];
+    t[3] = x[1] - x[3];
+  } else {
+    const float s12 = x[1] + x[2], s34 = x[3] + x[4];
+    const float d12 = x[1] - x[2], d34 = x[4] - x[3];
+    const float e = x[4] - x[2];
+    const float d13 = x[1] - x[3];
+    t[0] = __fmaf_rn(4.0f, x[0], __fmaf_rn(-5.0f, x[2], x[4]));
+    t[1] = __fmaf_rn(-4.0f, s12, s34);
+    t[2] = __fmaf_rn(4.0f, d12, d34);
+    t[3] = __fmaf_rn(-2.0f, d13, e);
+    t[4] = __fmaf_rn(2.0f, d13, e);
+    t[5] = __fmaf_rn(4.0f, x[1], __fmaf_rn(-5.0f, x[3], x[5]));
+  }
+}
+
+// V = B^T d B for every (channel, tile of the block).
 template <class S>
-__device__ __forceinline__ void transform_input(const float* s_raw, float* s_v) {
+__device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4, float* s_v2) {
   using P = WPlan<S>;
+  constexpr int kA = P::kA;
 #pragma unroll 1
-  for (int i = threadIdx.x; i < S::kCiChunk * P::kBlockTiles; i += P::kThreads) {
+  for (int i = threadIdx.x; i < S::kCin * P::kBlockTiles; i += P::kThreads) {
     const int ci = i / P::kBlockTiles;
     const int tile = i - ci * P::kBlockTiles;
-    const float* src = s_raw + ci * 4 * P::kPitch + 2 * tile;
-    float d[4][4];
+    const float* src = s_raw + ci * kA * P::kPitch + P::kM * tile;
+    float d[kA][kA];  // [row][column]
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float2 a = *reinterpret_cast<const float2*>(src + r * P::kPitch);
-      const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 2);
-      d[r][0] = a.x;
-      d[r][1] = a.y;
-      d[r][2] = b.x;
-      d[r][3] = b.y;
+    for (int r = 0; r < kA; ++r) {
+      if constexpr (P::kM == 2) {
+        const float2 a = *reinterpret_cast<const float2*>(src + r * P::kPitch);
+        const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 2);
+        d[r][0] = a.x;
+        d[r][1] = a.y;
+        d[r][2] = b.x;
+        d[r][3] = b.y;
+      } else {
+        const float4 a = *reinterpret_cast<const float4*>(src + r * P::kPitch);
+        const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 4);
+        d[r][0] = a.x;
+        d[r][1] = a.y;
+        d[r][2] = a.z;
+        d[r][3] = a.w;
+        d[r][4] = b.x;
+        d[r][5] = b.y;
+      }
     }
-    float t[4][4];  // B^T d
+    float t[kA][kA];  // B^T d, [row][column]
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      t[0][j] = d[0][j] - d[2][j];
-      t[1][j] = d[1][j] + d[2][j];
-      t[2][j] = d[2][j] - d[1][j];
-      t[3][j] = d[1][j] - d[3][j];
+    for (int j = 0; j < kA; ++j) {
+      float col[kA], out[kA];
+#pragma unroll
+      for (int r = 0; r < kA; ++r) col[r] = d[r][j];
+      data_transform<P::kM>(col, out);
+#pragma unroll
+      for (int r = 0; r < kA; ++r) t[r][j] = out[r];
     }
+    float v[kA][kA];  // (B^T d) B, [row][column]
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      float* dst = s_v + ((ci * 4 + r) * P::kBlockTiles + tile) * 4;
-      *reinterpret_cast<float4*>(dst) = make_float4(t[r][0] - t[r][2], t[r][1] + t[r][2], t[r][2] - t[r][1],
-                                                    t[r][1] - t[r][3]);
+    for (int r = 0; r < kA; ++r) data_transform<P::kM>(t[r], v[r]);
+#pragma unroll
+    for (int nu = 0; nu < kA; ++nu) {
+      const int at = (ci * kA + nu) * P::kBlockTiles + tile;
+      store_column<kA>(v, nu, s_v4 + at * 4, s_v2 + at * 2);
     }
   }
 }
 
-// acc[t][c][xi] += U[ci][xi][c] * V[ci][xi][t] for one channel ci of the chunk, one row of four
-// positions at a time (kTT + kTCo float4 operands live, not 16 * (kTT + kTCo) floats); kFresh: acc
-// starts at zero (multiply instead).
+// m[t][c][xi] (+)= U[ci][nu][c][xi] * V[ci][nu][t][xi]: column nu (a positions) of channel ci's
+// transformed products; kFresh: m starts at zero (multiply instead).
 template <class S, bool kFresh>
-__device__ __forceinline__ void channel_step(const float* s_u, const float* s_v,
-                                             float (&acc)[S::kTT][S::kTCo][16], int tile0, int group, int ci) {
+__device__ __forceinline__ void column_step(const float* s_u4, const float* s_u2, const float* s_v4,
+                                            const float* s_v2, float (&m)[S::kTT][S::kTCo][WPlan<S>::kA],
+                                            int tile0, int group, int ci, int nu) {
   using P = WPlan<S>;
+  constexpr int kA = P::kA;
+  float v[S::kTT][kA];
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    float4 v[S::kTT];
+  for (int t = 0; t < S::kTT; ++t) {
+    const int at = (ci * kA + nu) * P::kBlockTiles + tile0 + t * S::kLX;
+    const float4 a = *reinterpret_cast<const float4*>(s_v4 + at * 4);
+    v[t][0] = a.x;
+    v[t][1] = a.y;
+    v[t][2] = a.z;
+    v[t][3] = a.w;
+    if constexpr (kA > 4) {
+      const float2 b = *reinterpret_cast<const float2*>(s_v2 + at * 2);
+      v[t][4] = b.x;
+      v[t][5] = b.y;
+    }
+  }
 #pragma unroll
-    for (int t = 0; t < S::kTT; ++t)
-      v[t] = *reinterpret_cast<const float4*>(s_v + ((ci * 4 + r) * P::kBlockTiles + tile0 + t * S::kLX) * 4);
+  for (int c = 0; c < S::kTCo; ++c) {
+    const int at = ((ci * kA + nu) * S::kTCo + c) * P::kGroups + group;
+    float u[kA];
+    const float4 a = *reinterpret_cast<const float4*>(s_u4 + at * 4);
+    u[0] = a.x;
+    u[1] = a.y;
+    u[2] = a.z;
+    u[3] = a.w;
+    if constexpr (kA > 4) {
+      const float2 b = *reinterpret_cast<const float2*>(s_u2 + at * 2);
+      u[4] = b.x;
+      u[5] = b.y;
+    }
 #pragma unroll
-    for (int c = 0; c < S::kTCo; ++c) {
-      const float4 u =
-          *reinterpret_cast<const float4*>(s_u + (((ci * 4 + r) * S::kTCo + c) * P::kGroups + group) * 4);
+    for (int t = 0; t < S::kTT; ++t) {
 #pragma unroll
-      for (int t = 0; t < S::kTT; ++t) {
-        float* a = acc[t][c] + 4 * r;
-        if (kFresh) {
-          a[0] = __fmul_rn(u.x, v[t].x);
-          a[1] = __fmul_rn(u.y, v[t].y);
-          a[2] = __fmul_rn(u.z, v[t].z);
-          a[3] = __fmul_rn(u.w, v[t].w);
+      for (int x = 0; x < kA; ++x) m[t][c][x] = kFresh ? __fmul_rn(u[x], v[t][x]) : __fmaf_rn(u[x], v[t][x], m[t][c][x]);
+    }
+  }
+}
+
+// Column nu of M = sum over the input channels of U . V, channel 0 first (kCiUnroll a step: code
+// size and NVRTC time).
+template <class S>
+__device__ __forceinline__ void column_products(const float* s_u4, const float* s_u2, const float* s_v4,
+                                                const float* s_v2, float (&m)[S::kTT][S::kTCo][WPlan<S>::kA],
+                                                int tile0, int group, int nu) {
+  column_step<S, true>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, 0, nu);
+#pragma unroll S::kCiUnroll
+  for (int ci = 1; ci < S::kCin; ++ci) column_step<S, false>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, ci, nu);
+}
+
+// Folds column nu of M (m, its a rows) into the tile's m x m outputs y (row-major) of
+// y = A^T M A: a = A^T m, then y[i][j] += a[i] * A^T[j][nu], summed left to right across the
+// columns (the first column that reaches y[i][j] sets it).
+//   m = 2: A^T = [1 1 1 0; 0 1 -1 -1] (nu = 0 sets column 0, nu = 1 column 1).
+//   m = 4: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1] (nu = 0 sets column 0,
+//   nu = 1 columns 1-3); the weights 2, 4, 8 are powers of two, so each fused multiply-add rounds
+//   as an add would.
+template <int kM>
+__device__ __forceinline__ void fold_column(const float (&m)[kM + 2], float (&y)[kM * kM], int nu) {
+  if constexpr (kM == 2) {
+    const float a0 = m[0] + m[1] + m[2];
+    const float a1 = m[1] - m[2] - m[3];
+    if (nu == 0) {
+      y[0] = a0;
+      y[2] = a1;
+    } else if (nu == 1) {
+      y[0] += a0;
+      y[2] += a1;
+      y[1] = a0;
+      y[3] = a1;
+    } else if (nu == 2) {
+      y[0] += a0;
+      y[2] += a1;
+      y[1] -= a0;
+      y[3] -= a1;
+    } else {
+      y[1] -= a0;
+      y[3] -= a1;
+    }
+  } else {
+    const float s12 = m[1] + m[2], d12 = m[1] - m[2];
+    const float s34 = m[3] + m[4], d34 = m[3] - m[4];
+    float a[4];
+    a[0] = s12 + s34 + m[0];
+    a[1] = __fmaf_rn(2.0f, d34, d12);
+    a[2] = __fmaf_rn(4.0f, s34, s12);
+    a[3] = __fmaf_rn(8.0f, d34, d12) + m[5];
+    // A^T[j][nu] for j = 0..3: the column nu of A^T.
+    constexpr float kW[6][4] = {{1, 0, 0, 0}, {1, 1, 1, 1}, {1, -1, 1, -1}, {1, 2, 4, 8}, {1, -2, 4, -8}, {0, 0, 0, 1}};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float w = kW[nu][j];
+        float& o = y[4 * i + j];
+        const bool first = (j == 0 && nu == 0) || (j > 0 && nu == 1);
+        if (w == 0.0f) continue;
+        if (first) {
+          o = w == 1.0f ? a[i] : w * a[i];
+        } else if (w == 1.0f) {
+          o += a[i];
+        } else if (w == -1.0f) {
+          o -= a[i];
         } else {
-          a[0] = __fmaf_rn(u.x, v[t].x, a[0]);
-          a[1] = __fmaf_rn(u.y, v[t].y, a[1]);
-          a[2] = __fmaf_rn(u.z, v[t].z, a[2]);
-          a[3] = __fmaf_rn(u.w, v[t].w, a[3]);
+          o = __fmaf_rn(w, a[i], o);
         }
       }
     }
   }
 }
 
-// The chunk's channels, kCiUnroll a step (code size and NVRTC time); kFresh: acc starts at zero.
-template <class S, bool kFresh>
-__device__ __forceinline__ void accumulate(const float* s_u, const float* s_v, float (&acc)[S::kTT][S::kTCo][16],
-                                           int tile0, int group) {
-  int ci0 = 0;
-  if (kFresh) {
-    channel_step<S, true>(s_u, s_v, acc, tile0, group, 0);
-    ci0 = 1;
+// The tile's m x m outputs (before bias) of each of the thread's kTT tiles x kTCo channels: the a
+// columns of M, each summed over the channels and folded.
+template <class S>
+__device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_u2, const float* s_v4,
+                                             const float* s_v2, float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
+                                             int tile0, int group) {
+  using P = WPlan<S>;
+#pragma unroll
+  for (int nu = 0; nu < P::kA; ++nu) {
+    float m[S::kTT][S::kTCo][P::kA];
+    column_products<S>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, nu);
+#pragma unroll
+    for (int t = 0; t < S::kTT; ++t) {
+#pragma unroll
+      for (int c = 0; c < S::kTCo; ++c) fold_column<P::kM>(m[t][c], y[t][c], nu);
+    }
   }
-#pragma unroll S::kCiUnroll
-  for (int ci = ci0; ci < S::kCiChunk; ++ci) channel_step<S, false>(s_u, s_v, acc, tile0, group, ci);
 }
 
-// The 2 x 2 outputs (before bias) of the tile at (oy, ox) of channel co, computed directly from
+// The m x m outputs (before bias) of the tile at (oy, ox) of channel co, computed directly from
 // global memory in the direct kernel's order (zero padding multiplied, as PyTorch does): the path
 // for tiles whose Winograd result is not finite. Positions outside the output give 0.
 template <class S>
-__device__ __noinline__ float4 direct_tile(const float* __restrict__ in_n, const float* __restrict__ weight,
-                                           int co, int oy, int ox) {
-  float r[4];
+__device__ __noinline__ void direct_tile(const float* __restrict__ in_n, const float* __restrict__ weight, int co,
+                                         int oy, int ox, float* r) {
+  constexpr int kM = WPlan<S>::kM;
 #pragma unroll 1
-  for (int q = 0; q < 4; ++q) {
-    const int y = oy + q / 2;
-    const int x = ox + q % 2;
+  for (int q = 0; q < kM * kM; ++q) {
+    const int y = oy + q / kM;
+    const int x = ox + q % kM;
     float acc = 0.0f;
     if (y < S::kOH && x < S::kOW && co < S::kCout) {
 #pragma unroll 1
@@ -284,68 +473,73 @@ __device__ __noinline__ float4 direct_tile(const float* __restrict__ in_n, const
     }
     r[q] = acc;
   }
-  return make_float4(r[0], r[1], r[2], r[3]);
 }
 
-// Bias, epilogue and store of the 2 x 2 outputs y of the tile at (oy, ox) of channel co.
+// Bias, epilogue and store of the m x m outputs y (row-major) of the tile at (oy, ox) of one
+// channel; dst and res point at the channel's row oy.
 template <class S, class E>
-__device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, float y00, float y01, float y10,
-                                           float y11, int oy, int ox, const float* __restrict__ res) {
+__device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, const float* y, int oy, int ox,
+                                           const float* __restrict__ res) {
   using P = WPlan<S>;
-  y00 += b;
-  y01 += b;
-  y10 += b;
-  y11 += b;
-  if (S::kHasResidual) {  // conv + bias, rounded, then + residual (PyTorch's two adds)
-    const bool right = ox + 1 < S::kOW, below = oy + 1 < S::kOH;
-    if (ox < S::kOW) {
-      y00 += __ldg(res + ox);
-      if (right) y01 += __ldg(res + ox + 1);
-      if (below) y10 += __ldg(res + S::kOW + ox);
-      if (right && below) y11 += __ldg(res + S::kOW + ox + 1);
-    }
-  }
-  y00 = E{}(y00);
-  y01 = E{}(y01);
-  y10 = E{}(y10);
-  y11 = E{}(y11);
+  constexpr int kM = P::kM;
   if (ox >= S::kOW) return;
-  if (P::kStoreVec == 2) {
-    store_streaming(reinterpret_cast<float2*>(dst + ox), make_float2(y00, y01));
-    if (oy + 1 < S::kOH) store_streaming(reinterpret_cast<float2*>(dst + S::kOW + ox), make_float2(y10, y11));
-  } else {
-    store_streaming(dst + ox, y00);
-    if (ox + 1 < S::kOW) store_streaming(dst + ox + 1, y01);
-    if (oy + 1 < S::kOH) {
-      store_streaming(dst + S::kOW + ox, y10);
-      if (ox + 1 < S::kOW) store_streaming(dst + S::kOW + ox + 1, y11);
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    if (oy + i >= S::kOH) break;
+    float v[kM];
+#pragma unroll
+    for (int j = 0; j < kM; ++j) {
+      v[j] = y[kM * i + j] + b;
+      // conv + bias, rounded, then + residual (PyTorch's two adds)
+      if (S::kHasResidual && ox + j < S::kOW) v[j] += __ldg(res + i * S::kOW + ox + j);
+      v[j] = E{}(v[j]);
+    }
+    float* row = dst + i * S::kOW + ox;
+    if constexpr (P::kStoreVec == 4) {
+      store_streaming(reinterpret_cast<float4*>(row), make_float4(v[0], v[1], v[2], v[3]));
+    } else if constexpr (P::kStoreVec == 2) {
+#pragma unroll
+      for (int j = 0; j < kM; j += 2) {
+        if (ox + j < S::kOW) store_streaming(reinterpret_cast<float2*>(row + j), make_float2(v[j], v[j + 1]));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kM; ++j) {
+        if (ox + j < S::kOW) store_streaming(row + j, v[j]);
+      }
     }
   }
 }
 
-// y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]): the 2 x 2 outputs of one tile and channel, row-major.
-__device__ __forceinline__ void output_transform(const float (&m)[16], float (&y)[4]) {
-  float a0[4], a1[4];
+// A bit (t * kTCo + c) for every tile of the thread whose outputs are not all finite.
+template <class S>
+__device__ __forceinline__ unsigned nonfinite_tiles(const float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM]) {
+  unsigned bad = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    a0[j] = m[j] + m[4 + j] + m[8 + j];
-    a1[j] = m[4 + j] - m[8 + j] - m[12 + j];
+  for (int t = 0; t < S::kTT; ++t) {
+#pragma unroll
+    for (int c = 0; c < S::kTCo; ++c) {
+      float s = 0.0f;  // m = 2: (y0 + y1) + (y2 + y3), as before the column fold
+      if constexpr (WPlan<S>::kM == 2) {
+        s = (y[t][c][0] + y[t][c][1]) + (y[t][c][2] + y[t][c][3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < WPlan<S>::kMM; ++q) s += y[t][c][q];
+      }
+      if (!isfinite(s)) bad |= 1u << (t * S::kTCo + c);
+    }
   }
-  y[0] = a0[0] + a0[1] + a0[2];
-  y[1] = a0[1] - a0[2] - a0[3];
-  y[2] = a1[0] + a1[1] + a1[2];
-  y[3] = a1[1] - a1[2] - a1[3];
+  return bad;
 }
 
-// The channels-last form of finish: per tile, the kTCo channels' 2 x 2 outputs, then each of the
-// tile's four pixels stored as kTCo consecutive channels (`vec`: one 16-byte store, else one a
-// channel).
+// The channels-last form of finish: the tile's pixels each stored as kTCo consecutive channels
+// (`vec`: one 16-byte store, else one a channel).
 template <class S, class E>
-__device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
-                                                float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
-                                                const float* __restrict__ residual, bool vec) {
+__device__ __forceinline__ void finish_nhwc(const float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
+                                            const float* __restrict__ bias, float* __restrict__ output, int n,
+                                            int co_base, int oy, int tile_x0, const float* __restrict__ residual,
+                                            bool vec) {
   using P = WPlan<S>;
-  unsigned bad = 0;
   float b[S::kTCo];
   bool co_ok[S::kTCo];
 #pragma unroll
@@ -356,21 +550,15 @@ __device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16
   const bool whole = S::kTCo == 4 && S::kCout % 4 == 0 && co_ok[S::kTCo - 1] && vec;
 #pragma unroll
   for (int t = 0; t < S::kTT; ++t) {
-    float y[S::kTCo][4];  // [channel][pixel q = 2 row + column]
+    const int ox = P::kM * (tile_x0 + t * S::kLX);
 #pragma unroll
-    for (int c = 0; c < S::kTCo; ++c) {
-      output_transform(acc[t][c], y[c]);
-      if (!isfinite((y[c][0] + y[c][1]) + (y[c][2] + y[c][3]))) bad |= 1u << (t * S::kTCo + c);
-    }
-    const int ox = 2 * (tile_x0 + t * S::kLX);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int py = oy + q / 2, px = ox + q % 2;
+    for (int q = 0; q < P::kMM; ++q) {
+      const int py = oy + q / P::kM, px = ox + q % P::kM;
       if (py >= S::kOH || px >= S::kOW) continue;
       const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co_base;
       float v[S::kTCo];
 #pragma unroll
-      for (int c = 0; c < S::kTCo; ++c) v[c] = y[c][q] + b[c];
+      for (int c = 0; c < S::kTCo; ++c) v[c] = y[t][c][q] + b[c];
       if (S::kHasResidual) {  // conv + bias, rounded, then + residual (PyTorch's two adds)
         if (whole) {
           const float4 r = __ldg(reinterpret_cast<const float4*>(residual + at));
@@ -397,38 +585,35 @@ __device__ __forceinline__ unsigned finish_nhwc(float (&acc)[S::kTT][S::kTCo][16
       }
     }
   }
-  return bad;
 }
 
-// y = A^T M A (output_transform), then bias, epilogue and the store of one tile of each of the
-// thread's channels (finish_nhwc for a channels-last output). Returns a bit (t * kTCo + c) for
-// every tile whose sums are not finite: a non-finite input or weight (or an overflow) can make all
-// of a tile's transformed sums NaN where the direct sums of some of its outputs are finite
-// (Inf - Inf); fix_tiles recomputes those.
+// Bias, epilogue and the store of the m x m outputs y (tile_outputs) of each of the thread's tiles
+// and channels (finish_nhwc for a channels-last output). Returns nonfinite_tiles(y): a non-finite
+// input or weight (or an overflow) can make all of a tile's transformed sums NaN where the direct
+// sums of some of its outputs are finite (Inf - Inf); fix_tiles recomputes those.
 template <class S, class E>
-__device__ __forceinline__ unsigned finish(float (&acc)[S::kTT][S::kTCo][16], const float* __restrict__ bias,
-                                           float* __restrict__ output, int n, int co_base, int oy, int tile_x0,
-                                           const float* __restrict__ residual, bool vec) {
+__device__ __forceinline__ unsigned finish(const float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
+                                           const float* __restrict__ bias, float* __restrict__ output, int n,
+                                           int co_base, int oy, int tile_x0, const float* __restrict__ residual,
+                                           bool vec) {
   using P = WPlan<S>;
-  if constexpr (P::kOutNhwc) return finish_nhwc<S, E>(acc, bias, output, n, co_base, oy, tile_x0, residual, vec);
-  unsigned bad = 0;
+  if constexpr (P::kOutNhwc) {
+    finish_nhwc<S, E>(y, bias, output, n, co_base, oy, tile_x0, residual, vec);
+  } else {
 #pragma unroll
-  for (int c = 0; c < S::kTCo; ++c) {
-    const int co = co_base + c;
-    const bool co_ok = S::kCout % P::kBlockCout == 0 || co < S::kCout;
-    const float b = S::kHasBias && co_ok ? __ldg(bias + co) : 0.0f;
-    const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
-    float* dst = output + row;
-    const float* res = S::kHasResidual ? residual + row : nullptr;
+    for (int c = 0; c < S::kTCo; ++c) {
+      const int co = co_base + c;
+      const bool co_ok = S::kCout % P::kBlockCout == 0 || co < S::kCout;
+      const float b = S::kHasBias && co_ok ? __ldg(bias + co) : 0.0f;
+      const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
+      const float* res = S::kHasResidual ? residual + row : nullptr;
 #pragma unroll
-    for (int t = 0; t < S::kTT; ++t) {
-      float y[4];
-      output_transform(acc[t][c], y);
-      if (!isfinite((y[0] + y[1]) + (y[2] + y[3]))) bad |= 1u << (t * S::kTCo + c);
-      if (co_ok) store_tile<S, E>(dst, b, y[0], y[1], y[2], y[3], oy, 2 * (tile_x0 + t * S::kLX), res);
+      for (int t = 0; t < S::kTT; ++t) {
+        if (co_ok) store_tile<S, E>(output + row, b, y[t][c], oy, P::kM * (tile_x0 + t * S::kLX), res);
+      }
     }
   }
-  return bad;
+  return nonfinite_tiles<S>(y);
 }
 
 // Recomputes directly (and stores again, after finish's stores of the same thread) the tiles
@@ -437,38 +622,40 @@ template <class S, class E>
 __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ in_n, const float* __restrict__ weight,
                                        const float* __restrict__ bias, float* __restrict__ output, int n,
                                        int co_base, int oy, int tile_x0, const float* __restrict__ residual) {
+  using P = WPlan<S>;
 #pragma unroll 1
   for (int i = 0; i < S::kTT * S::kTCo; ++i) {
     if (!(bad >> i & 1u)) continue;
     const int t = i / S::kTCo;
     const int co = co_base + i % S::kTCo;
     if (co >= S::kCout) continue;
-    const int ox = 2 * (tile_x0 + t * S::kLX);
-    const float4 y = direct_tile<S>(in_n, weight, co, oy, ox);
+    const int ox = P::kM * (tile_x0 + t * S::kLX);
+    float y[P::kMM];
+    direct_tile<S>(in_n, weight, co, oy, ox, y);
     const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
-    if constexpr (WPlan<S>::kOutNhwc) {
-      const float r[4] = {y.x, y.y, y.z, y.w};
+    if constexpr (P::kOutNhwc) {
 #pragma unroll 1
-      for (int q = 0; q < 4; ++q) {
-        const int py = oy + q / 2, px = ox + q % 2;
+      for (int q = 0; q < P::kMM; ++q) {
+        const int py = oy + q / P::kM, px = ox + q % P::kM;
         if (py >= S::kOH || px >= S::kOW) continue;
         const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co;
-        float v = r[q] + b;
+        float v = y[q] + b;
         if (S::kHasResidual) v += __ldg(residual + at);
         store_streaming(output + at, E{}(v));
       }
       continue;
     }
     const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
-    store_tile<S, E>(output + row, b, y.x, y.y, y.z, y.w, oy, ox, S::kHasResidual ? residual + row : nullptr);
+    store_tile<S, E>(output + row, b, y, oy, ox, S::kHasResidual ? residual + row : nullptr);
   }
 }
 
 }  // namespace cuinline_conv2d_wino_detail
 
 /// input [N][kCin][kH][kW], weight [kCout][kCin][3][3], bias [kCout] (ignored unless kHasBias),
-/// output [N][kCout][kOH][kOW] ([N][kOH][kOW][kCout] with kOutNhwc; the residual likewise). Grid: (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout),
-/// N); block: kThreads; dynamic shared memory: kSmemBytes.
+/// output [N][kCout][kOH][kOW] ([N][kOH][kOW][kCout] with kOutNhwc; the residual likewise). Grid:
+/// (kTilesX * ceil(kTilesY / row_tiles), ceil(kCout / kBlockCout), N); block: kThreads; dynamic
+/// shared memory: kSmemBytes.
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_winograd(const float* __restrict__ input, const float* __restrict__ weight,
@@ -477,9 +664,11 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   using P = cuinline_conv2d_wino_detail::WPlan<S>;
   namespace d = cuinline_conv2d_wino_detail;
   extern __shared__ __align__(16) float smem[];
-  float* s_u = smem;
-  float* s_v = s_u + P::kUFloats;
-  float* s_raw = s_v + P::kVFloats;
+  float* s_u4 = smem;
+  float* s_u2 = s_u4 + P::kU4Floats;
+  float* s_v4 = s_u2 + P::kU2Floats;
+  float* s_v2 = s_v4 + P::kV4Floats;
+  float* s_raw = s_v2 + P::kV2Floats;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -496,54 +685,38 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   const int co0 = blockIdx.y * P::kBlockCout;
   const int n = blockIdx.z;
   const float* in_n = input + (long long)n * (S::kCin * S::kH * S::kW);
-  const int ix0 = 2 * bx * P::kBlockTiles - S::kPW;
+  const int ix0 = P::kM * bx * P::kBlockTiles - S::kPW;
   const int tile0 = wx * P::kWarpTiles + lx;  // block-local tile of t = 0
-  const int steps = min(row_tiles, P::kTilesY - ty0) * P::kChunks;
+  const int steps = min(row_tiles, P::kTilesY - ty0);
 
-  float acc[S::kTT][S::kTCo][16];
-
-  // Stage g: tile row ty0 + g / kChunks, channel chunk g % kChunks; stage g + 1's copy is in flight
-  // while g is transformed and computed.
+  // Step g: tile row ty0 + g. Its input is copied while step g - 1 computes: the copy is issued as
+  // soon as step g - 1's raw rows are transformed (one raw buffer).
   const bool vec = (reinterpret_cast<unsigned long long>(input) & 15) == 0;
   // (Channels-last output: 16-byte stores, and residual loads, where both pointers allow them.)
   const bool vec_out =
       ((reinterpret_cast<unsigned long long>(output) |
         (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) & 15) == 0;
-  d::stage_input<S>(in_n, s_raw, 0, 2 * ty0 - S::kPH, ix0, vec);
+  d::stage_input<S>(in_n, s_raw, P::kM * ty0 - S::kPH, ix0, vec);
   d::copy_async_commit();
-  d::stage_weights<S>(weight, s_u, co0);
+  d::stage_weights<S>(weight, s_u4, s_u2, co0);
 #pragma unroll 1
   for (int g = 0; g < steps; ++g) {
-    const int k = g % P::kChunks;
-    const int ty = ty0 + g / P::kChunks;
+    const int ty = ty0 + g;
+    d::copy_async_wait<0>();
+    __syncthreads();  // raw rows of step g (and, at g = 0, U) visible; every thread is done with V
+    d::transform_input<S>(s_raw, s_v4, s_v2);
+    __syncthreads();  // V visible; every thread is done with the raw rows
     if (g + 1 < steps) {
-      const int k1 = (g + 1) % P::kChunks;
-      const int ty1 = ty0 + (g + 1) / P::kChunks;
-      d::stage_input<S>(in_n, s_raw + ((g + 1) & 1) * P::kRawFloats, k1 * S::kCiChunk, 2 * ty1 - S::kPH, ix0, vec);
+      d::stage_input<S>(in_n, s_raw, P::kM * (ty + 1) - S::kPH, ix0, vec);
       d::copy_async_commit();
-      d::copy_async_wait<1>();
-    } else {
-      d::copy_async_wait<0>();
     }
-    __syncthreads();  // raw stage g (and, at g = 0, U) visible; every thread is done with V
-    d::transform_input<S>(s_raw + (g & 1) * P::kRawFloats, s_v);
-    __syncthreads();
-    const float* s_uk = s_u + k * S::kCiChunk * 16 * P::kBlockCout;
-    if constexpr (P::kChunks == 1) {  // accumulate<S, false> is then never compiled
-      d::accumulate<S, true>(s_uk, s_v, acc, tile0, group);
-    } else if (k == 0) {
-      d::accumulate<S, true>(s_uk, s_v, acc, tile0, group);
-    } else {
-      d::accumulate<S, false>(s_uk, s_v, acc, tile0, group);
-    }
-    if (k == P::kChunks - 1) {
-      const unsigned bad =
-          d::finish<S, E>(acc, bias, output, n, co0 + group * S::kTCo, 2 * ty, bx * P::kBlockTiles + tile0,
-                          residual, vec_out);
-      if (bad != 0) {
-        d::fix_tiles<S, E>(bad, in_n, weight, bias, output, n, co0 + group * S::kTCo, 2 * ty,
-                           bx * P::kBlockTiles + tile0, residual);
-      }
+    float y[S::kTT][S::kTCo][P::kMM];
+    d::tile_outputs<S>(s_u4, s_u2, s_v4, s_v2, y, tile0, group);
+    const unsigned bad = d::finish<S, E>(y, bias, output, n, co0 + group * S::kTCo, P::kM * ty,
+                                         bx * P::kBlockTiles + tile0, residual, vec_out);
+    if (bad != 0) {
+      d::fix_tiles<S, E>(bad, in_n, weight, bias, output, n, co0 + group * S::kTCo, P::kM * ty,
+                         bx * P::kBlockTiles + tile0, residual);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
@@ -90,25 +91,38 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
 }
 
 TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
-  // fp32 3 x 3 stride 1 with 8 input channels: Winograd F(2x2, 3x3), 4 warps x 16 tiles x 16
-  // channels, the block's 64 channels at once, up to 8 tile rows a block.
+  // fp32 3 x 3 stride 1 with 8 input channels: Winograd, the block's 64 channels at once, up to 8
+  // tile rows a block. F(2x2, 3x3) by default: 4 warps of 16 tiles x 16 channels; F(4x4, 3x3)
+  // with CUINLINE_CONV2D_WINOGRAD=4 (ctest runs this binary a second time so, "wino4."): 2 x 4
+  // warps of 8 tiles x 16 channels.
+  const char* env = std::getenv("CUINLINE_CONV2D_WINOGRAD");
+  const bool f2 = env == nullptr || std::string(env) != "4";
   const Conv2dTiling t = conv2d_tiling(seed_variant());
   EXPECT_TRUE(t.winograd);
   EXPECT_FALSE(t.tensor_cores);
   EXPECT_EQ(t.pipeline, 4);
-  EXPECT_EQ(t.threads(), 128);
+  EXPECT_EQ(t.winograd_tile, f2 ? 2 : 4);
+  EXPECT_EQ(t.threads(), f2 ? 128 : 256);
   EXPECT_EQ(t.block_channels(), 64);
-  EXPECT_EQ(t.threads_x, 8);         // tile lanes of a warp
-  EXPECT_EQ(t.pixels_per_thread, 4);  // 2 tiles of 2 columns
+  EXPECT_EQ(t.threads_x, 8);          // tile lanes of a warp
+  EXPECT_EQ(t.threads_y, f2 ? 1 : 2);  // warps along the tiles
+  EXPECT_EQ(t.pixels_per_thread, 4);  // F(2x2): 2 tiles of 2 columns; F(4x4): 1 of 4
   EXPECT_EQ(t.channels_per_thread, 4);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.tiles_x, 4);   // 63 tiles across, 16 a block
-  EXPECT_EQ(t.tiles_y, 63);  // 126 output rows, 2 a tile row
+  EXPECT_EQ(t.tiles_x, f2 ? 4 : 2);    // 63 tiles across, 16 a block; or 32, 16 a block
+  EXPECT_EQ(t.tiles_y, f2 ? 63 : 32);  // 126 output rows, 2 or 4 a tile row
   EXPECT_EQ(t.row_tiles, 8);
   EXPECT_EQ(t.ci_unroll, 1);   // the channel loop rolled (NVRTC time)
-  EXPECT_EQ(t.min_blocks, 2);  // 8 warps a multiprocessor
-  // U (8 x 16 x 64) + V (8 x 16 x 16) + 2 raw stages (8 x 4 x 36) floats.
-  EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 2 * 8 * 4 * 36) * 4u);
+  EXPECT_EQ(t.min_blocks, f2 ? 4 : 2);  // 16 warps a multiprocessor
+  // U (8 x a^2 x 64) + V (8 x a^2 x block tiles) + one raw stage (8 x a x pitch) floats.
+  if (f2) {
+    EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 8 * 4 * 36) * 4u);
+  } else {
+    EXPECT_EQ(t.shared_bytes, (8 * 36 * 64 + 8 * 36 * 16 + 8 * 6 * 68) * 4u);
+  }
+  // The rendered source names m only where it is not 2.
+  const cuinline::CompileRequest r = make_request(seed_variant());
+  EXPECT_EQ(r.source.find("kWinoM") != std::string::npos, !f2) << r.source;
 }
 
 TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
@@ -132,8 +146,9 @@ TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
   const Conv2dVariant rect = make_conv2d_variant(8, 40, 40, 64, 3, 1, {}, true, e);
   EXPECT_FALSE(conv2d_tiling(rect).winograd);
 
-  // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's 4
-  // along the tiles, fewer where the row is narrow (38 output columns: 19 tiles, 2 warps of 16).
+  // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's
+  // along the tiles (F(2x2): 4 warps in all; F(4x4): 8, at most 2 along the tiles), fewer where the
+  // row is narrow (38 output columns: F(2x2) 19 tiles, 2 warps of 16; F(4x4) 10, 2 warps of 8).
   const Conv2dTiling a = tiling(8, 32, 3, {});
   EXPECT_EQ(a.channel_groups, 2);
   EXPECT_EQ(a.threads_y, 2);

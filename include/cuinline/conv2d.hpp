@@ -185,11 +185,13 @@ struct Conv2dTiling {
   /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
   int out_stage = 0;
-  /// fp32 3 x 3 stride-1 filters (pipeline 4): Winograd F(2x2, 3x3). The block is threads_y warps
-  /// along the tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
-  /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / 2 tiles of 2 x 2 outputs x
-  /// channels_per_thread channels; tiles_y counts tile rows (2 output rows each).
+  /// fp32 3 x 3 stride-1 filters with 8 input channels (pipeline 4): Winograd F(m x m, 3x3), m =
+  /// winograd_tile (2; 4 with CUINLINE_CONV2D_WINOGRAD=4). The block is threads_y warps along the
+  /// tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
+  /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / m tiles of m x m outputs
+  /// x channels_per_thread channels; tiles_y counts tile rows (m output rows each).
   bool winograd = false;
+  int winograd_tile = 0;  ///< m of a Winograd tiling (2 or 4), else 0
   /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
   /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x
   /// n_tiles mma tiles over tile_cols consecutive pixels of the flattened OH x OW plane (tile_rows =

@@ -1,5 +1,6 @@
-// fp32 conv2d variants computed by Winograd's F(2 x 2, 3 x 3) (kernel_templates/conv2d_winograd.cuh):
-// which variants qualify, their tiling and the rendering of the template.
+// fp32 conv2d variants computed by Winograd's F(m x m, 3 x 3), m = 2 (or 4 on request)
+// (kernel_templates/conv2d_winograd.cuh): which variants qualify, their tiling and the rendering of
+// the template.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -11,39 +12,57 @@
 namespace cuinline::ops::conv2d_impl {
 namespace {
 
-// Per thread: 2 tiles (2 x 2 outputs each) x 4 output channels x 16 transformed positions = 128
-// accumulators. A warp is 8 tile lanes x 4 channel lanes: 16 tiles (32 output columns) x 16 channels.
-constexpr int kTilesPerThread = 2;
+// A warp is 8 tile lanes x 4 channel lanes of 4 output channels each (16 channels); the template's
+// column fold keeps a + m^2 accumulators per tile and channel (a = m + 2).
+// * F(2x2): 2 tiles a thread (64 accumulators), 4 warps a block. 4 tiles a thread (8 loads for 64
+//   products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
+//   0.426 with 2 tiles (bench/conv2d_wino_tune.cu, H200, 2026-11-25).
+// * F(4x4): 1 tile a thread (4 x (6 + 16) = 88 accumulators), 8 warps a block (2 along the tiles):
+//   its best tiling in the harness, 0.460 ms on the seed against F(2x2)'s 0.418 in the same run
+//   (H200, 2026-11-25; 0.511 against 0.432 through the library with the L2 flushed), so F(2x2) is
+//   the default and F(4x4) runs only with CUINLINE_CONV2D_WINOGRAD=4.
 constexpr int kChannelsPerThread = 4;
 constexpr int kTileLanes = 8;
-constexpr int kWarpTiles = kTileLanes * kTilesPerThread;
 constexpr int kWarpChannels = (32 / kTileLanes) * kChannelsPerThread;
-constexpr int kBlockWarps = 4;
-// The block's transformed weights (all input channels) stay in shared memory: 16 floats per
+// The block's transformed weights (all input channels) stay in shared memory: a^2 floats per
 // (input, output channel).
-constexpr std::int64_t kMaxWeightBytes = 64 * 1024;
-constexpr int kMaxChunk = 8;  // input channels per stage (the unrolled accumulation body)
+constexpr std::int64_t kMaxWeightBytes = 80 * 1024;
 
-bool disabled_by_environment() {
-  static const bool off = [] {
+// CUINLINE_CONV2D_WINOGRAD (read once per process): 0 turns Winograd off (the direct kernel), 4
+// runs F(4x4, 3x3) instead of F(2x2, 3x3); anything else is the default.
+int environment_setting() {
+  static const int setting = [] {
     const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD");
-    return e != nullptr && std::strcmp(e, "0") == 0;
+    if (e == nullptr) return -1;
+    if (std::strcmp(e, "0") == 0) return 0;
+    if (std::strcmp(e, "4") == 0) return 4;
+    return -1;
   }();
-  return off;
+  return setting;
 }
 
-std::int64_t weight_bytes(const Conv2dVariant& v, int warps_c) {
-  return std::int64_t{v.in_channels} * 16 * kWarpChannels * warps_c * 4;
+int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
+int block_warps(int m) { return m == 4 ? 8 : 4; }
+
+std::int64_t weight_bytes(const Conv2dVariant& v, int m, int warps_c) {
+  return std::int64_t{v.in_channels} * (m + 2) * (m + 2) * kWarpChannels * warps_c * 4;
 }
 
 }  // namespace
+
+int winograd_tile(const Conv2dVariant& v) {
+  (void)v;
+  return environment_setting() == 4 ? 4 : 2;
+}
 
 bool winograd_applies(const Conv2dVariant& v) {
   const Conv2dParams& p = v.params;
   // (NCHW input and weight; the output may be channels-last: the kernel writes either layout.)
   Conv2dVariant nchw_out = v;
   nchw_out.output_layout = Conv2dLayout::nchw;
-  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || disabled_by_environment()) return false;
+  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || environment_setting() == 0) {
+    return false;
+  }
   if (v.kernel_h != 3 || v.kernel_w != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
       p.dilation_w != 1) {
     return false;
@@ -52,48 +71,50 @@ bool winograd_applies(const Conv2dVariant& v) {
   // 1.18-1.5x faster than the direct kernel; with 16-64 (2-8 stages, each transformed and
   // synchronized on its own) 1.4-2.3x slower. Fewer than 8 channels leave few products per
   // transform (not measured; the direct kernel keeps them).
-  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, 1) <= kMaxWeightBytes;
+  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, winograd_tile(v), 1) <= kMaxWeightBytes;
 }
 
 Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
+  const int m = winograd_tile(v);
+  const int a = m + 2;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
-  const int tiles_across = (ow + 1) / 2;
+  const int tiles_across = ceil_div(ow, m);
+  const int warp_tiles = kTileLanes * tiles_per_thread(m);
   Conv2dTiling t;
   t.winograd = true;
+  t.winograd_tile = m;
   t.pipeline = 4;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
-  // the rest of the block's 4 warps along the tiles, fewer where the row is narrow.
-  int warps_c = std::min(kBlockWarps, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
-  while (warps_c > 1 && weight_bytes(v, warps_c) > kMaxWeightBytes) warps_c /= 2;
-  int warps_x = kBlockWarps / warps_c;
-  while (warps_x > 1 && (warps_x / 2) * kWarpTiles >= tiles_across) warps_x /= 2;
+  // the rest of the block's warps along the tiles, fewer where the row is narrow.
+  int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
+  while (warps_c > 1 && weight_bytes(v, m, warps_c) > kMaxWeightBytes) warps_c /= 2;
+  int warps_x = std::max(1, block_warps(m) / warps_c);
+  if (m == 4) warps_x = std::min(warps_x, 2);
+  while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
   t.threads_x = kTileLanes;
   t.threads_y = warps_x;
   t.channel_groups = warps_c;
-  t.pixels_per_thread = 2 * kTilesPerThread;
+  t.pixels_per_thread = m * tiles_per_thread(m);  // output columns of a thread
   t.channels_per_thread = kChannelsPerThread;
-  t.ci_chunk = 1;
-  for (int d = std::min(kMaxChunk, v.in_channels); d >= 1; --d) {
-    if (v.in_channels % d == 0) {
-      t.ci_chunk = d;
-      break;
-    }
-  }
+  t.ci_chunk = v.in_channels;  // one stage a tile row (winograd_applies: 8 input channels)
   // The channel loop rolled: NVRTC compiles the seed's variant in ~45 % of the time of the unrolled
   // one (which ran 0.421 against 0.444 ms in the harness, H200, 2026-11-21; unrolled 4: 0.433).
   t.ci_unroll = 1;
-  // ~8 resident warps per multiprocessor, registers capped at 255: 0.436 ms against 0.444 with 12
-  // warps (168 registers) on the seed in the same harness run.
-  t.min_blocks = std::max(1, 8 / (warps_x * warps_c));
-  const int block_tiles = warps_x * kWarpTiles;
+  // 16 resident warps per multiprocessor asked of ptxas (F(2x2): 4 blocks of 4 warps, what shared
+  // memory allows on the seed). With the column fold the seed's F(2x2) needs 105 registers whatever
+  // is asked, and runs 0.426-0.428 ms at 8-16 (harness, H200, 2026-11-25; the 16-accumulator form
+  // before it: 168 registers, 0.437 at 8 warps, its best); asking for 16 keeps other shapes from
+  // growing past it.
+  t.min_blocks = std::max(1, 16 / (warps_x * warps_c));
+  const int block_tiles = warps_x * warp_tiles;
   t.tiles_x = ceil_div(tiles_across, block_tiles);
-  t.tiles_y = ceil_div(oh, 2);
+  t.tiles_y = ceil_div(oh, m);
   t.row_tiles = 8;  // an upper bound: the launch picks 8, 4, 2 or 1 from the batch size
-  // Shared memory, as WPlan<S> lays it out: U, V, two raw input stages.
-  const std::int64_t pitch = (2 * block_tiles + 2 + 3) / 4 * 4;
-  const std::int64_t floats = std::int64_t{v.in_channels} * 16 * t.block_channels() +
-                              std::int64_t{t.ci_chunk} * 16 * block_tiles + 2 * t.ci_chunk * 4 * pitch;
+  // Shared memory, as WPlan<S> lays it out: U, V, one raw input stage.
+  const std::int64_t pitch = (std::int64_t{m} * block_tiles + 2 + 3) / 4 * 4;
+  const std::int64_t floats = std::int64_t{v.in_channels} * a * a * t.block_channels() +
+                              std::int64_t{v.in_channels} * a * a * block_tiles + std::int64_t{v.in_channels} * a * pitch;
   t.shared_bytes = static_cast<unsigned>(floats * 4);
   return t;
 }
@@ -101,14 +122,16 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
 CompileRequest make_winograd_request(const Conv2dVariant& v) {
   const Conv2dTiling t = winograd_tiling(v);
   const auto c = render_constant;
-  std::string src = "// cuinline conv2d variant " + v.name() +
-                    " (Winograd F(2x2, 3x3))\n#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
+  const std::string m = std::to_string(t.winograd_tile);
+  std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(" + m + "x" + m +
+                    ", 3x3))\n#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
-  src += c("kTT", kTilesPerThread) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
+  src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
   src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
-  // (Only where set: NCHW variants keep their sources and cache keys.)
+  // (Only where set: F(2x2) NCHW sources keep their form.)
+  if (t.winograd_tile != 2) src += c("kWinoM", t.winograd_tile);
   if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
   if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar NCHW stores
   src += "};\n\n";
