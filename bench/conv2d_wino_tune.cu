@@ -1,22 +1,43 @@
 // Standalone tuning harness for kernel_templates/conv2d_winograd.cuh (not part of the CMake build):
 //   nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Xptxas=-O1 bench/conv2d_wino_tune.cu -o /tmp/wt && /tmp/wt [index]
-// Times several tilings of the Winograd F(2x2, 3x3) kernel on the seed shape (128x8x128x128, 64
+// (-DWINO_PREV with a renamed earlier copy of the template in bench/wino_prev.cuh: that one first.)
+// Times several tilings of the Winograd F(2x2, 3x3) and F(4x4, 3x3) kernels on the seed shape (128x8x128x128, 64
 // filters 3x3, /2, LeakyReLU 0.01) against a double-accumulation reference (conv2d_tune_common.cuh).
 #include "../kernel_templates/conv2d.cuh"
 #include "../kernel_templates/conv2d_winograd.cuh"
 #include "conv2d_tune_common.cuh"
 
-template <int TT, int TCO, int LX, int WX, int WC, int CIC, int MINB, int RT, int UNR = 8>
+#include <cstring>
+#ifdef WINO_PREV  // an earlier copy of the template, renamed (wino_prev_detail, wino_prev_kernel): A/B in one run
+#include "wino_prev.cuh"
+#endif
+
+template <int TT, int TCO, int LX, int WX, int WC, int CIC, int MINB, int RT, int UNR = 8, int M = 2>
 struct Seed : SeedShape {
   static constexpr int kRT = RT;
   static constexpr int kTT = TT, kTCo = TCO, kLX = LX, kWX = WX, kWC = WC, kCiChunk = CIC, kMinBlocks = MINB,
-                       kCiUnroll = UNR;
+                       kCiUnroll = UNR, kWinoM = M;
 };
+
+// The first Winograd variant's output of each tile size m: every later one of that m is compared
+// with it bit for bit (the tilings, the column fold and the raw buffers change no sum's order).
+std::vector<float> g_first[5];
+
+inline void compare_bits(SeedData& d, int m) {
+  if (g_first[m].empty()) {
+    g_first[m] = d.h_out;
+    return;
+  }
+  size_t differ = 0;
+  for (size_t i = 0; i < d.n_out; ++i) differ += std::memcmp(&g_first[m][i], &d.h_out[i], 4) != 0;
+  printf("  %zu outputs differ in bits from the first F(%dx%d) variant\n", differ, m, m);
+}
 
 template <class S>
 void run(const char* name, SeedData& d) {
   using P = cuinline_conv2d_wino_detail::WPlan<S>;
   run_variant<P>(name, cuinline_conv2d_winograd<S, DivLeaky>, S::kRT, d);
+  compare_bits(d, P::kM);
 }
 
 // The library's direct FMA tiling of the seed (bench/conv2d_tune.cu variant 0): the in-run baseline.
@@ -41,9 +62,30 @@ int main(int argc, char** argv) {
   // 0.519. At ptxas's default -O3 the same kernels ran 0.462-0.530 (the lane numbering before pairs:
   // 0.513). With --Ofast-compile=min 0.430-0.485; =mid spilled (6.7 ms). Staging U in a bank-conflict-
   // free order (consecutive threads on consecutive channel groups) ran 0.450 against 0.434 (A/B).
-  RUN(2, 4, 8, 1, 4, 8, 2, 8, 1);  // 0: the library's seed tiling (channel loop rolled, 8 warps an SM)
-  RUN(2, 4, 8, 1, 4, 8, 3, 8, 1);  // 1: 12 warps an SM (168 registers)
-  RUN(2, 4, 8, 1, 4, 8, 3, 8, 4);  // 2: channel loop unrolled 4
-  RUN(2, 4, 8, 1, 4, 8, 3, 8, 8);  // 3: unrolled 8 (NVRTC ~2.3x the time of 0)
+#ifdef WINO_PREV
+  if (only < 0) {  // the 16-accumulator form before the column fold, the library's seed tiling
+    using S = Seed<2, 4, 8, 1, 4, 8, 2, 8, 1>;
+    run_variant<wino_prev_detail::WPlan<S>>("previous template: 2, 4, 8, 1, 4, 8, 2, 8, 1",
+                                            wino_prev_kernel<S, DivLeaky>, S::kRT, d);
+    compare_bits(d, 2);
+  }
+#endif
+  // The column fold (2026-11-25): 8 registers a tile and channel instead of 16. H200, in-run
+  // baseline (the previous template, 0.437 ms): 2 tiles x 4 channels 0.426-0.428 at 8-16 warps an SM
+  // (105 registers), 4 tiles x 4 channels 0.479 (8 warps) / 0.440 (12), 4 tiles with 4 tile lanes
+  // 0.553, 2 tiles x 8 channels 0.505, 4 tiles unrolled 2 0.468, 4 row tiles 0.483, 2 x 2 warps 0.505.
+  // Then one raw input buffer (the next row's copy issued after the transform) and F(4x4, 3x3), same
+  // run, previous template 0.439: F(2x2) 0.418 (unrolled 2: 0.424); F(4x4) 1 tile x 4 channels with
+  // 4 warps 0.575, 2 x 4 warps 0.467 (4 row tiles 0.474, 16: 0.478, unrolled 2 0.460), 4 x 4 warps
+  // 0.512, 2 x 2 warps 0.470, 1 x 2 warps 0.525, 2 tiles a thread (223 registers) 0.498. All F(4x4)
+  // relative L2 8.8e-7 (F(2x2) 1.4e-7).
+  // TT, TCo, LX, WX, WC, CI chunk, min blocks, row tiles, CI unroll, m
+  RUN(2, 4, 8, 1, 4, 8, 4, 8, 1, 2);  // 0: F(2x2): the library's seed tiling
+  RUN(2, 4, 8, 1, 4, 8, 4, 8, 8, 2);  // 1: channel loop unrolled
+  RUN(2, 4, 8, 1, 4, 8, 4, 8, 4, 2);  // 2: unrolled 4
+  RUN(2, 4, 8, 2, 4, 8, 2, 8, 1, 2);  // 3: 2 x 4 warps (64 tiles: 2 blocks a row of tiles)
+  RUN(2, 4, 8, 1, 4, 8, 4, 16, 1, 2); // 4: 16 row tiles a block
+  RUN(2, 4, 8, 1, 4, 8, 4, 4, 1, 2);  // 5: 4 row tiles a block
+  RUN(1, 4, 8, 2, 4, 8, 2, 8, 2, 4);  // 6: F(4x4), its best above
   return 0;
 }
