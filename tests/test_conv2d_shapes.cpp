@@ -78,7 +78,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   int failures = 0;
   int tensor_core_spills = 0, fp32_spills = 0;
-  int generic_variants = 0, transposing_variants = 0;
+  int generic_variants = 0, transposing_variants = 0, fallback_variants = 0;
   auto check = [&](const Conv2dVariant& v, int i) {
     SCOPED_TRACE(v.name() + " " + to_string(v.precision));
     try {
@@ -130,6 +130,20 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       (t.tensor_cores ? tensor_core_spills : fp32_spills) += spilled;
       if (spilled) std::printf("  spills: %s %s\n", v.name().c_str(), to_string(v.precision));
       EXPECT_GT(reports, 0) << "no ptxas report in the log:\n" << prog.log;
+      // Where no workspace can be had (the device's memory used up, no pool support), a staged or
+      // transposing call runs a direct kernel on the tensors as they are: it compiles too.
+      if (t.stage_channels > 0 || t.transposes()) {
+        SCOPED_TRACE("the no-workspace kernel");
+        const bool f32 = v.dtype == DType::f32;
+        EXPECT_EQ(t.stage_channels > 0, !f32);
+        const Conv2dTiling dt = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
+        EXPECT_EQ(dt.stage_channels, 0);
+        EXPECT_FALSE(dt.transposes());
+        EXPECT_EQ(dt.threads() % 32, 0) << "whole warps";
+        EXPECT_LE(dt.shared_bytes, 227u * 1024u);
+        cuinline::compile(f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), sm90);
+        ++fallback_variants;
+      }
     } catch (const std::exception& e) {
       ++failures;
       ADD_FAILURE() << "variant " << i << " failed: " << e.what();
@@ -153,8 +167,28 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
     if (failures >= 5) break;  // enough to fix; keep the log readable
   }
   std::printf("conv2d shapes: register spills in %d tensor-core and %d direct-kernel variants of %d (%d on the "
-              "general kernel, %d f32 channels-last between transposing copies)\n",
-              tensor_core_spills, fp32_spills, 2 * count, generic_variants, transposing_variants);
+              "general kernel, %d f32 channels-last between transposing copies; %d no-workspace kernels "
+              "compiled)\n",
+              tensor_core_spills, fp32_spills, 2 * count, generic_variants, transposing_variants, fallback_variants);
+}
+
+// The no-workspace kernel of a staged f16 NCHW call whose staged copy runs on wgmma: the direct
+// kernel is not a wgmma one, so its stores are at most 4 wide where the staged variant's are 8
+// (a 1 x 1 conv 64 -> 8 channels at 128 x 128; its source once asserted the wgmma width and did not
+// compile: found by test_conv2d_workspace_gpu on an H200, 2026-11-26).
+TEST(Conv2dShapes, NoWorkspaceKernelOfAStagedCallCompiles) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (bool residual : {false, true}) {
+      Conv2dVariant v = make_conv2d_variant(64, 128, 128, 8, 1, 1, Conv2dParams{}, true, div_leaky_relu_epilogue(1.0, 0.125));
+      v.dtype = dt;
+      v.has_residual = residual;
+      SCOPED_TRACE(v.name());
+      ASSERT_GT(conv2d_tiling(v).stage_channels, 0);
+      EXPECT_EQ(conv2d_impl::hmma_direct_tiling(v).stage_channels, 0);
+      EXPECT_NO_THROW(cuinline::compile(conv2d_impl::make_hmma_direct_request(v), sm90));
+    }
+  }
 }
 
 // The shapes the kernels were tuned on (the seed and the sweep of docs/conv2d.md) compile without

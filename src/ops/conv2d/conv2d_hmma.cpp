@@ -179,15 +179,27 @@ bool hmma_async_layout(const Conv2dVariant& v) {
   return v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
 }
 
-int hmma_out_vec(const Conv2dVariant& v) {
-  // (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
+namespace {
+
+// conv2d_hmma.cuh's kOutVec for v on a wgmma tiling or not: 8 outputs (16 bytes) a store where the
+// wgmma tiling rounds in registers (no residual: the template's kHalfEpi), else at most 4.
+// (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
+int out_vec_of(const Conv2dVariant& v, bool wgmma) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
                            : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
-  // 8 (16 bytes) where the wgmma tiling rounds in registers (no residual: conv2d_hmma.cuh's kHalfEpi).
-  // (Called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner.)
-  const int most = !v.has_residual && hmma_uses_wgmma(v) ? 8 : 4;
+  const int most = !v.has_residual && wgmma ? 8 : 4;
   return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+}
+
+}  // namespace
+
+int hmma_out_vec(const Conv2dVariant& v) {
+  // The widest store of the kernel a call runs, which sets the alignment asked of the output
+  // (called for every conv2d call, through set_hmma_alignment: the wgmma test, not the planner).
+  // A staged call's no-workspace kernel is not a wgmma one and stores at most 4 (out_vec_of): an
+  // output aligned for 8 is aligned for those.
+  return out_vec_of(v, hmma_uses_wgmma(v));
 }
 
 void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight, const void* output,
@@ -463,7 +475,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
   // The host's view of the alignment-dependent code (the variant's key) is the template's.
   src += "static_assert(" + plan + "::kAsync == " + (hmma_async_layout(v) && v.inputs_aligned ? "true" : "false") +
-         " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? hmma_out_vec(v) : 1) +
+         " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? out_vec_of(v, t.wgmma) : 1) +
          ", \"main loop and stores\");\n";
   return src;
 }
