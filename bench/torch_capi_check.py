@@ -10,7 +10,9 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
     with a message, nothing launched, and the next correct call works (the context is intact);
   - conv2d + bias + residual + relu against F.conv2d (TF32 off);
   - f32 channels-last conv2d (the NCHW kernels between transposing copies) on the current stream, a
-    side stream and in torch.cuda.graph, bit for bit the NCHW call's.
+    side stream and in torch.cuda.graph, bit for bit the NCHW call's;
+  - with two GPUs, f32 channels-last and f16 NCHW conv2d (a workspace from cuda:1's pool) on tensors
+    of cuda:1 and its current stream, eager and in torch.cuda.graph.
 Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
 """
 import ctypes
@@ -300,6 +302,39 @@ def main():
         desc(xg), desc(ws), desc(bs), None, desc(e), one, zero, one, epi, b"fp32",
         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
     check("f32 channels-last conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
+
+    # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
+    # (f32 channels-last between transposing copies, f16 NCHW staged) with tensors on cuda:1 and
+    # cuda:1's current stream, eager and inside torch.cuda.graph; against float64.
+    if torch.cuda.device_count() > 1:
+        with torch.cuda.device(1):
+            for name, dt, fmt, bound in (("f32 channels-last", torch.float32, cl, 1e-5),
+                                         ("f16 NCHW (staged)", torch.float16, torch.contiguous_format, 2e-3)):
+                x1 = torch.randn(16, 8, 64, 128, device="cuda:1", dtype=dt).contiguous(memory_format=fmt)
+                w1 = (torch.randn(64, 8, 3, 3, device="cuda:1", dtype=dt) * 0.1).contiguous(memory_format=fmt)
+                b1 = torch.randn(64, device="cuda:1", dtype=dt)
+                o1 = torch.full((16, 64, 62, 126), float("nan"), device="cuda:1", dtype=dt).contiguous(memory_format=fmt)
+                st = lib.cuinline_conv2d(desc(x1), desc(w1), desc(b1), None, desc(o1), one, zero, one, epi, b"fp32",
+                                         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+                msg = lib.cuinline_last_error().decode() if st != 0 else ""
+                torch.cuda.synchronize()
+                ref = F.leaky_relu(F.conv2d(x1.double(), w1.double(), b1.double()) / 2, 0.01)
+                err = ((o1.double() - ref).norm() / ref.norm()).item()
+                check(f"{name} conv2d / 2 -> leaky_relu on cuda:1's current stream vs float64",
+                      st == 0 and err < bound and o1.is_contiguous(memory_format=fmt), f"rel L2 {err:.2e} {msg}")
+                og1 = torch.full_like(o1, float("nan"))
+                g1 = torch.cuda.CUDAGraph()
+                # torch.cuda.graph's default capture stream is made once, on the device current at
+                # the first capture (cuda:0 here): capture on a stream of cuda:1.
+                with torch.cuda.graph(g1, stream=torch.cuda.Stream(device=1)):
+                    stg = lib.cuinline_conv2d(desc(x1), desc(w1), desc(b1), None, desc(og1), one, zero, one, epi,
+                                              b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+                same = replays_match(g1, x1, og1, lambda e: lib.cuinline_conv2d(
+                    desc(x1), desc(w1), desc(b1), None, desc(e), one, zero, one, epi, b"fp32",
+                    ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
+                msg = lib.cuinline_last_error().decode() if stg != 0 else ""
+                check(f"{name} conv2d on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
+                      stg == 0 and same, msg)
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 
