@@ -83,7 +83,10 @@ int main(int argc, char** argv) {
   RUN(2, 4, 8, 1, 4, 8, 4, 8, 1, 2);  // 0: F(2x2): the library's seed tiling
   RUN(2, 4, 8, 1, 4, 8, 4, 8, 8, 2);  // 1: channel loop unrolled
   RUN(2, 4, 8, 1, 4, 8, 4, 8, 4, 2);  // 2: unrolled 4
-  RUN(2, 4, 8, 2, 4, 8, 2, 8, 1, 2);  // 3: 2 x 4 warps (64 tiles: 2 blocks a row of tiles)
+  // H100, 2026-11-26 (same process, two rounds): 0 ran 0.542-0.550 ms, 3 0.431-0.435 (ptxas -O2 / -O3
+  // within 1 % of -O1 for both); H200 the same day 0.4164 / 0.4302. Through the library (H200, L2
+  // flushed) 3 ran 0.4815 against 0's 0.4340: 0 stays (CUINLINE_CONV2D_WINOGRAD_WARPS=8 selects 3).
+  RUN(2, 4, 8, 2, 4, 8, 2, 8, 1, 2);  // 3: 2 x 4 warps (32 tiles: 2 blocks a row of tiles)
   RUN(2, 4, 8, 1, 4, 8, 4, 16, 1, 2); // 4: 16 row tiles a block
   RUN(2, 4, 8, 1, 4, 8, 4, 4, 1, 2);  // 5: 4 row tiles a block
   RUN(1, 4, 8, 2, 4, 8, 2, 8, 2, 4);  // 6: F(4x4), its best above

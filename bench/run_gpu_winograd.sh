@@ -4,8 +4,8 @@
 # earlier copy of the template, that one first), then the library (Release): the fp32 conv gpu tests
 # and the f32 dtype tests (channels-last Winograd, bit for bit against NCHW) with F(2x2, 3x3) (the
 # default) and F(4x4, 3x3) (CUINLINE_CONV2D_WINOGRAD=4), the seed in f32 with both beside PyTorch
-# eager (TF32 off) and torch.compile with the L2 flushed before every timed call, graphs and misuse,
-# and the CLI.
+# eager (TF32 off) and torch.compile with the L2 flushed before every timed call, graphs, misuse, no
+# workspace, and the CLI.
 #   OUT=/tmp/out bench/run_gpu_winograd.sh        (about 6-8 minutes on an H100/H200)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ main() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
     -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
   cmake --build "$build" -j"$(nproc)" --target cuinline_bench_capi cuinline_cli test_conv2d_dtypes_gpu \
-    test_conv2d_gpu test_graphs_gpu test_misuse_gpu 2>&1 | tail -n 2
+    test_conv2d_gpu test_graphs_gpu test_misuse_gpu test_conv2d_workspace_gpu 2>&1 | tail -n 2
   echo "== build: $(($(date +%s) - t0)) s"
   export CUINLINE_CACHE_DIR
   CUINLINE_CACHE_DIR=$(mktemp -d)
@@ -36,7 +36,7 @@ main() {
     --dtypes f32 --shapes seed --no-compile --out "$OUT/f32_seed_f4.md" 2>&1 | tail -n 4
   echo "== gpu tests: f32 dtypes (channels-last Winograd), fp32 conv, graphs, misuse"
   "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*F32*:*RandomShapes*' 2>&1 | tail -n 4
-  for t in test_conv2d_gpu test_graphs_gpu test_misuse_gpu; do
+  for t in test_conv2d_gpu test_graphs_gpu test_misuse_gpu test_conv2d_workspace_gpu; do
     "$build/tests/$t" --gtest_brief=1 2>&1 | tail -n 6
   done
   echo "== cuinline run conv2d f32 (seed, CLI)"

@@ -14,7 +14,7 @@ namespace {
 
 // A warp is 8 tile lanes x 4 channel lanes of 4 output channels each (16 channels); the template's
 // column fold keeps a + m^2 accumulators per tile and channel (a = m + 2).
-// * F(2x2): 2 tiles a thread (64 accumulators), 4 warps a block. 4 tiles a thread (8 loads for 64
+// * F(2x2): 2 tiles a thread (64 accumulators), 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
 //   products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
 //   0.426 with 2 tiles (bench/conv2d_wino_tune.cu, H200, 2026-11-25).
 // * F(4x4): 1 tile a thread (4 x (6 + 16) = 88 accumulators), 8 warps a block (2 along the tiles):
@@ -42,7 +42,22 @@ int environment_setting() {
 }
 
 int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
-int block_warps(int m) { return m == 4 ? 8 : 4; }
+// CUINLINE_CONV2D_WINOGRAD_WARPS=8 (a tuning override, read once): F(2x2) blocks of 8 warps where all
+// 4 channel warps are used (2 along the tiles), instead of 4.
+bool eight_warp_override() {
+  static const bool on = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_WARPS");
+    return e != nullptr && std::strcmp(e, "8") == 0;
+  }();
+  return on;
+}
+
+// Warps a block: F(4x4) 8, F(2x2) 4. The seed's F(2x2) as 2 x 4 warps (32 tiles a block, 2 blocks an
+// SM) instead of 1 x 4 (16 tiles, 4 blocks): in the harness 0.431-0.435 ms against 0.542-0.550 on an
+// H100 (2026-11-26, same process, two rounds), 0.4302 against 0.4164 on an H200 (same day); through
+// the library on that H200 (L2 flushed) 0.4815 against 0.4340 — so 4 warps stay the default and
+// CUINLINE_CONV2D_WINOGRAD_WARPS=8 selects the other (docs/PERFORMANCE.md, session 17).
+int block_warps(int m, int warps_c) { return m == 4 || (warps_c == 4 && eight_warp_override()) ? 8 : 4; }
 
 std::int64_t weight_bytes(const Conv2dVariant& v, int m, int warps_c) {
   return std::int64_t{v.in_channels} * (m + 2) * (m + 2) * kWarpChannels * warps_c * 4;
@@ -89,7 +104,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
   int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
   while (warps_c > 1 && weight_bytes(v, m, warps_c) > kMaxWeightBytes) warps_c /= 2;
-  int warps_x = std::max(1, block_warps(m) / warps_c);
+  int warps_x = std::max(1, block_warps(m, warps_c) / warps_c);
   if (m == 4) warps_x = std::min(warps_x, 2);
   while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
   t.threads_x = kTileLanes;
@@ -101,8 +116,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   // The channel loop rolled: NVRTC compiles the seed's variant in ~45 % of the time of the unrolled
   // one (which ran 0.421 against 0.444 ms in the harness, H200, 2026-11-21; unrolled 4: 0.433).
   t.ci_unroll = 1;
-  // 16 resident warps per multiprocessor asked of ptxas (F(2x2): 4 blocks of 4 warps, what shared
-  // memory allows on the seed). With the column fold the seed's F(2x2) needs 105 registers whatever
+  // 16 resident warps per multiprocessor asked of ptxas (the seed's F(2x2): 2 blocks of 8 warps). With the column fold the seed's F(2x2) needs 105 registers whatever
   // is asked, and runs 0.426-0.428 ms at 8-16 (harness, H200, 2026-11-25; the 16-accumulator form
   // before it: 168 registers, 0.437 at 8 warps, its best); asking for 16 keeps other shapes from
   // growing past it.
