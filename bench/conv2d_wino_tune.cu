@@ -12,11 +12,11 @@
 #include "wino_prev.cuh"
 #endif
 
-template <int TT, int TCO, int LX, int WX, int WC, int CIC, int MINB, int RT, int UNR = 8, int M = 2>
+template <int TT, int TCO, int LX, int WX, int WC, int CIC, int MINB, int RT, int UNR = 8, int M = 2, int TC = 0>
 struct Seed : SeedShape {
   static constexpr int kRT = RT;
   static constexpr int kTT = TT, kTCo = TCO, kLX = LX, kWX = WX, kWC = WC, kCiChunk = CIC, kMinBlocks = MINB,
-                       kCiUnroll = UNR, kWinoM = M;
+                       kCiUnroll = UNR, kWinoM = M, kWinoTC = TC;
 };
 
 // The first Winograd variant's output of each tile size m: every later one of that m is compared
@@ -37,7 +37,7 @@ template <class S>
 void run(const char* name, SeedData& d) {
   using P = cuinline_conv2d_wino_detail::WPlan<S>;
   run_variant<P>(name, cuinline_conv2d_winograd<S, DivLeaky>, S::kRT, d);
-  compare_bits(d, P::kM);
+  compare_bits(d, P::kTC ? 3 : P::kM);  // (slot 3: the tensor-core F(2x2))
 }
 
 // The library's direct FMA tiling of the seed (bench/conv2d_tune.cu variant 0): the in-run baseline.
@@ -90,5 +90,21 @@ int main(int argc, char** argv) {
   RUN(2, 4, 8, 1, 4, 8, 4, 16, 1, 2); // 4: 16 row tiles a block
   RUN(2, 4, 8, 1, 4, 8, 4, 4, 1, 2);  // 5: 4 row tiles a block
   RUN(1, 4, 8, 2, 4, 8, 2, 8, 2, 4);  // 6: F(4x4), its best above
+  // The products on tensor cores (3xTF32 mma.sync m16n8k8, kWinoTC): not bit for bit the FMA form.
+  RUN(2, 4, 8, 1, 4, 8, 4, 8, 1, 2, 1);  // 7: the library's seed tiling
+  RUN(2, 4, 8, 2, 4, 8, 2, 8, 1, 2, 1);  // 8: 2 x 4 warps
+  RUN(2, 4, 8, 1, 4, 8, 3, 8, 1, 2, 1);  // 9: 1 x 4 warps, 3 blocks an SM asked
+  RUN(2, 4, 8, 2, 4, 8, 1, 8, 1, 2, 1);  // 10: 2 x 4 warps, 1 block asked
+  RUN(2, 4, 8, 4, 4, 8, 1, 8, 1, 2, 1);  // 11: 4 x 4 warps
+  RUN(2, 4, 8, 4, 2, 8, 2, 8, 1, 2, 1);  // 12: 4 x 2 warps (a whole output row of the seed, 32 channels)
+  RUN(2, 4, 8, 2, 2, 8, 3, 8, 1, 2, 1);  // 13: 2 x 2 warps
+  RUN(2, 4, 8, 2, 4, 8, 2, 4, 1, 2, 1);  // 14: 2 x 4 warps, 4 row tiles
+  RUN(2, 4, 8, 2, 4, 8, 2, 2, 1, 2, 1);  // 15: 2 x 4 warps, 2 row tiles
+  RUN(2, 4, 8, 1, 4, 8, 4, 4, 1, 2, 1);  // 16: 1 x 4 warps, 4 row tiles
+  RUN(2, 4, 8, 1, 4, 8, 4, 2, 1, 2, 1);  // 17: 1 x 4 warps, 2 row tiles
+  RUN(2, 4, 8, 2, 2, 8, 3, 4, 1, 2, 1);  // 18: 2 x 2 warps, 4 row tiles
+  RUN(2, 4, 8, 4, 2, 8, 2, 4, 1, 2, 1);  // 19: 4 x 2 warps, 4 row tiles
+  RUN(2, 4, 8, 2, 4, 8, 2, 4, 1, 2, 0);  // 20: FMA, 2 x 4 warps, 4 row tiles
+  RUN(2, 4, 8, 2, 4, 8, 2, 1, 1, 2, 1);  // 21: 2 x 4 warps, 1 row tile
   return 0;
 }

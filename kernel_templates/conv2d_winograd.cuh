@@ -5,7 +5,8 @@
 // Each m x m output tile y of one output channel is A^T [ sum over ci of (G g G^T) . (B^T d B) ] A,
 // d the tile's a x a input patch of channel ci (a = m + 2), g the 3 x 3 filter (co, ci), '.'
 // elementwise: a^2 multiply-adds per tile and input channel where the direct form needs 9 m^2 (m = 2:
-// 16 for 36; m = 4: 36 for 144). The products and sums are fp32 (fused multiply-add).
+// 16 for 36; m = 4: 36 for 144). The products and sums are fp32 (fused multiply-add), or, with
+// S::kWinoTC (m = 2), 3xTF32 on tensor cores (see WPlan::kTC).
 // * F(2 x 2, 3 x 3): the transforms are additions and exact halvings; relative L2 error ~1.4e-7 on
 //   the seed.
 // * F(4 x 4, 3 x 3), Lavin and Gray's matrices (points 0, +-1, +-2, infinity): G has sixths, so the
@@ -42,7 +43,7 @@
 //   kWX, kWC (warps along tiles and along channels), kCiChunk (input channels per stage: kCin, one
 //   stage a tile row), kCiUnroll (unroll of the channel loop),
 //   kMinBlocks (resident blocks per multiprocessor asked of ptxas);
-// optional: kWinoM (2 or 4), kOutNhwc, kOutAligned.
+// optional: kWinoM (2 or 4), kWinoTC (0 or 1), kOutNhwc, kOutAligned.
 // The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes.
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
@@ -70,6 +71,16 @@ struct WinoMOf {
 template <class S>
 struct WinoMOf<S, decltype(void(S::kWinoM))> {
   static constexpr int value = S::kWinoM;
+};
+
+// S::kWinoTC where S has it (1: the products on tensor cores, 3xTF32), else 0.
+template <class S, class = void>
+struct WinoTCOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct WinoTCOf<S, decltype(void(S::kWinoTC))> {
+  static constexpr int value = S::kWinoTC;
 };
 
 template <class S>
@@ -110,6 +121,18 @@ struct WPlan {
                                    : kM == 4 && S::kOW % 4 == 0                          ? 4
                                    : S::kOW % 2 == 0                                     ? 2
                                                                                          : 1;
+  // The products on tensor cores (S::kWinoTC, m = 2): each transformed position's sums over the
+  // input channels are a [16 tiles x kCin] x [kCin x 8 channels] product of a warp, mma.sync
+  // m16n8k8 in 3xTF32 (each fp32 operand split into a TF32 value and its TF32 remainder, the three
+  // products that matter summed in fp32: fp32 accuracy, ~2e-7 relative L2 on the seed). A thread's
+  // accumulators are then the same 2 tiles (lane / 4 and lane / 4 + 8) x 4 channels (4 (lane % 4)
+  // + 0..3: the weights' columns are permuted to put them there) that the FMA form gives it, so the
+  // fold and the stores stay as they are. Shared memory: V[position][tile][ci] and
+  // U[position][channel warp][8-channel half][column][ci], as many floats as the FMA form's. (sm_80
+  // and later, as cp.async.)
+  static constexpr bool kTC = WinoTCOf<S>::value != 0;
+  static_assert(!kTC || (kM == 2 && S::kLX == 8 && S::kTT == 2 && S::kTCo == 4 && S::kCin % 8 == 0),
+                "tensor-core Winograd: m = 2, 8 tile lanes, 2 tiles x 4 channels a thread, Cin a multiple of 8");
   static_assert(kM == 2 || kM == 4, "Winograd F(m x m, 3 x 3): m is 2 or 4");
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,
                 "Winograd F(m x m, 3 x 3) needs a 3 x 3 filter, stride 1, dilation 1");
@@ -181,12 +204,22 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
 #pragma unroll
       for (int c = 0; c < kA; ++c) u[r][c] = row[c];
     }
-    const int group = co / S::kTCo;
-    const int c = co - group * S::kTCo;
+    if constexpr (P::kTC) {
+      // Block channel co = 16 wc + 4 t + 2 f + e sits in column 2 t + e of the warp's half f.
+      const int wc = co / 16, r = co % 16;
+      const int column = 2 * (r / 4) + (r % 2), half = (r % 4) / 2;
 #pragma unroll
-    for (int nu = 0; nu < kA; ++nu) {
-      const int at = ((ci * kA + nu) * S::kTCo + c) * P::kGroups + group;
-      store_column<kA>(u, nu, s_u4 + at * 4, s_u2 + at * 2);
+      for (int p = 0; p < kA * kA; ++p) {
+        s_u4[(((p * S::kWC + wc) * 2 + half) * 8 + column) * S::kCin + ci] = u[p % kA][p / kA];
+      }
+    } else {
+      const int group = co / S::kTCo;
+      const int c = co - group * S::kTCo;
+#pragma unroll
+      for (int nu = 0; nu < kA; ++nu) {
+        const int at = ((ci * kA + nu) * S::kTCo + c) * P::kGroups + group;
+        store_column<kA>(u, nu, s_u4 + at * 4, s_u2 + at * 2);
+      }
     }
   }
 }
@@ -265,8 +298,9 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
   constexpr int kA = P::kA;
 #pragma unroll 1
   for (int i = threadIdx.x; i < S::kCin * P::kBlockTiles; i += P::kThreads) {
-    const int ci = i / P::kBlockTiles;
-    const int tile = i - ci * P::kBlockTiles;
+    // (Tensor cores: consecutive threads on consecutive channels, whose V are adjacent.)
+    const int ci = P::kTC ? i % S::kCin : i / P::kBlockTiles;
+    const int tile = P::kTC ? i / S::kCin : i - ci * P::kBlockTiles;
     const float* src = s_raw + ci * kA * P::kPitch + P::kM * tile;
     float d[kA][kA];  // [row][column]
 #pragma unroll
@@ -302,10 +336,15 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
     float v[kA][kA];  // (B^T d) B, [row][column]
 #pragma unroll
     for (int r = 0; r < kA; ++r) data_transform<P::kM>(t[r], v[r]);
+    if constexpr (P::kTC) {
 #pragma unroll
-    for (int nu = 0; nu < kA; ++nu) {
-      const int at = (ci * kA + nu) * P::kBlockTiles + tile;
-      store_column<kA>(v, nu, s_v4 + at * 4, s_v2 + at * 2);
+      for (int p = 0; p < kA * kA; ++p) s_v4[(p * P::kBlockTiles + tile) * S::kCin + ci] = v[p % kA][p / kA];
+    } else {
+#pragma unroll
+      for (int nu = 0; nu < kA; ++nu) {
+        const int at = (ci * kA + nu) * P::kBlockTiles + tile;
+        store_column<kA>(v, nu, s_v4 + at * 4, s_v2 + at * 2);
+      }
     }
   }
 }
@@ -427,6 +466,71 @@ __device__ __forceinline__ void fold_column(const float (&m)[kM + 2], float (&y)
   }
 }
 
+// x as a TF32 value (round to nearest, ties away) and the rest, x - big (whose low 13 bits the
+// tensor core ignores).
+__device__ __forceinline__ void split_tf32(float x, unsigned& big, unsigned& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  small = __float_as_uint(x - __uint_as_float(big));
+}
+
+// c += a b, one m16n8k8 TF32 product (a: 4 registers, b: 2; fp32 accumulators).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Column nu of M on tensor cores (WPlan::kTC): m[t][c][xi] = sum over ci of U . V at position
+// (xi, nu), for the thread's tiles (t = 0: warp tile lane / 4, t = 1: that + 8) and channels
+// (4 (lane % 4) + c). The k index of a product is permuted so that a lane's two input channels
+// (2 (lane % 4), + 1) are adjacent: k = lane % 4 is channel 2 (lane % 4), k = lane % 4 + 4 the next.
+// Per position: 3xTF32 (small x big, big x small, big x big, in that order) for each 8-channel
+// half, over kCin / 8 steps.
+template <class S>
+__device__ __forceinline__ void column_products_tc(const float* s_u, const float* s_v,
+                                                   float (&m)[S::kTT][S::kTCo][WPlan<S>::kA], int wx, int wc,
+                                                   int lane, int nu) {
+  using P = WPlan<S>;
+  constexpr int kA = P::kA;
+  const int g = lane >> 2, k2 = 2 * (lane & 3);
+#pragma unroll
+  for (int xi = 0; xi < kA; ++xi) {
+    const int p = nu * kA + xi;
+    float acc[2][4] = {};
+    const float* v = s_v + (p * P::kBlockTiles + wx * P::kWarpTiles + g) * S::kCin + k2;
+    const float* u = s_u + ((p * S::kWC + wc) * 2 * 8 + g) * S::kCin + k2;
+#pragma unroll
+    for (int kc = 0; kc < S::kCin; kc += 8) {
+      const float2 lo = *reinterpret_cast<const float2*>(v + kc);
+      const float2 hi = *reinterpret_cast<const float2*>(v + 8 * S::kCin + kc);
+      unsigned ab[4], as[4];
+      split_tf32(lo.x, ab[0], as[0]);  // row g, k = lane % 4
+      split_tf32(hi.x, ab[1], as[1]);  // row g + 8
+      split_tf32(lo.y, ab[2], as[2]);  // row g, k + 4
+      split_tf32(hi.y, ab[3], as[3]);
+#pragma unroll
+      for (int f = 0; f < 2; ++f) {
+        const float2 b = *reinterpret_cast<const float2*>(u + f * 8 * S::kCin + kc);
+        unsigned bb0, bs0, bb1, bs1;
+        split_tf32(b.x, bb0, bs0);
+        split_tf32(b.y, bb1, bs1);
+        mma_tf32(acc[f], as[0], as[1], as[2], as[3], bb0, bb1);
+        mma_tf32(acc[f], ab[0], ab[1], ab[2], ab[3], bs0, bs1);
+        mma_tf32(acc[f], ab[0], ab[1], ab[2], ab[3], bb0, bb1);
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      m[0][2 * f][xi] = acc[f][0];
+      m[0][2 * f + 1][xi] = acc[f][1];
+      m[1][2 * f][xi] = acc[f][2];
+      m[1][2 * f + 1][xi] = acc[f][3];
+    }
+  }
+}
+
 // The tile's m x m outputs (before bias) of each of the thread's kTT tiles x kTCo channels: the a
 // columns of M, each summed over the channels and folded.
 template <class S>
@@ -437,7 +541,12 @@ __device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_u
 #pragma unroll
   for (int nu = 0; nu < P::kA; ++nu) {
     float m[S::kTT][S::kTCo][P::kA];
-    column_products<S>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, nu);
+    if constexpr (P::kTC) {
+      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+      column_products_tc<S>(s_u4, s_v4, m, warp % S::kWX, warp / S::kWX, lane, nu);
+    } else {
+      column_products<S>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, nu);
+    }
 #pragma unroll
     for (int t = 0; t < S::kTT; ++t) {
 #pragma unroll
@@ -678,8 +787,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   // channel-lane bits. Lanes n and n ^ 1 then load the same V, lanes n and n ^ 2 the same U, and a
   // 16-byte shared load whose lane pairs (n, n ^ 1) or (n, n ^ 2) share addresses returns in 2
   // wavefronts instead of 4.
-  const int lx = (lane >> 1) % S::kLX;
-  const int group = wc * P::kLanesC + ((lane & 1) | ((lane >> 1) / S::kLX) << 1);
+  // (Tensor cores: the mma.sync accumulator layout, tile lane lane / 4, channel lane lane % 4.)
+  const int lx = P::kTC ? lane >> 2 : (lane >> 1) % S::kLX;
+  const int group = wc * P::kLanesC + (P::kTC ? lane & 3 : (lane & 1) | ((lane >> 1) / S::kLX) << 1);
   const int bx = blockIdx.x % P::kTilesX;
   const int ty0 = blockIdx.x / P::kTilesX * row_tiles;
   const int co0 = blockIdx.y * P::kBlockCout;

@@ -92,9 +92,9 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
 
 TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   // fp32 3 x 3 stride 1 with 8 input channels: Winograd, the block's 64 channels at once, up to 8
-  // tile rows a block. F(2x2, 3x3) by default: 4 warps of 16 tiles x 16 channels; F(4x4, 3x3)
-  // with CUINLINE_CONV2D_WINOGRAD=4 (ctest runs this binary a second time so, "wino4."): 2 x 4
-  // warps of 8 tiles x 16 channels.
+  // tile rows a block. F(2x2, 3x3) by default: 2 x 4 warps of 16 tiles x 16 channels (an NCHW
+  // output); F(4x4, 3x3) with CUINLINE_CONV2D_WINOGRAD=4 (ctest runs this binary a second time so,
+  // "wino4."): 2 x 4 warps of 8 tiles x 16 channels.
   const char* env = std::getenv("CUINLINE_CONV2D_WINOGRAD");
   const bool f2 = env == nullptr || std::string(env) != "4";
   const Conv2dTiling t = conv2d_tiling(seed_variant());
@@ -102,21 +102,33 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   EXPECT_FALSE(t.tensor_cores);
   EXPECT_EQ(t.pipeline, 4);
   EXPECT_EQ(t.winograd_tile, f2 ? 2 : 4);
-  EXPECT_EQ(t.threads(), f2 ? 128 : 256);
+  // F(2x2)'s products on tensor cores (3xTF32) unless CUINLINE_CONV2D_WINOGRAD_TC=0 ("winofma.").
+  const char* tc_env = std::getenv("CUINLINE_CONV2D_WINOGRAD_TC");
+  EXPECT_EQ(t.winograd_tc, f2 && (tc_env == nullptr || std::string(tc_env) != "0"));
+  EXPECT_EQ(t.threads(), 256);
   EXPECT_EQ(t.block_channels(), 64);
   EXPECT_EQ(t.threads_x, 8);          // tile lanes of a warp
-  EXPECT_EQ(t.threads_y, f2 ? 1 : 2);  // warps along the tiles
+  EXPECT_EQ(t.threads_y, 2);          // warps along the tiles
   EXPECT_EQ(t.pixels_per_thread, 4);  // F(2x2): 2 tiles of 2 columns; F(4x4): 1 of 4
   EXPECT_EQ(t.channels_per_thread, 4);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.tiles_x, f2 ? 4 : 2);    // 63 tiles across, 16 a block; or 32, 16 a block
+  EXPECT_EQ(t.tiles_x, 2);             // 63 tiles across, 32 a block; or 32, 16 a block
   EXPECT_EQ(t.tiles_y, f2 ? 63 : 32);  // 126 output rows, 2 or 4 a tile row
   EXPECT_EQ(t.row_tiles, 8);
   EXPECT_EQ(t.ci_unroll, 1);   // the channel loop rolled (NVRTC time)
-  EXPECT_EQ(t.min_blocks, f2 ? 4 : 2);  // 16 warps a multiprocessor
+  EXPECT_EQ(t.min_blocks, 2);           // 16 warps a multiprocessor
   // U (8 x a^2 x 64) + V (8 x a^2 x block tiles) + one raw stage (8 x a x pitch) floats.
   if (f2) {
-    EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 8 * 4 * 36) * 4u);
+    EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 32 + 8 * 4 * 68) * 4u);
+    // A channels-last output: 1 x 4 warps (16 tiles a block).
+    Conv2dVariant nhwc = seed_variant();
+    nhwc.output_layout = Conv2dLayout::nhwc;
+    const Conv2dTiling tn = conv2d_tiling(nhwc);
+    EXPECT_TRUE(tn.winograd);
+    EXPECT_EQ(tn.threads(), 128);
+    EXPECT_EQ(tn.tiles_x, 4);
+    EXPECT_EQ(tn.min_blocks, 4);
+    EXPECT_EQ(tn.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 8 * 4 * 36) * 4u);
   } else {
     EXPECT_EQ(t.shared_bytes, (8 * 36 * 64 + 8 * 36 * 16 + 8 * 6 * 68) * 4u);
   }

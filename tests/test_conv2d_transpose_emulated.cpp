@@ -160,8 +160,13 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
     EXPECT_FALSE(t.transpose_output);
     EXPECT_FALSE(t.generic);
     EXPECT_TRUE(t.winograd);
-    EXPECT_EQ(t.shared_bytes, base.shared_bytes);
-    EXPECT_EQ(t.tiles_x, base.tiles_x);
+    // (A channels-last output: blocks of 1 x 4 warps, 16 tiles, where the NCHW output has 2 x 4.)
+    Conv2dVariant same_output = nchw;
+    same_output.output_layout = v.output_layout;
+    const Conv2dTiling out_base = conv2d_tiling(same_output);
+    EXPECT_EQ(t.shared_bytes, out_base.shared_bytes);
+    EXPECT_EQ(t.tiles_x, out_base.tiles_x);
+    EXPECT_EQ(t.threads(), (mask & 4) != 0 ? 128 : base.threads());
     EXPECT_EQ(kernel_name(v), kernel_name(nchw));
     const std::string source = make_request(v).source;
     if (mask & 4) {

@@ -14,7 +14,7 @@ namespace {
 
 // A warp is 8 tile lanes x 4 channel lanes of 4 output channels each (16 channels); the template's
 // column fold keeps a + m^2 accumulators per tile and channel (a = m + 2).
-// * F(2x2): 2 tiles a thread (64 accumulators), 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
+// * F(2x2): 2 tiles a thread (64 accumulators), 8 or 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
 //   products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
 //   0.426 with 2 tiles (bench/conv2d_wino_tune.cu, H200, 2026-11-25).
 // * F(4x4): 1 tile a thread (4 x (6 + 16) = 88 accumulators), 8 warps a block (2 along the tiles):
@@ -41,23 +41,55 @@ int environment_setting() {
   return setting;
 }
 
-int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
-// CUINLINE_CONV2D_WINOGRAD_WARPS=8 (a tuning override, read once): F(2x2) blocks of 8 warps where all
-// 4 channel warps are used (2 along the tiles), instead of 4.
-bool eight_warp_override() {
+// CUINLINE_CONV2D_WINOGRAD_TC=0 (read once): the F(2x2) products in fp32 FMA instead of on tensor
+// cores.
+bool tensor_core_products() {
   static const bool on = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_WARPS");
-    return e != nullptr && std::strcmp(e, "8") == 0;
+    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_TC");
+    return e == nullptr || std::strcmp(e, "0") != 0;
   }();
   return on;
 }
 
-// Warps a block: F(4x4) 8, F(2x2) 4. The seed's F(2x2) as 2 x 4 warps (32 tiles a block, 2 blocks an
-// SM) instead of 1 x 4 (16 tiles, 4 blocks): in the harness 0.431-0.435 ms against 0.542-0.550 on an
-// H100 (2026-11-26, same process, two rounds), 0.4302 against 0.4164 on an H200 (same day); through
-// the library on that H200 (L2 flushed) 0.4815 against 0.4340 — so 4 warps stay the default and
-// CUINLINE_CONV2D_WINOGRAD_WARPS=8 selects the other (docs/PERFORMANCE.md, session 17).
-int block_warps(int m, int warps_c) { return m == 4 || (warps_c == 4 && eight_warp_override()) ? 8 : 4; }
+int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
+
+}  // namespace
+
+int winograd_rows_override() {
+  static const int rows = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_ROWS");
+    if (e == nullptr) return 0;
+    const int r = std::atoi(e);
+    return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
+  }();
+  return rows;
+}
+
+namespace {
+// CUINLINE_CONV2D_WINOGRAD_WARPS=4 or 8 (a tuning override, read once): F(2x2) blocks of 4 or 8
+// warps where all 4 channel warps are used; 0 where unset.
+int warps_override() {
+  static const int warps = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_WARPS");
+    if (e == nullptr) return 0;
+    if (std::strcmp(e, "4") == 0) return 4;
+    if (std::strcmp(e, "8") == 0) return 8;
+    return 0;
+  }();
+  return warps;
+}
+
+// Warps a block: F(4x4) 8; F(2x2) with all 4 channel warps 8 (2 along the tiles, 32 tiles) for an
+// NCHW output, 4 (16 tiles) for a channels-last one; else 4. Seed, library, L2 flushed, H100,
+// 2026-11-26, products on tensor cores: NCHW 0.3976 ms with 2 x 4 warps (4 tile rows a block)
+// against 0.4901 with 1 x 4 (4 rows; 0.5446 with 8); channels-last output 0.4142-0.4195 with 1 x 4
+// against 0.4282-0.4335 with 2 x 4 (docs/PERFORMANCE.md, session 18).
+int block_warps(const Conv2dVariant& v, int m, int warps_c) {
+  if (m == 4) return 8;
+  if (warps_c != 4) return 4;
+  if (const int w = warps_override(); w != 0) return w;
+  return v.output_layout == Conv2dLayout::nhwc ? 4 : 8;
+}
 
 std::int64_t weight_bytes(const Conv2dVariant& v, int m, int warps_c) {
   return std::int64_t{v.in_channels} * (m + 2) * (m + 2) * kWarpChannels * warps_c * 4;
@@ -99,12 +131,13 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.winograd = true;
   t.winograd_tile = m;
+  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && tensor_core_products();
   t.pipeline = 4;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
   int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
   while (warps_c > 1 && weight_bytes(v, m, warps_c) > kMaxWeightBytes) warps_c /= 2;
-  int warps_x = std::max(1, block_warps(m, warps_c) / warps_c);
+  int warps_x = std::max(1, block_warps(v, m, warps_c) / warps_c);
   if (m == 4) warps_x = std::min(warps_x, 2);
   while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
   t.threads_x = kTileLanes;
@@ -146,6 +179,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
   // (Only where set: F(2x2) NCHW sources keep their form.)
   if (t.winograd_tile != 2) src += c("kWinoM", t.winograd_tile);
+  if (t.winograd_tc) src += c("kWinoTC", 1);
   if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
   if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar NCHW stores
   src += "};\n\n";
