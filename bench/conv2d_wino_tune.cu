@@ -106,5 +106,8 @@ int main(int argc, char** argv) {
   RUN(2, 4, 8, 4, 2, 8, 2, 4, 1, 2, 1);  // 19: 4 x 2 warps, 4 row tiles
   RUN(2, 4, 8, 2, 4, 8, 2, 4, 1, 2, 0);  // 20: FMA, 2 x 4 warps, 4 row tiles
   RUN(2, 4, 8, 2, 4, 8, 2, 1, 1, 2, 1);  // 21: 2 x 4 warps, 1 row tile
+  RUN(2, 4, 8, 2, 4, 8, 3, 4, 1, 2, 1);  // 22: 2 x 4 warps, 4 row tiles, 3 blocks an SM asked
+  RUN(2, 4, 8, 2, 2, 8, 5, 4, 1, 2, 1);  // 23: 2 x 2 warps, 4 row tiles, 5 blocks an SM asked
+  RUN(2, 4, 8, 2, 2, 8, 4, 2, 1, 2, 1);  // 24: 2 x 2 warps, 2 row tiles
   return 0;
 }

@@ -9,6 +9,8 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
   - misuse: a CPU tensor, a tensor of another GPU (when there are two) → CUINLINE_ERROR_INVALID_ARGUMENT
     with a message, nothing launched, and the next correct call works (the context is intact);
   - conv2d + bias + residual + relu against F.conv2d (TF32 off);
+  - fp32 3x3 conv2d with 8 input channels (Winograd, tensor-core products) with special values, NCHW
+    and channels-last, eager and in torch.cuda.graph replayed on new data;
   - f32 channels-last conv2d (the NCHW kernels between transposing copies) on the current stream, a
     side stream and in torch.cuda.graph, bit for bit the NCHW call's;
   - with two GPUs, f32 channels-last and f16 NCHW conv2d (a workspace from cuda:1's pool) on tensors
@@ -157,6 +159,51 @@ def main():
     ref = torch.relu(F.conv2d(xi.double(), w.double(), bias.double(), padding=1) + res.double())
     err = ((out.double() - ref).norm() / ref.norm()).item()
     check("conv2d + bias + residual + relu vs float64", st == 0 and err < 1e-5, f"rel L2 {err:.2e}")
+
+    # 4b. fp32 3x3 with 8 input channels (the seed's kind: Winograd F(2x2, 3x3), products on tensor cores
+    # in 3xTF32) with a div|leaky_relu epilogue, NCHW and channels-last (input and output), special
+    # values in the input, on the current stream and inside torch.cuda.graph replayed on new data.
+    xw = torch.randn(16, 8, 66, 70, device="cuda")
+    xw.view(-1)[::997] = float("nan")
+    xw.view(-1)[5::1009] = float("inf")
+    xw.view(-1)[7::1013] = -0.0
+    ww = torch.randn(64, 8, 3, 3, device="cuda") * 0.2
+    bw = torch.randn(64, device="cuda")
+    ref_w = F.leaky_relu(F.conv2d(xw.double(), ww.double(), bw.double()) / 2, 0.01)
+    for layout in ("nchw", "nhwc"):
+        xl = xw if layout == "nchw" else xw.contiguous(memory_format=torch.channels_last)
+        ow = torch.full_like(ref_w, float("nan"), dtype=torch.float32)
+        if layout == "nhwc":
+            ow = ow.contiguous(memory_format=torch.channels_last)
+        st = lib.cuinline_conv2d(desc(xl), desc(ww), desc(bw), None, desc(ow), one, None, one,
+                                 b"div(2)|leaky_relu(0.01)", b"fp32",
+                                 ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        torch.cuda.synchronize()
+        finite = torch.isfinite(ref_w)
+        same_nonfinite = torch.equal(torch.isnan(ow), torch.isnan(ref_w)) and torch.equal(
+            torch.isinf(ow) & ~torch.isnan(ow), torch.isinf(ref_w))
+        err = ((ow.double()[finite] - ref_w[finite]).norm() / ref_w[finite].norm()).item()
+        check(f"f32 Winograd-shaped conv2d ({layout}) with NaN/Inf/-0 inputs vs float64",
+              st == 0 and err < 1e-5 and same_nonfinite, f"rel L2 {err:.2e} over finite outputs; "
+              f"non-finite where the reference has them: {same_nonfinite}")
+        og = torch.full_like(ow, float("nan"))
+        xg = xl.clone()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            stg = lib.cuinline_conv2d(desc(xg), desc(ww), desc(bw), None, desc(og), one, None, one,
+                                      b"div(2)|leaky_relu(0.01)", b"fp32",
+                                      ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        g.replay()
+        torch.cuda.synchronize()
+        check(f"f32 Winograd-shaped conv2d ({layout}) in torch.cuda.graph == eager",
+              stg == 0 and torch.equal(og.nan_to_num(7), ow.nan_to_num(7)))
+        xg.copy_(torch.randn_like(xg))
+        g.replay()
+        torch.cuda.synchronize()
+        ref_new = F.leaky_relu(F.conv2d(xg.double(), ww.double(), bw.double()) / 2, 0.01)
+        err = ((og.double() - ref_new).norm() / ref_new.norm()).item()
+        check(f"f32 Winograd-shaped conv2d ({layout}) graph replayed on new data vs float64",
+              stg == 0 and err < 1e-5, f"rel L2 {err:.2e}")
 
     # 5. The same block in f16 / bf16 on a model and input moved to torch.channels_last (cuinline reads
     # the layout from the strides: no copy), eagerly and inside torch.cuda.graph, against float64 from
