@@ -337,20 +337,6 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
 // Most tiles a block of the halo form computes in turn (its weights staged once).
 constexpr int kHaloRowTiles = 8;
 
-}  // namespace
-
-int halo_rows_override() {
-  static const int rows = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_ROWS");
-    if (e == nullptr) return 0;
-    const int r = std::atoi(e);
-    return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
-  }();
-  return rows;
-}
-
-namespace {
-
 // The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
 // two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of
 // wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not

@@ -165,11 +165,5 @@ inline constexpr const char* kWinogradKernel = "cuinline_conv2d_winograd<cuinlin
 Conv2dTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).
 CompileRequest make_winograd_request(const Conv2dVariant& v);
-/// CUINLINE_CONV2D_WINOGRAD_ROWS (a tuning override, read once): the most tile rows a Winograd block
-/// walks (1, 2, 4 or 8); 0 where unset (the launch's rule).
-int winograd_rows_override();
-/// CUINLINE_CONV2D_HALO_ROWS (a tuning override, read once): the most tiles a block of the f16/bf16
-/// halo form computes in turn (1, 2, 4 or 8); 0 where unset (the launch's rule).
-int halo_rows_override();
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -2,6 +2,7 @@
 // launch sequence (ops/family.hpp): the in-process variant → Kernel map in front of the KernelCache.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
@@ -181,6 +182,15 @@ bool overlap(const TensorView& a, const TensorView& b) {
   return a.numel() > 0 && b.numel() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
+// A tuning override of the tiles a block computes in turn, from the environment variable `name`: 1,
+// 2, 4 or 8; 0 where unset or anything else (the launch's rule).
+int rows_from_environment(const char* name) {
+  const char* e = std::getenv(name);
+  if (e == nullptr) return 0;
+  const int r = std::atoi(e);
+  return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
+}
+
 int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, const Launchable& e) {
   if (t.row_tiles <= 1) return 1;
   const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
@@ -207,7 +217,9 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     return best_rows;
   }
   if (t.winograd) {
-    if (const int rows = conv2d_impl::winograd_rows_override(); rows > 0) return std::min(rows, t.row_tiles);
+    // (CUINLINE_CONV2D_WINOGRAD_ROWS, read once.)
+    static const int rows = rows_from_environment("CUINLINE_CONV2D_WINOGRAD_ROWS");
+    if (rows > 0) return std::min(rows, t.row_tiles);
     // A block walks down up to 8 tile rows (its weights transformed once): the most rows that
     // leave at least 24 blocks an SM, else the most that leave 8, else 1. Fewer rows a block keep
     // the output that blocks in flight write together (NCHW: 2 rows of each of their channels a
@@ -224,7 +236,8 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     return 1;
   }
   if (t.halo) {
-    if (const int rows = conv2d_impl::halo_rows_override(); rows > 0) return std::min(rows, t.row_tiles);
+    static const int rows = rows_from_environment("CUINLINE_CONV2D_HALO_ROWS");  // (read once)
+    if (rows > 0) return std::min(rows, t.row_tiles);
     // The halo form stages its weights once a block: the most tiles a block (up to 2 for an NCHW
     // output, 4 for a channels-last one) that leave at least 3 waves of its resident blocks (a short
     // tail). Fewer tiles a block keep the rows that blocks in flight write closer together: f16 seed

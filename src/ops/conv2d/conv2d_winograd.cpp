@@ -52,20 +52,6 @@ bool tensor_core_products() {
 }
 
 int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
-
-}  // namespace
-
-int winograd_rows_override() {
-  static const int rows = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_ROWS");
-    if (e == nullptr) return 0;
-    const int r = std::atoi(e);
-    return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
-  }();
-  return rows;
-}
-
-namespace {
 // CUINLINE_CONV2D_WINOGRAD_WARPS=4 or 8 (a tuning override, read once): F(2x2) blocks of 4 or 8
 // warps where all 4 channel warps are used; 0 where unset.
 int warps_override() {
