@@ -193,7 +193,8 @@ struct Conv2dTiling {
   bool winograd = false;
   int winograd_tile = 0;  ///< m of a Winograd tiling (2 or 4), else 0
   /// F(2x2) products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32
-  /// FMA; the default for F(2x2) on sm_80 and later (CUINLINE_CONV2D_WINOGRAD_TC=0 turns it off).
+  /// FMA: every F(2x2) tiling unless CUINLINE_CONV2D_WINOGRAD_TC=0 (the Winograd kernel needs sm_80
+  /// either way: cp.async).
   bool winograd_tc = false;
   /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
   /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x
