@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
+#include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <exception>
 #include <string>
@@ -104,8 +105,10 @@ int cuinline_conv2d_any(const void* input, const void* weight, const void* bias,
     const TensorView out = view(output, layouts & 4, shape[0], shape[4], oh, ow);
     const cuinline::ops::Op epi = make_epilogue(epilogue, a, b);
     if (kernel) {
-      const cuinline::ops::Conv2dVariant v =
-          cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision);
+      // (What the call runs: planned for the stream's device.)
+      const cuinline::ops::Conv2dVariant v = cuinline::ops::conv2d_variant_for_device(
+          cuinline::ops::conv2d_variant_for(in, w, bv, out, p, epi, g_precision),
+          cuinline::stream_device(static_cast<CUstream>(stream)));
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
       // (+10: f32 channels-last on that kernel between transposing copies)
       *kernel = (t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0) + (t.transposes() ? 10 : 0);

@@ -181,18 +181,44 @@ struct Plan {
                 "kColPhases is 1, or kSW with a non-compact column axis");
 };
 
+// CUINLINE_CONV2D_SYNC_COPIES (rendered for the sm75 target; also below sm_80, which has no
+// cp.async): the copies below are plain loads and stores, done when issued. Every caller already
+// waits (copy_async_wait) and then synchronizes the block before it reads a stage, and never
+// writes a buffer that is still being read (an asynchronous copy could land at any time), so the
+// same kernel is correct either way.
+#if !defined(CUINLINE_CONV2D_SYNC_COPIES) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define CUINLINE_CONV2D_SYNC_COPIES 1
+#endif
+
 // 4-byte asynchronous copy global -> shared (LDGSTS); with `valid` false it writes a zero and
 // reads nothing. Every copy of a stage is in flight at once, so a stage costs about one latency.
 __device__ __forceinline__ void copy_async(float* dst, const float* src, bool valid) {
+#ifdef CUINLINE_CONV2D_SYNC_COPIES
+  *dst = valid ? __ldg(src) : 0.0f;
+#else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+#endif
+}
+// The same for 16 bytes (both addresses 16-byte aligned), bypassing L1 (cp.async.cg).
+__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool valid) {
+#ifdef CUINLINE_CONV2D_SYNC_COPIES
+  *reinterpret_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+#else
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+#endif
 }
 __device__ __forceinline__ void copy_async_commit() {
+#ifndef CUINLINE_CONV2D_SYNC_COPIES
   asm volatile("cp.async.commit_group;\n" ::);
+#endif
 }
 template <int kPending>
 __device__ __forceinline__ void copy_async_wait() {
+#ifndef CUINLINE_CONV2D_SYNC_COPIES
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
 }
 
 // Stages input channels [cb, cb + kCiChunk) of image `in_n` (tile origin iy0, ix0, zero outside the

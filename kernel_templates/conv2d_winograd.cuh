@@ -142,8 +142,10 @@ struct WPlan {
   static_assert(kThreads <= 1024, "block too large");
 };
 
-// 4-byte cp.async, its commit and wait, and streaming stores: conv2d.cuh's.
+// 4- and 16-byte cp.async (plain copies with CUINLINE_CONV2D_SYNC_COPIES), their commit and wait,
+// and streaming stores: conv2d.cuh's.
 using cuinline_conv2d_detail::copy_async;
+using cuinline_conv2d_detail::copy_async16;
 using cuinline_conv2d_detail::copy_async_commit;
 using cuinline_conv2d_detail::copy_async_wait;
 using cuinline_conv2d_detail::store_streaming;
@@ -246,9 +248,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
       const int ix = ix0 + c;
       const bool inside = iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
       const float* src = inside ? in_n + (long long)ci * (S::kH * S::kW) + iy * S::kW + ix : in_n;
-      const unsigned d =
-          static_cast<unsigned>(__cvta_generic_to_shared(s_raw + (ci * P::kA + r) * P::kPitch + c));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(inside ? 16 : 0));
+      copy_async16(s_raw + (ci * P::kA + r) * P::kPitch + c, src, inside);
     }
   } else {
     constexpr int kPer = P::kA * P::kInCols;

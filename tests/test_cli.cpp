@@ -60,6 +60,24 @@ TEST_F(CliTest, WarmSeedsThenANewProcessGetsDiskHits) {
   EXPECT_EQ(entry_files().size(), entries);
 }
 
+// Other GPUs: the seed conv planned for each arch's target (sm_75: no cp.async or bf16/TF32 tensor
+// cores, 64 KiB a block; sm_86 and sm_120: 99 KiB; sm_80: 163 KiB) compiles for it, and the library on
+// such a GPU looks up exactly what warm wrote (a key of its own per target).
+TEST_F(CliTest, WarmForOtherArchsPlansForTheirTargets) {
+  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_75,sm_80,sm_86,sm_120", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "0 failed");
+  for (const char* arch : {"sm_75", "sm_80", "sm_86", "sm_120"}) {
+    SCOPED_TRACE(arch);
+    Result hit = probe({"conv2d", "8", "128", "128", "64", "3", "3", "1", "div(2)|leaky_relu(0.01)", arch});
+    ASSERT_EQ(hit.code, 0) << hit.err;
+    EXPECT_CONTAINS(hit.out, "tier=disk compiles=0 disk_hits=1");
+  }
+  // The sm_90 plan was not warmed: an sm_90 lookup compiles (the targets' keys differ).
+  Result miss = probe({"conv2d", "8", "128", "128", "64", "3", "3", "1", "div(2)|leaky_relu(0.01)", "sm_90"});
+  EXPECT_CONTAINS(miss.out, "tier=compiled compiles=1");
+}
+
 TEST_F(CliTest, WarmUserFileMatchesLoadInline) {
   write_file(dir_ / "k.cu",
              "template <class T, int N>\n__global__ void scale(T* x, T a) { x[threadIdx.x] *= a * N; }\n");

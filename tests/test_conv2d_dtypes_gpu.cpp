@@ -12,6 +12,7 @@
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/module.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,13 +124,23 @@ bool hmma_disabled() {
   return e != nullptr && std::string(e) == "0";
 }
 
-// Whether the halo form is switched off (CUINLINE_CONV2D_HMMA, _WGMMA or _HALO = 0).
+// The target calls on this process's device plan for (Conv2dTarget: the device's, or
+// CUINLINE_CONV2D_TARGET's), and the tiling a call of v runs there.
+Conv2dTarget device_target() {
+  return conv2d_variant_for_device(Conv2dVariant{}, current_device()).target;
+}
+Conv2dTiling planned(const Conv2dVariant& v) {
+  return conv2d_tiling(conv2d_variant_for_device(v, current_device()));
+}
+
+// Whether the halo form is switched off (CUINLINE_CONV2D_HMMA, _WGMMA or _HALO = 0), or not planned
+// for this device's target (sm90 only).
 bool halo_disabled() {
   for (const char* name : {"CUINLINE_CONV2D_HMMA", "CUINLINE_CONV2D_WGMMA", "CUINLINE_CONV2D_HALO"}) {
     const char* e = std::getenv(name);
     if (e != nullptr && std::string(e) == "0") return true;
   }
-  return false;
+  return device_target() != Conv2dTarget::sm90;
 }
 
 // Relative L2 error allowed. The kernel sums exact fp32 products of the stored values in fp32 (about
@@ -208,8 +219,8 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
                                                    s.residual ? dr.view : TensorView{});
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
         EXPECT_EQ(v.dtype, dt);
-        // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0.
-        EXPECT_EQ(conv2d_tiling(v).half_mma, dt != DType::f32 && !hmma_disabled());
+        // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0 or on sm_75.
+        EXPECT_EQ(planned(v).half_mma, dt != DType::f32 && !hmma_disabled() && device_target() != Conv2dTarget::sm75);
         // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
         if (s.cin > 1 && s.h * s.w > 1) {
           EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
@@ -275,7 +286,7 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
         const Conv2dVariant v =
             conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
-        EXPECT_EQ(conv2d_tiling(v).half_mma, !hmma_disabled());
+        EXPECT_EQ(planned(v).half_mma, !hmma_disabled() && device_target() != Conv2dTarget::sm75);
         if (!hmma_disabled()) {
           EXPECT_EQ(v.inputs_aligned, in_shift == 0 || !nhwc);  // (cp.async: NHWC input and weight)
           EXPECT_EQ(v.output_aligned, out_shift == 0);          // (every shape here stores vectors)
@@ -400,7 +411,7 @@ TEST(Conv2dDtypesGpu, RandomHaloShapes) {
     const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
     const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi);
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
-    if (!halo_disabled()) ASSERT_TRUE(conv2d_tiling(v).halo);
+    if (!halo_disabled()) ASSERT_TRUE(planned(v).halo);
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
     stream.synchronize();
     ASSERT_NO_FATAL_FAILURE(expect_matches_reference(s, x, wt, b, y, dy, out_shift, v.name()));
@@ -520,7 +531,7 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
       const TensorView res = s.residual ? dr.view : TensorView{}, res0 = s.residual ? dr0.view : TensorView{};
       const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, c.precision, res);
       SCOPED_TRACE(v.name() + " " + to_string(c.precision));
-      const Conv2dTiling t = conv2d_tiling(v);
+      const Conv2dTiling t = planned(v);
       const bool transpose_on = std::getenv("CUINLINE_CONV2D_TRANSPOSE") == nullptr ||
                                 std::string(std::getenv("CUINLINE_CONV2D_TRANSPOSE")) != "0";
       // (Only a channels-last output on Winograd: no copy at all, the kernel writes it.)
@@ -590,7 +601,7 @@ TEST(Conv2dDtypesGpu, SpecialValuesThroughTheHaloWindow) {
       SCOPED_TRACE(std::string(to_string(dt)) + (in_nhwc ? " nhwc in" : " nchw in") +
                    (w_nhwc ? " nhwc weight" : " nchw weight") + (out_nhwc ? " nhwc out" : " nchw out"));
       const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}));
-      if (!halo_disabled()) ASSERT_TRUE(conv2d_tiling(v).halo);
+      if (!halo_disabled()) ASSERT_TRUE(planned(v).halo);
       conv2d(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}), stream);
       stream.synchronize();
       std::vector<unsigned char> raw(y.bytes());
@@ -622,6 +633,70 @@ TEST(Conv2dDtypesGpu, SpecialValuesThroughTheHaloWindow) {
       EXPECT_EQ(special, cout * (6 + 1 + 6));  // 3 x 2 windows each for +inf and NaN, one for -inf
       EXPECT_LE(std::sqrt(num / den), tolerance(dt));
     }
+  }
+}
+
+// A call runs the plan for its device's target (conv2d_variant_for_device: the device's, or
+// CUINLINE_CONV2D_TARGET's where the device has what it plans for, as ctest's sm75. and sm86. runs
+// set it): after the call, exactly that plan's module is in the KernelCache's memory tier, and the
+// result matches the float64 reference. One f32 Winograd shape (F(2x2); on sm_75 with plain copies
+// and FMA products), one f32 tf32 shape (fp32 FMA on sm_75), f16 NCHW with 8 channels (the halo form
+// on sm90, the mma.sync tilings on sm80 / sm86, the general kernel on sm_75) and bf16 channels-last.
+TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const int device = current_device();
+  Conv2dTarget expect = conv2d_target_for(device_arch(device));
+  if (const char* e = std::getenv("CUINLINE_CONV2D_TARGET"); e != nullptr && *e != '\0') {
+    const Conv2dTarget forced = conv2d_target_for(Arch::parse(e));
+    if (conv2d_max_shared_bytes(forced) <= conv2d_max_shared_bytes(expect) &&
+        (forced != Conv2dTarget::sm90 || expect == Conv2dTarget::sm90)) {
+      expect = forced;
+    }
+  }
+  ASSERT_EQ(device_target(), expect);
+  std::printf("device %d (%s) plans for %s\n", device, device_arch(device).name().c_str(), to_string(expect));
+  std::mt19937_64 rng(test::fresh_seed());
+  struct Case {
+    Shape s;
+    DType dt;
+    bool nhwc;
+    Conv2dPrecision precision;
+  };
+  const Case cases[] = {{{2, 8, 36, 36, 32, 3, 3, Conv2dParams{}, true}, DType::f32, false, Conv2dPrecision::fp32},
+                        {{2, 16, 20, 20, 24, 3, 3, Conv2dParams::square(1, 1), true}, DType::f32, false, Conv2dPrecision::tf32},
+                        {{2, 8, 40, 40, 16, 3, 3, Conv2dParams{}, true}, DType::f16, false, Conv2dPrecision::fp32},
+                        {{2, 16, 24, 24, 32, 3, 3, Conv2dParams::square(1, 1), true}, DType::bf16, true, Conv2dPrecision::fp32}};
+  Stream stream;
+  clear_conv2d_kernel_map();
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, 1, s.p.pad_h, 1));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, 1, s.p.pad_w, 1));
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, c.nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, c.dt, c.nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    HostTensor y{s.n, s.cout, oh, ow, c.dt, c.nhwc, std::vector<double>(std::size_t(s.n) * s.cout * oh * ow)};
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dy = upload(y);
+    dy.buffer.fill_u32(0xffffffffu);
+    const TensorView bias = TensorView::contiguous(db.view.data, c.dt, {s.cout});
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, c.precision);
+    const Conv2dVariant p = conv2d_variant_for_device(v, device);
+    SCOPED_TRACE(p.name() + " " + to_string(c.precision));
+    EXPECT_EQ(p.target, expect);
+    const Conv2dTiling t = conv2d_tiling(p);
+    if (expect == Conv2dTarget::sm75) EXPECT_FALSE(t.tensor_cores || t.half_mma || t.winograd_tc);
+    if (expect != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma);
+    conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision);
+    stream.synchronize();
+    // The module the call loaded: the plan's (a staged plan's conv is its channels-last copy's).
+    CacheTier tier = CacheTier::compiled;
+    default_cache().get(make_request(p), device_arch(device), &tier);
+    EXPECT_EQ(tier, CacheTier::memory) << "the call did not run the plan for its device";
+    Shape rs = s;
+    rs.bias = true;
+    if (c.precision == Conv2dPrecision::tf32 && expect != Conv2dTarget::sm75) continue;  // (TF32: not fp32 accuracy)
+    ASSERT_NO_FATAL_FAILURE(expect_matches_reference(rs, x, wt, b, y, dy, 0, p.name()));
   }
 }
 

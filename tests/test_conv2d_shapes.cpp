@@ -3,7 +3,9 @@
 // not, a residual or not, an epilogue, each precision; each shape also in f16, bf16 or f32 with
 // channels-last tensors on the general kernel) from a printed seed; each one's tiling keeps the plan's
 // invariants (whole warps, at most 1024 threads, shared memory within sm_90's 227 KiB) and NVRTC
-// compiles it for sm_90 (register spills counted and printed); the tuned shapes compile without spills.
+// compiles it for sm_90 (register spills counted and printed); each shape is also planned for one of
+// the other targets (sm_75, sm_80, sm_86, sm_120: their shared memory and instructions) and compiled
+// for that arch; the tuned shapes compile without spills.
 //   CUINLINE_CONV2D_SHAPES=N        variants to try (default 60: CI)
 //   CUINLINE_CONV2D_SHAPES_SEED=S   seed (default: a fixed one in CI; "random" draws one)
 // scripts/conv2d-shapes runs a longer randomized sweep before a conv change.
@@ -79,16 +81,26 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   int failures = 0;
   int tensor_core_spills = 0, fp32_spills = 0;
   int generic_variants = 0, transposing_variants = 0, fallback_variants = 0;
-  auto check = [&](const Conv2dVariant& v, int i) {
-    SCOPED_TRACE(v.name() + " " + to_string(v.precision));
+  int target_variants = 0;
+  auto check = [&](const Conv2dVariant& v, int i, const cuinline::Arch& arch) {
+    SCOPED_TRACE(v.name() + " " + to_string(v.precision) + " for " + arch.name());
     try {
+      ASSERT_EQ(v.target, conv2d_target_for(arch));
       const Conv2dTiling t = conv2d_tiling(v);
       EXPECT_EQ(t.threads() % 32, 0) << "whole warps";
       EXPECT_LE(t.threads(), 1024);
       EXPECT_GT(t.threads(), 0);
-      EXPECT_LE(t.shared_bytes, 227u * 1024u);
+      EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target)) << "shared memory within the target's";
       EXPECT_GT(t.block_channels(), 0);
-      EXPECT_EQ(t.generic || t.half_mma || t.transposes(), v.uses_generic_kernel());
+      EXPECT_EQ(t.generic || t.half_mma || t.transposes(),
+                v.uses_generic_kernel() || cuinline::ops::conv2d_impl::f32_direct_too_large(v));
+      // What each target's GPUs have: wgmma only for sm90; no tensor cores, bf16 mma or cp.async on
+      // sm75 (the fp32 FMA kernels with plain copies, and the general kernel).
+      if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma || t.halo || t.window);
+      if (v.target == Conv2dTarget::sm75) {
+        EXPECT_FALSE(t.tensor_cores || t.half_mma || t.winograd_tc || t.stage_channels > 0);
+        ++target_variants;
+      }
       if (t.transposes()) {
         // f32 channels-last on the NCHW kernels: the NCHW variant's tiling and module, copies for
         // exactly the channels-last tensors, and the shape-generic copy's module beside it.
@@ -114,7 +126,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       }
       cuinline::CompileRequest req = make_request(v);
       req.options.push_back("--ptxas-options=-v");
-      const cuinline::CompiledProgram prog = cuinline::compile(req, sm90);
+      const cuinline::CompiledProgram prog = cuinline::compile(req, arch);
       // ptxas's "N bytes spill stores, M bytes spill loads" lines.
       int reports = 0;
       bool spilled = false;
@@ -140,8 +152,8 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         EXPECT_EQ(dt.stage_channels, 0);
         EXPECT_FALSE(dt.transposes());
         EXPECT_EQ(dt.threads() % 32, 0) << "whole warps";
-        EXPECT_LE(dt.shared_bytes, 227u * 1024u);
-        cuinline::compile(f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), sm90);
+        EXPECT_LE(dt.shared_bytes, conv2d_max_shared_bytes(v.target));
+        cuinline::compile(f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), arch);
         ++fallback_variants;
       }
     } catch (const std::exception& e) {
@@ -154,22 +166,29 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   // weight's layout drawn too. A separate generator keeps the shapes those of the seed.
   std::mt19937_64 layout_rng(seed ^ 0x9e3779b97f4a7c15ull);
   const DType dtypes[] = {DType::f16, DType::bf16, DType::f32, DType::f16, DType::bf16};
+  // Each shape also planned for one of the other targets, cycling (sm75, sm80, sm86, and sm_120 for
+  // sm86 again), and compiled for that arch: the plans every other GPU runs.
+  const cuinline::Arch others[] = {cuinline::Arch::parse("sm_75"), cuinline::Arch::parse("sm_80"),
+                                   cuinline::Arch::parse("sm_86"), cuinline::Arch::parse("sm_120")};
   for (int i = 0; i < count; ++i) {
     const Conv2dVariant v = random_variant(rng);
-    check(v, i);
+    check(v, i, sm90);
     Conv2dVariant g = v;
     g.dtype = dtypes[i % 5];
     const bool nhwc_in = i % 5 >= 2, nhwc_out = i % 5 >= 2 ? layout_rng() % 4 != 0 : layout_rng() % 4 == 0;
     g.input_layout = nhwc_in ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
     g.output_layout = nhwc_out ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
     g.weight_layout = layout_rng() % 2 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
-    check(g, i);
+    check(g, i, sm90);
+    const cuinline::Arch& other = others[i % 4];
+    check(conv2d_variant_for_arch(i % 8 < 4 ? v : g, other), i, other);
     if (failures >= 5) break;  // enough to fix; keep the log readable
   }
   std::printf("conv2d shapes: register spills in %d tensor-core and %d direct-kernel variants of %d (%d on the "
               "general kernel, %d f32 channels-last between transposing copies; %d no-workspace kernels "
-              "compiled)\n",
-              tensor_core_spills, fp32_spills, 2 * count, generic_variants, transposing_variants, fallback_variants);
+              "compiled; %d planned for sm75)\n",
+              tensor_core_spills, fp32_spills, 3 * count, generic_variants, transposing_variants, fallback_variants,
+              target_variants);
 }
 
 // The no-workspace kernel of a staged f16 NCHW call whose staged copy runs on wgmma: the direct

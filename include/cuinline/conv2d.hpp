@@ -76,6 +76,27 @@ const char* to_string(Conv2dLayout layout) noexcept;
 /// The layout named by to_string; throws InvalidArgument for any other text.
 Conv2dLayout parse_conv2d_layout(std::string_view name);
 
+/// The GPU resources a conv2d variant's kernel is planned for: each target is the class of
+/// architectures with the same shared memory a block and the same tensor-core and copy
+/// instructions. A call plans for its stream's device (conv2d_target_for(device_arch(device)));
+/// `cuinline warm --arch X` for X. Only a target other than sm90 changes a variant's name and key.
+enum class Conv2dTarget : std::uint8_t {
+  sm90,  ///< sm_90 (H100, H200) and the other archs with 227 KiB a block (sm_100, sm_103, sm_110):
+         ///< every tiling; wgmma where the device is an sm_90 (the default)
+  sm80,  ///< sm_80, sm_87 (A100, Orin): 163 KiB a block; the mma.sync tilings (no wgmma)
+  sm86,  ///< sm_86, sm_89, sm_120, sm_121 (RTX 30/40/50, A10, L4, L40): 99 KiB a block; mma.sync
+  sm75,  ///< sm_75 (T4, RTX 20): 64 KiB a block, no cp.async, no bf16 or TF32 tensor cores: the fp32
+         ///< FMA kernels (direct, Winograd with FMA products; tf32 and tf32x3 compute in fp32 there,
+         ///< as PyTorch does on such GPUs) and, for f16 / bf16, the general direct kernel
+};
+/// "sm90", "sm80", "sm86", "sm75".
+const char* to_string(Conv2dTarget target) noexcept;
+/// The target whose resources `arch` has (see Conv2dTarget); any arch not listed there plans as sm90
+/// from sm_90 up, as sm86 from sm_86 up, as sm80 from sm_80 up, else as sm75.
+Conv2dTarget conv2d_target_for(const Arch& arch) noexcept;
+/// The most dynamic shared memory a block may use on the target's archs (bytes).
+unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept;
+
 /// Output extent of one dimension, PyTorch's formula:
 /// (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; may be <= 0 for an invalid shape.
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept;
@@ -114,6 +135,10 @@ struct Conv2dVariant {
   /// one is named (",xw:unaligned", ",y:unaligned").
   bool inputs_aligned = true;
   bool output_aligned = true;
+  /// The GPUs the kernel is planned for (their shared memory and instructions). conv2d_variant_for
+  /// and make_conv2d_variant give sm90; a call plans the variant for its device
+  /// (conv2d_variant_for_arch). A target other than sm90 is named (",target:sm86").
+  Conv2dTarget target = Conv2dTarget::sm90;
 
   std::int64_t out_height() const noexcept;
   std::int64_t out_width() const noexcept;
@@ -140,6 +165,17 @@ struct Conv2dVariant {
 Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int out_channels, int kernel_h,
                                   int kernel_w, const Conv2dParams& params, bool has_bias,
                                   const Op& epilogue);
+
+/// `variant` planned for `arch`: its target set to conv2d_target_for(arch). What a call on a device
+/// of that arch compiles and `cuinline warm --arch` writes: make_request(conv2d_variant_for_arch(v,
+/// arch)) compiled for arch.
+Conv2dVariant conv2d_variant_for_arch(const Conv2dVariant& variant, const Arch& arch);
+
+/// `variant` as a call on `device` plans it: for the device's target (conv2d_target_for of its arch),
+/// or for CUINLINE_CONV2D_TARGET's (a testing override: an arch name such as sm_75) where the device
+/// has what that target plans for (no more shared memory a block; sm90 only on an sm90-class device).
+/// conv2d_tiling of the result is what the call runs.
+Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device);
 
 /// The CompileRequest of a variant (conv2d.cuh + ew_ops.cuh specialized with the variant's
 /// constants). It has exactly one name expression: kernel_name(variant).
@@ -287,7 +323,8 @@ void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, co
                            const TensorView& output, const Conv2dParams& params, double divisor, double slope,
                            CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32);
 
-/// The variant a call would use (validating everything conv2d validates), without launching.
+/// The variant a call would use (validating everything conv2d validates), without launching; planned
+/// for sm90 (a call plans it for its stream's device: conv2d_variant_for_arch).
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
                                  Conv2dPrecision precision = Conv2dPrecision::fp32,

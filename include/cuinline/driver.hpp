@@ -33,6 +33,8 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
   int max_threads_per_multiprocessor = 0;
   std::size_t max_shared_per_block_optin = 0;
+  /// Peak DRAM bandwidth (bytes/s): 2 x memory clock x bus width; 0 where the driver does not say.
+  double memory_bandwidth = 0;
 };
 DeviceInfo device_info(int ordinal);
 /// The architecture of a device (its compute capability as sm_XY).

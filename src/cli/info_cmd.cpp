@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cuinline/cache.hpp>
 #include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/version.hpp>
@@ -33,9 +34,11 @@ int run_info(const InfoOptions& options) {
     for (int i = 0; i < count; ++i) {
       try {
         DeviceInfo d = device_info(i);
-        std::printf("%-10s %d: %s, %s, %d SMs, %s, L2 %s\n", i == 0 ? "GPUs" : "", d.ordinal, d.name.c_str(),
-                    d.arch.name().c_str(), d.multiprocessors, format_bytes(d.total_memory).c_str(),
-                    format_bytes(d.l2_bytes).c_str());
+        std::printf("%-10s %d: %s, %s, %d SMs, %s, L2 %s, %.2f TB/s, %zu KiB shared a block, conv2d target %s\n",
+                    i == 0 ? "GPUs" : "", d.ordinal, d.name.c_str(), d.arch.name().c_str(), d.multiprocessors,
+                    format_bytes(d.total_memory).c_str(), format_bytes(d.l2_bytes).c_str(), d.memory_bandwidth / 1e12,
+                    d.max_shared_per_block_optin / 1024,
+                    ops::to_string(ops::conv2d_variant_for_device(ops::Conv2dVariant{}, i).target));
       } catch (const Error& e) {
         std::printf("%-10s %d: %s\n", i == 0 ? "GPUs" : "", i, e.what());
       }

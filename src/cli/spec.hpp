@@ -15,6 +15,8 @@
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -76,6 +78,10 @@ struct Variant {
   std::string label;
   std::string entry_path;  ///< the spec entry it came from
   CompileRequest request;
+  /// Where the program depends on the arch (a conv2d variant is planned for the arch's
+  /// ops::Conv2dTarget): its request for an arch, or nullopt where the arch needs no such module (a
+  /// copy module that none of the spec's variants launches there). Unset: `request` for every arch.
+  std::function<std::optional<CompileRequest>(const Arch&)> for_arch;
 };
 
 /// The variants of every entry, in spec order (duplicates kept; the caller dedups by key). Throws

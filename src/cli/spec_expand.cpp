@@ -2,6 +2,8 @@
 // run time (ops::make_request, make_inline_request, ...), so the keys match.
 
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -111,6 +113,13 @@ std::filesystem::path spec_path(const std::filesystem::path& dir, const std::str
   return target;
 }
 
+// A shape-generic copy module of conv2d listed in a spec's variants: its request's name and the
+// targets (ops::Conv2dTarget, by value) whose calls launch it.
+struct CopyModule {
+  std::string name;
+  std::shared_ptr<std::array<bool, 4>> targets;
+};
+
 void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool allow_outside,
                  std::vector<Variant>& out) {
   const CudaFileEntry& spec = entry.cuda;
@@ -135,18 +144,41 @@ void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool 
   out.push_back({spec.file + " [" + kernels + "]", entry.path, make_inline_request(options)});
 }
 
-// Each variant's module, and once a spec each shape-generic copy a variant launches beside its conv
-// (ops::make_stage_request: the f16 / bf16 staging copy, the f32 channels-last transposing copy), so
-// a warmed cache needs no NVRTC at run time. `copies_listed` holds the copies' request names.
-void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, std::vector<std::string>& copies_listed) {
+// Each variant's module, planned for each arch's target as a call on that arch plans it
+// (ops::conv2d_variant_for_arch), and once a spec each shape-generic copy a variant launches beside
+// its conv there (ops::make_stage_request: the f16 / bf16 staging copy, the f32 channels-last
+// transposing copy), for the archs whose targets launch it, so a warmed cache needs no NVRTC at run
+// time. `copies` holds the copies listed so far: the request's name and the targets that launch it.
+void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, std::vector<CopyModule>& copies) {
+  constexpr ops::Conv2dTarget kTargets[] = {ops::Conv2dTarget::sm90, ops::Conv2dTarget::sm80, ops::Conv2dTarget::sm86,
+                                            ops::Conv2dTarget::sm75};
   for (const auto& variant : entry.conv2d.variants) {
-    out.push_back({variant.name(), entry.path, ops::make_request(variant)});
-    std::optional<CompileRequest> copy = ops::make_stage_request(variant);
-    if (!copy || std::find(copies_listed.begin(), copies_listed.end(), copy->name) != copies_listed.end()) continue;
-    copies_listed.push_back(copy->name);
-    const bool stage = copy->name == "conv2d_stage.cu";
-    out.push_back({stage ? "conv2d staging copy (f16/bf16)" : "conv2d transposing copy (f32 channels-last)", entry.path,
-                   std::move(*copy)});
+    Variant v{variant.name(), entry.path, ops::make_request(variant), nullptr};
+    v.for_arch = [variant](const Arch& arch) -> std::optional<CompileRequest> {
+      return ops::make_request(ops::conv2d_variant_for_arch(variant, arch));
+    };
+    out.push_back(std::move(v));
+    for (ops::Conv2dTarget target : kTargets) {
+      ops::Conv2dVariant planned = variant;
+      planned.target = target;
+      std::optional<CompileRequest> copy = ops::make_stage_request(planned);
+      if (!copy) continue;
+      auto listed = std::find_if(copies.begin(), copies.end(), [&](const CopyModule& c) { return c.name == copy->name; });
+      if (listed == copies.end()) {
+        copies.push_back({copy->name, std::make_shared<std::array<bool, 4>>()});
+        listed = copies.end() - 1;
+        const bool stage = copy->name == "conv2d_stage.cu";
+        std::shared_ptr<std::array<bool, 4>> targets = listed->targets;
+        Variant c{stage ? "conv2d staging copy (f16/bf16)" : "conv2d transposing copy (f32 channels-last)", entry.path,
+                  *copy, nullptr};
+        c.for_arch = [targets, request = std::move(*copy)](const Arch& arch) -> std::optional<CompileRequest> {
+          if (!(*targets)[static_cast<int>(ops::conv2d_target_for(arch))]) return std::nullopt;
+          return request;
+        };
+        out.push_back(std::move(c));
+      }
+      (*listed->targets)[static_cast<int>(target)] = true;
+    }
   }
 }
 
@@ -189,7 +221,7 @@ std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& 
     }
   }
   std::vector<Variant> out;
-  std::vector<std::string> copies_listed;
+  std::vector<CopyModule> copies_listed;
   for (const auto& entry : spec.entries) {
     try {
       switch (entry.kind) {

@@ -33,6 +33,7 @@ namespace {
 
 struct WarmJob {
   const Variant* variant = nullptr;
+  CompileRequest request;  // the variant's for this arch (Variant::for_arch)
   Arch arch;
   CacheKey key;
   std::string label;  // "leaky_relu f16 v8 slope=0.01 sm_90"
@@ -89,7 +90,14 @@ std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::
       job.variant = &variant;
       job.arch = arch;
       try {
-        job.key = make_cache_key(variant.request, arch);
+        if (variant.for_arch) {
+          std::optional<CompileRequest> request = variant.for_arch(arch);
+          if (!request) continue;  // (a module that arch does not launch)
+          job.request = std::move(*request);
+        } else {
+          job.request = variant.request;
+        }
+        job.key = make_cache_key(job.request, arch);
       } catch (const InvalidArgument& e) {
         throw InvalidArgument(variant.entry_path + " (" + variant.label + "): " + e.what());
       }
@@ -113,7 +121,7 @@ Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job
   if (remote.load(job.key)) return Outcome::cached;
   std::optional<CompiledProgram> program = disk.load(job.key);
   const bool compiled = !program;
-  if (compiled) program = compile(job.variant->request, job.arch);
+  if (compiled) program = compile(job.request, job.arch);
   if (!remote.store(job.key, *program)) {
     *error = "the entry could not be published to the remote cache " + remote.endpoint() + " (see the warning above)";
     return Outcome::failed;
@@ -130,7 +138,7 @@ Outcome warm_one(DiskCache& disk, RemoteCache* remote, const WarmJob& job, std::
     if (disk.load(job.key)) return Outcome::cached;
     auto lock = disk.lock(job.key);
     if (disk.load(job.key)) return Outcome::cached;
-    CompiledProgram program = compile(job.variant->request, job.arch);
+    CompiledProgram program = compile(job.request, job.arch);
     if (!disk.store(job.key, program)) {
       *error = "compiled, but the entry could not be written to " + disk.directory().string();
       return Outcome::failed;

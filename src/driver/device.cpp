@@ -108,6 +108,11 @@ DeviceInfo device_info(int ordinal) {
       attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, "reading threads per SM");
   info.max_shared_per_block_optin = static_cast<std::size_t>(attribute(
       dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "reading shared memory per block"));
+  int clock_khz = 0, bus_bits = 0;  // (optional: 0 where a driver does not report them)
+  if (driver().cuDeviceGetAttribute(&clock_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) == CUDA_SUCCESS &&
+      driver().cuDeviceGetAttribute(&bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev) == CUDA_SUCCESS) {
+    info.memory_bandwidth = 2.0 * clock_khz * 1000.0 * bus_bits / 8.0;
+  }
   std::size_t total = 0;
   check_driver(driver().cuDeviceTotalMem(&total, dev), "reading total memory");
   info.total_memory = total;

@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
       auto variant = ops::make_conv2d_variant(
           std::stoi(argv[2]), std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]), std::stoi(argv[6]),
           std::stoi(argv[7]), ops::Conv2dParams{}, std::string(argv[8]) == "1", ops::parse_op(argv[9]));
-      Module module = cache.get(ops::make_request(variant), Arch::parse(argv[10]), &tier);
+      // Planned for the arch as a call on such a GPU plans it (its Conv2dTarget).
+      const Arch arch = Arch::parse(argv[10]);
+      Module module = cache.get(ops::make_request(ops::conv2d_variant_for_arch(variant, arch)), arch, &tier);
       print(module, tier, cache);
     } else if (mode == "inline" && argc >= 6) {
       std::ifstream in(argv[2]);

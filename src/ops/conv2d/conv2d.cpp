@@ -27,7 +27,6 @@ constexpr int kPipelinedBytes7 = 75 * 1024;
 // 128 k3 s2, 4x16x224^2 -> 32 k3 s2) they measured no faster or slower, on 115-640 M ones 11-18 %
 // faster (bench/conv2d_shape_tune.cu, H200).
 constexpr double kMacs7 = 100e6;
-constexpr unsigned kMaxSharedBytes = 227 * 1024;  // per block on sm_90 (opt-in)
 // Filter taps x outputs per thread in one unrolled step of the channel loop: bounds code size
 // (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
 constexpr int kUnrollBudget = 576;
@@ -168,6 +167,51 @@ Conv2dPrecision parse_conv2d_precision(std::string_view name) {
   throw InvalidArgument("unknown conv2d precision '" + std::string(name) + "' (fp32, tf32, tf32x3)");
 }
 
+const char* to_string(Conv2dTarget target) noexcept {
+  switch (target) {
+    case Conv2dTarget::sm90:
+      return "sm90";
+    case Conv2dTarget::sm80:
+      return "sm80";
+    case Conv2dTarget::sm86:
+      return "sm86";
+    case Conv2dTarget::sm75:
+      return "sm75";
+  }
+  return "unknown";
+}
+
+Conv2dTarget conv2d_target_for(const Arch& arch) noexcept {
+  const int n = arch.number();
+  if (n >= 120) return Conv2dTarget::sm86;             // sm_120, sm_121: 99 KiB a block
+  if (n >= 90) return Conv2dTarget::sm90;              // sm_90, sm_100, sm_103, sm_110: 227 KiB
+  if (n == 80 || n == 87) return Conv2dTarget::sm80;   // 163 KiB
+  if (n >= 86) return Conv2dTarget::sm86;              // sm_86, sm_89: 99 KiB
+  if (n >= 80) return Conv2dTarget::sm80;
+  return Conv2dTarget::sm75;                           // sm_75: 64 KiB
+}
+
+unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept {
+  // cudaDevAttrMaxSharedMemoryPerBlockOptin of each class (the CUDA programming guide's table).
+  switch (target) {
+    case Conv2dTarget::sm80:
+      return 163 * 1024;
+    case Conv2dTarget::sm86:
+      return 99 * 1024;
+    case Conv2dTarget::sm75:
+      return 64 * 1024;
+    case Conv2dTarget::sm90:
+      break;
+  }
+  return 227 * 1024;
+}
+
+Conv2dVariant conv2d_variant_for_arch(const Conv2dVariant& variant, const Arch& arch) {
+  Conv2dVariant v = variant;
+  v.target = conv2d_target_for(arch);
+  return v;
+}
+
 const char* to_string(Conv2dLayout layout) noexcept {
   switch (layout) {
     case Conv2dLayout::nchw:
@@ -216,6 +260,7 @@ std::string Conv2dVariant::name() const {
   // only where they change the kernel).
   if (!inputs_aligned) s += ",xw:unaligned";
   if (!output_aligned) s += ",y:unaligned";
+  if (target != Conv2dTarget::sm90) s += std::string(",target:") + to_string(target);
   s += ">[" + (is_identity(epilogue) ? std::string("identity") : epilogue.describe()) + "]";
   return s;
 }
@@ -227,6 +272,10 @@ void Conv2dVariant::validate() const {
   for (Conv2dLayout l : {input_layout, weight_layout, output_layout}) {
     if (l != Conv2dLayout::nchw && l != Conv2dLayout::nhwc)
       fail("unknown layout " + std::to_string(static_cast<int>(l)));
+  }
+  if (target != Conv2dTarget::sm90 && target != Conv2dTarget::sm80 && target != Conv2dTarget::sm86 &&
+      target != Conv2dTarget::sm75) {
+    fail("unknown target " + std::to_string(static_cast<int>(target)));
   }
   if (precision != Conv2dPrecision::fp32 && precision != Conv2dPrecision::tf32 &&
       precision != Conv2dPrecision::tf32x3) {
@@ -265,7 +314,7 @@ bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
          a.params == b.params && a.has_bias == b.has_bias && a.has_residual == b.has_residual && a.precision == b.precision &&
          a.dtype == b.dtype && a.input_layout == b.input_layout && a.weight_layout == b.weight_layout &&
          a.output_layout == b.output_layout && a.inputs_aligned == b.inputs_aligned &&
-         a.output_aligned == b.output_aligned && a.epilogue == b.epilogue;
+         a.output_aligned == b.output_aligned && a.target == b.target && a.epilogue == b.epilogue;
 }
 
 bool Conv2dVariant::uses_generic_kernel() const noexcept {
@@ -301,7 +350,7 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
     t.transpose_output = v.output_layout == Conv2dLayout::nhwc && k.output_layout == Conv2dLayout::nchw;
     return t;
   }
-  if (v.uses_generic_kernel()) return conv2d_impl::generic_tiling(v);
+  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v)) return conv2d_impl::generic_tiling(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
   return fp32_plan(v).t;
@@ -371,10 +420,12 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     const SmemLayout l = smem_layout(v, t, rows);
     return (l.in_rows * l.in_pitch + l.w_per_ci) * 4;
   };
-  while (t.channel_groups > 1 && one_channel_bytes() > kPipelinedBytes) t.channel_groups /= 2;
+  const std::int64_t limit = conv2d_max_shared_bytes(v.target);
+  const std::int64_t pipelined_budget = std::min<std::int64_t>(kPipelinedBytes, limit);
+  while (t.channel_groups > 1 && one_channel_bytes() > pipelined_budget) t.channel_groups /= 2;
   // A residual's address and loads need registers the third resident block would cap (spills seen).
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 || v.has_residual ? 2 : 3;
-  const int pipelined_bytes = seven ? kPipelinedBytes7 : kPipelinedBytes;
+  const std::int64_t pipelined_bytes = std::min<std::int64_t>(seven ? kPipelinedBytes7 : kPipelinedBytes, limit);
   t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
   t.tiles_y = ceil_div(oh, rows);
 
@@ -414,11 +465,9 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   while (t.ci_chunk % plan.k_split != 0) plan.k_split /= 2;
   const std::int64_t red = red_floats(plan.k_split);
   const std::int64_t smem_floats = t.pipeline == 1 ? stage_floats + red : std::max(stage_floats, red);
-  if (smem_floats * 4 > kMaxSharedBytes) {
-    throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(smem_floats * 4) +
-                          " bytes of shared memory (filter too large)");
-  }
-  t.shared_bytes = static_cast<unsigned>(smem_floats * 4);
+  // (Past the target's limit — a very tall, dilated filter on a wide image — the variant runs on the
+  // general direct kernel instead: f32_direct_too_large.)
+  t.shared_bytes = static_cast<unsigned>(std::min<std::int64_t>(smem_floats * 4, 0xffffffffll));
   t.threads_y = rows * plan.k_split;
   plan.rows = rows;
   plan.col_phases = col_phases(v);
@@ -460,7 +509,7 @@ std::string kernel_name(const Conv2dVariant& v) {
     const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
     return k.output_layout == Conv2dLayout::nhwc ? conv2d_impl::kWinogradKernel : kernel_name(k);
   }
-  if (v.uses_generic_kernel())
+  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v))
     return conv2d_impl::kGenericKernel;
   if (conv2d_impl::uses_tensor_cores(v))
     return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
@@ -470,6 +519,18 @@ std::string kernel_name(const Conv2dVariant& v) {
 }
 
 namespace conv2d_impl {
+bool f32_direct_too_large(const Conv2dVariant& v) {
+  if (v.dtype != DType::f32 || v.uses_generic_kernel() || uses_tensor_cores(v) || winograd_applies(v)) return false;
+  return fp32_plan(v).t.shared_bytes > conv2d_max_shared_bytes(v.target);
+}
+
+std::string render_target_defines(const Conv2dVariant& v) {
+  // sm_75 has no cp.async: the fp32 kernels' asynchronous copies become loads and stores
+  // (conv2d.cuh's copy_async; the same source then runs on any arch, which is how the gpu tests
+  // check the sm75 plan on an sm_90).
+  return v.target == Conv2dTarget::sm75 ? "#define CUINLINE_CONV2D_SYNC_COPIES 1\n" : "";
+}
+
 std::string render_conv2d_epilogue(const Op& epilogue) {
   if (is_identity(epilogue)) {
     return "struct cuinline_conv2d_epilogue {\n  __device__ __forceinline__ float operator()(float x) const "
@@ -514,15 +575,15 @@ CompileRequest make_request(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
   // The NCHW kernel of the shape: its module (one cache entry) serves the NCHW variant too.
   if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_f32_kernel_request(conv2d_impl::f32_kernel_variant(v));
-  if (v.uses_generic_kernel()) return conv2d_impl::make_generic_request(v);
+  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v)) return conv2d_impl::make_generic_request(v);
   if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
   v.validate();
   if (conv2d_impl::winograd_applies(v)) return conv2d_impl::make_winograd_request(v);
   const Fp32Plan fp = fp32_plan(v);
   const Conv2dTiling& t = fp.t;
   const auto c = conv2d_impl::render_constant;
-  std::string src =
-      "// cuinline conv2d variant " + v.name() + "\n#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
+  std::string src = "// cuinline conv2d variant " + v.name() + "\n" + conv2d_impl::render_target_defines(v) +
+                    "#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
   src += conv2d_impl::render_conv2d_epilogue(v.epilogue);
   src += "\nstruct cuinline_conv2d_shape {\n" + conv2d_impl::render_shape_constants(v);
   src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);

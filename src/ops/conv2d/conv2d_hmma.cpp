@@ -18,7 +18,6 @@
 namespace cuinline::ops::conv2d_impl {
 namespace {
 
-constexpr unsigned kMaxSharedBytes = 227 * 1024;
 
 // CUINLINE_CONV2D_HMMA=0 sends every f16 / bf16 variant to the general direct kernel (read once).
 bool disabled_by_environment() {
@@ -36,6 +35,13 @@ bool wgmma_disabled_by_environment() {
     return e != nullptr && std::strcmp(e, "0") == 0;
   }();
   return off;
+}
+
+// The wgmma tiling (and its halo and window forms) for v: its target is sm90 (227 KiB a block; wgmma
+// where the device is an sm_90) and CUINLINE_CONV2D_WGMMA is not 0. Elsewhere the mma.sync tilings,
+// which need at most 83 KiB.
+bool wgmma_off(const Conv2dVariant& v) {
+  return wgmma_disabled_by_environment() || v.target != Conv2dTarget::sm90;
 }
 
 // CUINLINE_CONV2D_HALO=0 keeps up-to-8-channel variants off the halo tiling (read once).
@@ -229,7 +235,9 @@ int hmma_ci_pad(int in_channels) {
 }
 
 bool hmma_applies(const Conv2dVariant& v) {
-  return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment();
+  // (sm_75 has neither bf16 tensor cores nor m16n8k16 and cp.async: the general kernel there.)
+  return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment() &&
+         v.target != Conv2dTarget::sm75;
 }
 
 namespace {
@@ -311,7 +319,8 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
   // A block that has its multiprocessor to itself at 3 buffers anyway (UNet-like: 256 x 128, 48 KiB
   // a buffer): 4 where they fit (H200, 19:55 UTC: 0.1219 / 0.0962 -> 0.1167 / 0.0899 ms).
-  if (3 * stage > kMaxSharedBytes / 2 && 4 * stage + 1024 <= kMaxSharedBytes) t.stages = 4;
+  const std::int64_t limit = conv2d_max_shared_bytes(v.target);
+  if (3 * stage > limit / 2 && 4 * stage + 1024 <= limit) t.stages = 4;
   t.stages = std::max(3, std::min(t.stages, steps + 2));
   if (pipe_override().depth >= 3) t.stages = pipe_override().depth;
   // The window form (conv2d_hmma.cuh's kWindow): the input a tile reads copied once a k chunk, not
@@ -323,10 +332,10 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   if (!window_disabled_by_environment() && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
-    if (window_shared_bytes(v, t) > kMaxSharedBytes) t.window = false;
+    if (window_shared_bytes(v, t) > limit) t.window = false;
   }
   t.shared_bytes = shared_bytes(v, t);
-  if (t.shared_bytes > kMaxSharedBytes) {
+  if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
@@ -342,7 +351,7 @@ constexpr int kHaloRowTiles = 8;
 // wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not
 // eligible (see hmma_halo) or its window does not fit.
 bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
-  if (!hmma_applies(v) || wgmma_disabled_by_environment() || halo_disabled_by_environment()) return false;
+  if (!hmma_applies(v) || wgmma_off(v) || halo_disabled_by_environment()) return false;
   if (v.in_channels > 8 || v.params.stride_w != 1 || v.has_residual || v.out_width() < 32) return false;
   const int cout = v.out_channels;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
@@ -367,7 +376,7 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.row_tiles = kHaloRowTiles;
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
-  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > kMaxSharedBytes) return false;
+  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > conv2d_max_shared_bytes(v.target)) return false;
   t.shared_bytes = shared_bytes(v, t);
   t.min_blocks = one_group_min_blocks(t);
   return true;
@@ -397,7 +406,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
   if (Conv2dTiling h; halo_tiling(v, h)) return h;
-  if (async && !wgmma_disabled_by_environment()) return wgmma_tiling(v);
+  if (async && !wgmma_off(v)) return wgmma_tiling(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
   // A k step of 64 channels, 32 with 128 channels a block; and 32 for blocks of up to 32 channels
   // through the register gather: their 128 threads hold a step of 128 pixels x 64 channels in 32
@@ -446,7 +455,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
   t.shared_bytes = shared_bytes(v, t);
   if (overridden) t.min_blocks = o[5];
-  if (t.shared_bytes > kMaxSharedBytes) {  // (at most 83 KiB: cannot happen; kept as a guard)
+  if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {  // (at most 83 KiB: only sm75, which has no hmma)
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
@@ -517,7 +526,7 @@ int stage_setting() {
 bool hmma_uses_wgmma(const Conv2dVariant& v) {
   // direct_tiling's test, on the variant as called or (staged) on its channels-last copy, which is
   // always in the cp.async form.
-  return hmma_applies(v) && !wgmma_disabled_by_environment() &&
+  return hmma_applies(v) && !wgmma_off(v) &&
          ((hmma_async_layout(v) && v.inputs_aligned) || hmma_stages(v) || hmma_halo(v));
 }
 

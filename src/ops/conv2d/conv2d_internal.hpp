@@ -24,6 +24,13 @@ std::string render_shape_constants(const Conv2dVariant& v);
 /// static_asserts that the template's Plan (`plan`: its C++ name) agrees with the host's launch
 /// figures in `t` (shared bytes, tiles, threads): a mismatch is a compile error, never a wrong launch.
 std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t);
+/// Whether an f32 NCHW variant that the fp32 direct kernel would compute needs more shared memory a
+/// block than its target has (a very tall, dilated filter on a wide image): the general direct
+/// kernel computes it instead.
+bool f32_direct_too_large(const Conv2dVariant& v);
+/// The defines a target needs before the fp32 kernels' headers: CUINLINE_CONV2D_SYNC_COPIES for
+/// sm75 (no cp.async), else nothing.
+std::string render_target_defines(const Conv2dVariant& v);
 /// The tiling of a tensor-core variant (precision tf32 or tf32x3); the variant is validated.
 Conv2dTiling mma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).

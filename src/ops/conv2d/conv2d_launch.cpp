@@ -7,7 +7,9 @@
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
+#include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -25,6 +27,7 @@ struct Launchable {
   Conv2dTiling tiling;
   int multiprocessors = 0;
   int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
+  double memory_bandwidth = 0;  ///< the device's peak DRAM bandwidth (bytes/s; 0: unknown)
 };
 
 detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
@@ -60,16 +63,59 @@ std::uint64_t variant_hash(const Conv2dVariant& v) {
         std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)},
         std::int64_t{static_cast<int>(v.dtype)}, std::int64_t{static_cast<int>(v.input_layout)},
         std::int64_t{static_cast<int>(v.weight_layout)}, std::int64_t{static_cast<int>(v.output_layout)},
-        std::int64_t{v.inputs_aligned}, std::int64_t{v.output_aligned}}) {
+        std::int64_t{v.inputs_aligned}, std::int64_t{v.output_aligned}, std::int64_t{static_cast<int>(v.target)}}) {
     f.value(x);
   }
   f.op(v.epilogue);
   return f.h;
 }
 
+// CUINLINE_CONV2D_TARGET=sm_75 (or any arch name; a testing override, read once): plan every call for
+// that arch's target (Conv2dTarget) where the device has what it plans for (no more shared memory a
+// block, wgmma tilings only on an sm90-class device), e.g. the sm75 kernels on an H100.
+std::optional<Arch> target_override() {
+  static const std::optional<Arch> arch = []() -> std::optional<Arch> {
+    const char* e = std::getenv("CUINLINE_CONV2D_TARGET");
+    if (e == nullptr || *e == '\0') return std::nullopt;
+    try {
+      return Arch::parse(e);
+    } catch (const std::exception& x) {
+      logger()->warn("CUINLINE_CONV2D_TARGET ignored: {}", x.what());
+      return std::nullopt;
+    }
+  }();
+  return arch;
+}
+
+// The target a call on `device` plans for: the device's (conv2d_target_for; a smaller one where the
+// device reports less shared memory a block than its arch's class has), or the override's.
+Conv2dTarget device_target(int device) {
+  Conv2dTarget own = conv2d_target_for(device_arch(device));
+  const std::size_t optin = device_info(device).max_shared_per_block_optin;
+  while (optin > 0 && conv2d_max_shared_bytes(own) > optin && own != Conv2dTarget::sm75) {
+    own = own == Conv2dTarget::sm90 ? Conv2dTarget::sm80 : own == Conv2dTarget::sm80 ? Conv2dTarget::sm86 : Conv2dTarget::sm75;
+  }
+  const std::optional<Arch> forced = target_override();
+  if (!forced) return own;
+  const Conv2dTarget t = conv2d_target_for(*forced);
+  if (conv2d_max_shared_bytes(t) <= conv2d_max_shared_bytes(own) && (t != Conv2dTarget::sm90 || own == Conv2dTarget::sm90)) {
+    return t;
+  }
+  static const bool warned = [&] {
+    logger()->warn("CUINLINE_CONV2D_TARGET={} ignored on device {} ({}): it plans for more than the device has",
+                   forced->name(), device, device_arch(device).name());
+    return true;
+  }();
+  (void)warned;
+  return own;
+}
+
+
 void finish_launchable(Launchable& l, int device) {
   if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
-  l.multiprocessors = device_info(device).multiprocessors;
+  const DeviceInfo info = device_info(device);
+  l.multiprocessors = info.multiprocessors;
+  l.memory_bandwidth = info.memory_bandwidth;
   l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
                                                              l.tiling.shared_bytes, device));
 }
@@ -91,21 +137,24 @@ Kernel copy_kernel(int which, int device) {
       });
 }
 
-std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& v, int device) {
+std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called, int device) {
   // Render, hash and compile (or fetch); KernelCache is single-flight per key. A staged variant's
   // module is the conv of the copies (that of hmma_staged_variant(v)); the copy is its own module.
+  // The map's key is the variant as called; its kernel is planned for the device.
+  const Conv2dVariant v = conv2d_variant_for_device(called, device);
   Launchable l;
   l.tiling = conv2d_tiling(v);
   l.kernel = detail::load_kernel(v, device);
   if (l.tiling.stage_channels > 0) l.stage = copy_kernel(kStageCopy, device);
   if (l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
   finish_launchable(l, device);
-  return std::make_pair(v, l);
+  return std::make_pair(called, l);
 }
 
 // A staged variant's direct kernel, or a transposing variant's general direct kernel (no
 // workspace: the tensors read and written as they are).
-std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant& v, int device) {
+std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant& called, int device) {
+  const Conv2dVariant v = conv2d_variant_for_device(called, device);
   Launchable l;
   const bool f32 = v.dtype == DType::f32;
   l.tiling = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
@@ -113,7 +162,7 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
       f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), device_arch(device));
   l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : kernel_name(v));
   finish_launchable(l, device);
-  return std::make_pair(v, l);
+  return std::make_pair(called, l);
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -238,13 +287,15 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   if (t.halo) {
     static const int rows = rows_from_environment("CUINLINE_CONV2D_HALO_ROWS");  // (read once)
     if (rows > 0) return std::min(rows, t.row_tiles);
-    // The halo form stages its weights once a block: the most tiles a block (up to 2 for an NCHW
-    // output, 4 for a channels-last one) that leave at least 3 waves of its resident blocks (a short
-    // tail). Fewer tiles a block keep the rows that blocks in flight write closer together: f16 seed
-    // on an H100 (2026-11-26, L2 flushed), NCHW output 0.1685-0.1689 ms with 2 tiles a block against
-    // 0.1740-0.1745 with 4, 0.1883-0.1891 with 8 and 0.2027 with 1; channels-last 0.1106-0.1108 with
-    // 4 against 0.1141-0.1148 with 2 and 0.1153-0.1155 with 8.
-    const int most = v.output_layout == Conv2dLayout::nchw ? 2 : 4;
+    // The halo form stages its weights once a block: the most tiles a block (4 for a channels-last
+    // output; for an NCHW one 2, or 4 from 4 TB/s of DRAM bandwidth) that leave at least 3 waves of
+    // its resident blocks (a short tail). Fewer tiles a block keep the rows that blocks in flight
+    // write closer together: f16 seed, L2 flushed, NCHW output, on an H100 (3.35 TB/s, 2026-11-26)
+    // 0.1685-0.1689 ms with 2 tiles a block against 0.1740-0.1745 with 4, 0.1883-0.1891 with 8 and
+    // 0.2027 with 1; on an H200 (4.8 TB/s, same day) 0.1486 with 4 against 0.1638-0.1648 with 2 and
+    // 0.1511 with 8. Channels-last on the H100: 0.1106-0.1108 with 4 against 0.1141-0.1148 with 2 and
+    // 0.1153-0.1155 with 8 (H200: 0.1036-0.1040 with 4, 0.1033 with 8).
+    const int most = v.output_layout == Conv2dLayout::nhwc || e.memory_bandwidth >= 4e12 ? 4 : 2;
     const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
     for (int rt : {8, 4, 2}) {
       if (rt > t.row_tiles || rt > most) continue;
@@ -380,6 +431,12 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
 }
 
 }  // namespace
+
+Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device) {
+  Conv2dVariant p = variant;
+  p.target = device_target(device);
+  return p;
+}
 
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,

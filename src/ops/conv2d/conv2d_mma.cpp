@@ -12,7 +12,10 @@ namespace {
 
 // Shared memory a block may use: two blocks still fit on one H100/H200 multiprocessor.
 constexpr int kPipelinedBytes = 100 * 1024;
-constexpr unsigned kMaxSharedBytes = 227 * 1024;
+// ... or the target's limit where that is less.
+std::int64_t pipelined_bytes(const Conv2dVariant& v) {
+  return std::min<std::int64_t>(kPipelinedBytes, conv2d_max_shared_bytes(v.target));
+}
 // The unrolled body of the accumulation loop (code size, NVRTC time; see mma_tiling): at most
 // kUnrollTaps filter taps x 8-channel steps and kUnrolledMma mma instructions.
 constexpr int kUnrollTaps = 4;
@@ -98,7 +101,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
     const std::int64_t out_floats =
         out_stage == 0 ? 0 : std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
     const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
-    if (bytes > kPipelinedBytes) continue;
+    if (bytes > pipelined_bytes(v)) continue;
     t.tile_cols = cols;
     t.tile_rows = rows;
     t.m_tiles = m_tiles;
@@ -119,6 +122,8 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
 
 bool uses_tensor_cores(const Conv2dVariant& v) {
   if (v.precision == Conv2dPrecision::fp32 || v.uses_generic_kernel()) return false;  // (f16 / bf16: hmma)
+  // sm_75 has no TF32 tensor cores: the fp32 kernels compute tf32 and tf32x3 there (as PyTorch does).
+  if (v.target == Conv2dTarget::sm75) return false;
   try {
     mma_tiling(v);  // host arithmetic only (microseconds); asked on a variant-map miss, not per launch
     return true;
@@ -175,12 +180,12 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
       return 0;
     };
     t.row_tiles = 1;
-    if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= kPipelinedBytes) {
+    if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= pipelined_bytes(v)) {
       t.pipeline = 1;
       t.ci_chunk = ci_pad;
       t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
       t.shared_bytes = static_cast<unsigned>(ci_pad * (2 * in_per_ci + w_per_ci) * 4);
-    } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, kPipelinedBytes); d > 0) {
+    } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, pipelined_bytes(v)); d > 0) {
       t.pipeline = 2;
       t.ci_chunk = d;
       t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
@@ -197,7 +202,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // Row streaming: up to 255 registers for a warp of 8 x 4 tiles (128 accumulators; 2 blocks of 4
   // warps a multiprocessor on the seed), else as above, at most 4 blocks.
   if (t.pipeline == 3) t.min_blocks = std::clamp((t.m_tiles == 8 ? 256 : 512) / t.threads(), 1, 4);
-  if (t.shared_bytes > kMaxSharedBytes) {
+  if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {
     throw InvalidArgument("conv2d variant " + v.name() + ": a tile needs " + std::to_string(t.shared_bytes) +
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
   }

@@ -37,6 +37,8 @@ int transpose_log_tile() {
 
 bool f32_transposes(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || !v.uses_generic_kernel()) return false;
+  // (Where the NCHW kernel of the shape would be the general kernel too, the copies gain nothing.)
+  if (f32_direct_too_large(f32_nchw_variant(v))) return false;
   const int setting = transpose_setting();
   if (setting != 2) return setting == 1;
   const std::int64_t macs = std::int64_t{v.out_channels} * v.out_height() * v.out_width() * v.in_channels *

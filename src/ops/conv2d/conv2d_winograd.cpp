@@ -104,7 +104,8 @@ bool winograd_applies(const Conv2dVariant& v) {
   // 1.18-1.5x faster than the direct kernel; with 16-64 (2-8 stages, each transformed and
   // synchronized on its own) 1.4-2.3x slower. Fewer than 8 channels leave few products per
   // transform (not measured; the direct kernel keeps them).
-  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, winograd_tile(v), 1) <= kMaxWeightBytes;
+  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, winograd_tile(v), 1) <= kMaxWeightBytes &&
+         winograd_tiling(v).shared_bytes <= conv2d_max_shared_bytes(v.target);
 }
 
 Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
@@ -117,7 +118,8 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   t.winograd = true;
   t.winograd_tile = m;
-  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && tensor_core_products();
+  // (sm_75 has no TF32 tensor cores: FMA products there.)
+  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && tensor_core_products() && v.target != Conv2dTarget::sm75;
   t.pipeline = 4;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
@@ -144,11 +146,20 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   t.tiles_x = ceil_div(tiles_across, block_tiles);
   t.tiles_y = ceil_div(oh, m);
   t.row_tiles = 8;  // an upper bound: the launch picks 8, 4, 2 or 1 from the batch size
-  // Shared memory, as WPlan<S> lays it out: U, V, one raw input stage.
-  const std::int64_t pitch = (std::int64_t{m} * block_tiles + 2 + 3) / 4 * 4;
-  const std::int64_t floats = std::int64_t{v.in_channels} * a * a * t.block_channels() +
-                              std::int64_t{v.in_channels} * a * a * block_tiles + std::int64_t{v.in_channels} * a * pitch;
-  t.shared_bytes = static_cast<unsigned>(floats * 4);
+  // Shared memory, as WPlan<S> lays it out: U, V, one raw input stage; fewer warps along the tiles
+  // where that is more than the target has (the seed's 2 x 4 warps: 82 KiB, past sm_75's 64).
+  const auto bytes = [&] {
+    const std::int64_t block_tiles = std::int64_t{t.threads_y} * warp_tiles;
+    const std::int64_t pitch = (m * block_tiles + 2 + 3) / 4 * 4;
+    return (std::int64_t{v.in_channels} * a * a * t.block_channels() + std::int64_t{v.in_channels} * a * a * block_tiles +
+            std::int64_t{v.in_channels} * a * pitch) * 4;
+  };
+  while (t.threads_y > 1 && bytes() > conv2d_max_shared_bytes(v.target)) {
+    t.threads_y /= 2;
+    t.min_blocks = std::max(1, 16 / (t.threads_y * warps_c));
+    t.tiles_x = ceil_div(tiles_across, t.threads_y * warp_tiles);
+  }
+  t.shared_bytes = static_cast<unsigned>(bytes());
   return t;
 }
 
@@ -157,7 +168,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   const auto c = render_constant;
   const std::string m = std::to_string(t.winograd_tile);
   std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(" + m + "x" + m +
-                    ", 3x3))\n#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
+                    ", 3x3))\n" + render_target_defines(v) + "#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
