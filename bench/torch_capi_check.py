@@ -13,6 +13,8 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
     and channels-last, eager and in torch.cuda.graph replayed on new data;
   - f32 channels-last conv2d (the NCHW kernels between transposing copies) on the current stream, a
     side stream and in torch.cuda.graph, bit for bit the NCHW call's;
+  - grouped and depthwise conv2d (cuinline_conv2d_grouped) in every dtype, NCHW and channels-last,
+    against float64, and in torch.cuda.graph; groups that do not divide the channels refused;
   - with two GPUs, f32 channels-last and f16 NCHW conv2d (a workspace from cuda:1's pool) on tensors
     of cuda:1 and its current stream, eager and in torch.cuda.graph.
 Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
@@ -71,6 +73,8 @@ def main():
                                    ctypes.c_int, ctypes.c_void_p]
     lib.cuinline_conv2d.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
         ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
+    lib.cuinline_conv2d_grouped.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
+        ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
     print("cuinline", lib.cuinline_version().decode(), "torch", torch.__version__, torch.cuda.get_device_name(0))
 
     def apply(op, ins, outs, stream=None):
@@ -349,6 +353,53 @@ def main():
         desc(xg), desc(ws), desc(bs), None, desc(e), one, zero, one, epi, b"fp32",
         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
     check("f32 channels-last conv2d in torch.cuda.graph, 3 replays on new data == eager", stg == 0 and same)
+
+    # 8b. grouped and depthwise conv2d (cuinline_conv2d_grouped: F.conv2d's groups; the general kernel) in
+    # f32 / f16 / bf16, NCHW and channels-last, on PyTorch's current stream against float64 (PyTorch's own
+    # error beside it), and a depthwise call inside torch.cuda.graph replayed on new data.
+    for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        for (n, c, h, w, k, kk, groups, stride, padding), fmt in (
+                ((8, 32, 56, 56, 32, 3, 32, 1, 1), torch.contiguous_format),   # depthwise (MobileNet)
+                ((4, 24, 30, 30, 48, 5, 24, 2, 2), cl),                        # depthwise, multiplier 2
+                ((2, 64, 20, 20, 128, 3, 8, 1, 1), torch.contiguous_format),   # grouped (ResNeXt)
+                ((2, 64, 20, 20, 128, 3, 8, 1, 1), cl)):
+            x = torch.randn(n, c, h, w, device="cuda").to(dt).contiguous(memory_format=fmt)
+            wt = (torch.randn(k, c // groups, kk, kk, device="cuda") * 0.2).to(dt).contiguous(memory_format=fmt)
+            bias = torch.randn(k, device="cuda").to(dt)
+            ref = F.relu(F.conv2d(x.double(), wt.double(), bias.double(), stride, padding, 1, groups))
+            out = torch.full(ref.shape, float("nan"), device="cuda", dtype=dt).contiguous(memory_format=fmt)
+            st_pad = (ctypes.c_int * 2)(stride, stride), (ctypes.c_int * 2)(padding, padding)
+            st = lib.cuinline_conv2d_grouped(desc(x), desc(wt), desc(bias), None, desc(out), st_pad[0], st_pad[1], one,
+                                             groups, b"relu", b"fp32",
+                                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            torch.cuda.synchronize()
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            torch_err = ((F.relu(F.conv2d(x, wt, bias, stride, padding, 1, groups)).double() - ref).norm()
+                         / ref.norm()).item()
+            layout = "channels-last" if fmt == cl else "NCHW"
+            msg = lib.cuinline_last_error().decode() if st != 0 else ""
+            check(f"{name} {layout} conv2d groups={groups} ({c}->{k}, {kk}x{kk}, s{stride}) + relu vs float64",
+                  st == 0 and err < bound, f"rel L2 {err:.2e} (PyTorch {torch_err:.2e}) {msg}")
+        xg = torch.randn(4, 32, 28, 28, device="cuda").to(dt)
+        wg = (torch.randn(32, 1, 3, 3, device="cuda") * 0.3).to(dt)
+        og = torch.full((4, 32, 28, 28), float("nan"), device="cuda", dtype=dt)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            stg = lib.cuinline_conv2d_grouped(desc(xg), desc(wg), None, None, desc(og), one, one, one, 32,
+                                              b"leaky_relu(0.1)", b"fp32",
+                                              ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        same = replays_match(g, xg, og, lambda e: lib.cuinline_conv2d_grouped(
+            desc(xg), desc(wg), None, None, desc(e), one, one, one, 32, b"leaky_relu(0.1)", b"fp32",
+            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
+        ref = F.leaky_relu(F.conv2d(xg.double(), wg.double(), None, 1, 1, 1, 32), 0.1)
+        err = ((og.double() - ref).norm() / ref.norm()).item()
+        check(f"{name} depthwise conv2d in torch.cuda.graph, 3 replays on new data == eager, vs float64",
+              stg == 0 and same and err < bound, f"rel L2 {err:.2e}")
+    bad = lib.cuinline_conv2d_grouped(desc(xg), desc(wg), None, None, desc(og), one, one, one, 3, b"relu", b"fp32",
+                                      ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    check("groups that do not divide the channels are refused with a message", bad != 0,
+          lib.cuinline_last_error().decode())
 
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged) with tensors on cuda:1 and

@@ -16,6 +16,10 @@
 // their weights (warp-wide broadcast loads), and with a channels-last input the inner loop over
 // input channels reads consecutive elements.
 //
+// Grouped convolutions (optional S::kGroups, else 1): output channel co reads input channels
+// [g kCin / kGroups, (g + 1) kCin / kGroups) of group g = co / (kCout / kGroups), and the weight is
+// [kCout][kCin / kGroups][kKH][kKW]; a thread's kCoTile channels lie in one group.
+//
 // Required members of S:
 //   typedef storage (float, ew_half or ew_bf16);
 //   static constexpr int kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW,
@@ -29,11 +33,38 @@
 
 namespace cuinline_conv2d_generic_detail {
 
+// S::kChannelFast where S has it (1: threads along the output channels first), else 0.
+template <class S, class = void>
+struct ChannelFastOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct ChannelFastOf<S, decltype(void(S::kChannelFast))> {
+  static constexpr int value = S::kChannelFast;
+};
+
+// S::kGroups where S has it, else 1.
+template <class S, class = void>
+struct GroupsOf {
+  static constexpr int value = 1;
+};
+template <class S>
+struct GroupsOf<S, decltype(void(S::kGroups))> {
+  static constexpr int value = S::kGroups;
+};
+
 template <class S>
 struct Plan {
+  static constexpr int kGroups = GroupsOf<S>::value;
+  static constexpr int kCinG = S::kCin / kGroups;    // input channels a group (the weight's)
+  static constexpr int kCoutG = S::kCout / kGroups;  // output channels a group
   static constexpr int kThreads = S::kThreads;
   static constexpr long long kPixels = (long long)S::kOH * S::kOW;
-  static constexpr int kTilesX = (int)((kPixels + kThreads - 1) / kThreads);
+  // Channel-fast (grouped convs with a channels-last input): a thread is one (pixel, channel) pair,
+  // channels fastest, so a warp reads consecutive input channels; one output channel a thread.
+  static constexpr bool kChannelFast = ChannelFastOf<S>::value != 0;
+  static constexpr long long kItems = kChannelFast ? kPixels * S::kCout : kPixels;
+  static constexpr int kTilesX = (int)((kItems + kThreads - 1) / kThreads);
   static constexpr int kTilesY = 1;
   static constexpr int kSmemBytes = 0;
   // Element strides (channel, row, column, image) of the input, output and weight.
@@ -45,10 +76,13 @@ struct Plan {
   static constexpr long long kOutY = S::kOutNhwc ? (long long)S::kOW * S::kCout : S::kOW;
   static constexpr long long kOutX = S::kOutNhwc ? S::kCout : 1;
   static constexpr long long kOutN = (long long)S::kCout * kPixels;
-  static constexpr long long kWO = (long long)S::kCin * S::kKH * S::kKW;  // both layouts
+  static constexpr long long kWO = (long long)kCinG * S::kKH * S::kKW;  // both layouts
   static constexpr long long kWI = S::kWNhwc ? 1 : S::kKH * S::kKW;
-  static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * S::kCin : S::kKW;
-  static constexpr long long kWX = S::kWNhwc ? S::kCin : 1;
+  static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * kCinG : S::kKW;
+  static constexpr long long kWX = S::kWNhwc ? kCinG : 1;
+  static_assert(S::kCin % kGroups == 0 && S::kCout % kGroups == 0, "groups divide the channels");
+  static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0, "a thread's channels in one group");
+  static_assert(!kChannelFast || S::kCoTile == 1, "channel-fast: one output channel a thread");
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
   static_assert(S::kCoTile >= 1 && S::kCoTile <= 16, "1 to 16 output channels a thread");
 };
@@ -84,13 +118,16 @@ __global__ void __launch_bounds__(S::kThreads)
   using T = typename S::storage;
   using cuinline_conv2d_generic_detail::load_op;
   (void)row_tiles;
-  const long long pix = (long long)blockIdx.x * P::kThreads + threadIdx.x;
-  if (pix >= P::kPixels) return;
+  const long long item = (long long)blockIdx.x * P::kThreads + threadIdx.x;
+  if (item >= P::kItems) return;
+  // Pixel-fast: the block column's kCoTile channels of one pixel a thread; channel-fast: one channel.
+  const long long pix = P::kChannelFast ? item / S::kCout : item;
   const int oy = (int)(pix / S::kOW);
   const int ox = (int)(pix - (long long)oy * S::kOW);
-  const int co0 = blockIdx.y * S::kCoTile;
+  const int co0 = P::kChannelFast ? (int)(item - pix * S::kCout) : blockIdx.y * S::kCoTile;
   const long long n = blockIdx.z;
-  const T* in_n = input + n * P::kInN;
+  // (Grouped: the input channels of co0's group.)
+  const T* in_n = input + n * P::kInN + (P::kGroups == 1 ? 0 : (long long)(co0 / P::kCoutG) * P::kCinG * P::kInC);
   const T* w_co = weight + co0 * P::kWO;
 
   float acc[S::kCoTile];
@@ -108,7 +145,7 @@ __global__ void __launch_bounds__(S::kThreads)
       const T* src = in_n + iy * P::kInY + ix * P::kInX;
       const T* wp = w_co + kh * P::kWY + kw * P::kWX;
 #pragma unroll 4
-      for (int ci = 0; ci < S::kCin; ++ci) {
+      for (int ci = 0; ci < P::kCinG; ++ci) {
         const float x = load_op(src + ci * P::kInC);
 #pragma unroll
         for (int c = 0; c < S::kCoTile; ++c) {

@@ -110,6 +110,18 @@ int main(void) {
                   y = {host, CUINLINE_F32, 4, y4, NULL};
   EXPECT(cuinline_conv2d(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, "relu", "fp64", NULL) ==
          CUINLINE_ERROR_INVALID_ARGUMENT);
+  /* Grouped: the weight [4, 8 / groups, 3, 3]; groups 2 wants 4 weight channels, 3 divides nothing. */
+  EXPECT(cuinline_conv2d_grouped(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 2, "relu", NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "groups 2") != NULL);
+  EXPECT(cuinline_conv2d_grouped(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 0, "relu", NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "groups must be positive") != NULL);
+  int64_t wg[4] = {6, 4, 3, 3}, yg[4] = {1, 6, 6, 6};
+  cuinline_tensor wgt = {host, CUINLINE_F32, 4, wg, NULL}, ygt = {host, CUINLINE_F32, 4, yg, NULL};
+  EXPECT(cuinline_conv2d_grouped(&x, &wgt, NULL, NULL, &ygt, NULL, NULL, NULL, 4, "relu", NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "groups 4") != NULL);
   EXPECT(cuinline_get_cache_stats(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
 
   cuinline_kernel_release(k);

@@ -122,6 +122,12 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
        "entries[0].precision: expected one of fp32,tf32,tf32x3, got number 32"},
       {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "epilogue": 3}]})",
        "entries[0].epilogue: expected a string, got number 3"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "groups": 3}]})",
+       "entries[0].groups: must divide the input's 8 channels, got 3"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 8, 3, 3], "groups": 2}]})",
+       "entries[0].filters[1]: expected the input's channel count 8 / groups 2 = 4, got number 8"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [12, 3, 3], "groups": 8}]})",
+       "entries[0]: conv2d variant: groups 8 must divide the input channels (8) and the output channels (12)"},
       {R"({"entries": [{"kind": "cuda", "file": "missing.cu", "functions": "k"}]})",
        "entries[0].file: cannot read"},
       {R"({"entries": [{"kind": "tensorrt"}]})",
@@ -136,6 +142,38 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
     EXPECT_CONTAINS(r.err, "cuinline: error: " + c.message);  // the path named once
     EXPECT_TRUE(entry_files().empty()) << "compiled something for " << c.json;
   }
+}
+
+// F.conv2d's groups in a spec: a depthwise and a grouped conv warm (named ",g<groups>") in f16
+// channels-last, and the library's lookup of the same call hits them.
+TEST_F(CliTest, WarmGroupedConv2d) {
+  auto spec = write_spec("g.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [32, 28, 28], "filters": [32, 1, 3, 3], "padding": 1, "groups": 32,
+       "bias": true, "epilogue": "relu", "dtype": "f16", "layout": "nhwc"},
+      {"kind": "conv2d", "input": [64, 14, 14], "filters": [128, 3, 3], "padding": 1, "groups": 8}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "conv2d<f16,32x28x28,32x3x3,s1x1,p1x1,d1x1,g32,bias,x:nhwc,y:nhwc>[relu] sm_90");
+  EXPECT_CONTAINS(warm.out, "conv2d<f32,64x14x14,128x3x3,s1x1,p1x1,d1x1,g8>[identity] sm_90");
+  // The library's variant of such a call (tensors with those strides) has that key: a disk hit.
+  using namespace cuinline::ops;
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  Conv2dParams p = Conv2dParams::square(1, 1);
+  p.groups = 32;
+  const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  const cuinline::TensorView x = cuinline::TensorView::strided(fake(0x100000), cuinline::DType::f16, {2, 32, 28, 28},
+                                                               {28 * 28 * 32, 1, 28 * 32, 32});
+  const cuinline::TensorView w = cuinline::TensorView::contiguous(fake(0x200000), cuinline::DType::f16, {32, 1, 3, 3});
+  const cuinline::TensorView b = cuinline::TensorView::contiguous(fake(0x300000), cuinline::DType::f16, {32});
+  const cuinline::TensorView y = cuinline::TensorView::strided(fake(0x400000), cuinline::DType::f16, {2, 32, 28, 28},
+                                                               {28 * 28 * 32, 1, 28 * 32, 32});
+  const Conv2dVariant v = conv2d_variant_for(x, w, b, y, p, Op::relu());
+  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+  cache.get(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90"))), cuinline::Arch::parse("sm_90"), &tier);
+  EXPECT_EQ(tier, cuinline::CacheTier::disk);
 }
 
 TEST_F(CliTest, WarmCompilesOneConv2dVariantPerPrecision) {

@@ -124,6 +124,49 @@ TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {
   }
 }
 
+// Grouped and depthwise convolutions (F.conv2d's groups) run on the general kernel in every dtype and
+// layout: named (",g4"), a thread's channels within one group, compiled for sm_90 and sm_75.
+TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
+  struct G {
+    int cin, cout, k, groups, stride;
+  };
+  const G cases[] = {{32, 32, 3, 32, 1}, {24, 48, 5, 24, 2}, {64, 128, 3, 8, 1}, {6, 9, 3, 3, 1}, {16, 8, 1, 2, 1}};
+  int i = 0;
+  for (const G& g : cases) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      Conv2dParams p = Conv2dParams::square(g.stride, g.k / 2);
+      p.groups = g.groups;
+      Conv2dVariant v = make_conv2d_variant(g.cin, 17, 23, g.cout, g.k, g.k, p, i % 2 == 0, Op::relu());
+      v.dtype = dt;
+      v.input_layout = v.output_layout = i % 3 == 1 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+      v.weight_layout = i % 4 == 2 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+      v.has_residual = i % 5 == 0;
+      ++i;
+      SCOPED_TRACE(v.name());
+      EXPECT_NE(v.name().find(",d1x1,g" + std::to_string(g.groups)), std::string::npos);
+      EXPECT_TRUE(v.uses_generic_kernel());
+      const Conv2dTiling t = conv2d_tiling(v);
+      EXPECT_TRUE(t.generic);
+      EXPECT_EQ((g.cout / g.groups) % t.channels_per_thread, 0) << "a thread's channels in one group";
+      // (Depthwise channels-last: consecutive channels a warp.)
+      EXPECT_EQ(t.channel_fast, v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin);
+      Conv2dVariant ungrouped = v;
+      ungrouped.params.groups = 1;
+      EXPECT_NE(v, ungrouped);
+      EXPECT_NE(make_request(v).source, make_request(ungrouped).source);
+      EXPECT_NO_THROW(cuinline::compile(make_request(v), cuinline::Arch::parse("sm_90")));
+      if (i % 3 == 0) EXPECT_NO_THROW(cuinline::compile(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_75"))),
+                                                         cuinline::Arch::parse("sm_75")));
+    }
+  }
+  // groups must divide both channel counts and be positive.
+  Conv2dParams p;
+  p.groups = 3;
+  EXPECT_THROW(make_conv2d_variant(8, 16, 16, 6, 3, 3, p, false, Op::relu()), InvalidArgument);
+  p.groups = 0;
+  EXPECT_THROW(make_conv2d_variant(8, 16, 16, 8, 3, 3, p, false, Op::relu()), InvalidArgument);
+}
+
 // The tensors of one small call, f16 unless a test changes them.
 struct Conv2dDtypeArgs : ::testing::Test {
   TensorView input = TensorView::contiguous(fake(0x100000), DType::f16, {2, 8, 16, 16});
@@ -279,6 +322,33 @@ TEST_F(Conv2dDtypeArgs, RejectsStridesThatAreNeitherLayout) {
   EXPECT_NE(m.find("the residual must have the output's layout"), std::string::npos) << m;
   EXPECT_EQ(conv2d_stats().launches, 0u);
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);
+}
+
+// F.conv2d's groups from the tensors: the weight has Cin / groups channels; a weight or groups that do
+// not fit are refused before anything is compiled, naming the counts.
+TEST_F(Conv2dDtypeArgs, GroupsComeFromTheParamsAndTheWeight) {
+  Conv2dParams p;
+  p.groups = 8;  // depthwise: 8 input channels, weight [8, 1, 3, 3]
+  const TensorView wd = TensorView::contiguous(fake(0x200000), DType::f16, {8, 1, 3, 3});
+  const TensorView bd = TensorView::contiguous(fake(0x300000), DType::f16, {8});
+  const TensorView yd = TensorView::contiguous(fake(0x400000), DType::f16, {2, 8, 14, 14});
+  const Conv2dVariant v = conv2d_variant_for(input, wd, bd, yd, p, epi);
+  EXPECT_EQ(v.params.groups, 8);
+  EXPECT_EQ(v.in_channels, 8);
+  EXPECT_EQ(v.out_channels, 8);
+  EXPECT_TRUE(conv2d_tiling(v).generic);
+  std::string m = message_of([&] { conv2d_variant_for(input, weight, bias, output, p, epi); });
+  EXPECT_NE(m.find("expects 8 x groups 8 = 64"), std::string::npos) << m;
+  p.groups = 2;  // weight [4, 4, 3, 3]: fine; [3, 4, 3, 3]: 3 output channels in 2 groups
+  const TensorView w2 = TensorView::contiguous(fake(0x200000), DType::f16, {4, 4, 3, 3});
+  EXPECT_NO_THROW(conv2d_variant_for(input, w2, bias, output, p, epi));
+  const TensorView w3 = TensorView::contiguous(fake(0x200000), DType::f16, {3, 4, 3, 3});
+  const TensorView y3 = TensorView::contiguous(fake(0x400000), DType::f16, {2, 3, 14, 14});
+  m = message_of([&] { conv2d_variant_for(input, w3, TensorView{}, y3, p, epi); });
+  EXPECT_NE(m.find("not a multiple of groups 2"), std::string::npos) << m;
+  p.groups = -1;
+  m = message_of([&] { conv2d_variant_for(input, weight, bias, output, p, epi); });
+  EXPECT_NE(m.find("groups must be positive"), std::string::npos) << m;
 }
 
 }  // namespace

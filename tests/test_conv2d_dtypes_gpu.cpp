@@ -103,15 +103,19 @@ DeviceCopy upload(const HostTensor& t, std::size_t shift = 0) {
 double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
                  const HostTensor& r, int n, int co, int oy, int ox) {
   double acc = s.bias ? b.values[co] : 0.0;
-  for (int ci = 0; ci < s.cin; ++ci)
+  // F.conv2d's groups: output channel co reads the input channels of its group; the weight is
+  // [cout][cin / groups][kh][kw].
+  const int cin_g = s.cin / s.p.groups, group = co / (s.cout / s.p.groups);
+  for (int cl = 0; cl < cin_g; ++cl)
     for (int ky = 0; ky < s.kh; ++ky) {
+      const int ci = group * cin_g + cl;
       const int iy = oy * s.p.stride_h - s.p.pad_h + ky * s.p.dilation_h;
       if (iy < 0 || iy >= s.h) continue;
       for (int kx = 0; kx < s.kw; ++kx) {
         const int ix = ox * s.p.stride_w - s.p.pad_w + kx * s.p.dilation_w;
         if (ix < 0 || ix >= s.w) continue;
         acc += x.values[((std::size_t(n) * s.cin + ci) * s.h + iy) * s.w + ix] *
-               wt.values[((std::size_t(co) * s.cin + ci) * s.kh + ky) * s.kw + kx];
+               wt.values[((std::size_t(co) * cin_g + cl) * s.kh + ky) * s.kw + kx];
       }
     }
   const int oh = static_cast<int>(r.h), ow = static_cast<int>(r.w);
@@ -697,6 +701,78 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
     rs.bias = true;
     if (c.precision == Conv2dPrecision::tf32 && expect != Conv2dTarget::sm75) continue;  // (TF32: not fp32 accuracy)
     ASSERT_NO_FATAL_FAILURE(expect_matches_reference(rs, x, wt, b, y, dy, 0, p.name()));
+  }
+}
+
+// Grouped and depthwise convolutions (F.conv2d's groups; the general kernel) in every dtype and
+// layout, random shapes from a printed seed plus MobileNet's and ResNeXt's, against the float64
+// reference with outputs poisoned first.
+TEST(Conv2dDtypesGpu, GroupedAndDepthwiseEveryDtypeAndLayout) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> k(1, 5), st(1, 2), pad(0, 2), coin(0, 1), mult(1, 3);
+  auto grouped = [](int g) { Conv2dParams p = Conv2dParams::square(1, 1); p.groups = g; return p; };
+  std::vector<Shape> shapes = {{4, 32, 28, 28, 32, 3, 3, grouped(32), true},            // depthwise
+                               {2, 64, 14, 14, 128, 3, 3, grouped(8), false, true},     // ResNeXt-like
+                               {2, 24, 19, 23, 48, 5, 5, [] { Conv2dParams p = Conv2dParams::square(2, 2); p.groups = 24; return p; }(), true}};
+  while (shapes.size() < 7) {
+    const int groups = 1 << (rng() % 4);  // 1-8
+    Shape s{1 + coin(rng), groups * (1 + static_cast<int>(rng() % 6)), 3 + static_cast<int>(rng() % 30),
+            3 + static_cast<int>(rng() % 30), groups * mult(rng), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
+    s.p.stride_h = st(rng), s.p.stride_w = st(rng), s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
+    s.p.dilation_h = 1 + coin(rng), s.p.dilation_w = 1;
+    s.p.groups = groups;
+    if (conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) <= 0 ||
+        conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w) <= 0) {
+      continue;
+    }
+    shapes.push_back(s);
+  }
+  Stream stream;
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (int layouts = 0; layouts < 4; ++layouts) {
+        const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = coin(rng) == 1;
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, dt, w_nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
+        const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+        const TensorView res = s.residual ? dr.view : TensorView{};
+        const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
+        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+        EXPECT_EQ(v.params.groups, s.p.groups);
+        if (s.p.groups > 1) EXPECT_TRUE(planned(v).generic);
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res);
+        stream.synchronize();
+        // (The reference adds the residual from r: y's shape and layout.)
+        std::vector<unsigned char> raw(y.bytes());
+        dy.buffer.copy_to_host(raw.data(), raw.size());
+        double num = 0, den = 0;
+        for (int n = 0; n < s.n; ++n)
+          for (int co = 0; co < s.cout; ++co)
+            for (int oy = 0; oy < oh; ++oy)
+              for (int ox = 0; ox < ow; ++ox) {
+                const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
+                const double got = y.read(raw, n, co, oy, ox);
+                ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
+                num += (got - ref) * (got - ref);
+                den += ref * ref;
+              }
+        const double err = std::sqrt(num / (den > 0 ? den : 1));
+        EXPECT_LE(err, tolerance(dt));
+        std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
+      }
+    }
   }
 }
 

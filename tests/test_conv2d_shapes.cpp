@@ -1,6 +1,6 @@
 // Every valid conv2d shape plans and compiles: random valid variants (channels 1-1024, images up to
 // 512 and not square, filters 1-11 in each dimension, stride 1-4, padding 0-5, dilation 1-4, bias or
-// not, a residual or not, an epilogue, each precision; each shape also in f16, bf16 or f32 with
+// not, a residual or not, an epilogue, each precision, one in eight grouped; each shape also in f16, bf16 or f32 with
 // channels-last tensors on the general kernel) from a printed seed; each one's tiling keeps the plan's
 // invariants (whole warps, at most 1024 threads, shared memory within sm_90's 227 KiB) and NVRTC
 // compiles it for sm_90 (register spills counted and printed); each shape is also planned for one of
@@ -21,6 +21,7 @@
 #include <cctype>
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -37,7 +38,8 @@ int log_uniform(std::mt19937_64& rng, int lo, int hi) {
 }
 
 // A random valid variant (the filter fits the padded image).
-Conv2dVariant random_variant(std::mt19937_64& rng) {
+// `group_rng` draws the grouped ones (its own generator: the other shapes stay those of the seed).
+Conv2dVariant random_variant(std::mt19937_64& rng, std::mt19937_64& group_rng) {
   std::uniform_int_distribution<int> k(1, 11), s(1, 4), p(0, 5), d(1, 4), coin(0, 1), prec(0, 2), epi(0, 3);
   for (;;) {
     Conv2dParams params;
@@ -54,6 +56,9 @@ Conv2dVariant random_variant(std::mt19937_64& rng) {
         conv2d_out_extent(w, kw, params.stride_w, params.pad_w, params.dilation_w) <= 0) {
       continue;
     }
+    // One in eight grouped (F.conv2d's groups: the largest common divisor of the channel counts, or
+    // depthwise where Cout is a multiple of Cin).
+    if (group_rng() % 8 == 0) params.groups = cout % cin == 0 ? cin : std::gcd(cin, cout);
     const Op epilogues[] = {Op::chain({}), Op::relu(), div_leaky_relu_epilogue(2.0, 0.01),
                             Op::chain({Step::mul(0.5), Step::clamp(-1, 1)})};
     Conv2dVariant v = make_conv2d_variant(cin, h, w, cout, kh, kw, params, coin(rng) == 1, epilogues[epi(rng)]);
@@ -119,8 +124,12 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       if (t.generic) {
         // The general kernel: blocks of whole warps over the flattened output plane, every
         // output channel covered by a block column.
-        EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
-        EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), v.out_height() * v.out_width());
+        // (Channel-fast — grouped, channels-last input: a thread a pixel and channel.)
+        const std::int64_t items = v.out_height() * v.out_width() * (t.channel_fast ? v.out_channels : 1);
+        EXPECT_EQ(t.channel_fast, v.params.groups > 1 && v.params.groups == v.in_channels &&
+                                      v.input_layout == Conv2dLayout::nhwc);
+        EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), items);
+        EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), items);
         EXPECT_FALSE(t.tensor_cores || t.winograd);
         ++generic_variants;
       }
@@ -164,14 +173,14 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   // Each shape also in one of the other dtype x layout combinations (f16, bf16, channels-last:
   // the general kernel), cycling through all five so that every combination is covered; the
   // weight's layout drawn too. A separate generator keeps the shapes those of the seed.
-  std::mt19937_64 layout_rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::mt19937_64 layout_rng(seed ^ 0x9e3779b97f4a7c15ull), group_rng(seed ^ 0x2545f4914f6cdd1dull);
   const DType dtypes[] = {DType::f16, DType::bf16, DType::f32, DType::f16, DType::bf16};
   // Each shape also planned for one of the other targets, cycling (sm75, sm80, sm86, and sm_120 for
   // sm86 again), and compiled for that arch: the plans every other GPU runs.
   const cuinline::Arch others[] = {cuinline::Arch::parse("sm_75"), cuinline::Arch::parse("sm_80"),
                                    cuinline::Arch::parse("sm_86"), cuinline::Arch::parse("sm_120")};
   for (int i = 0; i < count; ++i) {
-    const Conv2dVariant v = random_variant(rng);
+    const Conv2dVariant v = random_variant(rng, group_rng);
     check(v, i, sm90);
     Conv2dVariant g = v;
     g.dtype = dtypes[i % 5];

@@ -30,11 +30,16 @@
 
 namespace cuinline::ops {
 
-/// Stride, zero padding and dilation of a convolution (PyTorch's F.conv2d arguments).
+/// Stride, zero padding, dilation and groups of a convolution (PyTorch's F.conv2d arguments).
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;
   int dilation_h = 1, dilation_w = 1;
+  /// F.conv2d's groups: input and output channels split into `groups` groups, output channel group g
+  /// reading only input channel group g (the weight is [Cout, Cin / groups, KH, KW]); groups = Cin is
+  /// a depthwise convolution. Cin and Cout must be multiples of it. A variant with groups > 1 runs on
+  /// the general direct kernel (fp32 sums of exact products, any dtype and layout).
+  int groups = 1;
 
   /// The same value for both dimensions, as `F.conv2d(x, w, stride=s, padding=p, dilation=d)`.
   static Conv2dParams square(int stride, int padding = 0, int dilation = 1) {
@@ -42,7 +47,7 @@ struct Conv2dParams {
   }
   friend bool operator==(const Conv2dParams& a, const Conv2dParams& b) noexcept {
     return a.stride_h == b.stride_h && a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w &&
-           a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
+           a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && a.groups == b.groups;
   }
   friend bool operator!=(const Conv2dParams& a, const Conv2dParams& b) noexcept { return !(a == b); }
 };
@@ -145,8 +150,8 @@ struct Conv2dVariant {
   /// e.g. "conv2d<f32,8x128x128,64x3x3,s1x1,p0x0,d1x1,bias>[div(2)|leaky_relu(0.01)]"; a layout
   /// other than NCHW adds ",x:nhwc" (input), ",w:nhwc" (weight) or ",y:nhwc" (output).
   std::string name() const;
-  /// Whether the variant is outside the f32 NCHW kernels as called: any dtype other than f32 or any
-  /// channels-last tensor. f16 and bf16 run on the tensor-core kernel (conv2d_hmma.cuh: every f16
+  /// Whether the variant is outside the f32 NCHW kernels as called: any dtype other than f32, any
+  /// channels-last tensor, or groups > 1 (always the general direct kernel). f16 and bf16 run on the tensor-core kernel (conv2d_hmma.cuh: every f16
   /// and bf16 variant, conv2d_tiling(v).half_mma); f32 with a channels-last tensor on the f32 NCHW
   /// kernels between transposing copies (conv2d_tiling(v).transpose_*: from 2^22 multiply-adds an
   /// image, or CUINLINE_CONV2D_TRANSPOSE=1) or else on the general direct kernel
@@ -161,7 +166,7 @@ struct Conv2dVariant {
 };
 
 /// The variant of `F.conv2d(x, w, b, ...)` then `epilogue`, for x of shape [N, in_channels, height,
-/// width] and w of shape [out_channels, in_channels, kernel_h, kernel_w].
+/// width] and w of shape [out_channels, in_channels / params.groups, kernel_h, kernel_w].
 Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int out_channels, int kernel_h,
                                   int kernel_w, const Conv2dParams& params, bool has_bias,
                                   const Op& epilogue);
@@ -280,6 +285,10 @@ struct Conv2dTiling {
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.
   bool generic = false;
+  /// The general kernel with a channels-last input and groups = Cin > 1 (depthwise): a thread is one output
+  /// channel of one pixel, channels fastest (consecutive threads read consecutive input channels);
+  /// tiles_x blocks an image cover OH x OW x Cout, one block column (channels_per_thread = 1).
+  bool channel_fast = false;
   int threads() const noexcept {
     if (tensor_cores) return 32 * warps_m * warps_n;
     return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;

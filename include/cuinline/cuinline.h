@@ -136,6 +136,13 @@ CUINLINE_C_API cuinline_status cuinline_conv2d(const cuinline_tensor* input, con
                                                const cuinline_tensor* output, const int stride[2],
                                                const int padding[2], const int dilation[2], const char* epilogue,
                                                const char* precision, void* stream);
+/** cuinline_conv2d with F.conv2d's groups: the weight is [Cout, Cin / groups, KH, KW]; groups divides
+ *  Cin and Cout (groups = Cin: depthwise). cuinline_conv2d is this with groups = 1. */
+CUINLINE_C_API cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                                       const cuinline_tensor* bias, const cuinline_tensor* residual,
+                                                       const cuinline_tensor* output, const int stride[2],
+                                                       const int padding[2], const int dilation[2], int groups,
+                                                       const char* epilogue, const char* precision, void* stream);
 
 #ifdef __cplusplus
 }

@@ -264,8 +264,18 @@ cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_ten
                                 const cuinline_tensor* residual, const cuinline_tensor* output, const int stride[2],
                                 const int padding[2], const int dilation[2], const char* epilogue,
                                 const char* precision, void* stream) {
+  return cuinline_conv2d_grouped(input, weight, bias, residual, output, stride, padding, dilation, 1, epilogue,
+                                 precision, stream);
+}
+
+cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                        const cuinline_tensor* bias, const cuinline_tensor* residual,
+                                        const cuinline_tensor* output, const int stride[2], const int padding[2],
+                                        const int dilation[2], int groups, const char* epilogue, const char* precision,
+                                        void* stream) {
   return guarded([&] {
     cuinline::ops::Conv2dParams p;
+    p.groups = groups;
     if (stride) p.stride_h = stride[0], p.stride_w = stride[1];
     if (padding) p.pad_h = padding[0], p.pad_w = padding[1];
     if (dilation) p.dilation_h = dilation[0], p.dilation_w = dilation[1];

@@ -190,7 +190,7 @@ std::pair<int, int> parse_hw(const JsonField& field, std::int64_t min, std::int6
 }
 
 Conv2dEntry parse_conv2d(const JsonField& entry) {
-  entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "bias",
+  entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "groups", "bias",
                        "epilogue", "precision", "layout", "weight_layout"});
   // dtype: of every tensor (f32, f16, bf16; one or a list). layout: of the input and the output
   // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default: each "layout" in turn,
@@ -214,16 +214,25 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   int c = static_cast<int>(input[first].as_int(1, 1 << 16));
   int h = static_cast<int>(input[first + 1].as_int(1, 1 << 16));
   int w = static_cast<int>(input[first + 2].as_int(1, 1 << 16));
-  // filters: [Cout, KH, KW] or the weight's shape [Cout, Cin, KH, KW].
+  // groups (F.conv2d's): divides the input and output channels.
+  int groups = 1;
+  if (auto f = entry.find("groups")) {
+    groups = static_cast<int>(f->as_int(1, 1 << 16));
+    if (c % groups != 0) f->fail("must divide the input's " + std::to_string(c) + " channels, got " + std::to_string(groups));
+  }
+  // filters: [Cout, KH, KW] or the weight's shape [Cout, Cin / groups, KH, KW].
   auto filters = entry.at("filters").elements(3, 4);
   int k = static_cast<int>(filters[0].as_int(1, 1 << 16));
-  if (filters.size() == 4 && filters[1].as_int(1, 1 << 16) != c) {
-    filters[1].fail("expected the input's channel count " + std::to_string(c) + ", got " +
-                    JsonField::describe(filters[1].value()));
+  if (filters.size() == 4 && filters[1].as_int(1, 1 << 16) != c / groups) {
+    filters[1].fail("expected the input's channel count " + std::to_string(c) +
+                    (groups != 1 ? " / groups " + std::to_string(groups) + " = " + std::to_string(c / groups)
+                                 : std::string()) +
+                    ", got " + JsonField::describe(filters[1].value()));
   }
   int kh = static_cast<int>(filters[filters.size() - 2].as_int(1, 64));
   int kw = static_cast<int>(filters[filters.size() - 1].as_int(1, 64));
   ops::Conv2dParams params;
+  params.groups = groups;
   if (auto f = entry.find("stride")) std::tie(params.stride_h, params.stride_w) = parse_hw(*f, 1, 64);
   if (auto f = entry.find("padding")) std::tie(params.pad_h, params.pad_w) = parse_hw(*f, 0, 64);
   if (auto f = entry.find("dilation")) std::tie(params.dilation_h, params.dilation_w) = parse_hw(*f, 1, 64);
@@ -253,7 +262,7 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
                 variant.precision = precision;
                 variant.dtype = dtype;
                 variant.input_layout = seen_layout(layout, c, std::int64_t{h} * w);
-                variant.weight_layout = seen_layout(weight_layout, c, std::int64_t{kh} * kw);
+                variant.weight_layout = seen_layout(weight_layout, c / groups, std::int64_t{kh} * kw);
                 variant.output_layout = seen_layout(layout, k, variant.out_height() * variant.out_width());
                 variant.validate();
                 // The same kernel listed twice (a layout that reads as NCHW): once.

@@ -137,9 +137,10 @@ SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) 
 Fp32Plan fp32_plan(const Conv2dVariant& v);
 
 std::string describe_params(const Conv2dParams& p) {
+  // (Only groups > 1 is named: the names and keys of other variants are unchanged.)
   return "s" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + ",p" +
          std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) + ",d" + std::to_string(p.dilation_h) + "x" +
-         std::to_string(p.dilation_w);
+         std::to_string(p.dilation_w) + (p.groups != 1 ? ",g" + std::to_string(p.groups) : std::string());
 }
 
 bool is_identity(const Op& op) {
@@ -295,6 +296,11 @@ void Conv2dVariant::validate() const {
     fail("stride and dilation must be positive");
   }
   if (p.pad_h < 0 || p.pad_w < 0) fail("padding must not be negative");
+  if (p.groups < 1) fail("groups must be positive, got " + std::to_string(p.groups));
+  if (in_channels % p.groups != 0 || out_channels % p.groups != 0) {
+    fail("groups " + std::to_string(p.groups) + " must divide the input channels (" + std::to_string(in_channels) +
+         ") and the output channels (" + std::to_string(out_channels) + ")");
+  }
   if (p.stride_h > 16 || p.stride_w > 16 || p.dilation_h > 16 || p.dilation_w > 16 || p.pad_h > 64 ||
       p.pad_w > 64) {
     fail("stride/dilation above 16 or padding above 64 is not supported");
@@ -319,7 +325,7 @@ bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
 
 bool Conv2dVariant::uses_generic_kernel() const noexcept {
   return dtype != DType::f32 || input_layout != Conv2dLayout::nchw || weight_layout != Conv2dLayout::nchw ||
-         output_layout != Conv2dLayout::nchw;
+         output_layout != Conv2dLayout::nchw || params.groups != 1;
 }
 
 Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int out_channels, int kernel_h,

@@ -236,8 +236,9 @@ int hmma_ci_pad(int in_channels) {
 
 bool hmma_applies(const Conv2dVariant& v) {
   // (sm_75 has neither bf16 tensor cores nor m16n8k16 and cp.async: the general kernel there.)
+  // (Grouped convolutions: the general kernel.)
   return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment() &&
-         v.target != Conv2dTarget::sm75;
+         v.target != Conv2dTarget::sm75 && v.params.groups == 1;
 }
 
 namespace {

@@ -58,7 +58,7 @@ std::uint64_t variant_hash(const Conv2dVariant& v) {
   for (std::int64_t x :
        {std::int64_t{v.in_channels}, std::int64_t{v.height}, std::int64_t{v.width},
         std::int64_t{v.out_channels}, std::int64_t{v.kernel_h}, std::int64_t{v.kernel_w},
-        std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
+        std::int64_t{v.params.groups}, std::int64_t{v.params.stride_h}, std::int64_t{v.params.stride_w}, std::int64_t{v.params.pad_h},
         std::int64_t{v.params.pad_w}, std::int64_t{v.params.dilation_h}, std::int64_t{v.params.dilation_w},
         std::int64_t{v.has_bias}, std::int64_t{v.has_residual}, std::int64_t{static_cast<int>(v.precision)},
         std::int64_t{static_cast<int>(v.dtype)}, std::int64_t{static_cast<int>(v.input_layout)},
@@ -320,7 +320,7 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   const int row_tiles = row_tiles_for(t, v, n, e);
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
-                  static_cast<unsigned>((v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(t.channel_fast ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
@@ -450,9 +450,15 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
     check_tensor(bias, "bias", 1);
     if (!bias.is_contiguous()) bad("bias must be contiguous: " + bias.describe() + " strides " + describe_strides(bias));
   }
-  if (weight.shape[1] != input.shape[1]) {
+  if (params.groups < 1) bad("groups must be positive, got " + std::to_string(params.groups));
+  if (weight.shape[1] * params.groups != input.shape[1]) {
     bad("input has " + std::to_string(input.shape[1]) + " channels but the weight " + weight.describe() +
-        " expects " + std::to_string(weight.shape[1]) + " (groups = 1)");
+        " expects " + std::to_string(weight.shape[1]) + " x groups " + std::to_string(params.groups) + " = " +
+        std::to_string(weight.shape[1] * params.groups));
+  }
+  if (weight.shape[0] % params.groups != 0) {
+    bad("the weight's " + std::to_string(weight.shape[0]) + " output channels are not a multiple of groups " +
+        std::to_string(params.groups));
   }
   if (has_bias && bias.shape[0] != weight.shape[0]) {
     bad("bias " + bias.describe() + " does not match the " + std::to_string(weight.shape[0]) +

@@ -36,7 +36,7 @@ int transpose_log_tile() {
 }
 
 bool f32_transposes(const Conv2dVariant& v) {
-  if (v.dtype != DType::f32 || !v.uses_generic_kernel()) return false;
+  if (v.dtype != DType::f32 || !v.uses_generic_kernel() || v.params.groups != 1) return false;
   // (Where the NCHW kernel of the shape would be the general kernel too, the copies gain nothing.)
   if (f32_direct_too_large(f32_nchw_variant(v))) return false;
   const int setting = transpose_setting();
