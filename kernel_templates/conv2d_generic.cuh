@@ -33,14 +33,17 @@
 
 namespace cuinline_conv2d_generic_detail {
 
-// S::kChannelFast where S has it (1: threads along the output channels first), else 0.
+// S::kChannelFast where S has it (1: threads along the output channels first), else 0; and
+// S::kPixPerThread (the consecutive output columns a channel-fast thread computes), else 1.
 template <class S, class = void>
 struct ChannelFastOf {
   static constexpr int value = 0;
+  static constexpr int pixels = 1;
 };
 template <class S>
 struct ChannelFastOf<S, decltype(void(S::kChannelFast))> {
   static constexpr int value = S::kChannelFast;
+  static constexpr int pixels = S::kPixPerThread;
 };
 
 // S::kGroups where S has it, else 1.
@@ -62,8 +65,12 @@ struct Plan {
   static constexpr long long kPixels = (long long)S::kOH * S::kOW;
   // Channel-fast (grouped convs with a channels-last input): a thread is one (pixel, channel) pair,
   // channels fastest, so a warp reads consecutive input channels; one output channel a thread.
+  // A channel-fast thread computes kPix consecutive columns of one output row (its filter taps'
+  // weights loaded once, kept in registers).
   static constexpr bool kChannelFast = ChannelFastOf<S>::value != 0;
-  static constexpr long long kItems = kChannelFast ? kPixels * S::kCout : kPixels;
+  static constexpr int kPix = ChannelFastOf<S>::pixels;
+  static constexpr int kColGroups = (S::kOW + kPix - 1) / kPix;  // column groups a row
+  static constexpr long long kItems = kChannelFast ? (long long)S::kOH * kColGroups * S::kCout : kPixels;
   static constexpr int kTilesX = (int)((kItems + kThreads - 1) / kThreads);
   static constexpr int kTilesY = 1;
   static constexpr int kSmemBytes = 0;
@@ -82,7 +89,8 @@ struct Plan {
   static constexpr long long kWX = S::kWNhwc ? kCinG : 1;
   static_assert(S::kCin % kGroups == 0 && S::kCout % kGroups == 0, "groups divide the channels");
   static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0, "a thread's channels in one group");
-  static_assert(!kChannelFast || S::kCoTile == 1, "channel-fast: one output channel a thread");
+  static_assert(!kChannelFast || (S::kCoTile == 1 && kCinG == 1 && kPix >= 1 && kPix <= 8),
+                "channel-fast (depthwise): one output channel of up to 8 columns a thread");
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
   static_assert(S::kCoTile >= 1 && S::kCoTile <= 16, "1 to 16 output channels a thread");
 };
@@ -120,12 +128,54 @@ __global__ void __launch_bounds__(S::kThreads)
   (void)row_tiles;
   const long long item = (long long)blockIdx.x * P::kThreads + threadIdx.x;
   if (item >= P::kItems) return;
-  // Pixel-fast: the block column's kCoTile channels of one pixel a thread; channel-fast: one channel.
-  const long long pix = P::kChannelFast ? item / S::kCout : item;
+  const long long n = blockIdx.z;
+  if constexpr (P::kChannelFast) {
+    // Depthwise, channels-last input: output channel co of columns ox0 .. ox0 + kPix - 1 of row oy;
+    // its input channel is co's group's one.
+    const long long group_item = item / S::kCout;
+    const int co = (int)(item - group_item * S::kCout);
+    const int oy = (int)(group_item / P::kColGroups);
+    const int ox0 = (int)(group_item - (long long)oy * P::kColGroups) * P::kPix;
+    const T* in_c = input + n * P::kInN + (long long)(co / P::kCoutG) * P::kInC;
+    const T* w_co = weight + co * P::kWO;
+    // (Several columns: the taps' weights once, in registers; one: loaded beside each input.)
+    constexpr int kTaps = S::kKH * S::kKW;
+    float w[P::kPix > 1 ? kTaps : 1];
+    if constexpr (P::kPix > 1) {
+#pragma unroll
+      for (int t = 0; t < kTaps; ++t) w[t] = load_op(w_co + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
+    }
+    const float b = S::kHasBias ? load_op(bias + co) : 0.0f;
+#pragma unroll
+    for (int p = 0; p < P::kPix; ++p) {
+      const int ox = ox0 + p;
+      if (P::kPix > 1 && ox >= S::kOW) break;
+      float acc = 0.0f;
+#pragma unroll
+      for (int kh = 0; kh < S::kKH; ++kh) {
+        const int iy = oy * S::kSH - S::kPH + kh * S::kDH;
+        if (iy < 0 || iy >= S::kH) continue;  // zero padding
+#pragma unroll
+        for (int kw = 0; kw < S::kKW; ++kw) {
+          const int ix = ox * S::kSW - S::kPW + kw * S::kDW;
+          if (ix < 0 || ix >= S::kW) continue;
+          const float wt = P::kPix > 1 ? w[kh * S::kKW + kw] : load_op(w_co + kh * P::kWY + kw * P::kWX);
+          acc = __fmaf_rn(load_op(in_c + iy * P::kInY + ix * P::kInX), wt, acc);
+        }
+      }
+      // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
+      float v = acc + b;
+      const long long at = n * P::kOutN + oy * P::kOutY + ox * P::kOutX + co * P::kOutC;
+      if (S::kHasResidual) v += load_op(residual + at);
+      output[at] = ew_traits<T>::from_op(E{}(v));
+    }
+    return;
+  }
+  // The block column's kCoTile channels of one pixel a thread.
+  const long long pix = item;
   const int oy = (int)(pix / S::kOW);
   const int ox = (int)(pix - (long long)oy * S::kOW);
-  const int co0 = P::kChannelFast ? (int)(item - pix * S::kCout) : blockIdx.y * S::kCoTile;
-  const long long n = blockIdx.z;
+  const int co0 = blockIdx.y * S::kCoTile;
   // (Grouped: the input channels of co0's group.)
   const T* in_n = input + n * P::kInN + (P::kGroups == 1 ? 0 : (long long)(co0 / P::kCoutG) * P::kCinG * P::kInC);
   const T* w_co = weight + co0 * P::kWO;

@@ -125,7 +125,9 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         // The general kernel: blocks of whole warps over the flattened output plane, every
         // output channel covered by a block column.
         // (Channel-fast — grouped, channels-last input: a thread a pixel and channel.)
-        const std::int64_t items = v.out_height() * v.out_width() * (t.channel_fast ? v.out_channels : 1);
+        const std::int64_t items =
+            t.channel_fast ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
+                           : v.out_height() * v.out_width();
         EXPECT_EQ(t.channel_fast, v.params.groups > 1 && v.params.groups == v.in_channels &&
                                       v.input_layout == Conv2dLayout::nhwc);
         EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), items);

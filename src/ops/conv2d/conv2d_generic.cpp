@@ -67,7 +67,11 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   if (t.channel_fast) {
     t.threads_x = 128;
     t.channels_per_thread = 1;
-    const std::int64_t items = pixels * v.out_channels;
+    // Up to 4 consecutive columns a thread, its weights loaded once (filters of up to 25 taps: the
+    // registers they take).
+    t.pixels_per_thread = v.kernel_h * v.kernel_w <= 25 ? static_cast<int>(std::min<std::int64_t>(4, v.out_width())) : 1;
+    const std::int64_t col_groups = (v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread;
+    const std::int64_t items = v.out_height() * col_groups * v.out_channels;
     t.tiles_x = static_cast<int>((items + t.threads_x - 1) / t.threads_x);
     if ((items + t.threads_x - 1) / t.threads_x > 0x7fffffff) {
       throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
@@ -93,7 +97,7 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kThreads", t.threads_x) + c("kCoTile", t.channels_per_thread);
   if (v.params.groups != 1) src += c("kGroups", v.params.groups);  // (only then: other keys unchanged)
-  if (t.channel_fast) src += c("kChannelFast", 1);
+  if (t.channel_fast) src += c("kChannelFast", 1) + c("kPixPerThread", t.pixels_per_thread);
   src += "};\n\n";
   src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t);
 
