@@ -12,8 +12,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-F32, F16, BF16 = 0, 1, 2
-CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
+from conv2d_half_peers import time_ms  # (L2 flushed before each timed call, median)
+from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
+
 SHAPES = [  # name, N, Cin, H=W, Cout, K, stride, padding, groups
     ("MobileNetV2 dw", 32, 144, 56, 144, 3, 1, 1, 144),
     ("MobileNetV2 dw s2", 32, 144, 56, 144, 3, 2, 1, 144),
@@ -21,36 +22,6 @@ SHAPES = [  # name, N, Cin, H=W, Cout, K, stride, padding, groups
     ("EfficientNet dw 5x5", 32, 240, 28, 240, 5, 1, 2, 240),
     ("ResNeXt g32", 32, 256, 28, 256, 3, 1, 1, 32),
 ]
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
-
-
-def desc(t):
-    shape = (ctypes.c_int64 * t.dim())(*t.shape)
-    strides = (ctypes.c_int64 * t.dim())(*t.stride())
-    d = Tensor(t.data_ptr(), CODES[t.dtype], t.dim(), shape, strides)
-    d._keep = (shape, strides)
-    return d
-
-
-def time_ms(fn, flush, samples):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(samples):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 def main():

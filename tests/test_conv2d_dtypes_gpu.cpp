@@ -181,6 +181,26 @@ void expect_matches_reference(const Shape& s, const HostTensor& x, const HostTen
   std::printf("  %-100s rel L2 %.2e\n", name.c_str(), err);
 }
 
+// The relative L2 error of the output copied back from dy (y's shape and layout) against the
+// float64 reference (the residual, where the shape has one, from r); NaN where an output was left
+// unwritten (outputs are poisoned first).
+double output_error(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                    const HostTensor& r, const HostTensor& y, const DeviceCopy& dy) {
+  std::vector<unsigned char> raw(y.bytes());
+  dy.buffer.copy_to_host(raw.data(), raw.size());
+  double num = 0, den = 0;
+  for (int n = 0; n < s.n; ++n)
+    for (int co = 0; co < s.cout; ++co)
+      for (int oy = 0; oy < y.h; ++oy)
+        for (int ox = 0; ox < y.w; ++ox) {
+          const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
+          const double got = y.read(raw, n, co, oy, ox);
+          num += (got - ref) * (got - ref);
+          den += ref * ref;
+        }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
 TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
@@ -232,20 +252,7 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream,
                Conv2dPrecision::fp32, s.residual ? dr.view : TensorView{});
         stream.synchronize();
-        std::vector<unsigned char> raw(y.bytes());
-        dy.buffer.copy_to_host(raw.data(), raw.size());
-        double num = 0, den = 0;
-        for (int n = 0; n < s.n; ++n)
-          for (int co = 0; co < s.cout; ++co)
-            for (int oy = 0; oy < oh; ++oy)
-              for (int ox = 0; ox < ow; ++ox) {
-                const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
-                const double got = y.read(raw, n, co, oy, ox);
-                num += (got - ref) * (got - ref);
-                den += ref * ref;
-              }
-        const double err = std::sqrt(num / (den > 0 ? den : 1));
-        EXPECT_LE(err, tolerance(dt));  // NaN (an unwritten output) fails too
+        EXPECT_LE(output_error(s, x, wt, b, r, y, dy), tolerance(dt));  // NaN (an unwritten output) fails too
       }
     }
   }
@@ -754,21 +761,7 @@ TEST(Conv2dDtypesGpu, GroupedAndDepthwiseEveryDtypeAndLayout) {
         if (s.p.groups > 1) EXPECT_TRUE(planned(v).generic);
         conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res);
         stream.synchronize();
-        // (The reference adds the residual from r: y's shape and layout.)
-        std::vector<unsigned char> raw(y.bytes());
-        dy.buffer.copy_to_host(raw.data(), raw.size());
-        double num = 0, den = 0;
-        for (int n = 0; n < s.n; ++n)
-          for (int co = 0; co < s.cout; ++co)
-            for (int oy = 0; oy < oh; ++oy)
-              for (int ox = 0; ox < ow; ++ox) {
-                const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
-                const double got = y.read(raw, n, co, oy, ox);
-                ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
-                num += (got - ref) * (got - ref);
-                den += ref * ref;
-              }
-        const double err = std::sqrt(num / (den > 0 ? den : 1));
+        const double err = output_error(s, x, wt, b, r, y, dy);  // (NaN where an output was not written)
         EXPECT_LE(err, tolerance(dt));
         std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
       }

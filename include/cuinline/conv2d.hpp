@@ -1,6 +1,6 @@
 #pragma once
 /// @file conv2d.hpp
-/// Fused 2-D convolution (groups = 1; float32, float16 or bfloat16; NCHW or channels-last NHWC) with
+/// Fused 2-D convolution (any groups; float32, float16 or bfloat16; NCHW or channels-last NHWC) with
 /// an optional bias and any elementwise
 /// epilogue (an ops::Op chain: divide → LeakyReLU, ReLU, scale, add, clamp, ...), compiled at run
 /// time into one kernel per shape: channels, image size, filter size, stride, padding, dilation and
@@ -304,7 +304,7 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
 /// Every tensor has the same dtype T: f32, f16 or bf16.
 ///   input  T [N, Cin, H, W], contiguous (NCHW) or channels-last (strides [H*W*Cin, 1, W*Cin, Cin])
-///   weight T [Cout, Cin, KH, KW], contiguous or channels-last
+///   weight T [Cout, Cin / params.groups, KH, KW], contiguous or channels-last
 ///   bias   T [Cout] contiguous, or a view with data == nullptr for no bias
 ///   output T [N, Cout, OH, OW], contiguous or channels-last (its own choice: the result is written
 ///          in the output's layout), OH/OW by PyTorch's formula; must not overlap input
@@ -312,7 +312,7 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 ///            in the same kernel and added to conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
 /// Throws InvalidArgument (before anything is compiled or launched) for a dtype other than f32,
-/// f16 or bf16, tensors of different dtypes, mismatched channels, a weight or bias or output shape
+/// f16 or bf16, tensors of different dtypes, mismatched channels (or groups that do not divide them), a weight or bias or output shape
 /// that does not match, strides that are neither contiguous nor channels-last (or a residual
 /// whose layout differs from the output's), or null pointers.
 /// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
