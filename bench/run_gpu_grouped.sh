@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Grouped and depthwise conv2d (F.conv2d's groups) on the GPU, in one call: build (Release; and the
-# shared library for ctypes), the dtype suite's grouped test and the plan check (default, and planned
+# shared library for ctypes), the dtype suite's random shapes (grouped ones among them) and the plan check (default, and planned
 # for sm_75), the C API from PyTorch (bench/torch_capi_check.py: grouped in every dtype and layout, in
 # torch.cuda.graph), then bench/conv2d_grouped_peers.py (MobileNet / EfficientNet depthwise, ResNeXt
 # grouped beside PyTorch eager and torch.compile, L2 flushed).
@@ -25,9 +25,9 @@ main() {
   export CUINLINE_CACHE_DIR CUINLINE_LOG_LEVEL=warn
   CUINLINE_CACHE_DIR=$(mktemp -d)
   echo "== grouped gpu tests (default; planned for sm_75)"
-  "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*Grouped*:*CallsRun*' 2>&1 |
-    grep -E "seed|plans for|PASSED|FAILED|Failure|g32|g24" | head -n 20
-  CUINLINE_CONV2D_TARGET=sm_75 "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*Grouped*' 2>&1 |
+  "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*RandomShapes*:*CallsRun*' 2>&1 |
+    grep -E "seed|plans for|PASSED|FAILED|Failure" | head -n 20
+  CUINLINE_CONV2D_TARGET=sm_75 "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*RandomShapes*' 2>&1 |
     grep -E "PASSED|FAILED|Failure" | head -n 6
   echo "== C API from PyTorch"
   PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so" 2>&1 |

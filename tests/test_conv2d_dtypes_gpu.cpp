@@ -1,4 +1,5 @@
-// conv2d in f16, bf16 and f32 with NCHW and channels-last (NHWC) tensors on random valid shapes,
+// conv2d in f16, bf16 and f32 with NCHW and channels-last (NHWC) tensors on random valid shapes
+// (grouped and depthwise ones among them),
 // against a float64 CPU reference computed from the inputs as stored (rounded to the dtype), outputs
 // poisoned (NaN in every dtype) before each launch (f16 and bf16 on the tensor-core kernel); the
 // shapes of issue 19 on it, sampled; and the special values (rounding ties, fp32
@@ -222,6 +223,29 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
     if (oh <= 0 || ow <= 0 || double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 2e7) continue;
     shapes.push_back(s);
   }
+  // Grouped and depthwise (F.conv2d's groups: the general kernel): MobileNet's depthwise, a
+  // multiplier of 2, ResNeXt-like, and four random grouped shapes.
+  auto grouped = [](int stride, int pad, int g) {
+    Conv2dParams p = Conv2dParams::square(stride, pad);
+    p.groups = g;
+    return p;
+  };
+  shapes.push_back({4, 32, 28, 28, 32, 3, 3, grouped(1, 1, 32), true});
+  shapes.push_back({2, 64, 14, 14, 128, 3, 3, grouped(1, 1, 8), false, true});
+  shapes.push_back({2, 24, 19, 23, 48, 5, 5, grouped(2, 2, 24), true});
+  std::uniform_int_distribution<int> mult(1, 3), small_k(1, 5);
+  while (shapes.size() < 15) {
+    const int groups = 2 << (rng() % 3);  // 2, 4 or 8
+    Shape s{1 + coin(rng), groups * (1 + static_cast<int>(rng() % 6)), 3 + static_cast<int>(rng() % 30),
+            3 + static_cast<int>(rng() % 30), groups * mult(rng), small_k(rng), small_k(rng), grouped(1, 0, groups),
+            coin(rng) == 1, coin(rng) == 1};
+    s.p.stride_h = 1 + coin(rng), s.p.pad_h = pad(rng), s.p.pad_w = pad(rng), s.p.dilation_h = 1 + coin(rng);
+    if (conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) <= 0 ||
+        conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w) <= 0) {
+      continue;
+    }
+    shapes.push_back(s);
+  }
   Stream stream;
   for (const Shape& s : shapes) {
     const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
@@ -230,7 +254,7 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
       for (int layouts = 0; layouts < 4; ++layouts) {
         const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = coin(rng) == 1;
         const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
-        const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, w_nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, dt, w_nhwc, rng);
         const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
         const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
         HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
@@ -243,8 +267,11 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
                                                    s.residual ? dr.view : TensorView{});
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
         EXPECT_EQ(v.dtype, dt);
-        // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0 or on sm_75.
-        EXPECT_EQ(planned(v).half_mma, dt != DType::f32 && !hmma_disabled() && device_target() != Conv2dTarget::sm75);
+        EXPECT_EQ(v.params.groups, s.p.groups);
+        // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0, on sm_75 or
+        // grouped (the general kernel).
+        EXPECT_EQ(planned(v).half_mma, dt != DType::f32 && !hmma_disabled() && device_target() != Conv2dTarget::sm75 &&
+                                           s.p.groups == 1);
         // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
         if (s.cin > 1 && s.h * s.w > 1) {
           EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
@@ -708,64 +735,6 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
     rs.bias = true;
     if (c.precision == Conv2dPrecision::tf32 && expect != Conv2dTarget::sm75) continue;  // (TF32: not fp32 accuracy)
     ASSERT_NO_FATAL_FAILURE(expect_matches_reference(rs, x, wt, b, y, dy, 0, p.name()));
-  }
-}
-
-// Grouped and depthwise convolutions (F.conv2d's groups; the general kernel) in every dtype and
-// layout, random shapes from a printed seed plus MobileNet's and ResNeXt's, against the float64
-// reference with outputs poisoned first.
-TEST(Conv2dDtypesGpu, GroupedAndDepthwiseEveryDtypeAndLayout) {
-  if (device_count() == 0) GTEST_SKIP() << "no GPU";
-  const std::uint64_t seed = test::fresh_seed();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> k(1, 5), st(1, 2), pad(0, 2), coin(0, 1), mult(1, 3);
-  auto grouped = [](int g) { Conv2dParams p = Conv2dParams::square(1, 1); p.groups = g; return p; };
-  std::vector<Shape> shapes = {{4, 32, 28, 28, 32, 3, 3, grouped(32), true},            // depthwise
-                               {2, 64, 14, 14, 128, 3, 3, grouped(8), false, true},     // ResNeXt-like
-                               {2, 24, 19, 23, 48, 5, 5, [] { Conv2dParams p = Conv2dParams::square(2, 2); p.groups = 24; return p; }(), true}};
-  while (shapes.size() < 7) {
-    const int groups = 1 << (rng() % 4);  // 1-8
-    Shape s{1 + coin(rng), groups * (1 + static_cast<int>(rng() % 6)), 3 + static_cast<int>(rng() % 30),
-            3 + static_cast<int>(rng() % 30), groups * mult(rng), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
-    s.p.stride_h = st(rng), s.p.stride_w = st(rng), s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
-    s.p.dilation_h = 1 + coin(rng), s.p.dilation_w = 1;
-    s.p.groups = groups;
-    if (conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) <= 0 ||
-        conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w) <= 0) {
-      continue;
-    }
-    shapes.push_back(s);
-  }
-  Stream stream;
-  for (const Shape& s : shapes) {
-    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
-    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      for (int layouts = 0; layouts < 4; ++layouts) {
-        const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = coin(rng) == 1;
-        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
-        const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, dt, w_nhwc, rng);
-        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
-        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
-        HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
-        y.values.resize(r.size());
-        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
-        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
-        const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
-        const TensorView res = s.residual ? dr.view : TensorView{};
-        const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
-        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
-        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
-        EXPECT_EQ(v.params.groups, s.p.groups);
-        if (s.p.groups > 1) EXPECT_TRUE(planned(v).generic);
-        conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res);
-        stream.synchronize();
-        const double err = output_error(s, x, wt, b, r, y, dy);  // (NaN where an output was not written)
-        EXPECT_LE(err, tolerance(dt));
-        std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
-      }
-    }
   }
 }
 
