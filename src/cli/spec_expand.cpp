@@ -65,7 +65,7 @@ void expand_nary(const SpecEntry& entry, std::vector<Variant>& out) {
           for (std::size_t d = 0; d < dims.size(); ++d) label += (d ? "," : "") + std::to_string(dims[d]);
           label += "]";
         }
-        out.push_back({label, entry.path, ops::make_request(op, in, outs)});
+        out.push_back({label, entry.path, ops::make_request(op, in, outs), nullptr});
       }
     }
   }
@@ -88,7 +88,7 @@ void expand_op(const SpecEntry& entry, std::vector<Variant>& out) {
         if (!listed) continue;
         variant.validate();
         if (!seen.insert(variant.name()).second) continue;
-        out.push_back({variant.name(), entry.path, ops::make_request(variant)});
+        out.push_back({variant.name(), entry.path, ops::make_request(variant), nullptr});
       }
     }
   }
@@ -141,7 +141,7 @@ void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool 
   std::string kernels;
   for (const auto& f : spec.functions) kernels += (kernels.empty() ? "" : ", ") + f;
   for (const auto& e : spec.name_expressions) kernels += (kernels.empty() ? "" : ", ") + e;
-  out.push_back({spec.file + " [" + kernels + "]", entry.path, make_inline_request(options)});
+  out.push_back({spec.file + " [" + kernels + "]", entry.path, make_inline_request(options), nullptr});
 }
 
 // Each variant's module, planned for each arch's target as a call on that arch plans it

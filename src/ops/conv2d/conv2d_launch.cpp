@@ -110,7 +110,6 @@ Conv2dTarget device_target(int device) {
   return own;
 }
 
-
 void finish_launchable(Launchable& l, int device) {
   if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
   const DeviceInfo info = device_info(device);
