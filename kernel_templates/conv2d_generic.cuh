@@ -126,17 +126,15 @@ __device__ __forceinline__ void load16(const float* p, float (&x)[4]) {
   x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
 }
 template <class H>
-__device__ __forceinline__ float half_of(unsigned word, int shift) {
-  H h;
-  h.bits = static_cast<unsigned short>(word >> shift);
-  return ew_traits<H>::to_op(h);
-}
-template <class H>
 __device__ __forceinline__ void load16(const H* p, float (&x)[8]) {
-  // (Element by element, no array of the words: an indexed one could land in local memory.)
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-  x[0] = half_of<H>(v.x, 0), x[1] = half_of<H>(v.x, 16), x[2] = half_of<H>(v.y, 0), x[3] = half_of<H>(v.y, 16);
-  x[4] = half_of<H>(v.z, 0), x[5] = half_of<H>(v.z, 16), x[6] = half_of<H>(v.w, 0), x[7] = half_of<H>(v.w, 16);
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    H h;
+    h.bits = static_cast<unsigned short>(words[i / 2] >> (16 * (i % 2)));
+    x[i] = ew_traits<H>::to_op(h);
+  }
 }
 
 }  // namespace cuinline_conv2d_generic_detail
@@ -213,8 +211,6 @@ __global__ void __launch_bounds__(S::kThreads)
 #pragma unroll
   for (int c = 0; c < S::kCoTile; ++c) acc[c] = 0.0f;
   const bool vec_in = P::kVecIn && (reinterpret_cast<unsigned long long>(input) & 15) == 0;
-  // (A channels-last weight's offsets are multiples of its Cin / groups: aligned where it is.)
-  const bool vec_w = vec_in && S::kWNhwc && (reinterpret_cast<unsigned long long>(weight) & 15) == 0;
 
 #pragma unroll 1
   for (int kh = 0; kh < S::kKH; ++kh) {
@@ -233,21 +229,6 @@ __global__ void __launch_bounds__(S::kThreads)
           for (int cv = 0; cv < P::kCinG; cv += P::kVec) {
             float xs[P::kVec];
             cuinline_conv2d_generic_detail::load16(src + cv * P::kInC, xs);
-            if constexpr (S::kWNhwc) {
-              if (vec_w) {
-                // A channels-last weight: each output channel's kVec weights one 16-byte load too
-                // (each accumulator still sums its channels in order).
-#pragma unroll
-                for (int c = 0; c < S::kCoTile; ++c) {
-                  if (S::kCout % S::kCoTile != 0 && co0 + c >= S::kCout) break;
-                  float ws[P::kVec];
-                  cuinline_conv2d_generic_detail::load16(wp + c * P::kWO + cv, ws);
-#pragma unroll
-                  for (int j = 0; j < P::kVec; ++j) acc[c] = __fmaf_rn(xs[j], ws[j], acc[c]);
-                }
-                continue;
-              }
-            }
 #pragma unroll
             for (int j = 0; j < P::kVec; ++j) {
 #pragma unroll
