@@ -75,6 +75,8 @@ def main():
         ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
     lib.cuinline_conv2d_grouped.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
         ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
+    lib.cuinline_conv2d_ex.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
+        ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p]
     print("cuinline", lib.cuinline_version().decode(), "torch", torch.__version__, torch.cuda.get_device_name(0))
 
     def apply(op, ins, outs, stream=None):
@@ -400,6 +402,64 @@ def main():
                                       ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
     check("groups that do not divide the channels are refused with a message", bad != 0,
           lib.cuinline_last_error().decode())
+
+    # 8c. epilogues over per-channel operands (cuinline_conv2d_ex: nn.Parameter(torch.randn(C, 1, 1)) as
+    # KernelBench's conv + multiplier / bias chains hold them) in every dtype, NCHW and channels-last, on
+    # PyTorch's current stream against float64 (PyTorch's own error beside it); inside torch.cuda.graph
+    # replayed on new data; an operand of the wrong shape refused with a message and nothing written.
+    def conv_ex(x, wt, bias, out, stride, padding, groups, epi, operands, precision=b"fp32"):
+        keep = [desc(t) for t in operands]
+        arr = (Tensor * len(keep))(*keep) if keep else None
+        st_pad = (ctypes.c_int * 2)(stride, stride), (ctypes.c_int * 2)(padding, padding)
+        return lib.cuinline_conv2d_ex(desc(x), desc(wt), desc(bias) if bias is not None else None, None, desc(out),
+                                      st_pad[0], st_pad[1], one, groups, epi, arr, len(keep), precision,
+                                      ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+
+    gelu_epi = (b"expr([x, m] ((x * m > 0.0f ? x * m : x * m * 0.01f)) * 0.5f * (1.0f + erff(((x * m > 0.0f ? x * m"
+                b" : x * m * 0.01f)) * 0.70710678118654752f)))")
+    for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        for (n, c, h, k, groups, padding), fmt in (((4, 8, 66, 64, 1, 0), torch.contiguous_format),  # seed-like
+                                                   ((4, 8, 66, 64, 1, 0), cl),
+                                                   ((2, 64, 28, 40, 1, 1), torch.contiguous_format),  # 40: padded tile
+                                                   ((2, 64, 28, 64, 64, 1), cl)):                     # depthwise
+            x = torch.rand(n, c, h, h, device="cuda").to(dt).contiguous(memory_format=fmt)
+            wt = (torch.randn(k, c // groups, 3, 3, device="cuda") * 0.2).to(dt).contiguous(memory_format=fmt)
+            bias = torch.randn(k, device="cuda").to(dt)
+            m = torch.randn(k, 1, 1, device="cuda").to(dt)
+            b2 = torch.randn(k, 1, 1, device="cuda").to(dt)
+            for epi, ops, f in ((b"relu|add(in1)", [b2], lambda y, m=m, b2=b2: torch.relu(y) + b2),
+                                (gelu_epi, [m], lambda y, m=m, b2=b2: F.gelu(F.leaky_relu(y * m, 0.01)))):
+                conv = lambda xx, ww, bb: F.conv2d(xx, ww, bb, 1, padding, 1, groups)
+                ref = f(conv(x.double(), wt.double(), bias.double()), m.double(), b2.double())
+                out = torch.full(ref.shape, float("nan"), device="cuda", dtype=dt).contiguous(memory_format=fmt)
+                st = conv_ex(x, wt, bias, out, 1, padding, groups, epi, ops)
+                msg = lib.cuinline_last_error().decode() if st != 0 else ""
+                torch.cuda.synchronize()
+                err = ((out.double() - ref).norm() / ref.norm()).item()
+                torch_err = ((f(conv(x, wt, bias), m, b2).double() - ref).norm() / ref.norm()).item()
+                layout = "channels-last" if fmt == cl else "NCHW"
+                check(f"{name} {layout} conv2d {c}->{k} g{groups} epilogue {epi.decode()[:22]} with (C,1,1) operands "
+                      "vs float64", st == 0 and err < bound, f"rel L2 {err:.2e} (PyTorch {torch_err:.2e}) {msg}")
+        xg = torch.rand(4, 8, 40, 40, device="cuda").to(dt)
+        wg = (torch.randn(64, 8, 3, 3, device="cuda") * 0.2).to(dt)
+        mg = torch.randn(64, 1, 1, device="cuda").to(dt)
+        og = torch.full((4, 64, 38, 38), float("nan"), device="cuda", dtype=dt)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            stg = conv_ex(xg, wg, None, og, 1, 0, 1, gelu_epi, [mg])
+        same = replays_match(g, xg, og, lambda e: conv_ex(xg, wg, None, e, 1, 0, 1, gelu_epi, [mg]))
+        ref = F.gelu(F.leaky_relu(F.conv2d(xg.double(), wg.double()) * mg.double(), 0.01))
+        err = ((og.double() - ref).norm() / ref.norm()).item()
+        check(f"{name} conv2d with a per-channel multiplier in torch.cuda.graph, 3 replays on new data == eager, "
+              "vs float64", stg == 0 and same and err < bound, f"rel L2 {err:.2e}")
+    og.fill_(float("nan"))
+    bad = conv_ex(xg, wg, None, og, 1, 0, 1, gelu_epi, [torch.randn(64, device="cuda", dtype=og.dtype).view(1, 64)])
+    torch.cuda.synchronize()
+    check("a per-channel operand of shape (1, 64) is refused with a message, nothing written",
+          bad != 0 and bool(og.isnan().all()), lib.cuinline_last_error().decode())
+    bad = conv_ex(xg, wg, None, og, 1, 0, 1, gelu_epi, [])
+    check("an epilogue's operands missing are refused with a message", bad != 0, lib.cuinline_last_error().decode())
 
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged) with tensors on cuda:1 and

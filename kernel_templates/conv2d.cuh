@@ -333,7 +333,7 @@ __device__ __forceinline__ void store_streaming(T* p, T v) {
 
 template <class S, class E>
 __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (&acc)[S::kTP], float b,
-                                          int ox, const float* __restrict__ res) {
+                                          int ox, const float* __restrict__ res, const E& ep, int co) {
   using P = Plan<S>;
   float v[S::kTP];
 #pragma unroll
@@ -341,7 +341,7 @@ __device__ __forceinline__ void store_row(float* __restrict__ dst, const float (
     // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue.
     v[p] = acc[p] + b;
     if (S::kHasResidual && ox + p < S::kOW) v[p] += __ldg(res + p);
-    v[p] = E{}(v[p]);
+    v[p] = ep(v[p], co);
   }
   if (P::kStoreVec == 4) {
 #pragma unroll
@@ -492,7 +492,7 @@ __device__ __forceinline__ bool reduce_sets(float (&acc)[S::kTC][S::kTP], float*
 template <class S, class E>
 __device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float* __restrict__ bias,
                                        float* __restrict__ output, int n, int co_base, int oy, int ox,
-                                       const float* __restrict__ residual) {
+                                       const float* __restrict__ residual, const E& ep) {
   using P = Plan<S>;
   if (oy < S::kOH) {
 #pragma unroll
@@ -501,7 +501,7 @@ __device__ __forceinline__ void finish(float (&acc)[S::kTC][S::kTP], const float
       if (S::kCout % P::kBlockCout != 0 && co >= S::kCout) break;
       const float b = S::kHasBias ? __ldg(bias + co) : 0.0f;
       const long long at = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW + ox;
-      store_row<S, E>(output + at, acc[c], b, ox, S::kHasResidual ? residual + at : nullptr);
+      store_row<S, E>(output + at, acc[c], b, ox, S::kHasResidual ? residual + at : nullptr, ep, co);
     }
   }
 #pragma unroll
@@ -592,9 +592,10 @@ template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d(const float* __restrict__ input, const float* __restrict__ weight,
                     const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
-                    const float* __restrict__ residual) {
+                    const float* __restrict__ residual, const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_detail::Plan<S>;
   namespace d = cuinline_conv2d_detail;
+  const E ep{chan};
   extern __shared__ __align__(16) float smem[];
   float* s_w = smem;
   float* s_in = smem + P::kWBuffers * P::kWFloats;
@@ -637,7 +638,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_detail::Plan<S>::kThreads, S::
       },
       [&](int tile_y) {
         if (d::reduce_sets<S>(acc, red, tk, lane))
-          d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox, residual);
+          d::finish<S, E>(acc, bias, output, n, co_base, tile_y * S::kTY + ty, ox, residual, ep);
       },
       tile_y0, row_tiles);
 }

@@ -148,8 +148,10 @@ __global__ void __launch_bounds__(S::kThreads)
     cuinline_conv2d_generic(const typename S::storage* __restrict__ input,
                             const typename S::storage* __restrict__ weight,
                             const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
-                            int row_tiles, const typename S::storage* __restrict__ residual) {
+                            int row_tiles, const typename S::storage* __restrict__ residual,
+                            const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_generic_detail::Plan<S>;
+  const E ep{chan};
   using T = typename S::storage;
   using cuinline_conv2d_generic_detail::load_op;
   (void)row_tiles;
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(S::kThreads)
       float v = acc + b;
       const long long at = n * P::kOutN + oy * P::kOutY + ox * P::kOutX + co * P::kOutC;
       if (S::kHasResidual) v += load_op(residual + at);
-      output[at] = ew_traits<T>::from_op(E{}(v));
+      output[at] = ew_traits<T>::from_op(ep(v, co));
     }
     return;
   }
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(S::kThreads)
     float v = acc[c] + (S::kHasBias ? load_op(bias + co) : 0.0f);
     const long long at = out_pix + co * P::kOutC;
     if (S::kHasResidual) v += load_op(residual + at);
-    output[at] = ew_traits<T>::from_op(E{}(v));
+    output[at] = ew_traits<T>::from_op(ep(v, co));
   }
 }
 

@@ -1475,7 +1475,8 @@ __device__ __forceinline__ void read_tile(const float* p, float (&v)[kVec]) {
 template <class S, class E, int kVec>
 __device__ __forceinline__ void store_tile(const float* s_c, const typename S::storage* __restrict__ bias,
                                            typename S::storage* __restrict__ out_n,
-                                           const typename S::storage* __restrict__ res_n, int p0, int co0) {
+                                           const typename S::storage* __restrict__ res_n, int p0, int co0,
+                                           const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;  // pixels (NCHW) or channels (NHWC) of the tile
@@ -1516,7 +1517,7 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
         float x = v[e];
         if (S::kHasBias) x += S::kOutNhwc ? bias_fast[e] : b;
         if (S::kHasResidual) x += to_float<T>(r[e]);
-        h[e] = from_float<T>(E{}(x));
+        h[e] = from_float<T>(ep(x, S::kOutNhwc ? co + e : co));
       }
       store_bits<T, kVec>(out_n + at, h);
     }
@@ -1564,7 +1565,8 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
 // reads.)
 template <class S, class E>
 __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kNT][4], unsigned short* s_h,
-                                                const typename S::storage* __restrict__ bias, int co0) {
+                                                const typename S::storage* __restrict__ bias, int co0,
+                                                const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   const int lane = threadIdx.x % 32;
@@ -1574,7 +1576,7 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
   auto out = [&](int i, int j, int q, const float (&b)[2]) {
     float x = acc[i][j][q];
     if (S::kHasBias) x += b[q % 2];
-    return from_float<T>(E{}(x));
+    return from_float<T>(ep(x, co0 + wn * S::kNT * 8 + j * 8 + 2 * (lane % 4) + q % 2));
   };
   // Bias of channels c, c + 1 (0 past kCout).
   auto bias_pair = [&](int c, float (&b)[2]) {
@@ -1663,7 +1665,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
                                            const typename S::storage* __restrict__ weight,
                                            const typename S::storage* __restrict__ bias,
                                            typename S::storage* __restrict__ output,
-                                           const typename S::storage* __restrict__ residual) {
+                                           const typename S::storage* __restrict__ residual, const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
@@ -1712,7 +1714,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
     // DRAM 34 %) — then kOutVec outputs a load and store.
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
-    write_half_tile<S, E>(acc, s_h, bias, co0);
+    write_half_tile<S, E>(acc, s_h, bias, co0, ep);
     __syncthreads();
     store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(P::kPixels - p0), co0);
   } else {
@@ -1748,7 +1750,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
     // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
     // vector's offset is a multiple of kOutVec).
-    store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0);
+    store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0, ep);
   }
 }
 
@@ -1763,7 +1765,8 @@ template <class S, class E>
 __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S::storage* __restrict__ input,
                                            const typename S::storage* __restrict__ weight,
                                            const typename S::storage* __restrict__ bias,
-                                           typename S::storage* __restrict__ output, int co0, int row_tiles) {
+                                           typename S::storage* __restrict__ output, int co0, int row_tiles,
+                                           const E& ep) {
   using P = Plan<S>;
   const Halo<S> h(smem);
   const long long stride = (long long)gridDim.x * gridDim.z;
@@ -1783,7 +1786,7 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const long long next = t + stride;
     if (next < end) h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
     copy_commit();
-    write_half_tile<S, E>(acc, h.s_h, bias, co0);
+    write_half_tile<S, E>(acc, h.s_h, bias, co0, ep);
     __syncthreads();
     const int tile = (int)(t % P::kTilesY);
     const int oy = tile / P::kSegs;
@@ -1802,8 +1805,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
                          const typename S::storage* __restrict__ weight,
                          const typename S::storage* __restrict__ bias,
                          typename S::storage* __restrict__ output, int row_tiles,
-                         const typename S::storage* __restrict__ residual) {
+                         const typename S::storage* __restrict__ residual,
+                         const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  const E ep{chan};
   namespace d = cuinline_conv2d_hmma_detail;
 #ifdef CUINLINE_CONV2D_HMMA_EMULATED
   unsigned char* smem = cuinline_emulated_smem();
@@ -1813,10 +1818,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   unsigned char* smem = smem_raw + (P::kWgmma ? (1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u : 0u);
 #endif
   if constexpr (P::kHalo) {
-    d::halo_tiles<S, E>(smem, input, weight, bias, output, blockIdx.y * P::kBN, row_tiles);
+    d::halo_tiles<S, E>(smem, input, weight, bias, output, blockIdx.y * P::kBN, row_tiles, ep);
   } else {
     (void)row_tiles;
-    d::block_tile<S, E>(smem, input, weight, bias, output, residual);
+    d::block_tile<S, E>(smem, input, weight, bias, output, residual, ep);
   }
 }
 

@@ -345,7 +345,7 @@ __device__ __forceinline__ void fill_acc(float (&acc)[S::kMT][S::kNT][4], const 
 template <class S, class E>
 __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const float* __restrict__ bias,
                                        float* __restrict__ output, int n, int oy0, int ox0, int co_w, int wm,
-                                       int g, int t, const float* __restrict__ residual) {
+                                       int g, int t, const float* __restrict__ residual, const E& ep) {
   using P = Plan<S>;
 #pragma unroll
   for (int i = 0; i < S::kMT; ++i) {
@@ -366,12 +366,12 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
             if (S::kOW % S::kTileCols == 0 || ox < S::kOW) {
               float v = acc[i][j][e] + b;
               if (S::kHasResidual) v += __ldg(residual + at);
-              cuinline_conv2d_detail::store_streaming(dst, E{}(v));
+              cuinline_conv2d_detail::store_streaming(dst, ep(v, co));
             }
             if (S::kOW % S::kTileCols == 0 || ox + 8 < S::kOW) {
               float v = acc[i][j][2 + e] + b;
               if (S::kHasResidual) v += __ldg(residual + at + 8);
-              cuinline_conv2d_detail::store_streaming(dst + 8, E{}(v));
+              cuinline_conv2d_detail::store_streaming(dst + 8, ep(v, co));
             }
           }
         }
@@ -391,7 +391,8 @@ __device__ __forceinline__ void finish(float (&acc)[S::kMT][S::kNT][4], const fl
 template <class S, class E>
 __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
                                               const float (&bias_r)[S::kNT][2], float* __restrict__ output,
-                                              float* s_out, int n, int oy, int ox_w, int co_w, int lane) {
+                                              float* s_out, int n, int oy, int ox_w, int co_w, int lane,
+                                              const E& ep) {
   using P = Plan<S>;
   namespace cd = cuinline_conv2d_detail;
   constexpr int kPassNT = S::kNT / (S::kOutStage > 0 ? S::kOutStage : 1);
@@ -416,11 +417,12 @@ __device__ __forceinline__ void finish_staged(float (&acc)[S::kMT][S::kNT][4],
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = jj * 8 + 2 * t + e;
+        const int co = co_w + j * 8 + 2 * t + e;
         float* row = s_out + c * P::kOutPitch + ((shift0 + (pass * kRows + c) * plane4) & 3u) + g;
 #pragma unroll
         for (int i = 0; i < S::kMT; ++i) {
-          row[i * 16] = E{}(acc[i][j][e]);
-          row[i * 16 + 8] = E{}(acc[i][j][2 + e]);
+          row[i * 16] = ep(acc[i][j][e], co);
+          row[i * 16 + 8] = ep(acc[i][j][2 + e], co);
         }
       }
     }
@@ -472,8 +474,9 @@ template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_mma(const float* __restrict__ input, const float* __restrict__ weight,
                         const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
-                        const float* __restrict__ residual) {
+                        const float* __restrict__ residual, const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_mma_detail::Plan<S>;
+  const E ep{chan};
   namespace d = cuinline_conv2d_mma_detail;
   namespace cd = cuinline_conv2d_detail;
   extern __shared__ __align__(16) float smem[];
@@ -521,7 +524,7 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
         [&](int in_buf, int w_buf) {
           d::accumulate<S>(s_in + in_buf * P::kInFloats, s_w + w_buf * P::kWFloats, acc, a_off, b_off);
         },
-        [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t, residual); },
+        [&](int tile_y) { d::finish<S, E>(acc, bias, output, n, tile_y * S::kTY, ox0, co_w, wm, g, t, residual, ep); },
         tile_y0, row_tiles);
   } else {
     // Row streaming: steps tile_y0 .. tile_y0 + steps - 1 of kTY output rows each. Copy groups:
@@ -574,9 +577,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_mma_detail::Plan<S>::kThreads,
       if (S::kOutStage) {
         // (a warp whose row is past the image in the last step stores nothing)
         d::finish_staged<S, E>(acc, bias_r, output, s_out, n, (tile_y0 + r) * S::kTY + warp_row, ox_w, co_w,
-                               lane);
+                               lane, ep);
       } else {
-        d::finish<S, E>(acc, bias, output, n, (tile_y0 + r) * S::kTY, ox0, co_w, wm, g, t, residual);
+        d::finish<S, E>(acc, bias, output, n, (tile_y0 + r) * S::kTY, ox0, co_w, wm, g, t, residual, ep);
       }
     }
   }

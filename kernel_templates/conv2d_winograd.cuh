@@ -588,7 +588,7 @@ __device__ __noinline__ void direct_tile(const float* __restrict__ in_n, const f
 // channel; dst and res point at the channel's row oy.
 template <class S, class E>
 __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, const float* y, int oy, int ox,
-                                           const float* __restrict__ res) {
+                                           const float* __restrict__ res, const E& ep, int co) {
   using P = WPlan<S>;
   constexpr int kM = P::kM;
   if (ox >= S::kOW) return;
@@ -601,7 +601,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, con
       v[j] = y[kM * i + j] + b;
       // conv + bias, rounded, then + residual (PyTorch's two adds)
       if (S::kHasResidual && ox + j < S::kOW) v[j] += __ldg(res + i * S::kOW + ox + j);
-      v[j] = E{}(v[j]);
+      v[j] = ep(v[j], co);
     }
     float* row = dst + i * S::kOW + ox;
     if constexpr (P::kStoreVec == 4) {
@@ -647,7 +647,7 @@ template <class S, class E>
 __device__ __forceinline__ void finish_nhwc(const float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
                                             const float* __restrict__ bias, float* __restrict__ output, int n,
                                             int co_base, int oy, int tile_x0, const float* __restrict__ residual,
-                                            bool vec) {
+                                            bool vec, const E& ep) {
   using P = WPlan<S>;
   float b[S::kTCo];
   bool co_ok[S::kTCo];
@@ -683,7 +683,7 @@ __device__ __forceinline__ void finish_nhwc(const float (&y)[S::kTT][S::kTCo][WP
         }
       }
 #pragma unroll
-      for (int c = 0; c < S::kTCo; ++c) v[c] = E{}(v[c]);
+      for (int c = 0; c < S::kTCo; ++c) v[c] = ep(v[c], co_base + c);
       if (whole) {
         store_streaming(reinterpret_cast<float4*>(output + at), make_float4(v[0], v[1], v[2], v[3]));
       } else {
@@ -704,10 +704,10 @@ template <class S, class E>
 __device__ __forceinline__ unsigned finish(const float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
                                            const float* __restrict__ bias, float* __restrict__ output, int n,
                                            int co_base, int oy, int tile_x0, const float* __restrict__ residual,
-                                           bool vec) {
+                                           bool vec, const E& ep) {
   using P = WPlan<S>;
   if constexpr (P::kOutNhwc) {
-    finish_nhwc<S, E>(y, bias, output, n, co_base, oy, tile_x0, residual, vec);
+    finish_nhwc<S, E>(y, bias, output, n, co_base, oy, tile_x0, residual, vec, ep);
   } else {
 #pragma unroll
     for (int c = 0; c < S::kTCo; ++c) {
@@ -718,7 +718,7 @@ __device__ __forceinline__ unsigned finish(const float (&y)[S::kTT][S::kTCo][WPl
       const float* res = S::kHasResidual ? residual + row : nullptr;
 #pragma unroll
       for (int t = 0; t < S::kTT; ++t) {
-        if (co_ok) store_tile<S, E>(output + row, b, y[t][c], oy, P::kM * (tile_x0 + t * S::kLX), res);
+        if (co_ok) store_tile<S, E>(output + row, b, y[t][c], oy, P::kM * (tile_x0 + t * S::kLX), res, ep, co);
       }
     }
   }
@@ -730,7 +730,8 @@ __device__ __forceinline__ unsigned finish(const float (&y)[S::kTT][S::kTCo][WPl
 template <class S, class E>
 __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ in_n, const float* __restrict__ weight,
                                        const float* __restrict__ bias, float* __restrict__ output, int n,
-                                       int co_base, int oy, int tile_x0, const float* __restrict__ residual) {
+                                       int co_base, int oy, int tile_x0, const float* __restrict__ residual,
+                                       const E ep) {  // (by value: a call, not inlined)
   using P = WPlan<S>;
 #pragma unroll 1
   for (int i = 0; i < S::kTT * S::kTCo; ++i) {
@@ -750,12 +751,12 @@ __device__ __noinline__ void fix_tiles(unsigned bad, const float* __restrict__ i
         const long long at = (((long long)n * S::kOH + py) * S::kOW + px) * S::kCout + co;
         float v = y[q] + b;
         if (S::kHasResidual) v += __ldg(residual + at);
-        store_streaming(output + at, E{}(v));
+        store_streaming(output + at, ep(v, co));
       }
       continue;
     }
     const long long row = (((long long)n * S::kCout + co) * S::kOH + oy) * S::kOW;
-    store_tile<S, E>(output + row, b, y, oy, ox, S::kHasResidual ? residual + row : nullptr);
+    store_tile<S, E>(output + row, b, y, oy, ox, S::kHasResidual ? residual + row : nullptr, ep, co);
   }
 }
 
@@ -769,8 +770,9 @@ template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThreads, S::kMinBlocks)
     cuinline_conv2d_winograd(const float* __restrict__ input, const float* __restrict__ weight,
                              const float* __restrict__ bias, float* __restrict__ output, int row_tiles,
-                             const float* __restrict__ residual) {
+                             const float* __restrict__ residual, const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_wino_detail::WPlan<S>;
+  const E ep{chan};
   namespace d = cuinline_conv2d_wino_detail;
   extern __shared__ __align__(16) float smem[];
   float* s_u4 = smem;
@@ -823,10 +825,10 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
     float y[S::kTT][S::kTCo][P::kMM];
     d::tile_outputs<S>(s_u4, s_u2, s_v4, s_v2, y, tile0, group);
     const unsigned bad = d::finish<S, E>(y, bias, output, n, co0 + group * S::kTCo, P::kM * ty,
-                                         bx * P::kBlockTiles + tile0, residual, vec_out);
+                                         bx * P::kBlockTiles + tile0, residual, vec_out, ep);
     if (bad != 0) {
       d::fix_tiles<S, E>(bad, in_n, weight, bias, output, n, co0 + group * S::kTCo, P::kM * ty,
-                         bx * P::kBlockTiles + tile0, residual);
+                         bx * P::kBlockTiles + tile0, residual, ep);
     }
   }
 }

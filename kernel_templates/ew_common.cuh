@@ -85,4 +85,27 @@ struct ew_raw<16> {
   typedef uint4 type;
 };
 
+// The per-output-channel operands of a conv2d epilogue (ops::conv2d's channel_operands): up to 4
+// vectors of kCout storage values, passed by value as every conv2d kernel's last argument (unused,
+// and all null, where the epilogue reads none).
+struct cuinline_conv2d_chan {
+  const void* p[4];
+};
+
+// Element co of a channel operand of storage type S, converted exactly to opmath (a read-only load).
+template <class S>
+__device__ __forceinline__ typename ew_traits<S>::op ew_channel_value(const void* p, int co);
+template <>
+__device__ __forceinline__ float ew_channel_value<float>(const void* p, int co) {
+  return __ldg(static_cast<const float*>(p) + co);
+}
+template <>
+__device__ __forceinline__ float ew_channel_value<ew_half>(const void* p, int co) {
+  return ew_traits<ew_half>::to_op(ew_half{__ldg(static_cast<const unsigned short*>(p) + co)});
+}
+template <>
+__device__ __forceinline__ float ew_channel_value<ew_bf16>(const void* p, int co) {
+  return ew_traits<ew_bf16>::to_op(ew_bf16{__ldg(static_cast<const unsigned short*>(p) + co)});
+}
+
 #endif  // CUINLINE_EW_COMMON_CUH

@@ -122,6 +122,24 @@ int main(void) {
   EXPECT(cuinline_conv2d_grouped(&x, &wgt, NULL, NULL, &ygt, NULL, NULL, NULL, 4, "relu", NULL, NULL) ==
          CUINLINE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cuinline_last_error(), "groups 4") != NULL);
+  /* Per-channel operands of the epilogue (cuinline_conv2d_ex): a count the epilogue does not read,
+   * a count out of range, NULL operands, a vector that is not one of the 4 output channels. */
+  static float hx[512], hw[288], hy[144], hc[8];
+  int64_t c4[3] = {4, 1, 1}, c5[1] = {5};
+  cuinline_tensor ch4 = {hc, CUINLINE_F32, 3, c4, NULL}, ch5 = {hc, CUINLINE_F32, 1, c5, NULL};
+  x.data = hx, w.data = hw, y.data = hy;
+  EXPECT(cuinline_conv2d_ex(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 1, "relu|add(in1)", &ch4, 0, NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "reads 1 per-channel operand(s) but 0 were given") != NULL);
+  EXPECT(cuinline_conv2d_ex(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 1, "relu|add(in1)", &ch4, 5, NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "num_channel_operands must be 0-4") != NULL);
+  EXPECT(cuinline_conv2d_ex(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 1, "relu|add(in1)", NULL, 1, NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "channel_operands is NULL") != NULL);
+  EXPECT(cuinline_conv2d_ex(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 1, "relu|add(in1)", &ch5, 1, NULL, NULL) ==
+         CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "not a per-channel vector of the 4 output channels") != NULL);
   EXPECT(cuinline_get_cache_stats(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
 
   cuinline_kernel_release(k);

@@ -100,9 +100,9 @@ DeviceCopy upload(const HostTensor& t, std::size_t shift = 0) {
   return d;
 }
 
-// relu-like epilogue of the tests: div(1) | leaky_relu(0.125).
-double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
-                 const HostTensor& r, int n, int co, int oy, int ox) {
+// conv + bias [+ residual] at one output, in float64 (before the epilogue).
+double conv_value(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                  const HostTensor& r, int n, int co, int oy, int ox) {
   double acc = s.bias ? b.values[co] : 0.0;
   // F.conv2d's groups: output channel co reads the input channels of its group; the weight is
   // [cout][cin / groups][kh][kw].
@@ -121,6 +121,13 @@ double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, cons
     }
   const int oh = static_cast<int>(r.h), ow = static_cast<int>(r.w);
   if (s.residual) acc += r.values[((std::size_t(n) * s.cout + co) * oh + oy) * ow + ox];
+  return acc;
+}
+
+// relu-like epilogue of the tests: div(1) | leaky_relu(0.125).
+double reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                 const HostTensor& r, int n, int co, int oy, int ox) {
+  const double acc = conv_value(s, x, wt, b, r, n, co, oy, ox);
   return acc > 0 ? acc : acc * 0.125;
 }
 
@@ -735,6 +742,104 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
     rs.bias = true;
     if (c.precision == Conv2dPrecision::tf32 && expect != Conv2dTarget::sm75) continue;  // (TF32: not fp32 accuracy)
     ASSERT_NO_FATAL_FAILURE(expect_matches_reference(rs, x, wt, b, y, dy, 0, p.name()));
+  }
+}
+
+// Epilogues that read per-output-channel operands (channel_operands: PyTorch's (Cout, 1, 1)
+// parameters) on every kernel a call can run: fp32 Winograd and direct (a Cout that no block tile
+// divides), TF32 tensor cores, the f16 / bf16 tensor-core forms (halo, wgmma, padded channel tiles)
+// NCHW and channels-last with and without a residual, the general kernel (grouped; depthwise
+// channel-fast) and the f32 channels-last transposed path. Two epilogues: KernelBench's conv * m ->
+// LeakyReLU -> + b2 as a chain, and conv * m -> LeakyReLU(0.01) -> GELU (erf) as an expression;
+// against float64 with the operands as stored, outputs poisoned first.
+TEST(Conv2dDtypesGpu, ChannelOperandEpiloguesOnEveryKernel) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    Shape s;
+    DType dt;
+    bool in_nhwc, out_nhwc;
+    Conv2dPrecision precision;
+  };
+  Conv2dParams g4 = Conv2dParams::square(1, 1);
+  g4.groups = 4;
+  Conv2dParams depthwise = Conv2dParams::square(2, 1);
+  depthwise.groups = 24;
+  const auto fp32 = Conv2dPrecision::fp32;
+  const std::vector<Case> cases = {
+      {{2, 8, 34, 34, 64, 3, 3, Conv2dParams{}, true}, DType::f32, false, false, fp32},                     // Winograd
+      {{2, 16, 21, 19, 20, 5, 5, Conv2dParams::square(1, 2), true}, DType::f32, false, false, fp32},        // direct
+      {{2, 32, 20, 20, 48, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, false, false, Conv2dPrecision::tf32},
+      {{2, 8, 66, 66, 64, 3, 3, Conv2dParams{}, true}, DType::f16, false, false, fp32},                     // halo NCHW
+      {{2, 8, 66, 66, 64, 3, 3, Conv2dParams{}, false}, DType::bf16, true, true, fp32},                     // halo NHWC
+      {{2, 64, 28, 28, 64, 3, 3, Conv2dParams::square(1, 1), true}, DType::f16, true, true, fp32},          // wgmma
+      {{2, 32, 17, 23, 40, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::bf16, false, false, fp32}, // padded tile
+      {{2, 32, 17, 23, 40, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, true, true, fp32},
+      {{2, 32, 15, 15, 32, 3, 3, g4, true, true}, DType::f16, true, false, fp32},                           // general
+      {{2, 24, 30, 30, 24, 3, 3, depthwise, true}, DType::f32, true, true, fp32},                           // channel-fast
+      {{2, 8, 34, 34, 40, 3, 3, Conv2dParams{}, true, true}, DType::f32, true, true, fp32},                 // transposed
+  };
+  // in1 = m (0.5 .. 1.5), in2 = b2 (normal); the epilogues in float64.
+  const Op chain = parse_op("mul(in1)|leaky_relu(0.2)|add(in2)");
+  const Op gelu = parse_op(
+      "expr([x, m, b] (x * m > 0.0f ? x * m : x * m * 0.01f) * 0.5f * (1.0f + erff((x * m > 0.0f ? x * m : x * m * "
+      "0.01f) * 0.70710678118654752f)) + b)");
+  const auto apply = [](bool is_gelu, double x, double m, double b2) {
+    if (!is_gelu) {
+      const double y = x * m;
+      return (y > 0 ? y : y * 0.2) + b2;
+    }
+    double y = x * m;
+    y = y > 0 ? y : y * 0.01;
+    return y * 0.5 * (1.0 + std::erf(y * 0.70710678118654752)) + b2;
+  };
+  Stream stream;
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, c.in_nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, c.dt, c.in_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, oh, ow, c.dt, c.out_nhwc, rng);
+    HostTensor m = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    std::uniform_real_distribution<double> scale(0.5, 1.5);
+    for (double& v : m.values) v = test::to_op(c.dt, test::from_op(c.dt, static_cast<float>(scale(rng))));
+    const HostTensor b2 = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    HostTensor y{s.n, s.cout, oh, ow, c.dt, c.out_nhwc, std::vector<double>(r.size())};
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dm = upload(m), db2 = upload(b2),
+               dy = upload(y);
+    const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, c.dt, {s.cout}) : TensorView{};
+    // PyTorch's parameter shapes: m as [Cout, 1, 1], b2 as [1, Cout, 1, 1].
+    const std::vector<TensorView> operands = {TensorView::contiguous(dm.view.data, c.dt, {s.cout, 1, 1}),
+                                              TensorView::contiguous(db2.view.data, c.dt, {1, s.cout, 1, 1})};
+    for (bool is_gelu : {false, true}) {
+      const Op& epi = is_gelu ? gelu : chain;
+      const TensorView res = s.residual ? dr.view : TensorView{};
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, c.precision, res, operands);
+      SCOPED_TRACE(v.name() + " on " + kernel_name(conv2d_variant_for_device(v, current_device())));
+      dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
+      conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision, res, operands);
+      stream.synchronize();
+      std::vector<unsigned char> raw(y.bytes());
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      double num = 0, den = 0;
+      for (int n = 0; n < s.n; ++n)
+        for (int co = 0; co < s.cout; ++co)
+          for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+              const double ref = apply(is_gelu, conv_value(s, x, wt, b, r, n, co, oy, ox), m.values[co], b2.values[co]);
+              const double got = y.read(raw, n, co, oy, ox);
+              ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
+              num += (got - ref) * (got - ref);
+              den += ref * ref;
+            }
+      const double err = std::sqrt(num / (den > 0 ? den : 1));
+      EXPECT_LE(err, c.precision == Conv2dPrecision::tf32 ? 2e-3 : tolerance(c.dt));
+      std::printf("  %-110s rel L2 %.2e\n", v.name().substr(0, 110).c_str(), err);
+    }
   }
 }
 

@@ -81,6 +81,9 @@ struct ew_bf16 {
 };
 template <class T>
 struct ew_traits;
+struct cuinline_conv2d_chan {  // as ew_common.cuh's
+  const void* p[4];
+};
 template <>
 struct ew_traits<ew_half> {
   static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
@@ -354,13 +357,26 @@ namespace {
 using cuinline::DType;
 using namespace cuinline::ops;
 
-// div(2) | leaky_relu(0.125), as the rendered epilogue computes it.
+// The output channels of the running case (the epilogue checks the channel it is given).
+int g_cout = 0;
+// div(2) | add(in1) | leaky_relu(0.125) with a per-channel operand in1 (chan.p[0], fp32 here), as
+// the rendered epilogue computes it: the kernel must hand every value its own output channel (the
+// reference checks every stored one). Channels past kCout of a tile's padding are computed and not
+// stored; the rendered epilogue reads the operand at the last channel for them, so does this one.
 struct Epilogue {
-  float operator()(float x) const {
+  cuinline_conv2d_chan chan;
+  float operator()(float x, int co) const {
+    EXPECT_GE(co, 0) << "epilogue channel";
+    const int c = co < g_cout - 1 ? co : g_cout - 1;
     x = x / 2.0f;
+    x = x + static_cast<const float*>(chan.p[0])[c];
     return x > 0.0f ? x : x * 0.125f;
   }
 };
+// The per-channel operand: exact multiples of 1/4 in [-0.75, 0.75].
+float channel_shift(int co) {
+  return static_cast<float>(co % 7 - 3) * 0.25f;
+}
 
 #define HMMA_CASE(name, T, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, in, wl, out, wm, wn, \
                   mt, nt, cipad, bk, minb)                                                                  \
@@ -477,7 +493,7 @@ template <class S>
 Conv2dVariant variant_of() {
   Conv2dParams p{S::kSH, S::kSW, S::kPH, S::kPW, S::kDH, S::kDW};
   Conv2dVariant v = make_conv2d_variant(S::kCin, S::kH, S::kW, S::kCout, S::kKH, S::kKW, p, S::kHasBias != 0,
-                                        div_leaky_relu_epilogue(2.0, 0.125));
+                                        Op::chain({Step::div(2.0), Step::add_input(1), Step::leaky_relu(0.125)}));
   v.has_residual = S::kHasResidual != 0;
   v.dtype = std::is_same_v<typename S::storage, ew_half> ? DType::f16 : DType::bf16;
   v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
@@ -574,6 +590,10 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // compute 3 tiles each here (every gridDim.x-th; the last ones fewer where they do not divide): its
   // loop, the next tile's window copied while this one's is stored.
   const int row_tiles = P::kHalo ? 3 : 1;
+  std::vector<float> shift_v(S::kCout);
+  for (int co = 0; co < S::kCout; ++co) shift_v[static_cast<std::size_t>(co)] = channel_shift(co);
+  const cuinline_conv2d_chan chan{{shift_v.data(), nullptr, nullptr, nullptr}};
+  g_cout = S::kCout;
   const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
   for (unsigned zi = 0; zi < static_cast<unsigned>(batch); ++zi) {
     const unsigned z = P::kHalo ? batch - 1 - zi : zi;
@@ -595,7 +615,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             gridDim = {grid_x, static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN), static_cast<unsigned>(batch)};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
                                               yb.data() + out_shift, row_tiles,
-                                              S::kHasResidual ? rb.data() : nullptr);
+                                              S::kHasResidual ? rb.data() : nullptr, chan);
           });
         }
         for (std::thread& th : threads) th.join();
@@ -619,6 +639,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
               }
           if (S::kHasResidual) acc += rv[y_at(n, co, oy, ox)];
           acc /= 2;
+          acc += channel_shift(co);
           acc = acc > 0 ? acc : acc * 0.125;
           const double got = cuinline::test::to_op(dt, yb[out_shift + y_at(n, co, oy, ox)].bits);
           unwritten += std::isnan(got) ? 1 : 0;

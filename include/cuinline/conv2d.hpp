@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cuinline::ops {
 
@@ -106,6 +107,13 @@ unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept;
 /// (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; may be <= 0 for an invalid shape.
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept;
 
+/// The most per-output-channel operands a conv2d epilogue may read (conv2d's channel_operands).
+inline constexpr int kMaxConv2dChannelOperands = 4;
+/// The per-output-channel operands `epilogue` reads as a conv2d epilogue: its tensor operands in1,
+/// in2, ... ("mul(in1)|leaky_relu(0.01)|add(in2)"), or an expression's named inputs after the first
+/// (`expr([x, m] x * m)`: 1); 0 for an epilogue of constants only.
+int conv2d_epilogue_operands(const Op& epilogue) noexcept;
+
 /// One compiled conv2d kernel: what `cuinline warm` writes and the library looks up at run time.
 /// The batch size is not part of it. Equal variants give equal CompileRequests (one cache entry).
 struct Conv2dVariant {
@@ -120,7 +128,9 @@ struct Conv2dVariant {
   /// A residual tensor of the output's shape, added to conv + bias before the epilogue (ResNet's
   /// relu(conv(x) + b + residual): epilogue relu). Rounded as PyTorch's two adds are.
   bool has_residual = false;
-  /// Applied to every (conv + bias) value before the store; an empty chain stores the conv as is.
+  /// Applied to every (conv + bias [+ residual]) value before the store; an empty chain stores the
+  /// conv as is. It may read per-output-channel operands (conv2d_epilogue_operands, at most
+  /// kMaxConv2dChannelOperands; their values are passed at launch, not compiled in) and has one output.
   Op epilogue = Op::chain({});
   Conv2dPrecision precision = Conv2dPrecision::fp32;
   /// Of every tensor (input, weight, bias, residual, output): f32, f16 or bf16. f16 and bf16
@@ -311,16 +321,24 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 ///   residual T of the output's shape and layout, or a view with data == nullptr for none; read
 ///            in the same kernel and added to conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
+///   channel_operands  the epilogue's per-output-channel operands, as many as it reads
+///            (conv2d_epilogue_operands): operand k is the epilogue's in<k> (or its expression's
+///            input k), each T of shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] with the channel
+///            axis contiguous — PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W: relu(conv)
+///            + b2 is epilogue "relu|add(in1)" with {b2}; conv * m then LeakyReLU then GELU is
+///            `expr([x, m] gelu(leaky(x * m)))`. Computed in fp32 with the rest of the epilogue.
 /// Throws InvalidArgument (before anything is compiled or launched) for a dtype other than f32,
 /// f16 or bf16, tensors of different dtypes, mismatched channels (or groups that do not divide them), a weight or bias or output shape
 /// that does not match, strides that are neither contiguous nor channels-last (or a residual
-/// whose layout differs from the output's), or null pointers.
+/// whose layout differs from the output's), null pointers, or channel operands that are not as
+/// many as the epilogue reads, not of shape [Cout] (or [Cout, 1, 1], [1, Cout, 1, 1]), or overlap
+/// the output.
 /// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
 /// device); the first call of a variant compiles it (or loads it from the cache).
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue,
             CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32,
-            const TensorView& residual = {});
+            const TensorView& residual = {}, const std::vector<TensorView>& channel_operands = {});
 
 /// The epilogue conv2d_div_leaky_relu uses: Op::chain({Step::div(divisor), Step::leaky_relu(slope)}).
 inline Op div_leaky_relu_epilogue(double divisor, double slope) {
@@ -337,7 +355,8 @@ void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, co
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
                                  Conv2dPrecision precision = Conv2dPrecision::fp32,
-                                 const TensorView& residual = {});
+                                 const TensorView& residual = {},
+                                 const std::vector<TensorView>& channel_operands = {});
 
 /// Counters of the conv2d in-process kernel maps (in front of the KernelCache), the same fields as
 /// the elementwise ops' OpsStats: launches and map_hits count conv2d calls (one a call);

@@ -143,6 +143,17 @@ CUINLINE_C_API cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* in
                                                        const cuinline_tensor* output, const int stride[2],
                                                        const int padding[2], const int dilation[2], int groups,
                                                        const char* epilogue, const char* precision, void* stream);
+/** The general form: cuinline_conv2d_grouped whose epilogue also reads per-output-channel operands
+ *  (PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W): operand k is the epilogue's in<k+1>
+ *  ("relu|add(in1)": relu(conv) + b2) or its expression's input k + 1 ("expr([x, m] x * m)").
+ *  num_channel_operands (0-4) must equal what the epilogue reads; each operand has the conv's dtype,
+ *  shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] and contiguous channels. The others call this. */
+CUINLINE_C_API cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                                  const cuinline_tensor* bias, const cuinline_tensor* residual,
+                                                  const cuinline_tensor* output, const int stride[2],
+                                                  const int padding[2], const int dilation[2], int groups,
+                                                  const char* epilogue, const cuinline_tensor* channel_operands,
+                                                  int num_channel_operands, const char* precision, void* stream);
 
 #ifdef __cplusplus
 }

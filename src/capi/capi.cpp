@@ -273,7 +273,30 @@ cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuin
                                         const cuinline_tensor* output, const int stride[2], const int padding[2],
                                         const int dilation[2], int groups, const char* epilogue, const char* precision,
                                         void* stream) {
+  return cuinline_conv2d_ex(input, weight, bias, residual, output, stride, padding, dilation, groups, epilogue, nullptr,
+                            0, precision, stream);
+}
+
+cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                   const cuinline_tensor* bias, const cuinline_tensor* residual,
+                                   const cuinline_tensor* output, const int stride[2], const int padding[2],
+                                   const int dilation[2], int groups, const char* epilogue,
+                                   const cuinline_tensor* channel_operands, int num_channel_operands,
+                                   const char* precision, void* stream) {
   return guarded([&] {
+    if (num_channel_operands < 0 || num_channel_operands > cuinline::ops::kMaxConv2dChannelOperands) {
+      invalid("cuinline_conv2d_ex: num_channel_operands must be 0-" +
+              std::to_string(cuinline::ops::kMaxConv2dChannelOperands) + ", got " +
+              std::to_string(num_channel_operands));
+    }
+    if (num_channel_operands > 0 && channel_operands == nullptr) {
+      invalid("cuinline_conv2d_ex: channel_operands is NULL but num_channel_operands is " +
+              std::to_string(num_channel_operands));
+    }
+    std::vector<cuinline::TensorView> operands;
+    for (int k = 0; k < num_channel_operands; ++k) {
+      operands.push_back(view_of(&channel_operands[k], "conv2d channel operand"));
+    }
     cuinline::ops::Conv2dParams p;
     p.groups = groups;
     if (stride) p.stride_h = stride[0], p.stride_w = stride[1];
@@ -286,7 +309,7 @@ cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuin
     cuinline::ops::conv2d(view_of(input, "conv2d input"), view_of(weight, "conv2d weight"),
                           bias ? view_of(bias, "conv2d bias") : cuinline::TensorView{}, view_of(output, "conv2d output"),
                           p, epi, static_cast<CUstream>(stream), prec,
-                          residual ? view_of(residual, "conv2d residual") : cuinline::TensorView{});
+                          residual ? view_of(residual, "conv2d residual") : cuinline::TensorView{}, operands);
   });
 }
 

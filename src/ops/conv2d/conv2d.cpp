@@ -149,6 +149,10 @@ bool is_identity(const Op& op) {
 
 }  // namespace
 
+int conv2d_epilogue_operands(const Op& epilogue) noexcept {
+  return is_identity(epilogue) ? 0 : epilogue.min_inputs() - 1;
+}
+
 const char* to_string(Conv2dPrecision precision) noexcept {
   switch (precision) {
     case Conv2dPrecision::fp32:
@@ -311,7 +315,17 @@ void Conv2dVariant::validate() const {
   if (static_cast<std::int64_t>(in_channels) * height * width > (std::int64_t{1} << 31) - 1) {
     fail("one image has more than 2^31 - 1 elements");
   }
-  if (!is_identity(epilogue)) epilogue.validate();
+  if (!is_identity(epilogue)) {
+    epilogue.validate();
+    if (epilogue.outputs() != 1) {
+      fail("the epilogue " + epilogue.describe() + " has " + std::to_string(epilogue.outputs()) +
+           " outputs; a conv2d epilogue has one");
+    }
+    if (conv2d_epilogue_operands(epilogue) > kMaxConv2dChannelOperands) {
+      fail("the epilogue " + epilogue.describe() + " reads " + std::to_string(conv2d_epilogue_operands(epilogue)) +
+           " per-channel operands; at most " + std::to_string(kMaxConv2dChannelOperands) + " are supported");
+    }
+  }
 }
 
 bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept {
@@ -537,13 +551,36 @@ std::string render_target_defines(const Conv2dVariant& v) {
   return v.target == Conv2dTarget::sm75 ? "#define CUINLINE_CONV2D_SYNC_COPIES 1\n" : "";
 }
 
-std::string render_conv2d_epilogue(const Op& epilogue) {
-  if (is_identity(epilogue)) {
-    return "struct cuinline_conv2d_epilogue {\n  __device__ __forceinline__ float operator()(float x) const "
-           "{ "
-           "return x; }\n};\n";
+std::string render_conv2d_epilogue(const Op& epilogue, DType dtype, int out_channels) {
+  // The kernels call E{chan}(x, co) on each fp32 conv (+ bias [+ residual]) value x of output
+  // channel co; the op computes in fp32, its per-channel operands converted exactly from the
+  // storage type. (Some kernels compute E on a tile's channels past kCout too and do not store
+  // those: the operands are read at a channel clamped to the last one, never past the vectors.)
+  const int operands = conv2d_epilogue_operands(epilogue);
+  std::string out;
+  if (!is_identity(epilogue)) {
+    out += operands == 0 ? cuinline::detail::render_op_functor(epilogue, DType::f32, "cuinline_conv2d_epilogue_op")
+                         : cuinline::detail::render_nary_functor(epilogue, DType::f32, operands + 1,
+                                                                 "cuinline_conv2d_epilogue_op");
   }
-  return cuinline::detail::render_op_functor(epilogue, DType::f32, "cuinline_conv2d_epilogue");
+  out += "struct cuinline_conv2d_epilogue {\n  cuinline_conv2d_chan chan;\n"
+         "  __device__ __forceinline__ float operator()(float x, int co) const {\n";
+  if (is_identity(epilogue)) {
+    out += "    (void)co;\n    return x;\n";
+  } else if (operands == 0) {
+    out += "    (void)co;\n    return cuinline_conv2d_epilogue_op{}(x);\n";
+  } else {
+    const std::string s = cuinline::detail::storage_type(dtype);
+    const std::string last = std::to_string(out_channels - 1);
+    out += "    const int c = co < " + last + " ? co : " + last + ";\n";
+    out += "    const float xs[" + std::to_string(operands + 1) + "] = {x";
+    for (int k = 0; k < operands; ++k) {
+      out += ", ew_channel_value<" + s + ">(chan.p[" + std::to_string(k) + "], c)";
+    }
+    out += "};\n    float ys[1];\n    cuinline_conv2d_epilogue_op{}(xs, ys);\n    return ys[0];\n";
+  }
+  out += "  }\n};\n";
+  return out;
 }
 
 std::string render_constant(const char* name, std::int64_t value) {
@@ -590,7 +627,7 @@ CompileRequest make_request(const Conv2dVariant& v) {
   const auto c = conv2d_impl::render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() + "\n" + conv2d_impl::render_target_defines(v) +
                     "#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
-  src += conv2d_impl::render_conv2d_epilogue(v.epilogue);
+  src += conv2d_impl::render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
   src += "\nstruct cuinline_conv2d_shape {\n" + conv2d_impl::render_shape_constants(v);
   src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);

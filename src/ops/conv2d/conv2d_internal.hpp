@@ -15,8 +15,10 @@ inline int pow2_at_least(int x) {
   return p;
 }
 
-/// `struct cuinline_conv2d_epilogue { float operator()(float) }` for an epilogue chain.
-std::string render_conv2d_epilogue(const Op& epilogue);
+/// `struct cuinline_conv2d_epilogue { cuinline_conv2d_chan chan; float operator()(float x, int co) }`
+/// for an epilogue (its per-channel operands read as `dtype` storage values from chan.p[k], at most
+/// out_channels of them).
+std::string render_conv2d_epilogue(const Op& epilogue, DType dtype, int out_channels);
 /// "  static constexpr int name = value;\n", a member of a rendered parameter struct.
 std::string render_constant(const char* name, std::int64_t value);
 /// The members every conv2d parameter struct starts with: kCin ... kOW, kHasBias.

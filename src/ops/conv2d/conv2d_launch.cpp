@@ -30,6 +30,13 @@ struct Launchable {
   double memory_bandwidth = 0;  ///< the device's peak DRAM bandwidth (bytes/s; 0: unknown)
 };
 
+// Every conv2d kernel's last argument (ew_common.cuh's cuinline_conv2d_chan): the epilogue's
+// per-channel operands, null past those it reads.
+struct ChannelArgs {
+  const void* p[kMaxConv2dChannelOperands];
+};
+static_assert(sizeof(ChannelArgs) == 4 * sizeof(void*), "the layout of cuinline_conv2d_chan");
+
 detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
   // Never destroyed: launches may run during static teardown.
   static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
@@ -230,6 +237,45 @@ bool overlap(const TensorView& a, const TensorView& b) {
   return a.numel() > 0 && b.numel() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
+// The epilogue's per-output-channel operands: as many as it reads, each of the call's dtype, of shape
+// [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (what broadcasts along the output's channels only) with the
+// channel axis contiguous, aligned to its element and not overlapping the output.
+void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView>& operands,
+                            const TensorView& output) {
+  const int want = conv2d_epilogue_operands(v.epilogue);
+  if (static_cast<int>(operands.size()) != want) {
+    bad("the epilogue " + v.epilogue.describe() + " reads " + std::to_string(want) +
+        " per-channel operand(s) but " + std::to_string(operands.size()) + " were given");
+  }
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const TensorView& t = operands[k];
+    const std::string name = "channel operand " + std::to_string(k + 1) + " (in" + std::to_string(k + 1) + ")";
+    if (t.dtype != v.dtype) {
+      bad(name + " is " + cuinline::to_string(t.dtype) + " but the conv's tensors are " + cuinline::to_string(v.dtype));
+    }
+    // The channel axis: the only extent that is not 1 (any axis of a 1-D or 3-D view is the first
+    // of [Cout] / [Cout, 1, 1]; a 4-D view's is axis 1).
+    const int axis = t.ndim == 4 ? 1 : 0;
+    bool shape_ok = t.ndim == 1 || t.ndim == 3 || t.ndim == 4;
+    for (int d = 0; shape_ok && d < t.ndim; ++d) {
+      shape_ok = t.shape[d] == (d == axis ? v.out_channels : 1);
+    }
+    if (!shape_ok) {
+      bad(name + " " + t.describe() + " is not a per-channel vector of the " + std::to_string(v.out_channels) +
+          " output channels ([" + std::to_string(v.out_channels) + "], [" + std::to_string(v.out_channels) +
+          ", 1, 1] or [1, " + std::to_string(v.out_channels) + ", 1, 1])");
+    }
+    if (t.data == nullptr) bad(name + " is a null pointer");
+    if (v.out_channels > 1 && t.strides[axis] != 1) {
+      bad(name + " " + t.describe() + " has strides " + describe_strides(t) + ": its channels must be contiguous");
+    }
+    if (reinterpret_cast<std::uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
+      bad(name + " is not aligned to its " + std::to_string(dtype_size(t.dtype)) + "-byte elements");
+    }
+    if (overlap(t, output)) bad(name + " overlaps the output");
+  }
+}
+
 // A tuning override of the tiles a block computes in turn, from the environment variable `name`: 1,
 // 2, 4 or 8; 0 where unset or anything else (the launch's rule).
 int rows_from_environment(const char* name) {
@@ -314,7 +360,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
 // The conv kernel of `e` on the given tensors (device pointers of the variant's dtype; a staged
 // call passes its copies).
 void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
-                 const void* b, void* out, const void* res, CUstream stream) {
+                 const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream) {
   const Conv2dTiling& t = e.tiling;
   const int row_tiles = row_tiles_for(t, v, n, e);
   LaunchConfig cfg;
@@ -324,7 +370,7 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
   cfg.stream = stream;
-  e.kernel.launch(cfg, in, w, b, out, row_tiles, res);
+  e.kernel.launch(cfg, in, w, b, out, row_tiles, res, chan);
 }
 
 // A workspace part's bytes: rounded up to 256, so that every part starts aligned.
@@ -337,7 +383,7 @@ std::int64_t round256(std::int64_t bytes) {
 // with nothing launched, where no workspace can be had.
 bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
                    const TensorView& weight, const TensorView& bias, const TensorView& output,
-                   const TensorView& residual, CUstream stream, int device) {
+                   const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
@@ -369,7 +415,7 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   cfg.stream = stream;
   e.stage.launch(cfg, in_args, w_args, cp, conv2d_impl::hmma_stage_tile_channels(cp));
   launch_conv(e, v, n, t.stage_input ? in_ws : input.data, t.stage_weight ? w_ws : weight.data, bias.data,
-              output.data, residual.data, stream);
+              output.data, residual.data, chan, stream);
   return true;
 }
 
@@ -381,7 +427,7 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
 // copy's grid is too large.
 bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
                        const TensorView& weight, const TensorView& bias, const TensorView& output,
-                       const TensorView& residual, CUstream stream, int device) {
+                       const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
@@ -423,7 +469,7 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   if (t.transpose_weight) copy(weight.data, w_ws, v.out_channels, taps, v.in_channels);
   if (res) copy(residual.data, res_ws, n, out_pixels, v.out_channels);
   launch_conv(e, v, n, t.transpose_input ? in_ws : input.data, t.transpose_weight ? w_ws : weight.data, bias.data,
-              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, stream);
+              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, chan, stream);
   // NCHW [N][Cout][OH*OW] -> the channels-last output [N][OH*OW][Cout].
   if (t.transpose_output) copy(out_ws, output.data, n, v.out_channels, out_pixels);
   return true;
@@ -439,7 +485,8 @@ Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device
 
 Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
-                                 Conv2dPrecision precision, const TensorView& residual) {
+                                 Conv2dPrecision precision, const TensorView& residual,
+                                 const std::vector<TensorView>& channel_operands) {
   const DType dtype = common_dtype(input, weight, bias, output, residual);
   check_tensor(input, "input", 4);
   check_tensor(weight, "weight", 4);
@@ -516,6 +563,7 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
     // the residual again after the first store: the two must not share memory.
     if (overlap(residual, output)) bad("residual overlaps the output (write the sum to another tensor)");
   }
+  check_channel_operands(v, channel_operands, output);
   // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
   conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
   // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd).
@@ -528,30 +576,40 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
 
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue, CUstream stream,
-            Conv2dPrecision precision, const TensorView& residual) {
-  const Conv2dVariant v = conv2d_variant_for(input, weight, bias, output, params, epilogue, precision, residual);
+            Conv2dPrecision precision, const TensorView& residual, const std::vector<TensorView>& channel_operands) {
+  const Conv2dVariant v =
+      conv2d_variant_for(input, weight, bias, output, params, epilogue, precision, residual, channel_operands);
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
   // Piece 4 (ops/family.hpp): device, tensor checks, map lookup, launch.
   detail::TensorUses tensors{{&input, "conv2d: input"}, {&weight, "conv2d: weight"}, {&output, "conv2d: output"}};
   if (bias.data != nullptr) tensors.add(bias, "conv2d: bias");
   if (v.has_residual) tensors.add(residual, "conv2d: residual");
+  static const char* const kOperandNames[kMaxConv2dChannelOperands] = {
+      "conv2d: channel operand 1", "conv2d: channel operand 2", "conv2d: channel operand 3",
+      "conv2d: channel operand 4"};
+  ChannelArgs chan{};
+  for (std::size_t k = 0; k < channel_operands.size(); ++k) {
+    tensors.add(channel_operands[k], kOperandNames[k]);
+    chan.p[k] = channel_operands[k].data;
+  }
   const std::uint64_t hash = variant_hash(v);
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
   detail::launch_variant(
       kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
       [&](const Launchable& e, int device) {
         if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
-          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
+          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
           return;
         }
-        if (e.tiling.stage_channels > 0 ? launch_staged(e, v, n, input, weight, bias, output, residual, stream, device)
-                                        : launch_transposed(e, v, n, input, weight, bias, output, residual, stream, device)) {
+        if (e.tiling.stage_channels > 0
+                ? launch_staged(e, v, n, input, weight, bias, output, residual, chan, stream, device)
+                : launch_transposed(e, v, n, input, weight, bias, output, residual, chan, stream, device)) {
           return;
         }
         const Launchable direct = direct_map().find_or_make(
             hash, device, equal, [&] { return make_direct_launchable(v, device); });
-        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, stream);
+        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
       });
 }
 

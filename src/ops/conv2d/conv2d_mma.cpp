@@ -239,7 +239,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_mma.cuh\"\n\n" +
-                    render_conv2d_epilogue(v.epilogue);
+                    render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src +=
       c("kTileCols", t.tile_cols) + c("kTY", t.tile_rows) + c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n);

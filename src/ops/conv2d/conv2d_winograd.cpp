@@ -169,7 +169,7 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   const std::string m = std::to_string(t.winograd_tile);
   std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(" + m + "x" + m +
                     ", 3x3))\n" + render_target_defines(v) + "#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
-                    render_conv2d_epilogue(v.epilogue);
+                    render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
   src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Per-channel epilogue operands and KernelBench's conv problems on the GPU, in two calls on one warm
+# machine (the build is kept between them):
+#   PHASE=tests  build everything (Release) and the shared library; every gpu-labelled test (ctest -L
+#                gpu), then the C API from PyTorch (bench/torch_capi_check.py).   (about 8-9 minutes)
+#   PHASE=bench  bench/kernelbench_conv.py (level 1 and the elementwise-tail level 2 problems beside
+#                PyTorch eager, TF32 off and on, and torch.compile for level 2 with COMPILE=1), then
+#                the f32 / f16 seed beside eager (a regression check of the epilogue change).
+#   OUT=/tmp/out PHASE=tests bench/run_gpu_kernelbench.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cuinline-kb}
+mkdir -p "$OUT"
+build=${CUINLINE_BUILD_DIR:-build-gpu}
+phase=${PHASE:-tests}
+
+build_all() {
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
+    -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
+  cmake --build "$build" -j"$(nproc)" >"$OUT/build.txt" 2>&1 || { tail -n 30 "$OUT/build.txt"; exit 1; }
+  { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
+      -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
+    cmake --build "$build-shared" -j"$(nproc)"; } >>"$OUT/build.txt" 2>&1 || { tail -n 20 "$OUT/build.txt"; exit 1; }
+}
+
+main() {
+  t0=$(date +%s)
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+  build_all
+  echo "== build: $(($(date +%s) - t0)) s"
+  export CUINLINE_LOG_LEVEL=warn
+  if [ "$phase" = tests ]; then
+    echo "== ctest -L gpu"
+    CUINLINE_CACHE_DIR=$(mktemp -d) timeout 420 ctest --test-dir "$build" -L gpu --timeout 300 --output-on-failure \
+      >"$OUT/ctest_gpu.txt" 2>&1
+    grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/ctest_gpu.txt" | head -n 30
+    "$build/tests/test_conv2d_dtypes_gpu" --gtest_filter='*ChannelOperand*' 2>&1 | grep -E "seed|rel L2|OK|FAILED|Failure" |
+      cut -c1-150 | head -n 40
+    echo "== C API from PyTorch"
+    CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_capi_check.py \
+      "$build-shared/libcuinline.so" >"$OUT/torch_capi.txt" 2>&1
+    grep -E "FAIL|operands|all checks|checks FAILED|Traceback|Error" "$OUT/torch_capi.txt" | cut -c1-220 | head -n 40
+  else
+    export CUINLINE_CACHE_DIR
+    CUINLINE_CACHE_DIR=$(mktemp -d)
+    echo "== KernelBench conv problems"
+    PYTHONUNBUFFERED=1 timeout 420 python3 bench/kernelbench_conv.py --lib "$build-shared/libcuinline.so" \
+      --out "$OUT/kernelbench.md" ${COMPILE:+--compile} ${ONLY:+--only "$ONLY"} --samples "${SAMPLES:-10}" 2>&1 |
+      grep -v "^$" | cut -c1-400 | tail -n 30
+    echo "== f32 / f16 seed beside eager (regression check)"
+    timeout 120 python3 bench/conv2d_half_peers.py --lib "$build/bench/libcuinline_bench_capi.so" --dtypes f32,f16 \
+      --shapes seed --no-compile --out "$OUT/seed.md" 2>&1 | tail -n 6
+  fi
+  echo "== total: $(($(date +%s) - t0)) s"
+}
+
+main 2>&1 | tee "$OUT/log_$phase.txt"
