@@ -15,8 +15,13 @@ cuinline fp32 (exact fp32 products) and tf32 (TF32 tensor cores, as PyTorch's de
 PyTorch eager with TF32 off and with its default (cudnn.allow_tf32 = True), and torch.compile
 (--compile; default settings) — CUDA events, L2 flushed before every timed call, median.
 
+With --dtype f16 / bf16 the same problems in half precision (module, parameters and input converted,
+as an engine would run them): cuinline (fp32 accumulation on tensor cores, the epilogue in fp32,
+rounded once) beside PyTorch eager and torch.compile in that dtype; correct = allclose(atol=rtol=1e-2)
+against the module in that dtype, plus the relative L2 error of both against float64.
+
 Usage: kernelbench_conv.py --lib build-shared/libcuinline.so [--out kb.md] [--compile] [--samples 10]
-       [--only 63,L2-54]
+       [--only 63,L2-54] [--dtype f32|f16|bf16]
 """
 import argparse
 import ctypes
@@ -157,13 +162,14 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
         torch.backends.cudnn.allow_tf32 = False
         err_eager = rel_l2(eager()[:2], ref64)
         t, ok, err = {}, {}, {}
-        for precision in ("fp32", "tf32"):
+        precisions = ("fp32", "tf32") if x.dtype == torch.float32 else ("fp32",)
+        for precision in precisions:
             outs, calls = [], []
             cur = x
             for i, m in enumerate(conv_mods):
                 last = i == len(conv_mods) - 1
                 shape = out_shape if last else (x.shape[0], m.out_channels) + tuple(conv_out(cur.shape[2:], m))
-                o = torch.full(shape, float("nan"), device="cuda")  # poisoned
+                o = torch.full(shape, float("nan"), device="cuda", dtype=x.dtype)  # poisoned
                 calls.append(lib.conv(cur, m.weight, m.bias, o, m.stride, m.padding, m.dilation, m.groups,
                                       epilogue if last else "", operands if last else [], precision))
                 outs.append(o)
@@ -182,7 +188,7 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
         torch.cuda.empty_cache()
         t["eager"] = time_ms(eager, flush, args.samples)
         torch.backends.cudnn.allow_tf32 = True
-        t["eager_tf32"] = time_ms(eager, flush, args.samples)
+        t["eager_tf32"] = time_ms(eager, flush, args.samples) if x.dtype == torch.float32 else None
         t["compile"] = None
         if args.compile:
             torch._dynamo.reset()
@@ -190,6 +196,12 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
             t["compile"] = time_ms(comp, flush, args.samples)
         torch.backends.cudnn.allow_tf32 = False
     comp_s = f"{t['compile']:.3f}" if t["compile"] is not None else "-"
+    if x.dtype != torch.float32:  # (one mode; PyTorch's TF32 switch does not apply)
+        row = (f"| {name} | {'ok' if ok['fp32'] else 'FAIL'} | {t['fp32']:.3f} | {t['eager']:.3f} | {comp_s} | "
+               f"{t['eager'] / t['fp32']:.2f}x | {err['fp32']:.1e} | {err_eager:.1e} |")
+        lines.append(row)
+        print(row + f"  ({time.time() - t0:.0f} s)", flush=True)
+        return ok["fp32"]
     row = (f"| {name} | {'ok' if ok['fp32'] else 'FAIL'} / {'ok' if ok['tf32'] else 'FAIL'} | {t['fp32']:.3f} | "
            f"{t['tf32']:.3f} | {t['eager']:.3f} | {t['eager_tf32']:.3f} | {comp_s} | {t['eager'] / t['fp32']:.2f}x | "
            f"{t['eager_tf32'] / t['tf32']:.2f}x | {err['fp32']:.1e} / {err['tf32']:.1e} | "
@@ -210,7 +222,9 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile peers (a compile a problem)")
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--only", help="comma-separated problem numbers / names (e.g. 63,L2-54)")
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
     args = ap.parse_args()
+    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     lib = Lib(args.lib)
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + (1 << 20), device="cuda")
@@ -220,20 +234,25 @@ def main():
         return want is None or any(name.split()[0] == w for w in want)
 
     lines = [f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, L2 flushed before every timed call, "
-             f"median of {args.samples}; f32 tensors as KernelBench makes them; correct = torch.allclose(atol=rtol=1e-2) "
-             "against the module with PyTorch's default (TF32 convs)", "",
-             "| problem | correct fp32 / tf32 | cuinline fp32 ms | cuinline tf32 ms | eager TF32 off ms | eager default "
-             "(TF32) ms | torch.compile ms | fp32 vs eager off | tf32 vs eager default | rel L2 cuinline fp32 / tf32 | "
-             "rel L2 eager off / default |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"median of {args.samples}; {args.dtype} tensors (KernelBench's, converted); correct = "
+             "torch.allclose(atol=rtol=1e-2) against the module" +
+             (" with PyTorch's default (TF32 convs)" if dt == torch.float32 else f" in {args.dtype}"), ""]
+    if dt == torch.float32:
+        lines += ["| problem | correct fp32 / tf32 | cuinline fp32 ms | cuinline tf32 ms | eager TF32 off ms | eager default "
+                  "(TF32) ms | torch.compile ms | fp32 vs eager off | tf32 vs eager default | rel L2 cuinline fp32 / tf32 | "
+                  "rel L2 eager off / default |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+    else:
+        lines += ["| problem | correct | cuinline ms | eager ms | torch.compile ms | vs eager | rel L2 cuinline | "
+                  "rel L2 eager |", "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     failures = 0
     for (name, n, cin, h, w, cout, k, stride, pad, dil, groups, bias, dist) in LEVEL1:
         if not wanted(name):
             continue
         torch.manual_seed(0)
-        m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias).cuda()
-        x = (torch.randn if dist == "randn" else torch.rand)(n, cin, h, w, device="cuda")
+        m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias).cuda().to(dt)
+        x = (torch.randn if dist == "randn" else torch.rand)(n, cin, h, w, device="cuda").to(dt)
         out_shape = (n, cout) + tuple(conv_out((h, w), m))
         try:
             failures += not run_problem(lib, name, [m], x, None, {}, "", [], out_shape, flush, args, lines)
@@ -244,9 +263,9 @@ def main():
         torch.cuda.empty_cache()
     if wanted("86"):  # depthwise 3x3 pad 1, then pointwise 64 -> 128: two calls
         torch.manual_seed(0)
-        dwm = nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False).cuda()
-        pw = nn.Conv2d(64, 128, 1, bias=False).cuda()
-        x = torch.randn(16, 64, 512, 512, device="cuda")
+        dwm = nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False).cuda().to(dt)
+        pw = nn.Conv2d(64, 128, 1, bias=False).cuda().to(dt)
+        x = torch.randn(16, 64, 512, 512, device="cuda").to(dt)
         failures += not run_problem(lib, "86 depthwise-separable (2 calls)", [dwm, pw], x, None, {}, "", [],
                                     (16, 128, 512, 512), flush, args, lines)
         del dwm, pw, x
@@ -255,9 +274,9 @@ def main():
         if not wanted(name):
             continue
         torch.manual_seed(0)
-        m = nn.Conv2d(cin, cout, 3).cuda()
-        params = {p: torch.randn(cout, 1, 1, device="cuda") for p in pnames}  # KernelBench: randn(shape)
-        x = torch.rand(n, cin, h, w, device="cuda")
+        m = nn.Conv2d(cin, cout, 3).cuda().to(dt)
+        params = {p: torch.randn(cout, 1, 1, device="cuda").to(dt) for p in pnames}  # KernelBench: randn(shape)
+        x = torch.rand(n, cin, h, w, device="cuda").to(dt)
         out_shape = (n, cout, h - 2, w - 2)
         try:
             failures += not run_problem(lib, name, [m], x, tail, params, epilogue, [params[p] for p in pnames],
