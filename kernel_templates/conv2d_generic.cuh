@@ -10,7 +10,9 @@
 // operator()(float) const`), then names `cuinline_conv2d_generic<S, E>`.
 //
 // Work split: a thread computes one output pixel (oy, ox) of one image for kCoTile consecutive
-// output channels (kCoTile accumulators). A block is kThreads consecutive pixels of the flattened
+// output channels (kCoTile accumulators); depthwise (one input channel a group) a thread computes
+// one output channel at several pixels instead: kPixPerThread columns of a row with a channels-last
+// input (kChannelFast), kRowsPerThread rows of a column otherwise (kRowFast). A block is kThreads consecutive pixels of the flattened
 // OH x OW plane; grid (kTilesX, ceil(kCout / kCoTile), N). No shared memory, no barriers: this is
 // the correctness path for dtypes and layouts the tuned kernels do not read; lanes of a warp share
 // their weights (warp-wide broadcast loads), and with a channels-last input the inner loop over
@@ -46,6 +48,19 @@ struct ChannelFastOf<S, decltype(void(S::kChannelFast))> {
   static constexpr int pixels = S::kPixPerThread;
 };
 
+// S::kRowFast where S has it (1: a thread computes kRowsPerThread output rows of one column, the
+// columns fastest), else 0; and S::kRowsPerThread, else 1.
+template <class S, class = void>
+struct RowFastOf {
+  static constexpr int value = 0;
+  static constexpr int rows = 1;
+};
+template <class S>
+struct RowFastOf<S, decltype(void(S::kRowFast))> {
+  static constexpr int value = S::kRowFast;
+  static constexpr int rows = S::kRowsPerThread;
+};
+
 // S::kGroups where S has it, else 1.
 template <class S, class = void>
 struct GroupsOf {
@@ -76,7 +91,16 @@ struct Plan {
   static constexpr bool kChannelFast = ChannelFastOf<S>::value != 0;
   static constexpr int kPix = ChannelFastOf<S>::pixels;
   static constexpr int kColGroups = (S::kOW + kPix - 1) / kPix;  // column groups a row
-  static constexpr long long kItems = kChannelFast ? (long long)S::kOH * kColGroups * S::kCout : kPixels;
+  // Row-fast (one input channel a group, an NCHW input): a thread is kRows consecutive output rows
+  // of one column of one output channel, columns fastest (a warp's loads and stores are consecutive
+  // columns); each input row it loads serves every one of its rows that the filter reaches, and its
+  // taps' weights are loaded once.
+  static constexpr bool kRowFast = RowFastOf<S>::value != 0;
+  static constexpr int kRows = RowFastOf<S>::rows;
+  static constexpr int kRowGroups = (S::kOH + kRows - 1) / kRows;  // row groups a column
+  static constexpr long long kItems = kChannelFast ? (long long)S::kOH * kColGroups * S::kCout
+                                      : kRowFast   ? (long long)S::kCout * kRowGroups * S::kOW
+                                                   : kPixels;
   static constexpr int kTilesX = (int)((kItems + kThreads - 1) / kThreads);
   static constexpr int kTilesY = 1;
   static constexpr int kSmemBytes = 0;
@@ -97,6 +121,9 @@ struct Plan {
   static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0, "a thread's channels in one group");
   static_assert(!kChannelFast || (S::kCoTile == 1 && kCinG == 1 && kPix >= 1 && kPix <= 8),
                 "channel-fast (depthwise): one output channel of up to 8 columns a thread");
+  static_assert(!kRowFast || (!kChannelFast && S::kCoTile == 1 && kCinG == 1 && kRows >= 1 && kRows <= 8 &&
+                              S::kKH * S::kKW <= 25),
+                "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 25 taps");
   // A channels-last input whose pixels and groups start on 16-byte boundaries (with an aligned
   // pointer, checked at run time): a pixel's channels read 16 bytes a load.
   static constexpr int kVec = Vec16<typename S::storage>::kN;
@@ -195,6 +222,64 @@ __global__ void __launch_bounds__(S::kThreads)
       // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
       float v = acc + b;
       const long long at = n * P::kOutN + oy * P::kOutY + ox * P::kOutX + co * P::kOutC;
+      if (S::kHasResidual) v += load_op(residual + at);
+      output[at] = ew_traits<T>::from_op(ep(v, co));
+    }
+    return;
+  }
+  if constexpr (P::kRowFast) {
+    // Output channel co, rows oy0 .. oy0 + kRows - 1 of column ox; input row j of the span feeds
+    // output row p where j - p kSH is a filter row's offset kh kDH. Each output's sum runs over kh,
+    // then kw, as below; taps in the padding are skipped (not multiplied by zero).
+    const int ox = (int)(item % S::kOW);
+    const long long rest = item / S::kOW;
+    const int oy0 = (int)(rest % P::kRowGroups) * P::kRows;
+    const int co = (int)(rest / P::kRowGroups);
+    const T* in_c = input + n * P::kInN + (long long)(co / P::kCoutG) * P::kInC;
+    const T* w_co = weight + co * P::kWO;
+    constexpr int kTaps = S::kKH * S::kKW;
+    float w[kTaps];
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) w[t] = load_op(w_co + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
+    float acc[P::kRows];
+#pragma unroll
+    for (int p = 0; p < P::kRows; ++p) acc[p] = 0.0f;
+    constexpr int kSpan = (P::kRows - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // input rows
+    const int ix0 = ox * S::kSW - S::kPW;
+    const bool interior = ix0 >= 0 && ix0 + (S::kKW - 1) * S::kDW < S::kW;
+    const int iy0 = oy0 * S::kSH - S::kPH;
+#pragma unroll
+    for (int j = 0; j < kSpan; ++j) {
+      const int iy = iy0 + j;
+      if (iy < 0 || iy >= S::kH) continue;  // zero padding
+      const T* row = in_c + iy * P::kInY;
+      float xs[S::kKW];
+      bool ok[S::kKW];
+#pragma unroll
+      for (int kw = 0; kw < S::kKW; ++kw) {
+        const int ix = ix0 + kw * S::kDW;
+        ok[kw] = interior || (ix >= 0 && ix < S::kW);
+        xs[kw] = ok[kw] ? load_op(row + ix * P::kInX) : 0.0f;
+      }
+#pragma unroll
+      for (int p = 0; p < P::kRows; ++p) {
+        const int off = j - p * S::kSH;  // kh * kDH (compile-time after unrolling)
+        if (off < 0 || off % S::kDH != 0 || off / S::kDH >= S::kKH) continue;
+        const int kh = off / S::kDH;
+#pragma unroll
+        for (int kw = 0; kw < S::kKW; ++kw) {
+          if (ok[kw]) acc[p] = __fmaf_rn(xs[kw], w[kh * S::kKW + kw], acc[p]);
+        }
+      }
+    }
+    const float b = S::kHasBias ? load_op(bias + co) : 0.0f;
+#pragma unroll
+    for (int p = 0; p < P::kRows; ++p) {
+      const int oy = oy0 + p;
+      if (S::kOH % P::kRows != 0 && oy >= S::kOH) break;
+      // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
+      float v = acc[p] + b;
+      const long long at = n * P::kOutN + co * P::kOutC + oy * P::kOutY + ox * P::kOutX;
       if (S::kHasResidual) v += load_op(residual + at);
       output[at] = ew_traits<T>::from_op(ep(v, co));
     }

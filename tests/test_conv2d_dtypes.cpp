@@ -150,6 +150,7 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
       EXPECT_EQ((g.cout / g.groups) % t.channels_per_thread, 0) << "a thread's channels in one group";
       // (Depthwise channels-last: consecutive channels a warp.)
       EXPECT_EQ(t.channel_fast, v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin);
+      EXPECT_EQ(t.row_fast, v.input_layout == Conv2dLayout::nchw && g.groups == g.cin && g.k * g.k <= 25);
       Conv2dVariant ungrouped = v;
       ungrouped.params.groups = 1;
       EXPECT_NE(v, ungrouped);

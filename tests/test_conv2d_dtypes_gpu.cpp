@@ -240,8 +240,14 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   shapes.push_back({4, 32, 28, 28, 32, 3, 3, grouped(1, 1, 32), true});
   shapes.push_back({2, 64, 14, 14, 128, 3, 3, grouped(1, 1, 8), false, true});
   shapes.push_back({2, 24, 19, 23, 48, 5, 5, grouped(2, 2, 24), true});
+  // Depthwise, NCHW input: rows a thread (row-fast) with a dilated 3x5 filter, a row count that 8 does
+  // not divide and a residual; and with a row stride of 3.
+  Conv2dParams dilated = grouped(1, 0, 16);
+  dilated.pad_h = 2, dilated.pad_w = 1, dilated.dilation_h = 2;
+  shapes.push_back({2, 16, 37, 29, 32, 3, 5, dilated, true, true});
+  shapes.push_back({3, 8, 40, 33, 8, 3, 3, grouped(3, 1, 8), false});
   std::uniform_int_distribution<int> mult(1, 3), small_k(1, 5);
-  while (shapes.size() < 15) {
+  while (shapes.size() < 17) {
     const int groups = 2 << (rng() % 3);  // 2, 4 or 8
     Shape s{1 + coin(rng), groups * (1 + static_cast<int>(rng() % 6)), 3 + static_cast<int>(rng() % 30),
             3 + static_cast<int>(rng() % 30), groups * mult(rng), small_k(rng), small_k(rng), grouped(1, 0, groups),

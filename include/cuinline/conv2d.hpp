@@ -299,6 +299,11 @@ struct Conv2dTiling {
   /// channel of one pixel, channels fastest (consecutive threads read consecutive input channels);
   /// tiles_x blocks an image cover OH x OW x Cout, one block column (channels_per_thread = 1).
   bool channel_fast = false;
+  /// The general kernel with an NCHW input, groups = Cin > 1 and up to 25 filter taps (depthwise): a
+  /// thread computes pixels_per_thread consecutive output rows of one column of one output channel,
+  /// columns fastest; tiles_x blocks an image cover Cout x ceil(OH / pixels_per_thread) x OW, one
+  /// block column (channels_per_thread = 1).
+  bool row_fast = false;
   int threads() const noexcept {
     if (tensor_cores) return 32 * warps_m * warps_n;
     return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;

@@ -365,7 +365,7 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   const int row_tiles = row_tiles_for(t, v, n, e);
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
-                  static_cast<unsigned>(t.channel_fast ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(t.channel_fast || t.row_fast ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
