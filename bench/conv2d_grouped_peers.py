@@ -20,6 +20,7 @@ SHAPES = [  # name, N, Cin, H=W, Cout, K, stride, padding, groups
     ("MobileNetV2 dw s2", 32, 144, 56, 144, 3, 2, 1, 144),
     ("MobileNetV2 dw", 32, 384, 14, 384, 3, 1, 1, 384),
     ("EfficientNet dw 5x5", 32, 240, 28, 240, 5, 1, 2, 240),
+    ("ConvNeXt dw 7x7", 32, 96, 56, 96, 7, 1, 3, 96),
     ("ResNeXt g32", 32, 256, 28, 256, 3, 1, 1, 32),
 ]
 

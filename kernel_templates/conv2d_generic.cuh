@@ -91,10 +91,10 @@ struct Plan {
   static constexpr bool kChannelFast = ChannelFastOf<S>::value != 0;
   static constexpr int kPix = ChannelFastOf<S>::pixels;
   static constexpr int kColGroups = (S::kOW + kPix - 1) / kPix;  // column groups a row
-  // Row-fast (one input channel a group, an NCHW input): a thread is kRows consecutive output rows
-  // of one column of one output channel, columns fastest (a warp's loads and stores are consecutive
-  // columns); each input row it loads serves every one of its rows that the filter reaches, and its
-  // taps' weights are loaded once.
+  // Row-fast (one input channel a group, up to 49 taps): a thread is kRows consecutive output rows
+  // of one column of one output channel, columns fastest for an NCHW input and channels fastest for
+  // a channels-last one (a warp's loads are consecutive elements); each input row it loads serves
+  // every one of its rows that the filter reaches, and its taps' weights are loaded once.
   static constexpr bool kRowFast = RowFastOf<S>::value != 0;
   static constexpr int kRows = RowFastOf<S>::rows;
   static constexpr int kRowGroups = (S::kOH + kRows - 1) / kRows;  // row groups a column
@@ -122,8 +122,8 @@ struct Plan {
   static_assert(!kChannelFast || (S::kCoTile == 1 && kCinG == 1 && kPix >= 1 && kPix <= 8),
                 "channel-fast (depthwise): one output channel of up to 8 columns a thread");
   static_assert(!kRowFast || (!kChannelFast && S::kCoTile == 1 && kCinG == 1 && kRows >= 1 && kRows <= 8 &&
-                              S::kKH * S::kKW <= 25),
-                "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 25 taps");
+                              S::kKH * S::kKW <= 49),
+                "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 49 taps");
   // A channels-last input whose pixels and groups start on 16-byte boundaries (with an aligned
   // pointer, checked at run time): a pixel's channels read 16 bytes a load.
   static constexpr int kVec = Vec16<typename S::storage>::kN;
@@ -231,10 +231,20 @@ __global__ void __launch_bounds__(S::kThreads)
     // Output channel co, rows oy0 .. oy0 + kRows - 1 of column ox; input row j of the span feeds
     // output row p where j - p kSH is a filter row's offset kh kDH. Each output's sum runs over kh,
     // then kw, as below; taps in the padding are skipped (not multiplied by zero).
-    const int ox = (int)(item % S::kOW);
-    const long long rest = item / S::kOW;
-    const int oy0 = (int)(rest % P::kRowGroups) * P::kRows;
-    const int co = (int)(rest / P::kRowGroups);
+    // (Items: with a channels-last input channels fastest, else columns fastest, so that a warp's
+    // loads are consecutive elements.)
+    int ox, oy0, co;
+    if constexpr (S::kInNhwc) {
+      co = (int)(item % S::kCout);
+      const long long rest = item / S::kCout;
+      ox = (int)(rest % S::kOW);
+      oy0 = (int)(rest / S::kOW) * P::kRows;
+    } else {
+      ox = (int)(item % S::kOW);
+      const long long rest = item / S::kOW;
+      oy0 = (int)(rest % P::kRowGroups) * P::kRows;
+      co = (int)(rest / P::kRowGroups);
+    }
     const T* in_c = input + n * P::kInN + (long long)(co / P::kCoutG) * P::kInC;
     const T* w_co = weight + co * P::kWO;
     constexpr int kTaps = S::kKH * S::kKW;

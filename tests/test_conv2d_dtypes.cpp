@@ -130,7 +130,7 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
   struct G {
     int cin, cout, k, groups, stride;
   };
-  const G cases[] = {{32, 32, 3, 32, 1}, {24, 48, 5, 24, 2}, {64, 128, 3, 8, 1}, {6, 9, 3, 3, 1}, {16, 8, 1, 2, 1}};
+  const G cases[] = {{32, 32, 3, 32, 1}, {24, 48, 5, 24, 2}, {64, 128, 3, 8, 1}, {6, 9, 3, 3, 1}, {16, 8, 1, 2, 1}, {16, 16, 7, 16, 1}, {8, 8, 9, 8, 1}};
   int i = 0;
   for (const G& g : cases) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -149,8 +149,8 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
       EXPECT_TRUE(t.generic);
       EXPECT_EQ((g.cout / g.groups) % t.channels_per_thread, 0) << "a thread's channels in one group";
       // (Depthwise channels-last: consecutive channels a warp.)
-      EXPECT_EQ(t.channel_fast, v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin);
-      EXPECT_EQ(t.row_fast, v.input_layout == Conv2dLayout::nchw && g.groups == g.cin && g.k * g.k <= 25);
+      EXPECT_EQ(t.row_fast, g.groups == g.cin && g.k * g.k <= 49);
+      EXPECT_EQ(t.channel_fast, v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin && g.k * g.k > 49);
       Conv2dVariant ungrouped = v;
       ungrouped.params.groups = 1;
       EXPECT_NE(v, ungrouped);

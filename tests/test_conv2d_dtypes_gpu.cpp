@@ -246,8 +246,12 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   dilated.pad_h = 2, dilated.pad_w = 1, dilated.dilation_h = 2;
   shapes.push_back({2, 16, 37, 29, 32, 3, 5, dilated, true, true});
   shapes.push_back({3, 8, 40, 33, 8, 3, 3, grouped(3, 1, 8), false});
+  // ConvNeXt's 7x7 depthwise (row-fast, 49 taps) and a 9x9 one (channel-fast with a channels-last
+  // input, pixel-fast with NCHW).
+  shapes.push_back({2, 32, 20, 20, 32, 7, 7, grouped(1, 3, 32), true});
+  shapes.push_back({1, 16, 21, 18, 16, 9, 9, grouped(1, 4, 16), false, true});
   std::uniform_int_distribution<int> mult(1, 3), small_k(1, 5);
-  while (shapes.size() < 17) {
+  while (shapes.size() < 19) {
     const int groups = 2 << (rng() % 3);  // 2, 4 or 8
     Shape s{1 + coin(rng), groups * (1 + static_cast<int>(rng() % 6)), 3 + static_cast<int>(rng() % 30),
             3 + static_cast<int>(rng() % 30), groups * mult(rng), small_k(rng), small_k(rng), grouped(1, 0, groups),

@@ -125,15 +125,14 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         // The general kernel: blocks of whole warps over the flattened output plane, every
         // output channel covered by a block column.
         // (Channel-fast — grouped, channels-last input: a thread a pixel and channel.)
-        // (Row-fast — depthwise, NCHW input, up to 25 taps: a thread a column's rows and a channel.)
+        // (Row-fast — depthwise, up to 49 taps: a thread a column's rows and a channel.)
         const std::int64_t items =
             t.channel_fast ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
             : t.row_fast   ? v.out_channels * ((v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_width()
                            : v.out_height() * v.out_width();
-        EXPECT_EQ(t.channel_fast, v.params.groups > 1 && v.params.groups == v.in_channels &&
-                                      v.input_layout == Conv2dLayout::nhwc);
-        EXPECT_EQ(t.row_fast, v.params.groups > 1 && v.params.groups == v.in_channels &&
-                                  v.input_layout == Conv2dLayout::nchw && v.kernel_h * v.kernel_w <= 25);
+        const bool depthwise = v.params.groups > 1 && v.params.groups == v.in_channels;
+        EXPECT_EQ(t.row_fast, depthwise && v.kernel_h * v.kernel_w <= 49);
+        EXPECT_EQ(t.channel_fast, depthwise && !t.row_fast && v.input_layout == Conv2dLayout::nhwc);
         EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), items);
         EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), items);
         EXPECT_FALSE(t.tensor_cores || t.winograd);

@@ -295,14 +295,15 @@ struct Conv2dTiling {
   /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
   /// one pixel x channels_per_thread output channels; no shared memory.
   bool generic = false;
-  /// The general kernel with a channels-last input and groups = Cin > 1 (depthwise): a thread is one output
-  /// channel of one pixel, channels fastest (consecutive threads read consecutive input channels);
-  /// tiles_x blocks an image cover OH x OW x Cout, one block column (channels_per_thread = 1).
+  /// The general kernel with a channels-last input, groups = Cin > 1 (depthwise) and more than 49
+  /// filter taps: a thread is one output channel of pixels_per_thread columns of a row, channels
+  /// fastest (consecutive threads read consecutive input channels); tiles_x blocks an image cover
+  /// OH x OW x Cout, one block column (channels_per_thread = 1).
   bool channel_fast = false;
-  /// The general kernel with an NCHW input, groups = Cin > 1 and up to 25 filter taps (depthwise): a
-  /// thread computes pixels_per_thread consecutive output rows of one column of one output channel,
-  /// columns fastest; tiles_x blocks an image cover Cout x ceil(OH / pixels_per_thread) x OW, one
-  /// block column (channels_per_thread = 1).
+  /// The general kernel with groups = Cin > 1 (depthwise) and up to 49 filter taps: a thread computes
+  /// pixels_per_thread consecutive output rows of one column of one output channel, columns fastest
+  /// (NCHW input) or channels fastest (channels-last input); tiles_x blocks an image cover Cout x
+  /// ceil(OH / pixels_per_thread) x OW, one block column (channels_per_thread = 1).
   bool row_fast = false;
   int threads() const noexcept {
     if (tensor_cores) return 32 * warps_m * warps_n;

@@ -52,13 +52,15 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   // pixels: 32 sectors a load, each used once). With more channels a group the pixel-fast threads
   // use each sector for all of them, and their weight loads are one address a warp: ResNeXt-like
   // 32x256x28² g32 channels-last ran 0.53 ms (f16) channel-fast (H100, 2026-11-26).
-  t.channel_fast = v.params.groups > 1 && v.in_channels == v.params.groups && v.input_layout == Conv2dLayout::nhwc;
-  // Depthwise with an NCHW input, filters of up to 25 taps (their weights in registers): a thread
-  // computes up to 8 rows of one column (fewer for row strides of 2 and more, whose input rows
-  // serve fewer outputs), columns fastest. A pixel-fast thread loads every tap's input and weight
-  // (KernelBench's 16x64x512² 3x3 depthwise: about 2.3 ms in f32 and in f16, H100).
-  t.row_fast = v.params.groups > 1 && v.in_channels == v.params.groups && v.input_layout == Conv2dLayout::nchw &&
-               v.kernel_h * v.kernel_w <= 25;
+  // Depthwise with filters of up to 49 taps (7 x 7; their weights in registers): a thread computes up to 8
+  // rows of one column (fewer for row strides of 2 and more, whose input rows serve fewer outputs),
+  // columns fastest for an NCHW input, channels fastest for a channels-last one; each input row
+  // loaded serves all the thread's rows it reaches. (A pixel-fast thread loads every tap's input and
+  // weight: KernelBench's 16x64x512² 3x3 depthwise took 2.3 ms in f32 and in f16, 0.82 / 0.57
+  // row-fast; H100, 2026-11-26.) Larger depthwise filters with a channels-last input: channel-fast.
+  const bool depthwise = v.params.groups > 1 && v.in_channels == v.params.groups;
+  t.row_fast = depthwise && v.kernel_h * v.kernel_w <= 49;
+  t.channel_fast = depthwise && !t.row_fast && v.input_layout == Conv2dLayout::nhwc;
   t.threads_x = block_threads(v);
   t.threads_y = 1;
   t.channel_groups = 1;
