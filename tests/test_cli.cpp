@@ -176,6 +176,42 @@ TEST_F(CliTest, WarmGroupedConv2d) {
   EXPECT_EQ(tier, cuinline::CacheTier::disk);
 }
 
+// Epilogues over per-channel operands (KernelBench's conv -> relu -> + bias (C, 1, 1)): a warm spec
+// names them like any op; the key does not depend on the operands' values, so a call with its
+// tensors finds the warmed entry on disk. An epilogue with two outputs is refused, naming the entry.
+TEST_F(CliTest, WarmConv2dWithChannelOperands) {
+  auto spec = write_spec("c.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [64, 30, 30], "filters": [128, 3, 3], "bias": true,
+       "epilogue": ["relu|add(in1)", "expr([x, m] x * m > 0.0f ? x * m : 0.0f)"], "dtype": "f16"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  // (and the f16 NCHW staging copy the plan launches before them)
+  EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "conv2d<f16,64x30x30,128x3x3,s1x1,p0x0,d1x1,bias>[relu|add(in1)] sm_90");
+  using namespace cuinline::ops;
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  const auto f16 = cuinline::DType::f16;
+  const cuinline::TensorView x = cuinline::TensorView::contiguous(fake(0x100000), f16, {4, 64, 30, 30});
+  const cuinline::TensorView w = cuinline::TensorView::contiguous(fake(0x200000), f16, {128, 64, 3, 3});
+  const cuinline::TensorView b = cuinline::TensorView::contiguous(fake(0x300000), f16, {128});
+  const cuinline::TensorView y = cuinline::TensorView::contiguous(fake(0x400000), f16, {4, 128, 28, 28});
+  const cuinline::TensorView b2 = cuinline::TensorView::contiguous(fake(0x500000), f16, {128, 1, 1});
+  const Conv2dVariant v = conv2d_variant_for(x, w, b, y, {}, parse_op("relu|add(in1)"), Conv2dPrecision::fp32, {}, {b2});
+  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+  cache.get(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90"))), cuinline::Arch::parse("sm_90"), &tier);
+  EXPECT_EQ(tier, cuinline::CacheTier::disk);
+
+  auto bad = write_spec("bad.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 16, 16], "filters": [4, 3, 3],
+                                            "epilogue": "expr([x, m] x * m | x + m)"}]})json");
+  Result refused = cli({"warm", "--spec", bad.string(), "--arch", "sm_90"});
+  EXPECT_EQ(refused.code, 2) << refused.out << refused.err;
+  EXPECT_CONTAINS(refused.err, "entries[0]");
+  EXPECT_CONTAINS(refused.err, "has 2 outputs; a conv2d epilogue has one");
+}
+
 TEST_F(CliTest, WarmCompilesOneConv2dVariantPerPrecision) {
   auto spec = write_spec("s.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 32, 32],
                                             "filters": [16, 3, 3], "epilogue": "div(2)|leaky_relu(0.01)",
