@@ -307,6 +307,32 @@ TEST_F(CliTest, ZeroDivisorIsAcceptedAsTheLibraryAcceptsIt) {
   EXPECT_CONTAINS(r.out, "[div(0)|leaky_relu(0.01)] sm_90");
 }
 
+// `cuinline run conv2d`'s layer: --filters, --stride, --padding, --dilation, --groups, checked against the
+// input before the GPU is looked for (a usage error, exit 2, with or without one); another op refuses them.
+TEST_F(CliTest, RunConv2dLayerArgumentsAreCheckedFirst) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--filters", "128x3"}, "--filters: expected KxKHxKW"},
+      {{"--filters", "0x3x3"}, "--filters: expected KxKHxKW"},
+      {{"--stride", "0"}, "--stride: expected S or SHxSW (1 or more), got '0'"},
+      {{"--padding", "1x2x3"}, "--padding: expected P or PHxPW"},
+      {{"--padding", "-1"}, "--padding: expected P or PHxPW"},
+      {{"--dilation", "2y1"}, "--dilation: expected S or SHxSW"},
+      {{"--groups", "3"}, "groups 3 must divide the input channels (8) and the output channels (64)"},
+      {{"--filters", "16x3x3", "--groups", "0"}, "groups must be positive"},
+      {{"--dilation", "2", "--shape", "1x8x4x4"}, "the output is empty"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {"run", "conv2d"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Result r = cli(argv);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << r.err;
+    EXPECT_CONTAINS(r.err, message);
+  }
+  Result relu = cli({"run", "relu", "--groups", "2"});
+  EXPECT_EQ(relu.code, 2);
+  EXPECT_CONTAINS(relu.err, "only conv2d takes them, not 'relu'");
+}
+
 TEST_F(CliTest, RunPrecisionIsForConv2dOnly) {
   // Checked before the GPU is looked for: a usage error (exit 2) with or without one.
   Result relu = cli({"run", "relu", "--precision", "tf32"});

@@ -116,6 +116,11 @@ int dispatch(int argc, char** argv) {
   run_cmd->add_option("--precision", run.precision, "conv2d arithmetic: fp32 (default), tf32 or tf32x3");
   run_cmd->add_option("--layout", run.layout,
                       "conv2d tensors: nchw (default) or nhwc (channels-last, as PyTorch's torch.channels_last)");
+  run_cmd->add_option("--filters", run.filters, "conv2d filters KxKHxKW (default 64x3x3)");
+  run_cmd->add_option("--stride", run.stride, "conv2d stride: S or SHxSW (default 1)");
+  run_cmd->add_option("--padding", run.padding, "conv2d zero padding: P or PHxPW (default 0)");
+  run_cmd->add_option("--dilation", run.dilation, "conv2d dilation: D or DHxDW (default 1)");
+  run_cmd->add_option("--groups", run.groups, "conv2d groups, as F.conv2d's (default 1; C for depthwise)");
   run_cmd->add_option("--repeat", run.repeat, "Timed launches")->check(CLI::Range(1, 100000));
   run_cmd->add_option("--device", run.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
 

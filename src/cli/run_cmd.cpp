@@ -13,8 +13,11 @@
 #include <cuinline/error.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -110,28 +113,87 @@ Measurement measure_elementwise(const ops::Op& op, DType dtype, const std::vecto
   throw InvalidArgument("unknown dtype");
 }
 
-// conv2d (3×3, 64 filters, no padding) → / divisor → LeakyReLU(slope), the seed model's layer, in
-// f32, f16 or bf16, NCHW or channels-last (input, weight and output laid out as PyTorch's
-// memory_format=torch.channels_last lays them out).
-Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, bool channels_last, double divisor,
-                           double slope, ops::Conv2dPrecision precision, int repeat) {
+// The filters and F.conv2d's arguments of `cuinline run conv2d` (--filters KxKHxKW, --stride,
+// --padding, --dilation as "2" or "2x1", --groups), checked against the input before any GPU is
+// touched: a bad value or an empty output is a usage error (exit 2).
+struct ConvLayer {
+  int k = 64, r = 3, s = 3;
+  ops::Conv2dParams params;
+};
+
+// "A" or "AxB" (h x w) of non-negative (zero_ok) or positive integers up to 4096.
+std::pair<int, int> parse_pair(const std::optional<std::string>& text, const char* flag, int fallback, bool zero_ok) {
+  if (!text) return {fallback, fallback};
+  std::vector<int> v;
+  std::size_t pos = 0;
+  while (pos <= text->size()) {
+    std::size_t end = text->find('x', pos);
+    if (end == std::string::npos) end = text->size();
+    const std::string part = text->substr(pos, end - pos);
+    const bool digits = !part.empty() && part.size() <= 4 &&
+                        std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits || (!zero_ok && std::stoi(part) == 0) || v.size() == 2) {
+      throw InvalidArgument(std::string(flag) + ": expected " + (zero_ok ? "P or PHxPW (0 or more)" : "S or SHxSW (1 or more)") +
+                            ", got '" + *text + "'");
+    }
+    v.push_back(std::stoi(part));
+    pos = end + 1;
+  }
+  return v.size() == 1 ? std::pair<int, int>{v[0], v[0]} : std::pair<int, int>{v[0], v[1]};
+}
+
+ConvLayer conv_layer_of(const RunOptions& o, const std::vector<std::int64_t>& shape) {
+  ConvLayer l;
+  if (o.filters) {
+    std::vector<std::int64_t> f;
+    try {
+      f = parse_shape(*o.filters);
+    } catch (const InvalidArgument&) {
+      f.clear();
+    }
+    if (f.size() != 3 || f[0] > 4096 || f[1] > 31 || f[2] > 31) {
+      throw InvalidArgument("--filters: expected KxKHxKW (output channels x filter height x width, e.g. 128x3x3), got '" +
+                            *o.filters + "'");
+    }
+    l.k = static_cast<int>(f[0]), l.r = static_cast<int>(f[1]), l.s = static_cast<int>(f[2]);
+  }
+  std::tie(l.params.stride_h, l.params.stride_w) = parse_pair(o.stride, "--stride", 1, false);
+  std::tie(l.params.pad_h, l.params.pad_w) = parse_pair(o.padding, "--padding", 0, true);
+  std::tie(l.params.dilation_h, l.params.dilation_w) = parse_pair(o.dilation, "--dilation", 1, false);
+  l.params.groups = o.groups.value_or(1);
+  // The variant checks the rest (groups dividing the channels, an empty output), naming it.
+  ops::make_conv2d_variant(static_cast<int>(shape[1]), static_cast<int>(shape[2]), static_cast<int>(shape[3]), l.k,
+                           l.r, l.s, l.params, true, ops::Op::relu());
+  return l;
+}
+
+// conv2d (by default 3×3, 64 filters, no padding: the seed model's layer) → / divisor →
+// LeakyReLU(slope), in f32, f16 or bf16, NCHW or channels-last (input, weight and output laid out
+// as PyTorch's memory_format=torch.channels_last lays them out).
+Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLayer& layer, DType dtype,
+                           bool channels_last, double divisor, double slope, ops::Conv2dPrecision precision,
+                           int repeat) {
   if (shape.size() != 4) throw InvalidArgument("--shape: conv2d takes NxCxHxW, e.g. 128x8x128x128");
   const int n = static_cast<int>(shape[0]), c = static_cast<int>(shape[1]);
   const int h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
-  const int k = 64, r = 3, s = 3;
-  if (h < r || w < s) throw InvalidArgument("--shape: the image is smaller than the 3x3 filter");
-  const int oh = h - r + 1, ow = w - s + 1;
+  const int k = layer.k, r = layer.r, s = layer.s;
+  const ops::Conv2dParams& cp = layer.params;
+  const int g = cp.groups, cg = c / g, kg = k / g;  // channels a group (input, output)
+  const int oh = static_cast<int>(ops::conv2d_out_extent(h, r, cp.stride_h, cp.pad_h, cp.dilation_h));
+  const int ow = static_cast<int>(ops::conv2d_out_extent(w, s, cp.stride_w, cp.pad_w, cp.dilation_w));
   const std::size_t es = dtype_size(dtype);
-  std::size_t in_count = std::size_t(n) * c * h * w, w_count = std::size_t(k) * c * r * s;
+  std::size_t in_count = std::size_t(n) * c * h * w, w_count = std::size_t(k) * cg * r * s;
   std::size_t out_count = std::size_t(n) * k * oh * ow;
   Measurement m;
-  char what[160];
-  std::snprintf(what, sizeof what, "conv2d 64x3x3 %s %s%s | div(%g)|leaky_relu(%g)", to_string(dtype),
-                ops::to_string(precision), channels_last ? " channels-last" : "", divisor, slope);
+  char what[256];
+  std::snprintf(what, sizeof what, "conv2d %dx%dx%d s%dx%d p%dx%d d%dx%d%s %s %s%s | div(%g)|leaky_relu(%g)", k, r, s,
+                cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, cp.dilation_h, cp.dilation_w,
+                g != 1 ? (" g" + std::to_string(g)).c_str() : "", to_string(dtype), ops::to_string(precision),
+                channels_last ? " channels-last" : "", divisor, slope);
   m.what = what;
   m.tensor = make_view(nullptr, dtype, shape).describe() + (channels_last ? " (channels-last)" : "");
   m.bytes_moved = static_cast<double>(es * (in_count + w_count + k + out_count));
-  m.flops = 2.0 * static_cast<double>(out_count) * c * r * s;
+  m.flops = 2.0 * static_cast<double>(out_count) * cg * r * s;
   check_memory(es * (in_count + w_count + k + out_count), current_device());
 
   // Values drawn in float, rounded to the dtype: the reference uses exactly what the GPU reads.
@@ -147,7 +209,7 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, 
     for (std::size_t i = b; i < e; ++i) x[i] = round_to_dtype(static_cast<float>(uniform(state, -1, 1)));
   });
   std::uint64_t state = seed + 1;
-  double scale = 1.0 / std::sqrt(double(c * r * s));
+  double scale = 1.0 / std::sqrt(double(cg * r * s));
   for (auto& v : wt) v = round_to_dtype(static_cast<float>(uniform(state, -scale, scale)));
   for (auto& v : bias) v = round_to_dtype(static_cast<float>(uniform(state, -scale, scale)));
 
@@ -156,7 +218,7 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, 
     return channels_last ? ((ni * h + yi) * w + xi) * c + ci : ((ni * c + ci) * h + yi) * w + xi;
   };
   auto w_pos = [&](std::size_t ko, std::size_t ci, std::size_t yi, std::size_t xi) {
-    return channels_last ? ((ko * r + yi) * s + xi) * c + ci : ((ko * c + ci) * r + yi) * s + xi;
+    return channels_last ? ((ko * r + yi) * s + xi) * cg + ci : ((ko * cg + ci) * r + yi) * s + xi;
   };
   auto out_pos = [&](std::size_t ni, std::size_t ko, std::size_t yi, std::size_t xi) {
     return channels_last ? ((ni * oh + yi) * ow + xi) * k + ko : ((ni * k + ko) * oh + yi) * ow + xi;
@@ -185,7 +247,7 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, 
   upload(dw, wt, [&](auto put) {
     std::size_t i = 0;
     for (std::size_t ko = 0; ko < std::size_t(k); ++ko)
-      for (std::size_t ci = 0; ci < std::size_t(c); ++ci)
+      for (std::size_t ci = 0; ci < std::size_t(cg); ++ci)
         for (std::size_t yi = 0; yi < std::size_t(r); ++yi)
           for (std::size_t xi = 0; xi < std::size_t(s); ++xi) put(i++, w_pos(ko, ci, yi, xi));
   });
@@ -205,11 +267,11 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, 
     return v;
   };
   TensorView vx = view(dx.as<void>(), shape);
-  TensorView vw = view(dw.as<void>(), {k, c, r, s});
+  TensorView vw = view(dw.as<void>(), {k, cg, r, s});
   TensorView vb = make_view(db.as<void>(), dtype, {k});
   TensorView vy = view(dy.as<void>(), {n, k, oh, ow});
   auto launch = [&] {
-    ops::conv2d_div_leaky_relu(vx, vw, vb, vy, ops::Conv2dParams{}, divisor, slope, stream, precision);
+    ops::conv2d_div_leaky_relu(vx, vw, vb, vy, cp, divisor, slope, stream, precision);
   };
   time_first_call(m, stream, launch);
   std::vector<unsigned char> raw(out_count * es);
@@ -248,11 +310,17 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, DType dtype, 
     int ox = int(idx % ow), oy = int(idx / ow % oh), ko = int(idx / (std::size_t(ow) * oh) % k);
     int ni = int(idx / (std::size_t(ow) * oh * k));
     double acc = bias[ko], mag = std::fabs(bias[ko]);
-    for (int ci = 0; ci < c; ++ci) {
+    const int group = ko / kg;
+    for (int cl = 0; cl < cg; ++cl) {
+      const int ci = group * cg + cl;
       for (int dy_ = 0; dy_ < r; ++dy_) {
+        const int iy = oy * cp.stride_h - cp.pad_h + dy_ * cp.dilation_h;
+        if (iy < 0 || iy >= h) continue;  // zero padding
         for (int dx_ = 0; dx_ < s; ++dx_) {
-          double p = double(x[((std::size_t(ni) * c + ci) * h + oy + dy_) * w + ox + dx_]) *
-                     wt[((std::size_t(ko) * c + ci) * r + dy_) * s + dx_];
+          const int ix = ox * cp.stride_w - cp.pad_w + dx_ * cp.dilation_w;
+          if (ix < 0 || ix >= w) continue;
+          double p = double(x[((std::size_t(ni) * c + ci) * h + iy) * w + ix]) *
+                     wt[((std::size_t(ko) * cg + cl) * r + dy_) * s + dx_];
           acc += p;
           mag += std::fabs(p);
         }
@@ -326,6 +394,13 @@ int run_op(const RunOptions& options) {
       throw InvalidArgument(std::string("--precision: ") + e.what());
     }
   }
+  if (!conv && (options.filters || options.stride || options.padding || options.dilation || options.groups)) {
+    throw InvalidArgument("--filters, --stride, --padding, --dilation, --groups: only conv2d takes them, not '" +
+                          options.op + "'");
+  }
+  const std::vector<std::int64_t> conv_shape =
+      options.shape.empty() ? std::vector<std::int64_t>{128, 8, 128, 128} : options.shape;
+  const ConvLayer layer = conv ? conv_layer_of(options, conv_shape) : ConvLayer{};
   ops::Op op = conv ? ops::Op::relu() : op_from_name(options);  // bad input: exit 2 before the GPU
   if (!conv) op.validate();
   if (!conv && (op.min_inputs() > 1 || op.outputs() > 1)) {
@@ -336,8 +411,8 @@ int run_op(const RunOptions& options) {
   require_gpu(options.device);
   Measurement m;
   if (conv) {
-    auto shape = options.shape.empty() ? std::vector<std::int64_t>{128, 8, 128, 128} : options.shape;
-    m = measure_conv2d(shape, *dtype, channels_last, options.divisor, options.slope, precision, options.repeat);
+    m = measure_conv2d(conv_shape, layer, *dtype, channels_last, options.divisor, options.slope, precision,
+                       options.repeat);
   } else {
     auto shape = options.shape.empty() ? std::vector<std::int64_t>{4096, 393216} : options.shape;
     m = measure_elementwise(op, *dtype, shape, options.repeat);
@@ -383,9 +458,10 @@ int run_bench(const BenchOptions& options) {
     rows.push_back(measure_elementwise(ops::Op::leaky_relu(0.01), dtype, big, options.repeat));
   }
   rows.push_back(measure_elementwise(ops::Op::div_leaky_relu(2, 0.01), DType::f32, big, options.repeat));
-  rows.push_back(measure_conv2d(conv, DType::f32, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
-  rows.push_back(measure_conv2d(conv, DType::f16, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
-  rows.push_back(measure_conv2d(conv, DType::bf16, true, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  const ConvLayer seed;  // 64 filters 3x3, no padding
+  rows.push_back(measure_conv2d(conv, seed, DType::f32, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  rows.push_back(measure_conv2d(conv, seed, DType::f16, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  rows.push_back(measure_conv2d(conv, seed, DType::bf16, true, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
 
   std::printf("GPU %d: %s; medians of %d launches (CUDA events)\n\n", options.device,
               device_info(options.device).name.c_str(), options.repeat);
