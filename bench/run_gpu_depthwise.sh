@@ -24,7 +24,7 @@ main() {
   export CUINLINE_CACHE_DIR CUINLINE_LOG_LEVEL=warn
   CUINLINE_CACHE_DIR=$(mktemp -d)
   echo "== gpu tests"
-  "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*RandomShapes*:*ChannelOperand*:*CallsRun*' 2>&1 |
+  "$build/tests/test_conv2d_dtypes_gpu" --gtest_brief=1 --gtest_filter='*RandomShapes*:*ChannelOperand*:*CallsRun*:*ChannelPairs*' 2>&1 |
     grep -E "seed|PASSED|FAILED|Failure" | head -n 20
   for dt in f32 f16; do
     echo "== KernelBench depthwise, $dt"

@@ -99,7 +99,7 @@ struct Plan {
   static constexpr int kRows = RowFastOf<S>::rows;
   static constexpr int kRowGroups = (S::kOH + kRows - 1) / kRows;  // row groups a column
   static constexpr long long kItems = kChannelFast ? (long long)S::kOH * kColGroups * S::kCout
-                                      : kRowFast   ? (long long)S::kCout * kRowGroups * S::kOW
+                                      : kRowFast   ? (long long)(S::kCout / S::kCoTile) * kRowGroups * S::kOW
                                                    : kPixels;
   static constexpr int kTilesX = (int)((kItems + kThreads - 1) / kThreads);
   static constexpr int kTilesY = 1;
@@ -118,12 +118,17 @@ struct Plan {
   static constexpr long long kWY = S::kWNhwc ? (long long)S::kKW * kCinG : S::kKW;
   static constexpr long long kWX = S::kWNhwc ? kCinG : 1;
   static_assert(S::kCin % kGroups == 0 && S::kCout % kGroups == 0, "groups divide the channels");
-  static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0, "a thread's channels in one group");
+  // (Except a row-fast thread's channel pair: two groups of one channel, below.)
+  static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0 || (RowFastOf<S>::value != 0 && kCoutG == 1),
+                "a thread's channels in one group");
   static_assert(!kChannelFast || (S::kCoTile == 1 && kCinG == 1 && kPix >= 1 && kPix <= 8),
                 "channel-fast (depthwise): one output channel of up to 8 columns a thread");
-  static_assert(!kRowFast || (!kChannelFast && S::kCoTile == 1 && kCinG == 1 && kRows >= 1 && kRows <= 8 &&
-                              S::kKH * S::kKW <= 49),
-                "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 49 taps");
+  static_assert(!kRowFast || (!kChannelFast && kCinG == 1 && kRows >= 1 && kRows <= 8 && S::kKH * S::kKW <= 49 &&
+                              (S::kCoTile == 1 ||
+                               (S::kCoTile == 2 && kCoutG == 1 && S::kInNhwc && S::kCout % 2 == 0 &&
+                                sizeof(typename S::storage) == 2 && S::kKH * S::kKW <= 25))),
+                "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 49 taps, or a pair "
+                "of a channels-last 16-bit input's channels, up to 25 taps");
   // A channels-last input whose pixels and groups start on 16-byte boundaries (with an aligned
   // pointer, checked at run time): a pixel's channels read 16 bytes a load.
   static constexpr int kVec = Vec16<typename S::storage>::kN;
@@ -164,6 +169,25 @@ __device__ __forceinline__ void load16(const H* p, float (&x)[8]) {
   }
 }
 
+// Two adjacent 16-bit storage elements at a 4-byte aligned p, widened to fp32 / stored as one word.
+template <class H>
+__device__ __forceinline__ void load_pair(const H* p, float& x0, float& x1) {
+  const unsigned v = __ldg(reinterpret_cast<const unsigned*>(p));
+  H h0, h1;
+  h0.bits = static_cast<unsigned short>(v), h1.bits = static_cast<unsigned short>(v >> 16);
+  x0 = ew_traits<H>::to_op(h0), x1 = ew_traits<H>::to_op(h1);
+}
+__device__ __forceinline__ void load_pair(const float* p, float& x0, float& x1) {  // (not instantiated)
+  x0 = __ldg(p), x1 = __ldg(p + 1);
+}
+template <class H>
+__device__ __forceinline__ void store_pair(H* p, H y0, H y1) {
+  *reinterpret_cast<unsigned*>(p) = static_cast<unsigned>(y0.bits) | static_cast<unsigned>(y1.bits) << 16;
+}
+__device__ __forceinline__ void store_pair(float* p, float y0, float y1) {  // (not instantiated)
+  p[0] = y0, p[1] = y1;
+}
+
 }  // namespace cuinline_conv2d_generic_detail
 
 /// input, weight, output and residual in the layouts of S (see the file comment); bias [kCout]
@@ -181,6 +205,8 @@ __global__ void __launch_bounds__(S::kThreads)
   const E ep{chan};
   using T = typename S::storage;
   using cuinline_conv2d_generic_detail::load_op;
+  using cuinline_conv2d_generic_detail::load_pair;
+  using cuinline_conv2d_generic_detail::store_pair;
   (void)row_tiles;
   const long long item = (long long)blockIdx.x * P::kThreads + threadIdx.x;
   if (item >= P::kItems) return;
@@ -228,15 +254,18 @@ __global__ void __launch_bounds__(S::kThreads)
     return;
   }
   if constexpr (P::kRowFast) {
-    // Output channel co, rows oy0 .. oy0 + kRows - 1 of column ox; input row j of the span feeds
-    // output row p where j - p kSH is a filter row's offset kh kDH. Each output's sum runs over kh,
-    // then kw, as below; taps in the padding are skipped (not multiplied by zero).
+    // Output channels co .. co + kCh - 1 (kCh = kCoTile: 1, or 2 adjacent channels of a channels-last
+    // 16-bit input), rows oy0 .. oy0 + kRows - 1 of column ox; input row j of the span feeds output
+    // row p where j - p kSH is a filter row's offset kh kDH. Each output's sum runs over kh, then kw,
+    // as below; taps in the padding are skipped (not multiplied by zero).
     // (Items: with a channels-last input channels fastest, else columns fastest, so that a warp's
     // loads are consecutive elements.)
+    constexpr int kCh = S::kCoTile;
+    constexpr int kChGroups = S::kCout / kCh;
     int ox, oy0, co;
     if constexpr (S::kInNhwc) {
-      co = (int)(item % S::kCout);
-      const long long rest = item / S::kCout;
+      co = (int)(item % kChGroups) * kCh;
+      const long long rest = item / kChGroups;
       ox = (int)(rest % S::kOW);
       oy0 = (int)(rest / S::kOW) * P::kRows;
     } else {
@@ -245,15 +274,28 @@ __global__ void __launch_bounds__(S::kThreads)
       oy0 = (int)(rest % P::kRowGroups) * P::kRows;
       co = (int)(rest / P::kRowGroups);
     }
+    // (A pair's input channels are co, co + 1 too: one output channel a group.)
     const T* in_c = input + n * P::kInN + (long long)(co / P::kCoutG) * P::kInC;
-    const T* w_co = weight + co * P::kWO;
     constexpr int kTaps = S::kKH * S::kKW;
-    float w[kTaps];
+    float w[kCh][kTaps];
 #pragma unroll
-    for (int t = 0; t < kTaps; ++t) w[t] = load_op(w_co + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
-    float acc[P::kRows];
+    for (int c = 0; c < kCh; ++c) {
 #pragma unroll
-    for (int p = 0; p < P::kRows; ++p) acc[p] = 0.0f;
+      for (int t = 0; t < kTaps; ++t) {
+        w[c][t] = load_op(weight + (co + c) * P::kWO + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
+      }
+    }
+    float acc[kCh][P::kRows];
+#pragma unroll
+    for (int c = 0; c < kCh; ++c) {
+#pragma unroll
+      for (int p = 0; p < P::kRows; ++p) acc[c][p] = 0.0f;
+    }
+    // A pair is read (and stored) as one 32-bit word where the pointers allow it.
+    const bool words = kCh == 2 && ((reinterpret_cast<unsigned long long>(input) |
+                                     reinterpret_cast<unsigned long long>(output) |
+                                     (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) &
+                                    3) == 0;
     constexpr int kSpan = (P::kRows - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // input rows
     const int ix0 = ox * S::kSW - S::kPW;
     const bool interior = ix0 >= 0 && ix0 + (S::kKW - 1) * S::kDW < S::kW;
@@ -263,13 +305,24 @@ __global__ void __launch_bounds__(S::kThreads)
       const int iy = iy0 + j;
       if (iy < 0 || iy >= S::kH) continue;  // zero padding
       const T* row = in_c + iy * P::kInY;
-      float xs[S::kKW];
+      float xs[kCh][S::kKW];
       bool ok[S::kKW];
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
         const int ix = ix0 + kw * S::kDW;
         ok[kw] = interior || (ix >= 0 && ix < S::kW);
-        xs[kw] = ok[kw] ? load_op(row + ix * P::kInX) : 0.0f;
+        if constexpr (kCh == 2) {
+          if (!ok[kw]) {
+            xs[0][kw] = xs[1][kw] = 0.0f;
+          } else if (words) {
+            load_pair(row + ix * P::kInX, xs[0][kw], xs[1][kw]);
+          } else {
+            xs[0][kw] = load_op(row + ix * P::kInX);
+            xs[1][kw] = load_op(row + ix * P::kInX + 1);
+          }
+        } else {
+          xs[0][kw] = ok[kw] ? load_op(row + ix * P::kInX) : 0.0f;
+        }
       }
 #pragma unroll
       for (int p = 0; p < P::kRows; ++p) {
@@ -278,20 +331,41 @@ __global__ void __launch_bounds__(S::kThreads)
         const int kh = off / S::kDH;
 #pragma unroll
         for (int kw = 0; kw < S::kKW; ++kw) {
-          if (ok[kw]) acc[p] = __fmaf_rn(xs[kw], w[kh * S::kKW + kw], acc[p]);
+#pragma unroll
+          for (int c = 0; c < kCh; ++c) {
+            if (ok[kw]) acc[c][p] = __fmaf_rn(xs[c][kw], w[c][kh * S::kKW + kw], acc[c][p]);
+          }
         }
       }
     }
-    const float b = S::kHasBias ? load_op(bias + co) : 0.0f;
+    float b[kCh];
+#pragma unroll
+    for (int c = 0; c < kCh; ++c) b[c] = S::kHasBias ? load_op(bias + co + c) : 0.0f;
 #pragma unroll
     for (int p = 0; p < P::kRows; ++p) {
       const int oy = oy0 + p;
       if (S::kOH % P::kRows != 0 && oy >= S::kOH) break;
       // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
-      float v = acc[p] + b;
       const long long at = n * P::kOutN + co * P::kOutC + oy * P::kOutY + ox * P::kOutX;
-      if (S::kHasResidual) v += load_op(residual + at);
-      output[at] = ew_traits<T>::from_op(ep(v, co));
+      float v[kCh];
+#pragma unroll
+      for (int c = 0; c < kCh; ++c) v[c] = acc[c][p] + b[c];
+      if constexpr (kCh == 2 && S::kOutNhwc) {  // the pair adjacent in the output too
+        if (words) {
+          if (S::kHasResidual) {
+            float r0, r1;
+            load_pair(residual + at, r0, r1);
+            v[0] += r0, v[1] += r1;
+          }
+          store_pair(output + at, ew_traits<T>::from_op(ep(v[0], co)), ew_traits<T>::from_op(ep(v[1], co + 1)));
+          continue;
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kCh; ++c) {
+        if (S::kHasResidual) v[c] += load_op(residual + at + c * P::kOutC);
+        output[at + c * P::kOutC] = ew_traits<T>::from_op(ep(v[c], co + c));
+      }
     }
     return;
   }

@@ -788,7 +788,8 @@ TEST(Conv2dDtypesGpu, ChannelOperandEpiloguesOnEveryKernel) {
       {{2, 32, 17, 23, 40, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::bf16, false, false, fp32}, // padded tile
       {{2, 32, 17, 23, 40, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, true, true, fp32},
       {{2, 32, 15, 15, 32, 3, 3, g4, true, true}, DType::f16, true, false, fp32},                           // general
-      {{2, 24, 30, 30, 24, 3, 3, depthwise, true}, DType::f32, true, true, fp32},                           // channel-fast
+      {{2, 24, 30, 30, 24, 3, 3, depthwise, true}, DType::f32, true, true, fp32},                           // row-fast
+      {{2, 24, 30, 30, 24, 3, 3, depthwise, true, true}, DType::f16, true, true, fp32},                     // channel pairs
       {{2, 8, 34, 34, 40, 3, 3, Conv2dParams{}, true, true}, DType::f32, true, true, fp32},                 // transposed
   };
   // in1 = m (0.5 .. 1.5), in2 = b2 (normal); the epilogues in float64.
@@ -850,6 +851,46 @@ TEST(Conv2dDtypesGpu, ChannelOperandEpiloguesOnEveryKernel) {
       EXPECT_LE(err, c.precision == Conv2dPrecision::tf32 ? 2e-3 : tolerance(c.dt));
       std::printf("  %-110s rel L2 %.2e\n", v.name().substr(0, 110).c_str(), err);
     }
+  }
+}
+
+// Depthwise with a channels-last f16 / bf16 input: a row-fast thread computes two adjacent channels,
+// read and stored as 32-bit words where the input, output and residual pointers are 4-byte aligned,
+// else one element at a time. The same call with every tensor one element (2 bytes) past its
+// allocation's alignment gives the aligned call's output bit for bit, and both match float64.
+TEST(Conv2dDtypesGpu, DepthwiseChannelPairsWithMisalignedTensors) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  std::mt19937_64 rng(test::fresh_seed());
+  Conv2dParams p = Conv2dParams::square(1, 1);
+  p.groups = 48;
+  const Shape s{2, 48, 23, 19, 48, 3, 3, p, true, true};
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, true, rng);
+    const HostTensor wt = random_tensor(s.cout, 1, 3, 3, dt, false, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, s.h, s.w, dt, true, rng);
+    HostTensor y{s.n, s.cout, s.h, s.w, dt, true, std::vector<double>(r.size())};
+    std::vector<std::vector<unsigned char>> outs;
+    for (std::size_t shift : {0, 2}) {
+      DeviceCopy dx = upload(x, shift), dw = upload(wt), db = upload(b), dr = upload(r, shift), dy = upload(y, shift);
+      dy.buffer.fill_u32(0xffffffffu);
+      const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125),
+                                                 Conv2dPrecision::fp32, dr.view);
+      SCOPED_TRACE(v.name() + (shift ? " misaligned" : " aligned"));
+      const Conv2dTiling t = planned(v);
+      EXPECT_TRUE(t.row_fast);
+      EXPECT_EQ(t.channels_per_thread, 2);
+      Stream stream;
+      conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream, Conv2dPrecision::fp32,
+             dr.view);
+      stream.synchronize();
+      ASSERT_NO_FATAL_FAILURE(expect_matches_reference(s, x, wt, b, y, dy, shift, v.name()));
+      std::vector<unsigned char> raw(y.bytes() + shift);
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      outs.emplace_back(raw.begin() + static_cast<std::ptrdiff_t>(shift), raw.end());
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "the word and element paths differ";
   }
 }
 

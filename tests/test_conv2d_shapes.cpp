@@ -128,7 +128,8 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         // (Row-fast — depthwise, up to 49 taps: a thread a column's rows and a channel.)
         const std::int64_t items =
             t.channel_fast ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
-            : t.row_fast   ? v.out_channels * ((v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_width()
+            : t.row_fast   ? v.out_channels / t.channels_per_thread *
+                               ((v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_width()
                            : v.out_height() * v.out_width();
         const bool depthwise = v.params.groups > 1 && v.params.groups == v.in_channels;
         EXPECT_EQ(t.row_fast, depthwise && v.kernel_h * v.kernel_w <= 49);

@@ -86,11 +86,17 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
     }
   } else if (t.row_fast) {
     t.threads_x = 128;
-    t.channels_per_thread = 1;
+    // A channels-last f16 / bf16 input (one output channel a group, an even count, up to 25 taps): two
+    // adjacent channels a thread, read as one 32-bit word.
+    t.channels_per_thread = v.input_layout == Conv2dLayout::nhwc && v.dtype != DType::f32 &&
+                                    v.out_channels == v.in_channels && v.in_channels % 2 == 0 &&
+                                    v.kernel_h * v.kernel_w <= 25
+                                ? 2
+                                : 1;
     const int rows = v.params.stride_h == 1 ? 8 : v.params.stride_h == 2 ? 4 : 2;
     t.pixels_per_thread = static_cast<int>(std::min<std::int64_t>(rows, v.out_height()));
     const std::int64_t row_groups = (v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread;
-    const std::int64_t items = std::int64_t{v.out_channels} * row_groups * v.out_width();
+    const std::int64_t items = std::int64_t{v.out_channels / t.channels_per_thread} * row_groups * v.out_width();
     if ((items + t.threads_x - 1) / t.threads_x > 0x7fffffff) {
       throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
     }
