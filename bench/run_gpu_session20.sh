@@ -12,7 +12,7 @@ OUT=${OUT:-/tmp/cuinline-s20}
 mkdir -p "$OUT"
 build=${CUINLINE_BUILD_DIR:-build-gpu}
 phase=${PHASE:-a}
-reruns='^(sm75|sm86|transposed)\.'
+reruns=${RERUNS:-'^(sm75|sm86|transposed)\.'}  # (phase b: RERUNS picks others; EXTRAS=0 / PEERS=0 skip parts)
 
 main() {
   t0=$(date +%s)
@@ -34,6 +34,7 @@ main() {
     CUINLINE_CACHE_DIR=$(mktemp -d) timeout 300 ctest --test-dir "$build" -L gpu -R "$reruns" --timeout 250 \
       --output-on-failure >"$OUT/ctest_b.txt" 2>&1
     grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/ctest_b.txt" | head -n 30
+    if [ "${EXTRAS:-1}" = 1 ]; then
     echo "== C API from PyTorch"
     CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_capi_check.py \
       "$build-shared/libcuinline.so" >"$OUT/torch_capi.txt" 2>&1
@@ -49,9 +50,12 @@ main() {
       echo "-- $args"
       timeout 60 "$build/cuinline" run conv2d $args --repeat 10 2>&1 | grep -E "^op|^check|^time|error" | cut -c1-200
     done
+    fi
+    if [ "${PEERS:-1}" = 1 ]; then
     echo "== grouped / depthwise beside PyTorch"
     PYTHONUNBUFFERED=1 timeout 120 python3 bench/conv2d_grouped_peers.py --lib "$build-shared/libcuinline.so" \
       --out "$OUT/grouped.md" --no-compile 2>&1 | tail -n 22 | cut -d'|' -f2-8
+    fi
   fi
   echo "== total: $(($(date +%s) - t0)) s"
 }
