@@ -255,6 +255,18 @@ TEST_F(Conv2dDtypeArgs, AlignmentIsPartOfTheKeyWhereItChangesTheKernel) {
   const TensorView y3 = channels_last(fake(0x400002), DType::f16, 2, 3, 14, 14);
   const TensorView b3 = TensorView::contiguous(fake(0x300000), DType::f16, {3});
   EXPECT_TRUE(conv2d_variant_for(x, w3, b3, y3, {}, epi).output_aligned);
+  // An NCHW output of odd rows (89) and an even plane (6 x 89): sm90's halo form stores along a row
+  // (one output a store), the sm80 / sm86 plans of the same call along the plane (pairs). The flag
+  // holds for every plan: 2 bytes off is unaligned, 4 bytes off aligned.
+  Conv2dParams hp;
+  hp.stride_h = 2, hp.pad_h = 3, hp.pad_w = 2, hp.dilation_h = 2, hp.dilation_w = 2;
+  const TensorView xh = TensorView::contiguous(fake(0x100000), DType::bf16, {1, 1, 7, 87});
+  const TensorView wh = TensorView::contiguous(fake(0x200000), DType::bf16, {2, 1, 2, 2});
+  const Conv2dVariant h2 = conv2d_variant_for(xh, wh, TensorView{}, TensorView::contiguous(fake(0x400002), DType::bf16, {1, 2, 6, 89}), hp, epi);
+  EXPECT_TRUE(conv2d_tiling(h2).halo) << h2.name();
+  EXPECT_FALSE(h2.output_aligned);
+  EXPECT_TRUE(conv2d_variant_for(xh, wh, TensorView{}, TensorView::contiguous(fake(0x400004), DType::bf16, {1, 2, 6, 89}), hp, epi)
+                  .output_aligned);
   // f32: the inputs never (4-byte copies); an NCHW output where the direct and Winograd kernels
   // store vectors (float4 / float2): a contiguous batch slice of an odd-sized plane is 4-byte aligned.
   const TensorView x32 = channels_last(fake(0x100004), DType::f32, 2, 8, 16, 16);

@@ -34,7 +34,9 @@ class TempDir {
 
 // A seed that differs on every run (tests never run on the same data twice), printed on failure
 // through SCOPED_TRACE by the caller if wanted.
+// A new seed each run (tests print it), or CUINLINE_TEST_SEED's value to replay a printed one.
 inline std::uint64_t fresh_seed() {
+  if (const char* e = std::getenv("CUINLINE_TEST_SEED"); e != nullptr && *e != '\0') return std::strtoull(e, nullptr, 10);
   return std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
 }
 

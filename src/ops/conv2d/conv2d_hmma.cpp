@@ -225,7 +225,13 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   // The halo form copies an NCHW input of whole 16-byte rows (W % 8 == 0) by cp.async too.
   if (halo_nchw_copy(v) && hmma_halo(v)) used |= in;
   v.inputs_aligned = (used & 15u) == 0;
-  const int vec = hmma_out_vec(v);
+  // The flag must hold for the plan a call runs on its device (conv2d_variant_for_device), not only
+  // for sm90's: off sm90 the mma.sync tilings (no halo form, no wgmma) store up to 4 outputs along the
+  // whole NCHW plane, where sm90's halo form stores along a row. (An NCHW output of odd rows and an
+  // even plane, 2 bytes off, was found aligned for the halo form's single stores and faulted on the
+  // sm86 plan: CUDA_ERROR_MISALIGNED_ADDRESS, H100, 2026-11-26.)
+  const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
+  const int vec = std::max(hmma_out_vec(v), run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1);
   const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
   if (vec > 1) v.output_aligned = out % (2u * vec) == 0;  // (a null residual is aligned)
 }
