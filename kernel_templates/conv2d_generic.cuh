@@ -126,9 +126,9 @@ struct Plan {
   static_assert(!kRowFast || (!kChannelFast && kCinG == 1 && kRows >= 1 && kRows <= 8 && S::kKH * S::kKW <= 49 &&
                               (S::kCoTile == 1 ||
                                (S::kCoTile == 2 && kCoutG == 1 && S::kInNhwc && S::kCout % 2 == 0 &&
-                                sizeof(typename S::storage) == 2 && S::kKH * S::kKW <= 25))),
+                                sizeof(typename S::storage) == 2 && S::kKH * S::kKW <= 9))),
                 "row-fast (depthwise): one output channel of up to 8 rows a thread, up to 49 taps, or a pair "
-                "of a channels-last 16-bit input's channels, up to 25 taps");
+                "of a channels-last 16-bit input's channels, up to 9 taps");
   // A channels-last input whose pixels and groups start on 16-byte boundaries (with an aligned
   // pointer, checked at run time): a pixel's channels read 16 bytes a load.
   static constexpr int kVec = Vec16<typename S::storage>::kN;
