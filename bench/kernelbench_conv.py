@@ -33,6 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from conv2d_half_peers import time_ms  # (L2 flushed before each timed call, median)
 from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
 
 
@@ -83,23 +84,6 @@ LEVEL2 = [
     ("L2-87 Conv2d_Subtract_Subtract_Mish", 128, 8, 256, 256, 64, "expr(" + mish_expr("x - 0.5f - 0.2f") + ")", [],
      lambda y, p: F.mish(y - 0.5 - 0.2)),
 ]
-
-
-def time_ms(fn, flush, samples, warmup=2):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(samples):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 class Lib:
