@@ -249,9 +249,10 @@ void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView
   }
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const TensorView& t = operands[k];
-    const std::string name = "channel operand " + std::to_string(k + 1) + " (in" + std::to_string(k + 1) + ")";
+    // (Every call checks its operands: the name is built only for a refusal.)
+    const auto named = [k] { return "channel operand " + std::to_string(k + 1) + " (in" + std::to_string(k + 1) + ")"; };
     if (t.dtype != v.dtype) {
-      bad(name + " is " + cuinline::to_string(t.dtype) + " but the conv's tensors are " + cuinline::to_string(v.dtype));
+      bad(named() + " is " + cuinline::to_string(t.dtype) + " but the conv's tensors are " + cuinline::to_string(v.dtype));
     }
     // The channel axis: the only extent that is not 1 (any axis of a 1-D or 3-D view is the first
     // of [Cout] / [Cout, 1, 1]; a 4-D view's is axis 1).
@@ -261,18 +262,18 @@ void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView
       shape_ok = t.shape[d] == (d == axis ? v.out_channels : 1);
     }
     if (!shape_ok) {
-      bad(name + " " + t.describe() + " is not a per-channel vector of the " + std::to_string(v.out_channels) +
+      bad(named() + " " + t.describe() + " is not a per-channel vector of the " + std::to_string(v.out_channels) +
           " output channels ([" + std::to_string(v.out_channels) + "], [" + std::to_string(v.out_channels) +
           ", 1, 1] or [1, " + std::to_string(v.out_channels) + ", 1, 1])");
     }
-    if (t.data == nullptr) bad(name + " is a null pointer");
+    if (t.data == nullptr) bad(named() + " is a null pointer");
     if (v.out_channels > 1 && t.strides[axis] != 1) {
-      bad(name + " " + t.describe() + " has strides " + describe_strides(t) + ": its channels must be contiguous");
+      bad(named() + " " + t.describe() + " has strides " + describe_strides(t) + ": its channels must be contiguous");
     }
     if (reinterpret_cast<std::uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
-      bad(name + " is not aligned to its " + std::to_string(dtype_size(t.dtype)) + "-byte elements");
+      bad(named() + " is not aligned to its " + std::to_string(dtype_size(t.dtype)) + "-byte elements");
     }
-    if (overlap(t, output)) bad(name + " overlaps the output");
+    if (overlap(t, output)) bad(named() + " overlaps the output");
   }
 }
 
