@@ -328,11 +328,12 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 ///            in the same kernel and added to conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
 ///   channel_operands  the epilogue's per-output-channel operands, as many as it reads
-///            (conv2d_epilogue_operands): operand k is the epilogue's in<k> (or its expression's
-///            input k), each T of shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] with the channel
+///            (conv2d_epilogue_operands): channel_operands[k - 1] is the epilogue's in<k> (or its
+///            expression's input k, input 0 being the conv value), each T of shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] with the channel
 ///            axis contiguous — PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W: relu(conv)
-///            + b2 is epilogue "relu|add(in1)" with {b2}; conv * m then LeakyReLU then GELU is
-///            `expr([x, m] gelu(leaky(x * m)))`. Computed in fp32 with the rest of the epilogue.
+///            + b2 is epilogue "relu|add(in1)" with {b2}; conv * m then ReLU is
+///            `expr([x, m] fmaxf(x * m, 0.0f))` with {m} (an expression names its inputs: the conv
+///            value first). Computed in fp32 with the rest of the epilogue.
 /// Throws InvalidArgument (before anything is compiled or launched) for a dtype other than f32,
 /// f16 or bf16, tensors of different dtypes, mismatched channels (or groups that do not divide them), a weight or bias or output shape
 /// that does not match, strides that are neither contiguous nor channels-last (or a residual
