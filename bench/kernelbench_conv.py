@@ -25,7 +25,6 @@ Usage: kernelbench_conv.py --lib build-shared/libcuinline.so [--out kb.md] [--co
 """
 import argparse
 import ctypes
-import math
 import sys
 import time
 

@@ -177,15 +177,9 @@ __device__ __forceinline__ void load_pair(const H* p, float& x0, float& x1) {
   h0.bits = static_cast<unsigned short>(v), h1.bits = static_cast<unsigned short>(v >> 16);
   x0 = ew_traits<H>::to_op(h0), x1 = ew_traits<H>::to_op(h1);
 }
-__device__ __forceinline__ void load_pair(const float* p, float& x0, float& x1) {  // (not instantiated)
-  x0 = __ldg(p), x1 = __ldg(p + 1);
-}
 template <class H>
 __device__ __forceinline__ void store_pair(H* p, H y0, H y1) {
   *reinterpret_cast<unsigned*>(p) = static_cast<unsigned>(y0.bits) | static_cast<unsigned>(y1.bits) << 16;
-}
-__device__ __forceinline__ void store_pair(float* p, float y0, float y1) {  // (not instantiated)
-  p[0] = y0, p[1] = y1;
 }
 
 }  // namespace cuinline_conv2d_generic_detail
