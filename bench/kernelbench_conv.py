@@ -145,7 +145,7 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
         torch.backends.cudnn.allow_tf32 = False
         err_eager = rel_l2(eager()[:2], ref64)
         t, ok, err = {}, {}, {}
-        precisions = ("fp32", "tf32") if x.dtype == torch.float32 else ("fp32",)
+        precisions = tuple(args.precisions.split(",")) if x.dtype == torch.float32 else ("fp32",)
         for precision in precisions:
             outs, calls = [], []
             cur = x
@@ -185,13 +185,17 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
         lines.append(row)
         print(row + f"  ({time.time() - t0:.0f} s)", flush=True)
         return ok["fp32"]
-    row = (f"| {name} | {'ok' if ok['fp32'] else 'FAIL'} / {'ok' if ok['tf32'] else 'FAIL'} | {t['fp32']:.3f} | "
-           f"{t['tf32']:.3f} | {t['eager']:.3f} | {t['eager_tf32']:.3f} | {comp_s} | {t['eager'] / t['fp32']:.2f}x | "
-           f"{t['eager_tf32'] / t['tf32']:.2f}x | {err['fp32']:.1e} / {err['tf32']:.1e} | "
-           f"{err_eager:.1e} / {err_eager_tf32:.1e} |")
+    def cell(p, fmt):  # (a precision not run: --precisions)
+        return fmt(p) if p in t else "-"
+    ok_s = cell("fp32", lambda p: "ok" if ok[p] else "FAIL") + " / " + cell("tf32", lambda p: "ok" if ok[p] else "FAIL")
+    ms = [cell(p, lambda q: f"{t[q]:.3f}") for p in ("fp32", "tf32")]
+    vs = [cell("fp32", lambda q: f"{t['eager'] / t[q]:.2f}x"), cell("tf32", lambda q: f"{t['eager_tf32'] / t[q]:.2f}x")]
+    errs = [cell(p, lambda q: f"{err[q]:.1e}") for p in ("fp32", "tf32")]
+    row = (f"| {name} | {ok_s} | {ms[0]} | {ms[1]} | {t['eager']:.3f} | {t['eager_tf32']:.3f} | {comp_s} | {vs[0]} | "
+           f"{vs[1]} | {errs[0]} / {errs[1]} | {err_eager:.1e} / {err_eager_tf32:.1e} |")
     lines.append(row)
     print(row + f"  ({time.time() - t0:.0f} s)", flush=True)
-    return ok["fp32"] and ok["tf32"]
+    return all(ok.values())
 
 
 def conv_out(hw, m):
@@ -206,6 +210,7 @@ def main():
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--only", help="comma-separated problem numbers / names (e.g. 63,L2-54)")
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
+    ap.add_argument("--precisions", default="fp32,tf32", help="cuinline's modes for f32 tensors (fp32, tf32)")
     args = ap.parse_args()
     dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     lib = Lib(args.lib)

@@ -461,6 +461,86 @@ def main():
     bad = conv_ex(xg, wg, None, og, 1, 0, 1, gelu_epi, [])
     check("an epilogue's operands missing are refused with a message", bad != 0, lib.cuinline_last_error().decode())
 
+    # 8d. f32 in precision tf32 with at least 16 input channels (KernelBench's kind of layer: a 5 x 7 filter
+    # over 32 channels, a 3 x 3 over 64 into 128, channels-last, a residual, per-channel operands): an
+    # implicit GEMM on wgmma with TF32 operands, after a staging copy that rounds to TF32. On PyTorch's
+    # current stream against float64 beside PyTorch's own TF32 conv (cudnn.allow_tf32) on the same data;
+    # special values in the input; an output 4 bytes off its allocation; inside torch.cuda.graph replayed
+    # on new data.
+    def conv_tf32(x, wt, bias, res, out, padding, epi, operands):
+        keep = [desc(t) for t in operands]
+        arr = (Tensor * len(keep))(*keep) if keep else None
+        st, pd = (ctypes.c_int * 2)(1, 1), (ctypes.c_int * 2)(*padding)
+        return lib.cuinline_conv2d_ex(desc(x), desc(wt), desc(bias) if bias is not None else None,
+                                      desc(res) if res is not None else None, desc(out), st, pd, one, 1, epi, arr,
+                                      len(keep), b"tf32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+
+    def torch_tf32(fn):
+        torch.backends.cudnn.allow_tf32 = True
+        try:
+            return fn()
+        finally:
+            torch.backends.cudnn.allow_tf32 = False
+
+    for (n, c, h, w, k, kh, kw, pad), fmt, with_res, special in (
+            ((2, 32, 40, 48, 64, 5, 7, (1, 2)), torch.contiguous_format, False, False),
+            ((2, 64, 30, 30, 128, 3, 3, (1, 1)), cl, True, False),
+            ((2, 24, 33, 47, 40, 3, 3, (0, 0)), torch.contiguous_format, True, True)):
+        x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt)
+        if special:
+            x[0, 0, 5, 5] = float("nan")
+            x[1, 3, 10, 10] = float("inf")
+            x[1, 5, 20, 20] = -0.0
+            x[0, 7, 1, 1] = 1e-40  # a subnormal
+        wt = (torch.randn(k, c, kh, kw, device="cuda") / (c * kh * kw) ** 0.5).contiguous(memory_format=fmt)
+        bias = torch.randn(k, device="cuda")
+        b2 = torch.randn(k, 1, 1, device="cuda")
+        oh, ow = h + 2 * pad[0] - kh + 1, w + 2 * pad[1] - kw + 1
+        res = torch.randn(n, k, oh, ow, device="cuda").contiguous(memory_format=fmt) if with_res else None
+
+        def f(y, b2=b2, res=res):
+            return torch.relu(y + (res.to(y.dtype) if res is not None else 0)) + b2.to(y.dtype)
+        ref = f(F.conv2d(x.double(), wt.double(), bias.double(), 1, pad))
+        torch_out = torch_tf32(lambda: f(F.conv2d(x, wt, bias, 1, pad)))
+        out = torch.full(ref.shape, float("nan"), device="cuda").contiguous(memory_format=fmt)
+        stc = conv_tf32(x, wt, bias, res, out, pad, b"relu|add(in1)", [b2])
+        msg = lib.cuinline_last_error().decode() if stc != 0 else ""
+        torch.cuda.synchronize()
+        fin = torch.isfinite(ref)
+        same_nonfinite = torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.equal(
+            torch.isinf(out) & ~torch.isnan(ref), torch.isinf(ref))
+        err = ((out.double() - ref)[fin].norm() / ref[fin].norm()).item()
+        terr = ((torch_out.double() - ref)[fin].norm() / ref[fin].norm()).item()
+        close = torch.allclose(out[fin], torch_out[fin], atol=1e-2, rtol=1e-2)
+        layout = "channels-last" if fmt == cl else "NCHW"
+        check(f"f32 tf32 {layout} conv2d {c}->{k} {kh}x{kw}{' + residual' if with_res else ''}"
+              f"{' with NaN/Inf/-0/subnormal inputs' if special else ''} vs float64 and PyTorch TF32",
+              stc == 0 and err < max(2.5 * terr, 1.5e-3) and close and same_nonfinite,
+              f"rel L2 {err:.2e} (PyTorch TF32 {terr:.2e}) non-finite positions equal {same_nonfinite} {msg}")
+    # An output 4 bytes off its allocation (one float a store).
+    x = torch.randn(2, 32, 20, 21, device="cuda")
+    wt = torch.randn(16, 32, 3, 3, device="cuda") * 0.1
+    ref = F.conv2d(x.double(), wt.double(), None, 1, 1)
+    flat = torch.full((ref.numel() + 1,), float("nan"), device="cuda")
+    out = flat[1:].view(ref.shape)
+    stc = conv_tf32(x, wt, None, None, out, (1, 1), b"", [])
+    torch.cuda.synchronize()
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    check("f32 tf32 conv2d into an output 4 bytes off its allocation", stc == 0 and err < 1e-3 and
+          bool(flat[:1].isnan().all()), f"rel L2 {err:.2e}")
+    # In torch.cuda.graph, replayed on new data.
+    xg = torch.randn(2, 32, 36, 36, device="cuda")
+    wg = torch.randn(64, 32, 5, 5, device="cuda") * 0.05
+    og = torch.full((2, 64, 32, 32), float("nan"), device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        stg = conv_tf32(xg, wg, None, None, og, (0, 0), b"relu", [])
+    same = replays_match(g, xg, og, lambda e: conv_tf32(xg, wg, None, None, e, (0, 0), b"relu", []))
+    ref = torch.relu(F.conv2d(xg.double(), wg.double()))
+    err = ((og.double() - ref).norm() / ref.norm()).item()
+    check("f32 tf32 conv2d (staging copy + wgmma) in torch.cuda.graph, 3 replays on new data == eager, vs float64",
+          stg == 0 and same and err < 1e-3, f"rel L2 {err:.2e}")
+
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged) with tensors on cuda:1 and
     # cuda:1's current stream, eager and inside torch.cuda.graph; against float64.

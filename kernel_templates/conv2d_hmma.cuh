@@ -108,6 +108,9 @@ struct Plan {
   static constexpr int kBM = 16 * S::kMT * S::kWarpsM;
   static constexpr int kBN = 8 * S::kNT * S::kWarpsN;
   static constexpr int kBK = S::kBK;
+  // Bytes of a storage element: 2 (f16, bf16), or 4 (float: TF32 operands, the wgmma cp.async form
+  // only; see the top of the file).
+  static constexpr int kElem = (int)sizeof(typename S::storage);
   static constexpr long long kPixels = (long long)S::kOH * S::kOW;
   // The halo tiling (kHalo; see the top of the file): a block is kBM consecutive columns of one
   // output row, kSegs blocks a row.
@@ -117,7 +120,7 @@ struct Plan {
   static constexpr int kTilesX = kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM);
   static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
   static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kTapsPerStep = S::kCiPad == 8 ? 2 : 1;
+  static constexpr int kTapsPerStep = kElem == 2 && S::kCiPad == 8 ? 2 : 1;
   static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
   static constexpr int kSteps = kTapsPerStep == 2 ? (kTaps + 1) / 2 : kTaps * kCiSteps;
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
@@ -125,9 +128,12 @@ struct Plan {
   static constexpr int kPitch = S::kBK + 8;
   // The wgmma tiling: tiles [rows][kBK] without padding, swizzled (see the top of the file).
   static constexpr bool kWgmma = S::kWgmma != 0;
-  static constexpr int kRowBytes = S::kBK * 2;         // a row of a swizzled tile
+  static constexpr int kRowBytes = S::kBK * kElem;     // a row of a swizzled tile
   static constexpr int kSwzMask = kRowBytes / 16 - 1;  // 1, 3, 7: the 32-, 64-, 128-byte swizzle
-  static constexpr int kTilePitch = kWgmma ? S::kBK : kPitch;
+  // (Shared offsets are counted in 16-bit units whatever the storage: a swizzled row is kRowBytes / 2.)
+  static constexpr int kTilePitch = kWgmma ? kRowBytes / 2 : kPitch;
+  // A wgmma k slice is 32 bytes: k16 of 16-bit operands, k8 of TF32 ones.
+  static constexpr int kKSlices = kRowBytes / 32;
   // An NCHW input stages A transposed, [kBK][kBM + 8] (pixels contiguous, as in global memory: a
   // warp's 32-bit stores of two neighbouring pixels hit 32 banks), read by ldmatrix.trans; a
   // channels-last input as [kBM][kPitch] (channels contiguous).
@@ -141,7 +147,8 @@ struct Plan {
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
   // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
   // the buffers.
-  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % 8 == 0 && S::kInAligned;
+  static constexpr int kChunkElems = 16 / kElem;  // elements of one 16-byte copy
+  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % kChunkElems == 0 && S::kInAligned;
   // Short reductions (kSteps <= 5; the seed's 3x3 over 8 channels is 5 steps): every step's tile is
   // requested at once, one memory latency a block instead of one a step. The register gather then
   // holds all the steps' words (kAllAtOnce, where that is at most 64 words a thread) and stages them
@@ -159,7 +166,7 @@ struct Plan {
   static constexpr int kStages = S::kWgmma ? S::kAsyncDepth
                                  : kAsync && kAsyncStages > kRegStages ? kAsyncStages
                                                                        : kRegStages;
-  static constexpr int kChunks = S::kBK / 8;  // 16-byte copies a tile row and k step
+  static constexpr int kChunks = kRowBytes / 16;  // 16-byte copies a tile row and k step
   // The window form of the wgmma tiling (kWindow: the cp.async form with more than 8 input channels,
   // column stride 1, output rows of a multiple of 64 columns that a block tile's kBM pixels cover
   // whole or in equal parts): the block's tile is kWinTileRows output rows x kWinTileCols columns,
@@ -214,7 +221,7 @@ struct Plan {
   // The wgmma tiling without a residual rounds in registers and stages the output tile in the
   // storage type (kHalfEpi; see the epilogue): [kBM][kBN + 8] for a channels-last output, [kBN][kBM
   // + 8] for NCHW (rows 16-byte aligned, the register writes conflict-free).
-  static constexpr bool kHalfEpi = kWgmma && !S::kHasResidual;
+  static constexpr bool kHalfEpi = kWgmma && !S::kHasResidual && kElem == 2;
   static constexpr int kHPitch = S::kOutNhwc ? kBN + 8 : kBM + 8;
   static constexpr int kOutBytes =
       kHalfEpi ? (S::kOutNhwc ? kBM : kBN) * kHPitch * 2 : (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
@@ -264,11 +271,16 @@ struct Plan {
                                                        : 1;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
-  static_assert(S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
-                               : S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16,
+  static_assert(kElem == 4 || (S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16
+                                              : S::kCiPad % 16 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 16),
                 "kCiPad: 8 (two taps a step) or Cin rounded up to 16");
-  static_assert((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && (S::kCiPad == 8 || S::kCiPad % S::kBK == 0),
+  static_assert(kElem == 4 || ((S::kBK == 16 || S::kBK == 32 || S::kBK == 64) && (S::kCiPad == 8 || S::kCiPad % S::kBK == 0)),
                 "kBK");
+  // Float storage (TF32): Cin rounded up to 8 (one k8 slice), a k step of 8, 16 or 32 channels (the
+  // 32-, 64- or 128-byte swizzle), the cp.async wgmma tiling without its halo and window forms.
+  static_assert(kElem == 2 || (S::kCiPad % 8 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 8 &&
+                               (S::kBK == 8 || S::kBK == 16 || S::kBK == 32) && S::kCiPad % S::kBK == 0),
+                "float storage: kCiPad is Cin rounded up to 8, kBK 8, 16 or 32 dividing it");
   static_assert(kThreads <= 1024, "block too large");
   // (The register gather's split; the cp.async main loop does not use it.)
   static_assert(kAsync || kHalo || (kAThreadsM * kAThreadsK == kThreads && kARows * kAThreadsM * (kATrans ? 2 : 1) == kBM &&
@@ -281,6 +293,8 @@ struct Plan {
                             kBM % 64 == 0 && (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) &&
                             (kHalo || kStages >= 3)),
                 "the wgmma tiling: the cp.async form, one or two warpgroups, m64 tiles, n 16 to 128, 3 buffers");
+  static_assert(kElem == 2 || (kWgmma && kAsync && !kHalo && !kWindow),
+                "float storage: the cp.async wgmma tiling (a staged, channels-last copy)");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
@@ -332,6 +346,26 @@ struct Mma<ew_bf16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
+
+// TF32 m16n8k8 (float storage on archs without wgmma): A row-major 16x8 (a0 row g, k t; a1 row g +
+// 8; a2, a3 k t + 4), B column-major 8x8 (b0 k t, column g; b1 k t + 4), fp32 accumulators; g = lane
+// / 4, t = lane % 4.
+struct MmaTf32 {
+  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+// A 32-bit word of shared memory at shared address addr.
+__device__ __forceinline__ unsigned lds32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
 
 __device__ __forceinline__ unsigned smem_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -529,6 +563,82 @@ struct Wgmma<ew_bf16, 128> {
           "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
           "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
           "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+// TF32 (float storage): m64nNk8, both operands K-major (tf32 has no transposed form); the tensor
+// cores read the top 19 bits of each 32-bit value (the staging copy rounded them to nearest).
+template <>
+struct Wgmma<float, 16> {
+  static __device__ __forceinline__ void run(float (&d)[2][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<float, 32> {
+  static __device__ __forceinline__ void run(float (&d)[4][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<float, 64> {
+  static __device__ __forceinline__ void run(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+          "+f"(d[7][2]), "+f"(d[7][3])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<float, 128> {
+  static __device__ __forceinline__ void run(float (&d)[16][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+          "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+          "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),
+          "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
         : "l"(a), "l"(b), "r"(1));
   }
 };
@@ -869,6 +979,43 @@ __device__ __forceinline__ void accumulate_swizzled(float (&acc)[S::kMT][S::kNT]
       stage + P::kAElems * 2);
 }
 
+// The float (TF32) form of accumulate_swizzled, for archs without wgmma: mma.sync m16n8k8 with its
+// fragments read as 32-bit words from the swizzled tiles (element k of row r at byte r kRowBytes +
+// swz(r, k / 4) 16 + (k % 4) 4). Warp wm computes rows 64 i + 16 wm (Plan::a_row0) x all kBN
+// channels, the wgmma accumulator layout.
+template <class S>
+__device__ __forceinline__ void accumulate_swizzled_tf32(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
+  using P = Plan<S>;
+  const int lane = threadIdx.x % 32;
+  const int wm = (threadIdx.x / 32) % S::kWarpsM;
+  const int g = lane / 4, t = lane % 4;
+  const unsigned b_stage = stage + P::kAElems * 2;
+  auto at = [&](unsigned tile, int r, int k) {
+    return tile + r * P::kRowBytes + P::swz(r, k / 4) * 16 + (k % 4) * 4;
+  };
+#pragma unroll
+  for (int ks = 0; ks < S::kBK / 8; ++ks) {
+    const int k0 = 8 * ks + t;
+    unsigned a[S::kMT][4];
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      const int r = P::a_row0(wm, i) + g;
+      a[i][0] = lds32(at(stage, r, k0));
+      a[i][1] = lds32(at(stage, r + 8, k0));
+      a[i][2] = lds32(at(stage, r, k0 + 4));
+      a[i][3] = lds32(at(stage, r + 8, k0 + 4));
+    }
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      const int n = j * 8 + g;
+      const unsigned b0 = lds32(at(b_stage, n, k0));
+      const unsigned b1 = lds32(at(b_stage, n, k0 + 4));
+#pragma unroll
+      for (int i = 0; i < S::kMT; ++i) MmaTf32::run(acc[i][j], a[i], b0, b1);
+    }
+  }
+}
+
 #if CUINLINE_CONV2D_HMMA_WGMMA
 // One k step of wgmma (sm_90a) for this thread's warpgroup: B from the swizzled [kBN][kBK] tile at
 // b_stage, A of m64 tile i and k16 slice ks through descriptor a_desc(i, ks). (The caller fences
@@ -877,7 +1024,7 @@ template <class S, class ADesc>
 __device__ __forceinline__ void wgmma_step(float (&acc)[S::kMT][S::kNT][4], const ADesc& a_desc, unsigned b_stage) {
   using P = Plan<S>;
 #pragma unroll
-  for (int ks = 0; ks < S::kBK / 16; ++ks) {
+  for (int ks = 0; ks < P::kKSlices; ++ks) {
     const unsigned long long b = wgmma_desc<P::kRowBytes>(b_stage + ks * 32);
 #pragma unroll
     for (int i = 0; i < S::kMT; ++i) Wgmma<typename S::storage, P::kBN>::run(acc[i], a_desc(i, ks), b);
@@ -1015,7 +1162,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   auto issue = [&](int step, int buf) {
     // Two taps a step (kCin == 8): chunk c is tap 2 step + c (zeros past the last tap).
     const int tap = P::kTapsPerStep == 2 ? 2 * step + chunk : step / P::kCiSteps;
-    const int ci = P::kTapsPerStep == 2 ? 0 : (step - tap * P::kCiSteps) * S::kBK + chunk * 8;
+    const int ci = P::kTapsPerStep == 2 ? 0 : (step - tap * P::kCiSteps) * S::kBK + chunk * P::kChunkElems;
     const int kh = tap / S::kKW;
     const int kw = tap - kh * S::kKW;
     const bool ci_ok =
@@ -1070,7 +1217,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
 #if CUINLINE_CONV2D_HMMA_WGMMA
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < S::kBK / 16; ++ks) {
+      for (int ks = 0; ks < P::kKSlices; ++ks) {
         const unsigned long long b = wgmma_desc<P::kRowBytes>(stage + P::kAElems * 2 + ks * 32);
 #pragma unroll
         for (int i = 0; i < S::kMT; ++i) {
@@ -1082,7 +1229,11 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
       wgmma_commit();
       wgmma_wait<1>();
 #else
-      accumulate_swizzled<S>(acc, stage);
+      if constexpr (P::kElem == 4) {
+        accumulate_swizzled_tf32<S>(acc, stage);
+      } else {
+        accumulate_swizzled<S>(acc, stage);
+      }
 #endif
     }
 #if CUINLINE_CONV2D_HMMA_WGMMA
@@ -1469,6 +1620,56 @@ __device__ __forceinline__ void read_tile(const float* p, float (&v)[kVec]) {
   }
 }
 
+// One element of a storage-type vector (bias) as fp32.
+template <class T>
+__device__ __forceinline__ float value_at(const T* p) {
+  if constexpr (sizeof(T) == 4) {
+    return __ldg(reinterpret_cast<const float*>(p));
+  } else {
+    return to_float<T>(load_bits(p, true));
+  }
+}
+// kVec consecutive elements (aligned to kVec) as one load, in fp32.
+template <class T, int kVec>
+__device__ __forceinline__ void load_values(const T* src, float (&x)[kVec]) {
+  if constexpr (sizeof(T) == 4) {
+    const float* f = reinterpret_cast<const float*>(src);
+    if constexpr (kVec == 4) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(f));
+      x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+    } else if constexpr (kVec == 2) {
+      const float2 q = __ldg(reinterpret_cast<const float2*>(f));
+      x[0] = q.x, x[1] = q.y;
+    } else {
+      x[0] = __ldg(f);
+    }
+  } else {
+    unsigned h[kVec];
+    load_vec<T, kVec>(src, h);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) x[e] = to_float<T>(h[e]);
+  }
+}
+// kVec fp32 values rounded once to the storage type and stored as one access (aligned to kVec).
+template <class T, int kVec>
+__device__ __forceinline__ void store_values(T* dst, const float (&x)[kVec]) {
+  if constexpr (sizeof(T) == 4) {
+    float* f = reinterpret_cast<float*>(dst);
+    if constexpr (kVec == 4) {
+      *reinterpret_cast<float4*>(f) = make_float4(x[0], x[1], x[2], x[3]);
+    } else if constexpr (kVec == 2) {
+      *reinterpret_cast<float2*>(f) = make_float2(x[0], x[1]);
+    } else {
+      f[0] = x[0];
+    }
+  } else {
+    unsigned h[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) h[e] = from_float<T>(x[e]);
+    store_bits<T, kVec>(dst, h);
+  }
+}
+
 // The epilogue's stores from the fp32 tile s_c (the block's pixels from p0, channels from co0):
 // kVec consecutive outputs along the output's contiguous axis a thread and iteration. A thread's
 // position along that axis is the same every iteration; the other axis steps by kSlowStep.
@@ -1492,7 +1693,7 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
   for (int e = 0; e < kVec; ++e) bias_fast[e] = 0.0f;
   if (S::kOutNhwc && S::kHasBias && (S::kCout % P::kBN == 0 || co0 + fast < S::kCout)) {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) bias_fast[e] = to_float<T>(load_bits(bias + co0 + fast + e, true));
+    for (int e = 0; e < kVec; ++e) bias_fast[e] = value_at(bias + co0 + fast + e);
   }
 #pragma unroll 4
   for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
@@ -1506,20 +1707,20 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
       const long long at = p * P::kOutP + co * P::kOutC;
       float v[kVec];
       read_tile<kVec>(s_c + m * P::kCM + c * P::kCC, v);  // along the tile's contiguous axis
-      const float b = !S::kOutNhwc && S::kHasBias ? to_float<T>(load_bits(bias + co, true)) : 0.0f;
-      unsigned r[kVec];
-      if (S::kHasResidual) load_vec<T, kVec>(res_n + at, r);
-      unsigned h[kVec];
+      const float b = !S::kOutNhwc && S::kHasBias ? value_at(bias + co) : 0.0f;
+      float r[kVec];
+      if (S::kHasResidual) load_values<T, kVec>(res_n + at, r);
+      float y[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
         // fp32; one rounding to the storage type.
         float x = v[e];
         if (S::kHasBias) x += S::kOutNhwc ? bias_fast[e] : b;
-        if (S::kHasResidual) x += to_float<T>(r[e]);
-        h[e] = from_float<T>(ep(x, S::kOutNhwc ? co + e : co));
+        if (S::kHasResidual) x += r[e];
+        y[e] = ep(x, S::kOutNhwc ? co + e : co);
       }
-      store_bits<T, kVec>(out_n + at, h);
+      store_values<T, kVec>(out_n + at, y);
     }
   }
 }

@@ -160,4 +160,94 @@ __global__ void __launch_bounds__(cuinline_conv2d_stage_detail::kThreads)
   d::copy_tile(t, cp, tc, b, s);
 }
 
+namespace cuinline_conv2d_stage_detail {
+
+// The TF32 form's shared memory: (4096 / tc) pixels x (tc + 1) words, largest at tc = 8.
+constexpr int kSmemWords32 = 512 * 9;
+
+// x rounded to TF32 (to nearest, ties away from zero, as cuBLAS / cuDNN round TF32 operands): the
+// 32-bit pattern with the low 13 mantissa bits zero.
+__device__ __forceinline__ unsigned round_tf32(unsigned x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("{\n  .reg .f32 f;\n  mov.b32 f, %1;\n  cvt.rna.tf32.f32 %0, f;\n}\n" : "=r"(r) : "r"(x));
+  return r;
+#elif defined(__CUDA_ARCH__)
+  return x;  // (no TF32 before sm_80: the module compiles there, this kernel is never launched)
+#else
+  // The host emulation (tests/test_conv2d_stage_emulated.cpp): half a TF32 ulp added to the
+  // magnitude, then truncated (ties away from zero; a carry into the exponent rounds up to Inf);
+  // Inf stays, NaN becomes the canonical NaN.
+  if ((x & 0x7f800000u) == 0x7f800000u) return (x & 0x007fffffu) != 0u ? 0x7fffffffu : x;
+  return (x + 0x1000u) & 0xffffe000u;
+#endif
+}
+
+// copy_tile over 32-bit values: the same tile (tp = 4096 / tc pixels x tc channels, the host's
+// hmma_stage_tiles), 16 values a thread loaded along the source's contiguous axis (pixels for NCHW,
+// channels for channels-last), rounded to TF32, through shared memory [pixel][tc + 1 words], then
+// stored as 16-byte runs of 4 channels (a row of cp values is a multiple of 32 bytes, the workspace
+// 256-byte aligned).
+__device__ __forceinline__ void copy_tile32(const cuinline_conv2d_stage_tensor& t, int cp, int tc, unsigned b,
+                                            unsigned* s) {
+  const int lc = __ffs(tc) - 1;  // log2 tc
+  const int lp = 12 - lc;        // log2 of the tile's pixels
+  const int tp = 1 << lp;
+  const int pitch = tc + 1;
+  const unsigned n = divide(b, t.by_tiles);
+  const unsigned r = b - n * t.tiles;
+  const unsigned pt = divide(r, t.by_tiles_c);
+  const int c0 = static_cast<int>(r - pt * t.tiles_c) * tc;
+  const long long p0 = static_cast<long long>(pt) * tp;
+  const unsigned* __restrict__ src =
+      reinterpret_cast<const unsigned*>(t.src) + static_cast<long long>(n) * t.channels * t.pixels;
+  unsigned* __restrict__ dst = reinterpret_cast<unsigned*>(t.dst) + static_cast<long long>(n) * t.pixels * cp;
+  const int tid = threadIdx.x;
+#pragma unroll 4
+  for (int i = 0; i < 16; ++i) {
+    const int e = i * kThreads + tid;
+    const int c = t.nhwc ? e & (tc - 1) : e >> lp;
+    const int p = t.nhwc ? e >> lc : e & (tp - 1);
+    const int ch = c0 + c;
+    const long long px = p0 + p;
+    unsigned v = 0u;
+    if (ch < t.channels && px < t.pixels) {
+      v = round_tf32(__ldg(src + (t.nhwc ? px * t.channels + ch : ch * t.pixels + px)));
+    }
+    s[p * pitch + c] = v;
+  }
+  __syncthreads();
+  const int lv = lc - 2;  // log2 of the 16-byte stores a pixel (tc / 4)
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // 1024 stores a tile: four a thread
+    const int e = k * kThreads + tid;
+    const int pp = e >> lv;
+    const int v = e & ((1 << lv) - 1);
+    const long long p = p0 + pp;
+    if (p < t.pixels) {
+      const unsigned* w = s + pp * pitch + 4 * v;
+      *reinterpret_cast<uint4*>(dst + p * cp + c0 + 4 * v) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+}  // namespace cuinline_conv2d_stage_detail
+
+/// The staging copy of the f32 variants on the TF32 wgmma kernel (conv2d_hmma.cuh with float
+/// storage): the same arguments and tiles as cuinline_conv2d_stage over 32-bit values (the tensors'
+/// src / dst point at floats), every value rounded to TF32 on the way (the tensor cores would
+/// truncate it), zeros past the channels. cp is Cin rounded up to 8, tc (64, 32, 16 or 8) divides it.
+__global__ void __launch_bounds__(cuinline_conv2d_stage_detail::kThreads)
+    cuinline_conv2d_stage_tf32(cuinline_conv2d_stage_tensor input, cuinline_conv2d_stage_tensor weight, int cp,
+                               int tc) {
+  namespace d = cuinline_conv2d_stage_detail;
+  __shared__ unsigned s[d::kSmemWords32];
+  unsigned b = blockIdx.x;
+  const bool w = b >= input.blocks;
+  const cuinline_conv2d_stage_tensor t = w ? weight : input;
+  if (w) b -= input.blocks;
+  if (b >= t.blocks) return;
+  d::copy_tile32(t, cp, tc, b, s);
+}
+
 #endif  // CUINLINE_CONV2D_STAGE_CUH

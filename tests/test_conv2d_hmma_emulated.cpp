@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -66,6 +67,9 @@ struct float4 {
 };
 inline float2 make_float2(float x, float y) {
   return {x, y};
+}
+inline float4 make_float4(float x, float y, float z, float w) {
+  return {x, y, z, w};
 }
 inline uint2 make_uint2(unsigned x, unsigned y) {
   return {x, y};
@@ -120,6 +124,20 @@ inline unsigned __ldg(const unsigned* p) {
 inline uint2 __ldg(const uint2* p) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 8, 0u) << "an 8-byte load must be aligned";
   EXPECT_TRUE(in_a_tensor(p, 8)) << "a read outside every tensor";
+  return *p;
+}
+inline float __ldg(const float* p) {
+  EXPECT_TRUE(in_a_tensor(p, 4)) << "a read outside every tensor";
+  return *p;
+}
+inline float2 __ldg(const float2* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 8, 0u) << "an 8-byte load must be aligned";
+  EXPECT_TRUE(in_a_tensor(p, 8)) << "a read outside every tensor";
+  return *p;
+}
+inline float4 __ldg(const float4* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << "a 16-byte load must be aligned";
+  EXPECT_TRUE(in_a_tensor(p, 16)) << "a read outside every tensor";
   return *p;
 }
 inline void __syncthreads() {
@@ -198,6 +216,44 @@ struct Mma {
   }
 };
 
+// m16n8k8 TF32 (float storage): A row-major a0 (row g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g +
+// 8, t + 4); B column-major b0 (k t, column g), b1 (k t + 4); C/D as m16n8k16's. The operands are
+// 32-bit floats (the kernel's are already TF32 values: they are used as they are here).
+struct MmaTf32 {
+  static float value(unsigned word) {
+    float f;
+    std::memcpy(&f, &word, 4);
+    return f;
+  }
+  static void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    Block& b = *g_block;
+    for (int q = 0; q < 4; ++q) b.words[warp][lane][q] = a[q];
+    b.words[warp][lane][4] = b0;
+    b.words[warp][lane][5] = b1;
+    b.warp[warp]->arrive_and_wait();
+    const int g = lane / 4, t = lane % 4;
+    for (int q = 0; q < 4; ++q) {
+      const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
+      double sum = d[q];
+      for (int k = 0; k < 8; ++k) {
+        const unsigned aw = b.words[warp][(row % 8) * 4 + k % 4][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)];
+        const unsigned bw = b.words[warp][col * 4 + k % 4][k >= 4 ? 5 : 4];
+        sum += static_cast<double>(value(aw)) * value(bw);
+      }
+      d[q] = static_cast<float>(sum);
+    }
+    b.warp[warp]->arrive_and_wait();
+  }
+};
+inline unsigned lds32(unsigned addr) {
+  EXPECT_EQ(addr % 4, 0u) << "a 4-byte shared load must be aligned";
+  EXPECT_LE(addr + 4, g_block->smem.size());
+  unsigned v;
+  std::memcpy(&v, g_block->smem.data() + addr, 4);
+  return v;
+}
+
 // cp.async: a thread's copies are queued and committed in groups; g_copies_at_issue performs them
 // at once (the earliest a copy may land: catches a buffer overwritten while it is read), else at
 // the wait that must see them (the latest: catches a read before its wait).
@@ -254,12 +310,25 @@ struct WgmmaOp {
   int n;
   float* d;
   bool bf16;
+  int elem;  // bytes an operand: 2, or 4 (TF32: k8)
 };
 thread_local std::vector<WgmmaOp> g_wg_uncommitted;
 thread_local std::vector<std::vector<WgmmaOp>> g_wg_groups;
 thread_local bool g_wg_fenced = false;
 
-inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16) {
+// An operand of `elem` bytes at shared byte `at`.
+inline double wgmma_value(unsigned at, int elem, bool bf16) {
+  EXPECT_LE(at + elem, g_block->smem.size());
+  if (elem == 4) {
+    float f;
+    std::memcpy(&f, g_block->smem.data() + at, 4);
+    return f;
+  }
+  unsigned short h;
+  std::memcpy(&h, g_block->smem.data() + at, 2);
+  return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+}
+inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16, int elem) {
   const unsigned start = static_cast<unsigned>(desc & 0x3FFF) << 4;
   const unsigned stride = static_cast<unsigned>((desc >> 32) & 0x3FFF) << 4;
   const unsigned mode = static_cast<unsigned>(desc >> 62);
@@ -267,19 +336,15 @@ inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16) 
     // No swizzle (the halo tiling's A): 8 x 16-byte core matrices, row r % 8 at 16 (r % 8) bytes,
     // the 8-row groups `stride` apart, the k 8..15 core matrix the leading byte offset further.
     const unsigned leading = static_cast<unsigned>((desc >> 16) & 0x3FFF) << 4;
-    const unsigned at = start + (row / 8) * stride + (k / 8) * leading + (row % 8) * 16 + 2 * (k % 8);
-    EXPECT_LE(at + 2, g_block->smem.size());
-    unsigned short h;
-    std::memcpy(&h, g_block->smem.data() + at, 2);
-    return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+    const int per_core = 16 / elem;  // k values a 16-byte core-matrix row holds
+    const unsigned at =
+        start + (row / 8) * stride + (k / per_core) * leading + (row % 8) * 16 + elem * (k % per_core);
+    return wgmma_value(at, elem, bf16);
   }
   const unsigned row_bytes = mode == 1 ? 128 : mode == 2 ? 64 : 32;
-  const unsigned logical = start + (row / 8) * stride + (row % 8) * row_bytes + 2 * k;
+  const unsigned logical = start + (row / 8) * stride + (row % 8) * row_bytes + elem * k;
   const unsigned physical = logical ^ (((logical >> 7) & (row_bytes / 16 - 1)) << 4);
-  EXPECT_LE(physical + 2, g_block->smem.size());
-  unsigned short h;
-  std::memcpy(&h, g_block->smem.data() + physical, 2);
-  return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+  return wgmma_value(physical, elem, bf16);
 }
 inline void wgmma_perform(const WgmmaOp& op) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
@@ -287,7 +352,9 @@ inline void wgmma_perform(const WgmmaOp& op) {
     for (int q = 0; q < 4; ++q) {
       const int row = 16 * warp + lane / 4 + 8 * (q / 2), col = 8 * j + 2 * (lane % 4) + q % 2;
       double sum = op.d[4 * j + q];
-      for (int k = 0; k < 16; ++k) sum += wgmma_element(op.a, row, k, op.bf16) * wgmma_element(op.b, col, k, op.bf16);
+      for (int k = 0; k < 32 / op.elem; ++k) {  // k16, or k8 for TF32
+        sum += wgmma_element(op.a, row, k, op.bf16, op.elem) * wgmma_element(op.b, col, k, op.bf16, op.elem);
+      }
       op.d[4 * j + q] = static_cast<float>(sum);
     }
   }
@@ -296,7 +363,7 @@ template <class T, int kN>
 struct Wgmma {
   static void run(float (&d)[kN / 8][4], unsigned long long a, unsigned long long b) {
     EXPECT_TRUE(g_wg_fenced) << "wgmma.fence before the first wgmma of a batch";
-    const WgmmaOp op{a, b, kN, &d[0][0], std::is_same_v<T, ew_bf16>};
+    const WgmmaOp op{a, b, kN, &d[0][0], std::is_same_v<T, ew_bf16>, static_cast<int>(sizeof(T))};
     if (!g_copies_at_issue) {
       wgmma_perform(op);
     } else {
@@ -474,6 +541,28 @@ WINDOW_CASE(RowWindow, ew_bf16, 64, 5, 129, 64, 3, 2, 1, 2, 0, 2, 1, 0, 0, 8, 1,
 // 2 (two output rows a tile), 40 output channels of a 64-channel block.
 WINDOW_CASE(ChunkWindow, ew_half, 40, 7, 64, 40, 3, 3, 2, 1, 1, 1, 1, 1, 1, 8, 1, 8, 48, 16, 4)
 
+// TF32 (float storage; f32 variants in precision tf32 on an sm90 target): the cp.async wgmma tiling
+// of the staged channels-last copy (Cin a multiple of 8 here, as the staging copy pads it), k steps
+// of bk floats, `depth` buffers. Emulated as mma.sync m16n8k8 from the swizzled tiles (the form for
+// archs without wgmma) and as wgmma m64nNk8 in test_conv2d_wgmma_emulated.
+#define TF32_CASE(name, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, out, wm, mt, nt, bk, depth, \
+                  minb)                                                                                       \
+  HMMA_CASE(name##Base, float, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, bias, res, 1, 1, out, wm, 1, mt, \
+            nt, cin, bk, minb)                                                                                \
+  struct name : name##Base {                                                                                  \
+    static constexpr int kAsyncDepth = depth, kWgmma = 1;                                                     \
+  };
+// 16 channels (k steps of 16), a 3 x 3 filter padded: two warpgroups of one m64 tile x 64 channels,
+// NCHW output (float4 stores along the plane), bias.
+TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 8, 1, 8, 16, 4, 1)
+// 40 channels (k steps of 8: the 32-byte swizzle), a 5 x 3 filter with dilated columns and row stride
+// 2, 72 output channels of a 128-channel block (two m64 tiles a warpgroup), a residual, channels-last
+// output.
+TF32_CASE(Tf32Wide, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 8, 2, 16, 8, 4, 1)
+// A 1 x 1 filter over 32 channels (one k step of 32: the 128-byte swizzle; one warpgroup), 24 output
+// channels of a 32-channel block, stride 2, NCHW output of 7 x 7 (one float a store), no bias.
+TF32_CASE(Tf32Pointwise, 32, 14, 13, 24, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 3, 3)
+
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
 // output_aligned).
@@ -495,13 +584,54 @@ Conv2dVariant variant_of() {
   Conv2dVariant v = make_conv2d_variant(S::kCin, S::kH, S::kW, S::kCout, S::kKH, S::kKW, p, S::kHasBias != 0,
                                         Op::chain({Step::div(2.0), Step::add_input(1), Step::leaky_relu(0.125)}));
   v.has_residual = S::kHasResidual != 0;
-  v.dtype = std::is_same_v<typename S::storage, ew_half> ? DType::f16 : DType::bf16;
+  using T = typename S::storage;
+  v.dtype = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, ew_half> ? DType::f16 : DType::bf16;
+  if (v.dtype == DType::f32) v.precision = Conv2dPrecision::tf32;
   v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.weight_layout = S::kWNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.output_layout = S::kOutNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.inputs_aligned = S::kInAligned != 0;
   v.output_aligned = S::kOutAligned != 0;
   return v;
+}
+
+// A storage element of `x` and the value of one (f16 / bf16 bits, or a float as it is).
+template <class T>
+T storage_of(DType dt, float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)dt;
+    return x;
+  } else {
+    return T{static_cast<unsigned short>(cuinline::test::from_op(dt, x))};
+  }
+}
+template <class T>
+double value_of(DType dt, const T& e) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)dt;
+    return e;
+  } else {
+    return cuinline::test::to_op(dt, e.bits);
+  }
+}
+// A NaN of the storage type (the poison of outputs).
+template <class T>
+T poison_value() {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::numeric_limits<float>::quiet_NaN();
+  } else {
+    return T{0xffff};
+  }
+}
+template <class T>
+bool is_poison(const T& e) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &e, 4);
+    return bits == 0x7fc00000u;
+  } else {
+    return e.bits == 0xffff;
+  }
 }
 
 // How a case runs: cp.async copies landing at their wait or at once; the input, or the output,
@@ -517,7 +647,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   SCOPED_TRACE(v.name());
   // The constants are the host plan's (except a tuning candidate's: UnetOneGroup).
   const Conv2dTiling t = conv2d_tiling(v);
-  ASSERT_TRUE(t.half_mma);
+  constexpr bool kF32 = std::is_same_v<T, float>;
+  ASSERT_TRUE(kF32 ? t.tf32_wgmma && !t.half_mma : t.half_mma);
   if constexpr (!std::is_same_v<S, UnetOneGroup>) {
     EXPECT_EQ(t.warps_m, S::kWarpsM);
     EXPECT_EQ(t.warps_n, S::kWarpsN);
@@ -534,7 +665,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
-    EXPECT_EQ(S::kCiPad, S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
+    EXPECT_EQ(S::kCiPad, kF32 ? (S::kCin + 7) / 8 * 8 : S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
+    if (kF32) EXPECT_EQ(t.stage_channels, S::kCiPad);
   }
   SCOPED_TRACE(mode == Mode::copies_at_issue     ? "copies land at issue"
                : mode == Mode::misaligned_input  ? "input misaligned"
@@ -552,8 +684,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     bits.resize(n);
     values.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      bits[i].bits = static_cast<unsigned short>(cuinline::test::from_op(dt, normal(rng)));
-      values[i] = cuinline::test::to_op(dt, bits[i].bits);
+      bits[i] = storage_of<T>(dt, normal(rng));
+      values[i] = value_of(dt, bits[i]);
     }
   };
   // Element offsets in each tensor's layout.
@@ -581,7 +713,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   random(out_size, rb, rv);
   // The output starts at element 0 or (misaligned_output) 1; element 0 must then stay poisoned.
   const int out_shift = mode == Mode::misaligned_output ? 1 : 0;
-  std::vector<T> yb(out_size + out_shift, T{0xffff});  // NaN
+  std::vector<T> yb(out_size + out_shift, poison_value<T>());  // NaN
   g_tensors = {{xb.data() + shift, (xb.size() - 1) * sizeof(T)}, {wb.data(), wb.size() * sizeof(T)}};
   if (S::kHasBias) g_tensors.push_back({bb.data(), bb.size() * sizeof(T)});
   if (S::kHasResidual) g_tensors.push_back({rb.data(), rb.size() * sizeof(T)});
@@ -641,17 +773,17 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
           acc /= 2;
           acc += channel_shift(co);
           acc = acc > 0 ? acc : acc * 0.125;
-          const double got = cuinline::test::to_op(dt, yb[out_shift + y_at(n, co, oy, ox)].bits);
+          const double got = value_of(dt, yb[out_shift + y_at(n, co, oy, ox)]);
           unwritten += std::isnan(got) ? 1 : 0;
           num += (got - acc) * (got - acc);
           den += acc * acc;
         }
   EXPECT_EQ(unwritten, 0);
-  if (out_shift) EXPECT_EQ(yb[0].bits, 0xffff) << "a store before the output";
+  if (out_shift) EXPECT_TRUE(is_poison(yb[0])) << "a store before the output";
   // One rounding to the dtype (the sums are exact products added in fp32): about 2e-4 (f16) and
-  // 1.6e-3 (bf16); the GPU test's bounds.
+  // 1.6e-3 (bf16); the GPU test's bounds. f32 (the emulation's products exact): fp32 sums only.
   const double err = std::sqrt(num / den);
-  EXPECT_LE(err, dt == DType::f16 ? 2e-3 : 1.6e-2);
+  EXPECT_LE(err, dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 2e-3 : 1.6e-2);
   std::printf("  %-92s rel L2 %.2e\n", v.name().c_str(), err);
 }
 
@@ -681,6 +813,9 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<UnetWindow>(seed++);
   check_case<RowWindow>(seed++);
   check_case<ChunkWindow>(seed++);
+  check_case<Tf32Conv>(seed++);
+  check_case<Tf32Wide>(seed++);
+  check_case<Tf32Pointwise>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -730,6 +865,13 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<UnetWindow>(seed++, Mode::copies_at_issue);
   check_case<ChunkWindow>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<RowWindow>>(seed++, Mode::misaligned_output);
+  // TF32 (float storage): float4 stores where the output is 16-byte aligned along runs of 4, else
+  // one float a store; copies landing at once.
+  static_assert(Plan<Tf32Conv>::kOutVec == 4 && Plan<Tf32Wide>::kOutVec == 4 && Plan<Tf32Pointwise>::kOutVec == 1 &&
+                Plan<OutputMisaligned<Tf32Conv>>::kOutVec == 1 && !Plan<Tf32Conv>::kHalfEpi && Plan<Tf32Conv>::kElem == 4);
+  check_case<Tf32Conv>(seed++, Mode::copies_at_issue);
+  check_case<Tf32Wide>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<Tf32Conv>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

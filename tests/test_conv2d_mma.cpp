@@ -10,6 +10,8 @@
 #include <regex>
 #include <string>
 
+#include "ops/conv2d/conv2d_internal.hpp"
+
 namespace {
 
 using namespace cuinline::ops;
@@ -121,6 +123,8 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
   Conv2dVariant v = seed(Conv2dPrecision::tf32);
   v.in_channels = 64;
   v.out_channels = 128;
+  // (Planned for sm80: on sm90 a tf32 variant of 16+ input channels runs the TF32 wgmma kernel.)
+  v.target = Conv2dTarget::sm80;
   const Conv2dTiling t = conv2d_tiling(v);
   EXPECT_NE(t.pipeline, 3);
   EXPECT_EQ(t.out_stage, 0);
@@ -170,6 +174,7 @@ TEST(Conv2dMma, StreamingRowsAStep) {
   // 16 input channels of 3 x 3 filters: two rows' ring and output tiles pass 100 KiB, one row fits.
   Conv2dVariant wide = seed(Conv2dPrecision::tf32);
   wide.in_channels = 16;
+  wide.target = Conv2dTarget::sm80;  // (sm90: the TF32 wgmma kernel)
   const Conv2dTiling tw = conv2d_tiling(wide);
   EXPECT_EQ(tw.pipeline, 3);
   EXPECT_EQ(tw.tile_rows, 1);
@@ -227,6 +232,71 @@ TEST(Conv2dMma, ShapesCompileForSm90) {
           t.tile_rows, t.tile_cols, t.block_channels(), t.pipeline, t.shared_bytes);
     }
   }
+}
+
+// TF32 on wgmma: which tf32 variants run the implicit GEMM of conv2d_hmma.cuh with float storage
+// (16+ input channels, groups 1, an sm90-class target), its always-staged plan, and that its request
+// compiles for sm_90a (wgmma m64nNk8) and for sm_100a (the same tiling on mma.sync m16n8k8) without
+// spills; NCHW and channels-last calls staged to the same shape share one module.
+TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
+  namespace impl = cuinline::ops::conv2d_impl;
+  const auto tf32 = [](int cin, int h, int w, int cout, int kh, int kw, Conv2dParams p) {
+    return with_precision(make_conv2d_variant(cin, h, w, cout, kh, kw, p, true, div_leaky_relu_epilogue(2.0, 0.01)),
+                          Conv2dPrecision::tf32);
+  };
+  // KernelBench's 5 x 9 layer (32 -> 64 channels) and a 3 x 3 of 64 -> 128.
+  const Conv2dVariant k59 = tf32(32, 512, 512, 64, 5, 9, Conv2dParams{1, 1, 2, 4, 2, 3});
+  const Conv2dVariant k33 = tf32(64, 128, 128, 128, 3, 3, Conv2dParams{});
+  for (const Conv2dVariant& v : {k59, k33}) {
+    SCOPED_TRACE(v.name());
+    ASSERT_TRUE(impl::tf32_wgmma_applies(v));
+    const Conv2dTiling t = conv2d_tiling(v);
+    EXPECT_TRUE(t.tf32_wgmma && t.wgmma && t.tensor_cores && !t.half_mma && !t.window && !t.halo);
+    EXPECT_EQ(t.stage_channels, v.in_channels);
+    EXPECT_TRUE(t.stage_input && t.stage_weight);
+    EXPECT_EQ(t.ci_chunk, 32);  // 128-byte rows
+    EXPECT_EQ(t.warps_m, 8);    // a long reduction: two warpgroups
+    EXPECT_EQ(t.block_channels(), v.out_channels);
+    EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
+    EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+    ASSERT_TRUE(make_stage_request(v).has_value());
+    const cuinline::CompileRequest r = make_request(v);
+    EXPECT_NE(r.source.find("typedef float storage;"), std::string::npos);
+    EXPECT_NE(r.source.find("kWgmma = 1;"), std::string::npos);
+    // The channels-last call staged to the same copy: the same module.
+    Conv2dVariant cl = v;
+    cl.input_layout = cl.weight_layout = Conv2dLayout::nhwc;
+    EXPECT_EQ(make_request(cl).source, r.source);
+    for (const char* arch : {"sm_90", "sm_100"}) {
+      SCOPED_TRACE(arch);
+      cuinline::CompileRequest req = r;
+      req.options.push_back("-Xptxas=-v");
+      const cuinline::CompiledProgram program = cuinline::compile(req, cuinline::Arch::parse(arch));
+      EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
+      std::smatch m;
+      const std::regex spill(R"((\d+) bytes spill stores)");
+      ASSERT_TRUE(std::regex_search(program.log, m, spill)) << program.log;
+      EXPECT_EQ(m[1], "0") << program.log;
+    }
+  }
+  // Not on the wgmma kernel: fewer than 16 channels, tf32x3, fp32, grouped, other targets.
+  EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(8, 128, 128, 64, 3, 3, {})));
+  EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(15, 64, 64, 64, 3, 3, {})));
+  EXPECT_TRUE(impl::tf32_wgmma_applies(tf32(16, 64, 64, 64, 3, 3, {})));
+  EXPECT_FALSE(impl::tf32_wgmma_applies(with_precision(k33, Conv2dPrecision::tf32x3)));
+  EXPECT_FALSE(impl::tf32_wgmma_applies(with_precision(k33, Conv2dPrecision::fp32)));
+  Conv2dVariant grouped = k33;
+  grouped.params.groups = 2;
+  EXPECT_FALSE(impl::tf32_wgmma_applies(grouped));
+  for (const char* arch : {"sm_80", "sm_86", "sm_120", "sm_75"}) {
+    const Conv2dVariant other = conv2d_variant_for_arch(k33, cuinline::Arch::parse(arch));
+    EXPECT_FALSE(impl::tf32_wgmma_applies(other)) << arch;
+    EXPECT_FALSE(conv2d_tiling(other).tf32_wgmma) << arch;
+  }
+  // 20 channels: staged to 24 (k steps of 8 floats: the 32-byte swizzle).
+  const Conv2dTiling t20 = conv2d_tiling(tf32(20, 40, 40, 40, 3, 3, Conv2dParams::square(1, 1)));
+  EXPECT_EQ(t20.stage_channels, 24);
+  EXPECT_EQ(t20.ci_chunk, 8);
 }
 
 }  // namespace

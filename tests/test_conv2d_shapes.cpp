@@ -97,8 +97,18 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       EXPECT_GT(t.threads(), 0);
       EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target)) << "shared memory within the target's";
       EXPECT_GT(t.block_channels(), 0);
-      EXPECT_EQ(t.generic || t.half_mma || t.transposes(),
-                v.uses_generic_kernel() || cuinline::ops::conv2d_impl::f32_direct_too_large(v));
+      if (t.tf32_wgmma) {
+        // f32 in tf32 with 16+ input channels on sm90: the wgmma kernel on a staged channels-last copy.
+        EXPECT_TRUE(v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.target == Conv2dTarget::sm90);
+        EXPECT_GE(v.in_channels, 16);
+        EXPECT_TRUE(t.wgmma && t.tensor_cores && t.stage_input && t.stage_weight);
+        EXPECT_FALSE(t.half_mma || t.halo || t.window || t.generic || t.transposes());
+        EXPECT_EQ(t.stage_channels, (v.in_channels + 7) / 8 * 8);
+        EXPECT_TRUE(make_stage_request(v).has_value());
+      } else {
+        EXPECT_EQ(t.generic || t.half_mma || t.transposes(),
+                  v.uses_generic_kernel() || cuinline::ops::conv2d_impl::f32_direct_too_large(v));
+      }
       // What each target's GPUs have: wgmma only for sm90; no tensor cores, bf16 mma or cp.async on
       // sm75 (the fp32 FMA kernels with plain copies, and the general kernel).
       if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma || t.halo || t.window);
@@ -162,7 +172,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
       if (t.stage_channels > 0 || t.transposes()) {
         SCOPED_TRACE("the no-workspace kernel");
         const bool f32 = v.dtype == DType::f32;
-        EXPECT_EQ(t.stage_channels > 0, !f32);
+        EXPECT_EQ(t.stage_channels > 0, !f32 || t.tf32_wgmma);
         const Conv2dTiling dt = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
         EXPECT_EQ(dt.stage_channels, 0);
         EXPECT_FALSE(dt.transposes());

@@ -79,6 +79,11 @@ inline uint4 __ldg(const uint4* p) {
   std::memcpy(&v, p, 16);
   return v;
 }
+inline unsigned __ldg(const unsigned* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4, 0u) << "a 4-byte load must be aligned";
+  EXPECT_TRUE(in_a_source(p, 4)) << "a read outside the source";
+  return *p;
+}
 inline int __ffs(int x) {
   return x == 0 ? 0 : __builtin_ctz(static_cast<unsigned>(x)) + 1;
 }
@@ -189,7 +194,11 @@ class BlockThreads {
           if (quit_) return;
           for (unsigned b = 0; b < blocks_; ++b) {
             blockIdx = {b, 0, 0};
-            cuinline_conv2d_stage(in_, w_, cp_, tc_);
+            if (tf32_) {
+              cuinline_conv2d_stage_tf32(in_, w_, cp_, tc_);
+            } else {
+              cuinline_conv2d_stage(in_, w_, cp_, tc_);
+            }
             block_.arrive_and_wait();
           }
           done_.arrive_and_wait();
@@ -202,8 +211,8 @@ class BlockThreads {
     start_.arrive_and_wait();
     for (std::thread& t : threads_) t.join();
   }
-  void run(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc) {
-    blocks_ = blocks, in_ = in, w_ = w, cp_ = cp, tc_ = tc;
+  void run(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc, bool tf32) {
+    blocks_ = blocks, in_ = in, w_ = w, cp_ = cp, tc_ = tc, tf32_ = tf32;
     start_.arrive_and_wait();  // (the barrier orders these writes before the workers' reads)
     done_.arrive_and_wait();
   }
@@ -211,15 +220,16 @@ class BlockThreads {
  private:
   std::barrier<> block_{256}, start_{257}, done_{257};
   bool quit_ = false;
+  bool tf32_ = false;
   unsigned blocks_ = 0;
   DeviceTensor in_{}, w_{};
   int cp_ = 0, tc_ = 0;
   std::vector<std::thread> threads_;
 };
 
-void run_grid(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc) {
+void run_grid(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc, bool tf32 = false) {
   static BlockThreads threads;  // (destroyed at exit: the workers are told to end and joined)
-  threads.run(blocks, in, w, cp, tc);
+  threads.run(blocks, in, w, cp, tc, tf32);
 }
 
 // Which load paths the cases took: [nhwc][vec].
@@ -327,6 +337,110 @@ TEST(Conv2dStageEmulated, CopiesAreExactAndStayInBounds) {
   }
 }
 
+// x rounded to TF32 as cvt.rna.tf32.f32 does: to nearest, ties away from zero (the magnitude's
+// low 13 bits decide), a carry rounding up into the exponent (to Inf past the largest finite TF32
+// value); Inf stays Inf, NaN stays NaN.
+unsigned expected_tf32(unsigned x) {
+  const unsigned mag = x & 0x7fffffffu;
+  if (mag > 0x7f800000u) return 0x7fffffffu;
+  if (mag == 0x7f800000u) return x;
+  const unsigned low = mag & 0x1fffu;
+  unsigned r = mag & ~0x1fffu;
+  if (low >= 0x1000u) r += 0x2000u;
+  return (x & 0x80000000u) | r;
+}
+
+// The TF32 staging copy (cuinline_conv2d_stage_tf32): the same tiles and launch arguments over
+// 32-bit values, each rounded to TF32; zeros past the channels; nothing written outside the
+// workspace, nothing read outside the sources. Values: random normals and uniforms over many
+// exponents, ties (low 13 bits exactly 0x1000), values that round up into the next binade and to
+// Inf, subnormals, -0.0, +-Inf and NaN.
+void check_case_tf32(const Case& c, bool misaligned, std::uint64_t seed) {
+  const std::int64_t pixels = std::int64_t{c.h} * c.w, taps = std::int64_t{c.kh} * c.kw;
+  const int cp = (c.cin + 7) / 8 * 8;
+  SCOPED_TRACE(describe(c, misaligned) + " tf32");
+  std::mt19937_64 rng(seed);
+  const int shift = misaligned ? 1 : 0;
+  std::vector<unsigned> x(static_cast<std::size_t>(c.images) * c.cin * pixels + 4);
+  std::vector<unsigned> wt(static_cast<std::size_t>(c.cout) * c.cin * taps + 4);
+  const unsigned specials[] = {0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u, 0x807fffffu,
+                               0x3f801000u, 0xbf801000u, 0x3f803000u, 0x3f7ff000u, 0x7f7ff000u, 0x7f7fffffu,
+                               0x00001000u, 0x3f800fffu};
+  auto fill = [&](std::vector<unsigned>& v) {
+    for (auto& e : v) {
+      const unsigned r = static_cast<unsigned>(rng());
+      e = r % 8 == 0 ? specials[(r >> 3) % std::size(specials)] : r;  // (random bit patterns: every exponent)
+      if (e == 0) e = 0x3f800001u;  // a copied zero is a padding zero
+    }
+  };
+  fill(x);
+  fill(wt);
+  const unsigned* xs = x.data() + shift;
+  const unsigned* ws = wt.data() + shift;
+  g_sources = {{xs, static_cast<std::size_t>(c.images) * c.cin * pixels * 4},
+               {ws, static_cast<std::size_t>(c.cout) * c.cin * taps * 4}};
+  constexpr unsigned kPoison32 = 0xDEADBEEFu;
+  const std::size_t in_elems = static_cast<std::size_t>(c.images) * pixels * cp;
+  const std::size_t w_elems = static_cast<std::size_t>(c.cout) * taps * cp;
+  std::vector<unsigned> in_ws(in_elems + 64, kPoison32), w_ws(w_elems + 64, kPoison32);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(in_ws.data() + 32) % 16, 0u);
+  impl::StageTensor in_args = impl::hmma_stage_tensor(xs, in_ws.data() + 32, c.images, c.cin, pixels, c.in_nhwc, cp);
+  impl::StageTensor w_args = impl::hmma_stage_tensor(ws, w_ws.data() + 32, c.cout, c.cin, taps, c.w_nhwc, cp);
+  run_grid(in_args.blocks + w_args.blocks, to_device(in_args), to_device(w_args), cp,
+           impl::hmma_stage_tile_channels(cp), true);
+  auto check = [&](const std::vector<unsigned>& got, const unsigned* src, int images, std::int64_t px, bool nhwc,
+                   const char* what) {
+    SCOPED_TRACE(what);
+    for (std::size_t i = 0; i < 32; ++i) ASSERT_EQ(got[i], kPoison32) << "written before the workspace";
+    const std::size_t n = static_cast<std::size_t>(images) * px * cp;
+    for (std::size_t i = 32 + n; i < got.size(); ++i) ASSERT_EQ(got[i], kPoison32) << "written past it";
+    std::size_t wrong = 0, first = n;
+    for (int im = 0; im < images; ++im)
+      for (std::int64_t p = 0; p < px; ++p)
+        for (int ch = 0; ch < cp; ++ch) {
+          unsigned want = 0u;
+          if (ch < c.cin) {
+            want = expected_tf32(src[nhwc ? (im * px + p) * c.cin + ch : (std::int64_t{im} * c.cin + ch) * px + p]);
+          }
+          const std::size_t at = (static_cast<std::size_t>(im) * px + p) * cp + ch;
+          if (got[32 + at] != want) {
+            ++wrong;
+            if (first == n) first = at;
+          }
+        }
+    EXPECT_EQ(wrong, 0u) << "first wrong element " << first << " of " << n;
+  };
+  check(in_ws, xs, c.images, pixels, c.in_nhwc, "input");
+  check(w_ws, ws, c.cout, taps, c.w_nhwc, "weight");
+}
+
+TEST(Conv2dStageEmulated, Tf32CopiesRoundEveryValueAndStayInBounds) {
+  // The software rounding the host emulation of the kernel uses, against this file's reference on
+  // the special patterns and a sweep of random ones.
+  std::mt19937_64 rng(3);
+  for (unsigned x : {0x3f801000u, 0xbf801000u, 0x3f803000u, 0x7f7ff000u, 0x7fc00001u, 0xff800000u, 0u, 0x80000000u}) {
+    EXPECT_EQ(cuinline_conv2d_stage_detail::round_tf32(x), expected_tf32(x)) << std::hex << x;
+  }
+  for (int i = 0; i < 100000; ++i) {
+    const unsigned x = static_cast<unsigned>(rng());
+    ASSERT_EQ(cuinline_conv2d_stage_detail::round_tf32(x), expected_tf32(x)) << std::hex << x;
+  }
+  EXPECT_EQ(expected_tf32(0x3f801000u), 0x3f802000u);  // a tie: away from zero
+  EXPECT_EQ(expected_tf32(0x3f800fffu), 0x3f800000u);
+  EXPECT_EQ(expected_tf32(0x7f7ff000u), 0x7f800000u);  // past the largest TF32 value: Inf
+  std::uint64_t seed = 300;
+  for (bool mis : {false, true}) {
+    // NCHW input and weight (the KernelBench layout), 16 .. 64 channels, several pixel tiles.
+    check_case_tf32({2, 8, 16, 12, 40, 3, 3, false, false, true, true}, mis, seed++);
+    check_case_tf32({1, 6, 64, 9, 17, 5, 7, false, false, true, true}, mis, seed++);
+    check_case_tf32({2, 4, 20, 7, 9, 3, 3, false, false, true, true}, mis, seed++);  // 20 channels: 4 of zeros
+    check_case_tf32({1, 3, 133, 6, 11, 1, 1, false, false, true, true}, mis, seed++);
+    // Channels-last input and weight.
+    check_case_tf32({2, 5, 24, 8, 10, 3, 2, true, true, true, true}, mis, seed++);
+    check_case_tf32({1, 9, 130, 5, 5, 2, 2, true, false, true, true}, mis, seed++);
+  }
+}
+
 Conv2dVariant half_variant(int cin, int hw, int cout, Conv2dLayout in, Conv2dLayout w) {
   Conv2dVariant v = make_conv2d_variant(cin, hw, hw, cout, 3, 3, Conv2dParams::square(1, 1), true,
                                         div_leaky_relu_epilogue(2.0, 0.01));
@@ -375,14 +489,15 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
 }
 
 // One kernel in each module: ptxas's report for it, no spills.
-void expect_one_kernel_without_spills(cuinline::CompileRequest request, const std::string& name) {
+void expect_kernels_without_spills(cuinline::CompileRequest request, const std::vector<std::string>& names) {
   request.options.push_back("-Xptxas=-v");
   const cuinline::CompiledProgram c =
       cuinline::compile(request, cuinline::Arch::parse("sm_90"));  // throws on error
-  EXPECT_EQ(c.lowered_names.size(), 1u);
-  EXPECT_TRUE(c.lowered_name(name).has_value());
+  EXPECT_EQ(c.lowered_names.size(), names.size());
+  for (const std::string& name : names) EXPECT_TRUE(c.lowered_name(name).has_value()) << name;
   const std::regex regs(R"(Used (\d+) registers)"), spill(R"((\d+) bytes spill stores)");
-  EXPECT_EQ(std::distance(std::sregex_iterator(c.log.begin(), c.log.end(), regs), std::sregex_iterator()), 1)
+  const auto kernels = static_cast<std::ptrdiff_t>(names.size());
+  EXPECT_EQ(std::distance(std::sregex_iterator(c.log.begin(), c.log.end(), regs), std::sregex_iterator()), kernels)
       << c.log;
   int spills = 0;
   for (auto it = std::sregex_iterator(c.log.begin(), c.log.end(), spill); it != std::sregex_iterator();
@@ -390,7 +505,7 @@ void expect_one_kernel_without_spills(cuinline::CompileRequest request, const st
     EXPECT_EQ((*it)[1], "0") << c.log;
     ++spills;
   }
-  EXPECT_EQ(spills, 1) << c.log;
+  EXPECT_EQ(spills, kernels) << c.log;
 }
 
 // A staged variant's module is its conv only — exactly the request of the channels-last variant it
@@ -425,11 +540,21 @@ TEST(Conv2dStage, StagedVariantsCompileAsTheConvAndOneSharedStagingModule) {
       EXPECT_EQ(cuinline::make_cache_key(*s, sm90), cuinline::make_cache_key(*stage, sm90));
     }
     stage = s;
-    expect_one_kernel_without_spills(r, kernel_name(v));
+    expect_kernels_without_spills(r, {kernel_name(v)});
   }
   if (staged == 0) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE=0: nothing staged";
-  EXPECT_EQ(stage->name_expressions, std::vector<std::string>{impl::kHmmaStageKernel});
-  expect_one_kernel_without_spills(*stage, impl::kHmmaStageKernel);
+  // One module, both copies: 16-bit values, and the TF32 wgmma variants' 32-bit ones.
+  const std::vector<std::string> kernels{impl::kHmmaStageKernel, impl::kTf32StageKernel};
+  EXPECT_EQ(stage->name_expressions, kernels);
+  expect_kernels_without_spills(*stage, kernels);
+  Conv2dVariant tf32 = make_conv2d_variant(32, 64, 64, 64, 5, 5, Conv2dParams::square(1, 2), false, div_leaky_relu_epilogue(2.0, 0.01));
+  tf32.precision = Conv2dPrecision::tf32;
+  tf32 = conv2d_variant_for_arch(tf32, sm90);
+  if (impl::tf32_wgmma_applies(tf32)) {
+    const std::optional<cuinline::CompileRequest> s = make_stage_request(tf32);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(cuinline::make_cache_key(*s, sm90), cuinline::make_cache_key(*stage, sm90));
+  }
   // Not staged: no staging module.
   EXPECT_FALSE(make_stage_request(half_variant(64, 56, 64, nhwc, nhwc)).has_value());
   EXPECT_FALSE(make_stage_request(half_variant(4, 8, 8, nchw, nchw)).has_value());

@@ -281,6 +281,12 @@ struct Conv2dTiling {
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
   /// tile read from them in place; the k steps run chunk-major.
   bool window = false;
+  /// f32 variants in precision tf32 with at least 16 input channels on an sm90-class target (unless
+  /// CUINLINE_CONV2D_TF32_WGMMA=0): the wgmma tiling above with TF32 operands (conv2d_hmma.cuh with
+  /// float storage, m64nNk8, fp32 accumulators; wgmma = true, half_mma = false). The input and
+  /// weight are always staged (stage_channels: Cin rounded up to 8, channels-last), each value
+  /// rounded to TF32 on the way; ci_chunk is 8, 16 or 32 channels (32, 64 or 128 bytes a row).
+  bool tf32_wgmma = false;
   /// f32 variants with a channels-last tensor, from 2^22 multiply-adds an image (or with
   /// CUINLINE_CONV2D_TRANSPOSE=1; =0: never): the f32 NCHW kernel of the same shape (the other
   /// fields are its tiling, and make_request gives its module) runs on NCHW copies in stream-ordered

@@ -75,8 +75,27 @@ bool tile_override(int (&f)[6]) {
   return set;
 }
 
+// CUINLINE_CONV2D_TF32_WGMMA=0 keeps tf32 variants on the mma.sync kernel (conv2d_mma.cuh; read once).
+bool tf32_wgmma_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_TF32_WGMMA");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 const char* storage_type(DType dtype) {
-  return dtype == DType::f16 ? "ew_half" : "ew_bf16";
+  return dtype == DType::f32 ? "float" : dtype == DType::f16 ? "ew_half" : "ew_bf16";
+}
+
+// The padded input channels of the kernel's K axis: f16 / bf16 hmma_ci_pad; f32 (TF32, always a
+// staged channels-last copy) Cin rounded up to 8, one k8 slice.
+int ci_pad_of(const Conv2dVariant& v) {
+  return v.dtype == DType::f32 ? (v.in_channels + 7) / 8 * 8 : hmma_ci_pad(v.in_channels);
+}
+// Bytes of one element of the kernel's storage type.
+int elem_bytes(const Conv2dVariant& v) {
+  return v.dtype == DType::f32 ? 4 : 2;
 }
 
 // Channels-last input and weight with whole 16-byte runs of channels: copied by cp.async, three
@@ -84,9 +103,9 @@ const char* storage_type(DType dtype) {
 // Short reductions (at most 5 k steps): every step requested at once (kSteps buffers; the register
 // gather only where all the steps' words fit in 64 registers), conv2d_hmma.cuh's kAllAtOnce.
 int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const int ci_pad = hmma_ci_pad(v.in_channels);
+  const int ci_pad = ci_pad_of(v);
   const int taps = v.kernel_h * v.kernel_w;
-  return ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
+  return ci_pad == 8 && v.dtype != DType::f32 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
 }
 // The register gather holds every step's words at once (conv2d_hmma.cuh's kAllAtOnce).
 bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
@@ -170,12 +189,13 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
   const std::int64_t pitch = t.wgmma ? bk : bk + 8;
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
-  const std::int64_t main = stages(v, t) * (a + bn * pitch) * 2;
+  const std::int64_t main = stages(v, t) * (a + bn * pitch) * elem_bytes(v);
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  // The epilogue's tile: fp32, or (the wgmma tiling without a residual, kHalfEpi) 16-bit values
-  // with rows padded by 8.
-  const std::int64_t out = t.wgmma && !v.has_residual ? (out_nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2
-                                                      : (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
+  // The epilogue's tile: fp32, or (the f16 / bf16 wgmma tiling without a residual, kHalfEpi) 16-bit
+  // values with rows padded by 8.
+  const bool half_epi = t.wgmma && !v.has_residual && v.dtype != DType::f32;
+  const std::int64_t out = half_epi ? (out_nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2
+                                    : (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out) + (t.wgmma ? 1024 : 0));
 }
 
@@ -194,7 +214,7 @@ int out_vec_of(const Conv2dVariant& v, bool wgmma) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
                            : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
-  const int most = !v.has_residual && wgmma ? 8 : 4;
+  const int most = !v.has_residual && wgmma && v.dtype != DType::f32 ? 8 : 4;
   return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
 }
 
@@ -289,15 +309,20 @@ constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 // 256 x 64 0.192 / 0.158 (slower: kept on one warpgroup).
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
+  // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
+  const bool f32 = v.dtype == DType::f32;
   t.tensor_cores = true;
-  t.half_mma = true;
+  t.half_mma = !f32;
+  t.tf32_wgmma = f32;
   t.wgmma = true;
   const int cout = v.out_channels;
-  const int ci_pad = hmma_ci_pad(v.in_channels);
+  const int ci_pad = ci_pad_of(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
-  int bk = ci_pad == 8 ? 16 : ci_pad % 64 == 0 ? 64 : ci_pad % 32 == 0 ? 32 : 16;
+  // A k step of 128 bytes of channels where the padded channels allow (64 f16 / bf16, 32 f32).
+  int bk = f32 ? (ci_pad % 32 == 0 ? 32 : ci_pad % 16 == 0 ? 16 : 8)
+               : ci_pad == 8 ? 16 : ci_pad % 64 == 0 ? 64 : ci_pad % 32 == 0 ? 32 : 16;
   const int taps = v.kernel_h * v.kernel_w;
-  const int steps_at_bk = ci_pad == 8 ? (taps + 1) / 2 : taps * (ci_pad / bk);
+  const int steps_at_bk = ci_pad == 8 && !f32 ? (taps + 1) / 2 : taps * (ci_pad / bk);
   // Short reductions (the seed): one warpgroup of two m64 tiles; longer ones: two warpgroups, of two
   // m64 tiles each with 128 channels (256 pixels a block), else one (128 pixels).
   const bool two_groups = steps_at_bk > 5;
@@ -314,7 +339,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;  // m_tiles m64 tiles a warpgroup
   t.ci_chunk = bk;
-  t.ci_unroll = bk / 16;
+  t.ci_unroll = std::max(1, bk * elem_bytes(v) / 32);  // (wgmma k slices a step)
   t.kh_unroll = 1;
   t.kw_unroll = 1;
   t.pipeline = 2;
@@ -322,7 +347,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
   t.tiles_y = 1;
   const int steps = k_steps(v, t);
-  const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * 2;
+  const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * elem_bytes(v);
   t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
   // A block that has its multiprocessor to itself at 3 buffers anyway (UNet-like: 256 x 128, 48 KiB
   // a buffer): 4 where they fit (H200, 19:55 UTC: 0.1219 / 0.0962 -> 0.1167 / 0.0899 ms).
@@ -336,7 +361,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // copied within a chunk) and where it fits. Without a residual: its 16-bit output tile overlaps
   // the buffers (the fp32 one of a residual would too, but is not measured).
   const std::int64_t ow = v.out_width();
-  if (!window_disabled_by_environment() && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
+  if (!window_disabled_by_environment() && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
     if (window_shared_bytes(v, t) > limit) t.window = false;
@@ -482,7 +507,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
-  src += c("kCiPad", hmma_ci_pad(v.in_channels)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
+  src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", pipe_override().l2) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   src += "};\n\n";
@@ -633,11 +658,34 @@ CompileRequest make_hmma_stage_request() {
   CompileRequest request;
   request.name = "conv2d_stage.cu";
   request.source =
-      "// cuinline conv2d staging copy (every staged f16 / bf16 variant)\n#include \"conv2d_stage.cuh\"\n";
+      "// cuinline conv2d staging copies (every staged f16 / bf16 variant; the f32 TF32 wgmma variants)\n"
+      "#include \"conv2d_stage.cuh\"\n";
   request.headers.push_back({"conv2d_stage.cuh", cuinline::detail::template_text("conv2d_stage.cuh")});
-  request.options = {"-minimal"};  // see elementwise.cpp (integer copies only: nothing to contract)
-  request.name_expressions = {kHmmaStageKernel};
+  request.options = {"-minimal"};  // see elementwise.cpp (copies and a rounding only: nothing to contract)
+  request.name_expressions = {kHmmaStageKernel, kTf32StageKernel};
   return request;
+}
+
+bool tf32_wgmma_applies(const Conv2dVariant& v) {
+  return v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.params.groups == 1 &&
+         v.in_channels >= kTf32WgmmaMinChannels && !wgmma_off(v) && !tf32_wgmma_disabled_by_environment();
+}
+
+Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v) {
+  v.validate();
+  Conv2dTiling t = wgmma_tiling(hmma_staged_variant(v));
+  t.stage_channels = (v.in_channels + 7) / 8 * 8;
+  t.stage_input = true;  // (also rounds every value to TF32: the tensor cores would truncate it)
+  t.stage_weight = true;
+  return t;
+}
+
+CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
+  v.validate();
+  // The conv of the channels-last copies: one entry for every tf32 variant staged to that shape.
+  const Conv2dVariant s = hmma_staged_variant(v);
+  const Conv2dTiling t = wgmma_tiling(s);
+  return request_of(s, direct_source(s, t), true);
 }
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -78,8 +78,22 @@ CompileRequest make_hmma_request(const Conv2dVariant& v);
 /// The staging copy's CompileRequest (kernel_templates/conv2d_stage.cuh, the one kernel
 /// kHmmaStageKernel): shape-generic, the same for every staged variant (one cache entry an arch).
 CompileRequest make_hmma_stage_request();
-/// The name expression of the staging copy in make_hmma_stage_request().
+/// The name expressions of the staging copies in make_hmma_stage_request(): 16-bit values, and
+/// 32-bit values rounded to TF32 (the tf32 wgmma variants).
 inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage";
+inline constexpr const char* kTf32StageKernel = "cuinline_conv2d_stage_tf32";
+/// Fewest input channels of a tf32 variant on the TF32 wgmma kernel (fewer: the mma.sync kernel,
+/// whose row streaming keeps the few channels' rows in shared memory).
+inline constexpr int kTf32WgmmaMinChannels = 16;
+/// Whether a variant runs on the TF32 wgmma implicit GEMM (conv2d_hmma.cuh with float storage):
+/// f32, precision tf32, groups 1, at least kTf32WgmmaMinChannels input channels, an sm90-class
+/// target, unless CUINLINE_CONV2D_WGMMA=0 or CUINLINE_CONV2D_TF32_WGMMA=0 (read once). Always
+/// staged: the input and weight are copied channels-last, channels padded to 8, rounded to TF32.
+bool tf32_wgmma_applies(const Conv2dVariant& v);
+/// Its tiling (Conv2dTiling::tf32_wgmma; validates) and request (the conv of the copies: the
+/// request of hmma_staged_variant(v), float storage).
+Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v);
+CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v);
 /// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;

@@ -51,8 +51,9 @@ detail::VariantMap<Conv2dVariant, Launchable>& direct_map() {
 }
 
 // The shape-generic copies (one module each an arch, kept beside the conv kernels): key kStageCopy
-// the f16 / bf16 staging copy, kTransposeCopy the f32 transposing copy.
-constexpr int kStageCopy = 0, kTransposeCopy = 1;
+// the f16 / bf16 staging copy, kTransposeCopy the f32 transposing copy, kStageCopyTf32 the staging
+// copy of the TF32 wgmma variants (a kernel of kStageCopy's module).
+constexpr int kStageCopy = 0, kTransposeCopy = 1, kStageCopyTf32 = 2;
 detail::VariantMap<int, Kernel>& copy_map() {
   static auto* map = new detail::VariantMap<int, Kernel>;  // never destroyed, as kernel_map
   return *map;
@@ -134,12 +135,13 @@ Kernel copy_kernel(int which, int device) {
   return copy_map().find_or_make(
       static_cast<std::uint64_t>(which), device, [&](int k) { return k == which; },
       [&] {
-        const bool stage = which == kStageCopy;
+        const bool stage = which != kTransposeCopy;
         Module module = default_cache().get(
             stage ? conv2d_impl::make_hmma_stage_request() : conv2d_impl::make_transpose_request(),
             device_arch(device));
-        return std::make_pair(which, module.kernel(stage ? conv2d_impl::kHmmaStageKernel
-                                                         : conv2d_impl::kTransposeKernel));
+        return std::make_pair(which, module.kernel(which == kStageCopy       ? conv2d_impl::kHmmaStageKernel
+                                                   : which == kStageCopyTf32 ? conv2d_impl::kTf32StageKernel
+                                                                             : conv2d_impl::kTransposeKernel));
       });
 }
 
@@ -151,7 +153,7 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
   Launchable l;
   l.tiling = conv2d_tiling(v);
   l.kernel = detail::load_kernel(v, device);
-  if (l.tiling.stage_channels > 0) l.stage = copy_kernel(kStageCopy, device);
+  if (l.tiling.stage_channels > 0) l.stage = copy_kernel(l.tiling.tf32_wgmma ? kStageCopyTf32 : kStageCopy, device);
   if (l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
   finish_launchable(l, device);
   return std::make_pair(called, l);
@@ -388,8 +390,9 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   const Conv2dTiling& t = e.tiling;
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
-  const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * 2) : 0;
-  const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * 2) : 0;
+  const std::int64_t elem = t.tf32_wgmma ? 4 : 2;  // (f32 copies for TF32, else 16-bit ones)
+  const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * elem) : 0;
+  const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * elem) : 0;
   const int cp = t.stage_channels;
   const std::int64_t blocks = (t.stage_input ? n * conv2d_impl::hmma_stage_tiles(cp, pixels) : 0) +
                               (t.stage_weight ? v.out_channels * conv2d_impl::hmma_stage_tiles(cp, taps) : 0);
@@ -567,8 +570,9 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   check_channel_operands(v, channel_operands, output);
   // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
   conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
-  // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd).
-  if (v.dtype == DType::f32 && v.output_layout == Conv2dLayout::nchw) {
+  // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd), and
+  // the TF32 wgmma kernel's float4 stores in either layout.
+  if (v.dtype == DType::f32 && (v.output_layout == Conv2dLayout::nchw || v.precision == Conv2dPrecision::tf32)) {
     const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual.data);
     v.output_aligned = out % 16 == 0;
   }
