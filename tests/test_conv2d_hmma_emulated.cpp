@@ -559,9 +559,9 @@ TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 8, 1, 8, 16
 // 2, 72 output channels of a 128-channel block (two m64 tiles a warpgroup), a residual, channels-last
 // output.
 TF32_CASE(Tf32Wide, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 8, 2, 16, 8, 4, 1)
-// A 1 x 1 filter over 32 channels (one k step of 32: the 128-byte swizzle; one warpgroup), 24 output
+// A 1 x 2 filter over 32 channels (two k steps of 32: the 128-byte swizzle; one warpgroup), 24 output
 // channels of a 32-channel block, stride 2, NCHW output of 7 x 7 (one float a store), no bias.
-TF32_CASE(Tf32Pointwise, 32, 14, 13, 24, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 3, 3)
+TF32_CASE(Tf32Pointwise, 32, 14, 14, 24, 1, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
