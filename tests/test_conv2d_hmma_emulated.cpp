@@ -552,9 +552,9 @@ WINDOW_CASE(ChunkWindow, ew_half, 40, 7, 64, 40, 3, 3, 2, 1, 1, 1, 1, 1, 1, 8, 1
   struct name : name##Base {                                                                                  \
     static constexpr int kAsyncDepth = depth, kWgmma = 1;                                                     \
   };
-// 16 channels (k steps of 16), a 3 x 3 filter padded: two warpgroups of one m64 tile x 64 channels,
+// 16 channels (k steps of 16), a 3 x 3 filter padded: one warpgroup of two m64 tiles x 64 channels,
 // NCHW output (float4 stores along the plane), bias.
-TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 8, 1, 8, 16, 4, 1)
+TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 4, 2, 8, 16, 4, 4)
 // 40 channels (k steps of 8: the 32-byte swizzle), a 5 x 3 filter with dilated columns and row stride
 // 2, 72 output channels of a 128-channel block (two m64 tiles a warpgroup), a residual, channels-last
 // output.

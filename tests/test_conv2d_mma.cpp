@@ -255,7 +255,10 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
     EXPECT_EQ(t.stage_channels, v.in_channels);
     EXPECT_TRUE(t.stage_input && t.stage_weight);
     EXPECT_EQ(t.ci_chunk, 32);  // 128-byte rows
-    EXPECT_EQ(t.warps_m, 8);    // a long reduction: two warpgroups
+    // A long reduction: two warpgroups of two m64 tiles for 128 channels a block; one of two tiles
+    // for up to 64 channels (each B tile read for twice the pixels).
+    EXPECT_EQ(t.warps_m, v.out_channels <= 64 ? 4 : 8);
+    EXPECT_EQ(t.m_tiles, 2);
     EXPECT_EQ(t.block_channels(), v.out_channels);
     EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
     EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
