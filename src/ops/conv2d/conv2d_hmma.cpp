@@ -117,15 +117,27 @@ bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
 // and 1 for cp.async.cg (L2 only) instead of .ca.
 struct Pipe {
   int depth = 0, l2 = 0;
+  bool set = false;
 };
 Pipe pipe_override() {
   static const Pipe p = [] {
     Pipe q;
     const char* e = std::getenv("CUINLINE_CONV2D_HMMA_PIPE");
-    if (e == nullptr || std::sscanf(e, "%d,%d", &q.depth, &q.l2) != 2) q = Pipe{};
+    if (e == nullptr || std::sscanf(e, "%d,%d", &q.depth, &q.l2) != 2) return Pipe{};
+    q.set = true;
     return q;
   }();
   return p;
+}
+
+// cp.async.cg (L2 only) for the conv's tiles, else .ca: the TF32 kernel with up to 9 filter taps
+// (4-byte operands: the L1 traffic of .ca's fills costs more than neighbouring taps' hits; KernelBench
+// L2-54, 3 x 3 over 64 -> 64 channels, 3.019 ms against 3.323 with .ca), the override's where set,
+// else .ca (f16 / bf16: .cg was slower everywhere; the TF32 kernel's 5 x 9 filters 2.376 against
+// 2.221 ms with .ca, which keeps the rows that later taps read again in L1; H100, 2026-11-26).
+int copy_l2(const Conv2dVariant& v) {
+  if (pipe_override().set) return pipe_override().l2;
+  return v.dtype == DType::f32 && v.kernel_h * v.kernel_w <= 9 ? 1 : 0;
 }
 
 int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
@@ -511,7 +523,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
-  src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", pipe_override().l2) +
+  src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
