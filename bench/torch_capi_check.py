@@ -485,7 +485,7 @@ def main():
     for (n, c, h, w, k, kh, kw, pad), fmt, with_res, special in (
             ((2, 32, 40, 48, 64, 5, 7, (1, 2)), torch.contiguous_format, False, False),
             ((2, 64, 30, 30, 128, 3, 3, (1, 1)), cl, True, False),
-            ((2, 24, 33, 47, 40, 3, 3, (0, 0)), torch.contiguous_format, True, True)):
+            ((2, 24, 33, 47, 64, 3, 3, (0, 0)), torch.contiguous_format, True, True)):
         x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=fmt)
         if special:
             x[0, 0, 5, 5] = float("nan")
@@ -519,7 +519,7 @@ def main():
               f"rel L2 {err:.2e} (PyTorch TF32 {terr:.2e}) non-finite positions equal {same_nonfinite} {msg}")
     # An output 4 bytes off its allocation (one float a store).
     x = torch.randn(2, 32, 20, 21, device="cuda")
-    wt = torch.randn(16, 32, 3, 3, device="cuda") * 0.1
+    wt = torch.randn(64, 32, 3, 3, device="cuda") * 0.1
     ref = F.conv2d(x.double(), wt.double(), None, 1, 1)
     flat = torch.full((ref.numel() + 1,), float("nan"), device="cuda")
     out = flat[1:].view(ref.shape)

@@ -50,8 +50,15 @@
 // the swizzled tiles, warp w computing rows 64 i + 16 w: the wgmma accumulator layout), so the host's
 // launch (threads, grid, shared bytes) does not depend on the arch.
 //
+// Float storage (TF32; f32 variants in precision tf32 on sm90-class targets, always on a staged
+// channels-last copy whose values the staging copy rounded to TF32): the cp.async wgmma tiling with
+// 4-byte elements — wgmma.mma_async m64nNk8 .tf32 (a k slice is 32 bytes, as a k16 slice of 16-bit
+// operands: the swizzle, the ring and the descriptors are the same in bytes), k steps of 8, 16 or 32
+// channels, the fp32 tile's epilogue, stores of up to 4 floats. Compiled for an arch without wgmma
+// (sm_100a), the same tiling runs mma.sync m16n8k8 .tf32 with 32-bit shared loads.
+//
 // Required members of S (all `static constexpr int` unless said):
-//   typedef storage (ew_half or ew_bf16);
+//   typedef storage (ew_half, ew_bf16, or float: TF32, the cp.async wgmma tiling only);
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
 //   kInNhwc, kWNhwc, kOutNhwc (0 or 1), kWarpsM, kWarpsN, kMT, kNT (even), kCiPad (8 for kCin <= 8,
 //   else kCin rounded up to 16), kBK, kMinBlocks, kInAligned (input and weight pointers 16-byte

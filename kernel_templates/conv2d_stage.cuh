@@ -26,6 +26,9 @@
 // one 58 ms, CPU build host). The only divisions by run-time values, a block's image and tile, are
 // multiplications by host-computed reciprocals (FastDiv), once a block.
 //
+// cuinline_conv2d_stage_tf32 (the same module): the staging copy of the f32 variants on the TF32 wgmma
+// kernel — the same tiles and arguments over 32-bit values, each rounded to TF32 as it is copied.
+//
 // No standard or toolkit headers.
 
 #ifndef CUINLINE_CONV2D_STAGE_CUH

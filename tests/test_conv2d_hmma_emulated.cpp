@@ -559,9 +559,9 @@ TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 4, 2, 8, 16
 // 2, 72 output channels of a 128-channel block (two m64 tiles a warpgroup), a residual, channels-last
 // output.
 TF32_CASE(Tf32Wide, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 8, 2, 16, 8, 4, 1)
-// A 1 x 2 filter over 32 channels (two k steps of 32: the 128-byte swizzle; one warpgroup), 24 output
-// channels of a 32-channel block, stride 2, NCHW output of 7 x 7 (one float a store), no bias.
-TF32_CASE(Tf32Pointwise, 32, 14, 14, 24, 1, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
+// A 5 x 5 filter over 32 channels (k steps of 32: the 128-byte swizzle; one warpgroup), 24 output
+// channels of a 32-channel block, NCHW output of 9 x 9 (one float a store), no bias.
+TF32_CASE(Tf32Small, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -815,7 +815,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<ChunkWindow>(seed++);
   check_case<Tf32Conv>(seed++);
   check_case<Tf32Wide>(seed++);
-  check_case<Tf32Pointwise>(seed++);
+  check_case<Tf32Small>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -867,7 +867,7 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<RowWindow>>(seed++, Mode::misaligned_output);
   // TF32 (float storage): float4 stores where the output is 16-byte aligned along runs of 4, else
   // one float a store; copies landing at once.
-  static_assert(Plan<Tf32Conv>::kOutVec == 4 && Plan<Tf32Wide>::kOutVec == 4 && Plan<Tf32Pointwise>::kOutVec == 1 &&
+  static_assert(Plan<Tf32Conv>::kOutVec == 4 && Plan<Tf32Wide>::kOutVec == 4 && Plan<Tf32Small>::kOutVec == 1 &&
                 Plan<OutputMisaligned<Tf32Conv>>::kOutVec == 1 && !Plan<Tf32Conv>::kHalfEpi && Plan<Tf32Conv>::kElem == 4);
   check_case<Tf32Conv>(seed++, Mode::copies_at_issue);
   check_case<Tf32Wide>(seed++, Mode::copies_at_issue);

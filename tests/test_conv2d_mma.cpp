@@ -286,6 +286,11 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
   EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(8, 128, 128, 64, 3, 3, {})));
   EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(15, 64, 64, 64, 3, 3, {})));
   EXPECT_TRUE(impl::tf32_wgmma_applies(tf32(16, 64, 64, 64, 3, 3, {})));
+  // Too little work a staged value (Cout x taps / strides < 512): 32 x 9, and 128 x 9 / 4 at stride 2.
+  EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(16, 32, 32, 32, 3, 3, {})));
+  EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(64, 56, 56, 128, 3, 3, Conv2dParams::square(2, 1))));
+  EXPECT_TRUE(impl::tf32_wgmma_applies(tf32(64, 56, 56, 256, 3, 3, Conv2dParams::square(2, 1))));
+  EXPECT_FALSE(impl::tf32_wgmma_applies(tf32(64, 64, 64, 1024, 1, 1, {})));  // 1 x 1: never
   EXPECT_FALSE(impl::tf32_wgmma_applies(with_precision(k33, Conv2dPrecision::tf32x3)));
   EXPECT_FALSE(impl::tf32_wgmma_applies(with_precision(k33, Conv2dPrecision::fp32)));
   Conv2dVariant grouped = k33;
@@ -297,7 +302,8 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
     EXPECT_FALSE(conv2d_tiling(other).tf32_wgmma) << arch;
   }
   // 20 channels: staged to 24 (k steps of 8 floats: the 32-byte swizzle).
-  const Conv2dTiling t20 = conv2d_tiling(tf32(20, 40, 40, 40, 3, 3, Conv2dParams::square(1, 1)));
+  const Conv2dTiling t20 = conv2d_tiling(tf32(20, 40, 40, 64, 3, 3, Conv2dParams::square(1, 1)));
+  EXPECT_TRUE(t20.tf32_wgmma);
   EXPECT_EQ(t20.stage_channels, 24);
   EXPECT_EQ(t20.ci_chunk, 8);
 }

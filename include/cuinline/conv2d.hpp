@@ -281,8 +281,8 @@ struct Conv2dTiling {
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
   /// tile read from them in place; the k steps run chunk-major.
   bool window = false;
-  /// f32 variants in precision tf32 with at least 16 input channels and a filter of more than one
-  /// tap on an sm90-class target (unless
+  /// f32 variants in precision tf32 with at least 16 input channels, a filter of more than one tap
+  /// and Cout x taps / (stride_h x stride_w) >= 512 on an sm90-class target (unless
   /// CUINLINE_CONV2D_TF32_WGMMA=0): the wgmma tiling above with TF32 operands (conv2d_hmma.cuh with
   /// float storage, m64nNk8, fp32 accumulators; wgmma = true, half_mma = false). The input and
   /// weight are always staged (stage_channels: Cin rounded up to 8, channels-last), each value

@@ -685,8 +685,17 @@ bool tf32_wgmma_applies(const Conv2dVariant& v) {
   // (A 1 x 1 filter reads each input value once: the staging copy would add two passes over the input
   // to a memory-bound GEMM. KernelBench's 16 x 64 x 1024^2 -> 128 pointwise conv: 8.68 ms staged on
   // wgmma against 7.16 on the mma.sync kernel; H100, 2026-11-26.)
+  // The staging copy costs two passes over the input; the conv's work a staged value is Cout x taps /
+  // (stride_h x stride_w) products. From 512 on the TF32 kernel repays it (the sweep, H100,
+  // 2026-11-26, ms wgmma / mma.sync: 32 x 64 x 56^2 -> 64 3x3, 576 a value, 0.092 / 0.129; 4 x 16 x
+  // 40^2 -> 48 3x5, 720, 0.022 / 0.030; below: 128 x 16 x 32^2 -> 32 3x3, 288, 0.038 / 0.027; 32 x
+  // 32 x 64^2 -> 64 3x3 stride 2x1, 288, 0.053 / 0.048; 8 x 32 x 64 x 96 -> 64 7x1, 448, 0.034 /
+  // 0.030; 16 x 64 x 56^2 -> 128 3x3 stride 2, 288, 0.047 / 0.055, the one loss of the rule).
+  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+  const std::int64_t work = std::int64_t{v.out_channels} * taps;
   return v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.params.groups == 1 &&
-         v.in_channels >= kTf32WgmmaMinChannels && v.kernel_h * v.kernel_w > 1 && !wgmma_off(v) &&
+         v.in_channels >= kTf32WgmmaMinChannels && taps > 1 &&
+         work >= kTf32WgmmaMinWork * v.params.stride_h * v.params.stride_w && !wgmma_off(v) &&
          !tf32_wgmma_disabled_by_environment();
 }
 

@@ -85,9 +85,13 @@ inline constexpr const char* kTf32StageKernel = "cuinline_conv2d_stage_tf32";
 /// Fewest input channels of a tf32 variant on the TF32 wgmma kernel (fewer: the mma.sync kernel,
 /// whose row streaming keeps the few channels' rows in shared memory).
 inline constexpr int kTf32WgmmaMinChannels = 16;
+/// Fewest products a staged input value feeds (Cout x filter taps / (stride_h x stride_w)) for the
+/// TF32 wgmma kernel: below, its staging copy costs more than the kernel saves.
+inline constexpr std::int64_t kTf32WgmmaMinWork = 512;
 /// Whether a variant runs on the TF32 wgmma implicit GEMM (conv2d_hmma.cuh with float storage):
 /// f32, precision tf32, groups 1, at least kTf32WgmmaMinChannels input channels, a filter of more
-/// than one tap (a 1 x 1 conv stays on the mma.sync kernel: no staging pass), an sm90-class
+/// than one tap (a 1 x 1 conv stays on the mma.sync kernel: no staging pass), at least
+/// kTf32WgmmaMinWork products a staged input value, an sm90-class
 /// target, unless CUINLINE_CONV2D_WGMMA=0 or CUINLINE_CONV2D_TF32_WGMMA=0 (read once). Always
 /// staged: the input and weight are copied channels-last, channels padded to 8, rounded to TF32.
 bool tf32_wgmma_applies(const Conv2dVariant& v);
