@@ -14,15 +14,13 @@ build=${CUINLINE_BUILD_DIR:-build-gpu}
 phase=${PHASE:-a}
 reruns=${RERUNS:-'^(sm75|sm86|transposed)\.'}  # (phase b: RERUNS picks others; EXTRAS=0 / PEERS=0 skip parts)
 
+# shellcheck source=bench/gpu_build.sh
+. bench/gpu_build.sh  # build_all
+
 main() {
   t0=$(date +%s)
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
-    -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
-  cmake --build "$build" -j"$(nproc)" >"$OUT/build_$phase.txt" 2>&1 || { tail -n 30 "$OUT/build_$phase.txt"; exit 1; }
-  { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
-      -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
-    cmake --build "$build-shared" -j"$(nproc)"; } >>"$OUT/build_$phase.txt" 2>&1 || { tail -n 20 "$OUT/build_$phase.txt"; exit 1; }
+  build_all "build_$phase.txt"
   echo "== build: $(($(date +%s) - t0)) s"
   export CUINLINE_LOG_LEVEL=warn
   if [ "$phase" = a ]; then

@@ -16,14 +16,8 @@ build=${CUINLINE_BUILD_DIR:-build-gpu}
 phase=${PHASE:-a}
 lib="$build-shared/libcuinline.so"
 
-build_all() {
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUINLINE_BUILD_EXAMPLES=OFF \
-    -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
-  cmake --build "$build" -j"$(nproc)" >"$OUT/build.txt" 2>&1 || { tail -n 30 "$OUT/build.txt"; exit 1; }
-  { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
-      -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
-    cmake --build "$build-shared" -j"$(nproc)"; } >>"$OUT/build.txt" 2>&1 || { tail -n 20 "$OUT/build.txt"; exit 1; }
-}
+# shellcheck source=bench/gpu_build.sh
+. bench/gpu_build.sh  # build_all
 
 kb() {  # kb <tag> <args...>: bench/kernelbench_conv.py into $OUT/kb_<tag>.md
   local tag=$1

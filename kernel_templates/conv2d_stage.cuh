@@ -107,21 +107,52 @@ __device__ __forceinline__ void load8(const cuinline_conv2d_stage_tensor& t,
   }
 }
 
-// Block b of tensor t (b < t.blocks): image b / tiles, then pixel tile and channel tile (the
-// channel tile varies fastest: neighbouring blocks write neighbouring parts of the same rows).
+// Where block b of tensor t (b < t.blocks) copies: image b / tiles, then pixel tile and channel tile
+// (the channel tile varies fastest: neighbouring blocks write neighbouring parts of the same rows) of
+// tp pixels x tc channels; src and dst are the image's (in 16-bit units, whatever the values are).
+struct TileOf {
+  int c0;        // first channel
+  long long p0;  // first pixel
+  const unsigned short* src;
+  unsigned short* dst;
+};
+__device__ __forceinline__ TileOf tile_of(const cuinline_conv2d_stage_tensor& t, int cp, int tc, int tp, unsigned b,
+                                          int words) {
+  const unsigned n = divide(b, t.by_tiles);
+  const unsigned r = b - n * t.tiles;
+  const unsigned pt = divide(r, t.by_tiles_c);
+  TileOf o;
+  o.c0 = static_cast<int>(r - pt * t.tiles_c) * tc;
+  o.p0 = static_cast<long long>(pt) * tp;
+  o.src = t.src + static_cast<long long>(n) * t.channels * t.pixels * words;
+  o.dst = t.dst + static_cast<long long>(n) * t.pixels * cp * words;
+  return o;
+}
+
+// The tensor block blockIdx.x copies — the input's first blocks, then the weight's — and its block
+// within it; false past both. (A field-by-field choice: no pointer into the parameter space.)
+__device__ __forceinline__ bool block_of(const cuinline_conv2d_stage_tensor& input,
+                                         const cuinline_conv2d_stage_tensor& weight,
+                                         cuinline_conv2d_stage_tensor& t, unsigned& b) {
+  b = blockIdx.x;
+  const bool w = b >= input.blocks;
+  t = w ? weight : input;
+  if (w) b -= input.blocks;
+  return b < t.blocks;
+}
+
+// Block b of tensor t (b < t.blocks): the tile tile_of gives.
 __device__ __forceinline__ void copy_tile(const cuinline_conv2d_stage_tensor& t, int cp, int tc, unsigned b,
                                           unsigned* s) {
   const int pairs = tc >> 1;        // channel pairs a tile: a thread's pair is tid % pairs
   const int lp = __ffs(pairs) - 1;  // log2 pairs
   const int tp = 2048 >> lp;        // pixels a tile: 8 x kThreads / pairs
   const int pitch = pairs + 1;      // 32-bit words a pixel in shared memory
-  const unsigned n = divide(b, t.by_tiles);
-  const unsigned r = b - n * t.tiles;
-  const unsigned pt = divide(r, t.by_tiles_c);
-  const int c0 = static_cast<int>(r - pt * t.tiles_c) * tc;
-  const long long p0 = static_cast<long long>(pt) * tp;
-  const unsigned short* __restrict__ src = t.src + static_cast<long long>(n) * t.channels * t.pixels;
-  unsigned short* __restrict__ dst = t.dst + static_cast<long long>(n) * t.pixels * cp;
+  const TileOf at = tile_of(t, cp, tc, tp, b, 1);
+  const int c0 = at.c0;
+  const long long p0 = at.p0;
+  const unsigned short* __restrict__ src = at.src;
+  unsigned short* __restrict__ dst = at.dst;
   const int tid = threadIdx.x;
   const int pair = tid & (pairs - 1);
   const int g = tid >> lp;
@@ -154,13 +185,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_stage_detail::kThreads)
                           int tc) {
   namespace d = cuinline_conv2d_stage_detail;
   __shared__ unsigned s[d::kSmemWords];
-  unsigned b = blockIdx.x;
-  // (A field-by-field choice: no pointer into the parameter space, one copy of the tile code.)
-  const bool w = b >= input.blocks;
-  const cuinline_conv2d_stage_tensor t = w ? weight : input;
-  if (w) b -= input.blocks;
-  if (b >= t.blocks) return;
-  d::copy_tile(t, cp, tc, b, s);
+  cuinline_conv2d_stage_tensor t;
+  unsigned b;
+  if (d::block_of(input, weight, t, b)) d::copy_tile(t, cp, tc, b, s);
 }
 
 namespace cuinline_conv2d_stage_detail {
@@ -197,14 +224,11 @@ __device__ __forceinline__ void copy_tile32(const cuinline_conv2d_stage_tensor& 
   const int lp = 12 - lc;        // log2 of the tile's pixels
   const int tp = 1 << lp;
   const int pitch = tc + 1;
-  const unsigned n = divide(b, t.by_tiles);
-  const unsigned r = b - n * t.tiles;
-  const unsigned pt = divide(r, t.by_tiles_c);
-  const int c0 = static_cast<int>(r - pt * t.tiles_c) * tc;
-  const long long p0 = static_cast<long long>(pt) * tp;
-  const unsigned* __restrict__ src =
-      reinterpret_cast<const unsigned*>(t.src) + static_cast<long long>(n) * t.channels * t.pixels;
-  unsigned* __restrict__ dst = reinterpret_cast<unsigned*>(t.dst) + static_cast<long long>(n) * t.pixels * cp;
+  const TileOf at = tile_of(t, cp, tc, tp, b, 2);
+  const int c0 = at.c0;
+  const long long p0 = at.p0;
+  const unsigned* __restrict__ src = reinterpret_cast<const unsigned*>(at.src);
+  unsigned* __restrict__ dst = reinterpret_cast<unsigned*>(at.dst);
   const int tid = threadIdx.x;
 #pragma unroll 4
   for (int i = 0; i < 16; ++i) {
@@ -245,12 +269,9 @@ __global__ void __launch_bounds__(cuinline_conv2d_stage_detail::kThreads)
                                int tc) {
   namespace d = cuinline_conv2d_stage_detail;
   __shared__ unsigned s[d::kSmemWords32];
-  unsigned b = blockIdx.x;
-  const bool w = b >= input.blocks;
-  const cuinline_conv2d_stage_tensor t = w ? weight : input;
-  if (w) b -= input.blocks;
-  if (b >= t.blocks) return;
-  d::copy_tile32(t, cp, tc, b, s);
+  cuinline_conv2d_stage_tensor t;
+  unsigned b;
+  if (d::block_of(input, weight, t, b)) d::copy_tile32(t, cp, tc, b, s);
 }
 
 #endif  // CUINLINE_CONV2D_STAGE_CUH
