@@ -428,18 +428,18 @@ def main():
             bias = torch.randn(k, device="cuda").to(dt)
             m = torch.randn(k, 1, 1, device="cuda").to(dt)
             b2 = torch.randn(k, 1, 1, device="cuda").to(dt)
-            for epi, ops, f in ((b"relu|add(in1)", [b2], lambda y, m=m, b2=b2: torch.relu(y) + b2),
-                                (gelu_epi, [m], lambda y, m=m, b2=b2: F.gelu(F.leaky_relu(y * m, 0.01)))):
+            for chan_epi, ops, f in ((b"relu|add(in1)", [b2], lambda y, m=m, b2=b2: torch.relu(y) + b2),
+                                     (gelu_epi, [m], lambda y, m=m, b2=b2: F.gelu(F.leaky_relu(y * m, 0.01)))):
                 conv = lambda xx, ww, bb: F.conv2d(xx, ww, bb, 1, padding, 1, groups)
                 ref = f(conv(x.double(), wt.double(), bias.double()), m.double(), b2.double())
                 out = torch.full(ref.shape, float("nan"), device="cuda", dtype=dt).contiguous(memory_format=fmt)
-                st = conv_ex(x, wt, bias, out, 1, padding, groups, epi, ops)
+                st = conv_ex(x, wt, bias, out, 1, padding, groups, chan_epi, ops)
                 msg = lib.cuinline_last_error().decode() if st != 0 else ""
                 torch.cuda.synchronize()
                 err = ((out.double() - ref).norm() / ref.norm()).item()
                 torch_err = ((f(conv(x, wt, bias), m, b2).double() - ref).norm() / ref.norm()).item()
                 layout = "channels-last" if fmt == cl else "NCHW"
-                check(f"{name} {layout} conv2d {c}->{k} g{groups} epilogue {epi.decode()[:22]} with (C,1,1) operands "
+                check(f"{name} {layout} conv2d {c}->{k} g{groups} epilogue {chan_epi.decode()[:22]} with (C,1,1) operands "
                       "vs float64", st == 0 and err < bound, f"rel L2 {err:.2e} (PyTorch {torch_err:.2e}) {msg}")
         xg = torch.rand(4, 8, 40, 40, device="cuda").to(dt)
         wg = (torch.randn(64, 8, 3, 3, device="cuda") * 0.2).to(dt)
@@ -542,9 +542,11 @@ def main():
           stg == 0 and same and err < 1e-3, f"rel L2 {err:.2e}")
 
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
-    # (f32 channels-last between transposing copies, f16 NCHW staged) with tensors on cuda:1 and
+    # (f32 channels-last between transposing copies, f16 NCHW staged, f32 tf32 on the TF32 wgmma kernel
+    # with a per-channel operand) with tensors on cuda:1 and
     # cuda:1's current stream, eager and inside torch.cuda.graph; against float64.
     if torch.cuda.device_count() > 1:
+        epi = b"div(2)|leaky_relu(0.01)"  # (the seed's; its reference below)
         with torch.cuda.device(1):
             for name, dt, fmt, bound in (("f32 channels-last", torch.float32, cl, 1e-5),
                                          ("f16 NCHW (staged)", torch.float16, torch.contiguous_format, 2e-3)):
@@ -573,6 +575,27 @@ def main():
                 msg = lib.cuinline_last_error().decode() if stg != 0 else ""
                 check(f"{name} conv2d on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
                       stg == 0 and same, msg)
+            # tf32 on the TF32 wgmma kernel (its staging copy's workspace from cuda:1's pool) with a
+            # per-channel operand, eager and in torch.cuda.graph on a stream of cuda:1.
+            x1 = torch.randn(4, 32, 40, 44, device="cuda:1")
+            w1 = torch.randn(64, 32, 3, 3, device="cuda:1") * 0.06
+            b1 = torch.randn(64, device="cuda:1")
+            m1 = torch.randn(64, 1, 1, device="cuda:1")
+            ref = torch.relu(F.conv2d(x1.double(), w1.double(), b1.double(), 1, 1)) + m1.double()
+            o1 = torch.full(ref.shape, float("nan"), device="cuda:1")
+            st = conv_tf32(x1, w1, b1, None, o1, (1, 1), b"relu|add(in1)", [m1])
+            msg = lib.cuinline_last_error().decode() if st != 0 else ""
+            torch.cuda.synchronize(1)
+            err = ((o1.double() - ref).norm() / ref.norm()).item()
+            check("f32 tf32 (TF32 wgmma, staged) conv2d with a (C,1,1) operand on cuda:1's current stream vs float64",
+                  st == 0 and err < 1.5e-3, f"rel L2 {err:.2e} {msg}")
+            og1 = torch.full_like(o1, float("nan"))
+            g1 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g1, stream=torch.cuda.Stream(device=1)):
+                stg = conv_tf32(x1, w1, b1, None, og1, (1, 1), b"relu|add(in1)", [m1])
+            same = replays_match(g1, x1, og1, lambda e: conv_tf32(x1, w1, b1, None, e, (1, 1), b"relu|add(in1)", [m1]))
+            check("f32 tf32 (TF32 wgmma) conv2d on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
+                  stg == 0 and same, lib.cuinline_last_error().decode() if stg != 0 else "")
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 
