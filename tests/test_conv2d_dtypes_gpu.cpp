@@ -774,6 +774,99 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
 // a thread, one channel or a channel pair) and the f32 channels-last transposed path. Two epilogues: KernelBench's conv * m ->
 // LeakyReLU -> + b2 as a chain, and conv * m -> LeakyReLU(0.01) -> GELU (erf) as an expression;
 // against float64 with the operands as stored, outputs poisoned first.
+// x rounded to TF32 as the staging copy of the TF32 wgmma kernel rounds it (cvt.rna.tf32.f32: to
+// nearest, ties away from zero, in the magnitude's low 13 bits).
+double tf32_of(double v) {
+  const float f = static_cast<float>(v);
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+// f32 in precision tf32 on the TF32 wgmma kernel (16+ input channels, filters of more than one tap,
+// Cout x taps / strides >= 512 on sm90): random shapes — filters 2 to 7 a side, stride, padding,
+// dilation, 16-72 input channels (some not a multiple of 8: zeros staged past them), output channels
+// past a block's — in every layout of input, weight and output, with and without a residual, outputs
+// 4 bytes off their allocation in some, poisoned first. Checked against float64 twice: on the exact
+// operands (TF32's error, <= 2e-3 relative L2) and on operands rounded to TF32 as the staging copy
+// rounds them (fp32 sums only, <= 2e-5: a copy that truncated instead, or skipped a value's
+// rounding, is far outside).
+TEST(Conv2dDtypesGpu, Tf32WgmmaShapesAgainstFloat64) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const bool on_sm90 = device_target() == Conv2dTarget::sm90;
+  Stream stream;
+  int on_kernel = 0;
+  for (int i = 0; i < 14; ++i) {
+    Shape s;
+    s.n = 1 + static_cast<int>(rng() % 2);
+    s.cin = 16 + static_cast<int>(rng() % 57);
+    s.kh = 2 + static_cast<int>(rng() % 6);
+    s.kw = 2 + static_cast<int>(rng() % 6);
+    s.p.stride_h = 1 + static_cast<int>(rng() % 2);
+    s.p.stride_w = 1 + static_cast<int>(rng() % 2);
+    s.p.pad_h = static_cast<int>(rng() % 3);
+    s.p.pad_w = static_cast<int>(rng() % 3);
+    s.p.dilation_h = 1 + static_cast<int>(rng() % 2);
+    s.p.dilation_w = 1 + static_cast<int>(rng() % 2);
+    // Enough products a staged value for the kernel: Cout x taps >= 512 x strides.
+    const int taps = s.kh * s.kw, need = (512 * s.p.stride_h * s.p.stride_w + taps - 1) / taps;
+    s.cout = std::max(need, 24) + static_cast<int>(rng() % 48);
+    s.h = (s.kh - 1) * s.p.dilation_h + 1 + static_cast<int>(rng() % 14);
+    s.w = (s.kw - 1) * s.p.dilation_w + 1 + static_cast<int>(rng() % 18);
+    s.bias = rng() % 4 != 0;
+    s.residual = rng() % 3 == 0;
+    const bool in_nhwc = rng() % 2, w_nhwc = rng() % 2, out_nhwc = rng() % 2;
+    const std::size_t out_shift = rng() % 3 == 0 ? 4 : 0;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    const DType dt = DType::f32;
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, w_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+    HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, std::vector<double>(r.size())};
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r, out_shift), dy = upload(y, out_shift);
+    dy.buffer.fill_u32(0xffffffffu);  // NaN
+    const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+    const TensorView res = s.residual ? dr.view : TensorView{};
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::tf32, res);
+    SCOPED_TRACE(v.name());
+    const Conv2dTiling t = planned(v);
+    if (on_sm90 && std::getenv("CUINLINE_CONV2D_TF32_WGMMA") == nullptr && std::getenv("CUINLINE_CONV2D_WGMMA") == nullptr) {
+      EXPECT_TRUE(t.tf32_wgmma) << "planned off the TF32 wgmma kernel";
+    }
+    on_kernel += t.tf32_wgmma;
+    conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::tf32, res);
+    stream.synchronize();
+    std::vector<unsigned char> raw;
+    const double err = output_error(s, x, wt, b, r, y, dy, out_shift, &raw);
+    std::size_t unwritten = 0;
+    for (int n = 0; n < s.n; ++n)
+      for (int co = 0; co < s.cout; ++co)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) unwritten += std::isnan(y.read(raw, n, co, oy, ox)) ? 1 : 0;
+    EXPECT_EQ(unwritten, 0u);
+    EXPECT_LE(err, 2e-3);
+    double err_rounded = -1;
+    if (t.tf32_wgmma) {
+      HostTensor xr = x, wr = wt;
+      for (double& e : xr.values) e = tf32_of(e);
+      for (double& e : wr.values) e = tf32_of(e);
+      err_rounded = output_error(s, xr, wr, b, r, y, dy, out_shift);
+      EXPECT_LE(err_rounded, 2e-5) << "not the sums of TF32-rounded operands";
+    }
+    std::printf("  %-110s rel L2 %.2e (against TF32-rounded operands %.2e)\n", v.name().c_str(), err, err_rounded);
+  }
+  if (on_sm90) std::printf("  %d of 14 on the TF32 wgmma kernel\n", on_kernel);
+}
+
 TEST(Conv2dDtypesGpu, ChannelOperandEpiloguesOnEveryKernel) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
