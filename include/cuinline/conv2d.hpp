@@ -57,9 +57,10 @@ struct Conv2dParams {
 /// asked for by name.
 enum class Conv2dPrecision : std::uint8_t {
   fp32,    ///< fp32 fused multiply-add, accumulation in fp32 (the default)
-  tf32,    ///< TF32 tensor cores (mma.sync m16n8k8): inputs and weights rounded to TF32 (10-bit
-           ///< mantissa), fp32 accumulation; relative L2 error about 1e-4 (like PyTorch with
-           ///< allow_tf32); the fastest mode
+  tf32,    ///< TF32 tensor cores (mma.sync m16n8k8; on sm_90 with 16+ input channels wgmma m64nNk8
+           ///< after a staging copy, Conv2dTiling::tf32_wgmma): inputs and weights rounded to TF32
+           ///< (10-bit mantissa, to nearest), fp32 accumulation; relative L2 error about 1e-4 (like
+           ///< PyTorch with allow_tf32); the fastest mode
   tf32x3,  ///< "3xTF32" tensor cores: each fp32 operand split into a TF32 high part and a TF32
            ///< low part, three products accumulated in fp32 (CUTLASS's fp32-emulation scheme);
            ///< about fp32 accuracy at 3x the tensor-core work
