@@ -127,7 +127,7 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
-  EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16) sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
   cuinline::CacheConfig config;
   config.directory = cache_;
   cuinline::KernelCache cache(config);
@@ -141,6 +141,40 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
       TensorView{}, view(0x400000, DType::bf16, true, 2, 16, 63, 63), Conv2dParams::square(2), Op::chain({}));
   for (const Conv2dVariant& v : {nchw, rgb}) {
     ASSERT_EQ(conv2d_tiling(v).stage_channels, v.in_channels <= 8 ? 8 : 16) << v.name();
+    for (const auto& request : {make_request(v), *make_stage_request(v)}) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+      cache.get(request, sm90, &tier);
+      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
+      cache.clear_memory();
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+}
+
+// f32 in tf32 on the TF32 wgmma kernel (16+ channels, sm_90): always staged; warm compiles the conv of
+// the channels-last copy and the staging module (its TF32 copy), and the NCHW and channels-last calls
+// of that shape then find both on disk.
+TEST_F(CliTest, WarmConv2dTf32CompilesTheConvOfTheStagedCopyAndTheStagingModule) {
+  if (std::getenv("CUINLINE_CONV2D_TF32_WGMMA") != nullptr || std::getenv("CUINLINE_CONV2D_WGMMA") != nullptr) {
+    GTEST_SKIP() << "the TF32 wgmma kernel is switched off";
+  }
+  auto spec = write_spec("tf32.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [32, 40, 48], "filters": [64, 5, 7], "padding": [1, 2], "precision": "tf32",
+       "epilogue": "relu"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  for (bool nhwc : {false, true}) {
+    const Conv2dVariant v = conv2d_variant_for(
+        view(0x100000, DType::f32, nhwc, 2, 32, 40, 48), view(0x200000, DType::f32, nhwc, 64, 32, 5, 7), TensorView{},
+        view(0x400000, DType::f32, false, 2, 64, 38, 46), Conv2dParams{1, 1, 1, 2, 1, 1}, Op::relu(),
+        Conv2dPrecision::tf32);
+    ASSERT_TRUE(conv2d_tiling(v).tf32_wgmma) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
       cuinline::CacheTier tier = cuinline::CacheTier::compiled;
       cache.get(request, sm90, &tier);

@@ -146,8 +146,8 @@ void expand_cuda(const SpecEntry& entry, const std::filesystem::path& dir, bool 
 
 // Each variant's module, planned for each arch's target as a call on that arch plans it
 // (ops::conv2d_variant_for_arch), and once a spec each shape-generic copy a variant launches beside
-// its conv there (ops::make_stage_request: the f16 / bf16 staging copy, the f32 channels-last
-// transposing copy), for the archs whose targets launch it, so a warmed cache needs no NVRTC at run
+// its conv there (ops::make_stage_request: the f16 / bf16 staging copy, which also holds the TF32
+// wgmma variants' copy, the f32 channels-last transposing copy), for the archs whose targets launch it, so a warmed cache needs no NVRTC at run
 // time. `copies` holds the copies listed so far: the request's name and the targets that launch it.
 void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, std::vector<CopyModule>& copies) {
   constexpr ops::Conv2dTarget kTargets[] = {ops::Conv2dTarget::sm90, ops::Conv2dTarget::sm80, ops::Conv2dTarget::sm86,
@@ -169,7 +169,7 @@ void expand_conv2d(const SpecEntry& entry, std::vector<Variant>& out, std::vecto
         listed = copies.end() - 1;
         const bool stage = copy->name == "conv2d_stage.cu";
         std::shared_ptr<std::array<bool, 4>> targets = listed->targets;
-        Variant c{stage ? "conv2d staging copy (f16/bf16)" : "conv2d transposing copy (f32 channels-last)", entry.path,
+        Variant c{stage ? "conv2d staging copy (f16/bf16, f32 tf32)" : "conv2d transposing copy (f32 channels-last)", entry.path,
                   *copy, nullptr};
         c.for_arch = [targets, request = std::move(*copy)](const Arch& arch) -> std::optional<CompileRequest> {
           if (!(*targets)[static_cast<int>(ops::conv2d_target_for(arch))]) return std::nullopt;
