@@ -108,6 +108,26 @@ struct WindowOf<S, decltype(void(S::kWindow))> {
   static constexpr int value = S::kWindow;
 };
 
+// S::kPointwise where S has it, else 0.
+template <class S, class = void>
+struct PointwiseOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct PointwiseOf<S, decltype(void(S::kPointwise))> {
+  static constexpr int value = S::kPointwise;
+};
+
+// S::kSplit where S has it, else 1 (TF32 operands as they round; 3: 3xTF32).
+template <class S, class = void>
+struct SplitOf {
+  static constexpr int value = 1;
+};
+template <class S>
+struct SplitOf<S, decltype(void(S::kSplit))> {
+  static constexpr int value = S::kSplit;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -124,15 +144,29 @@ struct Plan {
   static constexpr bool kHalo = HaloOf<S>::value != 0;
   static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
   // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
-  static constexpr int kTilesX = kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM);
+  // (The pointwise form's blocks run channel blocks fastest: block x is pixel tile x / kCoBlocks,
+  // channel block x % kCoBlocks, so the blocks that read one A tile run together and all but the
+  // first find it in L2.)
+  static constexpr int kCoBlocks = (S::kCout + kBN - 1) / kBN;
+  static constexpr int kTilesX =
+      kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (PointwiseOf<S>::value != 0 ? kCoBlocks : 1);
   static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kTapsPerStep = kElem == 2 && S::kCiPad == 8 ? 2 : 1;
   static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
   static constexpr int kSteps = kTapsPerStep == 2 ? (kTaps + 1) / 2 : kTaps * kCiSteps;
-  // Shared tiles, in 16-bit elements: a row of kBK k values padded by 8 (16 bytes), so the 8 rows an
-  // ldmatrix phase reads fall in distinct bank quads.
-  static constexpr int kPitch = S::kBK + 8;
+  // The pointwise form (kPointwise; see the top of the file): a 1 x 1 filter, stride 1, no padding,
+  // an NCHW input of whole 16-byte runs of pixels (kPixels % kChunkElems == 0) and a weight of whole
+  // 16-byte runs of channels, both 16-byte aligned: A is copied by cp.async as the input lays it out
+  // ([k][pixel], kATrans), B as the weight does ([channel][k]); the mma.sync tilings (16-bit: the
+  // ldmatrix.trans path; float: m16n8k8 with the operands rounded to TF32, or split in 3xTF32
+  // (kSplit = 3), as they are read from shared memory).
+  static constexpr bool kPointwise = PointwiseOf<S>::value != 0;
+  static constexpr int kSplit = SplitOf<S>::value;
+  // Shared tiles, in 16-bit elements: a row of kBK k values padded by 16 bytes, so the 8 rows an
+  // ldmatrix phase reads fall in distinct bank quads (float: the m16n8k8 B fragment's words, k t of
+  // channel g, on distinct banks: the pitch is 4, 12 or 20 words mod 32).
+  static constexpr int kPitch = S::kBK * kElem / 2 + 8;
   // The wgmma tiling: tiles [rows][kBK] without padding, swizzled (see the top of the file).
   static constexpr bool kWgmma = S::kWgmma != 0;
   static constexpr int kRowBytes = S::kBK * kElem;     // a row of a swizzled tile
@@ -144,8 +178,10 @@ struct Plan {
   // An NCHW input stages A transposed, [kBK][kBM + 8] (pixels contiguous, as in global memory: a
   // warp's 32-bit stores of two neighbouring pixels hit 32 banks), read by ldmatrix.trans; a
   // channels-last input as [kBM][kPitch] (channels contiguous).
+  // (float: [kBK][kBM + 8] words, pitch 8 or 24 mod 32: the A fragment's words, k t of pixel g, on
+  // distinct banks.)
   static constexpr bool kATrans = !S::kInNhwc;
-  static constexpr int kAPitchT = kBM + 8;
+  static constexpr int kAPitchT = (kBM + 8) * kElem / 2;
   static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kTilePitch;
   // The window form (kWindow, below) stages only B a step.
   static constexpr bool kWindow = WindowOf<S>::value != 0;
@@ -155,7 +191,8 @@ struct Plan {
   // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
   // the buffers.
   static constexpr int kChunkElems = 16 / kElem;  // elements of one 16-byte copy
-  static constexpr bool kAsync = S::kInNhwc && S::kWNhwc && S::kCin % kChunkElems == 0 && S::kInAligned;
+  static constexpr bool kAsync =
+      (S::kInNhwc && S::kWNhwc && S::kCin % kChunkElems == 0 && S::kInAligned) || kPointwise;
   // Short reductions (kSteps <= 5; the seed's 3x3 over 8 channels is 5 steps): every step's tile is
   // requested at once, one memory latency a block instead of one a step. The register gather then
   // holds all the steps' words (kAllAtOnce, where that is at most 64 words a thread) and stages them
@@ -171,6 +208,7 @@ struct Plan {
                                       : kSteps > 5                ? 2
                                                                   : 3;
   static constexpr int kStages = S::kWgmma ? S::kAsyncDepth
+                                 : kPointwise ? kAsyncStages
                                  : kAsync && kAsyncStages > kRegStages ? kAsyncStages
                                                                        : kRegStages;
   static constexpr int kChunks = kRowBytes / 16;  // 16-byte copies a tile row and k step
@@ -300,8 +338,16 @@ struct Plan {
                             kBM % 64 == 0 && (kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128) &&
                             (kHalo || kStages >= 3)),
                 "the wgmma tiling: the cp.async form, one or two warpgroups, m64 tiles, n 16 to 128, 3 buffers");
-  static_assert(kElem == 2 || (kWgmma && kAsync && !kHalo && !kWindow),
-                "float storage: the cp.async wgmma tiling (a staged, channels-last copy)");
+  static_assert(kElem == 2 || (kWgmma && kAsync && !kHalo && !kWindow) || kPointwise,
+                "float storage: the cp.async wgmma tiling (a staged, channels-last copy) or the pointwise form");
+  static_assert(!kPointwise || (!S::kInNhwc && S::kKH == 1 && S::kKW == 1 && S::kSH == 1 && S::kSW == 1 &&
+                                S::kPH == 0 && S::kPW == 0 && S::kInAligned && kPixels % kChunkElems == 0 &&
+                                S::kCin % kChunkElems == 0 && !kWgmma && !kHalo && !kWindow &&
+                                (kElem == 4 || S::kCiPad >= 16) &&
+                                (S::kBK * kBM * kElem / 16) % kThreads == 0),
+                "the pointwise form: 1 x 1, stride 1, no padding, an aligned NCHW input of whole 16-byte runs, "
+                "a k step of whole 16-byte chunks a thread");
+  static_assert(kSplit == 1 || (kSplit == 3 && kElem == 4 && kPointwise), "kSplit: 3xTF32 is the pointwise form's");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
@@ -1023,6 +1069,94 @@ __device__ __forceinline__ void accumulate_swizzled_tf32(float (&acc)[S::kMT][S:
   }
 }
 
+// x rounded to TF32 (cvt.rna: to nearest, ties away from zero; the 32-bit pattern with the low 13
+// mantissa bits zero), as the staging copy (conv2d_stage.cuh) and cuBLAS / cuDNN round TF32 operands.
+__device__ __forceinline__ unsigned tf32_bits(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#elif defined(__CUDA_ARCH__)
+  return __float_as_uint(x);  // (no TF32 before sm_80: the module compiles there, is never launched)
+#else
+  // The host emulation (tests/test_conv2d_hmma_emulated.cpp): half a TF32 ulp added to the magnitude,
+  // then truncated; Inf stays, NaN becomes the canonical NaN.
+  unsigned u;
+  __builtin_memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) != 0u ? 0x7fffffffu : u;
+  return (u + 0x1000u) & 0xffffe000u;
+#endif
+}
+__device__ __forceinline__ float float_of_bits(unsigned u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// One fp32 operand of the pointwise form's TF32 products: hi = tf32(x); with kSplit = 3 also lo =
+// tf32(x - hi) and `cross` (hi where x is finite, else 0; lo is 0 there), for hi*hi + hi*lo + lo*hi
+// (lo*lo is below fp32's rounding) — an infinite or NaN operand then reaches the sum only through
+// hi * hi, so Inf * finite stays Inf instead of 0 * Inf = NaN (conv2d_mma.cuh's split_tf32).
+template <int kSplit>
+__device__ __forceinline__ void tf32_operand(float x, unsigned& hi, unsigned& lo, unsigned& cross) {
+  hi = tf32_bits(x);
+  if (kSplit == 3) {
+    const bool finite = x <= 3.402823466e38f && x >= -3.402823466e38f;
+    lo = finite ? tf32_bits(x - float_of_bits(hi)) : 0u;
+    cross = finite ? hi : 0u;
+  }
+}
+
+// The pointwise form's float main loop step: acc += the staged step at shared address `stage` (A
+// [kBK][kAPitchT / 2] words, pixels contiguous; B [kBN][kPitch / 2] words, k contiguous) by mma.sync
+// m16n8k8, each fp32 word rounded (or split) as it is read. Warp (wm, wn) computes pixels (wm kMT +
+// i) 16 .. of tile i x channels wn kNT 8 + 8 j ..; per k8 slice the B fragments of the warp's n tiles
+// are read once, the A fragments one m tile at a time (fewer registers live: 3xTF32 keeps three
+// words an element).
+template <class S>
+__device__ __forceinline__ void accumulate_pointwise_tf32(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
+  using P = Plan<S>;
+  const int lane = threadIdx.x % 32;
+  const int wm = (threadIdx.x / 32) % S::kWarpsM;
+  const int wn = (threadIdx.x / 32) / S::kWarpsM;
+  const int g = lane / 4, t = lane % 4;
+  constexpr int kAWords = P::kAPitchT / 2;  // a k row of A
+  constexpr int kBWords = P::kPitch / 2;    // a channel row of B
+  const unsigned a_base = stage + (t * kAWords + wm * S::kMT * 16 + g) * 4;
+  const unsigned b_base = stage + P::kAElems * 2 + ((wn * S::kNT * 8 + g) * kBWords + t) * 4;
+#pragma unroll
+  for (int ks = 0; ks < S::kBK / 8; ++ks) {
+    unsigned bh[S::kNT][2], bl[S::kNT][2], bc[S::kNT][2];
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      const unsigned b = b_base + (j * 8 * kBWords + ks * 8) * 4;
+      tf32_operand<P::kSplit>(float_of_bits(lds32(b)), bh[j][0], bl[j][0], bc[j][0]);
+      tf32_operand<P::kSplit>(float_of_bits(lds32(b + 16)), bh[j][1], bl[j][1], bc[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < S::kMT; ++i) {
+      // a0 (pixel g, k t), a1 (pixel g + 8), a2 (k t + 4), a3 (both)
+      const unsigned a = a_base + (ks * 8 * kAWords + i * 16) * 4;
+      const unsigned at[4] = {a, a + 32, a + 4 * kAWords * 4, a + 4 * kAWords * 4 + 32};
+      unsigned ah[4], al[4], ac[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) tf32_operand<P::kSplit>(float_of_bits(lds32(at[q])), ah[q], al[q], ac[q]);
+#pragma unroll
+      for (int j = 0; j < S::kNT; ++j) {
+        if (P::kSplit == 3) {
+          MmaTf32::run(acc[i][j], al, bc[j][0], bc[j][1]);
+          MmaTf32::run(acc[i][j], ac, bl[j][0], bl[j][1]);
+        }
+        MmaTf32::run(acc[i][j], ah, bh[j][0], bh[j][1]);
+      }
+    }
+  }
+}
+
 #if CUINLINE_CONV2D_HMMA_WGMMA
 // One k step of wgmma (sm_90a) for this thread's warpgroup: B from the swizzled [kBN][kBK] tile at
 // b_stage, A of m64 tile i and k16 slice ks through descriptor a_desc(i, ks). (The caller fences
@@ -1157,14 +1291,22 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   constexpr int kRowStep = P::kThreads / P::kChunks;  // rows a pass of the block covers
   constexpr int kARowsAsync = P::kBM / kRowStep;
   constexpr int kBRowsAsync = (P::kBN + kRowStep - 1) / kRowStep;
-  static_assert(P::kThreads % P::kChunks == 0 && P::kBM % kRowStep == 0, "whole A rows a pass");
+  static_assert(P::kThreads % P::kChunks == 0 && (P::kPointwise || P::kBM % kRowStep == 0), "whole A rows a pass");
   const int tid = threadIdx.x;
   const int chunk = tid % P::kChunks;
   const int row0 = tid / P::kChunks;
   int iy0[kARowsAsync], ix0[kARowsAsync];
+  if constexpr (!P::kPointwise) {
 #pragma unroll
-  for (int r = 0; r < kARowsAsync; ++r) window_origin<S>(p0 + row0 + r * kRowStep, iy0[r], ix0[r]);
+    for (int r = 0; r < kARowsAsync; ++r) window_origin<S>(p0 + row0 + r * kRowStep, iy0[r], ix0[r]);
+  }
   constexpr unsigned kStageBytes = P::kStageElems * 2;
+  // The pointwise form's A tile: kBK rows (input channels) of kBM pixels, kPwChunks 16-byte copies a
+  // row, thread tid taking copies tid, tid + kThreads, ... of the tile (consecutive threads along a
+  // row: a warp's copies are 512 contiguous bytes of one or two channels). A chunk lies wholly in or
+  // past the plane (kPixels % kChunkElems == 0); channels past kCin are zeros.
+  constexpr int kPwChunks = P::kBM * P::kElem / 16;
+  constexpr int kPwCopies = P::kPointwise ? S::kBK * kPwChunks / P::kThreads : 0;
 
   auto issue = [&](int step, int buf) {
     // Two taps a step (kCin == 8): chunk c is tap 2 step + c (zeros past the last tap).
@@ -1178,13 +1320,27 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     unsigned short* s_b = s_a + P::kAElems;
     // Chunk `chunk` of tile row `row`: padded rows, or the wgmma tiling's swizzled ones.
     auto at = [&](int row) { return row * P::kTilePitch + (P::kWgmma ? P::swz(row, chunk) : chunk) * 8; };
+    if constexpr (P::kPointwise) {
 #pragma unroll
-    for (int r = 0; r < kARowsAsync; ++r) {
-      const int iy = iy0[r] + kh * S::kDH;
-      const int ix = ix0[r] + kw * S::kDW;
-      const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-      const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
-      copy16_async<S::kCopyL2>(s_a + at(row0 + r * kRowStep), src, ok);
+      for (int r = 0; r < kPwCopies; ++r) {
+        const int q = tid + r * P::kThreads;
+        const int k = q / kPwChunks;
+        const int c = q - k * kPwChunks;
+        const int ca = step * S::kBK + k;  // (one tap: the step's channels)
+        const int p = p0 + c * P::kChunkElems;
+        const bool ok = (S::kCin % S::kBK == 0 || ca < S::kCin) && (P::kPixels % P::kBM == 0 || p < P::kPixels);
+        const typename S::storage* src = in_n + (ok ? (long long)ca * P::kPixels + p : 0);
+        copy16_async<S::kCopyL2>(s_a + k * P::kAPitchT + c * 8, src, ok);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < kARowsAsync; ++r) {
+        const int iy = iy0[r] + kh * S::kDH;
+        const int ix = ix0[r] + kw * S::kDW;
+        const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
+        const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
+        copy16_async<S::kCopyL2>(s_a + at(row0 + r * kRowStep), src, ok);
+      }
     }
 #pragma unroll
     for (int r = 0; r < kBRowsAsync; ++r) {
@@ -1267,7 +1423,11 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
       if (next < P::kSteps) issue(next, next % P::kAsyncStages);
       copy_commit();
       const int buf = step % P::kAsyncStages;
-      accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+      if constexpr (P::kElem == 4) {
+        accumulate_pointwise_tf32<S>(acc, smem_address(s_stage) + buf * kStageBytes);
+      } else {
+        accumulate<S>(acc, a_row + buf * kStageBytes, b_row + buf * kStageBytes);
+      }
     }
     copy_wait<0>();   // (only empty groups are left)
     __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
@@ -1883,8 +2043,8 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   const int warp = tid / 32;
   const int wm = warp % S::kWarpsM;
   const int wn = warp / S::kWarpsM;
-  const int p0 = (int)blockIdx.x * P::kBM;
-  const int co0 = blockIdx.y * P::kBN;
+  const int p0 = (int)(P::kPointwise ? blockIdx.x / P::kCoBlocks : blockIdx.x) * P::kBM;
+  const int co0 = (int)(P::kPointwise ? blockIdx.x % P::kCoBlocks : blockIdx.y) * P::kBN;
   const long long n = blockIdx.z;
   const T* in_n = input + n * P::kInN;
 

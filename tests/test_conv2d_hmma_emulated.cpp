@@ -563,6 +563,27 @@ TF32_CASE(Tf32Wide, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 8, 2, 16, 8
 // channels of a 32-channel block, NCHW output of 9 x 9 (one float a store), no bias.
 TF32_CASE(Tf32Small, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
 
+// The pointwise form (kPointwise: 1 x 1, stride 1, no padding, an NCHW input of whole 16-byte runs,
+// aligned): A copied by cp.async as the input lays it out ([k][pixel]), B as the weight does; the
+// mma.sync tilings (16-bit: ldmatrix.trans; float: m16n8k8 with the operands rounded to TF32 as they
+// are read, split = 1, or split in 3xTF32, split = 3 — precision fp32); channel blocks fastest along
+// x; three buffers, cp.async.cg.
+#define PW_CASE(name, T, cin, h, w, cout, bias, res, wl, out, wm, wn, mt, nt, cipad, bk, minb, split)          \
+  HMMA_CASE(name##Base, T, cin, h, w, cout, 1, 1, 1, 1, 0, 0, 1, 1, bias, res, 0, wl, out, wm, wn, mt, nt, cipad, \
+            bk, minb)                                                                                          \
+  struct name : name##Base {                                                                                   \
+    static constexpr int kPointwise = 1, kSplit = split, kAsyncDepth = 3, kCopyL2 = 1;                          \
+  };
+// f16, 32 -> 40 channels (a partial 64-channel block), a plane of 120 (a partial 128-pixel tile).
+PW_CASE(PwHalf, ew_half, 32, 6, 20, 40, 1, 0, 0, 0, 4, 2, 2, 4, 32, 32, 2, 1)
+// bf16, 48 channels (k steps of 16: three), 136 output channels (two 128-channel blocks, the second
+// partial), a residual, channels-last weight and output.
+PW_CASE(PwBf16, ew_bf16, 48, 4, 34, 136, 1, 1, 1, 1, 2, 4, 4, 4, 48, 16, 2, 1)
+// f32 in TF32, 24 channels (k steps of 8), 20 output channels of a 32-channel block, channels-last out.
+PW_CASE(PwTf32, float, 24, 5, 8, 20, 1, 0, 0, 1, 4, 1, 2, 4, 24, 8, 4, 1)
+// f32 in 3xTF32, 40 channels, 72 output channels (two 64-channel blocks), a residual, NCHW out.
+PW_CASE(PwFp32, float, 40, 9, 16, 72, 0, 1, 0, 0, 4, 2, 2, 4, 40, 8, 2, 3)
+
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
 // output_aligned).
@@ -586,7 +607,10 @@ Conv2dVariant variant_of() {
   v.has_residual = S::kHasResidual != 0;
   using T = typename S::storage;
   v.dtype = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, ew_half> ? DType::f16 : DType::bf16;
-  if (v.dtype == DType::f32) v.precision = Conv2dPrecision::tf32;
+  // (f32: the TF32 wgmma tiling's precision, tf32; the pointwise form's split 3 is precision fp32.)
+  if (v.dtype == DType::f32) {
+    v.precision = cuinline_conv2d_hmma_detail::SplitOf<S>::value == 3 ? Conv2dPrecision::fp32 : Conv2dPrecision::tf32;
+  }
   v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.weight_layout = S::kWNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.output_layout = S::kOutNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
@@ -648,7 +672,8 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // The constants are the host plan's (except a tuning candidate's: UnetOneGroup).
   const Conv2dTiling t = conv2d_tiling(v);
   constexpr bool kF32 = std::is_same_v<T, float>;
-  ASSERT_TRUE(kF32 ? t.tf32_wgmma && !t.half_mma : t.half_mma);
+  EXPECT_EQ(t.pointwise, P::kPointwise);
+  ASSERT_TRUE(kF32 ? (t.tf32_wgmma || t.pointwise) && !t.half_mma : t.half_mma);
   if constexpr (!std::is_same_v<S, UnetOneGroup>) {
     EXPECT_EQ(t.warps_m, S::kWarpsM);
     EXPECT_EQ(t.warps_n, S::kWarpsN);
@@ -662,11 +687,11 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
     EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
     EXPECT_EQ(t.window, cuinline_conv2d_hmma_detail::WindowOf<S>::value != 0);
-    if (t.wgmma) EXPECT_EQ(t.stages, P::kStages);
+    if (t.wgmma || t.pointwise) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
     EXPECT_EQ(S::kCiPad, kF32 ? (S::kCin + 7) / 8 * 8 : S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);
-    if (kF32) EXPECT_EQ(t.stage_channels, S::kCiPad);
+    EXPECT_EQ(t.stage_channels, kF32 && !P::kPointwise ? S::kCiPad : 0);
   }
   SCOPED_TRACE(mode == Mode::copies_at_issue     ? "copies land at issue"
                : mode == Mode::misaligned_input  ? "input misaligned"
@@ -727,9 +752,11 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   const cuinline_conv2d_chan chan{{shift_v.data(), nullptr, nullptr, nullptr}};
   g_cout = S::kCout;
   const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
+  // (The pointwise form's channel blocks are part of x: one block column.)
+  const unsigned grid_y = P::kPointwise ? 1u : static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN);
   for (unsigned zi = 0; zi < static_cast<unsigned>(batch); ++zi) {
     const unsigned z = P::kHalo ? batch - 1 - zi : zi;
-    for (unsigned by = 0; by < static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN); ++by) {
+    for (unsigned by = 0; by < grid_y; ++by) {
       for (unsigned i = 0; i < grid_x; ++i) {
         // (The halo form's blocks from the last: a store past a row's end into the next row, already
         // written, is caught.)
@@ -744,7 +771,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             g_block = &block;
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
-            gridDim = {grid_x, static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN), static_cast<unsigned>(batch)};
+            gridDim = {grid_x, grid_y, static_cast<unsigned>(batch)};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
                                               yb.data() + out_shift, row_tiles,
                                               S::kHasResidual ? rb.data() : nullptr, chan);
@@ -755,6 +782,14 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     }
   }
 
+  // The pointwise form in TF32 (split 1) rounds each operand to TF32 as it reads it: so does the
+  // reference (exact products of the rounded values), which a kernel that left a value unrounded, or
+  // truncated it, misses by far more than fp32 sums.
+  if (P::kPointwise && kF32 && P::kSplit == 1) {
+    for (std::vector<double>* vals : {&xv, &wv}) {
+      for (double& e : *vals) e = cuinline_conv2d_hmma_detail::float_of_bits(cuinline_conv2d_hmma_detail::tf32_bits(static_cast<float>(e)));
+    }
+  }
   double num = 0, den = 0;
   std::int64_t unwritten = 0;
   for (int n = 0; n < batch; ++n)
@@ -816,6 +851,10 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<Tf32Conv>(seed++);
   check_case<Tf32Wide>(seed++);
   check_case<Tf32Small>(seed++);
+  check_case<PwHalf>(seed++);
+  check_case<PwBf16>(seed++);
+  check_case<PwTf32>(seed++);
+  check_case<PwFp32>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -872,6 +911,15 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<Tf32Conv>(seed++, Mode::copies_at_issue);
   check_case<Tf32Wide>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<Tf32Conv>>(seed++, Mode::misaligned_output);
+  // The pointwise form: copies landing at once; outputs one element a store.
+  static_assert(Plan<PwHalf>::kAsync && Plan<PwFp32>::kAsync && Plan<PwHalf>::kOutVec == 4 &&
+                Plan<PwBf16>::kOutVec == 4 && Plan<PwTf32>::kOutVec == 4 && Plan<PwHalf>::kCoBlocks == 1 &&
+                Plan<PwBf16>::kCoBlocks == 2 && Plan<PwFp32>::kTilesX == 4);
+  check_case<PwHalf>(seed++, Mode::copies_at_issue);
+  check_case<PwBf16>(seed++, Mode::copies_at_issue);
+  check_case<PwFp32>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<PwHalf>>(seed++, Mode::misaligned_output);
+  check_case<OutputMisaligned<PwTf32>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
 }
 

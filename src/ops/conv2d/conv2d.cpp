@@ -362,6 +362,7 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::hmma_tiling(v);
+  if (conv2d_impl::pointwise_applies(v)) return conv2d_impl::pointwise_tiling(v);  // (f32)
   if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::tf32_wgmma_tiling(v);
   if (conv2d_impl::f32_transposes(v)) {
     const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
@@ -524,7 +525,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }  // namespace
 
 std::string kernel_name(const Conv2dVariant& v) {
-  if (conv2d_impl::hmma_applies(v) || conv2d_impl::tf32_wgmma_applies(v))
+  if (conv2d_impl::hmma_applies(v) || conv2d_impl::pointwise_applies(v) || conv2d_impl::tf32_wgmma_applies(v))
     return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
   if (conv2d_impl::f32_transposes(v)) {
     const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
@@ -610,6 +611,7 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
 
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
   v.validate();
+  if (conv2d_impl::pointwise_applies(v)) return std::nullopt;  // (f32 too: no copies)
   if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::make_hmma_stage_request();
   if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_transpose_request();
   if (!conv2d_impl::hmma_stages(v)) return std::nullopt;  // (conv2d_tiling(v).stage_channels == 0)
@@ -618,6 +620,7 @@ std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
 
 CompileRequest make_request(const Conv2dVariant& v) {
   if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
+  if (conv2d_impl::pointwise_applies(v)) return conv2d_impl::make_pointwise_request(v);  // (f32)
   if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::make_tf32_wgmma_request(v);
   // The NCHW kernel of the shape: its module (one cache entry) serves the NCHW variant too.
   if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_f32_kernel_request(conv2d_impl::f32_kernel_variant(v));

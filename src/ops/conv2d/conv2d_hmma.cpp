@@ -84,6 +84,15 @@ bool tf32_wgmma_disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_POINTWISE=0 keeps 1 x 1 convolutions off the pointwise form (read once).
+bool pointwise_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_POINTWISE");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 const char* storage_type(DType dtype) {
   return dtype == DType::f32 ? "float" : dtype == DType::f16 ? "ew_half" : "ew_bf16";
 }
@@ -137,11 +146,12 @@ Pipe pipe_override() {
 // 2.221 ms with .ca, which keeps the rows that later taps read again in L1; H100, 2026-11-26).
 int copy_l2(const Conv2dVariant& v) {
   if (pipe_override().set) return pipe_override().l2;
+  if (pointwise_applies(v)) return 1;  // (every input value is read once)
   return v.dtype == DType::f32 && v.kernel_h * v.kernel_w <= 9 ? 1 : 0;
 }
 
 int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
-  if (t.wgmma) return t.stages;
+  if (t.wgmma || t.pointwise) return t.stages;
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int steps = k_steps(v, t);
   const int reg_stages = all_at_once(v, t) ? steps : 2;
@@ -198,8 +208,9 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
   if (t.halo) return halo_shared_bytes(v, t, halo_nchw_copy(v) && v.inputs_aligned);
   if (t.window) return window_shared_bytes(v, t);
-  // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them.
-  const std::int64_t pitch = t.wgmma ? bk : bk + 8;
+  // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them. Other rows are
+  // padded by 16 bytes.
+  const std::int64_t pitch = t.wgmma ? bk : bk + 16 / elem_bytes(v);
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
   const std::int64_t main = stages(v, t) * (a + bn * pitch) * elem_bytes(v);
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
@@ -244,8 +255,15 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
                         const void* residual) {
   v.inputs_aligned = true;
   v.output_aligned = true;
-  if (!hmma_applies(v)) return;
   const auto in = reinterpret_cast<std::uintptr_t>(input), w = reinterpret_cast<std::uintptr_t>(weight);
+  // The pointwise form copies the input and weight as they are by cp.async (f32 too: the f32 output's
+  // alignment is set by conv2d_variant_for).
+  const bool pointwise = pointwise_shape(v);
+  if (v.dtype == DType::f32) {
+    if (pointwise) v.inputs_aligned = ((in | w) & 15u) == 0;
+    return;
+  }
+  if (!hmma_applies(v)) return;
   // The tensors that cp.async could copy as they are (channels-last with Cin % 8 == 0: both for the
   // cp.async main loop, or the one a staged call does not copy): an unaligned one makes the variant
   // the register gather's, or, staged, has it copied too.
@@ -256,6 +274,7 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   }
   // The halo form copies an NCHW input of whole 16-byte rows (W % 8 == 0) by cp.async too.
   if (halo_nchw_copy(v) && hmma_halo(v)) used |= in;
+  if (pointwise) used |= in | w;
   v.inputs_aligned = (used & 15u) == 0;
   // The flag must hold for the plan a call runs on its device (conv2d_variant_for_device), not only
   // for sm90's: off sm90 the mma.sync tilings (no halo form, no wgmma) store up to 4 outputs along the
@@ -429,6 +448,60 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   return true;
 }
 
+// The pointwise form's tiling (conv2d_hmma.cuh's kPointwise): 128 pixels a block x the channels
+// (16, 32, 64, or 128 a block past 64: each input value is then read once for up to 128 output
+// channels) — 4 x 1 warps of 2 x (bn / 8) tiles up to 32 channels, 4 x 2 of 2 x 4 for 64, 2 x 4 of 4
+// x 4 for 128 (256 threads, at most 128 registers: two blocks a multiprocessor); a k step of 64 bytes
+// of channels where they allow (32 f16 / bf16, 16 f32), else 32 bytes; three cp.async buffers.
+Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
+  const bool f32 = v.dtype == DType::f32;
+  Conv2dTiling t;
+  t.tensor_cores = true;
+  t.half_mma = !f32;
+  t.pointwise = true;
+  const int cout = v.out_channels;
+  // (3xTF32 keeps three words an operand: 64 channels a block at most, whose 128 registers a thread
+  // then do not spill; 128 channels spilled 20-32 bytes.)
+  const bool split = f32 && v.precision != Conv2dPrecision::tf32;
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || split ? 64 : 128;
+  if (bn <= 32) {
+    t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8, t.min_blocks = 4;
+  } else if (bn == 64) {
+    t.warps_m = 4, t.warps_n = 2, t.m_tiles = 2, t.n_tiles = 4, t.min_blocks = 2;
+  } else {
+    t.warps_m = 2, t.warps_n = 4, t.m_tiles = 4, t.n_tiles = 4, t.min_blocks = 2;
+  }
+  const int ci_pad = ci_pad_of(v);
+  int bk = f32 ? (ci_pad % 16 == 0 ? 16 : 8) : (ci_pad % 32 == 0 ? 32 : 16);
+  int o[6];
+  if (tile_override(o)) {
+    t.warps_m = o[0], t.warps_n = o[1], t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
+  }
+  t.tile_rows = 1;
+  t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the H x W plane
+  t.ci_chunk = bk;
+  t.ci_unroll = 1;
+  t.kh_unroll = 1;
+  t.kw_unroll = 1;
+  t.pipeline = 2;
+  t.row_tiles = 1;
+  // Blocks an image: pixel tiles x channel blocks, channel blocks fastest (one block column).
+  const std::int64_t tiles = (std::int64_t{v.height} * v.width + t.tile_cols - 1) / t.tile_cols *
+                             ((cout + t.block_channels() - 1) / t.block_channels());
+  if (tiles > 0x7fffffff) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
+  }
+  t.tiles_x = static_cast<int>(tiles);
+  t.tiles_y = 1;
+  t.stages = pipe_override().depth > 0 ? pipe_override().depth : 3;
+  t.shared_bytes = shared_bytes(v, t);
+  if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": the pointwise tile needs " +
+                          std::to_string(t.shared_bytes) + " bytes of shared memory");
+  }
+  return t;
+}
+
 // The tiling of a variant as its tensors are (no staging copy).
 Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
@@ -452,6 +525,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
+  if (pointwise_applies(v)) return pointwise_plan(v);
   if (Conv2dTiling h; halo_tiling(v, h)) return h;
   if (async && !wgmma_off(v)) return wgmma_tiling(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
@@ -523,14 +597,20 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
-  src += c("kAsyncDepth", t.wgmma ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
+  src += c("kAsyncDepth", t.wgmma || t.pointwise ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
+  if (t.pointwise) {
+    // f32: TF32 operands in precision tf32, 3xTF32 in fp32 and tf32x3.
+    src += c("kPointwise", 1) +
+           c("kSplit", v.dtype == DType::f32 && v.precision != Conv2dPrecision::tf32 ? 3 : 1);
+  }
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
   // The host's view of the alignment-dependent code (the variant's key) is the template's.
-  src += "static_assert(" + plan + "::kAsync == " + (hmma_async_layout(v) && v.inputs_aligned ? "true" : "false") +
+  src += "static_assert(" + plan + "::kAsync == " +
+         ((hmma_async_layout(v) && v.inputs_aligned) || t.pointwise ? "true" : "false") +
          " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? out_vec_of(v, t.wgmma) : 1) +
          ", \"main loop and stores\");\n";
   return src;
@@ -583,7 +663,7 @@ bool hmma_halo(const Conv2dVariant& v) {
 }
 
 bool hmma_stages(const Conv2dVariant& v) {
-  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v)) return false;
+  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
@@ -714,6 +794,35 @@ CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
   const Conv2dVariant s = hmma_staged_variant(v);
   const Conv2dTiling t = wgmma_tiling(s);
   return request_of(s, direct_source(s, t), true);
+}
+
+bool pointwise_shape(const Conv2dVariant& v) {
+  const bool f32 = v.dtype == DType::f32;
+  if (pointwise_disabled_by_environment() || v.target == Conv2dTarget::sm75) return false;
+  if (!f32 && !hmma_applies(v)) return false;
+  const Conv2dParams& p = v.params;
+  if (v.kernel_h != 1 || v.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.pad_h != 0 || p.pad_w != 0 ||
+      p.groups != 1 || v.input_layout != Conv2dLayout::nchw) {
+    return false;
+  }
+  // Whole 16-byte runs: each input channel's plane (the A tile's rows) and each weight row.
+  const int run = f32 ? 4 : 8;
+  const std::int64_t plane = std::int64_t{v.height} * v.width;
+  return v.in_channels % run == 0 && v.in_channels >= (f32 ? 8 : 16) && plane % run == 0;
+}
+
+bool pointwise_applies(const Conv2dVariant& v) {
+  return v.inputs_aligned && pointwise_shape(v);
+}
+
+Conv2dTiling pointwise_tiling(const Conv2dVariant& v) {
+  v.validate();
+  return pointwise_plan(v);
+}
+
+CompileRequest make_pointwise_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = pointwise_tiling(v);  // validates
+  return request_of(v, direct_source(v, t), false);
 }
 
 }  // namespace cuinline::ops::conv2d_impl

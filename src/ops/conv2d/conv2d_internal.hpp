@@ -99,6 +99,14 @@ bool tf32_wgmma_applies(const Conv2dVariant& v);
 /// request of hmma_staged_variant(v), float storage).
 Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v);
 CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v);
+/// Whether a variant's shape and layouts fit the pointwise form (Conv2dTiling::pointwise): all its
+/// conditions but the pointers' alignment (v.inputs_aligned). The variant must be valid.
+bool pointwise_shape(const Conv2dVariant& v);
+/// Whether a variant runs the pointwise form: pointwise_shape(v) and v.inputs_aligned.
+bool pointwise_applies(const Conv2dVariant& v);
+/// Its tiling (validates) and request (conv2d_hmma.cuh with kPointwise; float storage for f32).
+Conv2dTiling pointwise_tiling(const Conv2dVariant& v);
+CompileRequest make_pointwise_request(const Conv2dVariant& v);
 /// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;

@@ -368,7 +368,7 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   const int row_tiles = row_tiles_for(t, v, n, e);
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
-                  static_cast<unsigned>(t.channel_fast || t.row_fast ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(t.channel_fast || t.row_fast || t.pointwise ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
@@ -571,8 +571,9 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
   conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
   // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd), and
-  // the TF32 wgmma kernel's float4 stores in either layout.
-  if (v.dtype == DType::f32 && (v.output_layout == Conv2dLayout::nchw || v.precision == Conv2dPrecision::tf32)) {
+  // the TF32 wgmma kernel's and the pointwise form's float4 stores in either layout.
+  if (v.dtype == DType::f32 && (v.output_layout == Conv2dLayout::nchw || v.precision == Conv2dPrecision::tf32 ||
+                                conv2d_impl::pointwise_applies(v))) {
     const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual.data);
     v.output_aligned = out % 16 == 0;
   }
