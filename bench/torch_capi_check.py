@@ -541,6 +541,87 @@ def main():
     check("f32 tf32 conv2d (staging copy + wgmma) in torch.cuda.graph, 3 replays on new data == eager, vs float64",
           stg == 0 and same and err < 1e-3, f"rel L2 {err:.2e}")
 
+    # 8e. 1 x 1 convolutions on NCHW inputs (ResNet's bottleneck layers, KernelBench's pointwise
+    # problem): the pointwise form (f16, bf16, f32 in tf32), a GEMM whose tiles are copied from the
+    # tensors as they are; f32 in fp32 and tf32x3 on their kernels; NCHW and channels-last outputs, a
+    # residual, per-channel operands;
+    # special values; an output 4 bytes off; torch.cuda.graph replays. Against float64 beside PyTorch's
+    # own conv in that dtype (TF32 for tf32) on the same data.
+    def conv_pw(x, wt, bias, res, out, epi, operands, precision):
+        keep = [desc(t) for t in operands]
+        arr = (Tensor * len(keep))(*keep) if keep else None
+        return lib.cuinline_conv2d_ex(desc(x), desc(wt), desc(bias) if bias is not None else None,
+                                      desc(res) if res is not None else None, desc(out), one, zero, one, 1, epi, arr,
+                                      len(keep), precision, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+
+    for dt, precision, out_fmt, with_res, special in (
+            (torch.float16, b"fp32", torch.contiguous_format, False, False),
+            (torch.bfloat16, b"fp32", cl, True, False),
+            (torch.float16, b"fp32", torch.contiguous_format, True, True),
+            (torch.float32, b"fp32", torch.contiguous_format, False, True),
+            (torch.float32, b"tf32", cl, True, False),
+            (torch.float32, b"tf32x3", torch.contiguous_format, True, False)):
+        n, c, h, w, k = 2, 64, 40, 48, 136
+        x = torch.randn(n, c, h, w, device="cuda", dtype=dt)
+        if special:
+            x[0, 0, 5, 5] = float("nan")
+            x[1, 3, 10, 10] = float("inf")
+            x[1, 5, 20, 20] = -0.0
+            x[0, 7, 1, 1] = 1e-40 if dt == torch.float32 else 1e-6  # a subnormal
+        wt = (torch.randn(k, c, 1, 1, device="cuda") / c ** 0.5).to(dt)
+        bias = torch.randn(k, device="cuda", dtype=dt)
+        b2 = torch.randn(k, 1, 1, device="cuda", dtype=dt)
+        res = torch.randn(n, k, h, w, device="cuda", dtype=dt).contiguous(memory_format=out_fmt) if with_res else None
+
+        def f(y, b2=b2, res=res):
+            return torch.relu(y + (res.to(y.dtype) if res is not None else 0)) + b2.to(y.dtype)
+        ref = f(F.conv2d(x.double(), wt.double(), bias.double()))
+        if precision == b"tf32":
+            torch_out = torch_tf32(lambda: f(F.conv2d(x, wt, bias)))
+        else:
+            torch_out = f(F.conv2d(x, wt, bias))
+        out = torch.full(ref.shape, float("nan"), device="cuda", dtype=dt).contiguous(memory_format=out_fmt)
+        stc = conv_pw(x, wt, bias, res, out, b"relu|add(in1)", [b2], precision)
+        msg = lib.cuinline_last_error().decode() if stc != 0 else ""
+        torch.cuda.synchronize()
+        fin = torch.isfinite(ref)
+        same_nonfinite = torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.equal(
+            torch.isinf(out) & ~torch.isnan(ref), torch.isinf(ref))
+        err = ((out.double() - ref)[fin].norm() / ref[fin].norm()).item()
+        terr = ((torch_out.double() - ref)[fin].norm() / ref[fin].norm()).item()
+        bound = {b"fp32": 1e-5, b"tf32x3": 1e-5, b"tf32": 1.5e-3}[precision] if dt == torch.float32 else (
+            2e-3 if dt == torch.float16 else 1.6e-2)
+        name = str(dt).replace("torch.", "") + ("" if dt != torch.float32 else " " + precision.decode())
+        layout = "channels-last" if out_fmt == cl else "NCHW"
+        form = " (pointwise form)" if dt != torch.float32 or precision == b"tf32" else ""
+        check(f"{name} 1x1 conv2d {c}->{k}{form}, {layout} output{' + residual' if with_res else ''}"
+              f"{' with NaN/Inf/-0/subnormal inputs' if special else ''} vs float64 and PyTorch",
+              stc == 0 and err < max(2.5 * terr, bound) and same_nonfinite,
+              f"rel L2 {err:.2e} (PyTorch {terr:.2e}) non-finite positions equal {same_nonfinite} {msg}")
+    # An output 4 bytes off its allocation (one float a store), f32.
+    x = torch.randn(2, 32, 16, 24, device="cuda")
+    wt = torch.randn(40, 32, 1, 1, device="cuda") * 0.2
+    ref = F.conv2d(x.double(), wt.double())
+    flat = torch.full((ref.numel() + 1,), float("nan"), device="cuda")
+    out = flat[1:].view(ref.shape)
+    stc = conv_pw(x, wt, None, None, out, b"", [], b"tf32")
+    torch.cuda.synchronize()
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    check("f32 tf32 1x1 conv2d (pointwise form) into an output 4 bytes off its allocation",
+          stc == 0 and err < 1e-3 and bool(flat[:1].isnan().all()), f"rel L2 {err:.2e}")
+    # In torch.cuda.graph, replayed on new data (f16).
+    xg = torch.randn(2, 64, 32, 32, device="cuda", dtype=torch.float16)
+    wg = (torch.randn(96, 64, 1, 1, device="cuda") * 0.1).half()
+    og = torch.full((2, 96, 32, 32), float("nan"), device="cuda", dtype=torch.float16)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        stg = conv_pw(xg, wg, None, None, og, b"relu", [], b"fp32")
+    same = replays_match(g, xg, og, lambda e: conv_pw(xg, wg, None, None, e, b"relu", [], b"fp32"))
+    ref = torch.relu(F.conv2d(xg.double(), wg.double()))
+    err = ((og.double() - ref).norm() / ref.norm()).item()
+    check("f16 1x1 conv2d (pointwise form) in torch.cuda.graph, 3 replays on new data == eager, vs float64",
+          stg == 0 and same and err < 2e-3, f"rel L2 {err:.2e}")
+
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged, f32 tf32 on the TF32 wgmma kernel
     # with a per-channel operand) with tensors on cuda:1 and

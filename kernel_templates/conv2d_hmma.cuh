@@ -57,6 +57,17 @@
 // channels, the fp32 tile's epilogue, stores of up to 4 floats. Compiled for an arch without wgmma
 // (sm_100a), the same tiling runs mma.sync m16n8k8 .tf32 with 32-bit shared loads.
 //
+// The pointwise form (kPointwise: a 1 x 1 filter, stride 1, no padding, an NCHW input whose H x W
+// plane and channels are whole 16-byte runs, input and weight 16-byte aligned; 16-bit storage, or
+// float for f32 in precision tf32): GEMM per image, M = the plane's pixels, N = output channels, K =
+// input channels. The cp.async main loop copies A as the input lays it out — kBK channel rows of kBM
+// contiguous pixels, [k][pixel] (kATrans), 16 bytes a copy along the rows — and B from the weight's
+// [channel][k] rows (1 x 1: both weight layouts); nothing is staged beforehand, so the input is read
+// once from global memory. 16-bit: the ldmatrix.trans path of the register gather's NCHW tiles;
+// float: mma.sync m16n8k8 .tf32 with each fp32 word rounded to TF32 (cvt.rna) as it is read from
+// shared memory (accumulate_pointwise_tf32). Channel blocks run fastest along x (kCoBlocks), so the
+// blocks that read one A tile run together and find it in L2. The fp32-tile epilogue.
+//
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half, ew_bf16, or float: TF32, the cp.async wgmma tiling only);
 //   kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW, kHasBias, kHasResidual,
@@ -65,8 +76,9 @@
 //   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
 //   with it, 0 or 1), kAsyncDepth (cp.async buffers; 0: the default), kCopyL2 (1: cp.async.cg,
 //   cached in L2 only; 0: .ca), kWgmma (0 or 1: the wgmma tiling above; needs the cp.async form,
-//   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers). The kernel
-//   trusts the two alignment flags.
+//   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers);
+//   optional: kHalo, kWindow (the wgmma tiling's forms, below), kPointwise (0 or 1: the pointwise
+//   form above; kAsyncDepth buffers). The kernel trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_HMMA_CUH
@@ -118,16 +130,6 @@ struct PointwiseOf<S, decltype(void(S::kPointwise))> {
   static constexpr int value = S::kPointwise;
 };
 
-// S::kSplit where S has it, else 1 (TF32 operands as they round; 3: 3xTF32).
-template <class S, class = void>
-struct SplitOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct SplitOf<S, decltype(void(S::kSplit))> {
-  static constexpr int value = S::kSplit;
-};
-
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -159,10 +161,9 @@ struct Plan {
   // an NCHW input of whole 16-byte runs of pixels (kPixels % kChunkElems == 0) and a weight of whole
   // 16-byte runs of channels, both 16-byte aligned: A is copied by cp.async as the input lays it out
   // ([k][pixel], kATrans), B as the weight does ([channel][k]); the mma.sync tilings (16-bit: the
-  // ldmatrix.trans path; float: m16n8k8 with the operands rounded to TF32, or split in 3xTF32
-  // (kSplit = 3), as they are read from shared memory).
+  // ldmatrix.trans path; float: m16n8k8 with each operand rounded to TF32 as it is read from shared
+  // memory).
   static constexpr bool kPointwise = PointwiseOf<S>::value != 0;
-  static constexpr int kSplit = SplitOf<S>::value;
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 16 bytes, so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads (float: the m16n8k8 B fragment's words, k t of
   // channel g, on distinct banks: the pitch is 4, 12 or 20 words mod 32).
@@ -347,7 +348,6 @@ struct Plan {
                                 (S::kBK * kBM * kElem / 16) % kThreads == 0),
                 "the pointwise form: 1 x 1, stride 1, no padding, an aligned NCHW input of whole 16-byte runs, "
                 "a k step of whole 16-byte chunks a thread");
-  static_assert(kSplit == 1 || (kSplit == 3 && kElem == 4 && kPointwise), "kSplit: 3xTF32 is the pointwise form's");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
@@ -1097,26 +1097,11 @@ __device__ __forceinline__ float float_of_bits(unsigned u) {
 #endif
 }
 
-// One fp32 operand of the pointwise form's TF32 products: hi = tf32(x); with kSplit = 3 also lo =
-// tf32(x - hi) and `cross` (hi where x is finite, else 0; lo is 0 there), for hi*hi + hi*lo + lo*hi
-// (lo*lo is below fp32's rounding) — an infinite or NaN operand then reaches the sum only through
-// hi * hi, so Inf * finite stays Inf instead of 0 * Inf = NaN (conv2d_mma.cuh's split_tf32).
-template <int kSplit>
-__device__ __forceinline__ void tf32_operand(float x, unsigned& hi, unsigned& lo, unsigned& cross) {
-  hi = tf32_bits(x);
-  if (kSplit == 3) {
-    const bool finite = x <= 3.402823466e38f && x >= -3.402823466e38f;
-    lo = finite ? tf32_bits(x - float_of_bits(hi)) : 0u;
-    cross = finite ? hi : 0u;
-  }
-}
-
 // The pointwise form's float main loop step: acc += the staged step at shared address `stage` (A
 // [kBK][kAPitchT / 2] words, pixels contiguous; B [kBN][kPitch / 2] words, k contiguous) by mma.sync
-// m16n8k8, each fp32 word rounded (or split) as it is read. Warp (wm, wn) computes pixels (wm kMT +
-// i) 16 .. of tile i x channels wn kNT 8 + 8 j ..; per k8 slice the B fragments of the warp's n tiles
-// are read once, the A fragments one m tile at a time (fewer registers live: 3xTF32 keeps three
-// words an element).
+// m16n8k8, each fp32 word rounded to TF32 as it is read. Warp (wm, wn) computes pixels (wm kMT + i)
+// 16 .. of tile i x channels wn kNT 8 + 8 j ..; per k8 slice the B fragments of the warp's n tiles
+// are read once, the A fragments one m tile at a time.
 template <class S>
 __device__ __forceinline__ void accumulate_pointwise_tf32(float (&acc)[S::kMT][S::kNT][4], unsigned stage) {
   using P = Plan<S>;
@@ -1130,29 +1115,22 @@ __device__ __forceinline__ void accumulate_pointwise_tf32(float (&acc)[S::kMT][S
   const unsigned b_base = stage + P::kAElems * 2 + ((wn * S::kNT * 8 + g) * kBWords + t) * 4;
 #pragma unroll
   for (int ks = 0; ks < S::kBK / 8; ++ks) {
-    unsigned bh[S::kNT][2], bl[S::kNT][2], bc[S::kNT][2];
+    unsigned b[S::kNT][2];
 #pragma unroll
     for (int j = 0; j < S::kNT; ++j) {
-      const unsigned b = b_base + (j * 8 * kBWords + ks * 8) * 4;
-      tf32_operand<P::kSplit>(float_of_bits(lds32(b)), bh[j][0], bl[j][0], bc[j][0]);
-      tf32_operand<P::kSplit>(float_of_bits(lds32(b + 16)), bh[j][1], bl[j][1], bc[j][1]);
+      const unsigned at = b_base + (j * 8 * kBWords + ks * 8) * 4;
+      b[j][0] = tf32_bits(float_of_bits(lds32(at)));
+      b[j][1] = tf32_bits(float_of_bits(lds32(at + 16)));
     }
 #pragma unroll
     for (int i = 0; i < S::kMT; ++i) {
       // a0 (pixel g, k t), a1 (pixel g + 8), a2 (k t + 4), a3 (both)
-      const unsigned a = a_base + (ks * 8 * kAWords + i * 16) * 4;
-      const unsigned at[4] = {a, a + 32, a + 4 * kAWords * 4, a + 4 * kAWords * 4 + 32};
-      unsigned ah[4], al[4], ac[4];
+      const unsigned at = a_base + (ks * 8 * kAWords + i * 16) * 4;
+      const unsigned a[4] = {tf32_bits(float_of_bits(lds32(at))), tf32_bits(float_of_bits(lds32(at + 32))),
+                             tf32_bits(float_of_bits(lds32(at + 4 * kAWords * 4))),
+                             tf32_bits(float_of_bits(lds32(at + 4 * kAWords * 4 + 32)))};
 #pragma unroll
-      for (int q = 0; q < 4; ++q) tf32_operand<P::kSplit>(float_of_bits(lds32(at[q])), ah[q], al[q], ac[q]);
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-        if (P::kSplit == 3) {
-          MmaTf32::run(acc[i][j], al, bc[j][0], bc[j][1]);
-          MmaTf32::run(acc[i][j], ac, bl[j][0], bl[j][1]);
-        }
-        MmaTf32::run(acc[i][j], ah, bh[j][0], bh[j][1]);
-      }
+      for (int j = 0; j < S::kNT; ++j) MmaTf32::run(acc[i][j], a, b[j][0], b[j][1]);
     }
   }
 }

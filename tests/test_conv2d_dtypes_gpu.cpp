@@ -867,6 +867,86 @@ TEST(Conv2dDtypesGpu, Tf32WgmmaShapesAgainstFloat64) {
   if (on_sm90) std::printf("  %d of 14 on the TF32 wgmma kernel\n", on_kernel);
 }
 
+// The pointwise form (1 x 1, stride 1, no padding, an NCHW input of whole 16-byte runs: a GEMM whose
+// tiles are copied from the tensors as they are) through the public conv2d call, in every dtype and
+// f32 precision: random channels (up to 200 in, 300 out: partial channel blocks, several), planes
+// (partial pixel tiles), weight and output layouts, residuals, outputs 4 bytes off; poisoned first.
+// f16 / bf16 within tolerance(dt) of float64; f32 in tf32 (the form's f32 precision) within 2e-3, and
+// within 2e-5 of float64 on TF32-rounded operands (the rounding itself); f32 in fp32 and tf32x3 (not
+// the form: the FMA and 3xTF32 kernels) within 1e-5.
+TEST(Conv2dDtypesGpu, PointwiseShapesAgainstFloat64) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const char* off = std::getenv("CUINLINE_CONV2D_POINTWISE");
+  const bool expect_pointwise = device_target() != Conv2dTarget::sm75 && !(off != nullptr && std::string(off) == "0");
+  Stream stream;
+  int on_kernel = 0;
+  constexpr int kCases = 15;
+  for (int i = 0; i < kCases; ++i) {
+    const DType dt = i % 5 == 0 ? DType::f16 : i % 5 == 1 ? DType::bf16 : DType::f32;
+    const Conv2dPrecision precision = i % 5 == 3 ? Conv2dPrecision::tf32
+                                      : i % 5 == 4 ? Conv2dPrecision::tf32x3
+                                                   : Conv2dPrecision::fp32;
+    const int run = dt == DType::f32 ? 4 : 8;
+    Shape s{};
+    s.n = 1 + static_cast<int>(rng() % 2);
+    s.cin = run * (static_cast<int>(rng() % (200 / run)) + (dt == DType::f32 ? 2 : 2));
+    s.cout = 1 + static_cast<int>(rng() % 300);
+    s.kh = s.kw = 1;
+    s.p = Conv2dParams{};
+    // A plane of whole runs: h x w with w even and h x w % run == 0.
+    s.h = 1 + static_cast<int>(rng() % 24);
+    s.w = run * (1 + static_cast<int>(rng() % 6));
+    if (rng() % 2) std::swap(s.h, s.w);
+    s.bias = rng() % 4 != 0;
+    s.residual = rng() % 3 == 0;
+    const bool w_nhwc = rng() % 2, out_nhwc = rng() % 2;
+    const std::size_t out_shift = rng() % 3 == 0 ? 4 : 0;
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, false, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, 1, 1, dt, w_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, s.h, s.w, dt, out_nhwc, rng);
+    HostTensor y{s.n, s.cout, s.h, s.w, dt, out_nhwc, std::vector<double>(r.size())};
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r, out_shift), dy = upload(y, out_shift);
+    dy.buffer.fill_u32(0xffffffffu);  // NaN
+    const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+    const TensorView res = s.residual ? dr.view : TensorView{};
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, precision, res);
+    SCOPED_TRACE(v.name());
+    const Conv2dTiling t = planned(v);
+    if (expect_pointwise && (dt == DType::f32 ? precision == Conv2dPrecision::tf32 : !hmma_disabled())) {
+      EXPECT_TRUE(t.pointwise) << "planned off the pointwise form";
+    }
+    if (dt == DType::f32 && precision != Conv2dPrecision::tf32) EXPECT_FALSE(t.pointwise);
+    on_kernel += t.pointwise;
+    conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, precision, res);
+    stream.synchronize();
+    std::vector<unsigned char> raw;
+    const double err = output_error(s, x, wt, b, r, y, dy, out_shift, &raw);
+    std::size_t unwritten = 0;
+    for (int n = 0; n < s.n; ++n)
+      for (int co = 0; co < s.cout; ++co)
+        for (int oy = 0; oy < s.h; ++oy)
+          for (int ox = 0; ox < s.w; ++ox) unwritten += std::isnan(y.read(raw, n, co, oy, ox)) ? 1 : 0;
+    EXPECT_EQ(unwritten, 0u);
+    const bool tf32 = dt == DType::f32 && precision == Conv2dPrecision::tf32;
+    EXPECT_LE(err, tf32 ? 2e-3 : tolerance(dt));
+    double err_rounded = -1;
+    if (tf32 && t.pointwise) {
+      HostTensor xr = x, wr = wt;
+      for (double& e : xr.values) e = tf32_of(e);
+      for (double& e : wr.values) e = tf32_of(e);
+      err_rounded = output_error(s, xr, wr, b, r, y, dy, out_shift);
+      EXPECT_LE(err_rounded, 2e-5) << "not the sums of TF32-rounded operands";
+    }
+    std::printf("  %-110s rel L2 %.2e (TF32-rounded operands %.2e)\n", v.name().c_str(), err, err_rounded);
+  }
+  std::printf("  %d of %d on the pointwise form\n", on_kernel, kCases);
+}
+
 TEST(Conv2dDtypesGpu, ChannelOperandEpiloguesOnEveryKernel) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();

@@ -118,7 +118,14 @@ TEST(Conv2dHmma, TilingInvariants) {
       // Blocks of the flattened plane; the halo form's of one output row each.
       const std::int64_t pixels = v.out_height() * v.out_width();
       // (The halo form's tiles run along y, up to 8 a block in turn.)
-      if (t.halo) {
+      EXPECT_EQ(t.pointwise, cuinline::ops::conv2d_impl::pointwise_applies(v));
+      if (t.pointwise) {
+        // 1 x 1 over whole 16-byte runs: pixel tiles x channel blocks along x (channel blocks fastest).
+        const std::int64_t bn = t.block_channels();
+        EXPECT_EQ(t.tiles_x, (pixels + t.tile_cols - 1) / t.tile_cols * ((v.out_channels + bn - 1) / bn));
+        EXPECT_EQ(t.stage_channels, 0);
+        EXPECT_EQ(t.tiles_y, 1);
+      } else if (t.halo) {
         const std::int64_t segs = (v.out_width() + t.tile_cols - 1) / t.tile_cols;
         EXPECT_EQ(t.tiles_x, 1);
         EXPECT_EQ(t.tiles_y, v.out_height() * segs);
@@ -130,10 +137,10 @@ TEST(Conv2dHmma, TilingInvariants) {
         EXPECT_EQ(t.tiles_y, 1);
         EXPECT_EQ(t.row_tiles, 1);
       }
-      // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma, else 64 (the register
-      // gather of an unstaged NCHW input).
+      // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma or the pointwise form,
+      // else 64 (the register gather of an unstaged NCHW input).
       const int c = v.out_channels;
-      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 || !t.wgmma ? 64 : 128);
+      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 || !(t.wgmma || t.pointwise) ? 64 : 128);
       // Up to 8 channels: padded to 8, a k step of 16 two filter taps; else padded to 16.
       const int ci_pad = v.in_channels <= 8 ? 16 : (v.in_channels + 15) / 16 * 16;
       EXPECT_EQ(ci_pad % t.ci_chunk, 0);

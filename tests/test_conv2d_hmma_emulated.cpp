@@ -566,23 +566,22 @@ TF32_CASE(Tf32Small, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 3
 // The pointwise form (kPointwise: 1 x 1, stride 1, no padding, an NCHW input of whole 16-byte runs,
 // aligned): A copied by cp.async as the input lays it out ([k][pixel]), B as the weight does; the
 // mma.sync tilings (16-bit: ldmatrix.trans; float: m16n8k8 with the operands rounded to TF32 as they
-// are read, split = 1, or split in 3xTF32, split = 3 — precision fp32); channel blocks fastest along
-// x; three buffers, cp.async.cg.
-#define PW_CASE(name, T, cin, h, w, cout, bias, res, wl, out, wm, wn, mt, nt, cipad, bk, minb, split)          \
+// are read, precision tf32); channel blocks fastest along x; three buffers, cp.async.cg.
+#define PW_CASE(name, T, cin, h, w, cout, bias, res, wl, out, wm, wn, mt, nt, cipad, bk, minb)                 \
   HMMA_CASE(name##Base, T, cin, h, w, cout, 1, 1, 1, 1, 0, 0, 1, 1, bias, res, 0, wl, out, wm, wn, mt, nt, cipad, \
             bk, minb)                                                                                          \
   struct name : name##Base {                                                                                   \
-    static constexpr int kPointwise = 1, kSplit = split, kAsyncDepth = 3, kCopyL2 = 1;                          \
+    static constexpr int kPointwise = 1, kAsyncDepth = 3, kCopyL2 = 1;                                      \
   };
 // f16, 32 -> 40 channels (a partial 64-channel block), a plane of 120 (a partial 128-pixel tile).
-PW_CASE(PwHalf, ew_half, 32, 6, 20, 40, 1, 0, 0, 0, 4, 2, 2, 4, 32, 32, 2, 1)
+PW_CASE(PwHalf, ew_half, 32, 6, 20, 40, 1, 0, 0, 0, 4, 2, 2, 4, 32, 32, 2)
 // bf16, 48 channels (k steps of 16: three), 136 output channels (two 128-channel blocks, the second
 // partial), a residual, channels-last weight and output.
-PW_CASE(PwBf16, ew_bf16, 48, 4, 34, 136, 1, 1, 1, 1, 2, 4, 4, 4, 48, 16, 2, 1)
+PW_CASE(PwBf16, ew_bf16, 48, 4, 34, 136, 1, 1, 1, 1, 2, 4, 4, 4, 48, 16, 2)
 // f32 in TF32, 24 channels (k steps of 8), 20 output channels of a 32-channel block, channels-last out.
-PW_CASE(PwTf32, float, 24, 5, 8, 20, 1, 0, 0, 1, 4, 1, 2, 4, 24, 8, 4, 1)
-// f32 in 3xTF32, 40 channels, 72 output channels (two 64-channel blocks), a residual, NCHW out.
-PW_CASE(PwFp32, float, 40, 9, 16, 72, 0, 1, 0, 0, 4, 2, 2, 4, 40, 8, 2, 3)
+PW_CASE(PwTf32, float, 24, 5, 8, 20, 1, 0, 0, 1, 4, 1, 2, 4, 24, 8, 4)
+// f32 in TF32, 40 channels, 136 output channels (two 128-channel blocks), a residual, NCHW out.
+PW_CASE(PwTf32Wide, float, 40, 9, 16, 136, 0, 1, 0, 0, 2, 4, 4, 4, 40, 8, 2)
 
 // A case compiled for an input (and weight) that is not 16-byte aligned, or an output not aligned to
 // the vector stores: what the host plans for such pointers (Conv2dVariant::inputs_aligned,
@@ -607,10 +606,7 @@ Conv2dVariant variant_of() {
   v.has_residual = S::kHasResidual != 0;
   using T = typename S::storage;
   v.dtype = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, ew_half> ? DType::f16 : DType::bf16;
-  // (f32: the TF32 wgmma tiling's precision, tf32; the pointwise form's split 3 is precision fp32.)
-  if (v.dtype == DType::f32) {
-    v.precision = cuinline_conv2d_hmma_detail::SplitOf<S>::value == 3 ? Conv2dPrecision::fp32 : Conv2dPrecision::tf32;
-  }
+  if (v.dtype == DType::f32) v.precision = Conv2dPrecision::tf32;
   v.input_layout = S::kInNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.weight_layout = S::kWNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
   v.output_layout = S::kOutNhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
@@ -782,10 +778,10 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     }
   }
 
-  // The pointwise form in TF32 (split 1) rounds each operand to TF32 as it reads it: so does the
-  // reference (exact products of the rounded values), which a kernel that left a value unrounded, or
-  // truncated it, misses by far more than fp32 sums.
-  if (P::kPointwise && kF32 && P::kSplit == 1) {
+  // The pointwise form in TF32 rounds each operand to TF32 as it reads it: so does the reference
+  // (exact products of the rounded values), which a kernel that left a value unrounded, or truncated
+  // it, misses by far more than fp32 sums.
+  if (P::kPointwise && kF32) {
     for (std::vector<double>* vals : {&xv, &wv}) {
       for (double& e : *vals) e = cuinline_conv2d_hmma_detail::float_of_bits(cuinline_conv2d_hmma_detail::tf32_bits(static_cast<float>(e)));
     }
@@ -854,7 +850,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<PwHalf>(seed++);
   check_case<PwBf16>(seed++);
   check_case<PwTf32>(seed++);
-  check_case<PwFp32>(seed++);
+  check_case<PwTf32Wide>(seed++);
 }
 
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
@@ -912,12 +908,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<Tf32Wide>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<Tf32Conv>>(seed++, Mode::misaligned_output);
   // The pointwise form: copies landing at once; outputs one element a store.
-  static_assert(Plan<PwHalf>::kAsync && Plan<PwFp32>::kAsync && Plan<PwHalf>::kOutVec == 4 &&
+  static_assert(Plan<PwHalf>::kAsync && Plan<PwTf32Wide>::kAsync && Plan<PwHalf>::kOutVec == 4 &&
                 Plan<PwBf16>::kOutVec == 4 && Plan<PwTf32>::kOutVec == 4 && Plan<PwHalf>::kCoBlocks == 1 &&
-                Plan<PwBf16>::kCoBlocks == 2 && Plan<PwFp32>::kTilesX == 4);
+                Plan<PwBf16>::kCoBlocks == 2 && Plan<PwTf32Wide>::kTilesX == 4);
   check_case<PwHalf>(seed++, Mode::copies_at_issue);
   check_case<PwBf16>(seed++, Mode::copies_at_issue);
-  check_case<PwFp32>(seed++, Mode::copies_at_issue);
+  check_case<PwTf32Wide>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<PwHalf>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<PwTf32>>(seed++, Mode::misaligned_output);
   cuinline_conv2d_hmma_detail::g_copies_at_issue = false;

@@ -110,10 +110,15 @@ TEST(Conv2dMma, FilterColumnUnrollIsBounded) {
   Conv2dVariant pointwise = seed(Conv2dPrecision::tf32x3);
   pointwise.in_channels = 64;
   pointwise.kernel_h = pointwise.kernel_w = 1;
-  const Conv2dTiling p = conv2d_tiling(pointwise);
+  // (The mma.sync kernel's tiling of a 1 x 1: such a call now runs the pointwise form where its
+  // pointers are aligned, and this tiling where they are not.)
+  const Conv2dTiling p = cuinline::ops::conv2d_impl::mma_tiling(pointwise);
   EXPECT_EQ(p.kw_unroll, 1);  // kernel_w itself
   EXPECT_EQ(p.ci_unroll, 2);  // channel steps instead: 3 x 48 mma fit, 3 does not divide 8 steps
   pointwise.precision = Conv2dPrecision::tf32;
+  EXPECT_EQ(cuinline::ops::conv2d_impl::mma_tiling(pointwise).ci_unroll, 4);
+  EXPECT_TRUE(conv2d_tiling(pointwise).pointwise);
+  pointwise.inputs_aligned = false;
   EXPECT_EQ(conv2d_tiling(pointwise).ci_unroll, 4);
 }
 

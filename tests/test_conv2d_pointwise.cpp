@@ -1,5 +1,6 @@
 // The pointwise form of conv2d (1 x 1 filter, stride 1, no padding, NCHW input: a GEMM per image whose
-// tiles cp.async copies from the tensors as they are; conv2d_hmma.cuh's kPointwise, every dtype):
+// tiles cp.async copies from the tensors as they are; conv2d_hmma.cuh's kPointwise; f16, bf16, and
+// f32 in precision tf32):
 // which variants take it, its plan, and NVRTC compiles of its kernels for sm_90 and sm_80 without
 // spills (no GPU needed). The kernel's arithmetic is checked on the host by the emulated test
 // (tests/test_conv2d_hmma_emulated.cpp, the Pw* cases) and on the GPU by test_conv2d_dtypes_gpu.
@@ -43,9 +44,12 @@ TEST(Conv2dPointwise, WhichVariantsTakeIt) {
   const Conv2dVariant f16 = pointwise(DType::f16, Conv2dPrecision::fp32, 64, 32, 32, 128);
   EXPECT_TRUE(impl::pointwise_applies(f16));
   EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::bf16, Conv2dPrecision::fp32, 16, 4, 2, 3)));
-  for (Conv2dPrecision p : {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
-    EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::f32, p, 8, 2, 2, 1))) << to_string(p);
-  }
+  // f32 in tf32 only (3xTF32 on this form was slower than the fp32 FMA kernels).
+  EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::tf32, 8, 2, 2, 1)));
+  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::fp32, 8, 2, 2, 1)));
+  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::tf32x3, 8, 2, 2, 1)));
+  // (f16 / bf16 take it whatever precision is named: they have one.)
+  EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::f16, Conv2dPrecision::tf32x3, 16, 2, 4, 1)));
   // Any output layout, a channels-last (= NCHW for 1 x 1) weight, a residual.
   Conv2dVariant v = f16;
   v.output_layout = Conv2dLayout::nhwc;
@@ -70,9 +74,9 @@ TEST(Conv2dPointwise, WhichVariantsTakeIt) {
   EXPECT_TRUE(without([](Conv2dVariant& u) { u.height = 5, u.width = 5; }));  // a plane of 25: not whole runs of 8
   EXPECT_TRUE(without([](Conv2dVariant& u) { u.inputs_aligned = false; }));
   EXPECT_TRUE(without([](Conv2dVariant& u) { u = conv2d_variant_for_arch(u, cuinline::Arch::parse("sm_75")); }));
-  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::fp32, 4, 8, 8, 16)));  // 4 channels
-  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::fp32, 12, 3, 3, 16)));  // plane 9
-  EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::fp32, 12, 2, 6, 16)));
+  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::tf32, 4, 8, 8, 16)));  // 4 channels
+  EXPECT_FALSE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::tf32, 12, 3, 3, 16)));  // plane 9
+  EXPECT_TRUE(impl::pointwise_applies(pointwise(DType::f32, Conv2dPrecision::tf32, 12, 2, 6, 16)));
   // Every other arch the pointwise form compiles for (mma.sync: sm_80 on).
   for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}) {
     EXPECT_TRUE(impl::pointwise_applies(conv2d_variant_for_arch(f16, cuinline::Arch::parse(arch)))) << arch;
@@ -94,7 +98,7 @@ TEST(Conv2dPointwise, AlignmentFromThePointers) {
     EXPECT_FALSE(v.inputs_aligned);
   }
   // An f32 variant of another shape keeps one key whatever its pointers.
-  Conv2dVariant other = pointwise(DType::f32, Conv2dPrecision::fp32, 64, 16, 16, 64);
+  Conv2dVariant other = pointwise(DType::f32, Conv2dPrecision::tf32, 64, 16, 16, 64);
   other.kernel_h = other.kernel_w = 3;
   impl::set_hmma_alignment(other, buf + 4, buf + 4, buf, nullptr);
   EXPECT_TRUE(other.inputs_aligned);
@@ -113,11 +117,10 @@ TEST(Conv2dPointwise, PlansAndCompilesWithoutSpills) {
       {DType::f16, Conv2dPrecision::fp32, 64, 1024, 1024, 128, false, false, 128, 256, 32},
       {DType::bf16, Conv2dPrecision::fp32, 64, 1024, 1024, 128, false, true, 128, 256, 32},
       {DType::f32, Conv2dPrecision::tf32, 64, 1024, 1024, 128, false, false, 128, 256, 16},
-      {DType::f32, Conv2dPrecision::fp32, 64, 1024, 1024, 128, false, false, 64, 256, 16},  // (3xTF32: 64 a block)
-      {DType::f32, Conv2dPrecision::tf32x3, 64, 1024, 1024, 128, true, true, 64, 256, 16},
+      {DType::f32, Conv2dPrecision::tf32, 64, 1024, 1024, 128, true, true, 128, 256, 16},
       // ResNet-50's bottleneck 1 x 1s: 256 -> 64 and 64 -> 256 (two channel blocks).
       {DType::f16, Conv2dPrecision::fp32, 256, 56, 56, 64, true, false, 64, 256, 32},
-      {DType::f32, Conv2dPrecision::fp32, 64, 56, 56, 256, false, true, 64, 256, 16},
+      {DType::f32, Conv2dPrecision::tf32, 64, 56, 56, 256, false, true, 128, 256, 16},
       // Few channels: 16 or 32 a block, 4 warps; k steps of 16 (f16) or 8 (f32) channels.
       {DType::bf16, Conv2dPrecision::fp32, 48, 10, 12, 24, false, false, 32, 128, 16},
       {DType::f32, Conv2dPrecision::tf32, 24, 6, 6, 12, true, false, 16, 128, 8},
@@ -146,8 +149,6 @@ TEST(Conv2dPointwise, PlansAndCompilesWithoutSpills) {
     EXPECT_EQ(name, "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
     const cuinline::CompileRequest r = make_request(v);
     EXPECT_NE(r.source.find("kPointwise = 1;"), std::string::npos);
-    const bool split = c.dtype == DType::f32 && c.precision != Conv2dPrecision::tf32;
-    EXPECT_NE(r.source.find(split ? "kSplit = 3;" : "kSplit = 1;"), std::string::npos);
     EXPECT_FALSE(r.arch_specific);  // (mma.sync: the same code on every arch)
     for (const char* arch : {"sm_90", "sm_80"}) {
       SCOPED_TRACE(arch);

@@ -219,12 +219,14 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
 // The no-workspace kernel of a staged f16 NCHW call whose staged copy runs on wgmma: the direct
 // kernel is not a wgmma one, so its stores are at most 4 wide where the staged variant's are 8
 // (a 1 x 1 conv 64 -> 8 channels at 128 x 128; its source once asserted the wgmma width and did not
-// compile: found by test_conv2d_workspace_gpu on an H200, 2026-11-26).
+// compile: found by test_conv2d_workspace_gpu on an H200, 2026-11-26). That conv now runs the
+// pointwise form (no staging); the same 128 x 128 output from a stride-2 1 x 1 is still staged.
 TEST(Conv2dShapes, NoWorkspaceKernelOfAStagedCallCompiles) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   for (DType dt : {DType::f16, DType::bf16}) {
     for (bool residual : {false, true}) {
-      Conv2dVariant v = make_conv2d_variant(64, 128, 128, 8, 1, 1, Conv2dParams{}, true, div_leaky_relu_epilogue(1.0, 0.125));
+      Conv2dVariant v = make_conv2d_variant(64, 256, 256, 8, 1, 1, Conv2dParams::square(2, 0), true,
+                                            div_leaky_relu_epilogue(1.0, 0.125));
       v.dtype = dt;
       v.has_residual = residual;
       SCOPED_TRACE(v.name());

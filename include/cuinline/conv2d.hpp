@@ -289,16 +289,17 @@ struct Conv2dTiling {
   /// weight are always staged (stage_channels: Cin rounded up to 8, channels-last), each value
   /// rounded to TF32 on the way; ci_chunk is 8, 16 or 32 channels (32, 64 or 128 bytes a row).
   bool tf32_wgmma = false;
-  /// The pointwise form (conv2d_hmma.cuh's kPointwise; every dtype and precision): a 1 x 1 filter,
-  /// stride 1, no padding, groups 1, an NCHW input (any output layout) whose H x W plane and input
-  /// channels are whole 16-byte runs (multiples of 8 f16 / bf16 or 4 f32 elements; at least 16 f16 /
-  /// bf16 or 8 f32 channels), input and weight 16-byte aligned, on an sm_80+ target, unless
-  /// CUINLINE_CONV2D_POINTWISE=0: a GEMM per image — output channels x pixels over the input
-  /// channels — whose tiles cp.async copies from the tensors as they are (no staging copy), on
-  /// mma.sync (m16n8k16 for f16 / bf16; m16n8k8 for f32, the operands rounded to TF32 as they are
-  /// read in precision tf32, split in 3xTF32 in fp32 and tf32x3). tensor_cores is true, half_mma
-  /// for f16 / bf16; the block is warps_m x warps_n warps of m_tiles x n_tiles mma tiles over
-  /// tile_cols pixels of the plane, ci_chunk channels a k step, `stages` cp.async buffers.
+  /// The pointwise form (conv2d_hmma.cuh's kPointwise; f16, bf16, and f32 in precision tf32): a
+  /// 1 x 1 filter, stride 1, no padding, groups 1, an NCHW input (any output layout) whose H x W
+  /// plane and input channels are whole 16-byte runs (multiples of 8 f16 / bf16 or 4 f32 elements;
+  /// at least 16 f16 / bf16 or 8 f32 channels), input and weight 16-byte aligned, on an sm_80+
+  /// target, unless CUINLINE_CONV2D_POINTWISE=0: a GEMM per image — pixels x output channels over
+  /// the input channels — whose tiles cp.async copies from the tensors as they are (no staging
+  /// copy), on mma.sync (m16n8k16 for f16 / bf16; m16n8k8 for f32, each operand rounded to TF32 as
+  /// it is read). tensor_cores is true, half_mma for f16 / bf16; the block is warps_m x warps_n
+  /// warps of m_tiles x n_tiles mma tiles over tile_cols pixels of the plane, ci_chunk channels a k
+  /// step, `stages` cp.async buffers; tiles_x counts pixel tiles x channel blocks (channel blocks
+  /// fastest: the blocks that read one input tile run together), one block column.
   bool pointwise = false;
   /// f32 variants with a channels-last tensor, from 2^22 multiply-adds an image (or with
   /// CUINLINE_CONV2D_TRANSPOSE=1; =0: never): the f32 NCHW kernel of the same shape (the other

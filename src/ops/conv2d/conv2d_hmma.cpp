@@ -460,10 +460,7 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   t.half_mma = !f32;
   t.pointwise = true;
   const int cout = v.out_channels;
-  // (3xTF32 keeps three words an operand: 64 channels a block at most, whose 128 registers a thread
-  // then do not spill; 128 channels spilled 20-32 bytes.)
-  const bool split = f32 && v.precision != Conv2dPrecision::tf32;
-  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || split ? 64 : 128;
+  const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
   if (bn <= 32) {
     t.warps_m = 4, t.warps_n = 1, t.m_tiles = 2, t.n_tiles = bn / 8, t.min_blocks = 4;
   } else if (bn == 64) {
@@ -599,11 +596,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma || t.pointwise ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
-  if (t.pointwise) {
-    // f32: TF32 operands in precision tf32, 3xTF32 in fp32 and tf32x3.
-    src += c("kPointwise", 1) +
-           c("kSplit", v.dtype == DType::f32 && v.precision != Conv2dPrecision::tf32 ? 3 : 1);
-  }
+  if (t.pointwise) src += c("kPointwise", 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -799,7 +792,10 @@ CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
 bool pointwise_shape(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
   if (pointwise_disabled_by_environment() || v.target == Conv2dTarget::sm75) return false;
-  if (!f32 && !hmma_applies(v)) return false;
+  // f32 in precision tf32 only: 3xTF32 on this form (three products and a split of every operand
+  // as it is read) was compute-bound, slower than the fp32 FMA kernels on 4 of 7 measured 1 x 1
+  // layers (KernelBench's 16 x 64 x 1024^2 -> 128: 10.43 ms against 7.90; H100, 2026-11-26).
+  if (f32 ? v.precision != Conv2dPrecision::tf32 : !hmma_applies(v)) return false;
   const Conv2dParams& p = v.params;
   if (v.kernel_h != 1 || v.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.pad_h != 0 || p.pad_w != 0 ||
       p.groups != 1 || v.input_layout != Conv2dLayout::nchw) {
