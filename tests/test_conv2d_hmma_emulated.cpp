@@ -566,12 +566,12 @@ TF32_CASE(Tf32Small, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 3
 // The pointwise form (kPointwise: 1 x 1, stride 1, no padding, an NCHW input of whole 16-byte runs,
 // aligned): A copied by cp.async as the input lays it out ([k][pixel]), B as the weight does; the
 // mma.sync tilings (16-bit: ldmatrix.trans; float: m16n8k8 with the operands rounded to TF32 as they
-// are read, precision tf32); channel blocks fastest along x; three buffers, cp.async.cg.
+// are read, precision tf32); channel blocks fastest along x; four buffers, cp.async.ca.
 #define PW_CASE(name, T, cin, h, w, cout, bias, res, wl, out, wm, wn, mt, nt, cipad, bk, minb)                 \
   HMMA_CASE(name##Base, T, cin, h, w, cout, 1, 1, 1, 1, 0, 0, 1, 1, bias, res, 0, wl, out, wm, wn, mt, nt, cipad, \
             bk, minb)                                                                                          \
   struct name : name##Base {                                                                                   \
-    static constexpr int kPointwise = 1, kAsyncDepth = 3, kCopyL2 = 1;                                      \
+    static constexpr int kPointwise = 1, kAsyncDepth = 4, kCopyL2 = 0;                                      \
   };
 // f16, 32 -> 40 channels (a partial 64-channel block), a plane of 120 (a partial 128-pixel tile).
 PW_CASE(PwHalf, ew_half, 32, 6, 20, 40, 1, 0, 0, 0, 4, 2, 2, 4, 32, 32, 2)

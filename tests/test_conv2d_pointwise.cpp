@@ -142,7 +142,7 @@ TEST(Conv2dPointwise, PlansAndCompilesWithoutSpills) {
     EXPECT_EQ(t.tile_cols, 128);
     // Pixel tiles x channel blocks (channel blocks fastest: one block column).
     EXPECT_EQ(t.tiles_x, (std::int64_t{c.h} * c.w + 127) / 128 * ((c.cout + c.bn - 1) / c.bn));
-    EXPECT_EQ(t.stages, 3);
+    EXPECT_EQ(t.stages, 4);
     EXPECT_LE(t.shared_bytes, 100u * 1024);  // (two blocks a multiprocessor)
     EXPECT_FALSE(make_stage_request(v).has_value());
     const std::string name = kernel_name(v);

@@ -146,7 +146,10 @@ Pipe pipe_override() {
 // 2.221 ms with .ca, which keeps the rows that later taps read again in L1; H100, 2026-11-26).
 int copy_l2(const Conv2dVariant& v) {
   if (pipe_override().set) return pipe_override().l2;
-  if (pointwise_applies(v)) return 1;  // (every input value is read once)
+  // The pointwise form: .ca, though every input value is read once (H100, 2026-11-26, ms .ca / .cg:
+  // KernelBench's 16 x 64 x 1024^2 -> 128 f16 2.487 / 2.687, tf32 4.760 / 4.915; 32 x 512 x 28^2 ->
+  // 128 f16 0.0225 / 0.0267; 8 x 128 x 128^2 -> 128 f16 0.0363 / 0.0394).
+  if (pointwise_applies(v)) return 0;
   return v.dtype == DType::f32 && v.kernel_h * v.kernel_w <= 9 ? 1 : 0;
 }
 
@@ -452,7 +455,16 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
 // (16, 32, 64, or 128 a block past 64: each input value is then read once for up to 128 output
 // channels) — 4 x 1 warps of 2 x (bn / 8) tiles up to 32 channels, 4 x 2 of 2 x 4 for 64, 2 x 4 of 4
 // x 4 for 128 (256 threads, at most 128 registers: two blocks a multiprocessor); a k step of 64 bytes
-// of channels where they allow (32 f16 / bf16, 16 f32), else 32 bytes; three cp.async buffers.
+// of channels where they allow (32 f16 / bf16, 16 f32), else 32 bytes; four cp.async buffers.
+// Measured on an H100 (2026-11-26; ms, f16 / tf32 on KernelBench's 16 x 64 x 1024^2 -> 128, then f16
+// on 32 x 256 x 56^2 -> 64, 32 x 512 x 28^2 -> 128, 8 x 128 x 128^2 -> 128). With .cg copies and
+// three buffers: this tiling 2.687 / 4.915, 0.0386, 0.0267, 0.0394; three blocks a multiprocessor
+// (85 registers) 2.986 / 6.937, 0.0675, 0.0396, 0.0516; 64 channels a block (4 x 2 warps of 2 x 4
+// tiles, three blocks) 2.880 / 5.222, 0.0379, 0.0368, 0.0422; two buffers 2.990 / 5.435, 0.0467,
+// 0.0284, 0.0409; k steps of 16 f16 channels 2.960, 0.0493, 0.0291, 0.0416. With .ca (copy_l2):
+// three buffers 2.485-2.544 / 4.730-4.750, 0.0359-0.0361, 0.0225-0.0227, 0.0364-0.0366; four 2.482
+// / 4.627, 0.0347, 0.0226, 0.0371; two 2.978 / 5.323, 0.0451, 0.0271, 0.0380; 64 channels a block,
+// four blocks 2.449 / 5.374, 0.0331, 0.0268, 0.0367.
 Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
   Conv2dTiling t;
@@ -490,7 +502,7 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   }
   t.tiles_x = static_cast<int>(tiles);
   t.tiles_y = 1;
-  t.stages = pipe_override().depth > 0 ? pipe_override().depth : 3;
+  t.stages = pipe_override().depth > 0 ? pipe_override().depth : 4;
   t.shared_bytes = shared_bytes(v, t);
   if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the pointwise tile needs " +
