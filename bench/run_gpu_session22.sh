@@ -6,8 +6,8 @@
 #            suite; CTEST_A overrides); the C API from PyTorch (bench/torch_capi_check.py: 8e is the
 #            1 x 1 section).
 #   PHASE=b  bench/pointwise_peers.py with the form and without it (CUINLINE_CONV2D_POINTWISE=0: the
-#            kernels it replaced), KernelBench's 1 x 1 problems (87, 86) in f32 and f16; EXTRA
-#            commands first.
+#            kernels it replaced), KernelBench's 1 x 1 problems (87, 86) in f32 and f16 (COMPILE=1:
+#            with torch.compile); EXTRA commands first.
 #   OUT=/tmp/out PHASE=a bench/run_gpu_session22.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +50,7 @@ else
     for dt in f32 f16; do
       echo "== KernelBench $dt 87,86 ($(($(date +%s) - t0)) s)"
       PYTHONUNBUFFERED=1 timeout 200 python3 bench/kernelbench_conv.py --lib "$lib" --out "$OUT/kb_$dt.md" \
-        --samples 10 --only 87,86 --dtype $dt 2>&1 | grep -v "^$" | cut -c1-300 | tail -n 6
+        --samples 10 --only 87,86 --dtype $dt ${COMPILE:+--compile} 2>&1 | grep -v "^$" | cut -c1-300 | tail -n 6
     done
   fi
 fi

@@ -624,7 +624,7 @@ def main():
 
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged, f32 tf32 on the TF32 wgmma kernel
-    # with a per-channel operand) with tensors on cuda:1 and
+    # with a per-channel operand), and a 1 x 1 on the pointwise form, with tensors on cuda:1 and
     # cuda:1's current stream, eager and inside torch.cuda.graph; against float64.
     if torch.cuda.device_count() > 1:
         epi = b"div(2)|leaky_relu(0.01)"  # (the seed's; its reference below)
@@ -676,6 +676,26 @@ def main():
                 stg = conv_tf32(x1, w1, b1, None, og1, (1, 1), b"relu|add(in1)", [m1])
             same = replays_match(g1, x1, og1, lambda e: conv_tf32(x1, w1, b1, None, e, (1, 1), b"relu|add(in1)", [m1]))
             check("f32 tf32 (TF32 wgmma) conv2d on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
+                  stg == 0 and same, lib.cuinline_last_error().decode() if stg != 0 else "")
+            # A 1 x 1 on the pointwise form (bf16, a residual, channels-last output) on cuda:1.
+            x1 = torch.randn(2, 64, 24, 40, device="cuda:1", dtype=torch.bfloat16)
+            w1 = (torch.randn(136, 64, 1, 1, device="cuda:1") * 0.125).to(torch.bfloat16)
+            r1 = torch.randn(2, 136, 24, 40, device="cuda:1", dtype=torch.bfloat16).contiguous(memory_format=cl)
+            m1 = torch.randn(136, 1, 1, device="cuda:1", dtype=torch.bfloat16)
+            ref = torch.relu(F.conv2d(x1.double(), w1.double()) + r1.double()) + m1.double()
+            o1 = torch.full(ref.shape, float("nan"), device="cuda:1", dtype=torch.bfloat16).contiguous(memory_format=cl)
+            st = conv_pw(x1, w1, None, r1, o1, b"relu|add(in1)", [m1], b"fp32")
+            msg = lib.cuinline_last_error().decode() if st != 0 else ""
+            torch.cuda.synchronize(1)
+            err = ((o1.double() - ref).norm() / ref.norm()).item()
+            check("bf16 1x1 conv2d (pointwise form) + residual on cuda:1's current stream vs float64",
+                  st == 0 and err < 1.6e-2, f"rel L2 {err:.2e} {msg}")
+            og1 = torch.full_like(o1, float("nan"))
+            g1 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g1, stream=torch.cuda.Stream(device=1)):
+                stg = conv_pw(x1, w1, None, r1, og1, b"relu|add(in1)", [m1], b"fp32")
+            same = replays_match(g1, x1, og1, lambda e: conv_pw(x1, w1, None, r1, e, b"relu|add(in1)", [m1], b"fp32"))
+            check("bf16 1x1 conv2d (pointwise form) on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
                   stg == 0 and same, lib.cuinline_last_error().decode() if stg != 0 else "")
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
