@@ -492,6 +492,10 @@ WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 8, 1, 8, 64, 4, 1)
 WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 8, 1, 4, 32, 4, 1)
 WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 4, 1)
 WGMMA_CASE(NchwOut, NchwOutReg, 8, 1, 8, 16, 4, 1)
+// A large filter (5 x 5 over 32 channels: 25 k steps) with up to 64 channels a block: two warpgroups
+// of two m64 tiles each (256 pixels), 48 output channels of a 64-channel block, padding.
+HMMA_CASE(LongNhwcReg, ew_half, 32, 9, 20, 48, 5, 5, 1, 1, 1, 2, 1, 1, 1, 0, 1, 1, 0, 4, 2, 2, 4, 32, 32, 2)
+WGMMA_CASE(LongNhwc, LongNhwcReg, 8, 2, 8, 32, 4, 1)
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
 // comparison for it).
@@ -836,6 +840,7 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<UnetNhwc>(seed++);
   check_case<NchwOut>(seed++);
   check_case<UnetOneGroup>(seed++);
+  check_case<LongNhwc>(seed++);
   check_case<SeedHalo>(seed++);
   check_case<SeedHaloNhwc>(seed++);
   check_case<RgbHalo>(seed++);
@@ -876,6 +881,7 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<UnetNhwc>(seed++, Mode::copies_at_issue);
   check_case<NchwOut>(seed++, Mode::copies_at_issue);
   check_case<UnetOneGroup>(seed++, Mode::copies_at_issue);
+  check_case<LongNhwc>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<NchwOut>>(seed++, Mode::misaligned_output);
   check_case<InputMisaligned<SeedNhwcReg, 2>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<ResnetNhwcReg>>(seed++, Mode::misaligned_input);

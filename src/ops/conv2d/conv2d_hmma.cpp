@@ -358,12 +358,22 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   const int taps = v.kernel_h * v.kernel_w;
   const int steps_at_bk = ci_pad == 8 && !f32 ? (taps + 1) / 2 : taps * (ci_pad / bk);
   // Short reductions (the seed): one warpgroup of two m64 tiles; longer ones: two warpgroups, of two
-  // m64 tiles each with 128 channels (256 pixels a block), else one (128 pixels).
+  // m64 tiles each with 128 channels, or with fewer for filters of kLargeFilter taps or more (256
+  // pixels a block), else one (128 pixels).
   // (f32 with up to 64 channels a block: one warpgroup of two m64 tiles reads each B tile for twice
   // the pixels — KernelBench's 5 x 9 over 32 -> 64 channels 2.276 ms against 2.394 with two groups of
   // two tiles and 2.534 with two of one; H100, 2026-11-26.)
+  // (f16 / bf16 with up to 64 channels a block and a filter of at least kLargeFilter taps: two
+  // warpgroups of two m64 tiles each, 256 pixels a block — KernelBench's 5 x 9 filters over 32 -> 64
+  // channels 1.145-1.235 / 1.132-1.186 ms (62 / 80) against 1.446-1.510 / 1.434-1.465 with two
+  // warpgroups of one tile, 1.381-1.437 / 1.356-1.388 with one of two. 3 x 3 filters keep two of one
+  // tile: the ResNet-like layer over 64 channels ran 0.0489-0.0492 / 0.0396 ms NCHW / NHWC with two
+  // tiles against 0.0474-0.0476 / 0.0350-0.0351, KernelBench L2-54 1.819-1.869 against 1.765-1.911;
+  // H100, 2026-11-26, bench/tune_f16_two_tiles.sh.)
+  constexpr int kLargeFilter = 16;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64);
-  t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = two_groups && bn <= 64 ? 1 : 2, t.n_tiles = bn / 8;
+  const bool one_tile = two_groups && bn <= 64 && taps < kLargeFilter;
+  t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
   const bool overridden = tile_override(o);
