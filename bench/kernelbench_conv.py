@@ -36,14 +36,6 @@ from conv2d_half_peers import time_ms  # (L2 flushed before each timed call, med
 from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
 
 
-def mish_expr(v):
-    return f"({v}) * tanhf(log1pf(expf({v})))"
-
-
-def gelu_expr(v):
-    return f"({v}) * 0.5f * (1.0f + erff(({v}) * 0.70710678118654752f))"
-
-
 # name, N, Cin, H, W, Cout, (KH, KW), stride, padding, dilation, groups, bias, input ("randn"/"rand")
 LEVEL1 = [
     ("50 AlexNet conv1 11x11 s4", 256, 3, 224, 224, 96, (11, 11), (4, 4), (2, 2), (1, 1), 1, True, "randn"),
@@ -64,23 +56,21 @@ LEVEL1 = [
 LEVEL2 = [
     ("L2-1 Conv2D_ReLU_BiasAdd", 128, 64, 128, 128, 128, "relu|add(in1)", ["bias2"],
      lambda y, p: torch.relu(y) + p["bias2"]),
-    ("L2-4 Conv2d_Mish_Mish", 64, 64, 256, 256, 128, "expr(" + mish_expr(mish_expr("x")) + ")", [],
+    ("L2-4 Conv2d_Mish_Mish", 64, 64, 256, 256, 128, "mish|mish", [],
      lambda y, p: F.mish(F.mish(y))),
     ("L2-31 Conv2d_Min_Add_Multiply", 128, 64, 128, 128, 128,
      "expr([x, b] ((x != x ? x : fminf(x, 0.5f)) + b) * 2.0f)", ["bias2"],
      lambda y, p: (torch.min(y, torch.tensor(0.5, device=y.device)) + p["bias2"]) * 2.0),
-    ("L2-54 Conv2d_Multiply_LeakyReLU_GELU", 64, 64, 256, 256, 64,
-     "expr([x, m] " + gelu_expr("(x * m > 0.0f ? x * m : x * m * 0.01f)") + ")", ["multiplier"],
+    ("L2-54 Conv2d_Multiply_LeakyReLU_GELU", 64, 64, 256, 256, 64, "mul(in1)|leaky_relu(0.01)|gelu", ["multiplier"],
      lambda y, p: F.gelu(F.leaky_relu(y * p["multiplier"], 0.01))),
     ("L2-57 Conv2d_ReLU_HardSwish", 128, 8, 128, 128, 64,
      "expr(fmaxf(x, 0.0f) * fminf(fmaxf((fmaxf(x, 0.0f) + 3.0f) / 6.0f, 0.0f), 1.0f))", [],
      lambda y, p: (lambda r: r * torch.clamp((r + 3) / 6, 0, 1))(torch.relu(y))),
-    ("L2-69 Conv2d_HardSwish_ReLU", 128, 8, 128, 128, 64,
-     "expr(fmaxf(x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f, 0.0f))", [],
+    ("L2-69 Conv2d_HardSwish_ReLU", 128, 8, 128, 128, 64, "hardswish|relu", [],
      lambda y, p: torch.relu(F.hardswish(y))),
     ("L2-71 Conv2d_Divide_LeakyReLU", 128, 8, 128, 128, 64, "div(2)|leaky_relu(0.01)", [],
      lambda y, p: F.leaky_relu(y / 2, 0.01)),
-    ("L2-87 Conv2d_Subtract_Subtract_Mish", 128, 8, 256, 256, 64, "expr(" + mish_expr("x - 0.5f - 0.2f") + ")", [],
+    ("L2-87 Conv2d_Subtract_Subtract_Mish", 128, 8, 256, 256, 64, "sub(0.5)|sub(0.2)|mish", [],
      lambda y, p: F.mish(y - 0.5 - 0.2)),
 ]
 

@@ -16,7 +16,11 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
   - grouped and depthwise conv2d (cuinline_conv2d_grouped) in every dtype, NCHW and channels-last,
     against float64, and in torch.cuda.graph; groups that do not divide the channels refused;
   - with two GPUs, f32 channels-last and f16 NCHW conv2d (a workspace from cuda:1's pool) on tensors
-    of cuda:1 and its current stream, eager and in torch.cuda.graph.
+    of cuda:1 and its current stream, eager and in torch.cuda.graph;
+  - the activation / math steps (sigmoid, tanh, silu, gelu, gelu_tanh, mish, softplus, elu, selu, celu,
+    hardswish, hardsigmoid, hardtanh, relu6, exp, log, sqrt, abs, neg) and chains of them bit for bit
+    against PyTorch's kernels in every dtype, special values included; after a bias row; in
+    torch.cuda.graph; as conv2d epilogues against float64.
 Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
 """
 import ctypes
@@ -63,6 +67,93 @@ def replays_match(g, x, out, eager):
         torch.cuda.synchronize()
         same = same and torch.equal(out, expect)
     return same
+
+
+def bits_equal(out, ref):
+    """(mismatches, detail): elements whose bits differ, NaN matching any NaN."""
+    ints = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+            torch.float64: torch.int64}[out.dtype]
+    both_nan = out.isnan() & ref.isnan()
+    bad = (out.view(ints) != ref.view(ints)) & ~both_nan
+    n = int(bad.sum().item())
+    detail = ""
+    if n:
+        idx = bad.nonzero()[:3].flatten().tolist()
+        detail = f"{n} of {out.numel()} differ, e.g. " + "; ".join(
+            f"got {out.flatten()[i].item()!r} want {ref.flatten()[i].item()!r}" for i in idx)
+    return n, detail
+
+
+def check_functions(lib, apply, apply_ok, conv_ex):
+    fns = [("sigmoid", torch.sigmoid), ("tanh", torch.tanh), ("silu", F.silu), ("swish", F.silu), ("gelu", F.gelu),
+           ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")), ("mish", F.mish), ("softplus", F.softplus),
+           ("softplus(2, 5)", lambda t: F.softplus(t, beta=2, threshold=5)), ("elu", F.elu),
+           ("elu(0.3)", lambda t: F.elu(t, 0.3)), ("selu", F.selu), ("celu(1.7)", lambda t: F.celu(t, 1.7)),
+           ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid), ("hardtanh", F.hardtanh),
+           ("hardtanh(-0.5, 2)", lambda t: F.hardtanh(t, -0.5, 2.0)), ("relu6", F.relu6), ("exp", torch.exp),
+           ("log", torch.log), ("sqrt", torch.sqrt), ("abs", torch.abs), ("neg", torch.neg)]
+    chains = [("mish|mish", lambda t: F.mish(F.mish(t))),
+              ("add(0.5)|gelu|mul(2)|sigmoid", lambda t: torch.sigmoid(F.gelu(t + 0.5) * 2)),
+              ("exp|hardswish|tanh", lambda t: torch.tanh(F.hardswish(torch.exp(t)))),
+              ("gelu_tanh|softplus|selu", lambda t: F.selu(F.softplus(F.gelu(t, approximate="tanh")))),
+              ("sub(1)|silu|neg|exp", lambda t: torch.exp(-F.silu(t - 1)))]
+    special = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 2.999, -2.999, 20.0, 19.99,
+               20.01, 88.5, 89.0, -88.5, -104.0, 9.0, -9.0, 1e-3, -1e-3, 1e-40, -1e-40, 6e-8, -6e-8, 1e-310]
+    torch.manual_seed(10)
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        n = (1 << 20) + 3  # a scalar tail
+        x = torch.cat([torch.tensor(special, dtype=torch.float64), torch.randn(n // 2, dtype=torch.float64) * 4,
+                       torch.empty(n - n // 2 - len(special), dtype=torch.float64).uniform_(-30, 30)]).to(dt).cuda()
+        for text, fn in fns + chains:
+            out = torch.full_like(x, float("nan"))
+            apply_ok(text, [x], [out])
+            bad, detail = bits_equal(out, fn(x))
+            check(f"{text} {dt} == PyTorch bit for bit ({x.numel()} elements, specials included)", bad == 0, detail)
+    # A bias row, then the activation (the fused bias + GELU of a linear layer), and gating.
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.randn(1024, 1536, device="cuda", dtype=dt) * 3
+        b = torch.randn(1536, device="cuda", dtype=dt)
+        g = torch.randn(1024, 1536, device="cuda", dtype=dt)
+        o = torch.full_like(a, float("nan"))
+        apply_ok("add(in1)|gelu", [a, b], [o])
+        bad, detail = bits_equal(o, F.gelu(a + b))
+        check(f"add(in1)|gelu {dt} == F.gelu(a + bias) bit for bit", bad == 0, detail)
+        apply_ok("add(in1)|silu|mul(in2)", [a, b, g], [o])
+        bad, detail = bits_equal(o, F.silu(a + b) * g)
+        check(f"add(in1)|silu|mul(in2) {dt} == F.silu(a + bias) * g bit for bit", bad == 0, detail)
+    # In torch.cuda.graph: a variant first compiled inside the capture, replayed on new data.
+    a = torch.randn(4096, 1024, device="cuda")
+    b = torch.randn(1024, device="cuda")
+    o = torch.full_like(a, float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        st = apply("add(in1)|mish|hardsigmoid", [a, b], [o])
+    same = st == 0
+    for _ in range(3):
+        a.copy_(torch.randn_like(a) * 4)
+        o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        same = same and bits_equal(o, F.hardsigmoid(F.mish(a + b)))[0] == 0
+    check("add(in1)|mish|hardsigmoid in torch.cuda.graph, 3 replays on new data == PyTorch bit for bit", same)
+    # A conv2d epilogue (KernelBench's Conv2d_Mish_Mish, Conv2d_GELU, ..., computed in fp32 on the
+    # accumulator, rounded once): against float64, PyTorch's own error beside it.
+    torch.backends.cudnn.allow_tf32 = False
+    for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        for text, fn in (("mish|mish", lambda t: F.mish(F.mish(t))), ("gelu", F.gelu), ("hardswish", F.hardswish),
+                         ("sigmoid", torch.sigmoid), ("selu", F.selu)):
+            xi = torch.randn(4, 32, 30, 34, device="cuda", dtype=dt)
+            wt = (torch.randn(48, 32, 3, 3, device="cuda") * 0.06).to(dt)
+            bi = torch.randn(48, device="cuda", dtype=dt)
+            out = torch.full((4, 48, 28, 32), float("nan"), device="cuda", dtype=dt)
+            st = conv_ex(xi, wt, bi, out, 1, 0, 1, text.encode(), [])
+            msg = "" if st == 0 else lib.cuinline_last_error().decode()
+            torch.cuda.synchronize()
+            ref = fn(F.conv2d(xi.double(), wt.double(), bi.double()))
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            theirs = ((fn(F.conv2d(xi, wt, bi)).double() - ref).norm() / ref.norm()).item()
+            check(f"conv2d + {text} epilogue {dt} vs float64 (PyTorch {theirs:.2e})",
+                  st == 0 and err < bound and not out.isnan().any().item(), f"rel L2 {err:.2e} {msg}")
 
 
 def main():
@@ -697,6 +788,12 @@ def main():
             same = replays_match(g1, x1, og1, lambda e: conv_pw(x1, w1, None, r1, e, b"relu|add(in1)", [m1], b"fp32"))
             check("bf16 1x1 conv2d (pointwise form) on cuda:1 in torch.cuda.graph, 3 replays on new data == eager",
                   stg == 0 and same, lib.cuinline_last_error().decode() if stg != 0 else "")
+    # 10. the activation / math steps (sigmoid ... neg) against PyTorch's own kernels, bit for bit: every
+    # step in every dtype on randn * 4 and uniform(-30, 30) data with the special values in front (NaN,
+    # ±inf, ±0, subnormals, hardswish's ±3, softplus's threshold, exp's overflow), outputs poisoned; NaN
+    # where PyTorch has NaN, every other element the same bits (the sign of zero included). Chains
+    # against the PyTorch ops in sequence, a bias row, torch.cuda.graph replays, a conv epilogue.
+    check_functions(lib, apply, apply_ok, conv_ex)
     print(f"{'all checks passed' if failures == 0 else str(failures) + ' checks FAILED'}")
     sys.exit(1 if failures else 0)
 

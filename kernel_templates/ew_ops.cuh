@@ -25,6 +25,55 @@ __device__ __forceinline__ double ew_fmin(double a, double b) {
   return fmin(a, b);
 }
 
+// Opmath arithmetic. A module compiled with contraction on (CUINLINE_EW_FMAD: the elementwise
+// kernels of chains with activation steps, compiled as nvcc compiles PyTorch's kernels) spells the
+// rounding out (add.rn / mul.rn ...: never contracted into an FMA), so a step rounds as the PyTorch
+// op does; elsewhere (--fmad=false: every other kernel, conv2d epilogues included) the plain
+// operators compile to the same .rn instructions and leave the optimizer its freedom.
+#ifdef CUINLINE_EW_FMAD
+__device__ __forceinline__ float ew_op_add(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double ew_op_add(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float ew_op_sub(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double ew_op_sub(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ __forceinline__ float ew_op_mul(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double ew_op_mul(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float ew_op_div(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double ew_op_div(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+#else
+template <class T>
+__device__ __forceinline__ T ew_op_add(T a, T b) {
+  return a + b;
+}
+template <class T>
+__device__ __forceinline__ T ew_op_sub(T a, T b) {
+  return a - b;
+}
+template <class T>
+__device__ __forceinline__ T ew_op_mul(T a, T b) {
+  return a * b;
+}
+template <class T>
+__device__ __forceinline__ T ew_op_div(T a, T b) {
+  return a / b;
+}
+#endif
+
 // torch.relu = clamp_min(x, 0): a NaN input is returned as is (its bits), else max(x, 0).
 template <class S>
 __device__ __forceinline__ S ew_relu(S x) {
@@ -39,7 +88,7 @@ template <class S>
 __device__ __forceinline__ S ew_leaky_relu(S x, typename ew_traits<S>::op slope) {
   typedef ew_traits<S> T;
   const typename T::op v = T::to_op(x);
-  return T::from_op(v > typename T::op(0) ? v : v * slope);
+  return T::from_op(v > typename T::op(0) ? v : ew_op_mul(v, slope));
 }
 
 // torch.clamp(x, lo, hi): NaN returned as is, else min(max(x, lo), hi) (bounds in opmath).
@@ -53,35 +102,35 @@ __device__ __forceinline__ S ew_clamp(S x, typename ew_traits<S>::op lo, typenam
 
 template <class S>
 __device__ __forceinline__ S ew_add(S x, typename ew_traits<S>::op a) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) + a);
+  return ew_traits<S>::from_op(ew_op_add(ew_traits<S>::to_op(x), a));
 }
 template <class S>
 __device__ __forceinline__ S ew_sub(S x, typename ew_traits<S>::op a) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) - a);
+  return ew_traits<S>::from_op(ew_op_sub(ew_traits<S>::to_op(x), a));
 }
 // Also division by a scalar: PyTorch multiplies by the reciprocal, rounded to opmath on the host.
 template <class S>
 __device__ __forceinline__ S ew_mul(S x, typename ew_traits<S>::op a) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * a);
+  return ew_traits<S>::from_op(ew_op_mul(ew_traits<S>::to_op(x), a));
 }
 
 // Steps with a tensor operand (N-ary chains): both operands to opmath, one rounding, like the
 // PyTorch op on two tensors of the same dtype (torch.div of two tensors is a true division).
 template <class S>
 __device__ __forceinline__ S ew_add_tensor(S x, S y) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) + ew_traits<S>::to_op(y));
+  return ew_traits<S>::from_op(ew_op_add(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));
 }
 template <class S>
 __device__ __forceinline__ S ew_sub_tensor(S x, S y) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) - ew_traits<S>::to_op(y));
+  return ew_traits<S>::from_op(ew_op_sub(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));
 }
 template <class S>
 __device__ __forceinline__ S ew_mul_tensor(S x, S y) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * ew_traits<S>::to_op(y));
+  return ew_traits<S>::from_op(ew_op_mul(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));
 }
 template <class S>
 __device__ __forceinline__ S ew_div_tensor(S x, S y) {
-  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) / ew_traits<S>::to_op(y));
+  return ew_traits<S>::from_op(ew_op_div(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));
 }
 
 // torch.where(c != 0, x, other) on storage values: a select, no arithmetic (bits kept, NaN
@@ -90,6 +139,204 @@ template <class S>
 __device__ __forceinline__ S ew_where(S c, S x, S other) {
   typedef ew_traits<S> T;
   return T::to_op(c) != typename T::op(0) ? x : other;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations and math functions: the formulas of PyTorch's CUDA kernels (ATen/native/cuda:
+// ActivationSiluKernel.cu, ActivationGeluKernel.cu, ... UnarySpecialOpsKernel.cu), written as
+// those kernels write them, on v = the input in opmath, rounded once to S. The math functions are
+// the CUDA math library's (expf / exp ...), as PyTorch calls them; constants come from the
+// renderer, converted as PyTorch converts them (src/templates/render.cpp). A module holding them
+// is compiled with FMA contraction on, as nvcc compiles PyTorch: e.g. sigmoid's 1 + exp(-x) is one
+// FFMA of expf's last multiply there, and so here.
+__device__ __forceinline__ float ew_fn_exp(float v) {
+  return expf(v);
+}
+__device__ __forceinline__ double ew_fn_exp(double v) {
+  return exp(v);
+}
+__device__ __forceinline__ float ew_fn_expm1(float v) {
+  return expm1f(v);
+}
+__device__ __forceinline__ double ew_fn_expm1(double v) {
+  return expm1(v);
+}
+__device__ __forceinline__ float ew_fn_log(float v) {
+  return logf(v);
+}
+__device__ __forceinline__ double ew_fn_log(double v) {
+  return log(v);
+}
+__device__ __forceinline__ float ew_fn_log1p(float v) {
+  return log1pf(v);
+}
+__device__ __forceinline__ double ew_fn_log1p(double v) {
+  return log1p(v);
+}
+__device__ __forceinline__ float ew_fn_tanh(float v) {
+  return tanhf(v);
+}
+__device__ __forceinline__ double ew_fn_tanh(double v) {
+  return tanh(v);
+}
+__device__ __forceinline__ float ew_fn_erf(float v) {
+  return erff(v);
+}
+__device__ __forceinline__ double ew_fn_erf(double v) {
+  return erf(v);
+}
+__device__ __forceinline__ float ew_fn_sqrt(float v) {
+  return sqrtf(v);
+}
+__device__ __forceinline__ double ew_fn_sqrt(double v) {
+  return sqrt(v);
+}
+__device__ __forceinline__ float ew_fn_abs(float v) {
+  return fabsf(v);
+}
+__device__ __forceinline__ double ew_fn_abs(double v) {
+  return fabs(v);
+}
+// std::min / std::max as PyTorch's kernels call them (a comparison: a NaN first operand is kept).
+template <class T>
+__device__ __forceinline__ T ew_std_max(T a, T b) {
+  return (a < b) ? b : a;
+}
+template <class T>
+__device__ __forceinline__ T ew_std_min(T a, T b) {
+  return (b < a) ? b : a;
+}
+
+// A function step's result, rounded to S. With contraction on (CUINLINE_EW_FMAD), f32 / f64 (no
+// conversion) pass an add.rn of -0.0 (exact for every value, ±0 included; ptxas keeps it): the next
+// step's first add could otherwise absorb this step's last multiply (expf ends in one) into an FMA,
+// which the separate PyTorch ops never do. f16 / bf16 round with a cvt, a barrier already.
+template <class S>
+__device__ __forceinline__ S ew_fn_out(typename ew_traits<S>::op r) {
+  return ew_traits<S>::from_op(r);
+}
+#ifdef CUINLINE_EW_FMAD
+template <>
+__device__ __forceinline__ float ew_fn_out<float>(float r) {
+  asm("add.rn.f32 %0, %0, 0f80000000;" : "+f"(r));
+  return r;
+}
+template <>
+__device__ __forceinline__ double ew_fn_out<double>(double r) {
+  asm("add.rn.f64 %0, %0, 0d8000000000000000;" : "+d"(r));
+  return r;
+}
+#endif
+
+// torch.sigmoid: one / (one + exp(-x)).
+template <class S>
+__device__ __forceinline__ S ew_sigmoid(S x) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(O(1) / (O(1) + ew_fn_exp(-v)));
+}
+// torch.tanh.
+template <class S>
+__device__ __forceinline__ S ew_tanh(S x) {
+  typedef ew_traits<S> T;
+  return ew_fn_out<S>(ew_fn_tanh(T::to_op(x)));
+}
+// F.silu: x / (1 + exp(-x)).
+template <class S>
+__device__ __forceinline__ S ew_silu(S x) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(v / (O(1) + ew_fn_exp(-v)));
+}
+// F.gelu: x * 0.5 * (1 + erf(x * alpha)), alpha = M_SQRT1_2 in opmath.
+template <class S>
+__device__ __forceinline__ S ew_gelu(S x, typename ew_traits<S>::op alpha) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(v * O(0.5) * (O(1) + ew_fn_erf(v * alpha)));
+}
+// F.gelu(approximate="tanh"): 0.5 * x * (1 + tanh(beta * (x + kappa * x^3))).
+template <class S>
+__device__ __forceinline__ S ew_gelu_tanh(S x, typename ew_traits<S>::op beta, typename ew_traits<S>::op kappa) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  const O x_cube = v * v * v;
+  const O inner = beta * (v + kappa * x_cube);
+  return ew_fn_out<S>(O(0.5) * v * (O(1) + ew_fn_tanh(inner)));
+}
+// F.mish: x * tanh(log1p(exp(x))).
+template <class S>
+__device__ __forceinline__ S ew_mish(S x) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(v * ew_fn_tanh(ew_fn_log1p(ew_fn_exp(v))));
+}
+// F.softplus: (x * beta) > threshold ? x : log1p(exp(x * beta)) / beta.
+template <class S>
+__device__ __forceinline__ S ew_softplus(S x, typename ew_traits<S>::op beta, typename ew_traits<S>::op threshold) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>((v * beta) > threshold ? v : (ew_fn_log1p(ew_fn_exp(v * beta))) / beta);
+}
+// F.elu / F.selu / F.celu (at::elu with alpha, scale, input_scale): x > 0 ? x * poscoef :
+// expm1(x * negiptcoef) * negcoef, negcoef = alpha * scale (in opmath), poscoef = scale,
+// negiptcoef = input_scale.
+template <class S>
+__device__ __forceinline__ S ew_elu(S x, typename ew_traits<S>::op negcoef, typename ew_traits<S>::op poscoef,
+                                    typename ew_traits<S>::op negiptcoef) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(v > O(0) ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef);
+}
+// F.hardswish: x * std::min(std::max(x + 3, 0), 6) * one_sixth (one_sixth = 1.0f / 6.0f).
+template <class S>
+__device__ __forceinline__ S ew_hardswish(S x, typename ew_traits<S>::op one_sixth) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(v * ew_std_min(ew_std_max(v + O(3), O(0)), O(6)) * one_sixth);
+}
+// F.hardsigmoid: std::min(std::max(x + 3, 0), 6) * one_sixth.
+template <class S>
+__device__ __forceinline__ S ew_hardsigmoid(S x, typename ew_traits<S>::op one_sixth) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(ew_std_min(ew_std_max(v + O(3), O(0)), O(6)) * one_sixth);
+}
+template <class S>
+__device__ __forceinline__ S ew_exp(S x) {
+  typedef ew_traits<S> T;
+  return ew_fn_out<S>(ew_fn_exp(T::to_op(x)));
+}
+template <class S>
+__device__ __forceinline__ S ew_log(S x) {
+  typedef ew_traits<S> T;
+  return ew_fn_out<S>(ew_fn_log(T::to_op(x)));
+}
+template <class S>
+__device__ __forceinline__ S ew_sqrt(S x) {
+  typedef ew_traits<S> T;
+  return ew_fn_out<S>(ew_fn_sqrt(T::to_op(x)));
+}
+// torch.abs / torch.neg: the sign bit (NaN payloads kept, as the converted value's). No barrier:
+// the input is already rounded, and a sign change leaves nothing to contract.
+template <class S>
+__device__ __forceinline__ S ew_abs(S x) {
+  typedef ew_traits<S> T;
+  return T::from_op(ew_fn_abs(T::to_op(x)));
+}
+template <class S>
+__device__ __forceinline__ S ew_neg(S x) {
+  typedef ew_traits<S> T;
+  return T::from_op(-T::to_op(x));
 }
 
 #endif  // CUINLINE_EW_OPS_CUH

@@ -100,7 +100,7 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
       {R"({"entries": [)" + relu + "," + relu + "," + relu +
            R"(, {"kind": "op", "op": "relu", "dtype": "f8"}]})",
        R"(entries[3].dtype: expected one of f32,f16,bf16,f64, got "f8")"},
-      {R"({"entries": [)" + relu + R"(, {"kind": "op", "op": "gelu", "dtype": "f32"}]})", "entries[1].op: "},
+      {R"({"entries": [)" + relu + R"(, {"kind": "op", "op": "swiglu", "dtype": "f32"}]})", "entries[1].op: "},
       {R"({"entries": [{"kind": "op", "op": "relu"}]})", "entries[0].dtype: missing required field"},
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": 3}]})", "entries[0].dtype: expected one of"},
       {R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "dtpye": "f16"}]})",

@@ -53,7 +53,32 @@ enum class StepKind : std::uint8_t {
   // dtype: `where(in1, in2)` is torch.where(in1 != 0, x, in2) (PyTorch's where takes a bool tensor).
   where_tensor,  ///< x = in[cond] != 0 ? x : in[operand], written "where(in1, in2)"
   where_scalar,  ///< x = in[cond] != 0 ? x : a, written "where(in1, 0.5)"; see Step::where_scalar
+  // Activations and math functions, each the formula of PyTorch's CUDA kernel of that name (eager,
+  // in opmath, rounded once to the dtype), with its constants converted as PyTorch converts them.
+  // Elementwise kernels of a chain with these steps are compiled with FMA contraction on, as
+  // PyTorch's kernels are (sigmoid's 1 + exp(-x) is one FFMA there), while the arithmetic steps
+  // keep explicit roundings; so a chain matches the PyTorch ops bit for bit (docs/ops-families.md).
+  sigmoid,      ///< 1 / (1 + exp(-x))  (torch.sigmoid)
+  tanh,         ///< tanh(x)  (torch.tanh)
+  silu,         ///< x / (1 + exp(-x))  (F.silu; "swish" is read as silu)
+  gelu,         ///< x * 0.5 * (1 + erf(x / sqrt(2)))  (F.gelu)
+  gelu_tanh,    ///< 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))  (F.gelu(approximate="tanh"))
+  mish,         ///< x * tanh(log1p(exp(x)))  (F.mish)
+  softplus,     ///< x * a > b ? x : log1p(exp(x * a)) / a; a = beta (1), b = threshold (20)  (F.softplus)
+  elu,          ///< x > 0 ? x : expm1(x) * a; a = alpha (1)  (F.elu)
+  selu,         ///< scale * (x > 0 ? x : alpha * expm1(x)) with PyTorch's constants  (F.selu)
+  celu,         ///< x > 0 ? x : expm1(x / a) * a; a = alpha (1), not 0  (F.celu)
+  hardswish,    ///< x * min(max(x + 3, 0), 6) / 6  (F.hardswish; NaN propagates)
+  hardsigmoid,  ///< min(max(x + 3, 0), 6) / 6  (F.hardsigmoid; NaN propagates)
+  exp,          ///< exp(x)  (torch.exp)
+  log,          ///< log(x)  (torch.log)
+  sqrt,         ///< sqrt(x), correctly rounded  (torch.sqrt)
+  abs,          ///< |x| (the sign bit cleared)  (torch.abs)
+  neg,          ///< -x (the sign bit flipped)  (torch.neg)
 };
+
+/// Whether `kind` is one of the activation / math steps (sigmoid ... neg) above.
+bool is_function_step(StepKind kind) noexcept;
 
 /// "add", "sub", ..., "div_leaky_relu".
 const char* to_string(StepKind kind) noexcept;
@@ -90,6 +115,12 @@ struct Step {
   /// So where(in1, 0.1) on f16 selects exactly the bits of torch.tensor(0.1, dtype=torch.float16);
   /// a NaN scalar becomes the dtype's quiet NaN. A step after it sees a value already in the dtype.
   static Step where_scalar(int cond, double s) { return {StepKind::where_scalar, s, 0, 0, cond}; }
+  /// An activation or math step without arguments (sigmoid, tanh, silu, gelu, gelu_tanh, mish, selu,
+  /// hardswish, hardsigmoid, exp, log, sqrt, abs, neg), e.g. Step::function(StepKind::gelu).
+  static Step function(StepKind kind) { return {kind, 0, 0}; }
+  static Step softplus(double beta = 1, double threshold = 20) { return {StepKind::softplus, beta, threshold}; }
+  static Step elu(double alpha = 1) { return {StepKind::elu, alpha, 0}; }
+  static Step celu(double alpha = 1) { return {StepKind::celu, alpha, 0}; }
 
   /// Equal when kind, operands and the bits of the scalars are equal (so NaN == NaN, -0.0 != 0.0).
   friend bool operator==(const Step& x, const Step& y) noexcept;
@@ -159,7 +190,11 @@ struct Op {
 /// Parses an op as written on a command line (for `cuinline warm` and tools):
 ///   "relu", "leaky_relu(0.01)", "div_leaky_relu(2,0.01)", "add(1)", "sub(1)", "mul(0.5)",
 ///   "div(2)", "clamp(0,6)", tensor operands "add(in1)", selects "where(in1, in2)" and
-///   "where(in1, 0.5)", steps joined by '|' ("div(2)|leaky_relu(0.01)"), or an expression
+///   "where(in1, 0.5)", the activations and functions "sigmoid", "tanh", "silu" (or "swish"),
+///   "gelu", "gelu_tanh", "mish", "softplus" / "softplus(beta, threshold)", "elu" / "elu(alpha)",
+///   "selu", "celu" / "celu(alpha)", "hardswish", "hardsigmoid", "hardtanh" / "hardtanh(min, max)"
+///   and "relu6" (both read as clamp, as PyTorch computes them), "exp", "log", "sqrt", "abs", "neg",
+///   steps joined by '|' ("div(2)|leaky_relu(0.01)", "add(in1)|gelu"), or an expression
 ///   "expr(x > 0 ? x : x * s; s=0.01, t=2)". Numbers are parsed as C doubles (as Python does).
 /// Throws InvalidArgument naming the bad part.
 Op parse_op(std::string_view text);

@@ -80,6 +80,83 @@ void parallel_for(std::size_t n, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
+/// An activation / math step (ops::is_function_step) in opmath T, with PyTorch's formula and
+/// constants (as the device code, kernel_templates/ew_ops.cuh). The host's libm is not CUDA's: a
+/// result may differ from the GPU's by a few units in the last place (more where the formula
+/// cancels, e.g. gelu's 1 + erf(x) for x << 0), so callers compare these with a tolerance.
+template <class T>
+T reference_function(const ops::Step& step, T v) {
+  // An opmath constant as PyTorch makes it (opmath_t(double)); products of two such (at::elu).
+  auto c = [](double d) { return static_cast<T>(d); };
+  auto std_max = [](T a, T b) { return (a < b) ? b : a; };
+  auto std_min = [](T a, T b) { return (b < a) ? b : a; };
+  auto elu = [&](T negcoef, T poscoef, T negiptcoef) {
+    return v > T(0) ? v * poscoef : std::expm1(v * negiptcoef) * negcoef;
+  };
+  switch (step.kind) {
+    case ops::StepKind::sigmoid:
+      return T(1) / (T(1) + std::exp(-v));
+    case ops::StepKind::tanh:
+      return std::tanh(v);
+    case ops::StepKind::silu:
+      return v / (T(1) + std::exp(-v));
+    case ops::StepKind::gelu:
+      return v * T(0.5) * (T(1) + std::erf(v * c(0.70710678118654752440)));
+    case ops::StepKind::gelu_tanh: {
+      const T beta = c(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = c(0.044715);
+      const T inner = beta * std::fma(kappa, v * v * v, v);  // contracted, as nvcc compiles PyTorch's
+      return T(0.5) * v * (T(1) + std::tanh(inner));
+    }
+    case ops::StepKind::mish:
+      return v * std::tanh(std::log1p(std::exp(v)));
+    case ops::StepKind::softplus:
+      return v * c(step.a) > c(step.b) ? v : std::log1p(std::exp(v * c(step.a))) / c(step.a);
+    case ops::StepKind::elu:
+      return elu(c(step.a) * T(1), T(1), T(1));
+    case ops::StepKind::selu:
+      return elu(c(1.6732632423543772848170429916717) * c(1.0507009873554804934193349852946),
+                 c(1.0507009873554804934193349852946), T(1));
+    case ops::StepKind::celu:
+      return elu(c(step.a) * T(1), T(1), c(1.0 / step.a));
+    case ops::StepKind::hardswish:
+      return v * std_min(std_max(v + T(3), T(0)), T(6)) * c(1.0f / 6.0f);
+    case ops::StepKind::hardsigmoid:
+      return std_min(std_max(v + T(3), T(0)), T(6)) * c(1.0f / 6.0f);
+    case ops::StepKind::exp:
+      return std::exp(v);
+    case ops::StepKind::log:
+      return std::log(v);
+    case ops::StepKind::sqrt:
+      return std::sqrt(v);
+    case ops::StepKind::abs:
+      return std::fabs(v);
+    case ops::StepKind::neg:
+      return -v;
+    default:
+      return v;
+  }
+}
+
+/// Whether a chain has activation / math steps (then the CPU reference is not bit-exact).
+inline bool has_function_steps(const ops::Op& op) {
+  for (const auto& s : op.steps) {
+    if (ops::is_function_step(s.kind)) return true;
+  }
+  return false;
+}
+
+/// Whether `got` is the reference `want` of a chain with function steps, to the host-libm
+/// tolerance of the dtype: the same class (NaN, ±inf), or within rel * |want| + abs.
+inline bool close_to_reference(double want, double got, DType dtype) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return want == got;
+  double rel = 1e-5, abs = 1e-6;  // f32: ~80 ulp, or 1e-6 absolute where a formula cancels
+  if (dtype == DType::f16) rel = 2e-3, abs = 1e-5;   // 2 ulp of half
+  if (dtype == DType::bf16) rel = 1.6e-2, abs = 1e-5;  // 2 ulp of bfloat16
+  if (dtype == DType::f64) rel = 1e-12, abs = 1e-15;
+  return std::fabs(want - got) <= rel * std::fabs(want) + abs;
+}
+
 /// One step in opmath T; `round` rounds a value to the tensor's dtype (between two-op steps);
 /// `inputs[k]` is input k's value (tensor-operand steps of N-ary chains).
 template <class T, class Round>
@@ -115,8 +192,9 @@ T reference_step(const ops::Step& step, T x, Round round, const T* inputs = null
       T t = round(x * (T(1) / static_cast<T>(step.a)));
       return t > T(0) ? t : t * static_cast<T>(step.b);
     }
+    default:
+      return reference_function(step, x);
   }
-  return x;
 }
 
 /// The whole chain on one value: each step rounded to the dtype, as a sequence of PyTorch ops.

@@ -36,6 +36,16 @@ double reciprocal_in_opmath(double divisor, DType dtype) {
   return static_cast<double>(1.0f / static_cast<float>(divisor));
 }
 
+// PyTorch: a product of two scalars converted to opmath first (at::elu's alpha * scale).
+double product_in_opmath(double a, double b, DType dtype) {
+  if (dtype == DType::f64) return a * b;
+  return static_cast<double>(static_cast<float>(a) * static_cast<float>(b));
+}
+
+// ATen's SELU constants (Activation.cpp).
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+
 }  // namespace
 
 std::uint64_t scalar_storage_bits(double value, DType dtype) {
@@ -164,6 +174,63 @@ std::string render_chain_steps(const ops::Op& op, DType dtype) {
         out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
                "\n";
         out += "    x = ew_leaky_relu(x, " + lit(step.b) + ");\n";
+        break;
+      // Activations: the constants as PyTorch's kernels hold them (opmath_t values made from its
+      // double Scalars / C constants).
+      case ops::StepKind::sigmoid:
+        out += "    x = ew_sigmoid(x);\n";
+        break;
+      case ops::StepKind::tanh:
+        out += "    x = ew_tanh(x);\n";
+        break;
+      case ops::StepKind::silu:
+        out += "    x = ew_silu(x);\n";
+        break;
+      case ops::StepKind::gelu:  // constexpr opmath_t kAlpha = M_SQRT1_2
+        out += "    x = ew_gelu(x, " + lit(0.70710678118654752440) + ");\n";
+        break;
+      case ops::StepKind::gelu_tanh:  // kBeta = M_SQRT2 * M_2_SQRTPI * 0.5 (in double), kKappa = 0.044715
+        out += "    x = ew_gelu_tanh(x, " + lit(1.41421356237309504880 * 1.12837916709551257390 * 0.5) + ", " +
+               lit(0.044715) + ");\n";
+        break;
+      case ops::StepKind::mish:
+        out += "    x = ew_mish(x);\n";
+        break;
+      case ops::StepKind::softplus:
+        out += "    x = ew_softplus(x, " + lit(step.a) + ", " + lit(step.b) + ");\n";
+        break;
+      case ops::StepKind::elu:  // at::elu(x, alpha, scale = 1, input_scale = 1)
+        out += "    x = ew_elu(x, " + lit(product_in_opmath(step.a, 1.0, dtype)) + ", " + lit(1.0) + ", " + lit(1.0) +
+               ");\n";
+        break;
+      case ops::StepKind::selu:  // at::elu(x, SELU_ALPHA, SELU_SCALE, 1)
+        out += "    x = ew_elu(x, " + lit(product_in_opmath(kSeluAlpha, kSeluScale, dtype)) + ", " + lit(kSeluScale) +
+               ", " + lit(1.0) + ");\n";
+        break;
+      case ops::StepKind::celu:  // at::elu(x, alpha, 1, 1 / alpha), 1 / alpha in double
+        out += "    x = ew_elu(x, " + lit(product_in_opmath(step.a, 1.0, dtype)) + ", " + lit(1.0) + ", " +
+               lit(1.0 / step.a) + ");\n";
+        break;
+      case ops::StepKind::hardswish:  // const opmath_t one_sixth(1.0f / 6.0f)
+        out += "    x = ew_hardswish(x, " + lit(static_cast<double>(1.0f / 6.0f)) + ");\n";
+        break;
+      case ops::StepKind::hardsigmoid:
+        out += "    x = ew_hardsigmoid(x, " + lit(static_cast<double>(1.0f / 6.0f)) + ");\n";
+        break;
+      case ops::StepKind::exp:
+        out += "    x = ew_exp(x);\n";
+        break;
+      case ops::StepKind::log:
+        out += "    x = ew_log(x);\n";
+        break;
+      case ops::StepKind::sqrt:
+        out += "    x = ew_sqrt(x);\n";
+        break;
+      case ops::StepKind::abs:
+        out += "    x = ew_abs(x);\n";
+        break;
+      case ops::StepKind::neg:
+        out += "    x = ew_neg(x);\n";
         break;
     }
   }

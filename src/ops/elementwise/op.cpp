@@ -2,6 +2,7 @@
 // Variants are in variant.cpp, planning in plan.cpp, launching in launch.cpp.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,10 @@ bool same_bits(double a, double b) noexcept {
 // The shortest decimal that reads back as the same double.
 std::string shortest(double v) {
   char buf[40];
+  if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 1e15) {  // 10, not 1e+01
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    if (same_bits(std::strtod(buf, nullptr), v)) return buf;  // (not -0.0: "-0" reads back as -0.0 too)
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (same_bits(std::strtod(buf, nullptr), v)) break;
@@ -114,30 +119,66 @@ Step parse_step(std::string_view text, std::string_view whole) {
   if (name == "where") {
     throw InvalidArgument("parsing op '" + std::string(whole) + "': where takes 2 arguments (e.g. where(in1, in2))");
   }
+  // Steps by name: the arguments a step takes (min..max), the defaults of the optional ones (as
+  // PyTorch's functional defaults), and aliases (hardtanh and relu6 are clamp, as in ATen).
   struct Known {
     const char* name;
     StepKind kind;
-    std::size_t arity;
+    std::size_t min_args, max_args;
+    double default_a, default_b;
   };
   static const Known kKnown[] = {
-      {"add", StepKind::add, 1},     {"sub", StepKind::sub, 1},
-      {"mul", StepKind::mul, 1},     {"div", StepKind::div, 1},
-      {"relu", StepKind::relu, 0},   {"leaky_relu", StepKind::leaky_relu, 1},
-      {"clamp", StepKind::clamp, 2}, {"div_leaky_relu", StepKind::div_leaky_relu, 2},
+      {"add", StepKind::add, 1, 1, 0, 0},
+      {"sub", StepKind::sub, 1, 1, 0, 0},
+      {"mul", StepKind::mul, 1, 1, 0, 0},
+      {"div", StepKind::div, 1, 1, 0, 0},
+      {"relu", StepKind::relu, 0, 0, 0, 0},
+      {"leaky_relu", StepKind::leaky_relu, 1, 1, 0, 0},
+      {"clamp", StepKind::clamp, 2, 2, 0, 0},
+      {"hardtanh", StepKind::clamp, 0, 2, -1, 1},
+      {"relu6", StepKind::clamp, 0, 0, 0, 6},
+      {"div_leaky_relu", StepKind::div_leaky_relu, 2, 2, 0, 0},
+      {"sigmoid", StepKind::sigmoid, 0, 0, 0, 0},
+      {"tanh", StepKind::tanh, 0, 0, 0, 0},
+      {"silu", StepKind::silu, 0, 0, 0, 0},
+      {"swish", StepKind::silu, 0, 0, 0, 0},
+      {"gelu", StepKind::gelu, 0, 0, 0, 0},
+      {"gelu_tanh", StepKind::gelu_tanh, 0, 0, 0, 0},
+      {"mish", StepKind::mish, 0, 0, 0, 0},
+      {"softplus", StepKind::softplus, 0, 2, 1, 20},
+      {"elu", StepKind::elu, 0, 1, 1, 0},
+      {"selu", StepKind::selu, 0, 0, 0, 0},
+      {"celu", StepKind::celu, 0, 1, 1, 0},
+      {"hardswish", StepKind::hardswish, 0, 0, 0, 0},
+      {"hardsigmoid", StepKind::hardsigmoid, 0, 0, 0, 0},
+      {"exp", StepKind::exp, 0, 0, 0, 0},
+      {"log", StepKind::log, 0, 0, 0, 0},
+      {"sqrt", StepKind::sqrt, 0, 0, 0, 0},
+      {"abs", StepKind::abs, 0, 0, 0, 0},
+      {"neg", StepKind::neg, 0, 0, 0, 0},
   };
   for (const Known& k : kKnown) {
     if (name != k.name) continue;
-    if (args.size() != k.arity) {
-      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name + " takes " +
-                            std::to_string(k.arity) + " argument(s), got " + std::to_string(args.size()));
+    if (args.size() < k.min_args || args.size() > k.max_args) {
+      const std::string takes = k.min_args == k.max_args
+                                    ? std::to_string(k.min_args)
+                                    : std::to_string(k.min_args) + " to " + std::to_string(k.max_args);
+      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name + " takes " + takes +
+                            " argument(s), got " + std::to_string(args.size()));
     }
-    Step step{k.kind, 0, 0};
-    if (k.arity > 0) step.a = args[0];
-    if (k.arity > 1) step.b = args[1];
+    if (k.kind == StepKind::clamp && k.max_args == 2 && args.size() == 1) {  // hardtanh(1): which bound?
+      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name +
+                            " takes 0 or 2 arguments (min_val, max_val), got 1");
+    }
+    Step step{k.kind, k.default_a, k.default_b};
+    if (args.size() > 0) step.a = args[0];
+    if (args.size() > 1) step.b = args[1];
     return step;
   }
   throw InvalidArgument("parsing op '" + std::string(whole) + "': unknown step '" + std::string(name) +
-                        "' (add, sub, mul, div, relu, leaky_relu, clamp, div_leaky_relu, where, expr(...))");
+                        "' (add, sub, mul, div, relu, leaky_relu, clamp, div_leaky_relu, where, sigmoid, tanh, "
+                        "silu, gelu, gelu_tanh, mish, softplus, elu, selu, celu, hardswish, hardsigmoid, "
+                        "hardtanh, relu6, exp, log, sqrt, abs, neg, expr(...))");
 }
 
 }  // namespace
@@ -171,8 +212,47 @@ const char* to_string(StepKind kind) noexcept {
     case StepKind::where_tensor:
     case StepKind::where_scalar:
       return "where";
+    case StepKind::sigmoid:
+      return "sigmoid";
+    case StepKind::tanh:
+      return "tanh";
+    case StepKind::silu:
+      return "silu";
+    case StepKind::gelu:
+      return "gelu";
+    case StepKind::gelu_tanh:
+      return "gelu_tanh";
+    case StepKind::mish:
+      return "mish";
+    case StepKind::softplus:
+      return "softplus";
+    case StepKind::elu:
+      return "elu";
+    case StepKind::selu:
+      return "selu";
+    case StepKind::celu:
+      return "celu";
+    case StepKind::hardswish:
+      return "hardswish";
+    case StepKind::hardsigmoid:
+      return "hardsigmoid";
+    case StepKind::exp:
+      return "exp";
+    case StepKind::log:
+      return "log";
+    case StepKind::sqrt:
+      return "sqrt";
+    case StepKind::abs:
+      return "abs";
+    case StepKind::neg:
+      return "neg";
   }
   return "unknown";
+}
+
+bool is_function_step(StepKind kind) noexcept {
+  return static_cast<unsigned>(kind) >= static_cast<unsigned>(StepKind::sigmoid) &&
+         static_cast<unsigned>(kind) <= static_cast<unsigned>(StepKind::neg);
 }
 
 bool operator==(const Step& x, const Step& y) noexcept {
@@ -216,6 +296,16 @@ std::string Op::describe() const {
     if (i > 0) s += '|';
     const Step& st = steps[i];
     s += to_string(st.kind);
+    if (is_function_step(st.kind)) {
+      // Arguments are printed only where they differ from the defaults, so "softplus" reads back
+      // as the same step and prints as it was written.
+      if (st.kind == StepKind::softplus && !(same_bits(st.a, 1) && same_bits(st.b, 20))) {
+        s += "(" + shortest(st.a) + "," + shortest(st.b) + ")";
+      } else if ((st.kind == StepKind::elu || st.kind == StepKind::celu) && !same_bits(st.a, 1)) {
+        s += "(" + shortest(st.a) + ")";
+      }
+      continue;
+    }
     switch (st.kind) {
       case StepKind::relu:
         break;
@@ -250,8 +340,11 @@ void Op::validate() const {
     throw InvalidArgument("elementwise op: both steps and an expression given; use one");
   }
   for (const Step& st : steps) {
-    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::where_scalar)) {
+    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::neg)) {
       throw InvalidArgument("elementwise op: unknown step kind " + std::to_string(static_cast<int>(st.kind)));
+    }
+    if (st.kind == StepKind::celu && st.a == 0) {
+      throw InvalidArgument("elementwise op: celu's alpha is 0 (it divides by alpha; PyTorch refuses it too)");
     }
     const bool where = st.kind == StepKind::where_tensor || st.kind == StepKind::where_scalar;
     const bool tensor_step = (st.kind >= StepKind::add_tensor && st.kind <= StepKind::div_tensor) ||

@@ -4,6 +4,7 @@
 // writes for it is exactly what ops::apply(op, in, out) looks up.
 #include "ops/elementwise/variant.hpp"
 
+#include <algorithm>
 #include <cuinline/error.hpp>
 
 #include "ops/elementwise/plan.hpp"
@@ -116,10 +117,17 @@ CompileRequest make_request(const Op& op, const NaryKey& k) {
   for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "elementwise.cuh", "ew_nary.cuh"}) {
     request.headers.push_back({header, cuinline::detail::template_text(header)});
   }
-  // No contraction: a chain rounds after every step, like a sequence of PyTorch ops. -minimal: the
-  // templates use no CUDA runtime types or device-side runtime calls; NVRTC then skips declaring
-  // them (front end 19 -> 10 ms for a small kernel on the build machine; identical cubins).
+  // A chain rounds after every step, like a sequence of PyTorch ops, and an expression is compiled
+  // without contraction. A chain with activation steps (sigmoid, gelu, ...) is compiled with
+  // contraction on, as nvcc compiles PyTorch's kernels, so their formulas round as PyTorch's do;
+  // CUINLINE_EW_FMAD then writes the arithmetic steps with explicit roundings (ew_ops.cuh). The
+  // options are part of the request, hence of the cache key. -minimal: the templates use no CUDA
+  // runtime types or device-side runtime calls; NVRTC then skips declaring them (front end 19 -> 10
+  // ms for a small kernel on the build machine; identical cubins).
+  const bool functions = std::any_of(op.steps.begin(), op.steps.end(),
+                                     [](const Step& s) { return is_function_step(s.kind); });
   request.options = {"--fmad=false", "-minimal"};
+  if (functions) request.options = {"--fmad=true", "-DCUINLINE_EW_FMAD", "-minimal"};
   request.name_expressions = {kernel_name(k)};
   return request;
 }

@@ -1,0 +1,222 @@
+// Host tests of the activation / math steps (sigmoid ... neg): their text form (names, optional
+// arguments with PyTorch's defaults, aliases, refusals), the constants rendered as PyTorch holds
+// them, the compile options (contraction on only for chains with these steps, so every other
+// variant keeps its request and cache key), NVRTC compiles of every step in every dtype for sm_90,
+// as elementwise kernels and as a conv2d epilogue, and the CPU reference at known values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cuinline/compiler.hpp>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/error.hpp>
+#include <cuinline/ops.hpp>
+
+#include "cli/host_reference.hpp"
+#include "templates/render.hpp"
+#include "templates/template_source.hpp"
+
+namespace cuinline {
+namespace {
+
+using ops::Op;
+using ops::Step;
+using ops::StepKind;
+
+bool has_option(const CompileRequest& r, const std::string& o) {
+  return std::find(r.options.begin(), r.options.end(), o) != r.options.end();
+}
+
+TEST(FunctionSteps, ParseWithPyTorchsDefaultsAndDescribeBack) {
+  struct Case {
+    const char* text;
+    StepKind kind;
+    double a, b;
+    const char* described;
+  };
+  const Case cases[] = {
+      {"sigmoid", StepKind::sigmoid, 0, 0, "sigmoid"},
+      {"tanh", StepKind::tanh, 0, 0, "tanh"},
+      {"silu", StepKind::silu, 0, 0, "silu"},
+      {"swish", StepKind::silu, 0, 0, "silu"},
+      {"gelu", StepKind::gelu, 0, 0, "gelu"},
+      {"gelu_tanh", StepKind::gelu_tanh, 0, 0, "gelu_tanh"},
+      {"mish", StepKind::mish, 0, 0, "mish"},
+      {"softplus", StepKind::softplus, 1, 20, "softplus"},
+      {"softplus(2)", StepKind::softplus, 2, 20, "softplus(2,20)"},
+      {"softplus(0.5, 10)", StepKind::softplus, 0.5, 10, "softplus(0.5,10)"},
+      {"elu", StepKind::elu, 1, 0, "elu"},
+      {"elu(0.25)", StepKind::elu, 0.25, 0, "elu(0.25)"},
+      {"selu", StepKind::selu, 0, 0, "selu"},
+      {"celu", StepKind::celu, 1, 0, "celu"},
+      {"celu(2)", StepKind::celu, 2, 0, "celu(2)"},
+      {"hardswish", StepKind::hardswish, 0, 0, "hardswish"},
+      {"hardsigmoid", StepKind::hardsigmoid, 0, 0, "hardsigmoid"},
+      {"hardtanh", StepKind::clamp, -1, 1, "clamp(-1,1)"},
+      {"hardtanh(-2, 3)", StepKind::clamp, -2, 3, "clamp(-2,3)"},
+      {"relu6", StepKind::clamp, 0, 6, "clamp(0,6)"},
+      {"exp", StepKind::exp, 0, 0, "exp"},
+      {"log", StepKind::log, 0, 0, "log"},
+      {"sqrt", StepKind::sqrt, 0, 0, "sqrt"},
+      {"abs", StepKind::abs, 0, 0, "abs"},
+      {"neg", StepKind::neg, 0, 0, "neg"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const Op op = ops::parse_op(c.text);
+    ASSERT_EQ(op.steps.size(), 1u);
+    EXPECT_EQ(op.steps[0].kind, c.kind);
+    EXPECT_EQ(op.steps[0].a, c.a);
+    EXPECT_EQ(op.steps[0].b, c.b);
+    EXPECT_EQ(op.describe(), c.described);
+    EXPECT_EQ(ops::parse_op(op.describe()), op);  // the description reads back as the same op
+    EXPECT_EQ(ops::is_function_step(c.kind), c.kind != StepKind::clamp);
+  }
+  // Chains mix them with the arithmetic and tensor steps.
+  const Op chain = ops::parse_op("add(in1) | gelu | mul(2) | mish | softplus(2, 5)");
+  EXPECT_EQ(chain.describe(), "add(in1)|gelu|mul(2)|mish|softplus(2,5)");
+  EXPECT_EQ(chain.min_inputs(), 2);
+  EXPECT_EQ(Op::chain({Step::function(StepKind::gelu), Step::softplus(2, 5), Step::celu(3)}).describe(),
+            "gelu|softplus(2,5)|celu(3)");
+  for (StepKind k : {StepKind::add, StepKind::relu, StepKind::clamp, StepKind::where_scalar}) {
+    EXPECT_FALSE(ops::is_function_step(k));
+  }
+}
+
+TEST(FunctionSteps, BadTextSaysWhatWasWrong) {
+  auto message = [](const char* text) {
+    try {
+      ops::parse_op(text);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(message("sigmoid(1)").find("sigmoid takes 0 argument(s), got 1"), std::string::npos) << message("sigmoid(1)");
+  EXPECT_NE(message("softplus(1,2,3)").find("softplus takes 0 to 2 argument(s), got 3"), std::string::npos);
+  EXPECT_NE(message("hardtanh(1)").find("hardtanh takes 0 or 2 arguments (min_val, max_val), got 1"), std::string::npos)
+      << message("hardtanh(1)");
+  EXPECT_NE(message("gelu(tanh)").find("'tanh' is not a number"), std::string::npos) << message("gelu(tanh)");
+  EXPECT_NE(message("celu(0)").find("celu's alpha is 0"), std::string::npos) << message("celu(0)");
+  EXPECT_NE(message("gelu_erf").find("unknown step 'gelu_erf'"), std::string::npos);
+  EXPECT_NE(message("gelu_erf").find("gelu_tanh"), std::string::npos);  // the message lists the names
+  EXPECT_THROW(Op::chain({Step::celu(0)}).validate(), InvalidArgument);
+  Step bad = Step::function(StepKind::neg);
+  bad.kind = static_cast<StepKind>(static_cast<int>(StepKind::neg) + 1);
+  EXPECT_THROW(Op::chain({bad}).validate(), InvalidArgument);
+}
+
+// The rendered constants are PyTorch's opmath values: float for f32 / f16 / bf16 (at::elu's
+// alpha * scale multiplied in float), double for f64.
+TEST(FunctionSteps, ConstantsAreRenderedAsPyTorchHoldsThem) {
+  auto render = [](const char* text, DType dt) { return detail::render_op_functor(ops::parse_op(text), dt, "E"); };
+  EXPECT_NE(render("gelu", DType::f32).find("ew_gelu(x, 0x1.6a09e6p-1f)"), std::string::npos) << render("gelu", DType::f32);
+  EXPECT_NE(render("gelu", DType::f64).find("ew_gelu(x, 0x1.6a09e667f3bcdp-1)"), std::string::npos);
+  // kBeta = M_SQRT2 * M_2_SQRTPI * 0.5 = sqrt(2 / pi), kKappa = 0.044715.
+  EXPECT_NE(render("gelu_tanh", DType::bf16).find("ew_gelu_tanh(x, " + detail::opmath_literal(std::sqrt(2 / M_PI), DType::bf16) +
+                                                  ", " + detail::opmath_literal(0.044715, DType::bf16) + ")"),
+            std::string::npos)
+      << render("gelu_tanh", DType::bf16);
+  const float selu_neg = static_cast<float>(1.6732632423543772848170429916717) * static_cast<float>(1.0507009873554804934193349852946);
+  EXPECT_NE(render("selu", DType::f16).find("ew_elu(x, " + detail::opmath_literal(selu_neg, DType::f16) + ", " +
+                                            detail::opmath_literal(1.0507009873554804934193349852946, DType::f16)),
+            std::string::npos)
+      << render("selu", DType::f16);
+  EXPECT_NE(render("selu", DType::f64).find(detail::opmath_literal(1.6732632423543772848170429916717 * 1.0507009873554804934193349852946, DType::f64)),
+            std::string::npos);
+  EXPECT_NE(render("celu(3)", DType::f32).find(detail::opmath_literal(1.0 / 3.0, DType::f32)), std::string::npos);
+  EXPECT_NE(render("hardswish", DType::f64).find(detail::opmath_literal(static_cast<double>(1.0f / 6.0f), DType::f64)),
+            std::string::npos);  // one_sixth(1.0f / 6.0f): a float constant even in double
+  EXPECT_NE(render("softplus(2,5)", DType::f32).find("ew_softplus(x, 0x1p+1f, 0x1.4p+2f)"), std::string::npos);
+}
+
+// Contraction (FMA) is on only for chains with these steps: PyTorch's kernels are built with it
+// (sigmoid's 1 + exp(-x) is an FFMA there). Every other variant keeps --fmad=false and its key.
+TEST(FunctionSteps, ChainsWithThemCompileWithContractionOthersDoNot) {
+  auto request = [](const char* text) {
+    ops::Variant v;
+    v.op = ops::parse_op(text);
+    v.dtype = DType::f32;
+    v.vector_width = 4;
+    return ops::make_request(v);
+  };
+  EXPECT_TRUE(has_option(request("sigmoid"), "--fmad=true"));
+  EXPECT_TRUE(has_option(request("sigmoid"), "-DCUINLINE_EW_FMAD"));
+  EXPECT_FALSE(has_option(request("relu"), "-DCUINLINE_EW_FMAD"));
+  EXPECT_TRUE(has_option(request("add(1)|gelu"), "--fmad=true"));
+  EXPECT_TRUE(has_option(request("abs"), "--fmad=true"));
+  EXPECT_TRUE(has_option(request("relu"), "--fmad=false"));
+  EXPECT_TRUE(has_option(request("div(2)|leaky_relu(0.01)"), "--fmad=false"));
+  EXPECT_TRUE(has_option(request("relu6"), "--fmad=false"));  // clamp
+  EXPECT_TRUE(has_option(request("expr(x / (1.0f + expf(-x)))"), "--fmad=false"));
+  // The arithmetic steps round explicitly, so they stay uncontracted beside the functions.
+  const std::string src = detail::template_text("ew_ops.cuh");
+  EXPECT_NE(src.find("__fadd_rn"), std::string::npos);
+  EXPECT_NE(src.find("add.rn.f32 %0, %0, 0f80000000"), std::string::npos);
+}
+
+// Every step compiles in every dtype for sm_90 (NVRTC; no GPU needed), as an elementwise kernel
+// and as the epilogue of conv2d variants in f32 and f16.
+TEST(FunctionSteps, EveryStepCompilesInEveryDtype) {
+  const Op all = ops::parse_op(
+      "sigmoid|tanh|silu|gelu|gelu_tanh|mish|softplus|softplus(2,5)|elu|elu(0.5)|selu|celu(2)|hardswish|"
+      "hardsigmoid|hardtanh|relu6|exp|log|sqrt|abs|neg");
+  ASSERT_EQ(all.steps.size(), 21u);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    SCOPED_TRACE(to_string(dt));
+    ops::Variant v;
+    v.op = all;
+    v.dtype = dt;
+    v.vector_width = 16 / static_cast<int>(dtype_size(dt));
+    const CompiledProgram p = compile(ops::make_request(v), Arch::parse("sm_90"));
+    EXPECT_EQ(p.kind, BinaryKind::cubin);
+    EXPECT_GT(p.binary.size(), 1000u);
+  }
+  for (DType dt : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(std::string("conv2d epilogue ") + to_string(dt));
+    ops::Conv2dVariant cv;
+    cv.dtype = dt;
+    cv.in_channels = 16;
+    cv.height = cv.width = 32;
+    cv.out_channels = 32;
+    cv.kernel_h = cv.kernel_w = 3;
+    cv.has_bias = true;
+    cv.epilogue = ops::parse_op("mish|mish|gelu_tanh|selu");
+    const CompiledProgram p = compile(ops::make_request(ops::conv2d_variant_for_arch(cv, Arch::parse("sm_90"))),
+                                      Arch::parse("sm_90"));
+    EXPECT_EQ(p.kind, BinaryKind::cubin);
+  }
+}
+
+TEST(FunctionSteps, CpuReferenceAtKnownValues) {
+  auto f = [](const char* text, double x) {
+    return cli::reference_function<double>(ops::parse_op(text).steps[0], x);
+  };
+  EXPECT_EQ(f("sigmoid", 0), 0.5);
+  EXPECT_EQ(f("silu", 0), 0.0);
+  EXPECT_EQ(f("gelu", 0), 0.0);
+  EXPECT_NEAR(f("gelu", 1), 0.8413447460685429, 1e-15);
+  EXPECT_NEAR(f("gelu_tanh", 1), 0.8411919906082768, 1e-7);  // kBeta / kKappa as PyTorch (tanh form)
+  EXPECT_NEAR(f("mish", 1), 0.8650983882673103, 1e-15);
+  EXPECT_NEAR(f("softplus", 0), std::log(2.0), 1e-15);
+  EXPECT_EQ(f("softplus", 25), 25.0);  // above the threshold: x
+  EXPECT_NEAR(f("elu", -1), std::expm1(-1.0), 1e-15);
+  EXPECT_NEAR(f("selu", -1), 1.0507009873554805 * 1.6732632423543772 * std::expm1(-1.0), 1e-14);
+  EXPECT_NEAR(f("celu(2)", -1), 2 * std::expm1(-0.5), 1e-15);
+  EXPECT_EQ(f("hardswish", 4), 4.0 * 6 * static_cast<double>(1.0f / 6.0f));
+  EXPECT_EQ(f("hardswish", -4), -0.0);
+  EXPECT_EQ(f("hardsigmoid", 0), 3 * static_cast<double>(1.0f / 6.0f));
+  EXPECT_TRUE(std::isnan(f("hardsigmoid", NAN)));  // std::max(NaN, 0) keeps the NaN
+  EXPECT_TRUE(std::isnan(f("log", -1)));
+  EXPECT_EQ(f("log", 0), -INFINITY);
+  EXPECT_EQ(f("neg", 0), -0.0);
+  EXPECT_TRUE(std::signbit(f("neg", 0)));
+  EXPECT_EQ(f("abs", -2), 2.0);
+  EXPECT_TRUE(cli::close_to_reference(1.0, 1.0 + 1e-7, DType::f32));
+  EXPECT_FALSE(cli::close_to_reference(1.0, 1.001, DType::f32));
+  EXPECT_FALSE(cli::close_to_reference(NAN, 1.0, DType::f16));
+  EXPECT_FALSE(cli::close_to_reference(INFINITY, 1e30, DType::f32));
+}
+
+}  // namespace
+}  // namespace cuinline
