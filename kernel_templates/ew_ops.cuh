@@ -228,13 +228,26 @@ __device__ __forceinline__ double ew_fn_out<double>(double r) {
 }
 #endif
 
-// torch.sigmoid: one / (one + exp(-x)).
+// torch.sigmoid: one / (one + exp(-x)); F.silu: x / (1 + exp(-x)). In a conv2d epilogue on fp32
+// accumulators (no CUINLINE_EW_FMAD) the division is the fast one (2 ulp; 0 where 1 + exp(-x)
+// passes 2^126, i.e. for results under 1e-37): the IEEE division's slow path, unrolled over every
+// accumulator, made sigmoid cost a bare f16 conv 70 % more (KernelBench L2-4's shape, H100).
+__device__ __forceinline__ double ew_quotient(double a, double b) {
+  return a / b;
+}
+__device__ __forceinline__ float ew_quotient(float a, float b) {
+#ifdef CUINLINE_EW_FMAD
+  return a / b;
+#else
+  return __fdividef(a, b);
+#endif
+}
 template <class S>
 __device__ __forceinline__ S ew_sigmoid(S x) {
   typedef ew_traits<S> T;
   typedef typename T::op O;
   const O v = T::to_op(x);
-  return ew_fn_out<S>(O(1) / (O(1) + ew_fn_exp(-v)));
+  return ew_fn_out<S>(ew_quotient(O(1), O(1) + ew_fn_exp(-v)));
 }
 // torch.tanh.
 template <class S>
@@ -242,13 +255,12 @@ __device__ __forceinline__ S ew_tanh(S x) {
   typedef ew_traits<S> T;
   return ew_fn_out<S>(ew_fn_tanh(T::to_op(x)));
 }
-// F.silu: x / (1 + exp(-x)).
 template <class S>
 __device__ __forceinline__ S ew_silu(S x) {
   typedef ew_traits<S> T;
   typedef typename T::op O;
   const O v = T::to_op(x);
-  return ew_fn_out<S>(v / (O(1) + ew_fn_exp(-v)));
+  return ew_fn_out<S>(ew_quotient(v, O(1) + ew_fn_exp(-v)));
 }
 // F.gelu: x * 0.5 * (1 + erf(x * alpha)), alpha = M_SQRT1_2 in opmath.
 template <class S>
@@ -268,13 +280,28 @@ __device__ __forceinline__ S ew_gelu_tanh(S x, typename ew_traits<S>::op beta, t
   const O inner = beta * (v + kappa * x_cube);
   return ew_fn_out<S>(O(0.5) * v * (O(1) + ew_fn_tanh(inner)));
 }
-// F.mish: x * tanh(log1p(exp(x))).
+// F.mish: x * tanh(log1p(exp(x))), as PyTorch computes it in the elementwise kernels
+// (CUINLINE_EW_FMAD) and in double. A conv2d epilogue on fp32 accumulators (which no PyTorch op
+// matches bit for bit) uses the closed form tanh(log1p(e^x)) = n / (n + 2), n = e^x (e^x + 2): one
+// expf and a fast division (2 ulp) instead of expf, log1pf and tanhf, within 4 ulp of the formula's
+// float result, a third of its instructions (KernelBench's Conv2d_Mish_Mish is bound by them);
+// above x = 20 both are x (tanh(softplus(x)) rounds to 1 from x = 9.01), NaN and ±inf as the formula.
+__device__ __forceinline__ double ew_mish_of(double v) {
+  return v * ew_fn_tanh(ew_fn_log1p(ew_fn_exp(v)));
+}
+__device__ __forceinline__ float ew_mish_of(float v) {
+#ifdef CUINLINE_EW_FMAD
+  return v * ew_fn_tanh(ew_fn_log1p(ew_fn_exp(v)));
+#else
+  const float e = ew_fn_exp(v);
+  const float n = e * (e + 2.0f);
+  return v > 20.0f ? v : v * __fdividef(n, n + 2.0f);
+#endif
+}
 template <class S>
 __device__ __forceinline__ S ew_mish(S x) {
   typedef ew_traits<S> T;
-  typedef typename T::op O;
-  const O v = T::to_op(x);
-  return ew_fn_out<S>(v * ew_fn_tanh(ew_fn_log1p(ew_fn_exp(v))));
+  return ew_fn_out<S>(ew_mish_of(T::to_op(x)));
 }
 // F.softplus: (x * beta) > threshold ? x : log1p(exp(x * beta)) / beta.
 template <class S>
