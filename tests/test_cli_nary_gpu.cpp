@@ -1,5 +1,6 @@
 // `cuinline run` / `cuinline bench` with N-ary ops on a GPU: chains (tensor operands, where with
 // broadcast conditions, scalar inputs) bit-exact against the CLI's CPU reference in every dtype;
+// chains with activation steps within the host-libm tolerance;
 // an expression reported as written with no reference; bench prints the op's bandwidth beside a copy.
 #include <gtest/gtest.h>
 
@@ -40,6 +41,26 @@ TEST_F(CliNaryGpu, ChainsAreBitExactAgainstTheCpuReference) {
       EXPECT_CONTAINS(r.out, "ok, bit-exact against the CPU reference");
       EXPECT_CONTAINS(r.out, "seed");
     }
+  }
+}
+
+// Activation steps: the CPU reference is the host's libm, not CUDA's, so the check allows a few ulp
+// and says so; a wrong result still fails (FunctionsGpu tests that side). One input without
+// --inputs (the one-input path) and over tensor operands (the N-ary path).
+TEST_F(CliNaryGpu, ActivationStepsAreCheckedWithinTheHostLibmTolerance) {
+  for (const char* dtype : {"f32", "f16", "bf16", "f64"}) {
+    SCOPED_TRACE(dtype);
+    Result r = cli({"run", "add(in1)|gelu|mul(in2)", "--inputs", "256x1024,1024,256x1024", "--dtype", dtype,
+                    "--repeat", "3"});
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "ok against the CPU reference");
+    EXPECT_CONTAINS(r.out, "within the host-libm tolerance");
+    r = cli({"run", "mish|softplus(2,5)", "--dtype", dtype, "--shape", "1000003", "--repeat", "3"});
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+    EXPECT_TRUE(r.out.find("differ from the CPU reference (the host's libm, not CUDA's)") != std::string::npos ||
+                r.out.find("ok, bit-exact against the CPU reference") != std::string::npos)
+        << r.out;
   }
 }
 
