@@ -61,7 +61,9 @@ TEST(OpText, ParsesAndDescribes) {
   // Describe round-trips every double exactly.
   const Op odd = Op::leaky_relu(0.1 + 0.2);
   EXPECT_EQ(cuinline::ops::parse_op(odd.describe()), odd);
-  for (const char* bad : {"", "relux", "relu(1)", "leaky_relu", "leaky_relu(a)", "clamp(1)", "relu|",
+  // F.leaky_relu's default slope when none is given.
+  EXPECT_EQ(cuinline::ops::parse_op("leaky_relu"), Op::leaky_relu(0.01));
+  for (const char* bad : {"", "relux", "relu(1)", "leaky_relu(0.1, 2)", "leaky_relu(a)", "clamp(1)", "relu|",
                           "expr()", "expr(x; s)", "leaky_relu(0.1"}) {
     EXPECT_THROW(cuinline::ops::parse_op(bad), InvalidArgument) << bad;
   }

@@ -188,7 +188,7 @@ struct Op {
 };
 
 /// Parses an op as written on a command line (for `cuinline warm` and tools):
-///   "relu", "leaky_relu(0.01)", "div_leaky_relu(2,0.01)", "add(1)", "sub(1)", "mul(0.5)",
+///   "relu", "leaky_relu(0.01)" ("leaky_relu": 0.01), "div_leaky_relu(2,0.01)", "add(1)", "sub(1)", "mul(0.5)",
 ///   "div(2)", "clamp(0,6)", tensor operands "add(in1)", selects "where(in1, in2)" and
 ///   "where(in1, 0.5)", the activations and functions "sigmoid", "tanh", "silu" (or "swish"),
 ///   "gelu", "gelu_tanh", "mish", "softplus" / "softplus(beta, threshold)", "elu" / "elu(alpha)",

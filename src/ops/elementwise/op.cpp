@@ -133,7 +133,7 @@ Step parse_step(std::string_view text, std::string_view whole) {
       {"mul", StepKind::mul, 1, 1, 0, 0},
       {"div", StepKind::div, 1, 1, 0, 0},
       {"relu", StepKind::relu, 0, 0, 0, 0},
-      {"leaky_relu", StepKind::leaky_relu, 1, 1, 0, 0},
+      {"leaky_relu", StepKind::leaky_relu, 0, 1, 0.01, 0},  // F.leaky_relu's negative_slope = 0.01
       {"clamp", StepKind::clamp, 2, 2, 0, 0},
       {"hardtanh", StepKind::clamp, 0, 2, -1, 1},
       {"relu6", StepKind::clamp, 0, 0, 0, 6},
