@@ -172,16 +172,35 @@ TEST(FunctionSteps, EveryStepCompilesInEveryDtype) {
     EXPECT_EQ(p.kind, BinaryKind::cubin);
     EXPECT_GT(p.binary.size(), 1000u);
   }
-  for (DType dt : {DType::f32, DType::f16}) {
-    SCOPED_TRACE(std::string("conv2d epilogue ") + to_string(dt));
+  // Each conv2d kernel family with every step in its epilogue: f32 direct (16 channels), the
+  // Winograd kernel (8 channels, 3 x 3), the general kernel (groups), f16 on tensor cores, f16 1 x 1
+  // (the pointwise form), f32 in precision tf32.
+  struct ConvCase {
+    const char* what;
+    DType dt;
+    int cin, cout, k, groups;
+    ops::Conv2dPrecision precision;
+  };
+  const ConvCase convs[] = {
+      {"f32 direct", DType::f32, 16, 32, 3, 1, ops::Conv2dPrecision::fp32},
+      {"f32 Winograd", DType::f32, 8, 64, 3, 1, ops::Conv2dPrecision::fp32},
+      {"f32 grouped", DType::f32, 16, 32, 3, 4, ops::Conv2dPrecision::fp32},
+      {"f16 tensor cores", DType::f16, 16, 32, 3, 1, ops::Conv2dPrecision::fp32},
+      {"bf16 1x1", DType::bf16, 64, 128, 1, 1, ops::Conv2dPrecision::fp32},
+      {"f32 tf32", DType::f32, 32, 64, 3, 1, ops::Conv2dPrecision::tf32},
+  };
+  for (const ConvCase& c : convs) {
+    SCOPED_TRACE(std::string("conv2d epilogue, ") + c.what);
     ops::Conv2dVariant cv;
-    cv.dtype = dt;
-    cv.in_channels = 16;
+    cv.dtype = c.dt;
+    cv.in_channels = c.cin;
     cv.height = cv.width = 32;
-    cv.out_channels = 32;
-    cv.kernel_h = cv.kernel_w = 3;
+    cv.out_channels = c.cout;
+    cv.kernel_h = cv.kernel_w = c.k;
+    cv.params.groups = c.groups;
+    cv.precision = c.precision;
     cv.has_bias = true;
-    cv.epilogue = ops::parse_op("mish|mish|gelu_tanh|selu");
+    cv.epilogue = all;
     const CompiledProgram p = compile(ops::make_request(ops::conv2d_variant_for_arch(cv, Arch::parse("sm_90"))),
                                       Arch::parse("sm_90"));
     EXPECT_EQ(p.kind, BinaryKind::cubin);
