@@ -13,6 +13,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from conv2d_half_peers import time_ms  # (L2 flushed before each timed call, median)
 from torch_capi_check import Tensor, bits_equal, desc
 
 OPS = {
@@ -20,23 +21,6 @@ OPS = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "mish": F.mish, "softplus": F.softplus, "elu": F.elu,
     "hardswish": F.hardswish,
 }
-
-
-def time_ms(fn, flush, samples=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(samples):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 def main():
@@ -74,7 +58,7 @@ def main():
         x = torch.randn(8192, 8192, device="cuda", dtype=dt) * 3
         row = torch.randn(8192, device="cuda", dtype=dt)
         y = torch.full_like(x, float("nan"))
-        copy = time_ms(lambda: y.copy_(x), flush)
+        copy = time_ms(lambda: y.copy_(x), flush, 20)
         for name in args.ops.split(","):
             fn = OPS[name]
             for text, ins, eager in ((name, [x], lambda: fn(x)), (f"add(in1)|{name}", [x, row], lambda: fn(x + row))):
@@ -83,13 +67,13 @@ def main():
                 run()
                 torch.cuda.synchronize()
                 bad, _ = bits_equal(y, eager())
-                ours = time_ms(run, flush)
-                e_ms = time_ms(eager, flush)
+                ours = time_ms(run, flush, 20)
+                e_ms = time_ms(eager, flush, 20)
                 c_ms = None
                 if args.compile:
                     torch._dynamo.reset()
                     comp = torch.compile(eager)
-                    c_ms = time_ms(comp, flush)
+                    c_ms = time_ms(comp, flush, 20)
                 c_s = f"{c_ms:.4f}" if c_ms is not None else "-"
                 vs_c = f"{c_ms / ours:.2f}x" if c_ms is not None else "-"
                 # The copy moves x once each way; a bias row adds 32 KiB, nothing at this size.

@@ -80,6 +80,26 @@ inline std::uint64_t from_op(DType dt, float f) {
   }
 }
 
+/// An element's value from its bits (f64: the double; else through opmath float).
+inline double value_of(DType dt, std::uint64_t bits) {
+  if (dt == DType::f64) {
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
+  }
+  return to_op(dt, bits);
+}
+/// The bits of v in the dtype: f64 keeps the double; else double → float → dtype (round to nearest
+/// even), as PyTorch converts a Python scalar (c10::Half(float(s))).
+inline std::uint64_t bits_of(DType dt, double v) {
+  if (dt == DType::f64) {
+    std::uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return b;
+  }
+  return from_op(dt, static_cast<float>(v));
+}
+
 template <class F>
 std::uint64_t reference_step(const ops::Step& st, DType dt, std::uint64_t bits) {
   F v;

@@ -47,20 +47,10 @@ void set_bits(std::vector<unsigned char>& buf, DType dt, std::size_t i, std::uin
   std::memcpy(buf.data() + i * dtype_size(dt), &b, dtype_size(dt));
 }
 double value_of(DType dt, std::uint64_t bits) {
-  if (dt == DType::f64) {
-    double d;
-    std::memcpy(&d, &bits, 8);
-    return d;
-  }
-  return test::to_op(dt, bits);
+  return test::value_of(dt, bits);
 }
 std::uint64_t bits_of(DType dt, double v) {
-  if (dt == DType::f64) {
-    std::uint64_t b;
-    std::memcpy(&b, &v, 8);
-    return b;
-  }
-  return test::from_op(dt, static_cast<float>(v));
+  return test::bits_of(dt, v);
 }
 
 // Values where the formulas branch or saturate, in every dtype: NaN, ±Inf, ±0, the smallest

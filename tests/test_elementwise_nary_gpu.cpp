@@ -104,23 +104,13 @@ std::int64_t index_in(const TensorView& t, std::int64_t base_offset, const std::
 }
 
 double op_value(DType dt, std::uint64_t b) {
-  if (dt == DType::f64) {
-    double v;
-    std::memcpy(&v, &b, 8);
-    return v;
-  }
-  return test::to_op(dt, b);
+  return test::value_of(dt, b);
 }
 
 // The bits of a where step's scalar in the dtype: double → float → dtype (PyTorch's conversion of
 // a Python scalar, c10::Half(float(s))); f64 keeps the double.
 std::uint64_t scalar_bits(DType dt, double s) {
-  if (dt == DType::f64) {
-    std::uint64_t b;
-    std::memcpy(&b, &s, 8);
-    return b;
-  }
-  return test::from_op(dt, static_cast<float>(s));
+  return test::bits_of(dt, s);
 }
 
 // Reference of a chain with tensor operands: PyTorch's op-by-op rounding; where selects bits
