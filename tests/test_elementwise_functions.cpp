@@ -78,6 +78,12 @@ TEST(FunctionSteps, ParseWithPyTorchsDefaultsAndDescribeBack) {
   EXPECT_EQ(chain.min_inputs(), 2);
   EXPECT_EQ(Op::chain({Step::function(StepKind::gelu), Step::softplus(2, 5), Step::celu(3)}).describe(),
             "gelu|softplus(2,5)|celu(3)");
+  // The C++ factories are the parsed steps.
+  EXPECT_EQ(Op::chain({Step::sigmoid(), Step::tanh(), Step::silu(), Step::gelu(), Step::gelu_tanh(), Step::mish(),
+                       Step::softplus(), Step::elu(), Step::selu(), Step::celu(), Step::hardswish(), Step::hardsigmoid(),
+                       Step::hardtanh(), Step::relu6(), Step::exp(), Step::log(), Step::sqrt(), Step::abs(), Step::neg()}),
+            ops::parse_op("sigmoid|tanh|silu|gelu|gelu_tanh|mish|softplus|elu|selu|celu|hardswish|hardsigmoid|hardtanh|"
+                          "relu6|exp|log|sqrt|abs|neg"));
   for (StepKind k : {StepKind::add, StepKind::relu, StepKind::clamp, StepKind::where_scalar}) {
     EXPECT_FALSE(ops::is_function_step(k));
   }

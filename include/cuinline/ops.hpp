@@ -116,8 +116,26 @@ struct Step {
   /// a NaN scalar becomes the dtype's quiet NaN. A step after it sees a value already in the dtype.
   static Step where_scalar(int cond, double s) { return {StepKind::where_scalar, s, 0, 0, cond}; }
   /// An activation or math step without arguments (sigmoid, tanh, silu, gelu, gelu_tanh, mish, selu,
-  /// hardswish, hardsigmoid, exp, log, sqrt, abs, neg), e.g. Step::function(StepKind::gelu).
+  /// hardswish, hardsigmoid, exp, log, sqrt, abs, neg), e.g. Step::function(StepKind::gelu), or by
+  /// name: Step::gelu().
   static Step function(StepKind kind) { return {kind, 0, 0}; }
+  static Step sigmoid() { return function(StepKind::sigmoid); }
+  static Step tanh() { return function(StepKind::tanh); }
+  static Step silu() { return function(StepKind::silu); }
+  static Step gelu() { return function(StepKind::gelu); }
+  static Step gelu_tanh() { return function(StepKind::gelu_tanh); }
+  static Step mish() { return function(StepKind::mish); }
+  static Step selu() { return function(StepKind::selu); }
+  static Step hardswish() { return function(StepKind::hardswish); }
+  static Step hardsigmoid() { return function(StepKind::hardsigmoid); }
+  static Step exp() { return function(StepKind::exp); }
+  static Step log() { return function(StepKind::log); }
+  static Step sqrt() { return function(StepKind::sqrt); }
+  static Step abs() { return function(StepKind::abs); }
+  static Step neg() { return function(StepKind::neg); }
+  /// F.hardtanh(min_val, max_val) and F.relu6 are clamps, as ATen computes them.
+  static Step hardtanh(double lo = -1, double hi = 1) { return clamp(lo, hi); }
+  static Step relu6() { return clamp(0, 6); }
   static Step softplus(double beta = 1, double threshold = 20) { return {StepKind::softplus, beta, threshold}; }
   static Step elu(double alpha = 1) { return {StepKind::elu, alpha, 0}; }
   static Step celu(double alpha = 1) { return {StepKind::celu, alpha, 0}; }
