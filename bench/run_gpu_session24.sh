@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 24 on the GPU, in calls on one warm machine (the build kept):
+#   PHASE=a  build (Release, static and shared), then the gpu suites in CTEST (a ctest -R regex; by
+#            default what session 23 left unrun: the CLI activation test whose tolerance changed, the
+#            sm_75 / sm_86 plans, the F(4x4) and FMA-product Winograd forms, the transposing-copy suite)
+#            with CTEST_J tests at a time.
+#   PHASE=b  the C API from PyTorch (bench/torch_capi_check.py, bit for bit against PyTorch's kernels),
+#            bench/activation_peers.py (ACT_STEPS) and the gpu suites in CTEST.
+#   OUT=/tmp/out PHASE=a bench/run_gpu_session24.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cuinline-s24}
+mkdir -p "$OUT"
+build=${CUINLINE_BUILD_DIR:-build-gpu}
+phase=${PHASE:-a}
+lib="$build-shared/libcuinline.so"
+
+# shellcheck source=bench/gpu_build.sh
+. bench/gpu_build.sh  # build_all
+
+t0=$(date +%s)
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+build_all
+echo "== build: $(($(date +%s) - t0)) s"
+export CUINLINE_LOG_LEVEL=warn
+run_ctest() {  # regex timeout log
+  CUINLINE_CACHE_DIR=$(mktemp -d) timeout "$2" ctest --test-dir "$build" -L gpu -R "$1" -j"${CTEST_J:-6}" --timeout 400 \
+    --output-on-failure >"$OUT/$3" 2>&1
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/$3" | head -n 30
+  grep -E "Failure|FAILED|Which is|got .* want" "$OUT/$3" | cut -c1-240 | head -n 30
+}
+if [ "$phase" = b ]; then
+  echo "== C API from PyTorch ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${CAPI_TIMEOUT:-240}" python3 bench/torch_capi_check.py "$lib" \
+    >"$OUT/torch_capi.txt" 2>&1
+  grep -E "FAIL|all checks|checks FAILED|Traceback|Error" "$OUT/torch_capi.txt" | cut -c1-300 | head -n 40
+  grep -cE "^CHECK ok" "$OUT/torch_capi.txt"
+  if [ -n "${ACT_STEPS:-}" ]; then
+    echo "== activation peers ($(($(date +%s) - t0)) s)"
+    CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${ACT_TIMEOUT:-200}" python3 bench/activation_peers.py \
+      --lib "$lib" --ops "$ACT_STEPS" ${ACT_COMPILE:+--compile} >"$OUT/activation_peers.md" 2>&1; tail -n 40 "$OUT/activation_peers.md"
+  fi
+fi
+if [ -n "${CTEST:-}" ] || [ "$phase" = a ]; then
+  echo "== ctest ($(($(date +%s) - t0)) s)"
+  run_ctest "${CTEST:-^(CliNaryGpu|sm75\.|sm86\.|wino4\.|winofma\.|transposed\.)}" "${CTEST_TIMEOUT:-420}" "ctest_$phase.txt"
+fi
+echo "== done ($(($(date +%s) - t0)) s)"
