@@ -241,6 +241,16 @@ TEST(FunctionSteps, CpuReferenceAtKnownValues) {
   EXPECT_FALSE(cli::close_to_reference(1.0, 1.001, DType::f32));
   EXPECT_FALSE(cli::close_to_reference(NAN, 1.0, DType::f16));
   EXPECT_FALSE(cli::close_to_reference(INFINITY, 1e30, DType::f32));
+  // NaN against -inf: only where an operand enters after a step (a libm's zero times an inf operand).
+  EXPECT_FALSE(cli::close_to_reference(-INFINITY, NAN, DType::f32));
+  EXPECT_TRUE(cli::close_to_reference(-INFINITY, NAN, DType::f32, true));
+  EXPECT_TRUE(cli::close_to_reference(NAN, INFINITY, DType::f64, true));
+  EXPECT_FALSE(cli::close_to_reference(INFINITY, -INFINITY, DType::f32, true));
+  EXPECT_FALSE(cli::close_to_reference(NAN, 1e30, DType::f32, true));
+  EXPECT_FALSE(cli::close_to_reference(-INFINITY, -3.0, DType::f32, true));
+  EXPECT_TRUE(cli::has_operand_after_function_step(ops::parse_op("add(in1)|gelu|mul(in2)")));
+  EXPECT_FALSE(cli::has_operand_after_function_step(ops::parse_op("add(in1)|gelu|mul(2)")));
+  EXPECT_FALSE(cli::has_operand_after_function_step(ops::parse_op("mish|softplus(2,5)")));
 }
 
 }  // namespace

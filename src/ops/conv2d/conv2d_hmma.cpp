@@ -158,7 +158,8 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
   const bool async = hmma_async_layout(v) && v.inputs_aligned;
   const int steps = k_steps(v, t);
   const int reg_stages = all_at_once(v, t) ? steps : 2;
-  const int depth = pipe_override().depth;
+  // (t.stages > 0: the plan's cp.async depth, fewer buffers where the default's do not fit.)
+  const int depth = pipe_override().depth > 0 ? pipe_override().depth : t.stages;
   const int async_stages = depth > 0 ? depth : steps > 3 && steps <= 5 ? steps : steps > 5 ? 2 : 3;
   return async ? std::max(async_stages, reg_stages) : reg_stages;
 }
@@ -595,7 +596,17 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
   t.shared_bytes = shared_bytes(v, t);
   if (overridden) t.min_blocks = o[5];
-  if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {  // (at most 83 KiB: only sm75, which has no hmma)
+  // A target of less shared memory (sm_86's 99 KiB a block) takes fewer cp.async buffers where the
+  // default's do not fit (a short reduction rings over its 4-5 steps: 110592 bytes at 128 pixels x 64
+  // channels, k step 64, 4 steps); at least 2 (kStages - 2 steps' copies ahead).
+  const std::int64_t limit = conv2d_max_shared_bytes(v.target);
+  if (async && t.shared_bytes > limit && pipe_override().depth == 0) {
+    for (int depth = stages(v, t) - 1; depth >= 2 && t.shared_bytes > limit; --depth) {
+      t.stages = depth;
+      t.shared_bytes = shared_bytes(v, t);
+    }
+  }
+  if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 tensor-core tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
@@ -616,7 +627,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
-  src += c("kAsyncDepth", t.wgmma || t.pointwise ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
+  src += c("kAsyncDepth", t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   if (t.pointwise) src += c("kPointwise", 1);
   src += "};\n\n";
