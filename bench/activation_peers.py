@@ -19,7 +19,8 @@ from torch_capi_check import Tensor, bits_equal, desc
 OPS = {
     "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "mish": F.mish, "softplus": F.softplus, "elu": F.elu,
-    "hardswish": F.hardswish,
+    "hardswish": F.hardswish, "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
+    "hardshrink": F.hardshrink, "softshrink": F.softshrink,
 }
 
 

@@ -18,7 +18,8 @@ Checks (each prints CHECK ok/FAIL; exit 1 on any FAIL):
   - with two GPUs, f32 channels-last and f16 NCHW conv2d (a workspace from cuda:1's pool) on tensors
     of cuda:1 and its current stream, eager and in torch.cuda.graph;
   - the activation / math steps (sigmoid, tanh, silu, gelu, gelu_tanh, mish, softplus, elu, selu, celu,
-    hardswish, hardsigmoid, hardtanh, relu6, exp, log, sqrt, abs, neg) and chains of them bit for bit
+    hardswish, hardsigmoid, hardtanh, relu6, exp, log, sqrt, abs, neg, softsign, tanhshrink, logsigmoid,
+    hardshrink, softshrink, threshold, rrelu in evaluation mode) and chains of them bit for bit
     against PyTorch's kernels in every dtype, special values included; after a bias row; in
     torch.cuda.graph; as conv2d epilogues against float64.
 Usage: python3 bench/torch_capi_check.py path/to/libcuinline.so
@@ -91,14 +92,23 @@ def check_functions(lib, apply, apply_ok, conv_ex):
            ("elu(0.3)", lambda t: F.elu(t, 0.3)), ("selu", F.selu), ("celu(1.7)", lambda t: F.celu(t, 1.7)),
            ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid), ("hardtanh", F.hardtanh),
            ("hardtanh(-0.5, 2)", lambda t: F.hardtanh(t, -0.5, 2.0)), ("relu6", F.relu6), ("exp", torch.exp),
-           ("log", torch.log), ("sqrt", torch.sqrt), ("abs", torch.abs), ("neg", torch.neg)]
+           ("log", torch.log), ("sqrt", torch.sqrt), ("abs", torch.abs), ("neg", torch.neg),
+           ("softsign", F.softsign), ("tanhshrink", F.tanhshrink), ("logsigmoid", F.logsigmoid),
+           ("hardshrink", F.hardshrink), ("hardshrink(0.1)", lambda t: F.hardshrink(t, 0.1)),
+           ("softshrink", F.softshrink), ("softshrink(0.3)", lambda t: F.softshrink(t, 0.3)),
+           ("threshold(0.1, 20)", lambda t: F.threshold(t, 0.1, 20.0)),
+           ("threshold(-1, 0.3)", lambda t: F.threshold(t, -1.0, 0.3)), ("rrelu", lambda t: F.rrelu(t, training=False)),
+           ("rrelu(0.1, 0.3)", lambda t: F.rrelu(t, 0.1, 0.3, training=False))]
     chains = [("mish|mish", lambda t: F.mish(F.mish(t))),
               ("add(0.5)|gelu|mul(2)|sigmoid", lambda t: torch.sigmoid(F.gelu(t + 0.5) * 2)),
               ("exp|hardswish|tanh", lambda t: torch.tanh(F.hardswish(torch.exp(t)))),
               ("gelu_tanh|softplus|selu", lambda t: F.selu(F.softplus(F.gelu(t, approximate="tanh")))),
-              ("sub(1)|silu|neg|exp", lambda t: torch.exp(-F.silu(t - 1)))]
+              ("sub(1)|silu|neg|exp", lambda t: torch.exp(-F.silu(t - 1))),
+              ("softshrink|logsigmoid|mul(3)|softsign", lambda t: F.softsign(F.logsigmoid(F.softshrink(t)) * 3)),
+              ("tanhshrink|threshold(0.5, -1)|gelu", lambda t: F.gelu(F.threshold(F.tanhshrink(t), 0.5, -1.0)))]
     special = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 2.999, -2.999, 20.0, 19.99,
-               20.01, 88.5, 89.0, -88.5, -104.0, 9.0, -9.0, 1e-3, -1e-3, 1e-40, -1e-40, 6e-8, -6e-8, 1e-310]
+               20.01, 88.5, 89.0, -88.5, -104.0, 9.0, -9.0, 1e-3, -1e-3, 1e-40, -1e-40, 6e-8, -6e-8, 1e-310,
+               0.5, -0.5, 0.1, -0.1, 0.3, -0.3, 0.25, -0.25, 2048.0, -2048.0, 3000.0, 65504.0]
     torch.manual_seed(10)
     for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
         n = (1 << 20) + 3  # a scalar tail
@@ -141,7 +151,8 @@ def check_functions(lib, apply, apply_ok, conv_ex):
     torch.backends.cudnn.allow_tf32 = False
     for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
         for text, fn in (("mish|mish", lambda t: F.mish(F.mish(t))), ("gelu", F.gelu), ("hardswish", F.hardswish),
-                         ("sigmoid", torch.sigmoid), ("selu", F.selu)):
+                         ("sigmoid", torch.sigmoid), ("selu", F.selu), ("softsign", F.softsign),
+                         ("logsigmoid|tanhshrink", lambda t: F.tanhshrink(F.logsigmoid(t)))):
             xi = torch.randn(4, 32, 30, 34, device="cuda", dtype=dt)
             wt = (torch.randn(48, 32, 3, 3, device="cuda") * 0.06).to(dt)
             bi = torch.randn(48, device="cuda", dtype=dt)

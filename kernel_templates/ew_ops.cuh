@@ -366,4 +366,53 @@ __device__ __forceinline__ S ew_neg(S x) {
   return T::from_op(-T::to_op(x));
 }
 
+// F.softsign: input / (input.abs() + 1), two PyTorch ops: the sum rounded to S between them (the
+// abs is exact).
+template <class S>
+__device__ __forceinline__ S ew_softsign(S x) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  const O d = T::to_op(T::from_op(ew_fn_abs(v) + O(1)));
+  return ew_fn_out<S>(v / d);
+}
+// F.tanhshrink: input - input.tanh(), the tanh rounded to S (and, with contraction on, kept from
+// the subtraction by ew_fn_out's barrier) between the two ops.
+template <class S>
+__device__ __forceinline__ S ew_tanhshrink(S x) {
+  typedef ew_traits<S> T;
+  const typename T::op v = T::to_op(x);
+  return ew_fn_out<S>(v - T::to_op(ew_fn_out<S>(ew_fn_tanh(v))));
+}
+// F.logsigmoid (ActivationLogSigmoidKernel.cu): std::min(0, x) - log1p(exp(-|x|)).
+template <class S>
+__device__ __forceinline__ S ew_logsigmoid(S x) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  return ew_fn_out<S>(ew_std_min(O(0), v) - ew_fn_log1p(ew_fn_exp(-ew_fn_abs(v))));
+}
+// F.hardshrink: (x >= -lambd && x <= lambd) ? 0 : x, lambd already in S (the renderer's).
+template <class S>
+__device__ __forceinline__ S ew_hardshrink(S x, typename ew_traits<S>::op lambd) {
+  typedef ew_traits<S> T;
+  const typename T::op v = T::to_op(x);
+  return (v >= -lambd && v <= lambd) ? T::from_op(typename T::op(0)) : x;
+}
+// F.softshrink: NaN as is, else x > lambd ? x - lambd : x < -lambd ? x + lambd : 0 (+0).
+template <class S>
+__device__ __forceinline__ S ew_softshrink(S x, typename ew_traits<S>::op lambd) {
+  typedef ew_traits<S> T;
+  typedef typename T::op O;
+  const O v = T::to_op(x);
+  if (v != v) return x;
+  return T::from_op(v > lambd ? v - lambd : v < -lambd ? v + lambd : O(0));
+}
+// F.threshold: x <= threshold ? value : x (threshold and value in S, the renderer's).
+template <class S>
+__device__ __forceinline__ S ew_threshold(S x, typename ew_traits<S>::op threshold, S value) {
+  typedef ew_traits<S> T;
+  return T::to_op(x) <= threshold ? value : x;
+}
+
 #endif  // CUINLINE_EW_OPS_CUH

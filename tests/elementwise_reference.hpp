@@ -138,7 +138,16 @@ std::uint64_t reference_step(const ops::Step& st, DType dt, std::uint64_t bits) 
       return reference_step<F>(ops::Step::leaky_relu(st.b), dt, q);
     }
     default:  // activations: the host's libm, a few ulp from CUDA's (compare with close_to_reference)
-      if (ops::is_function_step(st.kind)) return out(cli::reference_function<F>(st, v));
+      if (ops::is_function_step(st.kind)) {
+        const auto round = [&](F r) -> F {
+          if constexpr (sizeof(F) == 8) {
+            return r;
+          } else {
+            return to_op(dt, from_op(dt, r));
+          }
+        };
+        return out(cli::reference_function<F>(st, v, round));
+      }
       return bits;
   }
 }

@@ -13,6 +13,7 @@
 #include <cuinline/ops.hpp>
 
 #include "cli/host_reference.hpp"
+#include "elementwise_reference.hpp"
 #include "templates/render.hpp"
 #include "templates/template_source.hpp"
 
@@ -60,6 +61,16 @@ TEST(FunctionSteps, ParseWithPyTorchsDefaultsAndDescribeBack) {
       {"sqrt", StepKind::sqrt, 0, 0, "sqrt"},
       {"abs", StepKind::abs, 0, 0, "abs"},
       {"neg", StepKind::neg, 0, 0, "neg"},
+      {"softsign", StepKind::softsign, 0, 0, "softsign"},
+      {"tanhshrink", StepKind::tanhshrink, 0, 0, "tanhshrink"},
+      {"logsigmoid", StepKind::logsigmoid, 0, 0, "logsigmoid"},
+      {"hardshrink", StepKind::hardshrink, 0.5, 0, "hardshrink"},
+      {"hardshrink(1.5)", StepKind::hardshrink, 1.5, 0, "hardshrink(1.5)"},
+      {"softshrink", StepKind::softshrink, 0.5, 0, "softshrink"},
+      {"softshrink(0)", StepKind::softshrink, 0, 0, "softshrink(0)"},
+      {"threshold(0.1, 20)", StepKind::threshold, 0.1, 20, "threshold(0.1,20)"},
+      {"rrelu", StepKind::leaky_relu, (1.0 / 8 + 1.0 / 3) / 2, 0, nullptr},  // eval mode: leaky_relu
+      {"rrelu(0.1, 0.3)", StepKind::leaky_relu, (0.1 + 0.3) / 2, 0, nullptr},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
@@ -68,9 +79,9 @@ TEST(FunctionSteps, ParseWithPyTorchsDefaultsAndDescribeBack) {
     EXPECT_EQ(op.steps[0].kind, c.kind);
     EXPECT_EQ(op.steps[0].a, c.a);
     EXPECT_EQ(op.steps[0].b, c.b);
-    EXPECT_EQ(op.describe(), c.described);
+    if (c.described != nullptr) EXPECT_EQ(op.describe(), c.described);
     EXPECT_EQ(ops::parse_op(op.describe()), op);  // the description reads back as the same op
-    EXPECT_EQ(ops::is_function_step(c.kind), c.kind != StepKind::clamp);
+    EXPECT_EQ(ops::is_function_step(c.kind), c.kind != StepKind::clamp && c.kind != StepKind::leaky_relu);
   }
   // Chains mix them with the arithmetic and tensor steps.
   const Op chain = ops::parse_op("add(in1) | gelu | mul(2) | mish | softplus(2, 5)");
@@ -84,6 +95,10 @@ TEST(FunctionSteps, ParseWithPyTorchsDefaultsAndDescribeBack) {
                        Step::hardtanh(), Step::relu6(), Step::exp(), Step::log(), Step::sqrt(), Step::abs(), Step::neg()}),
             ops::parse_op("sigmoid|tanh|silu|gelu|gelu_tanh|mish|softplus|elu|selu|celu|hardswish|hardsigmoid|hardtanh|"
                           "relu6|exp|log|sqrt|abs|neg"));
+  EXPECT_EQ(Op::chain({Step::softsign(), Step::tanhshrink(), Step::logsigmoid(), Step::hardshrink(), Step::softshrink(0.25),
+                       Step::threshold(-1, 2), Step::rrelu(), Step::rrelu(0.2, 0.4)}),
+            ops::parse_op("softsign|tanhshrink|logsigmoid|hardshrink(0.5)|softshrink(0.25)|threshold(-1,2)|rrelu|"
+                          "rrelu(0.2,0.4)"));
   for (StepKind k : {StepKind::add, StepKind::relu, StepKind::clamp, StepKind::where_scalar}) {
     EXPECT_FALSE(ops::is_function_step(k));
   }
@@ -104,11 +119,20 @@ TEST(FunctionSteps, BadTextSaysWhatWasWrong) {
       << message("hardtanh(1)");
   EXPECT_NE(message("gelu(tanh)").find("'tanh' is not a number"), std::string::npos) << message("gelu(tanh)");
   EXPECT_NE(message("celu(0)").find("celu's alpha is 0"), std::string::npos) << message("celu(0)");
+  EXPECT_NE(message("threshold(1)").find("threshold takes 2 argument(s), got 1"), std::string::npos)
+      << message("threshold(1)");
+  EXPECT_NE(message("softshrink(-0.5)").find("softshrink's lambd is -0.5; it must be at least 0"), std::string::npos)
+      << message("softshrink(-0.5)");
+  EXPECT_NE(message("rrelu(0.1)").find("rrelu takes 0 or 2 arguments (lower, upper), got 1"), std::string::npos)
+      << message("rrelu(0.1)");
+  EXPECT_NE(message("rrelu(0.4, 0.2)").find("rrelu's lower bound 0.4 is above its upper bound 0.2"), std::string::npos)
+      << message("rrelu(0.4, 0.2)");
+  EXPECT_NE(message("hardshrink(1, 2)").find("hardshrink takes 0 to 1 argument(s), got 2"), std::string::npos);
   EXPECT_NE(message("gelu_erf").find("unknown step 'gelu_erf'"), std::string::npos);
   EXPECT_NE(message("gelu_erf").find("gelu_tanh"), std::string::npos);  // the message lists the names
   EXPECT_THROW(Op::chain({Step::celu(0)}).validate(), InvalidArgument);
   Step bad = Step::function(StepKind::neg);
-  bad.kind = static_cast<StepKind>(static_cast<int>(StepKind::neg) + 1);
+  bad.kind = static_cast<StepKind>(static_cast<int>(StepKind::threshold) + 1);
   EXPECT_THROW(Op::chain({bad}).validate(), InvalidArgument);
 }
 
@@ -134,6 +158,21 @@ TEST(FunctionSteps, ConstantsAreRenderedAsPyTorchHoldsThem) {
   EXPECT_NE(render("hardswish", DType::f64).find(detail::opmath_literal(static_cast<double>(1.0f / 6.0f), DType::f64)),
             std::string::npos);  // one_sixth(1.0f / 6.0f): a float constant even in double
   EXPECT_NE(render("softplus(2,5)", DType::f32).find("ew_softplus(x, 0x1p+1f, 0x1.4p+2f)"), std::string::npos);
+  // hardshrink / softshrink / threshold take their scalars in the dtype (value.to<scalar_t>()):
+  // 0.1 as f16 is 0x1.998p-4, as bf16 0x1.9ap-4, as f32 0x1.99999ap-4; threshold's value as the
+  // dtype's bits.
+  EXPECT_NE(render("hardshrink(0.1)", DType::f16).find("ew_hardshrink(x, 0x1.998p-4f)"), std::string::npos)
+      << render("hardshrink(0.1)", DType::f16);
+  EXPECT_NE(render("softshrink(0.1)", DType::bf16).find("ew_softshrink(x, 0x1.9ap-4f)"), std::string::npos)
+      << render("softshrink(0.1)", DType::bf16);
+  EXPECT_NE(render("softshrink(0.1)", DType::f32).find("ew_softshrink(x, 0x1.99999ap-4f)"), std::string::npos);
+  EXPECT_NE(render("hardshrink(0.1)", DType::f64).find("ew_hardshrink(x, 0x1.999999999999ap-4)"), std::string::npos);
+  EXPECT_NE(render("threshold(0.1, 0.1)", DType::f16).find("ew_threshold(x, 0x1.998p-4f, ew_half{0x2e66})"),
+            std::string::npos)
+      << render("threshold(0.1, 0.1)", DType::f16);
+  EXPECT_NE(render("rrelu", DType::f32).find("ew_leaky_relu(x, " +
+                                             detail::opmath_literal((1.0 / 8 + 1.0 / 3) / 2, DType::f32) + ")"),
+            std::string::npos);
 }
 
 // Contraction (FMA) is on only for chains with these steps: PyTorch's kernels are built with it
@@ -166,8 +205,9 @@ TEST(FunctionSteps, ChainsWithThemCompileWithContractionOthersDoNot) {
 TEST(FunctionSteps, EveryStepCompilesInEveryDtype) {
   const Op all = ops::parse_op(
       "sigmoid|tanh|silu|gelu|gelu_tanh|mish|softplus|softplus(2,5)|elu|elu(0.5)|selu|celu(2)|hardswish|"
-      "hardsigmoid|hardtanh|relu6|exp|log|sqrt|abs|neg");
-  ASSERT_EQ(all.steps.size(), 21u);
+      "hardsigmoid|hardtanh|relu6|exp|log|sqrt|abs|neg|softsign|tanhshrink|logsigmoid|hardshrink|softshrink(0.25)|"
+      "threshold(0.1,-3)");
+  ASSERT_EQ(all.steps.size(), 27u);
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     SCOPED_TRACE(to_string(dt));
     ops::Variant v;
@@ -237,6 +277,26 @@ TEST(FunctionSteps, CpuReferenceAtKnownValues) {
   EXPECT_EQ(f("neg", 0), -0.0);
   EXPECT_TRUE(std::signbit(f("neg", 0)));
   EXPECT_EQ(f("abs", -2), 2.0);
+  EXPECT_EQ(f("softsign", 3), 0.75);
+  EXPECT_EQ(f("softsign", -1), -0.5);
+  EXPECT_NEAR(f("tanhshrink", 1), 1 - std::tanh(1.0), 1e-15);
+  EXPECT_NEAR(f("logsigmoid", 0), -std::log(2.0), 1e-15);
+  EXPECT_NEAR(f("logsigmoid", -30), -30 - std::log1p(std::exp(-30.0)), 1e-12);
+  EXPECT_EQ(f("hardshrink", 0.5), 0.0);
+  EXPECT_EQ(f("hardshrink", -0.75), -0.75);
+  EXPECT_EQ(f("softshrink", 0.75), 0.25);
+  EXPECT_EQ(f("softshrink", -0.75), -0.25);
+  EXPECT_FALSE(std::signbit(f("softshrink", -0.25)));  // scalar_t(0): +0
+  EXPECT_TRUE(std::isnan(f("softshrink", NAN)));
+  EXPECT_EQ(f("threshold(1, 7)", 1), 7.0);
+  EXPECT_EQ(f("threshold(1, 7)", 1.5), 1.5);
+  EXPECT_TRUE(std::isnan(f("threshold(1, 7)", NAN)));
+  // softsign rounds |x| + 1 to the dtype before dividing (two PyTorch ops): in f16, 2048 + 1 -> 2048.
+  const auto round_f16 = [](float v) {
+    return static_cast<float>(test::value_of(DType::f16, test::bits_of(DType::f16, v)));
+  };
+  EXPECT_EQ(cli::reference_function<float>(ops::parse_op("softsign").steps[0], 2048.0f, round_f16), 1.0f);
+  EXPECT_EQ(cli::reference_function<float>(ops::parse_op("softsign").steps[0], 2048.0f), 2048.0f / 2049.0f);
   EXPECT_TRUE(cli::close_to_reference(1.0, 1.0 + 1e-7, DType::f32));
   EXPECT_FALSE(cli::close_to_reference(1.0, 1.001, DType::f32));
   EXPECT_FALSE(cli::close_to_reference(NAN, 1.0, DType::f16));

@@ -1,6 +1,6 @@
 // GPU tests of the activation / math steps of the elementwise ops (sigmoid, tanh, silu, gelu,
 // gelu_tanh, mish, softplus, elu, selu, celu, hardswish, hardsigmoid, hardtanh / relu6, exp, log,
-// sqrt, abs, neg) through ops::apply, as an application calls them: every step in every dtype on
+// sqrt, abs, neg; softsign, tanhshrink, logsigmoid, hardshrink, softshrink, threshold, rrelu) through ops::apply, as an application calls them: every step in every dtype on
 // fresh random data with special values (NaN, ±Inf, ±0, subnormals, the largest finite values,
 // the edges of hardswish and softplus's threshold) mixed in, outputs poisoned first, vectorized and
 // scalar tails, the CPU reference with PyTorch's formulas compared within the host-libm tolerance
@@ -111,6 +111,10 @@ const Named kFunctions[] = {
     {"exp", -20, 20},              {"log", -1, 100},         {"sqrt", -1, 100},
     {"abs", -8, 8},                {"neg", -8, 8},           {"mish|mish", -12, 12},
     {"add(0.5)|gelu|mul(2)|sigmoid", -6, 6}, {"exp|hardswish|tanh", -4, 2},
+    {"softsign", -3000, 3000},     {"softsign", -4, 4},      {"tanhshrink", -4, 4},
+    {"logsigmoid", -30, 30},       {"hardshrink", -2, 2},    {"hardshrink(0.1)", -1, 1},
+    {"softshrink", -2, 2},         {"softshrink(0.3)", -1, 1}, {"threshold(0.1, 20)", -1, 1},
+    {"rrelu", -4, 4},              {"add(0.5)|softshrink|logsigmoid|mul(3)|softsign", -4, 4},
 };
 
 TEST_F(FunctionsGpu, EveryFunctionInEveryDtypeAgainstTheCpuReference) {
@@ -241,7 +245,8 @@ TEST_F(FunctionsGpu, AsAConvEpilogue) {
                      win[((static_cast<std::size_t>(k) * C + c) * 3 + r) * 3 + q];
           conv[((static_cast<std::size_t>(n) * K + k) * OH + y) * OW + x] = s;
         }
-  for (const char* text : {"gelu", "mish|mish", "silu", "hardswish", "softplus(2,5)", "selu", "sigmoid"}) {
+  for (const char* text : {"gelu", "mish|mish", "silu", "hardswish", "softplus(2,5)", "selu", "sigmoid", "softsign",
+                           "logsigmoid|tanhshrink", "softshrink(0.25)|threshold(0.1,-2)"}) {
     const Op op = ops::parse_op(text);
     for (DType dt : {DType::f32, DType::f16}) {
       SCOPED_TRACE(std::string(text) + " " + to_string(dt));

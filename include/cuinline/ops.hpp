@@ -75,9 +75,20 @@ enum class StepKind : std::uint8_t {
   sqrt,         ///< sqrt(x), correctly rounded  (torch.sqrt)
   abs,          ///< |x| (the sign bit cleared)  (torch.abs)
   neg,          ///< -x (the sign bit flipped)  (torch.neg)
+  // (Session 24.) The rest of torch.nn's elementwise activations. softsign and tanhshrink are
+  // composites in PyTorch (F.softsign = x / (x.abs() + 1), F.tanhshrink = x - x.tanh()): their
+  // intermediate is rounded to the dtype, as between those ops. The scalars of hardshrink,
+  // softshrink and threshold are converted to the dtype first, as ATen's kernels take them
+  // (Scalar::to<scalar_t>), and compared / subtracted in opmath.
+  softsign,     ///< x / (|x| + 1)  (F.softsign)
+  tanhshrink,   ///< x - tanh(x)  (F.tanhshrink)
+  logsigmoid,   ///< min(x, 0) - log1p(exp(-|x|))  (F.logsigmoid)
+  hardshrink,   ///< -a <= x <= a ? 0 : x; a = lambd (0.5)  (F.hardshrink)
+  softshrink,   ///< NaN stays; x > a ? x - a : x < -a ? x + a : 0; a = lambd (0.5), >= 0  (F.softshrink)
+  threshold,    ///< x <= a ? b : x; a = threshold, b = value  (F.threshold)
 };
 
-/// Whether `kind` is one of the activation / math steps (sigmoid ... neg) above.
+/// Whether `kind` is one of the activation / math steps (sigmoid ... threshold) above.
 bool is_function_step(StepKind kind) noexcept;
 
 /// "add", "sub", ..., "div_leaky_relu".
@@ -133,6 +144,16 @@ struct Step {
   static Step sqrt() { return function(StepKind::sqrt); }
   static Step abs() { return function(StepKind::abs); }
   static Step neg() { return function(StepKind::neg); }
+  static Step softsign() { return function(StepKind::softsign); }
+  static Step tanhshrink() { return function(StepKind::tanhshrink); }
+  static Step logsigmoid() { return function(StepKind::logsigmoid); }
+  static Step hardshrink(double lambd = 0.5) { return {StepKind::hardshrink, lambd, 0}; }
+  static Step softshrink(double lambd = 0.5) { return {StepKind::softshrink, lambd, 0}; }
+  /// F.threshold(x, threshold, value): x <= threshold ? value : x.
+  static Step threshold(double threshold, double value) { return {StepKind::threshold, threshold, value}; }
+  /// F.rrelu in evaluation mode (training=False) is leaky_relu with the slope (lower + upper) / 2,
+  /// as ATen computes it; the training mode's random slopes are not an elementwise kernel's.
+  static Step rrelu(double lower = 1.0 / 8, double upper = 1.0 / 3) { return leaky_relu((lower + upper) / 2); }
   /// F.hardtanh(min_val, max_val) and F.relu6 are clamps, as ATen computes them.
   static Step hardtanh(double lo = -1, double hi = 1) { return clamp(lo, hi); }
   static Step relu6() { return clamp(0, 6); }
@@ -212,7 +233,9 @@ struct Op {
 ///   "gelu", "gelu_tanh", "mish", "softplus" / "softplus(beta, threshold)", "elu" / "elu(alpha)",
 ///   "selu", "celu" / "celu(alpha)", "hardswish", "hardsigmoid", "hardtanh" / "hardtanh(min, max)"
 ///   and "relu6" (both read as clamp, as PyTorch computes them), "exp", "log", "sqrt", "abs", "neg",
-///   steps joined by '|' ("div(2)|leaky_relu(0.01)", "add(in1)|gelu"), or an expression
+///   "softsign", "tanhshrink", "logsigmoid", "hardshrink" / "hardshrink(lambd)", "softshrink" /
+///   "softshrink(lambd)", "threshold(threshold, value)", "rrelu" / "rrelu(lower, upper)" (evaluation
+///   mode: read as leaky_relu((lower + upper) / 2)), steps joined by '|' ("div(2)|leaky_relu(0.01)", "add(in1)|gelu"), or an expression
 ///   "expr(x > 0 ? x : x * s; s=0.01, t=2)". Numbers are parsed as C doubles (as Python does).
 /// Throws InvalidArgument naming the bad part.
 Op parse_op(std::string_view text);

@@ -84,10 +84,21 @@ void parallel_for(std::size_t n, Fn fn) {
 /// constants (as the device code, kernel_templates/ew_ops.cuh). The host's libm is not CUDA's: a
 /// result may differ from the GPU's by a few units in the last place (more where the formula
 /// cancels, e.g. gelu's 1 + erf(x) for x << 0), so callers compare these with a tolerance.
-template <class T>
-T reference_function(const ops::Step& step, T v) {
+/// `round` rounds an opmath value to the tensor's dtype: softsign's and tanhshrink's intermediate
+/// (two PyTorch ops) and the scalars ATen converts to the dtype (hardshrink, softshrink,
+/// threshold); the identity for an fp32 conv epilogue or a float64 reference.
+struct NoRounding {
+  template <class T>
+  T operator()(T v) const {
+    return v;
+  }
+};
+template <class T, class Round = NoRounding>
+T reference_function(const ops::Step& step, T v, Round round = {}) {
   // An opmath constant as PyTorch makes it (opmath_t(double)); products of two such (at::elu).
   auto c = [](double d) { return static_cast<T>(d); };
+  // A Scalar as ATen's kernels take it (Scalar::to<scalar_t>): through float to the dtype, or a double.
+  auto scalar = [&](double d) { return round(sizeof(T) == 8 ? static_cast<T>(d) : static_cast<T>(static_cast<float>(d))); };
   auto std_max = [](T a, T b) { return (a < b) ? b : a; };
   auto std_min = [](T a, T b) { return (b < a) ? b : a; };
   auto elu = [&](T negcoef, T poscoef, T negiptcoef) {
@@ -132,6 +143,22 @@ T reference_function(const ops::Step& step, T v) {
       return std::fabs(v);
     case ops::StepKind::neg:
       return -v;
+    case ops::StepKind::softsign:
+      return v / round(std::fabs(v) + T(1));
+    case ops::StepKind::tanhshrink:
+      return v - round(std::tanh(v));
+    case ops::StepKind::logsigmoid:
+      return std_min(T(0), v) - std::log1p(std::exp(-std::fabs(v)));
+    case ops::StepKind::hardshrink: {
+      const T lambd = scalar(step.a);
+      return (v >= -lambd && v <= lambd) ? T(0) : v;
+    }
+    case ops::StepKind::softshrink: {
+      const T lambd = scalar(step.a);
+      return std::isnan(v) ? v : v > lambd ? v - lambd : v < -lambd ? v + lambd : T(0);
+    }
+    case ops::StepKind::threshold:
+      return v <= scalar(step.a) ? scalar(step.b) : v;
     default:
       return v;
   }
@@ -221,7 +248,7 @@ T reference_step(const ops::Step& step, T x, Round round, const T* inputs = null
       return t > T(0) ? t : t * static_cast<T>(step.b);
     }
     default:
-      return reference_function(step, x);
+      return reference_function(step, x, round);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <cuinline/error.hpp>
 
 namespace cuinline::detail {
@@ -123,6 +124,31 @@ std::string opmath_literal(double value, DType dtype) {
 
 namespace {
 
+// A scalar as ATen's kernels take it (Scalar::to<scalar_t>: through float to the dtype), as a
+// double: hardshrink's / softshrink's lambd, threshold's threshold and value.
+double storage_value(double value, DType dtype) {
+  const std::uint64_t bits = scalar_storage_bits(value, dtype);
+  switch (dtype) {
+    case DType::f64:
+      return value;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(value));
+    case DType::bf16: {
+      const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      return static_cast<double>(f);
+    }
+    case DType::f16: {
+      const int sign = (bits & 0x8000u) ? -1 : 1, e = static_cast<int>((bits >> 10) & 0x1fu);
+      const int m = static_cast<int>(bits & 0x3ffu);
+      if (e == 0x1f) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+      return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+    }
+  }
+  throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
 // The steps of a chain as statements on the storage value `x` (and, for tensor steps, the inputs
 // xs[k] of an N-ary functor).
 std::string render_chain_steps(const ops::Op& op, DType dtype) {
@@ -231,6 +257,25 @@ std::string render_chain_steps(const ops::Op& op, DType dtype) {
         break;
       case ops::StepKind::neg:
         out += "    x = ew_neg(x);\n";
+        break;
+      case ops::StepKind::softsign:  // input / (input.abs() + 1): two ops, rounded between
+        out += "    x = ew_softsign(x);\n";
+        break;
+      case ops::StepKind::tanhshrink:  // input - input.tanh()
+        out += "    x = ew_tanhshrink(x);\n";
+        break;
+      case ops::StepKind::logsigmoid:
+        out += "    x = ew_logsigmoid(x);\n";
+        break;
+      case ops::StepKind::hardshrink:  // auto lambd = value.to<scalar_t>()
+        out += "    x = ew_hardshrink(x, " + lit(storage_value(step.a, dtype)) + ");\n";
+        break;
+      case ops::StepKind::softshrink:
+        out += "    x = ew_softshrink(x, " + lit(storage_value(step.a, dtype)) + ");\n";
+        break;
+      case ops::StepKind::threshold:  // threshold.to<scalar_t>(), value.to<scalar_t>()
+        out += "    x = ew_threshold(x, " + lit(storage_value(step.a, dtype)) + ", " + storage_literal(step.b, dtype) +
+               ");\n";
         break;
     }
   }

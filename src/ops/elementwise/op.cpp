@@ -156,6 +156,13 @@ Step parse_step(std::string_view text, std::string_view whole) {
       {"sqrt", StepKind::sqrt, 0, 0, 0, 0},
       {"abs", StepKind::abs, 0, 0, 0, 0},
       {"neg", StepKind::neg, 0, 0, 0, 0},
+      {"softsign", StepKind::softsign, 0, 0, 0, 0},
+      {"tanhshrink", StepKind::tanhshrink, 0, 0, 0, 0},
+      {"logsigmoid", StepKind::logsigmoid, 0, 0, 0, 0},
+      {"hardshrink", StepKind::hardshrink, 0, 1, 0.5, 0},  // F.hardshrink's lambd = 0.5
+      {"softshrink", StepKind::softshrink, 0, 1, 0.5, 0},
+      {"threshold", StepKind::threshold, 2, 2, 0, 0},      // F.threshold has no defaults
+      {"rrelu", StepKind::leaky_relu, 0, 2, 1.0 / 8, 1.0 / 3},  // evaluation mode: see below
   };
   for (const Known& k : kKnown) {
     if (name != k.name) continue;
@@ -170,15 +177,29 @@ Step parse_step(std::string_view text, std::string_view whole) {
       throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name +
                             " takes 0 or 2 arguments (min_val, max_val), got 1");
     }
+    if (k.kind == StepKind::leaky_relu && k.max_args == 2 && args.size() == 1) {  // rrelu(0.1): which bound?
+      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name +
+                            " takes 0 or 2 arguments (lower, upper), got 1");
+    }
     Step step{k.kind, k.default_a, k.default_b};
     if (args.size() > 0) step.a = args[0];
     if (args.size() > 1) step.b = args[1];
+    if (std::string_view(k.name) == "rrelu") {
+      // F.rrelu(training=False): at::leaky_relu(x, (lower + upper) / 2), in double; ATen checks the
+      // bounds' order first.
+      if (!(step.a <= step.b)) {
+        throw InvalidArgument("parsing op '" + std::string(whole) + "': rrelu's lower bound " + shortest(step.a) +
+                              " is above its upper bound " + shortest(step.b) + " (PyTorch refuses it too)");
+      }
+      return Step::rrelu(step.a, step.b);
+    }
     return step;
   }
   throw InvalidArgument("parsing op '" + std::string(whole) + "': unknown step '" + std::string(name) +
                         "' (add, sub, mul, div, relu, leaky_relu, clamp, div_leaky_relu, where, sigmoid, tanh, "
                         "silu, gelu, gelu_tanh, mish, softplus, elu, selu, celu, hardswish, hardsigmoid, "
-                        "hardtanh, relu6, exp, log, sqrt, abs, neg, expr(...))");
+                        "hardtanh, relu6, exp, log, sqrt, abs, neg, softsign, tanhshrink, logsigmoid, hardshrink, "
+                        "softshrink, threshold, rrelu, expr(...))");
 }
 
 }  // namespace
@@ -246,13 +267,25 @@ const char* to_string(StepKind kind) noexcept {
       return "abs";
     case StepKind::neg:
       return "neg";
+    case StepKind::softsign:
+      return "softsign";
+    case StepKind::tanhshrink:
+      return "tanhshrink";
+    case StepKind::logsigmoid:
+      return "logsigmoid";
+    case StepKind::hardshrink:
+      return "hardshrink";
+    case StepKind::softshrink:
+      return "softshrink";
+    case StepKind::threshold:
+      return "threshold";
   }
   return "unknown";
 }
 
 bool is_function_step(StepKind kind) noexcept {
   return static_cast<unsigned>(kind) >= static_cast<unsigned>(StepKind::sigmoid) &&
-         static_cast<unsigned>(kind) <= static_cast<unsigned>(StepKind::neg);
+         static_cast<unsigned>(kind) <= static_cast<unsigned>(StepKind::threshold);
 }
 
 bool operator==(const Step& x, const Step& y) noexcept {
@@ -303,6 +336,10 @@ std::string Op::describe() const {
         s += "(" + shortest(st.a) + "," + shortest(st.b) + ")";
       } else if ((st.kind == StepKind::elu || st.kind == StepKind::celu) && !same_bits(st.a, 1)) {
         s += "(" + shortest(st.a) + ")";
+      } else if ((st.kind == StepKind::hardshrink || st.kind == StepKind::softshrink) && !same_bits(st.a, 0.5)) {
+        s += "(" + shortest(st.a) + ")";
+      } else if (st.kind == StepKind::threshold) {
+        s += "(" + shortest(st.a) + "," + shortest(st.b) + ")";
       }
       continue;
     }
@@ -340,11 +377,15 @@ void Op::validate() const {
     throw InvalidArgument("elementwise op: both steps and an expression given; use one");
   }
   for (const Step& st : steps) {
-    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::neg)) {
+    if (static_cast<unsigned>(st.kind) > static_cast<unsigned>(StepKind::threshold)) {
       throw InvalidArgument("elementwise op: unknown step kind " + std::to_string(static_cast<int>(st.kind)));
     }
     if (st.kind == StepKind::celu && st.a == 0) {
       throw InvalidArgument("elementwise op: celu's alpha is 0 (it divides by alpha; PyTorch refuses it too)");
+    }
+    if (st.kind == StepKind::softshrink && !(st.a >= 0)) {
+      throw InvalidArgument("elementwise op: softshrink's lambd is " + shortest(st.a) +
+                            "; it must be at least 0 (PyTorch refuses it too)");
     }
     const bool where = st.kind == StepKind::where_tensor || st.kind == StepKind::where_scalar;
     const bool tensor_step = (st.kind >= StepKind::add_tensor && st.kind <= StepKind::div_tensor) ||
