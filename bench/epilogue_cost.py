@@ -18,7 +18,13 @@ from kernelbench_conv import Lib, rel_l2
 
 FNS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu,
        "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "mish": F.mish, "softplus": F.softplus, "elu": F.elu,
-       "selu": F.selu, "hardswish": F.hardswish, "exp": torch.exp}
+       "selu": F.selu, "hardswish": F.hardswish, "exp": torch.exp, "logsigmoid": F.logsigmoid, "softsign": F.softsign,
+       "tanhshrink": F.tanhshrink, "celu": F.celu}
+
+# The formulas of the elementwise kernels (log1pf, expm1f) as conv epilogues: what softplus, elu and
+# logsigmoid cost a conv before session 24 gave the epilogue its short forms (--old-forms).
+OLD_FORMS = ["expr(x > 20.0f ? x : log1pf(expf(x)))", "expr(x > 0.0f ? x : expm1f(x))",
+             "expr((x < 0.0f ? x : 0.0f) - log1pf(expf(-fabsf(x))))"]
 
 
 def torch_tail(epilogue):
@@ -50,7 +56,10 @@ def main():
     ap.add_argument("--epilogues", default="relu,sigmoid,tanh,silu,gelu,gelu_tanh,mish,softplus,elu,hardswish,mish|mish")
     ap.add_argument("--expr", action="append", default=[], help="extra epilogues given as text (expressions)")
     ap.add_argument("--fast-mish", action="store_true", help="also the closed-form mish twice as expressions")
+    ap.add_argument("--old-forms", action="store_true", help="also softplus, elu and logsigmoid with log1pf / expm1f")
     args = ap.parse_args()
+    if args.old_forms:
+        args.expr.extend(OLD_FORMS)
     if args.fast_mish:
         for div in ("ieee", "fast"):
             args.expr.append("expr(" + fast_mish(fast_mish("x", div), div) + ")")

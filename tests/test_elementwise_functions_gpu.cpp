@@ -245,8 +245,8 @@ TEST_F(FunctionsGpu, AsAConvEpilogue) {
                      win[((static_cast<std::size_t>(k) * C + c) * 3 + r) * 3 + q];
           conv[((static_cast<std::size_t>(n) * K + k) * OH + y) * OW + x] = s;
         }
-  for (const char* text : {"gelu", "mish|mish", "silu", "hardswish", "softplus(2,5)", "selu", "sigmoid", "softsign",
-                           "logsigmoid|tanhshrink", "softshrink(0.25)|threshold(0.1,-2)"}) {
+  for (const char* text : {"gelu", "mish|mish", "silu", "hardswish", "softplus(2,5)", "softplus", "selu", "elu",
+                           "celu(0.5)", "sigmoid", "softsign", "logsigmoid|tanhshrink", "softshrink(0.25)|threshold(0.1,-2)"}) {
     const Op op = ops::parse_op(text);
     for (DType dt : {DType::f32, DType::f16}) {
       SCOPED_TRACE(std::string(text) + " " + to_string(dt));
