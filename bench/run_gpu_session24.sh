@@ -6,6 +6,7 @@
 #            with CTEST_J tests at a time.
 #   PHASE=b  the C API from PyTorch (bench/torch_capi_check.py, bit for bit against PyTorch's kernels),
 #            bench/activation_peers.py (ACT_STEPS) and the gpu suites in CTEST.
+#   EPI (any phase): bench/epilogue_cost.py with those epilogues and the old log1pf / expm1f forms.
 #   OUT=/tmp/out PHASE=a bench/run_gpu_session24.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,12 @@ if [ "$phase" = b ]; then
     CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${ACT_TIMEOUT:-200}" python3 bench/activation_peers.py \
       --lib "$lib" --ops "$ACT_STEPS" ${ACT_COMPILE:+--compile} >"$OUT/activation_peers.md" 2>&1; tail -n 40 "$OUT/activation_peers.md"
   fi
+fi
+if [ -n "${EPI:-}" ]; then
+  echo "== epilogue cost ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${EPI_TIMEOUT:-240}" python3 bench/epilogue_cost.py --lib "$lib" \
+    --epilogues "$EPI" --dtypes "${EPI_DTYPES:-f16,f32}" --old-forms >"$OUT/epilogue_cost.md" 2>&1
+  tail -n 40 "$OUT/epilogue_cost.md"
 fi
 if [ -n "${CTEST:-}" ] || [ "$phase" = a ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
