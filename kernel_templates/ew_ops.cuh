@@ -341,8 +341,11 @@ __device__ __forceinline__ float ew_softplus_of(float v, float beta, float thres
 #ifdef CUINLINE_EW_FMAD
   return (v * beta) > threshold ? v : (ew_fn_log1p(ew_fn_exp(v * beta))) / beta;
 #else
+  // (Computed before the select, not in its arm: a branch around the math, once for each of a
+  // thread's accumulators, leaves ptxas nothing to interleave.)
   const float z = v * beta;
-  return z > threshold ? v : (fmaxf(z, 0.0f) + ew_log1p_unit(ew_fn_exp(-fabsf(z)))) * (1.0f / beta);
+  const float r = (fmaxf(z, 0.0f) + ew_log1p_unit(ew_fn_exp(-fabsf(z)))) * (1.0f / beta);
+  return z > threshold ? v : r;
 #endif
 }
 template <class S>
@@ -364,13 +367,22 @@ __device__ __forceinline__ float ew_elu_expm1(float v) {
 // F.elu / F.selu / F.celu (at::elu with alpha, scale, input_scale): x > 0 ? x * poscoef :
 // expm1(x * negiptcoef) * negcoef, negcoef = alpha * scale (in opmath), poscoef = scale,
 // negiptcoef = input_scale.
+__device__ __forceinline__ double ew_elu_of(double v, double negcoef, double poscoef, double negiptcoef) {
+  return v > 0.0 ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef;
+}
+__device__ __forceinline__ float ew_elu_of(float v, float negcoef, float poscoef, float negiptcoef) {
+#ifdef CUINLINE_EW_FMAD
+  return v > 0.0f ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef;
+#else
+  const float n = ew_elu_expm1(v * negiptcoef) * negcoef;  // (before the select: see ew_softplus_of)
+  return v > 0.0f ? v * poscoef : n;
+#endif
+}
 template <class S>
 __device__ __forceinline__ S ew_elu(S x, typename ew_traits<S>::op negcoef, typename ew_traits<S>::op poscoef,
                                     typename ew_traits<S>::op negiptcoef) {
   typedef ew_traits<S> T;
-  typedef typename T::op O;
-  const O v = T::to_op(x);
-  return ew_fn_out<S>(v > O(0) ? v * poscoef : ew_elu_expm1(v * negiptcoef) * negcoef);
+  return ew_fn_out<S>(ew_elu_of(T::to_op(x), negcoef, poscoef, negiptcoef));
 }
 // F.hardswish: x * std::min(std::max(x + 3, 0), 6) * one_sixth (one_sixth = 1.0f / 6.0f).
 template <class S>
