@@ -207,6 +207,18 @@ __device__ __forceinline__ T ew_std_min(T a, T b) {
   return (b < a) ? b : a;
 }
 
+// x > y ? a : b as a select of two values already computed, never a branch: a conv epilogue runs
+// once for each of a thread's accumulators (64-128), and a branch around each one's math leaves ptxas
+// nothing to interleave (elu as `x > 0 ? x : expm1f(x)` cost a large f16 conv +1.26 ms, computed on
+// both sides and selected +0.54; H100, 2026-11-27). NaN compares false, as in C.
+__device__ __forceinline__ float ew_select_gt(float x, float y, float a, float b) {
+  float r;
+  asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, %2;\n\tselp.f32 %0, %3, %4, p;\n\t}"
+      : "=f"(r)
+      : "f"(x), "f"(y), "f"(a), "f"(b));
+  return r;
+}
+
 // A function step's result, rounded to S. With contraction on (CUINLINE_EW_FMAD), f32 / f64 (no
 // conversion) pass an add.rn of -0.0 (exact for every value, ±0 included; ptxas keeps it): the next
 // step's first add could otherwise absorb this step's last multiply (expf ends in one) into an FMA,
@@ -295,7 +307,7 @@ __device__ __forceinline__ float ew_mish_of(float v) {
 #else
   const float e = ew_fn_exp(v);
   const float n = e * (e + 2.0f);
-  return v > 20.0f ? v : v * __fdividef(n, n + 2.0f);
+  return ew_select_gt(v, 20.0f, v, v * __fdividef(n, n + 2.0f));
 #endif
 }
 template <class S>
@@ -303,11 +315,10 @@ __device__ __forceinline__ S ew_mish(S x) {
   typedef ew_traits<S> T;
   return ew_fn_out<S>(ew_mish_of(T::to_op(x)));
 }
-// Conv2d epilogues (fp32, no CUINLINE_EW_FMAD) replace log1pf and expm1f, whose accurate forms
-// cost a large f16 conv 60 % more each (KernelBench L2-4's layer, H100, 2026-11-26: softplus
-// +1.27 ms, elu +1.23 on a 1.90 ms conv), by short forms within a few ulp:
-// log1p(t) for t in [0, 1] as 2 atanh(s), s = t / (2 + t) <= 1/3 (a fast division), by its series
-// to s^13 (the rest under 2^-26 relative): 6 FMAs.
+// Conv2d epilogues (fp32, no CUINLINE_EW_FMAD): log1p(t) for t in [0, 1] (softplus's and
+// logsigmoid's log1p(exp(-|z|))) as 2 atanh(s), s = t / (2 + t) <= 1/3 (a fast division), by its
+// series to s^13 (the rest under 2^-26 relative): 6 FMAs, within 4 ulp of log1pf, which with its
+// large-argument path cost a large f16 conv +1.2 ms for softplus (KernelBench L2-4's layer, H100).
 __device__ __forceinline__ float ew_log1p_unit(float t) {
   const float s = __fdividef(t, 2.0f + t), u = s * s;
   float p = fmaf(1.0f / 13.0f, u, 1.0f / 11.0f);
@@ -318,20 +329,6 @@ __device__ __forceinline__ float ew_log1p_unit(float t) {
   p = fmaf(p, u, 1.0f);
   return (2.0f * s) * p;
 }
-// expm1(x) for x <= 0 (or NaN): x q(x), q the series of expm1(x) / x to x^7 / 8! (the rest under
-// 2^-25 relative) where |x| < 0.35, else expf(x) - 1 (exact down to -ln 2, Sterbenz; within 2 ulp
-// below). -0 stays -0; -inf gives -1.
-__device__ __forceinline__ float ew_expm1_nonpositive(float x) {
-  float q = fmaf(1.0f / 40320.0f, x, 1.0f / 5040.0f);
-  q = fmaf(q, x, 1.0f / 720.0f);
-  q = fmaf(q, x, 1.0f / 120.0f);
-  q = fmaf(q, x, 1.0f / 24.0f);
-  q = fmaf(q, x, 1.0f / 6.0f);
-  q = fmaf(q, x, 0.5f);
-  q = fmaf(q, x, 1.0f);
-  return x > -0.35f ? x * q : ew_fn_exp(x) - 1.0f;
-}
-
 // F.softplus: (x * beta) > threshold ? x : log1p(exp(x * beta)) / beta. In a conv2d epilogue:
 // (max(z, 0) + log1p(exp(-|z|))) * (1 / beta), z = x * beta (the same function, its log1p on [0, 1]).
 __device__ __forceinline__ double ew_softplus_of(double v, double beta, double threshold) {
@@ -341,28 +338,15 @@ __device__ __forceinline__ float ew_softplus_of(float v, float beta, float thres
 #ifdef CUINLINE_EW_FMAD
   return (v * beta) > threshold ? v : (ew_fn_log1p(ew_fn_exp(v * beta))) / beta;
 #else
-  // (Computed before the select, not in its arm: a branch around the math, once for each of a
-  // thread's accumulators, leaves ptxas nothing to interleave.)
   const float z = v * beta;
   const float r = (fmaxf(z, 0.0f) + ew_log1p_unit(ew_fn_exp(-fabsf(z)))) * (1.0f / beta);
-  return z > threshold ? v : r;
+  return ew_select_gt(z, threshold, v, r);
 #endif
 }
 template <class S>
 __device__ __forceinline__ S ew_softplus(S x, typename ew_traits<S>::op beta, typename ew_traits<S>::op threshold) {
   typedef ew_traits<S> T;
   return ew_fn_out<S>(ew_softplus_of(T::to_op(x), beta, threshold));
-}
-// expm1 of elu's non-positive side: expm1f, or in a conv2d epilogue ew_expm1_nonpositive.
-__device__ __forceinline__ double ew_elu_expm1(double v) {
-  return ew_fn_expm1(v);
-}
-__device__ __forceinline__ float ew_elu_expm1(float v) {
-#ifdef CUINLINE_EW_FMAD
-  return ew_fn_expm1(v);
-#else
-  return ew_expm1_nonpositive(v);
-#endif
 }
 // F.elu / F.selu / F.celu (at::elu with alpha, scale, input_scale): x > 0 ? x * poscoef :
 // expm1(x * negiptcoef) * negcoef, negcoef = alpha * scale (in opmath), poscoef = scale,
@@ -374,8 +358,7 @@ __device__ __forceinline__ float ew_elu_of(float v, float negcoef, float poscoef
 #ifdef CUINLINE_EW_FMAD
   return v > 0.0f ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef;
 #else
-  const float n = ew_elu_expm1(v * negiptcoef) * negcoef;  // (before the select: see ew_softplus_of)
-  return v > 0.0f ? v * poscoef : n;
+  return ew_select_gt(v, 0.0f, v * poscoef, ew_fn_expm1(v * negiptcoef) * negcoef);
 #endif
 }
 template <class S>
