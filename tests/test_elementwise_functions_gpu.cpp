@@ -291,5 +291,54 @@ TEST_F(FunctionsGpu, AsAConvEpilogue) {
   }
 }
 
+// The steps as a conv2d epilogue on special values: a 1 x 1 conv of one input channel with weights 1
+// (no bias) hands the epilogue each input value exactly (±0 as +0: the sum starts at +0), so NaN,
+// ±Inf, the largest finite, subnormals and each formula's edges (softplus's threshold, exp's
+// overflow, mish's 20) reach the conv forms (mish's closed form, the log1p series of softplus and
+// logsigmoid, the selects of elu and softplus). Against the step in double rounded to the dtype:
+// NaN where it is NaN, the same infinity, finite values within the host-libm tolerance.
+TEST_F(FunctionsGpu, AsAConvEpilogueOnSpecialValues) {
+  SCOPED_TRACE("CUINLINE_TEST_SEED=" + std::to_string(seed_));
+  Stream stream;
+  const int K = 8;
+  for (DType dt : {DType::f32, DType::f16}) {
+    const std::vector<unsigned char> x = random_input(dt, 96, rng_, -30, 30);
+    const int W = 96;
+    std::vector<unsigned char> w((K * dtype_size(dt) + 3) / 4 * 4);
+    for (int k = 0; k < K; ++k) set_bits(w, dt, static_cast<std::size_t>(k), bits_of(dt, 1.0));
+    DeviceBuffer dx(x.size()), dw(w.size()), dy((static_cast<std::size_t>(K) * W * dtype_size(dt) + 3) / 4 * 4);
+    dx.copy_from_host(x.data(), x.size());
+    dw.copy_from_host(w.data(), w.size());
+    for (const char* text : {"sigmoid", "silu", "gelu", "gelu_tanh", "mish", "mish|mish", "softplus", "softplus(2,5)",
+                             "elu", "selu", "celu(0.5)", "logsigmoid", "softsign", "tanhshrink", "hardswish", "exp",
+                             "log", "sqrt", "hardshrink", "softshrink", "threshold(0.1,20)"}) {
+      SCOPED_TRACE(std::string(text) + " " + to_string(dt));
+      const Op op = ops::parse_op(text);
+      dy.fill_u32(0x5a5a5a5au);
+      const TensorView vx = TensorView::contiguous(dx.as<void>(), dt, {1, 1, 1, W});
+      const TensorView vw = TensorView::contiguous(dw.as<void>(), dt, {K, 1, 1, 1});
+      const TensorView vy = TensorView::contiguous(dy.as<void>(), dt, {1, K, 1, W});
+      ops::conv2d(vx, vw, TensorView{}, vy, ops::Conv2dParams{}, op, stream);
+      stream.synchronize();
+      std::vector<unsigned char> got(dy.bytes());
+      dy.copy_to_host(got.data(), got.size());
+      int bad = 0;
+      for (int k = 0; k < K; ++k) {
+        for (int i = 0; i < W; ++i) {
+          double want = 0.0 + value_of(dt, get_bits(x, dt, static_cast<std::size_t>(i)));
+          for (const Step& st : op.steps) want = cli::reference_function<double>(st, want);
+          want = value_of(dt, bits_of(dt, want));  // (rounded to the dtype: exp(89) is inf in f32)
+          const double have = value_of(dt, get_bits(got, dt, static_cast<std::size_t>(k) * W + i));
+          if (!cli::close_to_reference(want, have, dt) && bad++ < 3) {
+            ADD_FAILURE() << "x = " << value_of(dt, get_bits(x, dt, static_cast<std::size_t>(i))) << ": got " << have
+                          << ", want " << want;
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cuinline
