@@ -6,7 +6,8 @@
 #            with CTEST_J tests at a time.
 #   PHASE=b  the C API from PyTorch (bench/torch_capi_check.py, bit for bit against PyTorch's kernels),
 #            bench/activation_peers.py (ACT_STEPS) and the gpu suites in CTEST.
-#   EPI (any phase): bench/epilogue_cost.py with those epilogues and the old log1pf / expm1f forms.
+#   EPI (any phase): bench/epilogue_cost.py with those epilogues and the old log1pf / expm1f forms;
+#   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
 #   OUT=/tmp/out PHASE=a bench/run_gpu_session24.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +49,17 @@ if [ -n "${EPI:-}" ]; then
     --epilogues "$EPI" --dtypes "${EPI_DTYPES:-f16,f32}" --old-forms ${EPI_EXPR:+--expr "$EPI_EXPR"} \
     ${EPI_EXPR2:+--expr "$EPI_EXPR2"} >"$OUT/epilogue_cost.md" 2>&1
   tail -n 40 "$OUT/epilogue_cost.md"
+fi
+for dt in ${KB_DTYPES:-}; do
+  echo "== KernelBench $dt ${KB_ONLY:-all} ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${KB_TIMEOUT:-200}" python3 bench/kernelbench_conv.py \
+    --lib "$lib" --out "$OUT/kb_$dt.md" --samples 10 ${KB_ONLY:+--only "$KB_ONLY"} --dtype "$dt" ${COMPILE:+--compile} 2>&1 |
+    grep -v "^$" | cut -c1-300 | tail -n 24
+done
+if [ -n "${HALF:-}" ]; then
+  echo "== conv2d_half_peers $HALF ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${HALF_TIMEOUT:-200}" python3 bench/conv2d_half_peers.py \
+    --lib "$lib" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
 fi
 if [ -n "${CTEST:-}" ] || [ "$phase" = a ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
