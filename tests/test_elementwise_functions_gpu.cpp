@@ -295,7 +295,7 @@ TEST_F(FunctionsGpu, AsAConvEpilogue) {
 // (no bias) hands the epilogue each input value exactly (±0 as +0: the sum starts at +0), so NaN,
 // ±Inf, the largest finite, subnormals and each formula's edges (softplus's threshold, exp's
 // overflow, mish's 20) reach the conv forms (mish's closed form, the log1p series of softplus and
-// logsigmoid, the selects of elu and softplus). Against the step in double rounded to the dtype:
+// logsigmoid, the selects of elu and softplus). Against the step in fp32 (host libm) rounded to the dtype:
 // NaN where it is NaN, the same infinity, finite values within the host-libm tolerance.
 TEST_F(FunctionsGpu, AsAConvEpilogueOnSpecialValues) {
   SCOPED_TRACE("CUINLINE_TEST_SEED=" + std::to_string(seed_));
@@ -325,9 +325,11 @@ TEST_F(FunctionsGpu, AsAConvEpilogueOnSpecialValues) {
       int bad = 0;
       for (int k = 0; k < K; ++k) {
         for (int i = 0; i < W; ++i) {
-          double want = 0.0 + value_of(dt, get_bits(x, dt, static_cast<std::size_t>(i)));
-          for (const Step& st : op.steps) want = cli::reference_function<double>(st, want);
-          want = value_of(dt, bits_of(dt, want));  // (rounded to the dtype: exp(89) is inf in f32)
+          // In fp32, as the epilogue computes (hardswish(FLT_MAX) is inf there, as in PyTorch's f32
+          // kernel, not in double), rounded to the dtype.
+          float v = 0.0f + static_cast<float>(value_of(dt, get_bits(x, dt, static_cast<std::size_t>(i))));
+          for (const Step& st : op.steps) v = cli::reference_function<float>(st, v);
+          const double want = value_of(dt, bits_of(dt, v));
           const double have = value_of(dt, get_bits(got, dt, static_cast<std::size_t>(k) * W + i));
           if (!cli::close_to_reference(want, have, dt) && bad++ < 3) {
             ADD_FAILURE() << "x = " << value_of(dt, get_bits(x, dt, static_cast<std::size_t>(i))) << ": got " << have
