@@ -246,7 +246,10 @@ TEST_F(FunctionsGpu, AsAConvEpilogue) {
           conv[((static_cast<std::size_t>(n) * K + k) * OH + y) * OW + x] = s;
         }
   for (const char* text : {"gelu", "mish|mish", "silu", "hardswish", "softplus(2,5)", "softplus", "selu", "elu",
-                           "celu(0.5)", "sigmoid", "softsign", "logsigmoid|tanhshrink", "softshrink(0.25)|threshold(0.1,-2)"}) {
+                           "celu(0.5)", "sigmoid", "softsign", "logsigmoid|tanhshrink", "softshrink(0.25)"}) {
+    // (Not the discontinuous hardshrink / threshold: with f16 operands rounded and the reference's
+    // not, a value at the step can land on the other side — AsAConvEpilogueOnSpecialValues has them,
+    // on exact inputs.)
     const Op op = ops::parse_op(text);
     for (DType dt : {DType::f32, DType::f16}) {
       SCOPED_TRACE(std::string(text) + " " + to_string(dt));
