@@ -46,7 +46,7 @@ fi
 if [ -n "${EPI:-}" ]; then
   echo "== epilogue cost ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${EPI_TIMEOUT:-240}" python3 bench/epilogue_cost.py --lib "$lib" \
-    --epilogues "$EPI" --dtypes "${EPI_DTYPES:-f16,f32}" --old-forms ${EPI_EXPR:+--expr "$EPI_EXPR"} \
+    --epilogues "$EPI" --dtypes "${EPI_DTYPES:-f16,f32}" ${EPI_SHAPE:+--shape "$EPI_SHAPE"} --old-forms ${EPI_EXPR:+--expr "$EPI_EXPR"} \
     ${EPI_EXPR2:+--expr "$EPI_EXPR2"} >"$OUT/epilogue_cost.md" 2>&1
   tail -n 40 "$OUT/epilogue_cost.md"
 fi
