@@ -29,8 +29,8 @@ OLD_FORMS = ["expr(x > 20.0f ? x : log1pf(expf(x)))", "expr(x > 0.0f ? x : expm1
 
 def torch_tail(epilogue):
     """The PyTorch ops of a chain of named steps (None for expressions)."""
-    if not epilogue or epilogue.startswith("expr("):
-        return None
+    if not epilogue or epilogue.startswith("expr(") or any(s.strip() not in FNS for s in epilogue.split("|")):
+        return None  # (steps with arguments: timed without an eager peer)
     fns = [FNS[s.strip()] for s in epilogue.split("|")]
 
     def tail(y):
