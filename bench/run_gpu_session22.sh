@@ -18,13 +18,10 @@ phase=${PHASE:-a}
 lib="$build-shared/libcuinline.so"
 
 # shellcheck source=bench/gpu_build.sh
-. bench/gpu_build.sh  # build_all
+. bench/gpu_build.sh  # build_all, gpu_session_start, run_ctest
 
 t0=$(date +%s)
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-build_all
-echo "== build: $(($(date +%s) - t0)) s"
-export CUINLINE_LOG_LEVEL=warn
+gpu_session_start
 if [ "$phase" = a ]; then
   echo "== ctest"
   CUINLINE_CACHE_DIR=$(mktemp -d) timeout "${CTEST_TIMEOUT:-330}" ctest --test-dir "$build" -L gpu \

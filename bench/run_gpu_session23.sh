@@ -17,19 +17,10 @@ phase=${PHASE:-a}
 lib="$build-shared/libcuinline.so"
 
 # shellcheck source=bench/gpu_build.sh
-. bench/gpu_build.sh  # build_all
+. bench/gpu_build.sh  # build_all, gpu_session_start, run_ctest
 
 t0=$(date +%s)
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-build_all
-echo "== build: $(($(date +%s) - t0)) s"
-export CUINLINE_LOG_LEVEL=warn
-run_ctest() {  # regex timeout log
-  CUINLINE_CACHE_DIR=$(mktemp -d) timeout "$2" ctest --test-dir "$build" -L gpu -R "$1" -j2 --timeout 300 \
-    --output-on-failure >"$OUT/$3" 2>&1
-  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/$3" | head -n 30
-  grep -E "Failure|FAILED|Which is|got .* want" "$OUT/$3" | cut -c1-240 | head -n 30
-}
+gpu_session_start
 if [ "$phase" = a ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
   run_ctest "${CTEST_A:-^(FunctionsGpu|ElementwiseGpu|NaryGpu|CliNaryGpu|GraphsGpu|RuntimeGpu|MisuseGpu|Conv2dDtypesGpu|Conv2dShapesGpu)}" \

@@ -18,19 +18,11 @@ phase=${PHASE:-a}
 lib="$build-shared/libcuinline.so"
 
 # shellcheck source=bench/gpu_build.sh
-. bench/gpu_build.sh  # build_all
+. bench/gpu_build.sh  # build_all, gpu_session_start, run_ctest
 
+CTEST_J=${CTEST_J:-6} CTEST_TEST_TIMEOUT=${CTEST_TEST_TIMEOUT:-400}
 t0=$(date +%s)
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-build_all
-echo "== build: $(($(date +%s) - t0)) s"
-export CUINLINE_LOG_LEVEL=warn
-run_ctest() {  # regex timeout log
-  CUINLINE_CACHE_DIR=$(mktemp -d) timeout "$2" ctest --test-dir "$build" -L gpu -R "$1" -j"${CTEST_J:-6}" --timeout 400 \
-    --output-on-failure >"$OUT/$3" 2>&1
-  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/$3" | head -n 30
-  grep -E "Failure|FAILED|Which is|got .* want" "$OUT/$3" | cut -c1-240 | head -n 30
-}
+gpu_session_start
 if [ "$phase" = b ]; then
   echo "== C API from PyTorch ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${CAPI_TIMEOUT:-240}" python3 bench/torch_capi_check.py "$lib" \
@@ -59,7 +51,7 @@ done
 if [ -n "${HALF:-}" ]; then
   echo "== conv2d_half_peers $HALF ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${HALF_TIMEOUT:-200}" python3 bench/conv2d_half_peers.py \
-    --lib "$lib" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
+    --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
 fi
 if [ -n "${CTEST:-}" ] || [ "$phase" = a ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
