@@ -20,7 +20,7 @@ OPS = {
     "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "mish": F.mish, "softplus": F.softplus, "elu": F.elu,
     "hardswish": F.hardswish, "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
-    "hardshrink": F.hardshrink, "softshrink": F.softshrink,
+    "hardshrink": F.hardshrink, "softshrink": F.softshrink, "selu": F.selu, "celu": F.celu,
 }
 
 

@@ -336,7 +336,9 @@ __device__ __forceinline__ double ew_softplus_of(double v, double beta, double t
 }
 __device__ __forceinline__ float ew_softplus_of(float v, float beta, float threshold) {
 #ifdef CUINLINE_EW_FMAD
-  return (v * beta) > threshold ? v : (ew_fn_log1p(ew_fn_exp(v * beta))) / beta;
+  // PyTorch's formula, both sides computed and selected (the same values; a branch per element
+  // would keep a thread's 4-8 elements from overlapping).
+  return ew_select_gt(v * beta, threshold, v, (ew_fn_log1p(ew_fn_exp(v * beta))) / beta);
 #else
   const float z = v * beta;
   const float r = (fmaxf(z, 0.0f) + ew_log1p_unit(ew_fn_exp(-fabsf(z)))) * (1.0f / beta);
@@ -355,11 +357,7 @@ __device__ __forceinline__ double ew_elu_of(double v, double negcoef, double pos
   return v > 0.0 ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef;
 }
 __device__ __forceinline__ float ew_elu_of(float v, float negcoef, float poscoef, float negiptcoef) {
-#ifdef CUINLINE_EW_FMAD
-  return v > 0.0f ? v * poscoef : ew_fn_expm1(v * negiptcoef) * negcoef;
-#else
   return ew_select_gt(v, 0.0f, v * poscoef, ew_fn_expm1(v * negiptcoef) * negcoef);
-#endif
 }
 template <class S>
 __device__ __forceinline__ S ew_elu(S x, typename ew_traits<S>::op negcoef, typename ew_traits<S>::op poscoef,
