@@ -4,8 +4,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <cuinline/error.hpp>
+
+#include "common/half_bits.hpp"
 
 namespace cuinline::detail {
 
@@ -65,20 +66,8 @@ std::uint64_t scalar_storage_bits(double value, DType dtype) {
       // c10::BFloat16's round_to_nearest_even (NaN → 0x7fc0).
       if (std::isnan(f)) return 0x7fc0u;
       return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    case DType::f16: {
-      const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-      if (a > 0x7f800000u) return sign | 0x7e00u;  // NaN: the quiet NaN, as c10's fp16_ieee_from_fp32_value
-      if (a >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity
-      if (a < 0x38800000u) {  // subnormal or zero: |f| * 2^24 rounded to an integer (nearest even)
-        float scaled;
-        std::memcpy(&scaled, &a, sizeof scaled);
-        return sign | static_cast<std::uint32_t>(std::nearbyint(scaled * 16777216.0f));
-      }
-      std::uint32_t h = (((a >> 23) - 112) << 10) | ((a & 0x7fffffu) >> 13);
-      const std::uint32_t rest = a & 0x1fffu;
-      if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
-      return sign | h;
-    }
+    case DType::f16:
+      return float_to_half(f);  // NaN: the quiet NaN, as c10's fp16_ieee_from_fp32_value
     case DType::f64:
       break;
   }
@@ -133,18 +122,10 @@ double storage_value(double value, DType dtype) {
       return value;
     case DType::f32:
       return static_cast<double>(static_cast<float>(value));
-    case DType::bf16: {
-      const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-      float f;
-      std::memcpy(&f, &u, sizeof f);
-      return static_cast<double>(f);
-    }
-    case DType::f16: {
-      const int sign = (bits & 0x8000u) ? -1 : 1, e = static_cast<int>((bits >> 10) & 0x1fu);
-      const int m = static_cast<int>(bits & 0x3ffu);
-      if (e == 0x1f) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
-      return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
-    }
+    case DType::bf16:
+      return static_cast<double>(bf16_to_float(static_cast<std::uint16_t>(bits)));
+    case DType::f16:
+      return static_cast<double>(half_to_float(static_cast<std::uint16_t>(bits)));
   }
   throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
 }
