@@ -126,6 +126,7 @@ Step parse_step(std::string_view text, std::string_view whole) {
     StepKind kind;
     std::size_t min_args, max_args;
     double default_a, default_b;
+    const char* bounds = nullptr;  // a pair taken together (0 or 2 arguments), e.g. "min_val, max_val"
   };
   static const Known kKnown[] = {
       {"add", StepKind::add, 1, 1, 0, 0},
@@ -135,7 +136,7 @@ Step parse_step(std::string_view text, std::string_view whole) {
       {"relu", StepKind::relu, 0, 0, 0, 0},
       {"leaky_relu", StepKind::leaky_relu, 0, 1, 0.01, 0},  // F.leaky_relu's negative_slope = 0.01
       {"clamp", StepKind::clamp, 2, 2, 0, 0},
-      {"hardtanh", StepKind::clamp, 0, 2, -1, 1},
+      {"hardtanh", StepKind::clamp, 0, 2, -1, 1, "min_val, max_val"},
       {"relu6", StepKind::clamp, 0, 0, 0, 6},
       {"div_leaky_relu", StepKind::div_leaky_relu, 2, 2, 0, 0},
       {"sigmoid", StepKind::sigmoid, 0, 0, 0, 0},
@@ -162,7 +163,7 @@ Step parse_step(std::string_view text, std::string_view whole) {
       {"hardshrink", StepKind::hardshrink, 0, 1, 0.5, 0},  // F.hardshrink's lambd = 0.5
       {"softshrink", StepKind::softshrink, 0, 1, 0.5, 0},
       {"threshold", StepKind::threshold, 2, 2, 0, 0},      // F.threshold has no defaults
-      {"rrelu", StepKind::leaky_relu, 0, 2, 1.0 / 8, 1.0 / 3},  // evaluation mode: see below
+      {"rrelu", StepKind::leaky_relu, 0, 2, 1.0 / 8, 1.0 / 3, "lower, upper"},  // evaluation mode: see below
   };
   for (const Known& k : kKnown) {
     if (name != k.name) continue;
@@ -173,13 +174,9 @@ Step parse_step(std::string_view text, std::string_view whole) {
       throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name + " takes " + takes +
                             " argument(s), got " + std::to_string(args.size()));
     }
-    if (k.kind == StepKind::clamp && k.max_args == 2 && args.size() == 1) {  // hardtanh(1): which bound?
-      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name +
-                            " takes 0 or 2 arguments (min_val, max_val), got 1");
-    }
-    if (k.kind == StepKind::leaky_relu && k.max_args == 2 && args.size() == 1) {  // rrelu(0.1): which bound?
-      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name +
-                            " takes 0 or 2 arguments (lower, upper), got 1");
+    if (k.bounds != nullptr && args.size() == 1) {  // hardtanh(1), rrelu(0.1): which bound?
+      throw InvalidArgument("parsing op '" + std::string(whole) + "': " + k.name + " takes 0 or 2 arguments (" +
+                            k.bounds + "), got 1");
     }
     Step step{k.kind, k.default_a, k.default_b};
     if (args.size() > 0) step.a = args[0];
