@@ -1,0 +1,310 @@
+"""Random conv2d problems through the C API, the way an engine hands them over, against PyTorch.
+
+Each case draws a valid F.conv2d call — channels 1-1024 (log-uniform), images 1-512 per side, filters
+1-11 per side, stride 1-4, padding 0-5, dilation 1-4, groups (plain, depthwise with a multiplier,
+grouped), bias or not, a residual or not, an epilogue (a chain or an expression, some with per-channel
+operands), f32 (fp32 / tf32 / tf32x3), f16 or bf16, each tensor NCHW or channels-last on its own — as
+PyTorch tensors, and runs it through cuinline_conv2d_ex on PyTorch's current stream (a side stream in
+some cases; captured in torch.cuda.graph with the variant's first call inside the capture in others,
+then replayed on new data), the output poisoned with NaN first. Checked:
+  - no error (every valid input has a kernel);
+  - relative L2 error against F.conv2d + the tail in float64 within
+    max(2.5 x PyTorch's own error in that dtype / precision, a floor: fp32 1e-5, tf32x3 5e-5,
+    tf32 2e-3, f16 1e-3, bf16 8e-3) — PyTorch's error measured on the same data in the same case;
+  - every output written (a NaN left from the poison fails the L2 check);
+  - graph cases: the replay equal bit for bit to an eager call on the same new data.
+
+A failing case prints one line `FAIL {json}`; `--case '{json}'` reruns it alone.
+
+Usage: conv2d_fuzz.py --lib build-shared/libcuinline.so [--seconds 240] [--workers 8] [--seed S]
+                      [--max-macs 4e8] [--case JSON]
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
+
+DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+FLOOR = {"fp32": 1e-5, "tf32x3": 5e-5, "tf32": 2e-3, "f16": 1e-3, "bf16": 8e-3}
+
+# (epilogue text, channel operands it reads, the tail as PyTorch ops on y and the operands' list)
+TAILS = [
+    ("", 0, lambda y, o: y),
+    ("relu", 0, torch.relu),
+    ("div(2)|leaky_relu(0.01)", 0, lambda y, o: F.leaky_relu(y / 2, 0.01)),
+    ("gelu", 0, lambda y, o: F.gelu(y)),
+    ("gelu_tanh", 0, lambda y, o: F.gelu(y, approximate="tanh")),
+    ("mish", 0, lambda y, o: F.mish(y)),
+    ("mish|mish", 0, lambda y, o: F.mish(F.mish(y))),
+    ("silu", 0, lambda y, o: F.silu(y)),
+    ("sigmoid", 0, lambda y, o: torch.sigmoid(y)),
+    ("tanh", 0, lambda y, o: torch.tanh(y)),
+    ("hardswish|relu", 0, lambda y, o: torch.relu(F.hardswish(y))),
+    ("elu", 0, lambda y, o: F.elu(y)),
+    ("selu", 0, lambda y, o: F.selu(y)),
+    ("softplus", 0, lambda y, o: F.softplus(y)),
+    ("relu6", 0, lambda y, o: F.relu6(y)),
+    ("clamp(-0.5, 0.25)", 0, lambda y, o: y.clamp(-0.5, 0.25)),
+    ("sub(0.5)|sub(0.2)|mish", 0, lambda y, o: F.mish(y - 0.5 - 0.2)),
+    ("relu|add(in1)", 1, lambda y, o: torch.relu(y) + o[0]),
+    ("mul(in1)|leaky_relu(0.01)|gelu", 1, lambda y, o: F.gelu(F.leaky_relu(y * o[0], 0.01))),
+    ("expr([x, a, b] x * a + b)", 2, lambda y, o: y * o[0] + o[1]),
+    ("expr([x, b] ((x != x ? x : fminf(x, 0.5f)) + b) * 2.0f)", 1,
+     lambda y, o: (torch.clamp(y, max=0.5) + o[0]) * 2.0),
+]
+
+
+class Lib:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.cuinline_last_error.restype = ctypes.c_char_p
+        self.lib.cuinline_conv2d_ex.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ctypes.POINTER(ctypes.c_int)] * 3 + [
+            ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p]
+
+    def conv(self, x, w, b, r, y, c, epilogue, operands):
+        """A callable running y = epilogue(conv2d(x, w, b) [+ r], operands) on the current stream."""
+        dx, dw, dy = desc(x), desc(w), desc(y)
+        db = desc(b) if b is not None else None
+        dr = desc(r) if r is not None else None
+        keep = [desc(t) for t in operands]
+        ops = (Tensor * len(keep))(*keep) if keep else None
+        st = (ctypes.c_int * 2)(c["sh"], c["sw"])
+        pd = (ctypes.c_int * 2)(c["ph"], c["pw"])
+        dl = (ctypes.c_int * 2)(c["dh"], c["dw"])
+        epi, prec = epilogue.encode(), c["prec"].encode()
+
+        def run():
+            rc = self.lib.cuinline_conv2d_ex(dx, dw, db, dr, dy, st, pd, dl, c["groups"], epi, ops, len(keep), prec,
+                                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            if rc != 0:
+                raise RuntimeError(self.lib.cuinline_last_error().decode())
+        run._keep = (dx, dw, dy, db, dr, ops, keep, st, pd, dl)
+        return run
+
+
+def out_extent(i, k, s, p, d):
+    return (i + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def log_int(rng, lo, hi):
+    return min(hi, max(lo, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 0.999)) - 0.499)))))
+
+
+def draw(rng, max_macs):
+    """One valid F.conv2d call (a dict; json-serializable)."""
+    while True:
+        dtype = rng.choice(["f32", "f16", "bf16"])
+        prec = rng.choice(["fp32", "tf32", "tf32x3"]) if dtype == "f32" else "fp32"
+        mode = rng.random()
+        if mode < 0.25:  # a CNN's layer: power-of-two channels, square images and filters, "same" padding
+            groups = 1
+            cin = rng.choice([3, 16, 32, 64, 128, 256, 512, 1024])
+            cout = rng.choice([16, 32, 64, 128, 256, 512, 1024])
+            h = w = rng.choice([7, 14, 28, 56, 112, 128, 224, 256, 512])
+            kh = kw = rng.choice([1, 3, 3, 3, 5, 7])
+            sh = sw = rng.choice([1, 1, 1, 2])
+            ph, pw, dh, dw = kh // 2, kw // 2, 1, 1
+        elif mode < 0.72:
+            groups, cin, cout = 1, log_int(rng, 1, 1024), log_int(rng, 1, 1024)
+        elif mode < 0.86:  # depthwise (a channel multiplier of 1 or 2)
+            cin = log_int(rng, 1, 512)
+            groups, cout = cin, cin * rng.choice([1, 1, 2])
+        else:
+            groups = rng.choice([2, 3, 4, 8, 16, 32])
+            cin, cout = groups * log_int(rng, 1, 64), groups * log_int(rng, 1, 64)
+        if mode >= 0.25:
+            h, w = log_int(rng, 1, 512), log_int(rng, 1, 512)
+            ks = [1, 1, 3, 3, 3, 5, 7]
+            kh = rng.choice(ks) if rng.random() < 0.8 else rng.randint(1, 11)
+            kw = kh if rng.random() < 0.6 else (rng.choice(ks) if rng.random() < 0.5 else rng.randint(1, 11))
+            sh = rng.choice([1, 1, 1, 2, 2, 3, 4])
+            sw = sh if rng.random() < 0.7 else rng.randint(1, 4)
+            ph = rng.choice([0, 0, kh // 2, rng.randint(0, 5)])
+            pw = rng.choice([0, 0, kw // 2, rng.randint(0, 5)])
+            dh = 1 if rng.random() < 0.7 else rng.randint(2, 4)
+            dw = 1 if rng.random() < 0.7 else rng.randint(2, 4)
+        oh, ow = out_extent(h, kh, sh, ph, dh), out_extent(w, kw, sw, pw, dw)
+        if oh < 1 or ow < 1:
+            continue
+        n = rng.choice([1, 1, 2, 3, 4, 8, 16, 32])
+        per_image = cout * oh * ow * (cin // groups) * kh * kw
+        while n > 1 and (n * per_image > max_macs or n * max(cin * h * w, cout * oh * ow) > 2.5e7):
+            n //= 2
+        if n * per_image > max_macs or n * max(cin * h * w, cout * oh * ow) > 2.5e7:
+            continue
+        tail = rng.randrange(len(TAILS))
+        return dict(dtype=dtype, prec=prec, n=n, cin=cin, h=h, w=w, cout=cout, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph,
+                    pw=pw, dh=dh, dw=dw, groups=groups, bias=rng.random() < 0.6, residual=rng.random() < 0.25,
+                    tail=tail, x_cl=rng.random() < 0.5, w_cl=rng.random() < 0.5, y_cl=rng.random() < 0.5,
+                    r_cl=rng.random() < 0.5, side_stream=rng.random() < 0.25, graph=rng.random() < 0.1,
+                    seed=rng.randrange(1 << 30))
+
+
+def rel_l2(a, ref):
+    d = (a.double() - ref).norm().item()
+    r = ref.norm().item()
+    return d / r if r > 0 else d
+
+
+def run_case(lib, c):
+    """Returns (ok, detail)."""
+    dt = DT[c["dtype"]]
+    g = torch.Generator(device="cuda").manual_seed(c["seed"])
+    fmt = lambda cl: torch.channels_last if cl else torch.contiguous_format  # noqa: E731
+    oh, ow = out_extent(c["h"], c["kh"], c["sh"], c["ph"], c["dh"]), out_extent(c["w"], c["kw"], c["sw"], c["pw"], c["dw"])
+    fan_in = c["cin"] // c["groups"] * c["kh"] * c["kw"]
+    bound = 1.0 / math.sqrt(fan_in)
+    x = torch.randn(c["n"], c["cin"], c["h"], c["w"], device="cuda", generator=g).to(dt).contiguous(
+        memory_format=fmt(c["x_cl"]))
+    wt = ((torch.rand(c["cout"], c["cin"] // c["groups"], c["kh"], c["kw"], device="cuda", generator=g) * 2 - 1)
+          * bound).to(dt).contiguous(memory_format=fmt(c["w_cl"]))
+    b = ((torch.rand(c["cout"], device="cuda", generator=g) * 2 - 1) * bound).to(dt) if c["bias"] else None
+    r = (torch.randn(c["n"], c["cout"], oh, ow, device="cuda", generator=g).to(dt).contiguous(
+        memory_format=fmt(c["r_cl"])) if c["residual"] else None)
+    text, nops, tail = TAILS[c["tail"]]
+    ops = [torch.randn(c["cout"], 1, 1, device="cuda", generator=g).to(dt) for _ in range(nops)]
+    y = torch.empty(c["n"], c["cout"], oh, ow, device="cuda", dtype=dt).contiguous(memory_format=fmt(c["y_cl"]))
+    y.fill_(float("nan"))
+    run = lib.conv(x, wt, b, r, y, c, text, ops)
+    conv_args = ((c["sh"], c["sw"]), (c["ph"], c["pw"]), (c["dh"], c["dw"]), c["groups"])
+
+    def reference(xx, dtype, tf32):
+        prev = torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        try:
+            yy = F.conv2d(xx.to(dtype), wt.to(dtype), b.to(dtype) if b is not None else None, *conv_args)
+        finally:
+            torch.backends.cudnn.allow_tf32 = prev
+        if r is not None:
+            yy = yy + r.to(dtype)
+        return tail(yy, [o.to(dtype) for o in ops])
+
+    detail = ""
+    if c["graph"]:
+        # The variant's first call inside the capture (compile and load during capture), then replays
+        # on new data against an eager call on the same data.
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+        x.copy_(torch.randn(x.shape, device="cuda", generator=g).to(dt))
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        replayed = y.clone()
+        y.fill_(float("nan"))
+        run()
+        torch.cuda.synchronize()
+        same = torch.equal(replayed.view(torch.int16 if dt != torch.float32 else torch.int32),
+                           y.view(torch.int16 if dt != torch.float32 else torch.int32))
+        if not same:
+            return False, "graph replay differs from the eager call"
+        detail = "graph "
+    else:
+        stream = torch.cuda.Stream() if c["side_stream"] else torch.cuda.current_stream()
+        if c["side_stream"]:
+            stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            run()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        detail = "side-stream " if c["side_stream"] else ""
+    ref = reference(x, torch.float64, False)
+    theirs = reference(x, dt, c["prec"] == "tf32")
+    err, err_pt = rel_l2(y, ref), rel_l2(theirs, ref)
+    floor = FLOOR[c["prec"]] if c["dtype"] == "f32" else FLOOR[c["dtype"]]
+    limit = max(2.5 * err_pt, floor)
+    ok = err <= limit  # (NaN fails)
+    return ok, f"{detail}rel L2 {err:.3g} (PyTorch {err_pt:.3g}, limit {limit:.3g})"
+
+
+def describe(c):
+    t = TAILS[c["tail"]][0] or "none"
+    lay = "".join("C" if c[k] else "N" for k in ("x_cl", "w_cl", "y_cl"))
+    return (f"{c['dtype']}/{c['prec']} {c['n']}x{c['cin']}x{c['h']}x{c['w']} -> {c['cout']} {c['kh']}x{c['kw']} "
+            f"s{c['sh']}x{c['sw']} p{c['ph']}x{c['pw']} d{c['dh']}x{c['dw']} g{c['groups']}"
+            f"{' bias' if c['bias'] else ''}{' res' if c['residual'] else ''} {lay} [{t}]")
+
+
+def worker(args):
+    lib = Lib(args.lib)
+    if args.case:
+        cases = [json.loads(args.case)]
+    else:
+        rng = random.Random(args.seed)
+        cases = None
+    done = fails = 0
+    t0 = time.time()
+    while True:
+        if cases is not None:
+            if not cases:
+                break
+            c = cases.pop()
+        else:
+            if time.time() - t0 > args.seconds:
+                break
+            c = draw(rng, args.max_macs)
+        t1 = time.time()
+        try:
+            ok, detail = run_case(lib, c)
+        except Exception as e:  # noqa: BLE001 (an error on a valid call is a failure; report it)
+            ok, detail = False, f"error: {str(e).splitlines()[0][:300]}"
+            torch.cuda.synchronize()
+        done += 1
+        fails += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {describe(c)}: {detail} ({time.time() - t1:.2f} s)", flush=True)
+        if not ok:
+            print("FAIL " + json.dumps(c), flush=True)
+        torch.cuda.empty_cache()
+    print(f"worker seed {args.seed}: {done} cases, {fails} failed", flush=True)
+    return fails
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--seconds", type=float, default=240)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--max-macs", type=float, default=4e8)
+    ap.add_argument("--case", help="one case's JSON (from a FAIL line)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    if args.worker or args.case or args.workers <= 1:
+        print(f"seed {args.seed}", flush=True)
+        sys.exit(1 if worker(args) else 0)
+    # Several processes (NVRTC compiles one program at a time per process), seeds seed, seed + 1, ...
+    print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--seconds",
+                               str(args.seconds), "--seed", str(args.seed + i), "--max-macs", str(args.max_macs),
+                               "--worker"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(args.workers)]
+    total = failed = 0
+    for p in procs:
+        out, _ = p.communicate()
+        sys.stdout.write(out)
+        for line in out.splitlines():
+            if line.startswith("worker seed"):
+                parts = line.split(": ")[1].split()
+                total += int(parts[0])
+                failed += int(parts[2])
+        if p.returncode not in (0, 1):
+            failed += 1
+            print(f"worker exited with {p.returncode}")
+    print(f"conv2d fuzz: {total} cases, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

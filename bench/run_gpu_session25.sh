@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 25 on the GPU, in calls on one warm machine (the build kept):
+#   build (Release, static and shared); then, side by side, bench/conv2d_fuzz.py (FUZZ_SECONDS seconds,
+#   FUZZ_WORKERS processes, FUZZ_SEED; FUZZ_CASE: one case's JSON instead) and the gpu suites in CTEST
+#   (a ctest -R regex; by default the suites session 24 left unrun after its kernel changes) with
+#   CTEST_J tests at a time. FUZZ_SECONDS=0 or CTEST=none leaves either out.
+#   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
+#   OUT=/tmp/out bench/run_gpu_session25.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cuinline-s25}
+mkdir -p "$OUT"
+build=${CUINLINE_BUILD_DIR:-build-gpu}
+lib="$build-shared/libcuinline.so"
+
+# shellcheck source=bench/gpu_build.sh
+. bench/gpu_build.sh  # build_all, gpu_session_start, run_ctest
+
+CTEST_J=${CTEST_J:-4} CTEST_TEST_TIMEOUT=${CTEST_TEST_TIMEOUT:-400}
+t0=$(date +%s)
+gpu_session_start
+fuzz_pid=
+if [ "${FUZZ_SECONDS:-240}" != 0 ]; then
+  echo "== conv2d fuzz ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout $((${FUZZ_SECONDS:-240} + 150)) python3 bench/conv2d_fuzz.py \
+    --lib "$lib" --seconds "${FUZZ_SECONDS:-240}" --workers "${FUZZ_WORKERS:-8}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
+    ${FUZZ_CASE:+--case "$FUZZ_CASE"} >"$OUT/fuzz.txt" 2>&1 &
+  fuzz_pid=$!
+fi
+if [ "${CTEST:-}" != none ]; then
+  echo "== ctest ($(($(date +%s) - t0)) s)"
+  run_ctest "${CTEST:-^(staged\.|transposed\.|wino4\.|winofma\.|sm75\.)}" "${CTEST_TIMEOUT:-420}" ctest.txt
+fi
+if [ -n "$fuzz_pid" ]; then
+  wait "$fuzz_pid"
+  echo "== fuzz done ($(($(date +%s) - t0)) s): exit $?"
+  grep -E "^FAIL|^seed|^seeds|conv2d fuzz:|Traceback|Error" "$OUT/fuzz.txt" | cut -c1-400 | head -n 60
+fi
+for dt in ${KB_DTYPES:-}; do
+  echo "== KernelBench $dt ${KB_ONLY:-all} ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${KB_TIMEOUT:-200}" python3 bench/kernelbench_conv.py \
+    --lib "$lib" --out "$OUT/kb_$dt.md" --samples 10 ${KB_ONLY:+--only "$KB_ONLY"} --dtype "$dt" ${COMPILE:+--compile} 2>&1 |
+    grep -v "^$" | cut -c1-300 | tail -n 24
+done
+if [ -n "${HALF:-}" ]; then
+  echo "== conv2d_half_peers $HALF ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${HALF_TIMEOUT:-200}" python3 bench/conv2d_half_peers.py \
+    --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
+fi
+echo "== done ($(($(date +%s) - t0)) s)"
