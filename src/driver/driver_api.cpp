@@ -168,6 +168,21 @@ ScopedContext::~ScopedContext() {
   driver().cuCtxPopCurrent(&popped);
 }
 
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept {
+  const DriverApi* api = driver_or_null();
+  if (api == nullptr || api->cuThreadExchangeStreamCaptureMode == nullptr) return;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (api->cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) return;
+  previous_ = mode;
+  exchanged_ = true;
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (!exchanged_) return;
+  CUstreamCaptureMode mode = previous_;
+  driver().cuThreadExchangeStreamCaptureMode(&mode);
+}
+
 void ensure_current_context() {
   const DriverApi& api = driver();
   CUcontext ctx = nullptr;

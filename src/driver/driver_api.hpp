@@ -68,6 +68,7 @@ namespace cuinline::detail {
   X(cuPointerGetAttribute, 4000)                       \
   X(cuPointerGetAttributes, 7000)                      \
   X(cuStreamIsCapturing, 10000)                        \
+  X(cuThreadExchangeStreamCaptureMode, 10010)          \
   X(cuMemHostRegister, 6050)                           \
   X(cuMemHostUnregister, 4000)                         \
   X(cuMemAllocManaged, 6000)                           \
@@ -122,6 +123,24 @@ class ScopedContext {
 
  private:
   bool pushed_ = false;
+};
+
+// Relaxes the calling thread's stream-capture interaction mode for the scope
+// (cuThreadExchangeStreamCaptureMode), then restores it. A call the driver counts as "potentially
+// unsafe" during a capture (creating a memory pool, setting its attributes) made while any thread
+// captures in global mode — PyTorch's torch.cuda.graph default — fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED *and invalidates that capture*; in relaxed mode it is
+// allowed. Only for calls that neither touch nor wait on a stream. Never throws.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept;
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  bool exchanged_ = false;
 };
 
 }  // namespace cuinline::detail

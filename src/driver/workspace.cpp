@@ -48,8 +48,14 @@ std::vector<Pool>& pools() {
 // is more than the pool keeps, its release threshold is raised to it (up to an eighth of the
 // device's memory): a steady stream of calls that each need that much then reuses one mapping
 // instead of mapping and unmapping it every call (587 MB: ~0.5 ms a call on an H200).
+//
+// The pool is often first asked for inside a CUDA-graph capture (an op's first call captured, as
+// torch.cuda.graph does): pool creation and its attributes are calls the driver refuses during a
+// global-mode capture, and a refused one would invalidate the caller's capture, so they run with the
+// thread's capture mode relaxed (they touch no stream).
 CUmemoryPool device_pool(const DriverApi& api, int device, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(pools_mutex());
+  const RelaxedCaptureMode relaxed;
   std::vector<Pool>& all = pools();
   if (device >= static_cast<int>(all.size())) all.resize(static_cast<std::size_t>(device) + 1);
   Pool& p = all[static_cast<std::size_t>(device)];
