@@ -334,12 +334,44 @@ TEST_F(Conv2dDtypeArgs, RejectsStridesThatAreNeitherLayout) {
   EXPECT_NE(m.find("weight"), std::string::npos) << m;
   const TensorView strided_bias = TensorView::strided(fake(0x300000), DType::f16, {4}, {2});
   EXPECT_THROW(conv2d(input, weight, strided_bias, output, {}, epi), InvalidArgument);
-  // A residual in the other layout than the output.
-  const TensorView r_nhwc = channels_last(fake(0x500000), DType::f16, 2, 4, 14, 14);
-  m = message_of([&] { conv2d(input, weight, bias, output, {}, epi, nullptr, Conv2dPrecision::fp32, r_nhwc); });
-  EXPECT_NE(m.find("the residual must have the output's layout"), std::string::npos) << m;
+  // A residual with padded rows (neither layout). (One in the other layout than the output is
+  // accepted: copied into the output's layout, ResidualInTheOtherLayoutIsPlannedAsTheOutputs.)
+  const TensorView r_padded =
+      TensorView::strided(fake(0x500000), DType::f16, {2, 4, 14, 14}, {4 * 14 * 16, 14 * 16, 16, 1});
+  m = message_of([&] { conv2d(input, weight, bias, output, {}, epi, nullptr, Conv2dPrecision::fp32, r_padded); });
+  EXPECT_NE(m.find("residual"), std::string::npos) << m;
+  EXPECT_NE(m.find("neither contiguous (NCHW) nor channels-last"), std::string::npos) << m;
   EXPECT_EQ(conv2d_stats().launches, 0u);
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);
+}
+
+// A residual in the other layout than the output's is valid (PyTorch's conv(x) + r takes any): the
+// call copies it into the output's layout first, so the variant is the one of a residual laid out as
+// the output (the same name, the same kernel), and its alignment is the copy's.
+TEST_F(Conv2dDtypeArgs, ResidualInTheOtherLayoutIsPlannedAsTheOutputs) {
+  const Op relu = Op::relu();
+  for (DType dt : {DType::f16, DType::f32}) {
+    for (bool out_nhwc : {false, true}) {
+      SCOPED_TRACE(std::string(cuinline::to_string(dt)) + (out_nhwc ? " NHWC output" : " NCHW output"));
+      const TensorView x = TensorView::contiguous(fake(0x100000), dt, {2, 8, 16, 16});
+      const TensorView w = TensorView::contiguous(fake(0x200000), dt, {4, 8, 3, 3});
+      const TensorView b = TensorView::contiguous(fake(0x300000), dt, {4});
+      const TensorView y = out_nhwc ? channels_last(fake(0x400000), dt, 2, 4, 14, 14)
+                                    : TensorView::contiguous(fake(0x400000), dt, {2, 4, 14, 14});
+      const TensorView same = out_nhwc ? channels_last(fake(0x500000), dt, 2, 4, 14, 14)
+                                       : TensorView::contiguous(fake(0x500000), dt, {2, 4, 14, 14});
+      // The other layout, 2 bytes past a 16-byte boundary: the copy is read, not it.
+      const TensorView other = out_nhwc ? TensorView::contiguous(fake(0x600002), dt, {2, 4, 14, 14})
+                                        : channels_last(fake(0x600002), dt, 2, 4, 14, 14);
+      const Conv2dVariant a = conv2d_variant_for(x, w, b, y, {}, relu, Conv2dPrecision::fp32, same);
+      const Conv2dVariant c = conv2d_variant_for(x, w, b, y, {}, relu, Conv2dPrecision::fp32, other);
+      EXPECT_TRUE(c.has_residual);
+      EXPECT_EQ(c.output_layout, out_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
+      EXPECT_EQ(a.name(), c.name());
+      EXPECT_TRUE(a == c);
+    }
+  }
+  EXPECT_EQ(conv2d_stats().launches, 0u);
 }
 
 // F.conv2d's groups from the tensors: the weight has Cin / groups channels; a weight or groups that do

@@ -277,7 +277,10 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
         const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, dt, w_nhwc, rng);
         const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
-        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+        // The residual in the output's layout, or (a quarter of the calls) the other one: copied
+        // into the output's layout first.
+        const bool r_nhwc = rng() % 4 == 0 ? !out_nhwc : out_nhwc;
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, r_nhwc, rng);
         HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
         y.values.resize(r.size());
         DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
@@ -286,7 +289,8 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p,
                                                    div_leaky_relu_epilogue(1.0, 0.125), Conv2dPrecision::fp32,
                                                    s.residual ? dr.view : TensorView{});
-        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+        SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n) +
+                     (s.residual && r_nhwc != out_nhwc ? " residual in the other layout" : ""));
         EXPECT_EQ(v.dtype, dt);
         EXPECT_EQ(v.params.groups, s.p.groups);
         // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0, on sm_75 or
@@ -301,6 +305,98 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
                Conv2dPrecision::fp32, s.residual ? dr.view : TensorView{});
         stream.synchronize();
         EXPECT_LE(output_error(s, x, wt, b, r, y, dy), tolerance(dt));  // NaN (an unwritten output) fails too
+      }
+    }
+  }
+}
+
+// A residual in the other layout than the output's (PyTorch's conv(x) + r takes either) is copied
+// into the output's layout in a workspace first; the result equals, bit for bit, the call with the
+// residual already in the output's layout — eagerly and captured (global mode, the variant's first
+// call inside the capture, the workspace made there) and replayed on new data. Every kernel family:
+// f16 / bf16 on tensor cores (NCHW staged, channels-last), f32 direct and Winograd, f32 channels-last
+// between transposing copies, tf32, a depthwise one on the general kernel.
+TEST(Conv2dDtypesGpu, ResidualInTheOtherLayoutEagerAndCaptured) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    Shape s;
+    DType dt;
+    Conv2dPrecision prec;
+  };
+  Conv2dParams depthwise = Conv2dParams::square(1, 1);
+  depthwise.groups = 32;
+  const std::vector<Case> cases = {
+      {{2, 64, 20, 20, 96, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, Conv2dPrecision::fp32},
+      {{2, 8, 40, 44, 32, 3, 3, Conv2dParams::square(1, 0), true, true}, DType::bf16, Conv2dPrecision::fp32},
+      {{2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::fp32},
+      {{2, 24, 33, 31, 40, 5, 5, Conv2dParams::square(2, 2), false, true}, DType::f32, Conv2dPrecision::fp32},
+      {{2, 32, 24, 24, 64, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::tf32},
+      {{2, 32, 17, 19, 32, 3, 3, depthwise, true, true}, DType::f16, Conv2dPrecision::fp32}};
+  Stream stream;
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (bool out_nhwc : {false, true}) {
+      const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, out_nhwc, rng);
+      const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, c.dt, out_nhwc, rng);
+      const HostTensor b = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+      const HostTensor r_same = random_tensor(s.n, s.cout, oh, ow, c.dt, out_nhwc, rng);
+      HostTensor r_other = r_same;
+      r_other.nhwc = !out_nhwc;
+      HostTensor y{s.n, s.cout, oh, ow, c.dt, out_nhwc, {}};
+      y.values.resize(r_same.size());
+      DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dsame = upload(r_same), dother = upload(r_other),
+                 dy = upload(y), dref = upload(y);
+      const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, c.dt, {s.cout}) : TensorView{};
+      const Op epi = Op::relu();
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, c.prec, dother.view);
+      SCOPED_TRACE(v.name() + " " + to_string(c.prec));
+      const auto run = [&](const DeviceCopy& out, const DeviceCopy& r) {
+        conv2d(dx.view, dw.view, bias, out.view, s.p, epi, stream, c.prec, r.view);
+      };
+      const auto bytes_of = [&](const DeviceCopy& d) {
+        std::vector<unsigned char> raw(y.bytes());
+        stream.synchronize();
+        d.buffer.copy_to_host(raw.data(), raw.size());
+        return raw;
+      };
+      dref.buffer.fill_u32(0xffffffffu);
+      run(dref, dsame);
+      const std::vector<unsigned char> want = bytes_of(dref);
+      dy.buffer.fill_u32(0xffffffffu);
+      run(dy, dother);
+      EXPECT_EQ(bytes_of(dy), want) << "eager";
+      // The conv itself is right (a sample against float64), so the equality above means something.
+      double num = 0, den = 0;
+      for (int k = 0; k < 512; ++k) {
+        const int n = static_cast<int>(rng() % s.n), co = static_cast<int>(rng() % s.cout);
+        const int oy = static_cast<int>(rng() % oh), ox = static_cast<int>(rng() % ow);
+        const double ref = std::max(0.0, conv_value(s, x, wt, b, r_same, n, co, oy, ox));
+        const double got = y.read(want, n, co, oy, ox);
+        num += (got - ref) * (got - ref), den += ref * ref;
+      }
+      EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(c.dt));
+      // Captured: new variants of this call compile inside the capture (a fresh kernel map is not
+      // needed: the copy's workspace is made inside the capture either way).
+      Graph g = Graph::capture(stream.get(), [&] { run(dy, dother); }, CaptureMode::global);
+      for (int round = 0; round < 2; ++round) {
+        HostTensor r_new = random_tensor(s.n, s.cout, oh, ow, c.dt, out_nhwc, rng);
+        const std::vector<unsigned char> raw_same = r_new.storage();
+        dsame.buffer.copy_from_host(raw_same.data(), raw_same.size());
+        r_new.nhwc = !out_nhwc;
+        const std::vector<unsigned char> raw_other = r_new.storage();
+        dother.buffer.copy_from_host(raw_other.data(), raw_other.size());
+        dref.buffer.fill_u32(0xffffffffu);
+        run(dref, dsame);
+        const std::vector<unsigned char> expect = bytes_of(dref);
+        dy.buffer.fill_u32(0xffffffffu);
+        stream.synchronize();
+        g.launch(stream.get());
+        EXPECT_EQ(bytes_of(dy), expect) << "replay " << round;
       }
     }
   }

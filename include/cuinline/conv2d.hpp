@@ -344,8 +344,10 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 ///   bias   T [Cout] contiguous, or a view with data == nullptr for no bias
 ///   output T [N, Cout, OH, OW], contiguous or channels-last (its own choice: the result is written
 ///          in the output's layout), OH/OW by PyTorch's formula; must not overlap input
-///   residual T of the output's shape and layout, or a view with data == nullptr for none; read
-///            in the same kernel and added to conv + bias before the epilogue (ResNet's
+///   residual T of the output's shape, NCHW or channels-last, or a view with data == nullptr for
+///            none; read in the same kernel where it has the output's layout (else first copied
+///            into that layout in a stream-ordered workspace: one more pass over it), and added to
+///            conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
 ///   channel_operands  the epilogue's per-output-channel operands, as many as it reads
 ///            (conv2d_epilogue_operands): channel_operands[k - 1] is the epilogue's in<k> (or its

@@ -15,6 +15,7 @@
 
 #include "driver/workspace.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/elementwise/plan.hpp"
 #include "ops/family.hpp"
 
 namespace cuinline::ops {
@@ -211,6 +212,13 @@ Conv2dLayout layout_of(const TensorView& t, const char* name) {
   if (is_channels_last(t)) return Conv2dLayout::nhwc;
   bad(std::string(name) + " " + t.describe() + " has strides " + describe_strides(t) +
       ": neither contiguous (NCHW) nor channels-last (NHWC, strides [H*W*C, 1, W*C, C])");
+}
+
+// Whether the kernels can read `residual` (the output's shape) where they write the output: the
+// output's layout, compared as the kernel reads them (where both patterns describe the same
+// addresses — an extent of 1 in the right places — the layouts agree whatever layout_of names).
+bool residual_in_output_layout(const TensorView& residual, Conv2dLayout output_layout) {
+  return output_layout == Conv2dLayout::nhwc ? is_channels_last(residual) : residual.is_contiguous();
 }
 
 // Every tensor of a call shares one dtype (f32, f16 or bf16): checked before anything else, so a
@@ -554,27 +562,24 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
       if (residual.shape[d] != output.shape[d])
         bad("residual " + residual.describe() + " does not have the output's shape " + output.describe());
     }
-    const Conv2dLayout rl = layout_of(residual, "residual");
-    // Compared as the kernel reads them: where both patterns describe the same addresses (an
-    // extent of 1 in the right places) the layouts agree whatever layout_of named.
-    if (rl != v.output_layout && !(is_channels_last(residual) && v.output_layout == Conv2dLayout::nhwc) &&
-        !(residual.is_contiguous() && v.output_layout == Conv2dLayout::nchw)) {
-      bad(std::string("residual ") + residual.describe() + " is " + to_string(rl) + " (strides " +
-          describe_strides(residual) + ") but the output is " + to_string(v.output_layout) +
-          ": the residual must have the output's layout");
-    }
+    // NCHW or channels-last; where that is not the output's layout it is copied into the output's
+    // layout in a workspace first (conv2d below): the variant is planned as for that copy.
+    (void)layout_of(residual, "residual");
     // The Winograd kernel may store a tile twice (a direct recompute of non-finite tiles), reading
     // the residual again after the first store: the two must not share memory.
     if (overlap(residual, output)) bad("residual overlaps the output (write the sum to another tensor)");
   }
   check_channel_operands(v, channel_operands, output);
+  // (A residual that is copied first is read from a workspace, aligned to 256 bytes.)
+  const void* residual_read = v.has_residual && residual_in_output_layout(residual, v.output_layout) ? residual.data
+                                                                                                      : nullptr;
   // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
-  conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual.data);
+  conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual_read);
   // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd), and
   // the TF32 wgmma kernel's and the pointwise form's float4 stores in either layout.
   if (v.dtype == DType::f32 && (v.output_layout == Conv2dLayout::nchw || v.precision == Conv2dPrecision::tf32 ||
                                 conv2d_impl::pointwise_applies(v))) {
-    const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual.data);
+    const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual_read);
     v.output_aligned = out % 16 == 0;
   }
   return v;
@@ -604,18 +609,38 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   detail::launch_variant(
       kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
       [&](const Launchable& e, int device) {
+        // A residual in the other layout than the output's: copied into the output's layout in a
+        // stream-ordered workspace (freed after the conv's launches), the conv reading the copy. The
+        // copy is the N-ary elementwise kernel's strided path (bit for bit).
+        TensorView res = residual;
+        CUdeviceptr res_ws = 0;
+        if (v.has_residual && !residual_in_output_layout(residual, v.output_layout)) {
+          res_ws = cuinline::detail::workspace_alloc(device, output.nbytes(), stream);
+          if (res_ws == 0) {
+            bad("residual " + residual.describe() + " (strides " + describe_strides(residual) +
+                ") is not in the output's layout (" + to_string(v.output_layout) +
+                ") and no workspace could be had on device " + std::to_string(device) +
+                " for a copy in that layout; pass a residual laid out as the output");
+          }
+        }
+        cuinline::detail::WorkspaceGuard res_guard(res_ws, stream);
+        if (res_ws != 0) {
+          res = output;  // (the output's shape and strides)
+          res.data = reinterpret_cast<void*>(res_ws);
+          detail::apply_into_workspace(Op::expr("x"), residual, res, stream);
+        }
         if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
-          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, res.data, chan, stream);
           return;
         }
         if (e.tiling.stage_channels > 0
-                ? launch_staged(e, v, n, input, weight, bias, output, residual, chan, stream, device)
-                : launch_transposed(e, v, n, input, weight, bias, output, residual, chan, stream, device)) {
+                ? launch_staged(e, v, n, input, weight, bias, output, res, chan, stream, device)
+                : launch_transposed(e, v, n, input, weight, bias, output, res, chan, stream, device)) {
           return;
         }
         const Launchable direct = direct_map().find_or_make(
             hash, device, equal, [&] { return make_direct_launchable(v, device); });
-        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, res.data, chan, stream);
       });
 }
 

@@ -142,6 +142,16 @@ void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream)
   launch(nary_map(), op, p, tensors, stream);
 }
 
+namespace detail {
+
+void apply_into_workspace(const Op& op, const TensorView& in, const TensorView& out, CUstream stream) {
+  const NaryPlan p = plan_nary(op, TensorList(&in, 1), TensorList(&out, 1));
+  if (p.numel == 0) return;
+  launch(nary_map(), op, p, {{&in, kInputNames[0]}}, stream);
+}
+
+}  // namespace detail
+
 CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs) {
   const detail::NaryPlan p = detail::plan_nary(op, inputs, outputs);
   detail::check_expression_names(op, static_cast<int>(inputs.size()));

@@ -67,6 +67,12 @@ struct NaryPlan {
 /// pattern takes the strided path.
 NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool whole_inputs_only = false);
 
+/// ops::apply(op, {in}, {out}) for another op's copy into its own stream-ordered workspace `out`
+/// (driver/workspace.hpp): `in` is checked for access from the stream's device as apply checks it,
+/// `out` is not — inside a stream capture a workspace is the graph's memory, which the driver's
+/// pointer queries do not know until the graph is instantiated. Counted in nary_stats().
+void apply_into_workspace(const Op& op, const TensorView& in, const TensorView& out, CUstream stream);
+
 /// Every identifier of an expression that is not a call must be an input, a constant, an earlier
 /// output (y0 ...) or a type keyword: an unknown name is an InvalidArgument before anything is
 /// compiled, not an NVRTC error.
