@@ -79,6 +79,18 @@ __host__ __device__ constexpr int weight_pitch(int cout) {
   return p;
 }
 
+// S::kSumsFromZero (optional, default 1): 3xTF32 sums each k8 step's products from zero and adds
+// them to the running sum in fp32 (the accumulation loop); 0 chains them into the running sum on the
+// tensor cores (a tuning override's A/B: CUINLINE_CONV2D_TF32X3_SUMS=chained).
+template <class S, class = void>
+struct SumsFromZeroOf {
+  static constexpr int value = 1;
+};
+template <class S>
+struct SumsFromZeroOf<S, decltype(void(S::kSumsFromZero))> {
+  static constexpr int value = S::kSumsFromZero;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -91,6 +103,7 @@ struct Plan {
   // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
+  static constexpr bool kSumsFromZero = SumsFromZeroOf<S>::value != 0;
   // Row streaming: a step computes kTY output rows; kStepRows input rows further each step;
   // kWindow input rows read by one step; kNew rows each further step stages; kRing rows held.
   static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;
@@ -314,11 +327,27 @@ __device__ __forceinline__ void accumulate(const float* s_in, const float* s_w,
           }
 #pragma unroll
           for (int j = 0; j < S::kNT; ++j) {
-            if (S::kSplit == 3) {
-              mma_tf32(acc[i][j], al, bc[j]);
-              mma_tf32(acc[i][j], ac, bl[j]);
+            if (S::kSplit == 3 && P::kSumsFromZero) {
+              // The three products of a k8 step summed from zero on the tensor cores, then added to
+              // the running sum in fp32 (round to nearest). The tensor cores' own fp32 accumulation
+              // truncates (rounds toward zero) at every mma: chained into the running sum, that lost
+              // about half an ulp of the sum per mma, always toward zero, so the error grew with the
+              // reduction's length (rel L2 1.3e-4 against float64 at Cin x KH x KW = 14448, where
+              // PyTorch's fp32 conv had 2.7e-6: bench/conv2d_fuzz.py). Here a truncation costs half
+              // an ulp of one step's 24 products, and the running sum rounds as fp32 FMA code does.
+              float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+              mma_tf32(d, al, bc[j]);
+              mma_tf32(d, ac, bl[j]);
+              mma_tf32(d, ah, bh[j]);
+#pragma unroll
+              for (int q = 0; q < 4; ++q) acc[i][j][q] += d[q];
+            } else {
+              if (S::kSplit == 3) {  // (CUINLINE_CONV2D_TF32X3_SUMS=chained: the form before)
+                mma_tf32(acc[i][j], al, bc[j]);
+                mma_tf32(acc[i][j], ac, bl[j]);
+              }
+              mma_tf32(acc[i][j], ah, bh[j]);
             }
-            mma_tf32(acc[i][j], ah, bh[j]);
           }
         }
       }

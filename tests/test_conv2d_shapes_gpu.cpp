@@ -112,3 +112,56 @@ TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
 }
 
 }  // namespace
+
+namespace {
+
+// 3xTF32 (Conv2dPrecision::tf32x3) keeps fp32's accuracy on long reductions (Cin x KH x KW of
+// 4608-14448). The tensor cores' fp32 accumulation truncates at every mma: chained into the running
+// sum, 3xTF32's error grew with the reduction (rel L2 5.6e-5-1.3e-4 at these lengths, PyTorch's fp32
+// conv 1-3e-6: bench/conv2d_fuzz.py, 2026-11-27); each k8 step's products are now summed from zero
+// and added to the running sum in fp32. The limit is the fp32 one, 1e-5, for both precisions.
+TEST(Conv2dShapesGpu, Tf32x3KeepsFp32AccuracyOnLongReductions) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Conv2dParams wide;  // the fuzz's 7 x 8 filter, column stride 4, 4 columns of padding
+  wide.stride_w = 4, wide.pad_w = 4;
+  const std::vector<Shape> shapes = {{2, 1024, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1), true},
+                                     {2, 512, 14, 14, 32, 3, 3, Conv2dParams::square(1, 1), false, true},
+                                     {1, 258, 57, 41, 17, 7, 8, wide, true}};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Stream stream;
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    std::vector<float> x(std::size_t(s.n) * s.cin * s.h * s.w), wt(std::size_t(s.cout) * s.cin * s.kh * s.kw),
+        b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow), r(y.size());
+    for (auto* v : {&x, &wt, &b, &r})
+      for (float& f : *v) f = normal(rng);
+    DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4), dr(r.size() * 4);
+    dx.copy_from_host(x.data(), x.size() * 4);
+    dw.copy_from_host(wt.data(), wt.size() * 4);
+    db.copy_from_host(b.data(), b.size() * 4);
+    dr.copy_from_host(r.data(), r.size() * 4);
+    const auto view = [](const DeviceBuffer& d, std::initializer_list<std::int64_t> shape) {
+      return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
+    };
+    for (Conv2dPrecision prec : {Conv2dPrecision::fp32, Conv2dPrecision::tf32x3}) {
+      const Conv2dVariant v = make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, Op::relu());
+      SCOPED_TRACE(v.name() + " " + to_string(prec));
+      dy.fill_u32(0x7fbadbadu);
+      conv2d(view(dx, {s.n, s.cin, s.h, s.w}), view(dw, {s.cout, s.cin, s.kh, s.kw}),
+             s.bias ? view(db, {s.cout}) : TensorView{}, view(dy, {s.n, s.cout, oh, ow}), s.p,
+             div_leaky_relu_epilogue(1.0, 0.125), stream, prec,
+             s.residual ? view(dr, {s.n, s.cout, oh, ow}) : TensorView{});
+      stream.synchronize();
+      dy.copy_to_host(y.data(), y.size() * 4);
+      const double err = rel_l2(s, x, wt, b, r, y, 0.125);
+      std::printf("%s %s: rel L2 %.3g\n", v.name().c_str(), to_string(prec), err);
+      EXPECT_LE(err, 1e-5);  // NaN (an unwritten output) fails too
+    }
+  }
+}
+
+}  // namespace
