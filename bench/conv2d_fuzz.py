@@ -14,10 +14,11 @@ then replayed on new data), the output poisoned with NaN first. Checked:
   - every output written (a NaN left from the poison fails the L2 check);
   - graph cases: the replay equal bit for bit to an eager call on the same new data.
 
-A failing case prints one line `FAIL {json}`; `--case '{json}'` reruns it alone.
+A failing case prints one line `FAIL {json}`; `--case '{json}'` reruns it alone, and
+bench/conv2d_fuzz_regressions.jsonl (`--cases-file`) keeps the cases that once failed, with why.
 
 Usage: conv2d_fuzz.py --lib build-shared/libcuinline.so [--seconds 240] [--workers 8] [--seed S]
-                      [--max-macs 4e8] [--case JSON]
+                      [--max-macs 4e8] [--kinds f32/tf32x3,f16] [--case JSON ...]
 """
 import argparse
 import ctypes
@@ -40,7 +41,7 @@ FLOOR = {"fp32": 1e-5, "tf32x3": 5e-5, "tf32": 2e-3, "f16": 1e-3, "bf16": 8e-3}
 # (epilogue text, channel operands it reads, the tail as PyTorch ops on y and the operands' list)
 TAILS = [
     ("", 0, lambda y, o: y),
-    ("relu", 0, torch.relu),
+    ("relu", 0, lambda y, o: torch.relu(y)),
     ("div(2)|leaky_relu(0.01)", 0, lambda y, o: F.leaky_relu(y / 2, 0.01)),
     ("gelu", 0, lambda y, o: F.gelu(y)),
     ("gelu_tanh", 0, lambda y, o: F.gelu(y, approximate="tanh")),
@@ -100,11 +101,12 @@ def log_int(rng, lo, hi):
     return min(hi, max(lo, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 0.999)) - 0.499)))))
 
 
-def draw(rng, max_macs):
-    """One valid F.conv2d call (a dict; json-serializable)."""
+def draw(rng, max_macs, kinds):
+    """One valid F.conv2d call (a dict; json-serializable) of one of `kinds` ("f32/tf32x3", "f16", ...)."""
     while True:
-        dtype = rng.choice(["f32", "f16", "bf16"])
-        prec = rng.choice(["fp32", "tf32", "tf32x3"]) if dtype == "f32" else "fp32"
+        kind = rng.choice(kinds)
+        dtype = kind.split("/")[0]
+        prec = kind.split("/")[1] if "/" in kind else "fp32"
         mode = rng.random()
         if mode < 0.25:  # a CNN's layer: power-of-two channels, square images and filters, "same" padding
             groups = 1
@@ -237,8 +239,11 @@ def describe(c):
 
 def worker(args):
     lib = Lib(args.lib)
-    if args.case:
-        cases = [json.loads(args.case)]
+    if args.case or args.cases_file:
+        cases = [json.loads(c) for c in args.case or []]
+        if args.cases_file:  # one {"why": ..., "case": {...}} a line, run in order (in one process)
+            cases += [json.loads(line)["case"] for line in open(args.cases_file) if line.strip()]
+        cases.reverse()
     else:
         rng = random.Random(args.seed)
         cases = None
@@ -252,7 +257,7 @@ def worker(args):
         else:
             if time.time() - t0 > args.seconds:
                 break
-            c = draw(rng, args.max_macs)
+            c = draw(rng, args.max_macs, args.kinds.split(","))
         t1 = time.time()
         try:
             ok, detail = run_case(lib, c)
@@ -276,19 +281,23 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--max-macs", type=float, default=4e8)
-    ap.add_argument("--case", help="one case's JSON (from a FAIL line)")
+    ap.add_argument("--case", action="append", help="one case's JSON (from a FAIL line); repeatable")
+    ap.add_argument("--cases-file", help="a JSONL file of cases to rerun (bench/conv2d_fuzz_regressions.jsonl)")
+    ap.add_argument("--kinds", default="f32/fp32,f32/tf32,f32/tf32x3,f16,f16,f16,bf16,bf16,bf16",
+                    help="dtypes / precisions drawn from (repeats weigh)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
-    if args.worker or args.case or args.workers <= 1:
+    if args.worker or args.case or args.cases_file or args.workers <= 1:
         print(f"seed {args.seed}", flush=True)
         sys.exit(1 if worker(args) else 0)
     # Several processes (NVRTC compiles one program at a time per process), seeds seed, seed + 1, ...
     print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--seconds",
                                str(args.seconds), "--seed", str(args.seed + i), "--max-macs", str(args.max_macs),
-                               "--worker"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               "--kinds", args.kinds, "--worker"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(args.workers)]
     total = failed = 0
     for p in procs:

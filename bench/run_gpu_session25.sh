@@ -4,6 +4,11 @@
 #   FUZZ_WORKERS processes, FUZZ_SEED; FUZZ_CASE: one case's JSON instead) and the gpu suites in CTEST
 #   (a ctest -R regex; by default the suites session 24 left unrun after its kernel changes) with
 #   CTEST_J tests at a time. FUZZ_SECONDS=0 or CTEST=none leaves either out.
+#   REGRESSIONS=1 (first, each in a process of its own): bench/conv2d_fuzz_regressions.jsonl, then the
+#   same cases with 3xTF32 as before session 25 (CUINLINE_CONV2D_TF32X3_SUMS=chained, _KW=7).
+#   AB (sweep indices of bench/conv2d_peers.py, last): the sweep's fp32 / tf32x3 / tf32 times with
+#   each 3xTF32 form in AB_FORMS (default "new old"; see form_env), one after the other (no
+#   torch.compile).
 #   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
 #   OUT=/tmp/out bench/run_gpu_session25.sh
 set -uo pipefail
@@ -19,12 +24,22 @@ lib="$build-shared/libcuinline.so"
 CTEST_J=${CTEST_J:-4} CTEST_TEST_TIMEOUT=${CTEST_TEST_TIMEOUT:-400}
 t0=$(date +%s)
 gpu_session_start
+old3=(CUINLINE_CONV2D_TF32X3_SUMS=chained CUINLINE_CONV2D_TF32X3_KW=7)
+if [ -n "${REGRESSIONS:-}" ]; then
+  echo "== fuzz regressions ($(($(date +%s) - t0)) s)"
+  for form in new old; do
+    if [ $form = new ]; then pre=(); else pre=("${old3[@]}"); fi
+    env "${pre[@]}" CUINLINE_CACHE_DIR="$(mktemp -d)" PYTHONUNBUFFERED=1 timeout 150 python3 bench/conv2d_fuzz.py \
+      --lib "$lib" --cases-file bench/conv2d_fuzz_regressions.jsonl >"$OUT/regressions_$form.txt" 2>&1
+    echo "-- $form: exit $?"; grep -E "^(ok|FAIL) [a-z]|worker seed|Traceback" "$OUT/regressions_$form.txt" | cut -c1-230
+  done
+fi
 fuzz_pid=
 if [ "${FUZZ_SECONDS:-240}" != 0 ]; then
   echo "== conv2d fuzz ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout $((${FUZZ_SECONDS:-240} + 150)) python3 bench/conv2d_fuzz.py \
     --lib "$lib" --seconds "${FUZZ_SECONDS:-240}" --workers "${FUZZ_WORKERS:-8}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
-    ${FUZZ_CASE:+--case "$FUZZ_CASE"} >"$OUT/fuzz.txt" 2>&1 &
+    ${FUZZ_KINDS:+--kinds "$FUZZ_KINDS"} ${FUZZ_CASE:+--case "$FUZZ_CASE"} >"$OUT/fuzz.txt" 2>&1 &
   fuzz_pid=$!
 fi
 if [ "${CTEST:-}" != none ]; then
@@ -46,5 +61,24 @@ if [ -n "${HALF:-}" ]; then
   echo "== conv2d_half_peers $HALF ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${HALF_TIMEOUT:-200}" python3 bench/conv2d_half_peers.py \
     --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
+fi
+# 3xTF32 forms for AB_FORMS: new (sums from zero, filter columns rolled), old (chained, 7 columns
+# unrolled: before session 25), zkw7 (sums from zero, 7 columns unrolled), chkw1 (chained, rolled).
+form_env() {
+  case $1 in
+    new) pre=() ;;
+    old) pre=("${old3[@]}") ;;
+    zkw7) pre=(CUINLINE_CONV2D_TF32X3_KW=7) ;;
+    chkw1) pre=(CUINLINE_CONV2D_TF32X3_SUMS=chained) ;;
+  esac
+}
+if [ -n "${AB:-}" ]; then
+  for form in ${AB_FORMS:-new old}; do
+    echo "== conv2d_peers sweep $AB, 3xTF32 $form ($(($(date +%s) - t0)) s)"
+    form_env "$form"
+    env "${pre[@]}" CUINLINE_CACHE_DIR="$(mktemp -d)" PYTHONUNBUFFERED=1 timeout "${AB_TIMEOUT:-150}" python3 \
+      bench/conv2d_peers.py --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/peers_$form.md" --no-compile \
+      --shapes "$AB" 2>&1 | grep -E "^\| [0-9]|tf32x3|cuinline fp32" | cut -c1-330
+  done
 fi
 echo "== done ($(($(date +%s) - t0)) s)"
