@@ -9,6 +9,7 @@
 #   AB (sweep indices of bench/conv2d_peers.py, last): the sweep's fp32 / tf32x3 / tf32 times with
 #   each 3xTF32 form in AB_FORMS (default "new old"; see form_env), one after the other (no
 #   torch.compile).
+#   CAPI=1: bench/torch_capi_check.py (before the fuzz and ctest).
 #   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
 #   OUT=/tmp/out bench/run_gpu_session25.sh
 set -uo pipefail
@@ -33,6 +34,13 @@ if [ -n "${REGRESSIONS:-}" ]; then
       --lib "$lib" --cases-file bench/conv2d_fuzz_regressions.jsonl >"$OUT/regressions_$form.txt" 2>&1
     echo "-- $form: exit $?"; grep -E "^(ok|FAIL) [a-z]|worker seed|Traceback" "$OUT/regressions_$form.txt" | cut -c1-230
   done
+fi
+if [ -n "${CAPI:-}" ]; then
+  echo "== C API from PyTorch ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${CAPI_TIMEOUT:-240}" python3 bench/torch_capi_check.py "$lib" \
+    >"$OUT/torch_capi.txt" 2>&1
+  grep -E "FAIL|all checks|checks FAILED|Traceback|Error" "$OUT/torch_capi.txt" | cut -c1-300 | head -n 40
+  grep -cE "^CHECK ok" "$OUT/torch_capi.txt"
 fi
 fuzz_pid=
 if [ "${FUZZ_SECONDS:-240}" != 0 ]; then
