@@ -4,8 +4,8 @@
 #   FUZZ_WORKERS processes, FUZZ_SEED; FUZZ_CASE: one case's JSON instead) and the gpu suites in CTEST
 #   (a ctest -R regex; by default the suites session 24 left unrun after its kernel changes) with
 #   CTEST_J tests at a time. FUZZ_SECONDS=0 or CTEST=none leaves either out.
-#   REGRESSIONS=1 (first, each in a process of its own): bench/conv2d_fuzz_regressions.jsonl, then the
-#   same cases with 3xTF32 as before session 25 (CUINLINE_CONV2D_TF32X3_SUMS=chained, _KW=7).
+#   REGRESSIONS=1 (first, each in a process of its own): bench/conv2d_fuzz_regressions.jsonl with each
+#   3xTF32 form in REGRESSION_FORMS (default "new old": as now and as before session 25).
 #   AB (sweep indices of bench/conv2d_peers.py, last): the sweep's fp32 / tf32x3 / tf32 times with
 #   each 3xTF32 form in AB_FORMS (default "new old"; see form_env), one after the other (no
 #   torch.compile).
@@ -26,10 +26,20 @@ CTEST_J=${CTEST_J:-4} CTEST_TEST_TIMEOUT=${CTEST_TEST_TIMEOUT:-400}
 t0=$(date +%s)
 gpu_session_start
 old3=(CUINLINE_CONV2D_TF32X3_SUMS=chained CUINLINE_CONV2D_TF32X3_KW=7)
+# 3xTF32 forms for AB_FORMS: new (sums from zero, filter columns rolled), old (chained, 7 columns
+# unrolled: before session 25), zkw7 (sums from zero, 7 columns unrolled), chkw1 (chained, rolled).
+form_env() {
+  case $1 in
+    new) pre=() ;;
+    old) pre=("${old3[@]}") ;;
+    zkw7) pre=(CUINLINE_CONV2D_TF32X3_KW=7) ;;
+    chkw1) pre=(CUINLINE_CONV2D_TF32X3_SUMS=chained) ;;
+  esac
+}
 if [ -n "${REGRESSIONS:-}" ]; then
   echo "== fuzz regressions ($(($(date +%s) - t0)) s)"
-  for form in new old; do
-    if [ $form = new ]; then pre=(); else pre=("${old3[@]}"); fi
+  for form in ${REGRESSION_FORMS:-new old}; do
+    form_env "$form"
     env "${pre[@]}" CUINLINE_CACHE_DIR="$(mktemp -d)" PYTHONUNBUFFERED=1 timeout 150 python3 bench/conv2d_fuzz.py \
       --lib "$lib" --cases-file bench/conv2d_fuzz_regressions.jsonl >"$OUT/regressions_$form.txt" 2>&1
     echo "-- $form: exit $?"; grep -E "^(ok|FAIL) [a-z]|worker seed|Traceback" "$OUT/regressions_$form.txt" | cut -c1-230
@@ -70,16 +80,6 @@ if [ -n "${HALF:-}" ]; then
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${HALF_TIMEOUT:-200}" python3 bench/conv2d_half_peers.py \
     --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/half.md" --shapes "$HALF" --dtypes "${HALF_DTYPES:-f16,bf16}" 2>&1 | grep -v "^$" | tail -n 16
 fi
-# 3xTF32 forms for AB_FORMS: new (sums from zero, filter columns rolled), old (chained, 7 columns
-# unrolled: before session 25), zkw7 (sums from zero, 7 columns unrolled), chkw1 (chained, rolled).
-form_env() {
-  case $1 in
-    new) pre=() ;;
-    old) pre=("${old3[@]}") ;;
-    zkw7) pre=(CUINLINE_CONV2D_TF32X3_KW=7) ;;
-    chkw1) pre=(CUINLINE_CONV2D_TF32X3_SUMS=chained) ;;
-  esac
-}
 if [ -n "${AB:-}" ]; then
   for form in ${AB_FORMS:-new old}; do
     echo "== conv2d_peers sweep $AB, 3xTF32 $form ($(($(date +%s) - t0)) s)"
