@@ -379,7 +379,7 @@ TEST(Conv2dDtypesGpu, ResidualInTheOtherLayoutEagerAndCaptured) {
         const double got = y.read(want, n, co, oy, ox);
         num += (got - ref) * (got - ref), den += ref * ref;
       }
-      EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(c.dt));
+      EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), c.prec == Conv2dPrecision::tf32 ? 5e-3 : tolerance(c.dt));
       // Captured: new variants of this call compile inside the capture (a fresh kernel map is not
       // needed: the copy's workspace is made inside the capture either way).
       Graph g = Graph::capture(stream.get(), [&] { run(dy, dother); }, CaptureMode::global);
