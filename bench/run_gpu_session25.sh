@@ -10,6 +10,7 @@
 #   each 3xTF32 form in AB_FORMS (default "new old"; see form_env), one after the other (no
 #   torch.compile).
 #   CAPI=1: bench/torch_capi_check.py (before the fuzz and ctest).
+#   EW_FUZZ_SECONDS (EW_FUZZ_WORKERS): bench/elementwise_fuzz.py beside the conv fuzz and ctest.
 #   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
 #   OUT=/tmp/out bench/run_gpu_session25.sh
 set -uo pipefail
@@ -60,6 +61,13 @@ if [ "${FUZZ_SECONDS:-240}" != 0 ]; then
     ${FUZZ_KINDS:+--kinds "$FUZZ_KINDS"} ${FUZZ_CASE:+--case "$FUZZ_CASE"} >"$OUT/fuzz.txt" 2>&1 &
   fuzz_pid=$!
 fi
+ew_pid=
+if [ -n "${EW_FUZZ_SECONDS:-}" ]; then
+  echo "== elementwise fuzz ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout $((EW_FUZZ_SECONDS + 120)) python3 bench/elementwise_fuzz.py \
+    --lib "$lib" --seconds "$EW_FUZZ_SECONDS" --workers "${EW_FUZZ_WORKERS:-4}" >"$OUT/ew_fuzz.txt" 2>&1 &
+  ew_pid=$!
+fi
 if [ "${CTEST:-}" != none ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
   run_ctest "${CTEST:-^(staged\.|transposed\.|wino4\.|winofma\.|sm75\.)}" "${CTEST_TIMEOUT:-420}" ctest.txt
@@ -68,6 +76,11 @@ if [ -n "$fuzz_pid" ]; then
   wait "$fuzz_pid"
   echo "== fuzz done ($(($(date +%s) - t0)) s): exit $?"
   grep -E "^FAIL|^seed|^seeds|conv2d fuzz:|Traceback|Error" "$OUT/fuzz.txt" | cut -c1-400 | head -n 60
+fi
+if [ -n "$ew_pid" ]; then
+  wait "$ew_pid"
+  echo "== elementwise fuzz done ($(($(date +%s) - t0)) s): exit $?"
+  grep -E "^FAIL [a-z]|^seeds|elementwise fuzz:|Traceback" "$OUT/ew_fuzz.txt" | cut -c1-400 | head -n 40
 fi
 for dt in ${KB_DTYPES:-}; do
   echo "== KernelBench $dt ${KB_ONLY:-all} ($(($(date +%s) - t0)) s)"
