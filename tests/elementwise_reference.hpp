@@ -125,8 +125,8 @@ std::uint64_t reference_step(const ops::Step& st, DType dt, std::uint64_t bits) 
       return out(v - a);
     case ops::StepKind::mul:
       return out(v * a);
-    case ops::StepKind::div:
-      return out(v * (F(1) / a));
+    case ops::StepKind::div:  // the reciprocal in double, then opmath (PyTorch 2.11)
+      return out(v * static_cast<F>(1.0 / st.a));
     case ops::StepKind::relu:
       return std::isnan(v) ? bits : out(v > F(0) ? v : F(0));
     case ops::StepKind::leaky_relu:
@@ -134,7 +134,7 @@ std::uint64_t reference_step(const ops::Step& st, DType dt, std::uint64_t bits) 
     case ops::StepKind::clamp:
       return std::isnan(v) ? bits : out(v < a ? a : (v > b ? b : v));
     case ops::StepKind::div_leaky_relu: {
-      const std::uint64_t q = out(v * (F(1) / a));
+      const std::uint64_t q = out(v * static_cast<F>(1.0 / st.a));
       return reference_step<F>(ops::Step::leaky_relu(st.b), dt, q);
     }
     default:  // activations: the host's libm, a few ulp from CUDA's (compare with close_to_reference)

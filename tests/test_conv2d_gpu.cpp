@@ -35,7 +35,7 @@ float apply_epilogue(const Op& op, float x) {
         x = x * static_cast<float>(s.a);
         break;
       case StepKind::div:
-        x = x * (1.0f / static_cast<float>(s.a));
+        x = x * static_cast<float>(1.0 / s.a);
         break;
       case StepKind::relu:
         x = std::isnan(x) ? x : std::fmax(x, 0.0f);
@@ -47,7 +47,7 @@ float apply_epilogue(const Op& op, float x) {
         x = std::isnan(x) ? x : std::fmin(std::fmax(x, static_cast<float>(s.a)), static_cast<float>(s.b));
         break;
       case StepKind::div_leaky_relu:
-        x = x * (1.0f / static_cast<float>(s.a));
+        x = x * static_cast<float>(1.0 / s.a);
         x = x > 0.0f ? x : x * static_cast<float>(s.b);
         break;
     }

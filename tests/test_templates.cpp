@@ -112,9 +112,15 @@ TEST(Templates, FunctorRendersEveryStep) {
   EXPECT_NE(f32.find("ew_add(x, 0x1p+0f)"), std::string::npos) << f32;
   EXPECT_NE(f32.find("ew_sub(x, 0x1p-1f)"), std::string::npos) << f32;
   EXPECT_NE(f32.find("ew_mul(x, 0x1.8p+1f)"), std::string::npos) << f32;
-  // x / 3 is x * (1.0f / 3.0f), the reciprocal rounded to float (PyTorch's div by a scalar).
-  const std::string third = cuinline::detail::opmath_literal(1.0f / 3.0f, DType::f32);
+  // x / 3 is x * float(1.0 / 3.0), the reciprocal computed in double and rounded to float (PyTorch
+  // 2.11's div by a scalar); x / 0.001 is x * 1000.0f (1.0f / 0.001f would be 999.99994f).
+  const std::string third = cuinline::detail::opmath_literal(static_cast<float>(1.0 / 3.0), DType::f32);
   EXPECT_NE(f32.find("ew_mul(x, " + third + ")"), std::string::npos) << f32;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string milli = cuinline::detail::render_op_functor(Op::chain({Step::div(0.001)}), dt, "E");
+    EXPECT_NE(milli.find("ew_mul(x, " + cuinline::detail::opmath_literal(1000.0, dt) + ")"), std::string::npos)
+        << milli;
+  }
   EXPECT_NE(f32.find("ew_relu(x)"), std::string::npos);
   EXPECT_NE(f32.find("ew_leaky_relu(x, 0x1.47ae14p-7f)"), std::string::npos);
   EXPECT_NE(f32.find("ew_clamp(x, -0x1p+0f, 0x1.8p+2f)"), std::string::npos);

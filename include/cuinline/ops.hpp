@@ -7,8 +7,8 @@
 /// Results are bit-identical to PyTorch's CUDA kernels (eager mode): every step computes in the
 /// "opmath" type (float for f16/bf16/f32, double for f64) and rounds once to the tensor's dtype,
 /// as the PyTorch op of the same name does; a chain rounds between steps exactly as a sequence of
-/// eager PyTorch ops does. Division by a scalar is multiplication by the reciprocal computed in
-/// opmath on the host (PyTorch's div_true_kernel_cuda does the same).
+/// eager PyTorch ops does. Division by a scalar is multiplication by the reciprocal computed on the
+/// host in double and rounded to opmath (PyTorch 2.11's div_true_kernel_cuda does the same).
 ///
 /// One kernel template serves every op: the one-input ops (relu, ..., apply(op, in, out)) are the
 /// one-input case of apply over tensor lists. Contiguous tensors take a vectorized path (16-byte

@@ -200,7 +200,7 @@ T reference_step(const ops::Step& step, T x, Round round, const T* inputs = null
     case ops::StepKind::mul:
       return x * static_cast<T>(step.a);
     case ops::StepKind::div:
-      return x * (T(1) / static_cast<T>(step.a));
+      return x * static_cast<T>(1.0 / step.a);  // PyTorch: the reciprocal in double, then opmath
     case ops::StepKind::relu:
       return std::isnan(x) ? x : (x > T(0) ? x : T(0));
     case ops::StepKind::leaky_relu:
@@ -208,7 +208,7 @@ T reference_step(const ops::Step& step, T x, Round round, const T* inputs = null
     case ops::StepKind::clamp:
       return std::isnan(x) ? x : std::min(std::max(x, static_cast<T>(step.a)), static_cast<T>(step.b));
     case ops::StepKind::div_leaky_relu: {
-      T t = round(x * (T(1) / static_cast<T>(step.a)));
+      T t = round(x * static_cast<T>(1.0 / step.a));
       return t > T(0) ? t : t * static_cast<T>(step.b);
     }
     default:

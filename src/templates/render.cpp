@@ -32,10 +32,13 @@ std::string hex_literal(double value) {
   return buf;
 }
 
-// PyTorch: the reciprocal of the divisor in opmath, computed on the host.
+// PyTorch: the reciprocal of the divisor computed on the host in double, from the Scalar as given
+// (a double), then rounded to opmath (div_true_kernel_cuda: static_cast<opmath_t>(1.0 / b) in
+// PyTorch 2.11; releases before it divided in opmath, 1.0f / float(b), which differs for divisors such
+// as 0.001: 999.99994f instead of 1000.0f).
 double reciprocal_in_opmath(double divisor, DType dtype) {
   if (dtype == DType::f64) return 1.0 / divisor;
-  return static_cast<double>(1.0f / static_cast<float>(divisor));
+  return static_cast<double>(static_cast<float>(1.0 / divisor));
 }
 
 // PyTorch: a product of two scalars converted to opmath first (at::elu's alpha * scale).
