@@ -13,7 +13,8 @@ others); the reference is the same chain as PyTorch ops on the same tensors, eac
 dtype as eager PyTorch does. Checked: every output element's bits equal PyTorch's (any NaN matches
 any NaN), the output poisoned with NaN first.
 
-A failing case prints `FAIL {json}`; `--case '{json}'` reruns it.
+A failing case prints `FAIL {json}`; `--case '{json}'` reruns it, and
+bench/elementwise_fuzz_regressions.jsonl (`--cases-file`) keeps the cases that once failed, with why.
 
 Usage: elementwise_fuzz.py --lib build-shared/libcuinline.so [--seconds 120] [--workers 4] [--seed S]
                            [--case JSON]
@@ -108,7 +109,7 @@ def draw(rng):
     for k in range(1, n_inputs):
         steps.append(f"{rng.choice(['add', 'sub', 'mul', 'div'])}(in{k})")
     for _ in range(rng.randint(1 if n_inputs == 1 else 0, 3)):
-        r = rng.random()
+        r = rng.random() if n_inputs > 1 else rng.random() * 0.8
         if r < 0.6:
             steps.append(rng.choice(FUNCTIONS)[0])
         elif r < 0.8:
@@ -237,7 +238,11 @@ def describe(c):
 
 def worker(args):
     lib = Lib(args.lib)
-    cases = [json.loads(x) for x in args.case] if args.case else None
+    cases = None
+    if args.case or args.cases_file:
+        cases = [json.loads(x) for x in args.case or []]
+        if args.cases_file:  # one {"why": ..., "case": {...}} a line
+            cases += [json.loads(line)["case"] for line in open(args.cases_file) if line.strip()]
     rng = random.Random(args.seed)
     done = fails = 0
     t0 = time.time()
@@ -273,11 +278,12 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--case", action="append", help="one case's JSON (from a FAIL line); repeatable")
+    ap.add_argument("--cases-file", help="a JSONL file of cases to rerun (bench/elementwise_fuzz_regressions.jsonl)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
-    if args.worker or args.case or args.workers <= 1:
+    if args.worker or args.case or args.cases_file or args.workers <= 1:
         print(f"seed {args.seed}", flush=True)
         sys.exit(1 if worker(args) else 0)
     print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
