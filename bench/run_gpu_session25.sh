@@ -10,7 +10,8 @@
 #   each 3xTF32 form in AB_FORMS (default "new old"; see form_env), one after the other (no
 #   torch.compile).
 #   CAPI=1: bench/torch_capi_check.py (before the fuzz and ctest).
-#   EW_FUZZ_SECONDS (EW_FUZZ_WORKERS): bench/elementwise_fuzz.py beside the conv fuzz and ctest.
+#   EW_FUZZ_SECONDS (EW_FUZZ_WORKERS): bench/elementwise_fuzz_regressions.jsonl, then
+#   bench/elementwise_fuzz.py beside the conv fuzz and ctest.
 #   KB_DTYPES (KB_ONLY): bench/kernelbench_conv.py; HALF (shapes): bench/conv2d_half_peers.py.
 #   OUT=/tmp/out bench/run_gpu_session25.sh
 set -uo pipefail
@@ -63,6 +64,10 @@ if [ "${FUZZ_SECONDS:-240}" != 0 ]; then
 fi
 ew_pid=
 if [ -n "${EW_FUZZ_SECONDS:-}" ]; then
+  echo "== elementwise fuzz regressions ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 120 python3 bench/elementwise_fuzz.py --lib "$lib" \
+    --cases-file bench/elementwise_fuzz_regressions.jsonl >"$OUT/ew_regressions.txt" 2>&1
+  echo "-- exit $?"; grep -E "^(ok|FAIL) [a-z]|worker seed|Traceback" "$OUT/ew_regressions.txt" | cut -c1-230
   echo "== elementwise fuzz ($(($(date +%s) - t0)) s)"
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout $((EW_FUZZ_SECONDS + 120)) python3 bench/elementwise_fuzz.py \
     --lib "$lib" --seconds "$EW_FUZZ_SECONDS" --workers "${EW_FUZZ_WORKERS:-4}" >"$OUT/ew_fuzz.txt" 2>&1 &
