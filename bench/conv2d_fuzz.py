@@ -22,17 +22,12 @@ Usage: conv2d_fuzz.py --lib build-shared/libcuinline.so [--seconds 240] [--worke
 """
 import argparse
 import ctypes
-import json
 import math
-import os
-import random
-import subprocess
-import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
+import fuzz_common
 from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -237,82 +232,16 @@ def describe(c):
             f"{' bias' if c['bias'] else ''}{' res' if c['residual'] else ''} {lay} [{t}]")
 
 
-def worker(args):
-    lib = Lib(args.lib)
-    if args.case or args.cases_file:
-        cases = [json.loads(c) for c in args.case or []]
-        if args.cases_file:  # one {"why": ..., "case": {...}} a line, run in order (in one process)
-            cases += [json.loads(line)["case"] for line in open(args.cases_file) if line.strip()]
-        cases.reverse()
-    else:
-        rng = random.Random(args.seed)
-        cases = None
-    done = fails = 0
-    t0 = time.time()
-    while True:
-        if cases is not None:
-            if not cases:
-                break
-            c = cases.pop()
-        else:
-            if time.time() - t0 > args.seconds:
-                break
-            c = draw(rng, args.max_macs, args.kinds.split(","))
-        t1 = time.time()
-        try:
-            ok, detail = run_case(lib, c)
-        except Exception as e:  # noqa: BLE001 (an error on a valid call is a failure; report it)
-            ok, detail = False, f"error: {str(e).splitlines()[0][:300]}"
-            torch.cuda.synchronize()
-        done += 1
-        fails += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {describe(c)}: {detail} ({time.time() - t1:.2f} s)", flush=True)
-        if not ok:
-            print("FAIL " + json.dumps(c), flush=True)
-        torch.cuda.empty_cache()
-    print(f"worker seed {args.seed}: {done} cases, {fails} failed", flush=True)
-    return fails
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--seconds", type=float, default=240)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--max-macs", type=float, default=4e8)
-    ap.add_argument("--case", action="append", help="one case's JSON (from a FAIL line); repeatable")
-    ap.add_argument("--cases-file", help="a JSONL file of cases to rerun (bench/conv2d_fuzz_regressions.jsonl)")
+    fuzz_common.add_arguments(ap, seconds=240)
+    ap.add_argument("--max-macs", type=float, default=4e8, help="multiply-adds a case at most")
     ap.add_argument("--kinds", default="f32/fp32,f32/tf32,f32/tf32x3,f16,f16,f16,bf16,bf16,bf16",
                     help="dtypes / precisions drawn from (repeats weigh)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(1 << 31)
-    if args.worker or args.case or args.cases_file or args.workers <= 1:
-        print(f"seed {args.seed}", flush=True)
-        sys.exit(1 if worker(args) else 0)
-    # Several processes (NVRTC compiles one program at a time per process), seeds seed, seed + 1, ...
-    print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--seconds",
-                               str(args.seconds), "--seed", str(args.seed + i), "--max-macs", str(args.max_macs),
-                               "--kinds", args.kinds, "--worker"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(args.workers)]
-    total = failed = 0
-    for p in procs:
-        out, _ = p.communicate()
-        sys.stdout.write(out)
-        for line in out.splitlines():
-            if line.startswith("worker seed"):
-                parts = line.split(": ")[1].split()
-                total += int(parts[0])
-                failed += int(parts[2])
-        if p.returncode not in (0, 1):
-            failed += 1
-            print(f"worker exited with {p.returncode}")
-    print(f"conv2d fuzz: {total} cases, {failed} failed")
-    sys.exit(1 if failed else 0)
+    kinds = args.kinds.split(",")
+    fuzz_common.main(args, "conv2d fuzz", lambda: Lib(args.lib), lambda rng: draw(rng, args.max_macs, kinds), run_case,
+                     describe, ["--max-macs", str(args.max_macs), "--kinds", args.kinds])
 
 
 if __name__ == "__main__":

@@ -21,17 +21,12 @@ Usage: elementwise_fuzz.py --lib build-shared/libcuinline.so [--seconds 120] [--
 """
 import argparse
 import ctypes
-import json
 import math
-import os
-import random
-import subprocess
-import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
+import fuzz_common
 from torch_capi_check import Tensor, desc
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
@@ -236,75 +231,11 @@ def describe(c):
     return f"{c['dtype']} {c['shape']} <- {ins} [{'|'.join(c['steps'])}] out {c['out']}"
 
 
-def worker(args):
-    lib = Lib(args.lib)
-    cases = None
-    if args.case or args.cases_file:
-        cases = [json.loads(x) for x in args.case or []]
-        if args.cases_file:  # one {"why": ..., "case": {...}} a line
-            cases += [json.loads(line)["case"] for line in open(args.cases_file) if line.strip()]
-    rng = random.Random(args.seed)
-    done = fails = 0
-    t0 = time.time()
-    while True:
-        if cases is not None:
-            if not cases:
-                break
-            c = cases.pop(0)
-        else:
-            if time.time() - t0 > args.seconds:
-                break
-            c = draw(rng)
-        t1 = time.time()
-        try:
-            ok, detail = run_case(lib, c)
-        except Exception as e:  # noqa: BLE001 (an error on a valid call is a failure; report it)
-            ok, detail = False, f"error: {str(e).splitlines()[0][:300]}"
-            torch.cuda.synchronize()
-        done += 1
-        fails += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {describe(c)}: {detail} ({time.time() - t1:.2f} s)", flush=True)
-        if not ok:
-            print("FAIL " + json.dumps(c), flush=True)
-        torch.cuda.empty_cache()
-    print(f"worker seed {args.seed}: {done} cases, {fails} failed", flush=True)
-    return fails
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--seconds", type=float, default=120)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--case", action="append", help="one case's JSON (from a FAIL line); repeatable")
-    ap.add_argument("--cases-file", help="a JSONL file of cases to rerun (bench/elementwise_fuzz_regressions.jsonl)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    fuzz_common.add_arguments(ap, seconds=120)
     args = ap.parse_args()
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(1 << 31)
-    if args.worker or args.case or args.cases_file or args.workers <= 1:
-        print(f"seed {args.seed}", flush=True)
-        sys.exit(1 if worker(args) else 0)
-    print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--seconds",
-                               str(args.seconds), "--seed", str(args.seed + i), "--worker"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(args.workers)]
-    total = failed = 0
-    for p in procs:
-        out, _ = p.communicate()
-        sys.stdout.write(out)
-        for line in out.splitlines():
-            if line.startswith("worker seed"):
-                parts = line.split(": ")[1].split()
-                total += int(parts[0])
-                failed += int(parts[2])
-        if p.returncode not in (0, 1):
-            failed += 1
-            print(f"worker exited with {p.returncode}")
-    print(f"elementwise fuzz: {total} cases, {failed} failed")
-    sys.exit(1 if failed else 0)
+    fuzz_common.main(args, "elementwise fuzz", lambda: Lib(args.lib), draw, run_case, describe)
 
 
 if __name__ == "__main__":

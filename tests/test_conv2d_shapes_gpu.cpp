@@ -53,6 +53,34 @@ double rel_l2(const Shape& s, const std::vector<float>& x, const std::vector<flo
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
+// One call of `s` in `prec` on fresh normal data (inputs, bias, residual), the output poisoned
+// first; its relative L2 error against the float64 reference (NaN where an output was not written).
+double run_against_float64(const Shape& s, Conv2dPrecision prec, std::mt19937_64& rng, const Stream& stream) {
+  const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+  const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(std::size_t(s.n) * s.cin * s.h * s.w), wt(std::size_t(s.cout) * s.cin * s.kh * s.kw),
+      b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow), r(y.size());
+  for (auto* v : {&x, &wt, &b, &r})
+    for (float& f : *v) f = normal(rng);
+  DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4), dr(r.size() * 4);
+  dr.copy_from_host(r.data(), r.size() * 4);
+  dx.copy_from_host(x.data(), x.size() * 4);
+  dw.copy_from_host(wt.data(), wt.size() * 4);
+  db.copy_from_host(b.data(), b.size() * 4);
+  dy.fill_u32(0x7fbadbadu);
+  const auto view = [](const DeviceBuffer& d, std::initializer_list<std::int64_t> shape) {
+    return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
+  };
+  conv2d(view(dx, {s.n, s.cin, s.h, s.w}), view(dw, {s.cout, s.cin, s.kh, s.kw}),
+         s.bias ? view(db, {s.cout}) : TensorView{}, view(dy, {s.n, s.cout, oh, ow}), s.p,
+         div_leaky_relu_epilogue(1.0, 0.125), stream, prec,
+         s.residual ? view(dr, {s.n, s.cout, oh, ow}) : TensorView{});
+  stream.synchronize();
+  dy.copy_to_host(y.data(), y.size() * 4);
+  return rel_l2(s, x, wt, b, r, y, 0.125);
+}
+
 TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
@@ -75,35 +103,13 @@ TEST(Conv2dShapesGpu, RandomShapesAgainstAFloat64Reference) {
     if (oh <= 0 || ow <= 0 || double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 6e7) continue;
     shapes.push_back(s);
   }
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   Stream stream;
   for (const Shape& s : shapes) {
     for (Conv2dPrecision prec : {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
-      const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
-      const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
-      std::vector<float> x(std::size_t(s.n) * s.cin * s.h * s.w), wt(std::size_t(s.cout) * s.cin * s.kh * s.kw),
-          b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow), r(y.size());
-      for (auto* v : {&x, &wt, &b, &r})
-        for (float& f : *v) f = normal(rng);
-      DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4), dr(r.size() * 4);
-      dr.copy_from_host(r.data(), r.size() * 4);
-      dx.copy_from_host(x.data(), x.size() * 4);
-      dw.copy_from_host(wt.data(), wt.size() * 4);
-      db.copy_from_host(b.data(), b.size() * 4);
-      dy.fill_u32(0x7fbadbadu);
-      const auto view = [](const DeviceBuffer& d, std::initializer_list<std::int64_t> shape) {
-        return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
-      };
       const Conv2dVariant v = make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, Op::relu());
       SCOPED_TRACE(v.name() + " " + to_string(prec) + " batch " + std::to_string(s.n) +
                    (s.residual ? " residual" : ""));
-      conv2d(view(dx, {s.n, s.cin, s.h, s.w}), view(dw, {s.cout, s.cin, s.kh, s.kw}),
-             s.bias ? view(db, {s.cout}) : TensorView{}, view(dy, {s.n, s.cout, oh, ow}), s.p,
-             div_leaky_relu_epilogue(1.0, 0.125), stream, prec,
-             s.residual ? view(dr, {s.n, s.cout, oh, ow}) : TensorView{});
-      stream.synchronize();
-      dy.copy_to_host(y.data(), y.size() * 4);
-      const double err = rel_l2(s, x, wt, b, r, y, 0.125);
+      const double err = run_against_float64(s, prec, rng, stream);
       // fp32: 1e-5; 3xTF32 (fp32 emulated from TF32 parts): 1.3-1.5e-5 measured on long reductions, so
       // 5e-5; TF32: 5e-3. NaN (an unwritten output) fails too.
       EXPECT_LE(err, prec == Conv2dPrecision::tf32 ? 5e-3 : prec == Conv2dPrecision::tf32x3 ? 5e-5 : 1e-5);
@@ -130,34 +136,12 @@ TEST(Conv2dShapesGpu, Tf32x3KeepsFp32AccuracyOnLongReductions) {
   const std::vector<Shape> shapes = {{2, 1024, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1), true},
                                      {2, 512, 14, 14, 32, 3, 3, Conv2dParams::square(1, 1), false, true},
                                      {1, 258, 57, 41, 17, 7, 8, wide, true}};
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   Stream stream;
   for (const Shape& s : shapes) {
-    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
-    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
-    std::vector<float> x(std::size_t(s.n) * s.cin * s.h * s.w), wt(std::size_t(s.cout) * s.cin * s.kh * s.kw),
-        b(s.cout), y(std::size_t(s.n) * s.cout * oh * ow), r(y.size());
-    for (auto* v : {&x, &wt, &b, &r})
-      for (float& f : *v) f = normal(rng);
-    DeviceBuffer dx(x.size() * 4), dw(wt.size() * 4), db(b.size() * 4), dy(y.size() * 4), dr(r.size() * 4);
-    dx.copy_from_host(x.data(), x.size() * 4);
-    dw.copy_from_host(wt.data(), wt.size() * 4);
-    db.copy_from_host(b.data(), b.size() * 4);
-    dr.copy_from_host(r.data(), r.size() * 4);
-    const auto view = [](const DeviceBuffer& d, std::initializer_list<std::int64_t> shape) {
-      return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
-    };
     for (Conv2dPrecision prec : {Conv2dPrecision::fp32, Conv2dPrecision::tf32x3}) {
       const Conv2dVariant v = make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, s.bias, Op::relu());
       SCOPED_TRACE(v.name() + " " + to_string(prec));
-      dy.fill_u32(0x7fbadbadu);
-      conv2d(view(dx, {s.n, s.cin, s.h, s.w}), view(dw, {s.cout, s.cin, s.kh, s.kw}),
-             s.bias ? view(db, {s.cout}) : TensorView{}, view(dy, {s.n, s.cout, oh, ow}), s.p,
-             div_leaky_relu_epilogue(1.0, 0.125), stream, prec,
-             s.residual ? view(dr, {s.n, s.cout, oh, ow}) : TensorView{});
-      stream.synchronize();
-      dy.copy_to_host(y.data(), y.size() * 4);
-      const double err = rel_l2(s, x, wt, b, r, y, 0.125);
+      const double err = run_against_float64(s, prec, rng, stream);
       std::printf("%s %s: rel L2 %.3g\n", v.name().c_str(), to_string(prec), err);
       EXPECT_LE(err, 1e-5);  // NaN (an unwritten output) fails too
     }
