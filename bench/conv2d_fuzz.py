@@ -3,15 +3,17 @@
 Each case draws a valid F.conv2d call — channels 1-1024 (log-uniform), images 1-512 per side, filters
 1-11 per side, stride 1-4, padding 0-5, dilation 1-4, groups (plain, depthwise with a multiplier,
 grouped), bias or not, a residual or not, an epilogue (a chain or an expression, some with per-channel
-operands), f32 (fp32 / tf32 / tf32x3), f16 or bf16, each tensor NCHW or channels-last on its own — as
-PyTorch tensors, and runs it through cuinline_conv2d_ex on PyTorch's current stream (a side stream in
+operands), f32 (fp32 / tf32 / tf32x3), f16 or bf16, each tensor NCHW or channels-last on its own, some
+views of other strides (rows padded, stored [N][H][C][W], every other channel, a weight or residual
+expanded, a bias or operand of every other element: what F.conv2d takes) — as PyTorch tensors, and runs it through cuinline_conv2d_ex on PyTorch's current stream (a side stream in
 some cases; captured in torch.cuda.graph with the variant's first call inside the capture in others,
 then replayed on new data), the output poisoned with NaN first. Checked:
   - no error (every valid input has a kernel);
   - relative L2 error against F.conv2d + the tail in float64 within
     max(2.5 x PyTorch's own error in that dtype / precision, a floor: fp32 1e-5, tf32x3 5e-5,
     tf32 2e-3, f16 1e-3, bf16 8e-3) — PyTorch's error measured on the same data in the same case;
-  - every output written (a NaN left from the poison fails the L2 check);
+  - every output written (a NaN left from the poison fails the L2 check), and nothing outside a strided
+    output's view (its padding keeps the poison);
   - graph cases: the replay equal bit for bit to an eager call on the same new data.
 
 A failing case prints one line `FAIL {json}`; `--case '{json}'` reruns it alone, and
@@ -144,7 +146,39 @@ def draw(rng, max_macs, kinds):
                     pw=pw, dh=dh, dw=dw, groups=groups, bias=rng.random() < 0.6, residual=rng.random() < 0.25,
                     tail=tail, x_cl=rng.random() < 0.5, w_cl=rng.random() < 0.5, y_cl=rng.random() < 0.5,
                     r_cl=rng.random() < 0.5, side_stream=rng.random() < 0.25, graph=rng.random() < 0.1,
-                    seed=rng.randrange(1 << 30))
+                    seed=rng.randrange(1 << 30), x_view=rng.choice(VIEWS), w_view=rng.choice(VIEWS + ["expand"]),
+                    y_view=rng.choice(VIEWS), r_view=rng.choice(VIEWS + ["expand"]),
+                    b_view=rng.choice([None, None, "step"]), o_view=rng.choice([None, None, "step", "expand"]))
+
+
+VIEWS = [None, None, None, None, "pad", "perm", "step"]
+
+
+def restride(t, form):
+    """t's values as a view with other strides (what F.conv2d takes); padding holds NaN. Returns (view,
+    base) — base the whole storage, for checking what a write left outside the view."""
+    if form is None:
+        return t, None
+    nan = float("nan")
+    if form == "pad":  # rows padded: a slice of a wider image (any rank: the last axis)
+        base = torch.full(t.shape[:-1] + (t.shape[-1] + 3,), nan, dtype=t.dtype, device=t.device)
+        base[..., :t.shape[-1]] = t
+        return base[..., :t.shape[-1]], base
+    if form == "perm":  # stored [N][H][C][W]
+        base = t.permute(0, 2, 1, 3).contiguous()
+        return base.permute(0, 2, 1, 3), base
+    if form == "step":  # every other element of twice as many: the channels (axis 1 of a 4-D tensor, else 0)
+        axis = 1 if t.dim() == 4 else 0
+        shape = list(t.shape)
+        shape[axis] *= 2
+        base = torch.full(shape, nan, dtype=t.dtype, device=t.device)
+        idx = [slice(None)] * t.dim()
+        idx[axis] = slice(None, None, 2)
+        base[tuple(idx)] = t
+        return base[tuple(idx)], base
+    if form == "expand":  # one entry of axis 0 repeated (stride 0): a weight or residual
+        return t[:1].expand(t.shape), None
+    raise ValueError(form)
 
 
 def rel_l2(a, ref):
@@ -171,6 +205,15 @@ def run_case(lib, c):
     text, nops, tail = TAILS[c["tail"]]
     ops = [torch.randn(c["cout"], 1, 1, device="cuda", generator=g).to(dt) for _ in range(nops)]
     y = torch.empty(c["n"], c["cout"], oh, ow, device="cuda", dtype=dt).contiguous(memory_format=fmt(c["y_cl"]))
+    # Views of other strides (older cases have none).
+    x, _ = restride(x, c.get("x_view"))
+    wt, _ = restride(wt, c.get("w_view"))
+    if r is not None:
+        r, _ = restride(r, c.get("r_view"))
+    if b is not None:
+        b, _ = restride(b, c.get("b_view"))
+    ops = [restride(o, c.get("o_view"))[0] for o in ops]
+    y, y_base = restride(y, c.get("y_view"))
     y.fill_(float("nan"))
     run = lib.conv(x, wt, b, r, y, c, text, ops)
     conv_args = ((c["sh"], c["sw"]), (c["ph"], c["pw"]), (c["dh"], c["dw"]), c["groups"])
@@ -215,6 +258,11 @@ def run_case(lib, c):
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         detail = "side-stream " if c["side_stream"] else ""
+    if y_base is not None:  # nothing written outside the output's view (its padding holds NaN)
+        outside = torch.ones(y_base.numel(), dtype=torch.bool, device="cuda")
+        outside.as_strided(y.shape, y.stride(), y.storage_offset() - y_base.storage_offset()).fill_(False)
+        if not torch.isnan(y_base.reshape(-1)[outside]).all():
+            return False, detail + "bytes outside the output's view were written"
     ref = reference(x, torch.float64, False)
     theirs = reference(x, dt, c["prec"] == "tf32")
     err, err_pt = rel_l2(y, ref), rel_l2(theirs, ref)
@@ -227,6 +275,9 @@ def run_case(lib, c):
 def describe(c):
     t = TAILS[c["tail"]][0] or "none"
     lay = "".join("C" if c[k] else "N" for k in ("x_cl", "w_cl", "y_cl"))
+    views = [f"{k[0]}:{c[k]}" for k in ("x_view", "w_view", "y_view", "r_view", "b_view", "o_view") if c.get(k)]
+    if views:
+        lay += " " + ",".join(views)
     return (f"{c['dtype']}/{c['prec']} {c['n']}x{c['cin']}x{c['h']}x{c['w']} -> {c['cout']} {c['kh']}x{c['kw']} "
             f"s{c['sh']}x{c['sw']} p{c['ph']}x{c['pw']} d{c['dh']}x{c['dw']} g{c['groups']}"
             f"{' bias' if c['bias'] else ''}{' res' if c['residual'] else ''} {lay} [{t}]")

@@ -724,6 +724,51 @@ def main():
     check("f16 1x1 conv2d (pointwise form) in torch.cuda.graph, 3 replays on new data == eager, vs float64",
           stg == 0 and same and err < 2e-3, f"rel L2 {err:.2e}")
 
+    # 8f. tensors of other strides, as F.conv2d takes them (session 26): a sliced input
+    # (x[:, :, 1:-1, 2:]), a permuted weight, a bias of every other element, an expanded residual and
+    # an output that is a slice of a wider tensor's channels (NCHW and channels-last), in every dtype,
+    # on PyTorch's current stream against float64 — nothing written outside the output's view — and
+    # inside torch.cuda.graph (the copies' workspace made in the capture), replayed on new data.
+    for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        name = str(dt).replace("torch.", "")
+        for fmt in (torch.contiguous_format, cl):
+            layout = "channels-last" if fmt == cl else "NCHW"
+            xb = torch.randn(4, 16, 36, 40, device="cuda").to(dt).contiguous(memory_format=fmt)
+            x = xb[:, :, 1:-1, 2:]
+            wt = (torch.randn(48, 3, 3, 16, device="cuda") * 0.1).to(dt).permute(0, 3, 2, 1)  # [48, 16, 3, 3] view
+            bias = torch.randn(96, device="cuda").to(dt)[::2]
+            res = torch.randn(1, 48, 34, 38, device="cuda").to(dt).expand(4, 48, 34, 38)
+            ob = torch.full((4, 64, 34, 38), float("nan"), device="cuda", dtype=dt).contiguous(memory_format=fmt)
+            out = ob[:, 8:56]
+
+            def run(o, x=x, wt=wt, bias=bias, res=res):
+                return lib.cuinline_conv2d(desc(x), desc(wt), desc(bias), desc(res), desc(o), one, one, one, b"relu",
+                                           b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            st = run(out)
+            msg = lib.cuinline_last_error().decode() if st != 0 else ""
+            torch.cuda.synchronize()
+            ref = torch.relu(F.conv2d(x.double(), wt.double(), bias.double(), 1, 1) + res.double())
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            kept = bool(ob[:, :8].isnan().all()) and bool(ob[:, 56:].isnan().all())
+            check(f"{name} conv2d + bias + residual + relu on strided views ({layout} base) vs float64, nothing "
+                  "written outside the output's view", st == 0 and err < bound and kept,
+                  f"rel L2 {err:.2e} outside kept {kept} {msg}")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                stg = run(out)
+            same = replays_match(g, xb, out, run)
+            check(f"{name} conv2d on strided views ({layout} base) in torch.cuda.graph, 3 replays on new data == eager",
+                  stg == 0 and same and bool(ob[:, :8].isnan().all()), lib.cuinline_last_error().decode() if stg else "")
+    # An output whose elements share memory (expanded) is refused, nothing launched.
+    xs = torch.randn(2, 8, 10, 10, device="cuda")
+    ws_ = torch.randn(4, 8, 3, 3, device="cuda")
+    oe = torch.full((1, 4, 8, 8), float("nan"), device="cuda")
+    bad = lib.cuinline_conv2d(desc(xs), desc(ws_), None, None, desc(oe.expand(2, 4, 8, 8)), one, zero, one, b"relu",
+                              b"fp32", ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    torch.cuda.synchronize()
+    check("an expanded output (elements sharing memory) is refused with a message, nothing written",
+          bad != 0 and bool(oe.isnan().all()), lib.cuinline_last_error().decode())
+
     # 9. the second GPU (when there are two): the calls that take a workspace from a device's pool
     # (f32 channels-last between transposing copies, f16 NCHW staged, f32 tf32 on the TF32 wgmma kernel
     # with a per-channel operand), and a 1 x 1 on the pointwise form, with tensors on cuda:1 and

@@ -318,29 +318,62 @@ TEST_F(Conv2dDtypeArgs, RejectsDtypeMixesNamingTheTensors) {
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);  // nothing compiled or fetched
 }
 
-TEST_F(Conv2dDtypeArgs, RejectsStridesThatAreNeitherLayout) {
-  // Channels-first but with padded rows: neither layout.
-  const TensorView padded = TensorView::strided(fake(0x100000), DType::f16, {2, 8, 16, 16}, {8 * 16 * 20, 16 * 20, 20, 1});
-  std::string m = message_of([&] { conv2d(padded, weight, bias, output, {}, epi); });
-  EXPECT_NE(m.find("input"), std::string::npos) << m;
-  EXPECT_NE(m.find("strides [2560, 320, 20, 1]"), std::string::npos) << m;
-  // NHWC with a gap after each pixel's channels.
-  const TensorView gappy = TensorView::strided(fake(0x400000), DType::f16, {2, 4, 14, 14}, {14 * 14 * 5, 1, 14 * 5, 5});
-  m = message_of([&] { conv2d(input, weight, bias, gappy, {}, epi); });
-  EXPECT_NE(m.find("output"), std::string::npos) << m;
-  // A transposed weight (W and H swapped).
-  const TensorView wt = TensorView::strided(fake(0x200000), DType::f16, {4, 8, 3, 3}, {72, 9, 1, 3});
-  m = message_of([&] { conv2d(input, wt, bias, output, {}, epi); });
-  EXPECT_NE(m.find("weight"), std::string::npos) << m;
-  const TensorView strided_bias = TensorView::strided(fake(0x300000), DType::f16, {4}, {2});
-  EXPECT_THROW(conv2d(input, weight, strided_bias, output, {}, epi), InvalidArgument);
-  // A residual with padded rows (neither layout). (One in the other layout than the output is
-  // accepted: copied into the output's layout, ResidualInTheOtherLayoutIsPlannedAsTheOutputs.)
-  const TensorView r_padded =
-      TensorView::strided(fake(0x500000), DType::f16, {2, 4, 14, 14}, {4 * 14 * 16, 14 * 16, 16, 1});
-  m = message_of([&] { conv2d(input, weight, bias, output, {}, epi, nullptr, Conv2dPrecision::fp32, r_padded); });
-  EXPECT_NE(m.find("residual"), std::string::npos) << m;
-  EXPECT_NE(m.find("neither contiguous (NCHW) nor channels-last"), std::string::npos) << m;
+// Strides that are neither layout (a slice, a step, a permutation, an expanded view) are valid
+// F.conv2d input: the call reads or writes such a tensor through a compact copy in a workspace, laid
+// out as the dtype's kernels read fastest (f16 / bf16 channels-last, f32 NCHW), so the variant is the
+// one of that compact tensor (its alignment the workspace's). An output whose elements share memory
+// is refused, as PyTorch refuses to write one.
+TEST_F(Conv2dDtypeArgs, StridesThatAreNeitherLayoutArePlannedAsCompactCopies) {
+  const Op relu = Op::relu();
+  for (DType dt : {DType::f16, DType::f32}) {
+    SCOPED_TRACE(cuinline::to_string(dt));
+    const bool half = dt != DType::f32;
+    const auto compact = [&](std::uintptr_t at, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+      return half ? channels_last(fake(at), dt, n, c, h, w) : TensorView::contiguous(fake(at), dt, {n, c, h, w});
+    };
+    const TensorView x = compact(0x100000, 2, 8, 16, 16), w = compact(0x200000, 4, 8, 3, 3);
+    const TensorView b = TensorView::contiguous(fake(0x300000), dt, {4});
+    const TensorView y = compact(0x400000, 2, 4, 14, 14), r = compact(0x500000, 2, 4, 14, 14);
+    const Conv2dVariant want = conv2d_variant_for(x, w, b, y, {}, relu, Conv2dPrecision::fp32, r);
+    // Channels-first with padded rows (a slice of a wider image), 2 bytes past an alignment.
+    const TensorView padded = TensorView::strided(fake(0x100002), dt, {2, 8, 16, 16}, {8 * 16 * 20, 16 * 20, 20, 1});
+    // NHWC with a gap after each pixel's channels (a slice of more channels).
+    const TensorView gappy = TensorView::strided(fake(0x400000), dt, {2, 4, 14, 14}, {14 * 14 * 5, 1, 14 * 5, 5});
+    // A weight with H and W swapped in memory.
+    const TensorView wt = TensorView::strided(fake(0x200000), dt, {4, 8, 3, 3}, {72, 9, 1, 3});
+    // One residual image for every batch entry (expanded: stride 0), and a bias of every other element.
+    const TensorView r_expanded = TensorView::strided(fake(0x500000), dt, {2, 4, 14, 14}, {0, 196, 14, 1});
+    const TensorView b_step = TensorView::strided(fake(0x300000), dt, {4}, {2});
+    const Conv2dVariant got = conv2d_variant_for(padded, wt, b_step, gappy, {}, relu, Conv2dPrecision::fp32, r_expanded);
+    EXPECT_EQ(got.input_layout, half ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
+    EXPECT_EQ(got.weight_layout, got.input_layout);
+    EXPECT_EQ(got.output_layout, got.input_layout);
+    EXPECT_TRUE(got.has_residual);
+    EXPECT_EQ(got.name(), want.name());
+    EXPECT_TRUE(got == want);
+    // The same tensors, one at a time, beside compact ones: each planned as its copy.
+    EXPECT_TRUE(conv2d_variant_for(padded, w, b, y, {}, relu, Conv2dPrecision::fp32, r) == want);
+    EXPECT_TRUE(conv2d_variant_for(x, wt, b, y, {}, relu, Conv2dPrecision::fp32, r) == want);
+    EXPECT_TRUE(conv2d_variant_for(x, w, b_step, y, {}, relu, Conv2dPrecision::fp32, r) == want);
+    EXPECT_TRUE(conv2d_variant_for(x, w, b, gappy, {}, relu, Conv2dPrecision::fp32, r) == want);
+    EXPECT_TRUE(conv2d_variant_for(x, w, b, y, {}, relu, Conv2dPrecision::fp32, r_expanded) == want);
+
+    // An output with elements at one address: expanded, or rows that overlap.
+    const TensorView y_expanded = TensorView::strided(fake(0x400000), dt, {2, 4, 14, 14}, {0, 196, 14, 1});
+    std::string m = message_of([&] { conv2d(x, w, b, y_expanded, {}, relu); });
+    EXPECT_NE(m.find("output"), std::string::npos) << m;
+    EXPECT_NE(m.find("strides [0, 196, 14, 1]"), std::string::npos) << m;
+    EXPECT_NE(m.find("share memory"), std::string::npos) << m;
+    const TensorView y_rows = TensorView::strided(fake(0x400000), dt, {2, 4, 14, 14}, {4 * 14 * 8, 14 * 8, 8, 1});
+    m = message_of([&] { conv2d(x, w, b, y_rows, {}, relu); });
+    EXPECT_NE(m.find("share memory"), std::string::npos) << m;
+    // The overlap checks reach as far as a strided view does: a padded input whose last row reaches
+    // into the output is refused, though its element count would end before it.
+    const TensorView x_reaching =
+        TensorView::strided(fake(0x400000 - 2 * 8 * 16 * 16 * dtype_size(dt)), dt, {2, 8, 16, 16}, {8 * 16 * 20, 16 * 20, 20, 1});
+    m = message_of([&] { conv2d(x_reaching, w, b, y, {}, relu); });
+    EXPECT_NE(m.find("output overlaps an input"), std::string::npos) << m;
+  }
   EXPECT_EQ(conv2d_stats().launches, 0u);
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);
 }

@@ -402,6 +402,170 @@ TEST(Conv2dDtypesGpu, ResidualInTheOtherLayoutEagerAndCaptured) {
   }
 }
 
+// A device buffer of `elems` elements, every one `fill` (bits), with t's element (i, ch, y, x) at
+// i * st[0] + ch * st[1] + y * st[2] + x * st[3]: a view with any strides (a slice, a step, a
+// permutation; stride 0 where t's values repeat along that axis).
+DeviceCopy upload_strided(const HostTensor& t, const std::array<std::int64_t, 4>& st, std::int64_t elems,
+                          std::uint64_t fill) {
+  const std::size_t es = dtype_size(t.dtype);
+  std::vector<unsigned char> raw(static_cast<std::size_t>(elems) * es);
+  for (std::int64_t k = 0; k < elems; ++k) std::memcpy(raw.data() + k * es, &fill, es);
+  for (std::int64_t i = 0; i < t.n; ++i)
+    for (std::int64_t ch = 0; ch < t.c; ++ch)
+      for (std::int64_t y = 0; y < t.h; ++y)
+        for (std::int64_t x = 0; x < t.w; ++x) {
+          const std::uint64_t bits =
+              test::from_op(t.dtype, static_cast<float>(t.values[((i * t.c + ch) * t.h + y) * t.w + x]));
+          std::memcpy(raw.data() + (i * st[0] + ch * st[1] + y * st[2] + x * st[3]) * es, &bits, es);
+        }
+  DeviceCopy d{DeviceBuffer((raw.size() + 3) / 4 * 4), {}};
+  d.buffer.copy_from_host(raw.data(), raw.size());
+  d.view = TensorView::strided(reinterpret_cast<void*>(d.buffer.ptr()), t.dtype, {t.n, t.c, t.h, t.w},
+                               {st[0], st[1], st[2], st[3]});
+  return d;
+}
+
+// Tensors with strides that are neither layout — what F.conv2d takes (and makes contiguous first): an
+// input stored [N][H][C][W] with 3 elements of padding a row, a weight with H and W swapped, a bias of
+// every other element, a residual of one image expanded over the batch (stride 0), a per-channel
+// operand of every third element, and an output that is a slice of more channels (gaps between its
+// pixels). The call reads and writes them through compact copies: its output equals, bit for bit,
+// the call on compact tensors in the layout the copies take (the same kernel), every byte outside
+// the output view stays as it was, and a sample matches float64 — eagerly and captured (global
+// mode, the copies' workspace made in the capture), replayed on new input.
+TEST(Conv2dDtypesGpu, StridedViewsEagerAndCaptured) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    Shape s;
+    DType dt;
+    Conv2dPrecision prec;
+  };
+  Conv2dParams depthwise = Conv2dParams::square(1, 1);
+  depthwise.groups = 32;
+  const std::vector<Case> cases = {
+      {{2, 64, 20, 20, 96, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, Conv2dPrecision::fp32},
+      {{3, 8, 40, 44, 32, 3, 3, Conv2dParams::square(1, 0), true, true}, DType::bf16, Conv2dPrecision::fp32},
+      {{2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::fp32},
+      {{2, 24, 33, 31, 40, 5, 5, Conv2dParams::square(2, 2), false, true}, DType::f32, Conv2dPrecision::fp32},
+      {{2, 32, 24, 24, 64, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::tf32},
+      {{2, 32, 17, 19, 32, 3, 3, depthwise, true, true}, DType::f16, Conv2dPrecision::fp32}};
+  Stream stream;
+  const Op epi = parse_op("mul(in1)|relu");
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const std::int64_t oh = conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h);
+    const std::int64_t ow = conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w);
+    const bool nhwc = c.dt != DType::f32;  // the layout of the copies
+    const std::int64_t cin_g = s.cin / s.p.groups;
+    HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, cin_g, s.kh, s.kw, c.dt, nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    const HostTensor m = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    // One residual image, repeated over the batch.
+    const HostTensor r1 = random_tensor(1, s.cout, oh, ow, c.dt, nhwc, rng);
+    HostTensor r = r1;
+    r.n = s.n;
+    for (int i = 1; i < s.n; ++i) r.values.insert(r.values.end(), r1.values.begin(), r1.values.end());
+    HostTensor y{s.n, s.cout, oh, ow, c.dt, nhwc, {}};
+    y.values.resize(static_cast<std::size_t>(s.n * s.cout * oh * ow));
+    // Compact tensors in the copies' layout.
+    DeviceCopy dx = upload(x), dw = upload(wt), dr = upload(r), dref = upload(y);
+    const DeviceCopy db = upload(b), dm = upload(m);
+    const TensorView bias = TensorView::contiguous(db.view.data, c.dt, {s.cout});
+    const TensorView mul = TensorView::contiguous(dm.view.data, c.dt, {s.cout, 1, 1});
+    // Their strided twins.
+    const std::int64_t wp = s.w + 3;
+    const std::uint64_t nan_bits = c.dt == DType::f32 ? 0x7fc00000u : c.dt == DType::f16 ? 0x7e00u : 0x7fc0u;
+    DeviceCopy sx = upload_strided(x, {s.h * s.cin * wp, wp, s.cin * wp, 1}, s.n * s.h * s.cin * wp, nan_bits);
+    const DeviceCopy sw = upload_strided(wt, {cin_g * s.kh * s.kw, s.kh * s.kw, 1, s.kh}, wt.size(), nan_bits);
+    const DeviceCopy sb_buf = upload_strided(b, {0, 2, 0, 0}, 2 * s.cout, nan_bits);
+    const DeviceCopy sm_buf = upload_strided(m, {0, 3, 0, 0}, 3 * s.cout, nan_bits);
+    DeviceCopy sr = upload_strided(r1, {0, oh * ow, ow, 1}, s.cout * oh * ow, nan_bits);
+    sr.view.shape[0] = s.n;  // (stride 0 over the batch)
+    const std::int64_t cp = s.cout + 5;
+    const std::uint64_t poison = c.dt == DType::f32 ? 0xffc01234u : 0xfe12u;
+    const std::int64_t y_elems = s.n * oh * ow * cp;
+    DeviceCopy sy = upload_strided(y, {oh * ow * cp, 1, ow * cp, cp}, y_elems, poison);
+    const TensorView sbias = TensorView::strided(sb_buf.view.data, c.dt, {s.cout}, {2});
+    const TensorView smul = TensorView::strided(sm_buf.view.data, c.dt, {s.cout, 1, 1}, {3, 1, 1});
+    const TensorView bias_used = s.bias ? bias : TensorView{}, sbias_used = s.bias ? sbias : TensorView{};
+    const Conv2dVariant v = conv2d_variant_for(sx.view, sw.view, sbias_used, sy.view, s.p, epi, c.prec, sr.view, {smul});
+    ASSERT_TRUE(v == conv2d_variant_for(dx.view, dw.view, bias_used, dref.view, s.p, epi, c.prec, dr.view, {mul}));
+    SCOPED_TRACE(v.name() + " " + to_string(c.prec));
+    const auto raw_of = [&](const DeviceCopy& d) {
+      std::vector<unsigned char> raw(d.buffer.bytes());
+      stream.synchronize();
+      d.buffer.copy_to_host(raw.data(), raw.size());
+      return raw;
+    };
+    const auto run_compact = [&] {
+      dref.buffer.fill_u32(0xffffffffu);
+      conv2d(dx.view, dw.view, bias_used, dref.view, s.p, epi, stream, c.prec, dr.view, {mul});
+      return raw_of(dref);
+    };
+    const auto run_strided = [&] {
+      conv2d(sx.view, sw.view, sbias_used, sy.view, s.p, epi, stream, c.prec, sr.view, {smul});
+    };
+    // The strided output's elements, gathered in the compact layout; and whether every byte outside
+    // the view still holds the poison.
+    const std::size_t es = dtype_size(c.dt);
+    const auto gather = [&](const std::vector<unsigned char>& raw, bool& rest_kept) {
+      std::vector<unsigned char> out(y.bytes());
+      std::vector<char> in_view(static_cast<std::size_t>(y_elems), 0);
+      for (std::int64_t i = 0; i < s.n; ++i)
+        for (std::int64_t ch = 0; ch < s.cout; ++ch)
+          for (std::int64_t yy = 0; yy < oh; ++yy)
+            for (std::int64_t xx = 0; xx < ow; ++xx) {
+              const std::int64_t at = i * sy.view.strides[0] + ch + (yy * ow + xx) * cp;
+              in_view[at] = 1;
+              std::memcpy(out.data() + y.offset(i, ch, yy, xx) * es, raw.data() + at * es, es);
+            }
+      rest_kept = true;
+      for (std::size_t k = 0; k < in_view.size(); ++k) {
+        if (!in_view[k] && std::memcmp(raw.data() + k * es, &poison, es) != 0) rest_kept = false;
+      }
+      return out;
+    };
+    const std::vector<unsigned char> want = run_compact();
+    run_strided();
+    bool kept = false;
+    EXPECT_EQ(gather(raw_of(sy), kept), want) << "eager";
+    EXPECT_TRUE(kept) << "eager: bytes outside the output view were written";
+    // The compact call is right (a sample against float64), so the equality means something.
+    double num = 0, den = 0;
+    for (int k = 0; k < 512; ++k) {
+      const int n = static_cast<int>(rng() % s.n), co = static_cast<int>(rng() % s.cout);
+      const int oy = static_cast<int>(rng() % oh), ox = static_cast<int>(rng() % ow);
+      const double ref = std::max(0.0, conv_value(s, x, wt, b, r, n, co, oy, ox) * m.values[co]);
+      const double got = y.read(want, n, co, oy, ox);
+      num += (got - ref) * (got - ref), den += ref * ref;
+    }
+    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), c.prec == Conv2dPrecision::tf32 ? 5e-3 : tolerance(c.dt));
+    // Captured, then replayed on new input (both tensors rewritten with the same values).
+    Graph g = Graph::capture(stream.get(), run_strided, CaptureMode::global);
+    for (int round = 0; round < 2; ++round) {
+      x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, nhwc, rng);
+      const std::vector<unsigned char> compact = x.storage();
+      dx.buffer.copy_from_host(compact.data(), compact.size());
+      const DeviceCopy fresh = upload_strided(x, {s.h * s.cin * wp, wp, s.cin * wp, 1}, s.n * s.h * s.cin * wp, nan_bits);
+      std::vector<unsigned char> strided(static_cast<std::size_t>(s.n * s.h * s.cin * wp) * es);
+      fresh.buffer.copy_to_host(strided.data(), strided.size());
+      sx.buffer.copy_from_host(strided.data(), strided.size());
+      const std::vector<unsigned char> expect = run_compact();
+      std::vector<unsigned char> poisoned(static_cast<std::size_t>(y_elems) * es);
+      for (std::size_t k = 0; k < poisoned.size() / es; ++k) std::memcpy(poisoned.data() + k * es, &poison, es);
+      sy.buffer.copy_from_host(poisoned.data(), poisoned.size());
+      stream.synchronize();
+      g.launch(stream.get());
+      EXPECT_EQ(gather(raw_of(sy), kept), expect) << "replay " << round;
+      EXPECT_TRUE(kept) << "replay " << round << ": bytes outside the output view were written";
+    }
+  }
+}
+
 // The shapes of issue 19 (the seed 8x128^2 -> 64 3x3; ResNet-like 64x56^2 -> 64 3x3 pad 1; UNet-like
 // 128x128^2 -> 128 3x3 pad 1, at small batches) in f16 and bf16, NCHW and channels-last, on the
 // tensor-core kernel: every output written (the poison gone), a random sample of 4096 outputs (and

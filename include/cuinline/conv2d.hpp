@@ -339,29 +339,36 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
 /// Every tensor has the same dtype T: f32, f16 or bf16.
-///   input  T [N, Cin, H, W], contiguous (NCHW) or channels-last (strides [H*W*Cin, 1, W*Cin, Cin])
-///   weight T [Cout, Cin / params.groups, KH, KW], contiguous or channels-last
-///   bias   T [Cout] contiguous, or a view with data == nullptr for no bias
-///   output T [N, Cout, OH, OW], contiguous or channels-last (its own choice: the result is written
-///          in the output's layout), OH/OW by PyTorch's formula; must not overlap input
-///   residual T of the output's shape, NCHW or channels-last, or a view with data == nullptr for
-///            none; read in the same kernel where it has the output's layout (else first copied
-///            into that layout in a stream-ordered workspace: one more pass over it), and added to
+///   input  T [N, Cin, H, W]
+///   weight T [Cout, Cin / params.groups, KH, KW]
+///   bias   T [Cout], or a view with data == nullptr for no bias
+///   output T [N, Cout, OH, OW], OH/OW by PyTorch's formula; must not overlap an input, and no two of
+///          its elements may share an address
+///   Strides: any, as F.conv2d takes them. The kernels read and write 4-D tensors that are contiguous
+///          (NCHW) or channels-last (strides [H*W*C, 1, W*C, C]) in place — the output's own layout
+///          is the result's — and any other view (a slice, a step, a permutation, an expanded view;
+///          a bias or channel operand whose channels are not contiguous) through a compact copy in
+///          one stream-ordered workspace (NCHW for f32, channels-last for f16 / bf16), made before
+///          the conv (a strided output: written there, then copied into the output) by the N-ary
+///          elementwise kernel: one more pass over each such tensor, capturable like the rest.
+///   residual T of the output's shape, or a view with data == nullptr for
+///            none; read in the same kernel where it has the layout the kernel writes the output in
+///            (else first copied into that layout in the workspace), and added to
 ///            conv + bias before the epilogue (ResNet's
 ///            relu(conv(x) + b + residual) is epilogue Op::relu()); must not overlap the output
 ///   channel_operands  the epilogue's per-output-channel operands, as many as it reads
 ///            (conv2d_epilogue_operands): channel_operands[k - 1] is the epilogue's in<k> (or its
-///            expression's input k, input 0 being the conv value), each T of shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] with the channel
-///            axis contiguous — PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W: relu(conv)
+///            expression's input k, input 0 being the conv value), each T of shape [Cout], [Cout, 1, 1] or
+///            [1, Cout, 1, 1] — PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W: relu(conv)
 ///            + b2 is epilogue "relu|add(in1)" with {b2}; conv * m then ReLU is
 ///            `expr([x, m] fmaxf(x * m, 0.0f))` with {m} (an expression names its inputs: the conv
 ///            value first). Computed in fp32 with the rest of the epilogue.
 /// Throws InvalidArgument (before anything is compiled or launched) for a dtype other than f32,
 /// f16 or bf16, tensors of different dtypes, mismatched channels (or groups that do not divide them), a weight or bias or output shape
-/// that does not match, strides that are neither contiguous nor channels-last (or a residual
-/// whose layout differs from the output's), null pointers, or channel operands that are not as
-/// many as the epilogue reads, not of shape [Cout] (or [Cout, 1, 1], [1, Cout, 1, 1]), or overlap
-/// the output.
+/// that does not match, an output whose elements share memory or that overlaps another tensor, null
+/// pointers, or channel operands that are not as many as the epilogue reads, not of shape [Cout]
+/// (or [Cout, 1, 1], [1, Cout, 1, 1]), or overlap the output. A call whose copies get no workspace
+/// (out of device memory) throws DriverError (CUDA_ERROR_OUT_OF_MEMORY) with nothing launched.
 /// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
 /// device); the first call of a variant compiles it (or loads it from the cache).
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,

@@ -128,8 +128,8 @@ CUINLINE_C_API cuinline_status cuinline_kernel_launch(cuinline_kernel kernel, co
 CUINLINE_C_API cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, int num_inputs,
                                               const cuinline_tensor* outputs, int num_outputs, void* stream);
 /** output = epilogue(conv2d(input, weight) + bias [+ residual]) (one dtype for all tensors: f32, f16
- *  or bf16; each 4-D tensor contiguous NCHW or channels-last NHWC, see conv2d.hpp). bias / residual may be
- *  NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
+ *  or bf16; each 4-D tensor of any strides, read in place where contiguous NCHW or channels-last NHWC,
+ *  through a compact copy otherwise, see conv2d.hpp). bias / residual may be NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
  *  (NULL), "tf32", "tf32x3". */
 CUINLINE_C_API cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                const cuinline_tensor* bias, const cuinline_tensor* residual,
@@ -147,7 +147,7 @@ CUINLINE_C_API cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* in
  *  (PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W): operand k is the epilogue's in<k+1>
  *  ("relu|add(in1)": relu(conv) + b2) or its expression's input k + 1 ("expr([x, m] x * m)").
  *  num_channel_operands (0-4) must equal what the epilogue reads; each operand has the conv's dtype,
- *  shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] and contiguous channels. The others call this. */
+ *  shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (any stride). The others call this. */
 CUINLINE_C_API cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                   const cuinline_tensor* bias, const cuinline_tensor* residual,
                                                   const cuinline_tensor* output, const int stride[2],

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "driver/tensor_access.hpp"
 #include "driver/workspace.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/plan.hpp"
@@ -205,13 +206,63 @@ bool is_channels_last(const TensorView& t) {
   return true;
 }
 
-// The layout of a checked 4-D tensor: NCHW when it is contiguous (also when both patterns agree,
-// e.g. one channel), NHWC when channels-last; any other strides are refused.
-Conv2dLayout layout_of(const TensorView& t, const char* name) {
+// The layout the kernels read or write a checked 4-D tensor in: NCHW where it is contiguous (also
+// where both patterns agree, e.g. one channel), NHWC where channels-last. Any other strides (a slice,
+// a step, a permutation, an expanded view: what F.conv2d takes and makes contiguous first) are read
+// or written through a compact copy in a stream-ordered workspace (`copied`), laid out as the
+// dtype's kernels read fastest: NCHW for f32, channels-last for f16 / bf16.
+Conv2dLayout kernel_layout(const TensorView& t, DType dtype, bool& copied) {
+  copied = false;
   if (t.is_contiguous()) return Conv2dLayout::nchw;
   if (is_channels_last(t)) return Conv2dLayout::nhwc;
-  bad(std::string(name) + " " + t.describe() + " has strides " + describe_strides(t) +
-      ": neither contiguous (NCHW) nor channels-last (NHWC, strides [H*W*C, 1, W*C, C])");
+  copied = true;
+  return dtype == DType::f32 ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
+}
+
+// The compact view a copy of `t` is in (its data set at launch): `layout`'s strides for a 4-D
+// tensor, row-major for any other (a per-channel vector).
+TensorView compact_view(const TensorView& t, Conv2dLayout layout) {
+  TensorView c = t;
+  c.data = nullptr;
+  std::int64_t stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    c.strides[d] = stride;
+    stride *= std::max<std::int64_t>(t.shape[d], 1);
+  }
+  if (t.ndim == 4 && layout == Conv2dLayout::nhwc) {
+    const std::int64_t ch = t.shape[1], w = t.shape[3];
+    c.strides[0] = t.shape[2] * w * ch;
+    c.strides[1] = 1;
+    c.strides[2] = w * ch;
+    c.strides[3] = ch;
+  }
+  return c;
+}
+
+// Whether no two elements of a view share an address (a sufficient test: the axes of more than one
+// element sorted by stride, each stride past the reach of the smaller ones). An output that fails it
+// is refused, as PyTorch refuses to write one ("more than one element of the written-to tensor
+// refers to a single memory location").
+bool elements_distinct(const TensorView& t) {
+  std::int64_t stride[TensorView::kMaxDims], extent[TensorView::kMaxDims];
+  int k = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] <= 1) continue;
+    int at = k++;
+    const std::int64_t s = t.strides[d] < 0 ? -t.strides[d] : t.strides[d];
+    for (; at > 0 && stride[at - 1] > s; --at) {
+      stride[at] = stride[at - 1];
+      extent[at] = extent[at - 1];
+    }
+    stride[at] = s;
+    extent[at] = t.shape[d];
+  }
+  std::int64_t reach = 0;  // elements past the first that the smaller axes reach
+  for (int i = 0; i < k; ++i) {
+    if (stride[i] <= reach) return false;
+    reach += stride[i] * (extent[i] - 1);
+  }
+  return true;
 }
 
 // Whether the kernels can read `residual` (the output's shape) where they write the output: the
@@ -241,17 +292,20 @@ DType common_dtype(const TensorView& input, const TensorView& weight, const Tens
   return dt;
 }
 
+// Whether the bytes two views reach (first to last element, whatever their strides) intersect.
 bool overlap(const TensorView& a, const TensorView& b) {
-  const auto* a0 = static_cast<const char*>(a.data);
-  const auto* b0 = static_cast<const char*>(b.data);
-  return a.numel() > 0 && b.numel() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+  std::uintptr_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+  if (!cuinline::detail::byte_span(a, a0, a1) || !cuinline::detail::byte_span(b, b0, b1)) return false;
+  return a0 <= b1 && b0 <= a1;
 }
 
 // The epilogue's per-output-channel operands: as many as it reads, each of the call's dtype, of shape
-// [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (what broadcasts along the output's channels only) with the
-// channel axis contiguous, aligned to its element and not overlapping the output.
+// [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (what broadcasts along the output's channels only), aligned
+// to its element and not overlapping the output. Bit k of `copied`: operand k's channels are not
+// contiguous (a step, an expanded view): read through a compact copy.
 void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView>& operands,
-                            const TensorView& output) {
+                            const TensorView& output, unsigned& copied) {
+  copied = 0;
   const int want = conv2d_epilogue_operands(v.epilogue);
   if (static_cast<int>(operands.size()) != want) {
     bad("the epilogue " + v.epilogue.describe() + " reads " + std::to_string(want) +
@@ -277,9 +331,7 @@ void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView
           ", 1, 1] or [1, " + std::to_string(v.out_channels) + ", 1, 1])");
     }
     if (t.data == nullptr) bad(named() + " is a null pointer");
-    if (v.out_channels > 1 && t.strides[axis] != 1) {
-      bad(named() + " " + t.describe() + " has strides " + describe_strides(t) + ": its channels must be contiguous");
-    }
+    if (v.out_channels > 1 && t.strides[axis] != 1) copied |= 1u << k;
     if (reinterpret_cast<std::uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
       bad(named() + " is not aligned to its " + std::to_string(dtype_size(t.dtype)) + "-byte elements");
     }
@@ -487,6 +539,25 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   return true;
 }
 
+// The conv's launches on the tensors the kernels read and write: the plain launch, a staged or
+// transposing one, or (where those get no workspace) the variant's direct kernel.
+void run_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
+              const TensorView& weight, const TensorView& bias, const TensorView& output,
+              const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device, std::uint64_t hash) {
+  if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
+    launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+    return;
+  }
+  if (e.tiling.stage_channels > 0
+          ? launch_staged(e, v, n, input, weight, bias, output, residual, chan, stream, device)
+          : launch_transposed(e, v, n, input, weight, bias, output, residual, chan, stream, device)) {
+    return;
+  }
+  const Launchable direct = direct_map().find_or_make(
+      hash, device, [&](const Conv2dVariant& d) { return d == v; }, [&] { return make_direct_launchable(v, device); });
+  launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+}
+
 }  // namespace
 
 Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device) {
@@ -495,10 +566,22 @@ Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device
   return p;
 }
 
-Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
-                                 const TensorView& output, const Conv2dParams& params, const Op& epilogue,
-                                 Conv2dPrecision precision, const TensorView& residual,
-                                 const std::vector<TensorView>& channel_operands) {
+namespace {
+
+// The call's tensors that the kernels read or write through a compact copy in one stream-ordered
+// workspace (kernel_layout): strides the kernels do not take, or a residual in the other layout than
+// the output's.
+struct Conv2dCopies {
+  bool input = false, weight = false, bias = false, output = false, residual = false;
+  unsigned operands = 0;  ///< bit k: channel operand k
+  bool any() const noexcept { return input || weight || bias || output || residual || operands != 0; }
+};
+
+Conv2dVariant plan_call(const TensorView& input, const TensorView& weight, const TensorView& bias,
+                        const TensorView& output, const Conv2dParams& params, const Op& epilogue,
+                        Conv2dPrecision precision, const TensorView& residual,
+                        const std::vector<TensorView>& channel_operands, Conv2dCopies& copies) {
+  copies = Conv2dCopies{};
   const DType dtype = common_dtype(input, weight, bias, output, residual);
   check_tensor(input, "input", 4);
   check_tensor(weight, "weight", 4);
@@ -506,7 +589,7 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   const bool has_bias = bias.data != nullptr;
   if (has_bias) {
     check_tensor(bias, "bias", 1);
-    if (!bias.is_contiguous()) bad("bias must be contiguous: " + bias.describe() + " strides " + describe_strides(bias));
+    copies.bias = bias.shape[0] > 1 && bias.strides[0] != 1;
   }
   if (params.groups < 1) bad("groups must be positive, got " + std::to_string(params.groups));
   if (weight.shape[1] * params.groups != input.shape[1]) {
@@ -540,9 +623,9 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
   v.epilogue = epilogue;
   v.precision = precision;
   v.dtype = dtype;
-  v.input_layout = layout_of(input, "input");
-  v.weight_layout = layout_of(weight, "weight");
-  v.output_layout = layout_of(output, "output");
+  v.input_layout = kernel_layout(input, dtype, copies.input);
+  v.weight_layout = kernel_layout(weight, dtype, copies.weight);
+  v.output_layout = kernel_layout(output, dtype, copies.output);
   v.validate();
   const std::int64_t expect[4] = {input.shape[0], weight.shape[0], v.out_height(), v.out_width()};
   for (int d = 0; d < 4; ++d) {
@@ -551,6 +634,10 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
           ", " + std::to_string(expect[1]) + ", " + std::to_string(expect[2]) + ", " +
           std::to_string(expect[3]) + "]");
     }
+  }
+  if (copies.output && !elements_distinct(output)) {
+    bad("output " + output.describe() + " (strides " + describe_strides(output) +
+        ") has elements that share memory: each output element needs its own address");
   }
   if (overlap(input, output) || overlap(weight, output) || (has_bias && overlap(bias, output))) {
     bad("output overlaps an input");
@@ -562,34 +649,47 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
       if (residual.shape[d] != output.shape[d])
         bad("residual " + residual.describe() + " does not have the output's shape " + output.describe());
     }
-    // NCHW or channels-last; where that is not the output's layout it is copied into the output's
-    // layout in a workspace first (conv2d below): the variant is planned as for that copy.
-    (void)layout_of(residual, "residual");
+    // Read where the kernel writes the output where it has the kernel's output layout; else (the
+    // other layout, any other strides) copied into that layout first.
+    copies.residual = !residual_in_output_layout(residual, v.output_layout);
     // The Winograd kernel may store a tile twice (a direct recompute of non-finite tiles), reading
     // the residual again after the first store: the two must not share memory.
     if (overlap(residual, output)) bad("residual overlaps the output (write the sum to another tensor)");
   }
-  check_channel_operands(v, channel_operands, output);
-  // (A residual that is copied first is read from a workspace, aligned to 256 bytes.)
-  const void* residual_read = v.has_residual && residual_in_output_layout(residual, v.output_layout) ? residual.data
-                                                                                                      : nullptr;
-  // The f16 / bf16 tensor-core kernel is compiled for its pointers' alignment (where it matters).
-  conv2d_impl::set_hmma_alignment(v, input.data, weight.data, output.data, residual_read);
-  // So are the f32 kernels that store an NCHW output as vectors (the direct kernel and Winograd), and
-  // the TF32 wgmma kernel's and the pointwise form's float4 stores in either layout.
+  check_channel_operands(v, channel_operands, output, copies.operands);
+  // The kernels are compiled for their pointers' alignment where it matters: the f16 / bf16
+  // tensor-core kernels, and the f32 kernels that store an NCHW output as vectors (the direct
+  // kernel and Winograd), the TF32 wgmma kernel's and the pointwise form's float4 stores in either
+  // layout. A copy is read from a workspace aligned to 256 bytes (a null pointer here).
+  const auto direct = [](bool copied, const TensorView& t) { return copied ? nullptr : t.data; };
+  const void* residual_read = v.has_residual ? direct(copies.residual, residual) : nullptr;
+  conv2d_impl::set_hmma_alignment(v, direct(copies.input, input), direct(copies.weight, weight),
+                                  direct(copies.output, output), residual_read);
   if (v.dtype == DType::f32 && (v.output_layout == Conv2dLayout::nchw || v.precision == Conv2dPrecision::tf32 ||
                                 conv2d_impl::pointwise_applies(v))) {
-    const auto out = reinterpret_cast<std::uintptr_t>(output.data) | reinterpret_cast<std::uintptr_t>(residual_read);
+    const auto out = reinterpret_cast<std::uintptr_t>(direct(copies.output, output)) |
+                     reinterpret_cast<std::uintptr_t>(residual_read);
     v.output_aligned = out % 16 == 0;
   }
   return v;
 }
 
+}  // namespace
+
+Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weight, const TensorView& bias,
+                                 const TensorView& output, const Conv2dParams& params, const Op& epilogue,
+                                 Conv2dPrecision precision, const TensorView& residual,
+                                 const std::vector<TensorView>& channel_operands) {
+  Conv2dCopies copies;
+  return plan_call(input, weight, bias, output, params, epilogue, precision, residual, channel_operands, copies);
+}
+
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue, CUstream stream,
             Conv2dPrecision precision, const TensorView& residual, const std::vector<TensorView>& channel_operands) {
+  Conv2dCopies copies;
   const Conv2dVariant v =
-      conv2d_variant_for(input, weight, bias, output, params, epilogue, precision, residual, channel_operands);
+      plan_call(input, weight, bias, output, params, epilogue, precision, residual, channel_operands, copies);
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
   // Piece 4 (ops/family.hpp): device, tensor checks, map lookup, launch.
@@ -599,48 +699,70 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   static const char* const kOperandNames[kMaxConv2dChannelOperands] = {
       "conv2d: channel operand 1", "conv2d: channel operand 2", "conv2d: channel operand 3",
       "conv2d: channel operand 4"};
-  ChannelArgs chan{};
-  for (std::size_t k = 0; k < channel_operands.size(); ++k) {
-    tensors.add(channel_operands[k], kOperandNames[k]);
-    chan.p[k] = channel_operands[k].data;
-  }
+  for (std::size_t k = 0; k < channel_operands.size(); ++k) tensors.add(channel_operands[k], kOperandNames[k]);
   const std::uint64_t hash = variant_hash(v);
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
   detail::launch_variant(
       kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
       [&](const Launchable& e, int device) {
-        // A residual in the other layout than the output's: copied into the output's layout in a
-        // stream-ordered workspace (freed after the conv's launches), the conv reading the copy. The
-        // copy is the N-ary elementwise kernel's strided path (bit for bit).
-        TensorView res = residual;
-        CUdeviceptr res_ws = 0;
-        if (v.has_residual && !residual_in_output_layout(residual, v.output_layout)) {
-          res_ws = cuinline::detail::workspace_alloc(device, output.nbytes(), stream);
-          if (res_ws == 0) {
-            bad("residual " + residual.describe() + " (strides " + describe_strides(residual) +
-                ") is not in the output's layout (" + to_string(v.output_layout) +
-                ") and no workspace could be had on device " + std::to_string(device) +
-                " for a copy in that layout; pass a residual laid out as the output");
+        // The tensors the kernels read and write: the caller's, or compact copies in one
+        // stream-ordered workspace (freed after the conv's launches) — made before the conv by the
+        // N-ary elementwise kernel's strided path (bit for bit), the output copied out after it.
+        TensorView in_k = input, w_k = weight, b_k = bias, out_k = output, res_k = residual;
+        std::vector<TensorView> ops_k;  // (only where an operand is copied: no allocation otherwise)
+        CUdeviceptr ws = 0;
+        if (copies.any()) {
+          std::int64_t bytes = 0;
+          const auto place = [&](bool copied, TensorView& view, const TensorView& like, Conv2dLayout layout) {
+            if (!copied) return;
+            view = compact_view(like, layout);
+            view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(bytes));  // an offset until ws
+            bytes += round256(static_cast<std::int64_t>(like.nbytes()));
+          };
+          place(copies.input, in_k, input, v.input_layout);
+          place(copies.weight, w_k, weight, v.weight_layout);
+          place(copies.bias, b_k, bias, Conv2dLayout::nchw);
+          place(copies.output, out_k, output, v.output_layout);
+          place(copies.residual, res_k, output, v.output_layout);
+          if (copies.operands != 0) {
+            ops_k = channel_operands;
+            for (std::size_t k = 0; k < ops_k.size(); ++k) {
+              place((copies.operands >> k) & 1u, ops_k[k], channel_operands[k], Conv2dLayout::nchw);
+            }
           }
+          ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(bytes), stream);
+          if (ws == 0) {
+            throw DriverError(CUDA_ERROR_OUT_OF_MEMORY,
+                              "conv2d: no workspace could be had on device " + std::to_string(device) +
+                                  " for copies of " + std::to_string(bytes) +
+                                  " bytes (tensors whose strides the kernels do not take, or a residual not in "
+                                  "the output's layout); nothing was launched. Pass contiguous or channels-last "
+                                  "tensors laid out as the output");
+          }
+          const auto rebase = [ws](bool copied, TensorView& view) {
+            if (copied) view.data = reinterpret_cast<void*>(ws + reinterpret_cast<std::uintptr_t>(view.data));
+          };
+          rebase(copies.input, in_k);
+          rebase(copies.weight, w_k);
+          rebase(copies.bias, b_k);
+          rebase(copies.output, out_k);
+          rebase(copies.residual, res_k);
+          for (std::size_t k = 0; k < ops_k.size(); ++k) rebase((copies.operands >> k) & 1u, ops_k[k]);
         }
-        cuinline::detail::WorkspaceGuard res_guard(res_ws, stream);
-        if (res_ws != 0) {
-          res = output;  // (the output's shape and strides)
-          res.data = reinterpret_cast<void*>(res_ws);
-          detail::apply_into_workspace(Op::expr("x"), residual, res, stream);
+        cuinline::detail::WorkspaceGuard guard(ws, stream);
+        static const Op copy = Op::expr("x");
+        if (copies.input) detail::apply_into_workspace(copy, input, in_k, stream);
+        if (copies.weight) detail::apply_into_workspace(copy, weight, w_k, stream);
+        if (copies.bias) detail::apply_into_workspace(copy, bias, b_k, stream);
+        if (copies.residual) detail::apply_into_workspace(copy, residual, res_k, stream);
+        ChannelArgs chan{};
+        for (std::size_t k = 0; k < channel_operands.size(); ++k) {
+          if ((copies.operands >> k) & 1u) detail::apply_into_workspace(copy, channel_operands[k], ops_k[k], stream);
+          chan.p[k] = (copies.operands >> k) & 1u ? ops_k[k].data : channel_operands[k].data;
         }
-        if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
-          launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, res.data, chan, stream);
-          return;
-        }
-        if (e.tiling.stage_channels > 0
-                ? launch_staged(e, v, n, input, weight, bias, output, res, chan, stream, device)
-                : launch_transposed(e, v, n, input, weight, bias, output, res, chan, stream, device)) {
-          return;
-        }
-        const Launchable direct = direct_map().find_or_make(
-            hash, device, equal, [&] { return make_direct_launchable(v, device); });
-        launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, res.data, chan, stream);
+        run_conv(e, v, n, in_k, w_k, b_k, out_k, res_k, chan, stream, device, hash);
+        // (A copy of the output reads the workspace: an unchecked input, the caller's output checked.)
+        if (copies.output) detail::apply_from_workspace(copy, out_k, output, stream);
       });
 }
 

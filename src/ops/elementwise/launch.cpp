@@ -150,6 +150,12 @@ void apply_into_workspace(const Op& op, const TensorView& in, const TensorView& 
   launch(nary_map(), op, p, {{&in, kInputNames[0]}}, stream);
 }
 
+void apply_from_workspace(const Op& op, const TensorView& in, const TensorView& out, CUstream stream) {
+  const NaryPlan p = plan_nary(op, TensorList(&in, 1), TensorList(&out, 1));
+  if (p.numel == 0) return;
+  launch(nary_map(), op, p, {{&out, kOutputNames[0]}}, stream);
+}
+
 }  // namespace detail
 
 CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs) {

@@ -72,6 +72,9 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool who
 /// `out` is not — inside a stream capture a workspace is the graph's memory, which the driver's
 /// pointer queries do not know until the graph is instantiated. Counted in nary_stats().
 void apply_into_workspace(const Op& op, const TensorView& in, const TensorView& out, CUstream stream);
+/// The other direction: ops::apply(op, {in}, {out}) from another op's workspace `in` into the caller's
+/// `out` (an op that computed into a compact copy of a strided output): `out` is checked, `in` not.
+void apply_from_workspace(const Op& op, const TensorView& in, const TensorView& out, CUstream stream);
 
 /// Every identifier of an expression that is not a call must be an input, a constant, an earlier
 /// output (y0 ...) or a type keyword: an unknown name is an InvalidArgument before anything is
