@@ -314,7 +314,11 @@ TEST_F(Conv2dArgs, RejectsBadInputBeforeAnyLaunch) {
   EXPECT_THROW(conv2d(input, huge_filter, bias, output, {}, epi), InvalidArgument);
   const TensorView strided =
       TensorView::strided(fake(0x100000), DType::f32, {2, 8, 16, 16}, {4096, 256, 16, 1});
-  EXPECT_THROW(conv2d(strided, weight, bias, output, {}, epi), InvalidArgument);
+  // (Valid, as in F.conv2d: read through a compact NCHW copy, the variant of a contiguous input.)
+  EXPECT_TRUE(conv2d_variant_for(strided, weight, bias, output, {}, epi) ==
+              conv2d_variant_for(input, weight, bias, output, {}, epi));
+  const TensorView shared_output = TensorView::strided(fake(0x400000), DType::f32, {2, 4, 14, 14}, {0, 196, 14, 1});
+  EXPECT_THROW(conv2d(input, weight, bias, shared_output, {}, epi), InvalidArgument);
   const TensorView aliased = TensorView::contiguous(fake(0x100000), DType::f32, {2, 4, 14, 14});
   EXPECT_THROW(conv2d(input, weight, bias, aliased, {}, epi), InvalidArgument);
   const TensorView null_in = TensorView::contiguous(nullptr, DType::f32, {2, 8, 16, 16});

@@ -358,6 +358,15 @@ TEST_F(Conv2dDtypeArgs, StridesThatAreNeitherLayoutArePlannedAsCompactCopies) {
     EXPECT_TRUE(conv2d_variant_for(x, w, b, gappy, {}, relu, Conv2dPrecision::fp32, r) == want);
     EXPECT_TRUE(conv2d_variant_for(x, w, b, y, {}, relu, Conv2dPrecision::fp32, r_expanded) == want);
 
+    // One input channel (a depthwise weight [Cout, 1, KH, KW]) with H and W swapped: its compact copy
+    // is contiguous and channels-last alike, named NCHW as such a tensor is.
+    Conv2dParams dw_params;
+    dw_params.groups = 8;
+    const TensorView w1 = TensorView::contiguous(fake(0x200000), dt, {8, 1, 3, 3});
+    const TensorView w1_swapped = TensorView::strided(fake(0x200000), dt, {8, 1, 3, 3}, {9, 9, 1, 3});
+    const TensorView y8 = compact(0x400000, 2, 8, 14, 14);
+    EXPECT_TRUE(conv2d_variant_for(x, w1_swapped, TensorView{}, y8, dw_params, relu) ==
+                conv2d_variant_for(x, w1, TensorView{}, y8, dw_params, relu));
     // An output with elements at one address: expanded, or rows that overlap.
     const TensorView y_expanded = TensorView::strided(fake(0x400000), dt, {2, 4, 14, 14}, {0, 196, 14, 1});
     std::string m = message_of([&] { conv2d(x, w, b, y_expanded, {}, relu); });

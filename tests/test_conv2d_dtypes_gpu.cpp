@@ -493,7 +493,11 @@ TEST(Conv2dDtypesGpu, StridedViewsEagerAndCaptured) {
     const TensorView smul = TensorView::strided(sm_buf.view.data, c.dt, {s.cout, 1, 1}, {3, 1, 1});
     const TensorView bias_used = s.bias ? bias : TensorView{}, sbias_used = s.bias ? sbias : TensorView{};
     const Conv2dVariant v = conv2d_variant_for(sx.view, sw.view, sbias_used, sy.view, s.p, epi, c.prec, sr.view, {smul});
-    ASSERT_TRUE(v == conv2d_variant_for(dx.view, dw.view, bias_used, dref.view, s.p, epi, c.prec, dr.view, {mul}));
+    const Conv2dVariant vc = conv2d_variant_for(dx.view, dw.view, bias_used, dref.view, s.p, epi, c.prec, dr.view, {mul});
+    ASSERT_TRUE(v == vc) << v.name() << " inputs_aligned " << v.inputs_aligned << " output_aligned " << v.output_aligned
+                         << " target " << static_cast<int>(v.target) << "; compact: " << vc.name() << " inputs_aligned "
+                         << vc.inputs_aligned << " output_aligned " << vc.output_aligned << " target "
+                         << static_cast<int>(vc.target);
     SCOPED_TRACE(v.name() + " " + to_string(c.prec));
     const auto raw_of = [&](const DeviceCopy& d) {
       std::vector<unsigned char> raw(d.buffer.bytes());

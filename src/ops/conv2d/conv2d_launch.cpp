@@ -211,12 +211,17 @@ bool is_channels_last(const TensorView& t) {
 // a step, a permutation, an expanded view: what F.conv2d takes and makes contiguous first) are read
 // or written through a compact copy in a stream-ordered workspace (`copied`), laid out as the
 // dtype's kernels read fastest: NCHW for f32, channels-last for f16 / bf16.
+TensorView compact_view(const TensorView& t, Conv2dLayout layout);
+
 Conv2dLayout kernel_layout(const TensorView& t, DType dtype, bool& copied) {
   copied = false;
   if (t.is_contiguous()) return Conv2dLayout::nchw;
   if (is_channels_last(t)) return Conv2dLayout::nhwc;
   copied = true;
-  return dtype == DType::f32 ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
+  if (dtype == DType::f32) return Conv2dLayout::nchw;
+  // (A channels-last copy that is contiguous too — one channel, or one pixel — is named NCHW, as a
+  // tensor of those strides is: the same variant as a call on such a compact tensor.)
+  return compact_view(t, Conv2dLayout::nhwc).is_contiguous() ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
 }
 
 // The compact view a copy of `t` is in (its data set at launch): `layout`'s strides for a 4-D
