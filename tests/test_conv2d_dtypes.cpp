@@ -387,6 +387,14 @@ TEST_F(Conv2dDtypeArgs, StridesThatAreNeitherLayoutArePlannedAsCompactCopies) {
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);
 }
 
+// A batch past a launch's grid limit is valid (conv2d runs it in slices): planned as any batch.
+TEST_F(Conv2dDtypeArgs, BatchesPastTheGridLimitArePlannedAsAnyBatch) {
+  const std::int64_t n = kMaxConv2dBatch + 1;
+  const TensorView x = TensorView::contiguous(fake(0x10000000), DType::f16, {n, 8, 16, 16});
+  const TensorView y = TensorView::contiguous(fake(0x400000000), DType::f16, {n, 4, 14, 14});
+  EXPECT_TRUE(conv2d_variant_for(x, weight, bias, y, {}, epi) == conv2d_variant_for(input, weight, bias, output, {}, epi));
+}
+
 // A residual in the other layout than the output's is valid (PyTorch's conv(x) + r takes any): the
 // call copies it into the output's layout first, so the variant is the one of a residual laid out as
 // the output (the same name, the same kernel), and its alignment is the copy's.

@@ -570,6 +570,48 @@ TEST(Conv2dDtypesGpu, StridedViewsEagerAndCaptured) {
   }
 }
 
+// A batch past the kernels' grid limit (kMaxConv2dBatch images a launch) runs as consecutive launches
+// on slices of it: every output written (poisoned first), each against float64 — f16 channels-last
+// and f32 NCHW, with a residual, 70001 images (the last slice a partial one).
+TEST(Conv2dDtypesGpu, BatchesPastTheGridLimitRunInSlices) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  const Shape s{static_cast<int>(kMaxConv2dBatch) + 4466, 2, 5, 6, 3, 3, 3, Conv2dParams::square(1, 1), true, true};
+  for (DType dt : {DType::f16, DType::f32}) {
+    const bool nhwc = dt != DType::f32;
+    SCOPED_TRACE(to_string(dt));
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, s.h, s.w, dt, nhwc, rng);
+    HostTensor y{s.n, s.cout, s.h, s.w, dt, nhwc, {}};
+    y.values.resize(r.size());
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+    dy.buffer.fill_u32(0xffffffffu);
+    const Op epi = parse_op("div(1)|leaky_relu(0.125)");
+    conv2d(dx.view, dw.view, TensorView::contiguous(db.view.data, dt, {s.cout}), dy.view, s.p, epi, stream,
+           Conv2dPrecision::fp32, dr.view);
+    std::vector<unsigned char> raw(y.bytes());
+    stream.synchronize();
+    dy.buffer.copy_to_host(raw.data(), raw.size());
+    double num = 0, den = 0;
+    std::int64_t unwritten = 0;
+    for (int n = 0; n < s.n; ++n)
+      for (int co = 0; co < s.cout; ++co)
+        for (int oy = 0; oy < s.h; ++oy)
+          for (int ox = 0; ox < s.w; ++ox) {
+            const double got = y.read(raw, n, co, oy, ox), ref = reference(s, x, wt, b, r, n, co, oy, ox);
+            if (std::isnan(got)) ++unwritten;
+            num += (got - ref) * (got - ref), den += ref * ref;
+          }
+    EXPECT_EQ(unwritten, 0);
+    EXPECT_LE(std::sqrt(num / den), tolerance(dt));
+  }
+}
+
 // The shapes of issue 19 (the seed 8x128^2 -> 64 3x3; ResNet-like 64x56^2 -> 64 3x3 pad 1; UNet-like
 // 128x128^2 -> 128 3x3 pad 1, at small batches) in f16 and bf16, NCHW and channels-last, on the
 // tensor-core kernel: every output written (the poison gone), a random sample of 4096 outputs (and

@@ -337,6 +337,10 @@ struct Conv2dTiling {
 };
 Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 
+/// The most images one launch of a conv kernel takes (its grid's limit): conv2d runs a larger batch as
+/// consecutive launches on slices of it.
+inline constexpr std::int64_t kMaxConv2dBatch = 65535;
+
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
 /// Every tensor has the same dtype T: f32, f16 or bf16.
 ///   input  T [N, Cin, H, W]
@@ -369,8 +373,9 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 /// pointers, or channel operands that are not as many as the epilogue reads, not of shape [Cout]
 /// (or [Cout, 1, 1], [1, Cout, 1, 1]), or overlap the output. A call whose copies get no workspace
 /// (out of device memory) throws DriverError (CUDA_ERROR_OUT_OF_MEMORY) with nothing launched.
-/// N = 0 launches nothing. Asynchronous on `stream` (nullptr: legacy default stream of the current
-/// device); the first call of a variant compiles it (or loads it from the cache).
+/// N = 0 launches nothing; N > kMaxConv2dBatch runs as consecutive calls on slices of the batch.
+/// Asynchronous on `stream` (nullptr: legacy default stream of the current device); the first call
+/// of a variant compiles it (or loads it from the cache).
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue,
             CUstream stream = nullptr, Conv2dPrecision precision = Conv2dPrecision::fp32,

@@ -615,7 +615,6 @@ Conv2dVariant plan_call(const TensorView& input, const TensorView& weight, const
       bad("extent too large: input " + input.describe() + ", weight " + weight.describe());
     }
   }
-  if (input.shape[0] > 65535) bad("batch size " + std::to_string(input.shape[0]) + " exceeds 65535");
   Conv2dVariant v;
   v.in_channels = static_cast<int>(input.shape[1]);
   v.height = static_cast<int>(input.shape[2]);
@@ -697,6 +696,24 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
       plan_call(input, weight, bias, output, params, epilogue, precision, residual, channel_operands, copies);
   const std::int64_t n = input.shape[0];
   if (n == 0) return;
+  // The kernels' grids hold up to 65535 images: a larger batch runs as consecutive calls on its
+  // slices, each a multiple of 128 images from the start (so every slice's pointers keep the
+  // alignment the variant was planned for), in stream order.
+  if (n > kMaxConv2dBatch) {
+    constexpr std::int64_t kSlice = kMaxConv2dBatch / 128 * 128;
+    const auto slice = [](const TensorView& t, std::int64_t first, std::int64_t count) {
+      TensorView s = t;
+      s.data = static_cast<char*>(t.data) + first * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
+      s.shape[0] = count;
+      return s;
+    };
+    for (std::int64_t first = 0; first < n; first += kSlice) {
+      const std::int64_t count = std::min(kSlice, n - first);
+      conv2d(slice(input, first, count), weight, bias, slice(output, first, count), params, epilogue, stream,
+             precision, v.has_residual ? slice(residual, first, count) : residual, channel_operands);
+    }
+    return;
+  }
   // Piece 4 (ops/family.hpp): device, tensor checks, map lookup, launch.
   detail::TensorUses tensors{{&input, "conv2d: input"}, {&weight, "conv2d: weight"}, {&output, "conv2d: output"}};
   if (bias.data != nullptr) tensors.add(bias, "conv2d: bias");
