@@ -5,7 +5,8 @@ extents, up to 2^22 elements), 1-4 input tensors broadcast as PyTorch broadcasts
 shape, a bias row, a column, a scalar, any dimensions of 1, fewer leading dimensions), each laid out
 its own way (contiguous, permuted strides, every other element, expanded with stride 0, one element
 past an aligned start), and a chain of 1-5 steps: the tensor operands (add / sub / mul / div with
-in1..in3), scalar arithmetic and torch.nn's activations. The inputs mix normal values with NaN, ±inf,
+in1..in3), selections (`where(in1, in2)`, `where(in1, 0.5)`: torch.where(in1 != 0, x, ...)),
+scalar arithmetic and torch.nn's activations. The inputs mix normal values with NaN, ±inf,
 ±0, subnormals and large values. The output is contiguous, strided, or (where the shapes and
 strides allow) the first input itself (in place). cuinline_apply runs the chain in one kernel on
 PyTorch's current stream (a side stream in some cases; in torch.cuda.graph, replayed on new data, in
@@ -109,8 +110,12 @@ def draw(rng):
             steps.append(rng.choice(FUNCTIONS)[0])
         elif r < 0.8:
             steps.append(f"{rng.choice(['add', 'sub', 'mul', 'div'])}({rng.choice(SCALARS)})")
-        elif n_inputs > 1:
+        elif n_inputs > 1 and rng.random() < 0.5:
             steps.append(f"{rng.choice(['add', 'sub', 'mul', 'div'])}(in{rng.randint(1, n_inputs - 1)})")
+        elif n_inputs > 1:  # a selection: the condition an input, the other value an input or a scalar
+            cond = rng.randint(1, n_inputs - 1)
+            other = f"in{rng.randint(1, n_inputs - 1)}" if rng.random() < 0.5 else str(rng.choice(SCALARS + [0.0, -0.0]))
+            steps.append(f"where(in{cond}, {other})")
     rng.shuffle(steps)
     # The output has the inputs' broadcast shape (apply's rule, as PyTorch's).
     rank_b = max(len(i["shape"]) for i in inputs)
@@ -167,7 +172,11 @@ def torch_chain(steps, ins):
     for s in steps:
         name, _, arg = s.partition("(")
         arg = arg[:-1]
-        if name in ("add", "sub", "mul", "div"):
+        if name == "where":
+            cond, other = (a.strip() for a in arg.split(","))
+            o = ins[int(other[2:])] if other.startswith("in") else float(other)
+            y = torch.where(ins[int(cond[2:])] != 0, y, o)
+        elif name in ("add", "sub", "mul", "div"):
             other = ins[int(arg[2:])] if arg.startswith("in") else float(arg)
             y = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[name](y, other)
         else:
