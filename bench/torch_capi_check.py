@@ -759,6 +759,24 @@ def main():
             same = replays_match(g, xb, out, run)
             check(f"{name} conv2d on strided views ({layout} base) in torch.cuda.graph, 3 replays on new data == eager",
                   stg == 0 and same and bool(ob[:, :8].isnan().all()), lib.cuinline_last_error().decode() if stg else "")
+    # F.conv2d's unbatched form: x [C, H, W] -> [Cout, OH, OW] (f32 and f16, a channels-last-strided
+    # image too), on PyTorch's current stream against float64.
+    for dt, bound in ((torch.float32, 1e-5), (torch.float16, 2e-3)):
+        for cl_image in (False, True):
+            x3 = torch.randn(16, 34, 40, device="cuda").to(dt)
+            if cl_image:
+                x3 = x3.permute(1, 2, 0).contiguous().permute(2, 0, 1)  # [C, H, W] stored [H][W][C]
+            w3 = (torch.randn(24, 16, 3, 3, device="cuda") * 0.1).to(dt)
+            b3 = torch.randn(24, device="cuda").to(dt)
+            ref = torch.relu(F.conv2d(x3.double(), w3.double(), b3.double(), 1, 1))
+            o3 = torch.full(ref.shape, float("nan"), device="cuda", dtype=dt)
+            st = lib.cuinline_conv2d(desc(x3), desc(w3), desc(b3), None, desc(o3), one, one, one, b"relu", b"fp32",
+                                     ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            msg = lib.cuinline_last_error().decode() if st != 0 else ""
+            torch.cuda.synchronize()
+            err = ((o3.double() - ref).norm() / ref.norm()).item()
+            check(f"{str(dt)[6:]} unbatched conv2d ([C, H, W]{', stored [H][W][C]' if cl_image else ''}) vs float64",
+                  st == 0 and err < bound, f"rel L2 {err:.2e} {msg}")
     # An output whose elements share memory (expanded) is refused, nothing launched.
     xs = torch.randn(2, 8, 10, 10, device="cuda")
     ws_ = torch.randn(4, 8, 3, 3, device="cuda")

@@ -395,6 +395,31 @@ TEST_F(Conv2dDtypeArgs, BatchesPastTheGridLimitArePlannedAsAnyBatch) {
   EXPECT_TRUE(conv2d_variant_for(x, weight, bias, y, {}, epi) == conv2d_variant_for(input, weight, bias, output, {}, epi));
 }
 
+// F.conv2d's unbatched form: an input [Cin, H, W] and an output [Cout, OH, OW] (a residual too) are one
+// image — the variant of the batched call — and a mix of 3-D and 4-D tensors is named.
+TEST_F(Conv2dDtypeArgs, UnbatchedTensorsAreOneImage) {
+  const TensorView x3 = TensorView::contiguous(fake(0x100000), DType::f16, {8, 16, 16});
+  const TensorView y3 = TensorView::contiguous(fake(0x400000), DType::f16, {4, 14, 14});
+  const TensorView r3 = TensorView::contiguous(fake(0x500000), DType::f16, {4, 14, 14});
+  const TensorView x1 = TensorView::contiguous(fake(0x100000), DType::f16, {1, 8, 16, 16});
+  const TensorView y1 = TensorView::contiguous(fake(0x400000), DType::f16, {1, 4, 14, 14});
+  const TensorView r1 = TensorView::contiguous(fake(0x500000), DType::f16, {1, 4, 14, 14});
+  EXPECT_TRUE(conv2d_variant_for(x3, weight, bias, y3, {}, epi) == conv2d_variant_for(x1, weight, bias, y1, {}, epi));
+  EXPECT_TRUE(conv2d_variant_for(x3, weight, bias, y3, {}, epi, Conv2dPrecision::fp32, r3) ==
+              conv2d_variant_for(x1, weight, bias, y1, {}, epi, Conv2dPrecision::fp32, r1));
+  // Channels-last strides of one image ([H, W, C] in memory: strides [1, W*C, C]).
+  const TensorView x3_cl = TensorView::strided(fake(0x100000), DType::f16, {8, 16, 16}, {1, 16 * 8, 8});
+  EXPECT_EQ(conv2d_variant_for(x3_cl, weight, bias, y3, {}, epi).input_layout, Conv2dLayout::nhwc);
+  std::string m = message_of([&] { conv2d(x3, weight, bias, output, {}, epi); });
+  EXPECT_NE(m.find("unbatched input f16[8, 16, 16]"), std::string::npos) << m;
+  EXPECT_NE(m.find("output f16[2, 4, 14, 14]"), std::string::npos) << m;
+  m = message_of([&] { conv2d(x3, weight, bias, y3, {}, epi, nullptr, Conv2dPrecision::fp32, r1); });
+  EXPECT_NE(m.find("residual f16[1, 4, 14, 14]"), std::string::npos) << m;
+  m = message_of([&] { conv2d(input, weight, bias, y3, {}, epi); });
+  EXPECT_NE(m.find("output must have 4 dimensions"), std::string::npos) << m;
+  EXPECT_EQ(conv2d_stats().launches, 0u);
+}
+
 // A residual in the other layout than the output's is valid (PyTorch's conv(x) + r takes any): the
 // call copies it into the output's layout first, so the variant is the one of a residual laid out as
 // the output (the same name, the same kernel), and its alignment is the copy's.

@@ -343,7 +343,8 @@ inline constexpr std::int64_t kMaxConv2dBatch = 65535;
 
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
 /// Every tensor has the same dtype T: f32, f16 or bf16.
-///   input  T [N, Cin, H, W]
+///   input  T [N, Cin, H, W], or [Cin, H, W] (F.conv2d's unbatched form: one image; the output and a
+///          residual then have 3 dimensions too)
 ///   weight T [Cout, Cin / params.groups, KH, KW]
 ///   bias   T [Cout], or a view with data == nullptr for no bias
 ///   output T [N, Cout, OH, OW], OH/OW by PyTorch's formula; must not overlap an input, and no two of

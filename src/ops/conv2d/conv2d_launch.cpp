@@ -573,6 +573,38 @@ Conv2dVariant conv2d_variant_for_device(const Conv2dVariant& variant, int device
 
 namespace {
 
+// F.conv2d's unbatched form: an input [Cin, H, W] gives an output [Cout, OH, OW] — one image. Such a
+// call is the batched call on views with a leading batch axis of 1 (`unbatched` true); any other mix
+// of 3-D and 4-D tensors is named. (A null view — no residual — stays null.)
+struct Batched {
+  TensorView input, output, residual;
+  bool unbatched = false;
+};
+Batched batched(const TensorView& input, const TensorView& output, const TensorView& residual) {
+  Batched b{input, output, residual, input.ndim == 3};
+  if (!b.unbatched) return b;
+  if (output.ndim != 3 || (residual.data != nullptr && residual.ndim != 3)) {
+    bad("an unbatched input " + input.describe() + " ([C, H, W], as F.conv2d takes one image) needs an output" +
+        (residual.data != nullptr ? " and a residual" : "") + " of 3 dimensions too, got output " + output.describe() +
+        (residual.data != nullptr ? ", residual " + residual.describe() : std::string()));
+  }
+  const auto add_batch = [](const TensorView& t) {
+    TensorView v = t;
+    v.ndim = 4;
+    for (int d = 3; d > 0; --d) {
+      v.shape[d] = t.shape[d - 1];
+      v.strides[d] = t.strides[d - 1];
+    }
+    v.shape[0] = 1;
+    v.strides[0] = std::max<std::int64_t>(t.numel(), 1);  // (any stride: one image)
+    return v;
+  };
+  b.input = add_batch(input);
+  b.output = add_batch(output);
+  if (residual.data != nullptr) b.residual = add_batch(residual);
+  return b;
+}
+
 // The call's tensors that the kernels read or write through a compact copy in one stream-ordered
 // workspace (kernel_layout): strides the kernels do not take, or a residual in the other layout than
 // the output's.
@@ -684,13 +716,19 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
                                  const TensorView& output, const Conv2dParams& params, const Op& epilogue,
                                  Conv2dPrecision precision, const TensorView& residual,
                                  const std::vector<TensorView>& channel_operands) {
+  const Batched b = batched(input, output, residual);
   Conv2dCopies copies;
-  return plan_call(input, weight, bias, output, params, epilogue, precision, residual, channel_operands, copies);
+  return plan_call(b.input, weight, bias, b.output, params, epilogue, precision, b.residual, channel_operands, copies);
 }
 
 void conv2d(const TensorView& input, const TensorView& weight, const TensorView& bias,
             const TensorView& output, const Conv2dParams& params, const Op& epilogue, CUstream stream,
             Conv2dPrecision precision, const TensorView& residual, const std::vector<TensorView>& channel_operands) {
+  if (input.ndim == 3) {
+    const Batched b = batched(input, output, residual);
+    conv2d(b.input, weight, bias, b.output, params, epilogue, stream, precision, b.residual, channel_operands);
+    return;
+  }
   Conv2dCopies copies;
   const Conv2dVariant v =
       plan_call(input, weight, bias, output, params, epilogue, precision, residual, channel_operands, copies);
