@@ -188,12 +188,6 @@ void check_tensor(const TensorView& t, const char* name, int ndim) {
   if (t.data == nullptr && t.numel() > 0) bad(std::string(name) + " is a null pointer");
 }
 
-std::string describe_strides(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
-  return s + "]";
-}
-
 // Whether a 4-D view [N, C, H, W] is channels-last: strides [H*W*C, 1, W*C, C] (extents of 1 may
 // have any stride, as in PyTorch; an empty view is both layouts).
 bool is_channels_last(const TensorView& t) {
@@ -672,8 +666,7 @@ Conv2dVariant plan_call(const TensorView& input, const TensorView& weight, const
     }
   }
   if (copies.output && !elements_distinct(output)) {
-    bad("output " + output.describe() + " (strides " + describe_strides(output) +
-        ") has elements that share memory: each output element needs its own address");
+    bad("output " + output.describe() + " has elements that share memory: each output element needs its own address");
   }
   if (overlap(input, output) || overlap(weight, output) || (has_bias && overlap(bias, output))) {
     bad("output overlaps an input");
