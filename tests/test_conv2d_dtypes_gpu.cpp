@@ -310,6 +310,24 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   }
 }
 
+// One call of each kernel family, with a residual: f16 / bf16 on tensor cores (NCHW staged,
+// channels-last), f32 direct and Winograd, tf32, a depthwise one on the general kernel.
+struct FamilyCase {
+  Shape s;
+  DType dt;
+  Conv2dPrecision prec;
+};
+std::vector<FamilyCase> kernel_family_cases() {
+  Conv2dParams depthwise = Conv2dParams::square(1, 1);
+  depthwise.groups = 32;
+  return {{{2, 64, 20, 20, 96, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, Conv2dPrecision::fp32},
+          {{2, 8, 40, 44, 32, 3, 3, Conv2dParams::square(1, 0), true, true}, DType::bf16, Conv2dPrecision::fp32},
+          {{2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::fp32},
+          {{2, 24, 33, 31, 40, 5, 5, Conv2dParams::square(2, 2), false, true}, DType::f32, Conv2dPrecision::fp32},
+          {{2, 32, 24, 24, 64, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::tf32},
+          {{2, 32, 17, 19, 32, 3, 3, depthwise, true, true}, DType::f16, Conv2dPrecision::fp32}};
+}
+
 // A residual in the other layout than the output's (PyTorch's conv(x) + r takes either) is copied
 // into the output's layout in a workspace first; the result equals, bit for bit, the call with the
 // residual already in the output's layout — eagerly and captured (global mode, the variant's first
@@ -321,22 +339,9 @@ TEST(Conv2dDtypesGpu, ResidualInTheOtherLayoutEagerAndCaptured) {
   const std::uint64_t seed = test::fresh_seed();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  struct Case {
-    Shape s;
-    DType dt;
-    Conv2dPrecision prec;
-  };
-  Conv2dParams depthwise = Conv2dParams::square(1, 1);
-  depthwise.groups = 32;
-  const std::vector<Case> cases = {
-      {{2, 64, 20, 20, 96, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, Conv2dPrecision::fp32},
-      {{2, 8, 40, 44, 32, 3, 3, Conv2dParams::square(1, 0), true, true}, DType::bf16, Conv2dPrecision::fp32},
-      {{2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::fp32},
-      {{2, 24, 33, 31, 40, 5, 5, Conv2dParams::square(2, 2), false, true}, DType::f32, Conv2dPrecision::fp32},
-      {{2, 32, 24, 24, 64, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::tf32},
-      {{2, 32, 17, 19, 32, 3, 3, depthwise, true, true}, DType::f16, Conv2dPrecision::fp32}};
+  const std::vector<FamilyCase> cases = kernel_family_cases();
   Stream stream;
-  for (const Case& c : cases) {
+  for (const FamilyCase& c : cases) {
     const Shape& s = c.s;
     const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
     const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
@@ -438,23 +443,10 @@ TEST(Conv2dDtypesGpu, StridedViewsEagerAndCaptured) {
   const std::uint64_t seed = test::fresh_seed();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  struct Case {
-    Shape s;
-    DType dt;
-    Conv2dPrecision prec;
-  };
-  Conv2dParams depthwise = Conv2dParams::square(1, 1);
-  depthwise.groups = 32;
-  const std::vector<Case> cases = {
-      {{2, 64, 20, 20, 96, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, Conv2dPrecision::fp32},
-      {{3, 8, 40, 44, 32, 3, 3, Conv2dParams::square(1, 0), true, true}, DType::bf16, Conv2dPrecision::fp32},
-      {{2, 8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::fp32},
-      {{2, 24, 33, 31, 40, 5, 5, Conv2dParams::square(2, 2), false, true}, DType::f32, Conv2dPrecision::fp32},
-      {{2, 32, 24, 24, 64, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f32, Conv2dPrecision::tf32},
-      {{2, 32, 17, 19, 32, 3, 3, depthwise, true, true}, DType::f16, Conv2dPrecision::fp32}};
+  const std::vector<FamilyCase> cases = kernel_family_cases();
   Stream stream;
   const Op epi = parse_op("mul(in1)|relu");
-  for (const Case& c : cases) {
+  for (const FamilyCase& c : cases) {
     const Shape& s = c.s;
     const std::int64_t oh = conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h);
     const std::int64_t ow = conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w);
