@@ -129,7 +129,8 @@ CUINLINE_C_API cuinline_status cuinline_apply(const char* op, const cuinline_ten
                                               const cuinline_tensor* outputs, int num_outputs, void* stream);
 /** output = epilogue(conv2d(input, weight) + bias [+ residual]) (one dtype for all tensors: f32, f16
  *  or bf16; each 4-D tensor of any strides, read in place where contiguous NCHW or channels-last NHWC,
- *  through a compact copy otherwise, see conv2d.hpp). bias / residual may be NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
+ *  through a compact copy otherwise, see conv2d.hpp; input, residual and output may instead be 3-D,
+ *  F.conv2d's unbatched [C, H, W]). bias / residual may be NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
  *  (NULL), "tf32", "tf32x3". */
 CUINLINE_C_API cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                const cuinline_tensor* bias, const cuinline_tensor* residual,
