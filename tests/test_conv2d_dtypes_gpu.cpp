@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "conv2d_past_limits.hpp"
 #include "elementwise_reference.hpp"
 #include "test_support.hpp"
 
@@ -601,6 +602,46 @@ TEST(Conv2dDtypesGpu, BatchesPastTheGridLimitRunInSlices) {
           }
     EXPECT_EQ(unwritten, 0);
     EXPECT_LE(std::sqrt(num / den), tolerance(dt));
+  }
+}
+
+// Real layers past the limits conv2d once had (conv2d_past_limits.hpp: a ViT-B/32 patch
+// embedding, ASPP dilations of 24 and 36, FCN's padding of 100, strides of 40, 4100 / 4200
+// channels, 41- and 51-tap filters, a 1-D audio filter) in f32, f16 and bf16, all-NCHW and
+// all-channels-last, bias and a residual: every output written, the relative L2 error against the
+// float64 reference within tolerance(dtype).
+TEST(Conv2dDtypesGpu, PastTheFormerLimitsEveryDtypeAndLayout) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  for (const test::PastLimitsShape& ps : test::past_limits_shapes()) {
+    const Shape s{ps.n, ps.cin, ps.h, ps.w, ps.cout, ps.kh, ps.kw, ps.p, true, true};
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (bool nhwc : {false, true}) {
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, dt, nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
+        const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
+        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p,
+                                                   div_leaky_relu_epilogue(1.0, 0.125), Conv2dPrecision::fp32, dr.view);
+        SCOPED_TRACE(std::string(ps.what) + ": " + v.name());
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream,
+               Conv2dPrecision::fp32, dr.view);
+        stream.synchronize();
+        const double err = output_error(s, x, wt, b, r, y, dy);
+        std::printf("  %-55s %-4s %s rel L2 %.2e\n", ps.what, to_string(dt), nhwc ? "nhwc" : "nchw", err);
+        EXPECT_LE(err, tolerance(dt));  // NaN (an unwritten output) fails too
+      }
+    }
   }
 }
 

@@ -24,6 +24,7 @@
 #include <numeric>
 #include <string>
 
+#include "conv2d_past_limits.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "test_support.hpp"
 
@@ -276,6 +277,102 @@ TEST(Conv2dShapes, NonSquareFilterWithThreeChannelGroups) {
     EXPECT_EQ(t.threads() % 32, 0);
     EXPECT_NO_THROW(cuinline::compile(make_request(v), cuinline::Arch::parse("sm_90")));
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Layers past the limits conv2d once had (conv2d_past_limits.hpp: a ViT-B/32 patch embedding, ASPP
+// dilations, FCN's padding of 100, 4100+ channels, 41- and 51-tap filters, a 1-D audio filter) plan
+// within the plan's invariants and compile for sm_90 in every dtype and layout (and f32 in each
+// precision), and for sm_80 and sm_75 in f16 / f32.
+TEST(Conv2dShapes, PastTheFormerLimitsPlanAndCompile) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  for (const cuinline::test::PastLimitsShape& s : cuinline::test::past_limits_shapes()) {
+    SCOPED_TRACE(s.what);
+    const Conv2dVariant base =
+        make_conv2d_variant(s.cin, s.h, s.w, s.cout, s.kh, s.kw, s.p, true, div_leaky_relu_epilogue(1.0, 0.125));
+    struct Form {
+      DType dtype;
+      Conv2dPrecision precision;
+      bool nhwc;
+      const char* arch;
+    };
+    const Form forms[] = {{DType::f32, Conv2dPrecision::fp32, false, "sm_90"},
+                          {DType::f32, Conv2dPrecision::tf32, true, "sm_90"},
+                          {DType::f32, Conv2dPrecision::tf32x3, false, "sm_90"},
+                          {DType::f16, Conv2dPrecision::fp32, false, "sm_90"},
+                          {DType::bf16, Conv2dPrecision::fp32, true, "sm_90"},
+                          {DType::f16, Conv2dPrecision::fp32, true, "sm_80"},
+                          {DType::f32, Conv2dPrecision::fp32, false, "sm_75"}};
+    for (const Form& f : forms) {
+      Conv2dVariant v = base;
+      v.dtype = f.dtype;
+      v.precision = f.precision;
+      v.input_layout = v.weight_layout = v.output_layout = f.nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+      const cuinline::Arch arch = cuinline::Arch::parse(f.arch);
+      v = conv2d_variant_for_arch(v, arch);
+      SCOPED_TRACE(v.name() + " " + to_string(v.precision) + " for " + arch.name());
+      const Conv2dTiling t = conv2d_tiling(v);
+      EXPECT_EQ(t.threads() % 32, 0) << "whole warps";
+      EXPECT_GT(t.threads(), 0);
+      EXPECT_LE(t.threads(), 1024);
+      EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
+      // The grid's channel blocks (y) within 65535.
+      EXPECT_LE((v.out_channels + t.block_channels() - 1) / t.block_channels(), 65535);
+      EXPECT_EQ(t.half_mma, v.dtype != DType::f32 && v.params.groups == 1);
+      EXPECT_NO_THROW(cuinline::compile(make_request(v), arch));
+      if (t.stage_channels > 0 || t.transposes()) EXPECT_TRUE(make_stage_request(v).has_value());
+    }
+  }
+  // A filter row past 4 x 576 unrolled multiply-adds (a 1 x 80 audio filter) is the general kernel's:
+  // the direct kernel took NVRTC 2.3 s on it.
+  Conv2dParams audio;
+  audio.stride_w = 4, audio.pad_w = 40;
+  const Conv2dVariant wide = make_conv2d_variant(1, 1, 20000, 16, 1, 80, audio, true, Op::relu());
+  EXPECT_TRUE(conv2d_impl::f32_direct_too_large(wide));
+  EXPECT_TRUE(conv2d_tiling(wide).generic);
+}
+
+// What is still refused, each naming what was wrong: sizes past kMaxConv2dChannels /
+// kMaxConv2dExtent, a filter whose reach overflows 32 bits, a weight or an output image of 2^31
+// elements or more.
+TEST(Conv2dShapes, PastTheIndexLimitsIsAClearError) {
+  const auto message = [](auto&& make) {
+    try {
+      make();
+    } catch (const cuinline::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  using cuinline::ops::kMaxConv2dChannels;
+  using cuinline::ops::kMaxConv2dExtent;
+  EXPECT_NE(message([] { make_conv2d_variant(kMaxConv2dChannels + 1, 4, 4, 8, 1, 1, {}, false, Op::relu()); })
+                .find("Cin, Cout <= 65535"),
+            std::string::npos);
+  EXPECT_NE(message([] { make_conv2d_variant(1, 1, kMaxConv2dExtent + 1, 8, 1, 1, {}, false, Op::relu()); })
+                .find("H, W, KH, KW <= 1048576"),
+            std::string::npos);
+  Conv2dParams far;
+  far.dilation_h = kMaxConv2dExtent;
+  EXPECT_NE(message([&] { make_conv2d_variant(1, 16, 16, 1, 4096, 1, far, false, Op::relu()); })
+                .find("the filter's reach (4293918721x1) exceeds the padded input (16x16)"),
+            std::string::npos);
+  far.dilation_h = kMaxConv2dExtent + 1;
+  EXPECT_NE(message([&] { make_conv2d_variant(1, 16, 16, 1, 1, 1, far, false, Op::relu()); })
+                .find("stride, dilation and padding must be at most 1048576"),
+            std::string::npos);
+  EXPECT_NE(message([] { make_conv2d_variant(4096, 64, 64, 4096, 12, 12, Conv2dParams::square(1, 6), false,
+                                             Op::relu()); })
+                .find("the weight has more than 2^31 - 1 elements"),
+            std::string::npos);
+  Conv2dParams pad;
+  pad.pad_h = pad.pad_w = 30000;
+  EXPECT_NE(message([&] { make_conv2d_variant(1, 8, 8, 4, 1, 1, pad, false, Op::relu()); })
+                .find("one output image has more than 2^31 - 1 elements"),
+            std::string::npos);
 }
 
 }  // namespace

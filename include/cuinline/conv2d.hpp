@@ -108,6 +108,12 @@ unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept;
 /// (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; may be <= 0 for an invalid shape.
 std::int64_t conv2d_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) noexcept;
 
+/// The most input or output channels of a conv2d (its grid's channel blocks stay within 65535).
+inline constexpr int kMaxConv2dChannels = 65535;
+/// The largest image height or width, filter height or width, stride, padding and dilation of a
+/// conv2d (F.conv2d has none; these keep the kernels' 32-bit indices exact). Beside them: one input
+/// image, one output image and the weight each under 2^31 elements.
+inline constexpr int kMaxConv2dExtent = 1 << 20;
 /// The most per-output-channel operands a conv2d epilogue may read (conv2d's channel_operands).
 inline constexpr int kMaxConv2dChannelOperands = 4;
 /// The per-output-channel operands `epilogue` reads as a conv2d epilogue: its tensor operands in1,

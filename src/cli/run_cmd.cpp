@@ -133,7 +133,8 @@ struct ConvLayer {
   ops::Conv2dParams params;
 };
 
-// "A" or "AxB" (h x w) of non-negative (zero_ok) or positive integers up to 4096.
+// "A" or "AxB" (h x w) of non-negative (zero_ok) or positive integers up to 7 digits (the variant
+// checks its own bounds).
 std::pair<int, int> parse_pair(const std::optional<std::string>& text, const char* flag, int fallback, bool zero_ok) {
   if (!text) return {fallback, fallback};
   std::vector<int> v;
@@ -142,7 +143,7 @@ std::pair<int, int> parse_pair(const std::optional<std::string>& text, const cha
     std::size_t end = text->find('x', pos);
     if (end == std::string::npos) end = text->size();
     const std::string part = text->substr(pos, end - pos);
-    const bool digits = !part.empty() && part.size() <= 4 &&
+    const bool digits = !part.empty() && part.size() <= 7 &&
                         std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     if (!digits || (!zero_ok && std::stoi(part) == 0) || v.size() == 2) {
       throw InvalidArgument(std::string(flag) + ": expected " + (zero_ok ? "P or PHxPW (0 or more)" : "S or SHxSW (1 or more)") +
@@ -163,7 +164,7 @@ ConvLayer conv_layer_of(const RunOptions& o, const std::vector<std::int64_t>& sh
     } catch (const InvalidArgument&) {
       f.clear();
     }
-    if (f.size() != 3 || f[0] > 4096 || f[1] > 31 || f[2] > 31) {
+    if (f.size() != 3 || f[0] > ops::kMaxConv2dChannels || f[1] > ops::kMaxConv2dExtent || f[2] > ops::kMaxConv2dExtent) {
       throw InvalidArgument("--filters: expected KxKHxKW (output channels x filter height x width, e.g. 128x3x3), got '" +
                             *o.filters + "'");
     }

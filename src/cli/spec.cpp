@@ -211,31 +211,31 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   auto input = entry.at("input").elements(3, 4);
   std::size_t first = input.size() == 4 ? 1 : 0;
   if (first == 1) input[0].as_int(1, INT32_MAX);
-  int c = static_cast<int>(input[first].as_int(1, 1 << 16));
-  int h = static_cast<int>(input[first + 1].as_int(1, 1 << 16));
-  int w = static_cast<int>(input[first + 2].as_int(1, 1 << 16));
+  int c = static_cast<int>(input[first].as_int(1, ops::kMaxConv2dChannels));
+  int h = static_cast<int>(input[first + 1].as_int(1, ops::kMaxConv2dExtent));
+  int w = static_cast<int>(input[first + 2].as_int(1, ops::kMaxConv2dExtent));
   // groups (F.conv2d's): divides the input and output channels.
   int groups = 1;
   if (auto f = entry.find("groups")) {
-    groups = static_cast<int>(f->as_int(1, 1 << 16));
+    groups = static_cast<int>(f->as_int(1, ops::kMaxConv2dChannels));
     if (c % groups != 0) f->fail("must divide the input's " + std::to_string(c) + " channels, got " + std::to_string(groups));
   }
   // filters: [Cout, KH, KW] or the weight's shape [Cout, Cin / groups, KH, KW].
   auto filters = entry.at("filters").elements(3, 4);
-  int k = static_cast<int>(filters[0].as_int(1, 1 << 16));
-  if (filters.size() == 4 && filters[1].as_int(1, 1 << 16) != c / groups) {
+  int k = static_cast<int>(filters[0].as_int(1, ops::kMaxConv2dChannels));
+  if (filters.size() == 4 && filters[1].as_int(1, ops::kMaxConv2dChannels) != c / groups) {
     filters[1].fail("expected the input's channel count " + std::to_string(c) +
                     (groups != 1 ? " / groups " + std::to_string(groups) + " = " + std::to_string(c / groups)
                                  : std::string()) +
                     ", got " + JsonField::describe(filters[1].value()));
   }
-  int kh = static_cast<int>(filters[filters.size() - 2].as_int(1, 64));
-  int kw = static_cast<int>(filters[filters.size() - 1].as_int(1, 64));
+  int kh = static_cast<int>(filters[filters.size() - 2].as_int(1, ops::kMaxConv2dExtent));
+  int kw = static_cast<int>(filters[filters.size() - 1].as_int(1, ops::kMaxConv2dExtent));
   ops::Conv2dParams params;
   params.groups = groups;
-  if (auto f = entry.find("stride")) std::tie(params.stride_h, params.stride_w) = parse_hw(*f, 1, 64);
-  if (auto f = entry.find("padding")) std::tie(params.pad_h, params.pad_w) = parse_hw(*f, 0, 64);
-  if (auto f = entry.find("dilation")) std::tie(params.dilation_h, params.dilation_w) = parse_hw(*f, 1, 64);
+  if (auto f = entry.find("stride")) std::tie(params.stride_h, params.stride_w) = parse_hw(*f, 1, ops::kMaxConv2dExtent);
+  if (auto f = entry.find("padding")) std::tie(params.pad_h, params.pad_w) = parse_hw(*f, 0, ops::kMaxConv2dExtent);
+  if (auto f = entry.find("dilation")) std::tie(params.dilation_h, params.dilation_w) = parse_hw(*f, 1, ops::kMaxConv2dExtent);
   std::vector<bool> biases = {false};
   if (auto f = entry.find("bias")) {
     biases.clear();

@@ -291,9 +291,15 @@ void Conv2dVariant::validate() const {
          std::to_string(width) + " input, " + std::to_string(out_channels) + "x" + std::to_string(kernel_h) +
          "x" + std::to_string(kernel_w) + " filters)");
   }
-  if (in_channels > 4096 || out_channels > 4096 || kernel_h > 31 || kernel_w > 31 || height > 32768 ||
-      width > 32768) {
-    fail("sizes beyond what the kernel supports (Cin, Cout <= 4096, KH, KW <= 31, H, W <= 32768)");
+  // F.conv2d has no limits of its own; these keep every index the kernels compute within 32 bits
+  // and the grid's channel blocks within 65535 (a ViT-B/32 patch embedding's 32 x 32 filter with
+  // stride 32, DeepLab's ASPP dilations of 18-36, FCN's padding of 100 are all inside them).
+  if (in_channels > kMaxConv2dChannels || out_channels > kMaxConv2dChannels || height > kMaxConv2dExtent ||
+      width > kMaxConv2dExtent || kernel_h > kMaxConv2dExtent || kernel_w > kMaxConv2dExtent) {
+    fail("sizes beyond what the kernels index (Cin, Cout <= " + std::to_string(kMaxConv2dChannels) +
+         ", H, W, KH, KW <= " + std::to_string(kMaxConv2dExtent) + "; got " + std::to_string(in_channels) + "x" +
+         std::to_string(height) + "x" + std::to_string(width) + " input, " + std::to_string(out_channels) + "x" +
+         std::to_string(kernel_h) + "x" + std::to_string(kernel_w) + " filters)");
   }
   const Conv2dParams& p = params;
   if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0) {
@@ -305,15 +311,31 @@ void Conv2dVariant::validate() const {
     fail("groups " + std::to_string(p.groups) + " must divide the input channels (" + std::to_string(in_channels) +
          ") and the output channels (" + std::to_string(out_channels) + ")");
   }
-  if (p.stride_h > 16 || p.stride_w > 16 || p.dilation_h > 16 || p.dilation_w > 16 || p.pad_h > 64 ||
-      p.pad_w > 64) {
-    fail("stride/dilation above 16 or padding above 64 is not supported");
+  if (p.stride_h > kMaxConv2dExtent || p.stride_w > kMaxConv2dExtent || p.dilation_h > kMaxConv2dExtent ||
+      p.dilation_w > kMaxConv2dExtent || p.pad_h > kMaxConv2dExtent || p.pad_w > kMaxConv2dExtent) {
+    fail("stride, dilation and padding must be at most " + std::to_string(kMaxConv2dExtent) + " (got stride " +
+         std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + ", padding " + std::to_string(p.pad_h) +
+         "x" + std::to_string(p.pad_w) + ", dilation " + std::to_string(p.dilation_h) + "x" +
+         std::to_string(p.dilation_w) + ")");
   }
-  if (out_height() <= 0 || out_width() <= 0) {
-    fail("the output is empty: the filter's reach exceeds the padded input (" + name() + ")");
+  // The filter's reach, in 64 bits: (KH - 1) x dilation + 1 may pass 2^31 before the check below.
+  const std::int64_t reach_h = std::int64_t{kernel_h - 1} * p.dilation_h + 1;
+  const std::int64_t reach_w = std::int64_t{kernel_w - 1} * p.dilation_w + 1;
+  if (reach_h > height + std::int64_t{2} * p.pad_h || reach_w > width + std::int64_t{2} * p.pad_w) {
+    fail("the output is empty: the filter's reach (" + std::to_string(reach_h) + "x" + std::to_string(reach_w) +
+         ") exceeds the padded input (" + std::to_string(height + std::int64_t{2} * p.pad_h) + "x" +
+         std::to_string(width + std::int64_t{2} * p.pad_w) + ")");
   }
-  if (static_cast<std::int64_t>(in_channels) * height * width > (std::int64_t{1} << 31) - 1) {
+  constexpr std::int64_t kIndexLimit = (std::int64_t{1} << 31) - 1;
+  if (static_cast<std::int64_t>(in_channels) * height * width > kIndexLimit) {
     fail("one image has more than 2^31 - 1 elements");
+  }
+  if (static_cast<std::int64_t>(out_channels) * out_height() * out_width() > kIndexLimit) {
+    fail("one output image has more than 2^31 - 1 elements (" + std::to_string(out_channels) + "x" +
+         std::to_string(out_height()) + "x" + std::to_string(out_width()) + ")");
+  }
+  if (static_cast<std::int64_t>(out_channels) * (in_channels / p.groups) * kernel_h * kernel_w > kIndexLimit) {
+    fail("the weight has more than 2^31 - 1 elements");
   }
   if (!is_identity(epilogue)) {
     epilogue.validate();
@@ -543,7 +565,12 @@ std::string kernel_name(const Conv2dVariant& v) {
 namespace conv2d_impl {
 bool f32_direct_too_large(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || v.uses_generic_kernel() || uses_tensor_cores(v) || winograd_applies(v)) return false;
-  return fp32_plan(v).t.shared_bytes > conv2d_max_shared_bytes(v.target);
+  const Fp32Plan plan = fp32_plan(v);
+  // A filter row is the least the kernel unrolls: past 4 x kUnrollBudget FMAs (a filter wider than
+  // 36 at 16 channels x 4 pixels a thread) NVRTC takes seconds (a 1 x 80 filter: 2.3 s), where
+  // the general kernel's loops compile in a fraction of that.
+  const int per_row = v.kernel_w * plan.t.channels_per_thread * plan.t.pixels_per_thread;
+  return plan.t.shared_bytes > conv2d_max_shared_bytes(v.target) || per_row > 4 * kUnrollBudget;
 }
 
 std::string render_target_defines(const Conv2dVariant& v) {

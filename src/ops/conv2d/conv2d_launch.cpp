@@ -636,8 +636,10 @@ Conv2dVariant plan_call(const TensorView& input, const TensorView& weight, const
     bad("bias " + bias.describe() + " does not match the " + std::to_string(weight.shape[0]) +
         " output channels");
   }
+  // (Sizes that fit an int; the variant's own bounds — kMaxConv2dChannels, kMaxConv2dExtent — are
+  // checked, and named, by validate() below.)
   for (int d = 1; d < 4; ++d) {
-    if (input.shape[d] > 32768 || weight.shape[d - 1] > 32768 || weight.shape[d] > 32768) {
+    if (input.shape[d] > INT32_MAX || weight.shape[d - 1] > INT32_MAX || weight.shape[d] > INT32_MAX) {
       bad("extent too large: input " + input.describe() + ", weight " + weight.describe());
     }
   }
@@ -758,13 +760,19 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   detail::launch_variant(
       kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
       [&](const Launchable& e, int device) {
+        if (!copies.any()) {  // the common call: the caller's tensors as they are
+          ChannelArgs chan{};
+          for (std::size_t k = 0; k < channel_operands.size(); ++k) chan.p[k] = channel_operands[k].data;
+          run_conv(e, v, n, input, weight, bias, output, residual, chan, stream, device, hash);
+          return;
+        }
         // The tensors the kernels read and write: the caller's, or compact copies in one
         // stream-ordered workspace (freed after the conv's launches) — made before the conv by the
         // N-ary elementwise kernel's strided path (bit for bit), the output copied out after it.
         TensorView in_k = input, w_k = weight, b_k = bias, out_k = output, res_k = residual;
         std::vector<TensorView> ops_k;  // (only where an operand is copied: no allocation otherwise)
         CUdeviceptr ws = 0;
-        if (copies.any()) {
+        {
           std::int64_t bytes = 0;
           const auto place = [&](bool copied, TensorView& view, const TensorView& like, Conv2dLayout layout) {
             if (!copied) return;
