@@ -2,7 +2,9 @@
 
 Each case draws a valid F.conv2d call — channels 1-1024 (log-uniform), images 1-512 per side, filters
 1-11 per side, stride 1-4, padding 0-5, dilation 1-4, groups (plain, depthwise with a multiplier,
-grouped), bias or not, a residual or not, an epilogue (a chain or an expression, some with per-channel
+grouped; one draw in twenty past the limits cuinline once had: ViT's 32-64 patch filters of stride
+their size, ASPP's dilation 17-48, FCN's padding 65-120, strides 17-64, 4097-9000 channels, 33-51
+depthwise filters, 1-D audio filters of 32-400 taps), bias or not, a residual or not, an epilogue (a chain or an expression, some with per-channel
 operands), f32 (fp32 / tf32 / tf32x3), f16 or bf16, each tensor NCHW or channels-last on its own, some
 views of other strides (rows padded, stored [N][H][C][W], every other channel, a weight or residual
 expanded, a bias or operand of every other element: what F.conv2d takes) — as PyTorch tensors, and runs it through cuinline_conv2d_ex on PyTorch's current stream (a side stream in
@@ -118,10 +120,49 @@ def draw(rng, max_macs, kinds):
         elif mode < 0.86:  # depthwise (a channel multiplier of 1 or 2)
             cin = log_int(rng, 1, 512)
             groups, cout = cin, cin * rng.choice([1, 1, 2])
-        else:
+        elif mode < 0.95:
             groups = rng.choice([2, 3, 4, 8, 16, 32])
             cin, cout = groups * log_int(rng, 1, 64), groups * log_int(rng, 1, 64)
-        if mode >= 0.25:
+        else:  # past the limits cuinline once had (filters <= 31, stride/dilation <= 16, padding <= 64, channels <= 4096)
+            big = rng.choice(["patch", "dilated", "padded", "strided", "channels", "filter"])
+            groups, cin, cout = 1, log_int(rng, 1, 64), log_int(rng, 1, 256)
+            h, w = log_int(rng, 8, 256), log_int(rng, 8, 256)
+            kh = kw = rng.choice([1, 3, 3, 5])
+            sh = sw = rng.choice([1, 1, 2])
+            ph, pw, dh, dw = kh // 2, kw // 2, 1, 1
+            if big == "patch":  # ViT's patch embedding: a filter of stride its size
+                kh = kw = sh = sw = rng.choice([32, 32, 40, 48, 64])
+                h, w = max(h, kh), max(w, kw)
+                ph = pw = 0
+                cin = rng.choice([1, 3, 3, 4])
+            elif big == "dilated":  # DeepLab's ASPP: dilation 17-48, padding its dilation
+                dh = dw = rng.randint(17, 48)
+                ph = pw = dh if rng.random() < 0.8 else rng.randint(0, 80)
+            elif big == "padded":  # FCN's first conv: padding 100
+                ph = rng.randint(65, 120)
+                pw = ph if rng.random() < 0.6 else rng.randint(0, 120)
+                h, w = min(h, 48), min(w, 48)
+            elif big == "strided":
+                sh = rng.randint(17, 64)
+                sw = sh if rng.random() < 0.5 else rng.randint(1, 64)
+            elif big == "channels":
+                h, w = log_int(rng, 1, 8), log_int(rng, 1, 8)
+                if rng.random() < 0.5:
+                    cin = rng.randint(4097, 9000)
+                else:
+                    cout = rng.randint(4097, 9000)
+            else:  # filters past 31 (a depthwise large kernel, or a 1-D audio filter)
+                if rng.random() < 0.5:
+                    kh = kw = rng.choice([33, 41, 51])
+                    ph = pw = kh // 2
+                    h, w = max(min(h, 64), kh), max(min(w, 64), kw)
+                    groups = cin = cout = rng.choice([4, 8, 16])
+                else:
+                    h, kh, ph = 1, 1, 0
+                    w, kw = rng.randint(2000, 40000), rng.randint(32, 400)
+                    sw, pw = rng.choice([1, 2, 4, 10]), kw // 2
+                    cin = rng.choice([1, 1, 2])
+        if mode >= 0.25 and mode < 0.95:
             h, w = log_int(rng, 1, 512), log_int(rng, 1, 512)
             ks = [1, 1, 3, 3, 3, 5, 7]
             kh = rng.choice(ks) if rng.random() < 0.8 else rng.randint(1, 11)

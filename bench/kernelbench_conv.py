@@ -5,7 +5,9 @@ PyTorch's current stream, one cuinline call a conv with the elementwise tail fus
 (per-channel parameters of shape (Cout, 1, 1) as channel operands: cuinline_conv2d_ex).
 
 Level 1: the standard (square, asymmetric, dilated), depthwise, depthwise-separable and pointwise
-2-D problems (50, 55, 56, 62, 63, 80, 82-87). Level 2: the conv2d problems whose tail is elementwise
+2-D problems (50, 55, 56, 62, 63, 80, 82-87); X1-X6, real layers past the limits cuinline once had
+(ViT-B/32's patch embedding, ASPP rate 18, FCN's padding 100, a 51 x 51 depthwise, a 1 x 251
+filterbank, 8192 input channels). Level 2: the conv2d problems whose tail is elementwise
 (1, 4, 31, 54, 57, 69, 71, 87). (Transposed, 1-D and 3-D convolutions and tails with reductions,
 pooling or normalization are not cuinline ops.)
 
@@ -49,6 +51,25 @@ LEVEL1 = [
     ("84 depthwise 256x512", 64, 128, 256, 512, 128, (3, 3), (1, 1), (0, 0), (1, 1), 128, False, "randn"),
     ("85 depthwise 3x7", 32, 128, 128, 256, 128, (3, 7), (1, 1), (0, 0), (1, 1), 128, False, "randn"),
     ("87 pointwise 1x1", 16, 64, 1024, 1024, 128, (1, 1), (1, 1), (0, 0), (1, 1), 1, False, "randn"),
+]
+
+# Real layers past the limits cuinline once had (filters <= 31, stride / dilation <= 16, padding <= 64,
+# channels <= 4096): not KernelBench's, run the same way (--only X1,X2,...).
+PAST_LIMITS = [
+    ("X1 ViT-B/32 patch embedding", 64, 3, 224, 224, 768, (32, 32), (32, 32), (0, 0), (1, 1), 1, True, "randn"),
+    ("X2 DeepLabv3 ASPP rate 18", 2, 2048, 33, 33, 256, (3, 3), (1, 1), (18, 18), (18, 18), 1, False, "randn"),
+    ("X3 FCN-8s conv1_1 pad 100", 1, 3, 500, 500, 64, (3, 3), (1, 1), (100, 100), (1, 1), 1, True, "randn"),
+    ("X4 SLaK 51x51 depthwise", 8, 128, 56, 56, 128, (51, 51), (1, 1), (25, 25), (1, 1), 128, True, "randn"),
+    ("X5 SincNet 1x251 filterbank", 32, 1, 1, 16000, 80, (1, 251), (1, 1), (0, 125), (1, 1), 1, False, "randn"),
+    ("X6 8192 -> 2048 1x1", 8, 8192, 7, 7, 2048, (1, 1), (1, 1), (0, 0), (1, 1), 1, False, "randn"),
+]
+
+# Deep channels on small images (ResNet-50's last stage at batch 32): long reductions over few pixels
+# (--only Y1,Y2,Y3).
+DEEP_SMALL = [
+    ("Y1 ResNet-50 layer4 1x1 2048 -> 512", 32, 2048, 7, 7, 512, (1, 1), (1, 1), (0, 0), (1, 1), 1, False, "randn"),
+    ("Y2 ResNet-50 layer4 3x3 512", 32, 512, 7, 7, 512, (3, 3), (1, 1), (1, 1), (1, 1), 1, False, "randn"),
+    ("Y3 ResNet-50 layer4 1x1 512 -> 2048", 32, 512, 7, 7, 2048, (1, 1), (1, 1), (0, 0), (1, 1), 1, False, "randn"),
 ]
 
 # Level 2: nn.Conv2d(Cin, Cout, 3) with bias, torch.rand input; the tail as PyTorch runs it and as a
@@ -225,7 +246,7 @@ def main():
                   "rel L2 eager |", "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     failures = 0
-    for (name, n, cin, h, w, cout, k, stride, pad, dil, groups, bias, dist) in LEVEL1:
+    for (name, n, cin, h, w, cout, k, stride, pad, dil, groups, bias, dist) in LEVEL1 + PAST_LIMITS + DEEP_SMALL:
         if not wanted(name):
             continue
         torch.manual_seed(0)
