@@ -130,6 +130,16 @@ struct PointwiseOf<S, decltype(void(S::kPointwise))> {
   static constexpr int value = S::kPointwise;
 };
 
+// S::kBatchTiles where S has it, else 0.
+template <class S, class = void>
+struct BatchTilesOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct BatchTilesOf<S, decltype(void(S::kBatchTiles))> {
+  static constexpr int value = S::kBatchTiles;
+};
+
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -153,6 +163,12 @@ struct Plan {
   static constexpr int kTilesX =
       kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (PointwiseOf<S>::value != 0 ? kCoBlocks : 1);
   static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
+  // Batch tiles (kBatchTiles; the cp.async wgmma tiling of small planes): the block's kBM pixels are
+  // consecutive pixels of the batch's N x kOH x kOW (image-major), not of one image's plane, so a
+  // block's weight tile serves several images (a 7 x 7 plane filled 49 of 256 rows a tile, and every
+  // image re-read the whole weight). Grid: ceil(N kPixels / kBM) blocks along x, one along z; the
+  // launch passes N in row_tiles.
+  static constexpr bool kBatchTiles = BatchTilesOf<S>::value != 0;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kTapsPerStep = kElem == 2 && S::kCiPad == 8 ? 2 : 1;
   static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
@@ -348,6 +364,8 @@ struct Plan {
                                 (S::kBK * kBM * kElem / 16) % kThreads == 0),
                 "the pointwise form: 1 x 1, stride 1, no padding, an aligned NCHW input of whole 16-byte runs, "
                 "a k step of whole 16-byte chunks a thread");
+  static_assert(!kBatchTiles || (kWgmma && kAsync && !kHalo && !kWindow && !kPointwise),
+                "batch tiles: the cp.async wgmma tiling's own form");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
@@ -1200,6 +1218,28 @@ __device__ __forceinline__ void window_origin(int p, int& iy0, int& ix0) {
   iy0 = p < Plan<S>::kPixels ? oy * S::kSH - S::kPH : S::kH;
   ix0 = ox * S::kSW - S::kPW;
 }
+// The same for pixel pg of the batch's images x kPixels (batch tiles), and the offset of its image
+// in the input (past the last image: iy0 = kH, nothing read).
+template <class S>
+__device__ __forceinline__ void batch_origin(int pg, int images, int& iy0, int& ix0, long long& image) {
+  using P = Plan<S>;
+  const int n = pg / (int)P::kPixels;
+  window_origin<S>(pg - n * (int)P::kPixels, iy0, ix0);
+  if (n >= images) iy0 = S::kH;
+  image = (long long)n * P::kInN;
+}
+// Element offset of output (or residual) pixel p, channel co, from the first image's origin (batch
+// tiles: p counts the batch's pixels; channels-last, that is one plane of N x kPixels).
+template <class S>
+__device__ __forceinline__ long long out_offset(int p, int co) {
+  using P = Plan<S>;
+  if constexpr (P::kBatchTiles && !S::kOutNhwc) {
+    const int n = p / (int)P::kPixels;
+    return n * P::kOutN + (p - n * (int)P::kPixels) * P::kOutP + co * P::kOutC;
+  } else {
+    return p * P::kOutP + co * P::kOutC;
+  }
+}
 
 // The main loop through registers (every layout): step k + 1's loads are in flight during step k's
 // mma, then stored to the other of two buffers; one barrier a step.
@@ -1264,7 +1304,7 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
                                                unsigned a_row, unsigned b_row,
                                                const typename S::storage* __restrict__ in_n,
                                                const typename S::storage* __restrict__ weight, int p0,
-                                               int co0) {
+                                               int co0, int images = 1) {
   using P = Plan<S>;
   constexpr int kRowStep = P::kThreads / P::kChunks;  // rows a pass of the block covers
   constexpr int kARowsAsync = P::kBM / kRowStep;
@@ -1274,10 +1314,15 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
   const int chunk = tid % P::kChunks;
   const int row0 = tid / P::kChunks;
   int iy0[kARowsAsync], ix0[kARowsAsync];
-  if constexpr (!P::kPointwise) {
+  long long image[P::kBatchTiles ? kARowsAsync : 1] = {};  // (batch tiles: each row's image)
+  if constexpr (P::kBatchTiles) {
+#pragma unroll
+    for (int r = 0; r < kARowsAsync; ++r) batch_origin<S>(p0 + row0 + r * kRowStep, images, iy0[r], ix0[r], image[r]);
+  } else if constexpr (!P::kPointwise) {
 #pragma unroll
     for (int r = 0; r < kARowsAsync; ++r) window_origin<S>(p0 + row0 + r * kRowStep, iy0[r], ix0[r]);
   }
+  (void)images;
   constexpr unsigned kStageBytes = P::kStageElems * 2;
   // The pointwise form's A tile: kBK rows (input channels) of kBM pixels, kPwChunks 16-byte copies a
   // row, thread tid taking copies tid, tid + kThreads, ... of the tile (consecutive threads along a
@@ -1316,7 +1361,8 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
         const int iy = iy0[r] + kh * S::kDH;
         const int ix = ix0[r] + kw * S::kDW;
         const bool ok = ci_ok && iy >= 0 && iy < S::kH && ix >= 0 && ix < S::kW;
-        const typename S::storage* src = in_n + (ok ? (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
+        const long long at_image = P::kBatchTiles ? image[P::kBatchTiles ? r : 0] : 0;
+        const typename S::storage* src = in_n + (ok ? at_image + (iy * S::kW + ix) * (long long)S::kCin + ci : 0);
         copy16_async<S::kCopyL2>(s_a + at(row0 + r * kRowStep), src, ok);
       }
     }
@@ -1822,7 +1868,7 @@ template <class S, class E, int kVec>
 __device__ __forceinline__ void store_tile(const float* s_c, const typename S::storage* __restrict__ bias,
                                            typename S::storage* __restrict__ out_n,
                                            const typename S::storage* __restrict__ res_n, int p0, int co0,
-                                           const E& ep) {
+                                           long long p_end, const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;  // pixels (NCHW) or channels (NHWC) of the tile
@@ -1848,8 +1894,8 @@ __device__ __forceinline__ void store_tile(const float* s_c, const typename S::s
     const int co = co0 + c;
     // The whole vector lies in the plane / the channels when its first element does (kVec divides
     // the run and the tile's origin).
-    if (p < P::kPixels && (S::kCout % P::kBN == 0 || co < S::kCout)) {
-      const long long at = p * P::kOutP + co * P::kOutC;
+    if (p < p_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+      const long long at = out_offset<S>(p, co);
       float v[kVec];
       read_tile<kVec>(s_c + m * P::kCM + c * P::kCC, v);  // along the tile's contiguous axis
       const float b = !S::kOutNhwc && S::kHasBias ? value_at(bias + co) : 0.0f;
@@ -1892,7 +1938,7 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
     const int co = co0 + c;
     if (m < m_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
       const unsigned short* src = s_h + (S::kOutNhwc ? m * P::kHPitch + c : c * P::kHPitch + m);
-      typename S::storage* dst = out_n + (p * P::kOutP + co * P::kOutC);
+      typename S::storage* dst = out_n + out_offset<S>(p, co);
       if constexpr (kVec == 8) {
         *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
       } else if constexpr (kVec == 4) {
@@ -2011,7 +2057,8 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
                                            const typename S::storage* __restrict__ weight,
                                            const typename S::storage* __restrict__ bias,
                                            typename S::storage* __restrict__ output,
-                                           const typename S::storage* __restrict__ residual, const E& ep) {
+                                           const typename S::storage* __restrict__ residual, int images,
+                                           const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
@@ -2023,8 +2070,9 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   const int wn = warp / S::kWarpsM;
   const int p0 = (int)(P::kPointwise ? blockIdx.x / P::kCoBlocks : blockIdx.x) * P::kBM;
   const int co0 = (int)(P::kPointwise ? blockIdx.x % P::kCoBlocks : blockIdx.y) * P::kBN;
-  const long long n = blockIdx.z;
+  const long long n = P::kBatchTiles ? 0 : blockIdx.z;  // (batch tiles: p0 counts the batch's pixels)
   const T* in_n = input + n * P::kInN;
+  const long long p_end = P::kBatchTiles ? (long long)images * P::kPixels : P::kPixels;
 
   // ldmatrix row addresses: A tile i rows (lane % 16), k half lane / 16; B tiles 2jj, 2jj + 1 rows
   // lane % 8 (+ 8 for lanes 16-31), k half (lane / 8) % 2.
@@ -2046,7 +2094,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     mainloop_window<S>(acc, s_stage, in_n, weight, p0, co0);
     (void)a_row, (void)b_row;
   } else if constexpr (P::kAsync) {
-    mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+    mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images);
   } else {
     mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
   }
@@ -2062,7 +2110,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
     write_half_tile<S, E>(acc, s_h, bias, co0, ep);
     __syncthreads();
-    store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(P::kPixels - p0), co0);
+    store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(p_end - p0), co0);
   } else {
     // (Not instantiated for kHalfEpi.)
     float* s_c = reinterpret_cast<float*>(smem);
@@ -2096,7 +2144,7 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     const T* res_n = S::kHasResidual ? residual + n * P::kOutN : residual;
     // kOutVec outputs a store (1 where the host found the output not aligned to the vector; every
     // vector's offset is a multiple of kOutVec).
-    store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0, ep);
+    store_tile<S, E, P::kOutVec>(s_c, bias, out_n, res_n, p0, co0, p_end, ep);
   }
 }
 
@@ -2166,8 +2214,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   if constexpr (P::kHalo) {
     d::halo_tiles<S, E>(smem, input, weight, bias, output, blockIdx.y * P::kBN, row_tiles, ep);
   } else {
-    (void)row_tiles;
-    d::block_tile<S, E>(smem, input, weight, bias, output, residual, ep);
+    // (row_tiles: the images, for batch tiles; else unused)
+    d::block_tile<S, E>(smem, input, weight, bias, output, residual, row_tiles, ep);
   }
 }
 

@@ -605,6 +605,74 @@ TEST(Conv2dDtypesGpu, BatchesPastTheGridLimitRunInSlices) {
   }
 }
 
+// Output planes of at most 128 pixels with a long reduction over more than one tap (ResNet-50's
+// 7 x 7 stage, smaller) run on batch tiles on sm_90 (a 1 x 1 layer beside them does not) (a tile's 128 pixels span images: an odd batch, so tiles end mid-image and
+// the last runs past the batch): f16, bf16 and f32 in TF32, NCHW (staged) and channels-last, a
+// residual in some, against float64, every output written; one call captured in a CUDA graph and
+// replayed on new data, equal bit for bit to the eager call.
+TEST(Conv2dDtypesGpu, SmallPlanesRunOnBatchTiles) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  const std::vector<Shape> shapes = {{5, 128, 7, 7, 96, 3, 3, Conv2dParams::square(1, 1), true, true},
+                                     {3, 512, 7, 7, 64, 1, 1, Conv2dParams{}, false, false},
+                                     {4, 64, 5, 6, 40, 3, 3, Conv2dParams::square(1, 1), false, true},
+                                     {3, 40, 12, 10, 130, 3, 3, Conv2dParams::square(1, 1), true, false}};
+  const bool sm90 = device_target() == Conv2dTarget::sm90 && !hmma_disabled();
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+      const Conv2dPrecision prec = dt == DType::f32 ? Conv2dPrecision::tf32 : Conv2dPrecision::fp32;
+      for (bool nhwc : {false, true}) {
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        dy.buffer.fill_u32(0xffffffffu);
+        const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+        const TensorView res = s.residual ? dr.view : TensorView{};
+        const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, prec, res);
+        SCOPED_TRACE(v.name() + " " + to_string(prec) + " batch " + std::to_string(s.n));
+        const Conv2dTiling t = planned(v);
+        // Batch tiles: filters of more than one tap on the wgmma tiling (f32: where TF32 runs on it).
+        if (sm90 && s.kh * s.kw > 1 && (dt != DType::f32 || t.tf32_wgmma)) EXPECT_TRUE(t.batch_tiles);
+        if (s.kh * s.kw == 1) EXPECT_FALSE(t.batch_tiles);
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, prec, res);
+        stream.synchronize();
+        const double err = output_error(s, x, wt, b, r, y, dy);
+        std::printf("  %-90s %s rel L2 %.2e\n", v.name().c_str(), t.batch_tiles ? "batch tiles" : "", err);
+        EXPECT_LE(err, dt == DType::f32 ? 5e-3 : tolerance(dt));  // (TF32 for f32) NaN fails too
+        if (&s == &shapes[0] && !nhwc) {
+          // Captured, then replayed on new input: bit for bit the eager call on it.
+          std::vector<unsigned char> eager(y.bytes()), replay(y.bytes());
+          const HostTensor x2 = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+          Graph graph = Graph::capture(
+              stream.get(), [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, prec, res); },
+              CaptureMode::global);
+          const std::vector<unsigned char> raw2 = x2.storage();
+          dx.buffer.copy_from_host(raw2.data(), raw2.size());
+          dy.buffer.fill_u32(0xffffffffu);
+          graph.launch(stream.get());
+          stream.synchronize();
+          dy.buffer.copy_to_host(replay.data(), replay.size());
+          dy.buffer.fill_u32(0xffffffffu);
+          conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, prec, res);
+          stream.synchronize();
+          dy.buffer.copy_to_host(eager.data(), eager.size());
+          EXPECT_EQ(replay, eager);
+        }
+      }
+    }
+  }
+}
+
 // Real layers past the limits conv2d once had (conv2d_past_limits.hpp: a ViT-B/32 patch
 // embedding, ASPP dilations of 24 and 36, FCN's padding of 100, strides of 40, 4100 / 4200
 // channels, 41- and 51-tap filters, a 1-D audio filter) in f32, f16 and bf16, all-NCHW and

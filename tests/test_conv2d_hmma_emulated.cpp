@@ -489,13 +489,36 @@ HMMA_CASE(NchwOutReg, ew_bf16, 16, 8, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1
   };
 WGMMA_CASE(SeedNhwc, SeedNhwcReg, 4, 2, 8, 16, 4, 5)
 WGMMA_CASE(ResnetNhwc, ResnetNhwcReg, 8, 1, 8, 64, 4, 1)
-WGMMA_CASE(AsyncPadded, AsyncPaddedReg, 8, 1, 4, 32, 4, 1)
+// (AsyncPadded's 6 x 5 plane and NchwOut's 8 x 16 are batch tiles' planes: kBatchTiles below.)
+WGMMA_CASE(AsyncPaddedTiles, AsyncPaddedReg, 4, 2, 4, 32, 4, 5)
 WGMMA_CASE(UnetNhwc, UnetNhwcReg, 8, 2, 16, 64, 4, 1)
-WGMMA_CASE(NchwOut, NchwOutReg, 8, 1, 8, 16, 4, 1)
+WGMMA_CASE(NchwOutTiles, NchwOutReg, 4, 2, 8, 16, 4, 5)
+struct AsyncPadded : AsyncPaddedTiles {
+  static constexpr int kBatchTiles = 1;
+};
+struct NchwOut : NchwOutTiles {
+  static constexpr int kBatchTiles = 1;
+};
 // A large filter (5 x 5 over 32 channels: 25 k steps) with up to 64 channels a block: two warpgroups
 // of two m64 tiles each (256 pixels), 48 output channels of a 64-channel block, padding.
 HMMA_CASE(LongNhwcReg, ew_half, 32, 9, 20, 48, 5, 5, 1, 1, 1, 2, 1, 1, 1, 0, 1, 1, 0, 4, 2, 2, 4, 32, 32, 2)
 WGMMA_CASE(LongNhwc, LongNhwcReg, 8, 2, 8, 32, 4, 1)
+// Batch tiles (kBatchTiles: output planes of at most 128 pixels with a long reduction): one
+// warpgroup of 128 pixels that run across the batch's images (check_case runs 3 images: a tile
+// holds parts of several, and the last tile runs past the batch). A 7 x 7 plane, 64 channels x 9
+// taps, 48 of a 64-channel block, channels-last out; and a 5 x 6 plane over 32 channels with a
+// residual (the fp32 tile's stores) into an NCHW output (2-output stores that stay in an image),
+// 72 of 128 channels.
+HMMA_CASE(SmallPlaneReg, ew_half, 64, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 2, 2, 2, 4, 64, 64, 3)
+struct SmallPlane : SmallPlaneReg {
+  static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = 2, kNT = 8, kBK = 64, kMinBlocks = 2, kAsyncDepth = 4,
+                       kWgmma = 1, kBatchTiles = 1;
+};
+HMMA_CASE(SmallPlaneResReg, ew_bf16, 32, 5, 6, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 2, 2, 4, 32, 32, 3)
+struct SmallPlaneRes : SmallPlaneResReg {
+  static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = 2, kNT = 16, kBK = 32, kMinBlocks = 2, kAsyncDepth = 4,
+                       kWgmma = 1, kBatchTiles = 1;
+};
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
 // comparison for it).
@@ -562,10 +585,17 @@ TF32_CASE(Tf32Conv, 16, 12, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 4, 2, 8, 16
 // 40 channels (k steps of 8: the 32-byte swizzle), a 5 x 3 filter with dilated columns and row stride
 // 2, 72 output channels of a 128-channel block (two m64 tiles a warpgroup), a residual, channels-last
 // output.
-TF32_CASE(Tf32Wide, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 8, 2, 16, 8, 4, 1)
+// (Both this 6 x 13 plane and Tf32Small's 9 x 9 run on batch tiles: one warpgroup.)
+TF32_CASE(Tf32WideTiles, 40, 11, 13, 72, 5, 3, 2, 1, 2, 2, 1, 2, 1, 1, 1, 4, 2, 16, 8, 4, 2)
+struct Tf32Wide : Tf32WideTiles {
+  static constexpr int kBatchTiles = 1;
+};
 // A 5 x 5 filter over 32 channels (k steps of 32: the 128-byte swizzle; one warpgroup), 24 output
 // channels of a 32-channel block, NCHW output of 9 x 9 (one float a store), no bias.
-TF32_CASE(Tf32Small, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
+TF32_CASE(Tf32SmallTiles, 32, 13, 13, 24, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 4, 2, 4, 32, 4, 2)
+struct Tf32Small : Tf32SmallTiles {
+  static constexpr int kBatchTiles = 1;
+};
 
 // The pointwise form (kPointwise: 1 x 1, stride 1, no padding, an NCHW input of whole 16-byte runs,
 // aligned): A copied by cp.async as the input lays it out ([k][pixel]), B as the weight does; the
@@ -687,6 +717,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
     EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
     EXPECT_EQ(t.window, cuinline_conv2d_hmma_detail::WindowOf<S>::value != 0);
+    EXPECT_EQ(t.batch_tiles, P::kBatchTiles);
     if (t.wgmma || t.pointwise) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
@@ -702,7 +733,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   if (mode == Mode::misaligned_output) EXPECT_EQ(P::kOutVec, 1);
 
   const DType dt = v.dtype;
-  const int batch = 2;
+  const int batch = P::kBatchTiles ? 3 : 2;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto random = [&](std::size_t n, std::vector<T>& bits, std::vector<double>& values) {
@@ -746,15 +777,19 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // The launch's grid: kTilesX x ceil(kTilesY / row_tiles) blocks along x. The halo form's blocks
   // compute 3 tiles each here (every gridDim.x-th; the last ones fewer where they do not divide): its
   // loop, the next tile's window copied while this one's is stored.
-  const int row_tiles = P::kHalo ? 3 : 1;
+  // Batch tiles: the blocks along x cover the batch's pixels, one along z; row_tiles is the batch.
+  const int row_tiles = P::kHalo ? 3 : P::kBatchTiles ? batch : 1;
   std::vector<float> shift_v(S::kCout);
   for (int co = 0; co < S::kCout; ++co) shift_v[static_cast<std::size_t>(co)] = channel_shift(co);
   const cuinline_conv2d_chan chan{{shift_v.data(), nullptr, nullptr, nullptr}};
   g_cout = S::kCout;
-  const unsigned grid_x = static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
+  const unsigned grid_x =
+      P::kBatchTiles ? static_cast<unsigned>((batch * P::kPixels + P::kBM - 1) / P::kBM)
+                     : static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
+  const unsigned grid_z = P::kBatchTiles ? 1u : static_cast<unsigned>(batch);
   // (The pointwise form's channel blocks are part of x: one block column.)
   const unsigned grid_y = P::kPointwise ? 1u : static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN);
-  for (unsigned zi = 0; zi < static_cast<unsigned>(batch); ++zi) {
+  for (unsigned zi = 0; zi < grid_z; ++zi) {
     const unsigned z = P::kHalo ? batch - 1 - zi : zi;
     for (unsigned by = 0; by < grid_y; ++by) {
       for (unsigned i = 0; i < grid_x; ++i) {
@@ -771,7 +806,7 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
             g_block = &block;
             threadIdx = {tid, 0, 0};
             blockIdx = {bx, by, z};
-            gridDim = {grid_x, grid_y, static_cast<unsigned>(batch)};
+            gridDim = {grid_x, grid_y, grid_z};
             cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
                                               yb.data() + out_shift, row_tiles,
                                               S::kHasResidual ? rb.data() : nullptr, chan);
@@ -841,6 +876,8 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<NchwOut>(seed++);
   check_case<UnetOneGroup>(seed++);
   check_case<LongNhwc>(seed++);
+  check_case<SmallPlane>(seed++);
+  check_case<SmallPlaneRes>(seed++);
   check_case<SeedHalo>(seed++);
   check_case<SeedHaloNhwc>(seed++);
   check_case<RgbHalo>(seed++);
@@ -882,6 +919,8 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<NchwOut>(seed++, Mode::copies_at_issue);
   check_case<UnetOneGroup>(seed++, Mode::copies_at_issue);
   check_case<LongNhwc>(seed++, Mode::copies_at_issue);
+  check_case<SmallPlane>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<SmallPlaneRes>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<NchwOut>>(seed++, Mode::misaligned_output);
   check_case<InputMisaligned<SeedNhwcReg, 2>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<ResnetNhwcReg>>(seed++, Mode::misaligned_input);

@@ -288,6 +288,13 @@ struct Conv2dTiling {
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
   /// tile read from them in place; the k steps run chunk-major.
   bool window = false;
+  /// The wgmma tiling's batch tiles (conv2d_hmma.cuh's kBatchTiles; the cp.async form without the
+  /// halo or window forms, an output plane of at most half a two-warpgroup tile: ResNet's 7 x 7
+  /// layers): a block's tile_cols pixels are consecutive pixels of the whole batch (image-major),
+  /// not of one image, so one weight tile serves several images; one warpgroup of 128 pixels. The
+  /// launch's grid: ceil(N x OH x OW / tile_cols) blocks along x, one along z (tiles_x stays the
+  /// per-image count).
+  bool batch_tiles = false;
   /// f32 variants in precision tf32 with at least 16 input channels, a filter of more than one tap
   /// and Cout x taps / (stride_h x stride_w) >= 512 on an sm90-class target (unless
   /// CUINLINE_CONV2D_TF32_WGMMA=0): the wgmma tiling above with TF32 operands (conv2d_hmma.cuh with

@@ -75,6 +75,22 @@ bool tile_override(int (&f)[6]) {
   return set;
 }
 
+// CUINLINE_CONV2D_BATCH_TILES=0 keeps small planes on per-image tiles (for comparisons; read once).
+bool batch_tiles_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_BATCH_TILES");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
+// Whether the cp.async wgmma tiling of v (steps k steps of its k step) takes batch tiles: an output
+// plane of at most 128 pixels, more than 5 k steps, more than one filter tap.
+bool batch_tiles_apply(const Conv2dVariant& v, int steps) {
+  return v.out_height() * v.out_width() <= 128 && steps > 5 && v.kernel_h * v.kernel_w > 1 &&
+         !batch_tiles_disabled_by_environment();
+}
+
 // CUINLINE_CONV2D_TF32_WGMMA=0 keeps tf32 variants on the mma.sync kernel (conv2d_mma.cuh; read once).
 bool tf32_wgmma_disabled_by_environment() {
   static const bool off = [] {
@@ -372,7 +388,13 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // tiles against 0.0474-0.0476 / 0.0350-0.0351, KernelBench L2-54 1.819-1.869 against 1.765-1.911;
   // H100, 2026-11-26, bench/tune_f16_two_tiles.sh.)
   constexpr int kLargeFilter = 16;
-  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64);
+  // Batch tiles (kBatchTiles) where one image's plane fills at most half of a two-warpgroup tile of
+  // 256 pixels: the tile spans images. One warpgroup of two m64 tiles (128 pixels) then, for more
+  // blocks: ResNet-50's last stage (7 x 7, batch 32) gets 13 pixel tiles, not 7. (Filters of more
+  // than one tap: ResNet-50's 7 x 7 3 x 3 layer 0.186 -> 0.087 ms f16, 0.180 -> 0.126 TF32; its 1 x 1
+  // layers ran slower, 0.082 -> 0.107 and 0.100 -> 0.122, with their staging copy; H200.)
+  const bool batch = batch_tiles_apply(v, steps_at_bk);
+  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch;
   const bool one_tile = two_groups && bn <= 64 && taps < kLargeFilter;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
@@ -415,6 +437,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
     if (window_shared_bytes(v, t) > limit) t.window = false;
   }
   t.shared_bytes = shared_bytes(v, t);
+  t.batch_tiles = batch && !t.window && !overridden;
   if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
@@ -630,6 +653,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kAsyncDepth", t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   if (t.pointwise) src += c("kPointwise", 1);
+  if (t.batch_tiles) src += c("kBatchTiles", 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -692,6 +716,12 @@ bool hmma_stages(const Conv2dVariant& v) {
   if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
+  // Small planes with a long reduction (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
+  // the staged copy's wgmma tiling runs them on batch tiles (Y2 of bench/kernelbench_conv.py,
+  // 512 x 7 x 7: 0.183 ms gathered, 0.090 staged on per-image tiles, 0.087 on batch tiles; H200).
+  // (k steps of the staged copy's tiling: its channels padded to 16, 64 a step where they divide.)
+  const int cp = (v.in_channels + 15) / 16 * 16;
+  if (batch_tiles_apply(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) return true;
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
 }
 

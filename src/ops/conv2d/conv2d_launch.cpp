@@ -424,11 +424,13 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
 void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
                  const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream) {
   const Conv2dTiling& t = e.tiling;
-  const int row_tiles = row_tiles_for(t, v, n, e);
+  // (Batch tiles: the kernel's row_tiles is the number of images; one block row spans the batch.)
+  const int row_tiles = t.batch_tiles ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
+  const std::int64_t batch_blocks = t.batch_tiles ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
   LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
+  cfg.grid = Dim3(static_cast<unsigned>(t.batch_tiles ? batch_blocks : t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
                   static_cast<unsigned>(t.channel_fast || t.row_fast || t.pointwise ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
-                  static_cast<unsigned>(n));
+                  static_cast<unsigned>(t.batch_tiles ? 1 : n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
   cfg.stream = stream;
