@@ -606,10 +606,11 @@ TEST(Conv2dDtypesGpu, BatchesPastTheGridLimitRunInSlices) {
 }
 
 // Output planes of at most 128 pixels with a long reduction over more than one tap (ResNet-50's
-// 7 x 7 stage, smaller) run on batch tiles on sm_90 (a 1 x 1 layer beside them does not) (a tile's 128 pixels span images: an odd batch, so tiles end mid-image and
-// the last runs past the batch): f16, bf16 and f32 in TF32, NCHW (staged) and channels-last, a
-// residual in some, against float64, every output written; one call captured in a CUDA graph and
-// replayed on new data, equal bit for bit to the eager call.
+// 7 x 7 stage, smaller) run on batch tiles on sm_90 — a tile's 128 pixels span images: odd batches,
+// so tiles end mid-image and the last runs past the batch — and a 1 x 1 layer beside them does not:
+// f16, bf16 and f32 in TF32, NCHW (staged) and channels-last, a residual in some, against float64,
+// every output written; one call captured in a CUDA graph and replayed on new data, equal bit for
+// bit to the eager call.
 TEST(Conv2dDtypesGpu, SmallPlanesRunOnBatchTiles) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();
