@@ -716,12 +716,15 @@ bool hmma_stages(const Conv2dVariant& v) {
   if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
-  // Small planes with a long reduction (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
+  // Small planes with a long reduction over 64+ channels (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
   // the staged copy's wgmma tiling runs them on batch tiles (Y2 of bench/kernelbench_conv.py,
   // 512 x 7 x 7: 0.183 ms gathered, 0.090 staged on per-image tiles, 0.087 on batch tiles; H200).
   // (k steps of the staged copy's tiling: its channels padded to 16, 64 a step where they divide.)
   const int cp = (v.in_channels + 15) / 16 * 16;
-  if (batch_tiles_apply(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) return true;
+  if (v.in_channels >= 64 &&
+      batch_tiles_apply(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) {
+    return true;  // (a few channels over many taps — a 5 x 5 stem — keeps its gather)
+  }
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
 }
 
