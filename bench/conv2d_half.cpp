@@ -99,7 +99,7 @@ int main() {
         std::sort(ms.begin(), ms.end());
         char kernel[96];
         if (t.half_mma) {
-          const char* form = !t.wgmma ? "mma.sync" : t.halo ? (t.tile_rows == 2 ? "wgmma halo row pairs" : "wgmma halo") : t.window ? "wgmma window" : t.batch_tiles ? "wgmma batch tiles" : "wgmma";
+          const char* form = !t.wgmma ? "mma.sync" : t.halo ? "wgmma halo" : t.window ? "wgmma window" : t.batch_tiles ? "wgmma batch tiles" : "wgmma";
           std::snprintf(kernel, sizeof kernel, "%s%s %dx%d k%d %d buf%s", form,
                         t.stage_channels > 0 ? " staged" : "", t.tile_cols, t.block_channels(), t.ci_chunk,
                         t.wgmma ? t.stages : 0, t.wgmma ? "" : "(plan)");

@@ -140,26 +140,6 @@ struct BatchTilesOf<S, decltype(void(S::kBatchTiles))> {
   static constexpr int value = S::kBatchTiles;
 };
 
-// S::kHaloRows2 where S has it, else 0.
-template <class S, class = void>
-struct HaloRows2Of {
-  static constexpr int value = 0;
-};
-template <class S>
-struct HaloRows2Of<S, decltype(void(S::kHaloRows2))> {
-  static constexpr int value = S::kHaloRows2;
-};
-
-// S::kHaloChunks where S has it, else 0.
-template <class S, class = void>
-struct HaloChunksOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct HaloChunksOf<S, decltype(void(S::kHaloChunks))> {
-  static constexpr int value = S::kHaloChunks;
-};
-
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -175,15 +155,6 @@ struct Plan {
   // output row, kSegs blocks a row.
   static constexpr bool kHalo = HaloOf<S>::value != 0;
   static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
-  // Row pairs (kHaloRows2; the halo form with an NCHW output whose rows fit one tile): a tile is two
-  // consecutive output rows, computed one after the other from one window, and each channel's two
-  // rows — contiguous in memory — are stored together as the 16-byte-aligned runs of memory they
-  // cover (store_chunks_nchw). The last tile of an odd-height image has one row.
-  static constexpr bool kRowPair = kHalo && HaloRows2Of<S>::value != 0;
-  // (kHaloChunks: tiles of one row, an NCHW output whose rows fit one tile, stored as 16-byte chunks
-  // too.)
-  static constexpr bool kChunkStores = kHalo && !kRowPair && HaloChunksOf<S>::value != 0;
-  static constexpr int kTileRows = kRowPair ? 2 : 1;
   // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
   // (The pointwise form's blocks run channel blocks fastest: block x is pixel tile x / kCoBlocks,
   // channel block x % kCoBlocks, so the blocks that read one A tile run together and all but the
@@ -191,7 +162,7 @@ struct Plan {
   static constexpr int kCoBlocks = (S::kCout + kBN - 1) / kBN;
   static constexpr int kTilesX =
       kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (PointwiseOf<S>::value != 0 ? kCoBlocks : 1);
-  static constexpr int kTilesY = kHalo ? (S::kOH + kTileRows - 1) / kTileRows * kSegs : 1;
+  static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
   // Batch tiles (kBatchTiles; the cp.async wgmma tiling of small planes): the block's kBM pixels are
   // consecutive pixels of the batch's N x kOH x kOW (image-major), not of one image's plane, so a
   // block's weight tile serves several images (a 7 x 7 plane filled 49 of 256 rows a tile, and every
@@ -280,7 +251,7 @@ struct Plan {
   // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past
   // kCin and outside the image), then (an odd tap count) 1 KiB of zeros that the last step's second
   // tap reads.
-  static constexpr int kHaloRows = (S::kKH - 1) * S::kDH + 1 + (kTileRows - 1) * S::kSH;
+  static constexpr int kHaloRows = (S::kKH - 1) * S::kDH + 1;
   static constexpr int kHaloCols = kBM + (S::kKW - 1) * S::kDW;
   // An NCHW input of whole 16-byte runs (kW % 8 == 0, aligned): copied by cp.async as it is laid out,
   // [kHaloRows][8 channels][kStageCols] from the 8-aligned column below the window's first (kLeft
@@ -297,12 +268,9 @@ struct Plan {
   static constexpr int kHaloZero = kTaps % 2 ? 1024 : 0;
   static constexpr int kHaloStage = kInNchwCopy ? kHaloRows * 8 * kStageCols * 2 : 0;
   // The 16-bit output tile (kHalfEpi's, below) has its own place after B: the next tile's window is
-  // copied while this one's is stored. Row pairs: the second row's tile takes the window's place
-  // (kHaloWin bytes: the larger of the two) once the window is read.
+  // copied while this one's is stored.
   static constexpr int kHaloOut = (S::kOutNhwc ? kBM : kBN) * ((S::kOutNhwc ? kBN : kBM) + 8) * 2;
-  // (+ 16: store_chunks_nchw's shared reads may run 16 bytes past the last channel's row.)
-  static constexpr int kHaloWin = kRowPair && kHaloOut + 16 > kHaloA ? kHaloOut + 16 : kHaloA;
-  static constexpr int kMainBytes = kHalo     ? kHaloB + kHaloOut + kHaloWin + kHaloZero + kHaloStage
+  static constexpr int kMainBytes = kHalo     ? kHaloB + kHaloOut + kHaloA + kHaloZero + kHaloStage
                                    : kWindow ? kStages * kStageElems * 2 + kWinBufs * kWinBytes
                                              : kStages * kStageElems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
@@ -398,7 +366,6 @@ struct Plan {
                 "a k step of whole 16-byte chunks a thread");
   static_assert(!kBatchTiles || (kWgmma && kAsync && !kHalo && !kWindow && !kPointwise),
                 "batch tiles: the cp.async wgmma tiling's own form");
-  static_assert(!(kRowPair || kChunkStores) || (!S::kOutNhwc && kSegs == 1), "an NCHW output, a row a tile");
   static_assert(!kHalo || (kWgmma && S::kCiPad == 8 && S::kSW == 1 && S::kWarpsM == 4 && !S::kHasResidual),
                 "the halo tiling: the wgmma tiling's one warpgroup, up to 8 channels, column stride 1, no residual");
   static_assert(!kWindow || (kWgmma && kAsync && !kHalo && kTapsPerStep == 1 && S::kSW == 1 && S::kOW % 64 == 0 &&
@@ -1632,7 +1599,7 @@ struct Halo {
   using T = typename S::storage;
   unsigned short* s_b;     // B: step s, row n (channel co0 + n), chunk c (tap 2s + c), swizzled
   unsigned short* s_h;     // the 16-bit output tile
-  unsigned short* s_a;     // the window (row 0, with its slack); row pairs: then the second row's tile
+  unsigned short* s_a;     // the window (row 0, with its slack)
   unsigned short* s_zero;  // 1 KiB of zeros (an odd tap count)
   unsigned short* s_nchw;  // an NCHW input's copied runs (kInNchwCopy)
   static constexpr bool kInCopy = S::kInNhwc && S::kCin == 8 && S::kInAligned;
@@ -1647,8 +1614,8 @@ struct Halo {
       : s_b(reinterpret_cast<unsigned short*>(smem)),
         s_h(reinterpret_cast<unsigned short*>(smem + P::kHaloB)),
         s_a(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut)),
-        s_zero(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloWin)),
-        s_nchw(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloWin + P::kHaloZero)) {}
+        s_zero(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloA)),
+        s_nchw(reinterpret_cast<unsigned short*>(smem + P::kHaloB + P::kHaloOut + P::kHaloA + P::kHaloZero)) {}
 
   // Every step's B tile and the zeros (copies uncommitted).
   __device__ __forceinline__ void load_weights(const T* __restrict__ weight, int co0) const {
@@ -1680,8 +1647,8 @@ struct Halo {
   // Tile `tile`'s window (copies uncommitted; an NCHW input's runs, transposed by ready()).
   __device__ __forceinline__ void load_window(const T* __restrict__ in_n, int tile) const {
     const int tid = threadIdx.x;
-    const int oy = tile / P::kSegs * P::kTileRows;
-    const int ox0 = tile % P::kSegs * P::kBM;
+    const int oy = tile / P::kSegs;
+    const int ox0 = (tile - oy * P::kSegs) * P::kBM;
     if constexpr (kTranspose) {
       // Rows of 8-column runs of each channel from column xa0, a multiple of 8: a run is all in the
       // image or all outside.
@@ -1745,10 +1712,9 @@ struct Halo {
 
   // acc += the tile's whole reduction (acc: this thread's accumulators, the wgmma layout). Ends with
   // this thread's reads of shared memory done.
-  // (row: the tile's output row, 0 or 1 for row pairs: the window from input row row x kSH on.)
-  __device__ __forceinline__ void compute(float (&acc)[S::kMT][S::kNT][4], int row = 0) const {
+  __device__ __forceinline__ void compute(float (&acc)[S::kMT][S::kNT][4]) const {
     const unsigned b_base = smem_address(s_b);
-    const unsigned a_base = smem_address(s_a) + (P::kHaloLead + row * S::kSH * P::kHaloPitch) * 16;
+    const unsigned a_base = smem_address(s_a) + P::kHaloLead * 16;
     const unsigned zero = smem_address(s_zero);
 #if CUINLINE_CONV2D_HMMA_WGMMA
     wgmma_fence();
@@ -1986,75 +1952,6 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
-// Values e .. e + 7 of a row of 16-bit values (16-byte aligned; e may be negative, the reads then
-// start in the 16 bytes before it, and may end 16 bytes past e + 7) as 4 words, low value first: two
-// aligned 16-byte shared loads, shifted into place by whole values.
-__device__ __forceinline__ void read8_shifted(const unsigned short* row, int e, unsigned (&w)[4]) {
-  const int a = e >> 3;  // (floor: e may be negative)
-  const int k = e & 7;
-  const uint4 lo = *reinterpret_cast<const uint4*>(row + 8 * a);
-  const uint4 hi = *reinterpret_cast<const uint4*>(row + 8 * a + 8);
-  const unsigned v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const int q = k >> 1;
-  unsigned x[5];
-#pragma unroll
-  for (int t = 0; t < 5; ++t) x[t] = q == 0 ? v[t] : q == 1 ? v[t + 1] : q == 2 ? v[t + 2] : v[t + 3];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = (k & 1) ? (x[i] >> 16 | x[i + 1] << 16) : x[i];
-}
-
-// The halo form's NCHW stores as 16-byte chunks (row pairs, or P::kChunkStores on tiles of one
-// row): channel c's output rows oy (tile s_h0) and, rows 2, oy + 1 (tile s_h1) are one contiguous
-// run of memory, rows x kOW values from out_n + (co0 + c) kOutC + oy kOW. It is stored as the
-// 16-byte-aligned chunks of memory it covers, a chunk a thread and iteration, its 8 values read from
-// the tiles by read8_shifted (both tiles for the
-// chunk across the rows' boundary) and stored as one 16-byte store; the partial chunks at the
-// run's ends value by value. (The seed's NCHW rows are 252 bytes, 4-byte aligned; stored 4 bytes at
-// a time a row, the output pattern alone ran 0.171-0.185 ms on an H100, as 16-byte chunks 0.137-0.150
-// a row and 0.103-0.110 for two-row runs; bench/nchw_store_probe.cu.)
-template <class S, int kMaxRows>
-__device__ __forceinline__ void store_chunks_nchw(const unsigned short* s_h0, const unsigned short* s_h1,
-                                                  typename S::storage* __restrict__ out_n, int oy, int rows,
-                                                  int co0) {
-  using P = Plan<S>;
-  constexpr int kChunks = (kMaxRows * S::kOW + 14) / 8;  // the most chunks a run covers
-  const int run = rows * S::kOW;
-  // (Unrolled: independent chunks in flight, as store_tile_half's 4-byte stores.)
-#pragma unroll 4
-  for (int i = threadIdx.x; i < P::kBN * kChunks; i += P::kThreads) {
-    const int c = i / kChunks;
-    const int j = i - c * kChunks;
-    unsigned short* base = reinterpret_cast<unsigned short*>(out_n + (co0 + c) * P::kOutC + (long long)oy * S::kOW);
-    const int shift = (int)((reinterpret_cast<unsigned long long>(base) >> 1) & 7);  // values before it
-    const int e0 = 8 * j - shift;  // the chunk's first value, along the run (negative: before it)
-    if (e0 >= run || (S::kCout % P::kBN != 0 && co0 + c >= S::kCout)) continue;
-    const unsigned short* row0 = s_h0 + c * P::kHPitch;
-    const unsigned short* row1 = s_h1 + c * P::kHPitch;
-    const bool first0 = kMaxRows == 1 || e0 < S::kOW || rows == 1;  // the first value is in row 0
-    unsigned w[4];
-    read8_shifted(first0 ? row0 : row1, first0 ? e0 : e0 - S::kOW, w);
-    if (kMaxRows == 2 && first0 && rows == 2 && e0 + 8 > S::kOW) {  // across the rows: from kOW - e0 on, row 1
-      unsigned w1[4];
-      read8_shifted(row1, e0 - S::kOW, w1);
-      const int n0 = S::kOW - e0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const unsigned m = 2 * q + 1 < n0 ? 0xffffffffu : 2 * q < n0 ? 0x0000ffffu : 0u;
-        w[q] = (w[q] & m) | (w1[q] & ~m);
-      }
-    }
-    unsigned short* dst = base + e0;  // 16-byte aligned
-    if (e0 >= 0 && e0 + 8 <= run) {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (e0 + k >= 0 && e0 + k < run) dst[k] = static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2)));
-      }
-    }
-  }
-}
-
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
 // ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
 // reads.)
@@ -2277,36 +2174,6 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
   for (long long t = first; t < end; t += stride) {
     h.ready();  // (its barrier also ends the previous tile's reads of the output tile)
     float acc[S::kMT][S::kNT][4];
-    if constexpr (P::kRowPair) {
-      // Row oy's outputs into s_h, then row oy + 1's from the same window into the window's place
-      // once every warp has read it. The next tile's window is copied while they are stored where
-      // it lands in the NCHW copy's buffer (transposed by ready()), else after the stores.
-      // (One loop over the rows: the main loop and the epilogue compiled once.)
-      const int oy = (int)(t % P::kTilesY) * 2;
-      const int rows = oy + 1 < S::kOH ? 2 : 1;
-      const long long next = t + stride;
-#pragma unroll 1
-      for (int r = 0; r < rows; ++r) {
-        zero_accumulators<S>(acc);
-        h.compute(acc, r);
-        if (r == rows - 1) {
-          __syncthreads();  // every warp's reads of the window are done
-          if (Halo<S>::kTranspose && next < end) {
-            h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
-          }
-          if (Halo<S>::kTranspose) copy_commit();
-        }
-        write_half_tile<S, E>(acc, r == 0 ? h.s_h : h.s_a, bias, co0, ep);
-      }
-      __syncthreads();
-      store_chunks_nchw<S, 2>(h.s_h, h.s_a, output + t / P::kTilesY * P::kOutN, oy, rows, co0);
-      if (!Halo<S>::kTranspose) {
-        __syncthreads();  // the stores' reads of the window's place are done
-        if (next < end) h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
-        copy_commit();
-      }
-      continue;
-    }
     zero_accumulators<S>(acc);
     h.compute(acc);
     __syncthreads();  // every warp's reads of the window are done
@@ -2318,12 +2185,8 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const int tile = (int)(t % P::kTilesY);
     const int oy = tile / P::kSegs;
     const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-    if constexpr (P::kChunkStores) {
-      store_chunks_nchw<S, 1>(h.s_h, h.s_h, output + t / P::kTilesY * P::kOutN, oy, 1, co0);
-    } else {
-      store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
-                                     co0);
-    }
+    store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                   co0);
   }
 }
 

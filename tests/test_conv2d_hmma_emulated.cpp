@@ -535,25 +535,8 @@ struct UnetOneGroup : UnetNhwc {
   struct name : name##Base {                                                                                \
     static constexpr int kAsyncDepth = 1, kWgmma = 1, kHalo = 1;                                            \
   };
-// Row pairs (kHaloRows2: an NCHW output whose rows fit one tile): two output rows a tile from one
-// window, each channel's two rows stored together as the 16-byte chunks of memory they cover.
-#define HALO_PAIR_CASE(name, T, cin, h, w, cout, kh, kw, sh, ph, pw, dh, dw, bias, in, wl, mt, nt, minb)      \
-  HALO_CASE(name##Rows, T, cin, h, w, cout, kh, kw, sh, ph, pw, dh, dw, bias, in, wl, 0, mt, nt, minb)           \
-  struct name : name##Rows {                                                                                    \
-    static constexpr int kHaloRows2 = 1;                                                                        \
-  };
-// The seed's shape at 6 x 40 (one 64-column tile), NCHW: no staging copy; row pairs.
-HALO_PAIR_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 1, 8, 6)
-// Row pairs: an NCHW input of whole 16-byte rows (copied; transposed on sm_90), 7 output rows (the
-// last tile one row) at row stride 2 (a window of 5 rows), 38 columns (channel rows starting at
-// every 4-byte offset of a 16-byte chunk), 40 of 64 channels, a 3 x 5 filter.
-HALO_PAIR_CASE(PairOddHalo, ew_bf16, 5, 13, 40, 40, 3, 5, 2, 1, 1, 1, 1, 1, 0, 1, 1, 8, 5)
-// Row pairs from a channels-last input of 8 channels (cp.async into the window, so the next window
-// is copied after the stores), dilated rows, 7 x 48 outputs, 24 channels, no bias.
-HALO_PAIR_CASE(PairNhwcHalo, ew_half, 8, 9, 50, 24, 3, 3, 1, 1, 0, 2, 1, 0, 1, 1, 1, 4, 8)
-// Row pairs of the seed's width: 126 columns (two m64 tiles), from an NCHW input of 3 channels
-// whose 126-column rows are not whole 16-byte runs (gathered into the window).
-HALO_PAIR_CASE(PairWideHalo, ew_half, 3, 6, 126, 64, 3, 3, 1, 0, 1, 1, 1, 1, 0, 0, 2, 8, 4)
+// The seed's shape at 6 x 40 (one 64-column tile), NCHW: no staging copy.
+HALO_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 8, 7)
 // Channels-last, 8 channels (cp.async), 68 columns in one 128-column tile.
 HALO_CASE(SeedHaloNhwc, ew_bf16, 8, 5, 70, 64, 3, 3, 1, 0, 0, 1, 1, 1, 1, 1, 1, 2, 8, 5)
 // RGB: a channels-last input of 3 channels (gathered), NCHW weight, 5 x 3 filter (15 taps: the
@@ -733,7 +716,6 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
     EXPECT_EQ(t.tiles_y, P::kTilesY);
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
     EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
-    if (t.halo) EXPECT_EQ(t.tile_rows, P::kTileRows);
     EXPECT_EQ(t.window, cuinline_conv2d_hmma_detail::WindowOf<S>::value != 0);
     EXPECT_EQ(t.batch_tiles, P::kBatchTiles);
     if (t.wgmma || t.pointwise) EXPECT_EQ(t.stages, P::kStages);
@@ -901,9 +883,6 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<RgbHalo>(seed++);
   check_case<WideHalo>(seed++);
   check_case<PaddedHalo>(seed++);
-  check_case<PairOddHalo>(seed++);
-  check_case<PairNhwcHalo>(seed++);
-  check_case<PairWideHalo>(seed++);
   check_case<UnetWindow>(seed++);
   check_case<RowWindow>(seed++);
   check_case<ChunkWindow>(seed++);
@@ -954,21 +933,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<SeedHaloNhwc>::kOutVec == 8 && Plan<SeedHalo>::kOutVec == 2 && Plan<WideHalo>::kOutVec == 2);
   // An NCHW input of whole 16-byte rows, aligned: copied (and, on sm_90, transposed); else gathered.
   static_assert(Plan<SeedHalo>::kInNchwCopy && Plan<PaddedHalo>::kInNchwCopy && Plan<PaddedHalo>::kLeft == 5 &&
-                !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo, 7>>::kInNchwCopy);
+                !Plan<WideHalo>::kInNchwCopy && !Plan<InputMisaligned<SeedHalo, 8>>::kInNchwCopy);
   check_case<SeedHaloNhwc>(seed++, Mode::copies_at_issue);
   check_case<InputMisaligned<SeedHaloNhwc>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
   check_case<PaddedHalo>(seed++, Mode::copies_at_issue);
-  check_case<InputMisaligned<SeedHalo, 7>>(seed++, Mode::misaligned_input);  // (no NCHW copy buffers)
-  // Row pairs: copies landing at once (the next window, copied while the second row's tile sits in
-  // the window's place, must not land there); an output 2 bytes off (every channel row's offset in
-  // its 16-byte chunk shifts).
-  static_assert(Plan<SeedHalo>::kRowPair && Plan<PairNhwcHalo>::kRowPair && !Plan<WideHalo>::kRowPair &&
-                Plan<PairOddHalo>::kHaloRows == 5 && Plan<PairOddHalo>::kTilesY == 4);
-  check_case<PairOddHalo>(seed++, Mode::copies_at_issue);
-  check_case<PairNhwcHalo>(seed++, Mode::copies_at_issue);
-  check_case<OutputMisaligned<PairOddHalo>>(seed++, Mode::misaligned_output);
-  check_case<OutputMisaligned<PairWideHalo>>(seed++, Mode::misaligned_output);
+  check_case<InputMisaligned<SeedHalo, 8>>(seed++, Mode::misaligned_input);  // (no NCHW copy buffers)
   // The window form: copies landing at once (a window copied into a buffer whose wgmma group is in
   // flight would fail); an NCHW output misaligned.
   static_assert(Plan<UnetWindow>::kWinBufs == 2 && Plan<RowWindow>::kWinBufs == 1 && Plan<ChunkWindow>::kWinTileRows == 2);

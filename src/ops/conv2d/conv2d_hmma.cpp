@@ -53,26 +53,6 @@ bool halo_disabled_by_environment() {
   return off;
 }
 
-// CUINLINE_CONV2D_HALO_PAIRS=1 puts the halo form's NCHW outputs whose rows fit a tile on tiles of
-// two rows (read once; off by default: slower, see halo_tiling).
-bool halo_pairs_enabled_by_environment() {
-  static const bool on = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_PAIRS");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  return on;
-}
-
-// CUINLINE_CONV2D_HALO_CHUNKS=1 stores the halo form's one-row NCHW tiles as 16-byte chunks (read
-// once; off by default: slower).
-bool halo_chunks_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_CHUNKS");
-    return e == nullptr || std::strcmp(e, "1") != 0;
-  }();
-  return off;
-}
-
 // CUINLINE_CONV2D_WINDOW=0 keeps the wgmma tiling off its window form (read once).
 bool window_disabled_by_environment() {
   static const bool off = [] {
@@ -201,24 +181,20 @@ int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
 }
 
 // The halo form's shared memory: every step's B tile, the 16-bit output tile (a place of its own:
-// the next tile's window is copied while it is stored), the input window (row pairs, tile_rows 2:
-// rows for both output rows, and at least the second row's output tile + 16 bytes, which takes its
-// place), 1 KiB of zeros for an odd tap count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB,
-// kHaloOut, kHaloWin, kHaloZero). An NCHW
+// the next tile's window is copied while it is stored), the input window, 1 KiB of zeros for an odd
+// tap count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero). An NCHW
 // input of whole 16-byte runs copied as laid out (nchw_copy: W % 8 == 0 and the input aligned) adds
 // 8 columns of slack each side of a window row and the copied runs [rows][8][stage_cols]
 // (kInNchwCopy, kLeft, kStageCols, kHaloStage).
 unsigned halo_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t, bool nchw_copy) {
   const std::int64_t bm = t.tile_cols, bn = t.block_channels();
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
-  const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1 +
-                            std::int64_t{t.tile_rows - 1} * v.params.stride_h;
+  const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
   const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
   const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
   const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
   const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
-  const std::int64_t window = rows * (cols + (nchw_copy ? 16 : 0)) * 16;
-  const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + (t.tile_rows == 2 ? std::max(window, out + 16) : window) +
+  const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
                             (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
   return static_cast<unsigned>(main + 1024);
 }
@@ -499,24 +475,11 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   // Tiles along y (output row x column block); a block computes up to row_tiles of them in turn, the
   // launch picks how many (row_tiles_for).
   t.tiles_x = 1;
+  t.tiles_y = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
   t.row_tiles = kHaloRowTiles;
-  // Row pairs (conv2d_hmma.cuh's kHaloRows2): an NCHW output whose rows are one tile wide takes
-  // tiles of two rows, stored as 16-byte chunks of each channel's two-row run. (The f16 seed on an
-  // H100: the output pattern alone, one row a tile in 4-byte stores, 0.171-0.185 ms; two-row runs in
-  // 16-byte chunks 0.103-0.110; bench/nchw_store_probe.cu, 2026-11-27.)
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
-  const std::int64_t max_shared = conv2d_max_shared_bytes(v.target);
-  for (const int rows : {2, 1}) {
-    if (rows == 2 && (v.output_layout != Conv2dLayout::nchw || v.out_width() > t.tile_cols || v.out_height() < 2 ||
-                      !halo_pairs_enabled_by_environment())) {
-      continue;
-    }
-    t.tile_rows = rows;
-    t.tiles_y = static_cast<int>(ceil_div(v.out_height(), rows) * ceil_div(v.out_width(), t.tile_cols));
-    if (halo_shared_bytes(v, t, halo_nchw_copy(v)) <= max_shared) break;
-  }
-  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > max_shared) return false;
+  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > conv2d_max_shared_bytes(v.target)) return false;
   t.shared_bytes = shared_bytes(v, t);
   t.min_blocks = one_group_min_blocks(t);
   return true;
@@ -674,13 +637,6 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
 }
 
 // The conv kernel's source (conv2d_hmma.cuh specialized for v, tiling t), without the request.
-// Whether the halo form's tiles of one row store an NCHW output as 16-byte chunks of each channel's
-// row (conv2d_hmma.cuh's kHaloChunks): where the output's rows fit one tile.
-bool halo_chunk_stores(const Conv2dVariant& v, const Conv2dTiling& t) {
-  return t.halo && t.tile_rows == 1 && v.output_layout == Conv2dLayout::nchw && v.out_width() <= t.tile_cols &&
-         !halo_chunks_disabled_by_environment();
-}
-
 std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
@@ -698,8 +654,6 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   if (t.pointwise) src += c("kPointwise", 1);
   if (t.batch_tiles) src += c("kBatchTiles", 1);
-  if (t.halo && t.tile_rows == 2) src += c("kHaloRows2", 1);
-  if (halo_chunk_stores(v, t)) src += c("kHaloChunks", 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
