@@ -11,7 +11,7 @@
 //              narrower stores): the instruction count of channels-last, the NCHW sector pattern
 //   nchw16h    the same, 16 lanes a channel row (two rows a warp store)
 //   2 rows     two consecutive output rows a tile (504-byte runs)
-//   plane      a block writes whole channel planes (31752 contiguous bytes) with 16-byte stores
+//   planes     a block writes whole channel planes (31752 contiguous bytes) with 8-byte stores
 // Median of 30 after 3 warm-ups, CUDA events, L2 flushed (a 256 MB write) before each timed launch.
 //   nvcc -O3 -arch=sm_90 -o nchw_store_probe bench/nchw_store_probe.cu && ./nchw_store_probe
 #include <cuda_runtime.h>
