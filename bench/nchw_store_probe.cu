@@ -40,7 +40,7 @@ __global__ void contig16(uint4* out, long long n16) {
 }
 
 // Tiles t = first, first + G, ... (R of them), G = gridDim.x; tile t = image t / kH, row t % kH.
-template <int kMode>
+template <int kMode, int kLanes = 32>
 __global__ void __launch_bounds__(128) tiles(unsigned short* out, int rows_per_tile, int R) {
   const long long total = (long long)kN * kH / rows_per_tile;
   const long long G = gridDim.x;
@@ -59,31 +59,16 @@ __global__ void __launch_bounds__(128) tiles(unsigned short* out, int rows_per_t
         unsigned short* row = out + (n * kC + c) * kPlane + (long long)r0 * kW;
         for (int x = 2 * lane; x < run; x += 128) *reinterpret_cast<unsigned*>(row + x) = v + x;
       }
-    } else if constexpr (kMode == 3) {  // nchw as aligned 16-byte chunks, 16 lanes a channel row
+    } else {  // nchw as aligned 16-byte chunks: kLanes lanes a channel row (32, or 16: two rows a warp)
       const int run = rows_per_tile * kW;
-      const int lane = threadIdx.x % 16;
-      for (int c = threadIdx.x / 16; c < kC; c += 8) {
-        unsigned short* row = out + (n * kC + c) * kPlane + (long long)r0 * kW;
-        const unsigned long long a = reinterpret_cast<unsigned long long>(row);
-        const unsigned long long a16 = (a + 15) & ~15ull;
-        const int head = (int)((a16 - a) / 2);
-        const int chunks = (run - head) / 8;
-        for (int i = lane; i < chunks; i += 16)
-          reinterpret_cast<uint4*>(row + head)[i] = make_uint4(v, v + i, 3u, 4u);
-        const int tail0 = head + chunks * 8;
-        if (lane < head) row[lane] = (unsigned short)v;
-        if (lane < run - tail0) row[tail0 + lane] = (unsigned short)v;
-      }
-    } else {  // nchw as aligned 16-byte chunks: a warp a channel row at a time
-      const int run = rows_per_tile * kW;
-      const int lane = threadIdx.x % 32;
-      for (int c = threadIdx.x / 32; c < kC; c += 4) {
+      const int lane = threadIdx.x % kLanes;
+      for (int c = threadIdx.x / kLanes; c < kC; c += 128 / kLanes) {
         unsigned short* row = out + (n * kC + c) * kPlane + (long long)r0 * kW;
         const unsigned long long a = reinterpret_cast<unsigned long long>(row);
         const unsigned long long a16 = (a + 15) & ~15ull;
         const int head = (int)((a16 - a) / 2);  // values before the first aligned chunk
         const int chunks = (run - head) / 8;
-        for (int i = lane; i < chunks; i += 32)
+        for (int i = lane; i < chunks; i += kLanes)
           reinterpret_cast<uint4*>(row + head)[i] = make_uint4(v, v + i, 3u, 4u);
         // head and tail, 2-byte stores (at most 7 + 7 values)
         const int tail0 = head + chunks * 8;
@@ -146,14 +131,14 @@ int main() {
     std::snprintf(name, sizeof name, "nchw16 1 row, %d tiles a block", R);
     time(name, [&] { tiles<2><<<grid1, 128>>>(out, 1, R); });
     std::snprintf(name, sizeof name, "nchw16h 1 row, %d tiles a block", R);
-    time(name, [&] { tiles<3><<<grid1, 128>>>(out, 1, R); });
+    time(name, [&] { tiles<2, 16><<<grid1, 128>>>(out, 1, R); });
     const int grid2 = (int)((rows / 2 + R - 1) / R);
     std::snprintf(name, sizeof name, "nchw4 2 rows, %d tiles a block", R);
     time(name, [&] { tiles<1><<<grid2, 128>>>(out, 2, R); });
     std::snprintf(name, sizeof name, "nchw16 2 rows, %d tiles a block", R);
     time(name, [&] { tiles<2><<<grid2, 128>>>(out, 2, R); });
     std::snprintf(name, sizeof name, "nchw16h 2 rows, %d tiles a block", R);
-    time(name, [&] { tiles<3><<<grid2, 128>>>(out, 2, R); });
+    time(name, [&] { tiles<2, 16><<<grid2, 128>>>(out, 2, R); });
   }
   return 0;
 }
