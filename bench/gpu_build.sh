@@ -20,11 +20,11 @@ gpu_session_start() {
   export CUINLINE_LOG_LEVEL=warn
 }
 
-# run_ctest REGEX TIMEOUT LOG: the gpu-labelled tests matching REGEX in $build (CTEST_J at a time,
-# CTEST_TEST_TIMEOUT seconds each; a fresh cache), the whole run under TIMEOUT seconds, the log in
-# $OUT/LOG; prints the summary and the failures' lines.
+# run_ctest REGEX TIMEOUT LOG [EXCLUDE]: the gpu-labelled tests matching REGEX (and not EXCLUDE) in
+# $build (CTEST_J at a time, CTEST_TEST_TIMEOUT seconds each; a fresh cache), the whole run under
+# TIMEOUT seconds, the log in $OUT/LOG; prints the summary and the failures' lines.
 run_ctest() {
-  CUINLINE_CACHE_DIR=$(mktemp -d) timeout "$2" ctest --test-dir "$build" -L gpu -R "$1" -j"${CTEST_J:-2}" \
+  CUINLINE_CACHE_DIR=$(mktemp -d) timeout "$2" ctest --test-dir "$build" -L gpu -R "$1" ${4:+-E "$4"} -j"${CTEST_J:-2}" \
     --timeout "${CTEST_TEST_TIMEOUT:-300}" --output-on-failure >"$OUT/$3" 2>&1
   grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$OUT/$3" | head -n 30
   grep -E "Failure|FAILED|Which is|got .* want" "$OUT/$3" | cut -c1-240 | head -n 30

@@ -73,14 +73,24 @@ if [ -n "${EW_FUZZ_SECONDS:-}" ]; then
     --lib "$lib" --seconds "$EW_FUZZ_SECONDS" --workers "${EW_FUZZ_WORKERS:-4}" >"$OUT/ew_fuzz.txt" 2>&1 &
   ew_pid=$!
 fi
+ctest_regex=${CTEST:-^(staged\.|transposed\.|wino4\.|winofma\.|sm75\.)}
 if [ "${CTEST:-}" != none ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
-  run_ctest "${CTEST:-^(staged\.|transposed\.|wino4\.|winofma\.|sm75\.)}" "${CTEST_TIMEOUT:-420}" ctest.txt
+  # (Conv2dWorkspaceGpu fills the device's memory on purpose: beside it the conv fuzz's calls fail
+  # with out-of-memory errors that are not findings. While the fuzz runs it is held back.)
+  run_ctest "$ctest_regex" "${CTEST_TIMEOUT:-420}" ctest.txt ${fuzz_pid:+Conv2dWorkspaceGpu}
 fi
 if [ -n "$fuzz_pid" ]; then
   wait "$fuzz_pid"
   echo "== fuzz done ($(($(date +%s) - t0)) s): exit $?"
   grep -E "^FAIL|^seed|^seeds|conv2d fuzz:|Traceback|Error" "$OUT/fuzz.txt" | cut -c1-400 | head -n 60
+  if [ "${CTEST:-}" != none ]; then
+    held=$(ctest --test-dir "$build" -N -L gpu -R "$ctest_regex" | sed -n 's/^ *Test *#[0-9]*: \([^ ]*Conv2dWorkspaceGpu[^ ]*\).*/\1/p')
+    if [ -n "$held" ]; then
+      echo "== ctest, the workspace tests held back from the fuzz ($(($(date +%s) - t0)) s)"
+      run_ctest "^($(echo "$held" | sed 's/\./\\./g' | paste -sd'|'))\$" "${CTEST_TIMEOUT:-420}" ctest_workspace.txt
+    fi
+  fi
 fi
 if [ -n "$ew_pid" ]; then
   wait "$ew_pid"
