@@ -2483,19 +2483,23 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const long long next = t + stride;
     if (next < end) h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
     copy_commit();
-    const int tile = (int)(t % P::kTilesY);
-    const int oy = tile / P::kSegs;
-    const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-    typename S::storage* out_n = output + t / P::kTilesY * P::kOutN;
     if constexpr (P::kPhaseTile) {
+      const int oy = (int)(t % P::kTilesY);  // (kSegs 1)
+      typename S::storage* out_n = output + t / P::kTilesY * P::kOutN;
       const int ph0 = (int)((reinterpret_cast<unsigned long long>(out_n + co0 * P::kOutC + (long long)oy * S::kOW) >> 1) & 7);
       write_half_tile<S, E>(acc, h.s_h, bias, co0, ep, ph0);
       __syncthreads();
       store_tile_phase<S>(h.s_h, out_n, oy, co0);
     } else {
+      // (The tile's place computed after the writes: live across them, the channels-last seed's 96
+      // registers spilled.)
       write_half_tile<S, E>(acc, h.s_h, bias, co0, ep);
       __syncthreads();
-      store_tile_half<S, P::kOutVec>(h.s_h, out_n, oy * S::kOW + ox0, S::kOW - ox0, co0);
+      const int tile = (int)(t % P::kTilesY);
+      const int oy = tile / P::kSegs;
+      const int ox0 = (tile - oy * P::kSegs) * P::kBM;
+      store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                     co0);
     }
   }
 }
