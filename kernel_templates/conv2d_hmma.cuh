@@ -140,28 +140,6 @@ struct BatchTilesOf<S, decltype(void(S::kBatchTiles))> {
   static constexpr int value = S::kBatchTiles;
 };
 
-// S::kHaloPhase where S has it, else 0 (an experiment, slower: the host writes 1 or 2 under
-// CUINLINE_CONV2D_HALO_PHASE=1 or 2).
-template <class S, class = void>
-struct HaloPhaseOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct HaloPhaseOf<S, decltype(void(S::kHaloPhase))> {
-  static constexpr int value = S::kHaloPhase;
-};
-
-// S::kHaloMov where S has it, else 1 (the phase tile's writes by movmatrix; 0 under
-// CUINLINE_CONV2D_HALO_MOV=0).
-template <class S, class = void>
-struct HaloMovOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct HaloMovOf<S, decltype(void(S::kHaloMov))> {
-  static constexpr int value = S::kHaloMov;
-};
-
 // S::kHaloWeightBatch where S has it, else 1 (the halo form's weight gather in batches; 0 under
 // CUINLINE_CONV2D_HALO_WBATCH=0).
 template <class S, class = void>
@@ -202,13 +180,6 @@ struct Plan {
   // output row, kSegs blocks a row.
   static constexpr bool kHalo = HaloOf<S>::value != 0;
   static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
-  // The phase tile (kHaloPhase, on unless the host turns it off; the halo form with an NCHW output
-  // whose rows fit one tile): channel c's output row sits in the 16-bit output tile at the offset of
-  // its first value within its 16-byte chunk of memory (0-7 values: it differs by channel and row),
-  // so the row is stored as the aligned 16-byte chunks of memory it covers, each one aligned shared
-  // load and one global store (the ends value by value or word by word) instead of 4-byte stores.
-  // The tile is written one 16-bit value a store (stmatrix's rows must be 16-byte aligned).
-  static constexpr bool kPhaseTile = kHalo && !S::kOutNhwc && kSegs == 1 && HaloPhaseOf<S>::value != 0;
   // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
   // (The pointwise form's blocks run channel blocks fastest: block x is pixel tile x / kCoBlocks,
   // channel block x % kCoBlocks, so the blocks that read one A tile run together and all but the
@@ -508,20 +479,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-// An 8x8 matrix of 16-bit elements in the mma fragment layout (a lane's word is row lane / 4,
-// columns 2 (lane % 4), + 1), transposed: the lane's word becomes row lane / 4, columns 2 (lane %
-// 4), + 1 of the transpose.
-__device__ __forceinline__ unsigned movmatrix_trans(unsigned a) {
-  unsigned d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
-  return d;
-}
-// A 16-byte global store as one instruction (the compiler otherwise may split a uint4 store it can
-// merge with narrower stores of the same data into four 4-byte stores).
-__device__ __forceinline__ void stg128(void* p, const uint4& v) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
 }
 // 16 bytes global -> shared, asynchronously; zeros where !valid (src must still be a valid address).
 // kL2Only: cached in L2 only (.cg), else in L1 too (.ca: neighbouring taps re-read the same input).
@@ -2109,113 +2066,13 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
-// The phase tile's stores (P::kPhaseTile; the halo form, NCHW, a row a tile): tile channel c's row
-// (output row oy of channel co0 + c, kOW values) sits in s_h from value ph of row c, ph its first
-// value's place in its 16-byte chunk of memory, so chunk k of the tile row is the row's k-th aligned
-// 16-byte chunk of memory: one aligned shared load and one 16-byte store, the partial chunks at the
-// row's ends (shared with the neighbouring rows, other tiles' outputs) by words (every row 4-byte
-// aligned: kOutVec >= 2) or values. Consecutive threads take consecutive chunks of a row. (The
-// seed's 252-byte rows as 4-byte stores ran 0.171-0.185 ms alone on an H100, as 16-byte chunks
-// 0.137-0.150; bench/nchw_store_probe.cu.)
-template <class S>
-__device__ __forceinline__ void store_tile_phase(const unsigned short* s_h, typename S::storage* __restrict__ out_n,
-                                                 int oy, int co0) {
-  using P = Plan<S>;
-  if constexpr (HaloPhaseOf<S>::value == 2) {
-    // (Experiment, kHaloPhase 2: a row's whole chunks in one loop without divergent ends — a row
-    // of phase ph has body [h, h + 8 nb), h = (8 - ph) % 8, nb = (kOW - h) / 8 — then its head
-    // [0, h) and tail words in a second.)
-    constexpr int kBody = S::kOW / 8;  // the most whole chunks a row holds
-    constexpr int kEnds = P::kOutVec >= 2 ? 8 : 16;  // word (value) slots: 4 (8) head, 4 (8) tail
-    constexpr int kIters = (P::kBN * kBody + P::kThreads - 1) / P::kThreads;
-    constexpr int kB = kIters < 8 ? kIters : 8;
-#pragma unroll 1
-    for (int it0 = 0; it0 < kIters; it0 += kB) {
-      uint4 v[kB];
-      unsigned short* dst[kB];
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int i = threadIdx.x + (it0 + b) * P::kThreads;
-        const int c = i / kBody;
-        const int k = i - c * kBody;
-        unsigned short* row =
-            reinterpret_cast<unsigned short*>(out_n + (co0 + c) * P::kOutC + (long long)oy * S::kOW);
-        const int ph = (int)((reinterpret_cast<unsigned long long>(row) >> 1) & 7);
-        const int h = (8 - ph) & 7;
-        const bool ok = it0 + b < kIters && i < P::kBN * kBody && (S::kCout % P::kBN == 0 || co0 + c < S::kCout) &&
-                        8 * k + 8 <= S::kOW - h;
-        dst[b] = ok ? row + h + 8 * k : nullptr;
-        if (ok) v[b] = *reinterpret_cast<const uint4*>(s_h + c * P::kHPitch + ph + h + 8 * k);
-      }
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        if (dst[b] != nullptr) stg128(dst[b], v[b]);
-      }
-    }
-#pragma unroll 2
-    for (int i = threadIdx.x; i < P::kBN * kEnds; i += P::kThreads) {
-      const int c = i / kEnds;
-      const int q = i - c * kEnds;
-      if (S::kCout % P::kBN != 0 && co0 + c >= S::kCout) continue;
-      unsigned short* row =
-          reinterpret_cast<unsigned short*>(out_n + (co0 + c) * P::kOutC + (long long)oy * S::kOW);
-      const int ph = (int)((reinterpret_cast<unsigned long long>(row) >> 1) & 7);
-      const int h = (8 - ph) & 7;
-      const int tail = h + (S::kOW - h) / 8 * 8;
-      const unsigned short* src = s_h + c * P::kHPitch + ph;
-      if constexpr (P::kOutVec >= 2) {
-        const int e = q < 4 ? 2 * q : tail + 2 * (q - 4);
-        if (q < 4 ? e < h : e < S::kOW) {
-          *reinterpret_cast<unsigned*>(row + e) = *reinterpret_cast<const unsigned*>(src + e);
-        }
-      } else {
-        const int e = q < 8 ? q : tail + q - 8;
-        if (q < 8 ? e < h : e < S::kOW) row[e] = src[e];
-      }
-    }
-  } else {
-  constexpr int kChunks = (S::kOW + 7 + 7) / 8;  // the most chunks a row covers (a phase up to 7)
-  static_assert(kChunks * 8 <= P::kHPitch, "a tile row holds every chunk's values");
-#pragma unroll 4
-  for (int i = threadIdx.x; i < P::kBN * kChunks; i += P::kThreads) {
-    const int c = i / kChunks;
-    const int k = i - c * kChunks;
-    if (S::kCout % P::kBN != 0 && co0 + c >= S::kCout) continue;
-    unsigned short* row =
-        reinterpret_cast<unsigned short*>(out_n + (co0 + c) * P::kOutC + (long long)oy * S::kOW);
-    const int e0 = 8 * k - (int)((reinterpret_cast<unsigned long long>(row) >> 1) & 7);  // chunk k's first value
-    if (e0 >= S::kOW) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(s_h + c * P::kHPitch + 8 * k);
-    unsigned short* dst = row + e0;  // 16-byte aligned
-    if (e0 >= 0 && e0 + 8 <= S::kOW) {
-      stg128(dst, v);
-    } else {
-      const unsigned w[4] = {v.x, v.y, v.z, v.w};
-      if constexpr (P::kOutVec >= 2) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if (e0 + 2 * q >= 0 && e0 + 2 * q < S::kOW) *reinterpret_cast<unsigned*>(dst + 2 * q) = w[q];
-        }
-      } else {
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          if (e0 + q >= 0 && e0 + q < S::kOW) dst[q] = static_cast<unsigned short>(w[q / 2] >> (16 * (q % 2)));
-        }
-      }
-    }
-  }
-  }
-}
-
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
 // ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
 // reads.)
-// The phase tile (P::kPhaseTile): tile channel c's row starts at value (ph0 + c kOutC) % 8 of its
-// tile row, ph0 the phase of tile channel 0's output row (store_tile_phase).
 template <class S, class E>
 __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kNT][4], unsigned short* s_h,
                                                 const typename S::storage* __restrict__ bias, int co0,
-                                                const E& ep, int ph0 = 0) {
+                                                const E& ep) {
   using P = Plan<S>;
   using T = typename S::storage;
   const int lane = threadIdx.x % 32;
@@ -2240,51 +2097,6 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
     }
   };
   const int t = lane % 4;
-  if constexpr (P::kPhaseTile) {
-    // 16-bit writes (rows g, channels 2t + e: a warp's 8 pixels x 4 channels two apart; the pitch
-    // is 4 words mod 32 and a phase moves a row by at most 3 words, so the 4 channels' 4-5 words
-    // fall on distinct banks).
-    constexpr int kPhStep = (int)(P::kOutC % 8);
-    const int g = lane / 4;
-    if constexpr (P::kOutVec >= 2 && HaloMovOf<S>::value != 0) {
-      // Every row 4-byte aligned (even phases): each 8x8 matrix (pixels g, channel pairs t)
-      // transposed in registers by movmatrix, so a lane holds channel g's pixels 2t, 2t + 1: one
-      // 32-bit write a pair (half the writes; the channels' phases put two lanes on a bank at most).
-#pragma unroll
-      for (int j = 0; j < S::kNT; ++j) {
-        const int c = wn * S::kNT * 8 + j * 8;
-        float b[2];
-        bias_pair(c + 2 * t, b);
-        unsigned short* row = s_h + (c + g) * P::kHPitch + ((ph0 + (c + g) * kPhStep) & 7);
-#pragma unroll
-        for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const unsigned w = movmatrix_trans(out(i, j, 2 * h, b) | out(i, j, 2 * h + 1, b) << 16);
-            *reinterpret_cast<unsigned*>(row + P::a_row0(wm, i) + 8 * h + 2 * t) = w;
-          }
-        }
-      }
-    } else {
-#pragma unroll
-    for (int j = 0; j < S::kNT; ++j) {
-      const int c = wn * S::kNT * 8 + j * 8 + 2 * t;
-      float b[2];
-      bias_pair(c, b);
-      unsigned short* row0 = s_h + c * P::kHPitch + ((ph0 + c * kPhStep) & 7);
-      unsigned short* row1 = s_h + (c + 1) * P::kHPitch + ((ph0 + (c + 1) * kPhStep) & 7);
-#pragma unroll
-      for (int i = 0; i < S::kMT; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = P::a_row0(wm, i) + g + 8 * h;
-          row0[m] = static_cast<unsigned short>(out(i, j, 2 * h, b));
-          row1[m] = static_cast<unsigned short>(out(i, j, 2 * h + 1, b));
-        }
-      }
-    }
-    }
-  } else {
 #if CUINLINE_CONV2D_HMMA_WGMMA
   // sm_90: one stmatrix a pair of n tiles and m16 rows: matrices (j, rows g), (j, rows g + 8), (j +
   // 1, g), (j + 1, g + 8); .trans for NCHW, whose tile rows are channels. A quarter of the shared
@@ -2343,7 +2155,6 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
     }
   }
 #endif
-  }
 }
 
 }  // namespace cuinline_conv2d_hmma_detail
@@ -2483,24 +2294,13 @@ __device__ __forceinline__ void halo_tiles(unsigned char* smem, const typename S
     const long long next = t + stride;
     if (next < end) h.load_window(input + next / P::kTilesY * P::kInN, (int)(next % P::kTilesY));
     copy_commit();
-    if constexpr (P::kPhaseTile) {
-      const int oy = (int)(t % P::kTilesY);  // (kSegs 1)
-      typename S::storage* out_n = output + t / P::kTilesY * P::kOutN;
-      const int ph0 = (int)((reinterpret_cast<unsigned long long>(out_n + co0 * P::kOutC + (long long)oy * S::kOW) >> 1) & 7);
-      write_half_tile<S, E>(acc, h.s_h, bias, co0, ep, ph0);
-      __syncthreads();
-      store_tile_phase<S>(h.s_h, out_n, oy, co0);
-    } else {
-      // (The tile's place computed after the writes: live across them, the channels-last seed's 96
-      // registers spilled.)
-      write_half_tile<S, E>(acc, h.s_h, bias, co0, ep);
-      __syncthreads();
-      const int tile = (int)(t % P::kTilesY);
-      const int oy = tile / P::kSegs;
-      const int ox0 = (tile - oy * P::kSegs) * P::kBM;
-      store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
-                                     co0);
-    }
+    write_half_tile<S, E>(acc, h.s_h, bias, co0, ep);
+    __syncthreads();
+    const int tile = (int)(t % P::kTilesY);
+    const int oy = tile / P::kSegs;
+    const int ox0 = (tile - oy * P::kSegs) * P::kBM;
+    store_tile_half<S, P::kOutVec>(h.s_h, output + t / P::kTilesY * P::kOutN, oy * S::kOW + ox0, S::kOW - ox0,
+                                   co0);
   }
 }
 

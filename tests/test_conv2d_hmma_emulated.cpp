@@ -185,25 +185,6 @@ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
   }
   b.warp[warp]->arrive_and_wait();
 }
-// movmatrix.trans: lane (g, t) receives elements (2t, g) and (2t + 1, g) of the matrix whose
-// element (r, c) is half c % 2 of lane 4r + c / 2's word.
-inline unsigned movmatrix_trans(unsigned a) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  Block& b = *g_block;
-  b.words[warp][lane][0] = a;
-  b.warp[warp]->arrive_and_wait();
-  const int g = lane / 4, t = lane % 4;
-  unsigned d = 0;
-  for (int e = 0; e < 2; ++e) {
-    const unsigned w = b.words[warp][4 * (2 * t + e) + g / 2][0];
-    d |= ((w >> (16 * (g % 2))) & 0xffffu) << (16 * e);
-  }
-  b.warp[warp]->arrive_and_wait();
-  return d;
-}
-inline void stg128(void* p, const uint4& v) {
-  std::memcpy(p, &v, 16);
-}
 // m16n8k16, A row-major: a0 (row g, k 2t, 2t + 1), a1 (g + 8, same k), a2 (g, k + 8), a3 (g + 8,
 // k + 8); B column-major: b0 (k 2t, 2t + 1, column g), b1 (k + 8); C/D: c0, c1 (row g, columns 2t,
 // 2t + 1), c2, c3 (row g + 8); lane = 4g + t, the lower k in the lower 16 bits.
@@ -564,31 +545,14 @@ HALO_CASE(RgbHalo, ew_half, 3, 9, 41, 24, 5, 3, 2, 2, 1, 1, 2, 0, 1, 0, 1, 1, 4,
 // NCHW, 48 columns (whole 16-byte runs: copied and transposed on sm_90) with 3 columns of padding
 // (the window starts 5 columns past an 8-column run), dilated columns, channels-last output.
 HALO_CASE(PaddedHalo, ew_bf16, 6, 5, 48, 40, 3, 3, 1, 1, 3, 1, 2, 1, 0, 0, 1, 1, 8, 7)
-// The phase tile (kPhaseTile: an NCHW output whose rows fit one tile): 103 columns (two m64 tiles;
-// odd rows, so channel rows start at every 2-byte offset of a 16-byte chunk and the ends are stored
-// value by value), row stride 2, 40 of 64 channels, an NCHW input gathered.
-HALO_CASE(PhaseOddHaloBase, ew_bf16, 5, 9, 103, 40, 3, 3, 2, 1, 1, 1, 1, 1, 0, 0, 0, 2, 8, 5)
-struct PhaseOddHalo : PhaseOddHaloBase {
-  static constexpr int kHaloPhase = 1;
-};
-// The seed's case with the phase tile on (CUINLINE_CONV2D_HALO_PHASE=1), and its epilogue's stores
-// not in batches (CUINLINE_CONV2D_STORE_BATCH=0).
-struct SeedHaloPhase : SeedHalo {
-  static constexpr int kHaloPhase = 1;
-};
+// An NCHW output of odd rows (103 columns, two m64 tiles: one value a store, channel rows starting
+// at every 2-byte offset), row stride 2, 40 of 64 channels, an NCHW input gathered.
+HALO_CASE(OddHalo, ew_bf16, 5, 9, 103, 40, 3, 3, 2, 1, 1, 1, 1, 1, 0, 0, 0, 2, 8, 5)
+// The seed's case with its epilogue's stores not in batches (CUINLINE_CONV2D_STORE_BATCH=0; the
+// halo form's NCHW output batches them) and its weights gathered a chunk at a time
+// (CUINLINE_CONV2D_HALO_WBATCH=0).
 struct SeedHaloUnbatched : SeedHalo {
-  static constexpr int kStoreBatch = 0;  // (batched by default: the halo form's NCHW output)
-};
-// The phase tile's stores in two loops (kHaloPhase 2, an experiment: whole chunks, then the ends).
-struct SeedHaloBody : SeedHaloPhase {
-  static constexpr int kHaloPhase = 2;
-};
-// The phase tile written one 16-bit value a store (kHaloMov 0) instead of movmatrix pairs.
-struct SeedHaloU16 : SeedHaloPhase {
-  static constexpr int kHaloMov = 0;
-};
-struct PhaseOddHaloBody : PhaseOddHalo {
-  static constexpr int kHaloPhase = 2;
+  static constexpr int kStoreBatch = 0, kHaloWeightBatch = 0;
 };
 // Two 128-column tiles a row (150 wide), 100 channels (a partial 128-channel block), NCHW in and
 // out, dilated rows.
@@ -928,8 +892,8 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<RgbHalo>(seed++);
   check_case<WideHalo>(seed++);
   check_case<PaddedHalo>(seed++);
-  check_case<PhaseOddHalo>(seed++);
-  check_case<SeedHaloPhase>(seed++);
+  check_case<OddHalo>(seed++);
+  check_case<SeedHaloUnbatched>(seed++);
   check_case<UnetWindow>(seed++);
   check_case<RowWindow>(seed++);
   check_case<ChunkWindow>(seed++);
@@ -986,20 +950,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<SeedHalo>>(seed++, Mode::misaligned_output);
   check_case<PaddedHalo>(seed++, Mode::copies_at_issue);
   check_case<InputMisaligned<SeedHalo, 8>>(seed++, Mode::misaligned_input);  // (no NCHW copy buffers)
-  // The phase tile where the rows fit a tile and it is not turned off; the output 2 bytes off (every
-  // channel row's phase moves by one value).
-  static_assert(Plan<SeedHaloPhase>::kPhaseTile && Plan<PhaseOddHalo>::kPhaseTile && Plan<PhaseOddHalo>::kOutVec == 1 &&
-                !Plan<SeedHalo>::kPhaseTile && !Plan<SeedHaloNhwc>::kPhaseTile);
-  check_case<SeedHaloUnbatched>(seed++, Mode::copies_at_issue);
+  // Batched epilogue stores (the halo form's NCHW output) and weight gather: an odd-width output
+  // (one value a store), copies landing at once, outputs 2 bytes off; and unbatched.
+  static_assert(Plan<OddHalo>::kOutVec == 1);
+  check_case<OddHalo>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<OddHalo>>(seed++, Mode::misaligned_output);
   check_case<OutputMisaligned<SeedHaloUnbatched>>(seed++, Mode::misaligned_output);
-  check_case<PhaseOddHalo>(seed++, Mode::copies_at_issue);
-  check_case<OutputMisaligned<PhaseOddHalo>>(seed++, Mode::misaligned_output);
-  check_case<OutputMisaligned<SeedHaloPhase>>(seed++, Mode::misaligned_output);
-  check_case<SeedHaloU16>(seed++, Mode::copies_at_issue);
-  check_case<SeedHaloBody>(seed++, Mode::copies_at_issue);
-  check_case<OutputMisaligned<SeedHaloBody>>(seed++, Mode::misaligned_output);
-  check_case<PhaseOddHaloBody>(seed++, Mode::copies_at_issue);
-  check_case<OutputMisaligned<PhaseOddHaloBody>>(seed++, Mode::misaligned_output);
   // The window form: copies landing at once (a window copied into a buffer whose wgmma group is in
   // flight would fail); an NCHW output misaligned.
   static_assert(Plan<UnetWindow>::kWinBufs == 2 && Plan<RowWindow>::kWinBufs == 1 && Plan<ChunkWindow>::kWinTileRows == 2);

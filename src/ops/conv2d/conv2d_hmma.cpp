@@ -53,27 +53,6 @@ bool halo_disabled_by_environment() {
   return off;
 }
 
-// CUINLINE_CONV2D_HALO_PHASE=1 (or 2: two loops) stores the halo form's NCHW outputs as 16-byte
-// chunks from the phase tile (conv2d_hmma.cuh's kPhaseTile) instead of 4 bytes at a time from a
-// tile laid out for stmatrix (read once; an experiment, slower on an H100).
-int halo_phase_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_PHASE");
-    return e == nullptr ? 0 : std::strcmp(e, "1") == 0 ? 1 : std::strcmp(e, "2") == 0 ? 2 : 0;
-  }();
-  return mode;
-}
-
-// CUINLINE_CONV2D_HALO_MOV=0 writes the phase tile one 16-bit value a store instead of a
-// movmatrix-transposed pair (read once; for measuring the two).
-bool halo_mov_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_MOV");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
 // CUINLINE_CONV2D_STORE_BATCH=1 (0) issues the 16-bit epilogue's shared loads in batches before
 // their stores everywhere (nowhere) instead of for the halo form's NCHW output only (read once; for
 // measuring); -1 where unset.
@@ -696,9 +675,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
   if (t.pointwise) src += c("kPointwise", 1);
   if (t.batch_tiles) src += c("kBatchTiles", 1);
-  if (t.halo && halo_phase_mode() != 0) src += c("kHaloPhase", halo_phase_mode());
   if (t.wgmma && store_batch_override() >= 0) src += c("kStoreBatch", store_batch_override());
-  if (t.halo && halo_mov_disabled_by_environment()) src += c("kHaloMov", 0);
   if (t.halo && halo_weight_batch_disabled_by_environment()) src += c("kHaloWeightBatch", 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
