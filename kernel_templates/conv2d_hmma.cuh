@@ -1602,17 +1602,22 @@ template <class S>
 __device__ __forceinline__ int halo_offset(int tap) {  // pixels into the window of tap's A tile
   return tap / S::kKW * S::kDH * Plan<S>::kHaloPitch + tap % S::kKW * S::kDW;
 }
-// 8 channels (zeros past kCin and where !ok) of pixel `at` (element offset of channel 0) with
-// channel stride kStride, as 16 bytes into shared memory.
+// 8 channels (zeros past kCin and where !ok) from src (channel 0's element) with channel stride
+// kStride, as 4 words (channel 2k in word k's low half).
 template <class S, long long kStride>
-__device__ __forceinline__ void gather8(unsigned short* dst, const typename S::storage* src, bool ok) {
-  unsigned w[4];
+__device__ __forceinline__ void gather8_words(const typename S::storage* src, bool ok, unsigned (&w)[4]) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const unsigned lo = 2 * k < S::kCin ? load_bits(src + (ok ? 2 * k * kStride : 0), ok) : 0u;
     const unsigned hi = 2 * k + 1 < S::kCin ? load_bits(src + (ok ? (2 * k + 1) * kStride : 0), ok) : 0u;
     w[k] = lo | hi << 16;
   }
+}
+// The same, as 16 bytes into shared memory.
+template <class S, long long kStride>
+__device__ __forceinline__ void gather8(unsigned short* dst, const typename S::storage* src, bool ok) {
+  unsigned w[4];
+  gather8_words<S, kStride>(src, ok, w);
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 // The halo form's shared memory and steps. A block computes tiles first .. last - 1 in turn (the
@@ -1666,13 +1671,7 @@ struct Halo {
           const bool ok = i < kTotal && (P::kTaps % 2 == 0 || tap < P::kTaps) &&
                           (S::kCout % P::kBN == 0 || co < S::kCout);
           const int kh = tap / S::kKW, kw = tap % S::kKW;
-          const T* src = weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const unsigned lo = 2 * k < S::kCin ? load_bits(src + (ok ? 2 * k * P::kWI : 0), ok) : 0u;
-            const unsigned hi = 2 * k + 1 < S::kCin ? load_bits(src + (ok ? (2 * k + 1) * P::kWI : 0), ok) : 0u;
-            w[b][k] = lo | hi << 16;
-          }
+          gather8_words<S, P::kWI>(weight + (ok ? co * P::kWO + kh * P::kWY + kw * P::kWX : 0), ok, w[b]);
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
