@@ -48,21 +48,22 @@ namespace cuinline_conv2d_mma_detail {
 // Largest number of distinct words one bank serves when the 32 lanes (g = lane / 4, t = lane % 4)
 // read word t * plane + g * sw (an A fragment: channel t, pixel g).
 __host__ __device__ constexpr int bank_conflicts(int plane, int sw) {
-  int worst = 0;
-  for (int bank = 0; bank < 32; ++bank) {
-    int n = 0;
-    for (int t = 0; t < 4; ++t) {
-      for (int g = 0; g < 8; ++g) n += (t * plane + g * sw) % 32 == bank ? 1 : 0;
-    }
-    worst = n > worst ? n : worst;
+  // One pass over the 32 lanes into per-bank counts (NVRTC evaluates this while instantiating Plan;
+  // a bank-by-bank rescan of the lanes cost ~20 ms of its front end a variant).
+  int n[32] = {};
+  for (int t = 0; t < 4; ++t) {
+    for (int g = 0; g < 8; ++g) ++n[(t * plane + g * sw) % 32];
   }
+  int worst = 0;
+  for (int bank = 0; bank < 32; ++bank) worst = n[bank] > worst ? n[bank] : worst;
   return worst;
 }
-// The smallest plane stride >= min_plane with the fewest conflicts (the host mirrors this).
+// The smallest plane stride >= min_plane with the fewest conflicts (the host mirrors this). One
+// word a bank (no conflict) cannot be beaten, so the search stops at the first such stride.
 __host__ __device__ constexpr int conflict_free_plane(int min_plane, int sw) {
   int best = min_plane;
   int best_conflicts = bank_conflicts(min_plane, sw);
-  for (int p = min_plane + 1; p < min_plane + 32; ++p) {
+  for (int p = min_plane + 1; p < min_plane + 32 && best_conflicts > 1; ++p) {
     const int c = bank_conflicts(p, sw);
     if (c < best_conflicts) {
       best = p;
