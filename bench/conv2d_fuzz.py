@@ -5,7 +5,7 @@ Each case draws a valid F.conv2d call — channels 1-1024 (log-uniform), images 
 grouped; one draw in twenty past the limits cuinline once had: ViT's 32-64 patch filters of stride
 their size, ASPP's dilation 17-48, FCN's padding 65-120, strides 17-64, 4097-9000 channels, 33-51
 depthwise filters, 1-D audio filters of 32-400 taps), bias or not, a residual or not, an epilogue (a chain or an expression, some with per-channel
-operands), f32 (fp32 / tf32 / tf32x3), f16 or bf16, each tensor NCHW or channels-last on its own, some
+operands), f32 (fp32 / tf32 / tf32x3), f16, bf16 or f64 (in --kinds), each tensor NCHW or channels-last on its own, some
 views of other strides (rows padded, stored [N][H][C][W], every other channel, a weight or residual
 expanded, a bias or operand of every other element: what F.conv2d takes) — as PyTorch tensors, and runs it through cuinline_conv2d_ex on PyTorch's current stream (a side stream in
 some cases; captured in torch.cuda.graph with the variant's first call inside the capture in others,
@@ -34,8 +34,9 @@ import torch.nn.functional as F
 import fuzz_common
 from torch_capi_check import Tensor, desc  # (a cuinline_tensor of a torch tensor)
 
-DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-FLOOR = {"fp32": 1e-5, "tf32x3": 5e-5, "tf32": 2e-3, "f16": 1e-3, "bf16": 8e-3}
+DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
+FLOOR = {"fp32": 1e-5, "tf32x3": 5e-5, "tf32": 2e-3, "f16": 1e-3, "bf16": 8e-3, "f64": 1e-12}
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float64: torch.int64}
 
 # (epilogue text, channel operands it reads, the tail as PyTorch ops on y and the operands' list)
 TAILS = [
@@ -183,6 +184,8 @@ def draw(rng, max_macs, kinds):
         if n * per_image > max_macs or n * max(cin * h * w, cout * oh * ow) > 2.5e7:
             continue
         tail = rng.randrange(len(TAILS))
+        if dtype == "f64" and "f)" in TAILS[tail][0]:  # (an expression of float functions and literals)
+            tail = 0
         return dict(dtype=dtype, prec=prec, n=n, cin=cin, h=h, w=w, cout=cout, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph,
                     pw=pw, dh=dh, dw=dw, groups=groups, bias=rng.random() < 0.6, residual=rng.random() < 0.25,
                     tail=tail, x_cl=rng.random() < 0.5, w_cl=rng.random() < 0.5, y_cl=rng.random() < 0.5,
@@ -285,8 +288,7 @@ def run_case(lib, c):
         y.fill_(float("nan"))
         run()
         torch.cuda.synchronize()
-        same = torch.equal(replayed.view(torch.int16 if dt != torch.float32 else torch.int32),
-                           y.view(torch.int16 if dt != torch.float32 else torch.int32))
+        same = torch.equal(replayed.view(BITS[dt]), y.view(BITS[dt]))
         if not same:
             return False, "graph replay differs from the eager call"
         detail = "graph "

@@ -563,6 +563,52 @@ def main():
     bad = conv_ex(xg, wg, None, og, 1, 0, 1, gelu_epi, [])
     check("an epilogue's operands missing are refused with a message", bad != 0, lib.cuinline_last_error().decode())
 
+    # 8c'. float64 (F.conv2d on double tensors: the general kernel in double) in NCHW, channels-last, grouped,
+    # depthwise, with a per-channel operand and a strided input view (read through a compact copy), on
+    # PyTorch's current stream against PyTorch's own float64 conv; special values in the input; inside
+    # torch.cuda.graph replayed on new data.
+    for (n, c, h, w, k, kk, groups, stride, padding), fmt, view in (
+            ((4, 8, 66, 64, 64, 3, 1, 1, 0), torch.contiguous_format, False),   # seed-like
+            ((2, 32, 28, 28, 48, 3, 1, 1, 1), cl, False),
+            ((2, 32, 28, 28, 64, 5, 8, 2, 2), torch.contiguous_format, False),  # grouped
+            ((2, 32, 28, 28, 32, 3, 32, 1, 1), cl, False),                      # depthwise
+            ((2, 16, 30, 30, 24, 3, 1, 1, 1), torch.contiguous_format, True)):  # a strided view
+        if view:  # every other column of a wider tensor: strides (C*H*2W, H*2W, 2W, 2)
+            x = torch.randn(n, c, h, 2 * w, device="cuda", dtype=torch.float64)[..., ::2]
+        else:
+            x = torch.randn(n, c, h, w, device="cuda", dtype=torch.float64).contiguous(memory_format=fmt)
+        x[torch.rand_like(x) < 0.0005] = float("nan")
+        x[torch.rand_like(x) < 0.0005] = float("-inf")
+        x[torch.rand_like(x) < 0.01] = -0.0
+        x[torch.rand_like(x) < 0.01] = 1e-310  # subnormal
+        wt = (torch.randn(k, c // groups, kk, kk, device="cuda", dtype=torch.float64) * 0.2).contiguous(memory_format=fmt)
+        bias = torch.randn(k, device="cuda", dtype=torch.float64)
+        m = torch.randn(k, 1, 1, device="cuda", dtype=torch.float64)
+        ref = F.gelu(F.conv2d(x, wt, bias, stride, padding, 1, groups) * m)
+        out = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.float64).contiguous(memory_format=fmt)
+        st = conv_ex(x, wt, bias, out, stride, padding, groups, b"mul(in1)|gelu", [m])
+        msg = lib.cuinline_last_error().decode() if st != 0 else ""
+        torch.cuda.synchronize()
+        fin = ref.isfinite()
+        err = ((out[fin] - ref[fin]).norm() / ref[fin].norm()).item()
+        inf = ref.isinf()
+        same_nan = bool((out.isnan() == ref.isnan()).all()) and bool((out[inf] == ref[inf]).all())
+        layout = "a strided view" if view else "channels-last" if fmt == cl else "NCHW"
+        check(f"float64 {layout} conv2d {c}->{k} {kk}x{kk} g{groups} s{stride} + mul(in1)|gelu vs PyTorch's float64 "
+              "conv", st == 0 and err < 1e-12 and same_nan, f"rel L2 {err:.2e}, NaN / inf where PyTorch's: {same_nan} {msg}")
+    xg = torch.randn(4, 8, 40, 40, device="cuda", dtype=torch.float64)
+    wg = torch.randn(64, 8, 3, 3, device="cuda", dtype=torch.float64) * 0.2
+    mg = torch.randn(64, 1, 1, device="cuda", dtype=torch.float64)
+    og = torch.full((4, 64, 38, 38), float("nan"), device="cuda", dtype=torch.float64)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        stg = conv_ex(xg, wg, None, og, 1, 0, 1, b"mul(in1)|gelu", [mg])
+    same = replays_match(g, xg, og, lambda e: conv_ex(xg, wg, None, e, 1, 0, 1, b"mul(in1)|gelu", [mg]))
+    ref = F.gelu(F.conv2d(xg, wg) * mg)
+    err = ((og - ref).norm() / ref.norm()).item()
+    check("float64 conv2d in torch.cuda.graph, 3 replays on new data == eager, vs PyTorch's float64 conv",
+          stg == 0 and same and err < 1e-12, f"rel L2 {err:.2e}")
+
     # 8d. f32 in precision tf32 with at least 16 input channels (KernelBench's kind of layer: a 5 x 7 filter
     # over 32 channels, a 3 x 3 over 64 into 128, channels-last, a residual, per-channel operands): an
     # implicit GEMM on wgmma with TF32 operands, after a staging copy that rounds to TF32. On PyTorch's

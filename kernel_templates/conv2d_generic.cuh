@@ -1,13 +1,14 @@
-// conv2d_generic.cuh — the general direct convolution: any valid shape, storage dtype f32, f16 or
-// bf16, input / weight / output each NCHW or channels-last (NHWC), compiled by NVRTC with every
-// shape and layout a compile-time constant. It computes what the fp32 kernels compute:
+// conv2d_generic.cuh — the general direct convolution: any valid shape, storage dtype f32, f16,
+// bf16 or f64, input / weight / output each NCHW or channels-last (NHWC), compiled by NVRTC with
+// every shape and layout a compile-time constant. It computes what the fp32 kernels compute:
 //   y = E(conv(x, w) + b [+ residual])
-// with loads widened to fp32 (exact), products and sums in fp32 (__fmaf_rn, like conv2d.cuh), the
-// bias, residual and epilogue E in fp32, and one rounding (to nearest even) to the storage type at
-// the store (ew_traits<T>::from_op: cvt.rn.f16.f32 / cvt.rn.bf16.f32).
+// in opmath A = ew_traits<T>::op (fp32 for f32, f16 and bf16; fp64 for f64): loads widened to A
+// (exact), products and sums in A (fused multiply-adds, __fmaf_rn / __fma_rn, like conv2d.cuh), the
+// bias, residual and epilogue E in A, and one rounding (to nearest even) to the storage type at the
+// store (ew_traits<T>::from_op: cvt.rn.f16.f32 / cvt.rn.bf16.f32; none for f32 and f64).
 //
-// The rendered program defines a shape struct S and an epilogue functor E (`__device__ float
-// operator()(float) const`), then names `cuinline_conv2d_generic<S, E>`.
+// The rendered program defines a shape struct S and an epilogue functor E (`__device__ A
+// operator()(A, int co) const`), then names `cuinline_conv2d_generic<S, E>`.
 //
 // Work split: a thread computes one output pixel (oy, ox) of one image for kCoTile consecutive
 // output channels (kCoTile accumulators); depthwise (one input channel a group) a thread computes
@@ -23,7 +24,7 @@
 // [kCout][kCin / kGroups][kKH][kKW]; a thread's kCoTile channels lie in one group.
 //
 // Required members of S:
-//   typedef storage (float, ew_half or ew_bf16);
+//   typedef storage (float, ew_half, ew_bf16 or double);
 //   static constexpr int kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW,
 //     kHasBias, kHasResidual, kInNhwc, kWNhwc, kOutNhwc (0 or 1), kThreads, kCoTile.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
@@ -141,6 +142,9 @@ struct Plan {
 __device__ __forceinline__ float load_op(const float* p) {
   return __ldg(p);
 }
+__device__ __forceinline__ double load_op(const double* p) {
+  return __ldg(p);
+}
 __device__ __forceinline__ float load_op(const ew_half* p) {
   ew_half h;
   h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
@@ -152,7 +156,19 @@ __device__ __forceinline__ float load_op(const ew_bf16* p) {
   return ew_traits<ew_bf16>::to_op(h);
 }
 
-// 16 bytes of storage elements (4 f32, 8 f16 or bf16) at a 16-byte aligned p, widened to fp32.
+// a * b + c rounded once, in the opmath type.
+__device__ __forceinline__ float fma_op(float a, float b, float c) {
+  return __fmaf_rn(a, b, c);
+}
+__device__ __forceinline__ double fma_op(double a, double b, double c) {
+  return __fma_rn(a, b, c);
+}
+
+// 16 bytes of storage elements (2 f64, 4 f32, 8 f16 or bf16) at a 16-byte aligned p, widened to opmath.
+__device__ __forceinline__ void load16(const double* p, double (&x)[2]) {
+  const double2 v = __ldg(reinterpret_cast<const double2*>(p));
+  x[0] = v.x, x[1] = v.y;
+}
 __device__ __forceinline__ void load16(const float* p, float (&x)[4]) {
   const float4 v = __ldg(reinterpret_cast<const float4*>(p));
   x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
@@ -198,6 +214,8 @@ __global__ void __launch_bounds__(S::kThreads)
   using P = cuinline_conv2d_generic_detail::Plan<S>;
   const E ep{chan};
   using T = typename S::storage;
+  using A = typename ew_traits<T>::op;  // opmath: float, or double for f64
+  using cuinline_conv2d_generic_detail::fma_op;
   using cuinline_conv2d_generic_detail::load_op;
   using cuinline_conv2d_generic_detail::load_pair;
   using cuinline_conv2d_generic_detail::store_pair;
@@ -216,17 +234,17 @@ __global__ void __launch_bounds__(S::kThreads)
     const T* w_co = weight + co * P::kWO;
     // (Several columns: the taps' weights once, in registers; one: loaded beside each input.)
     constexpr int kTaps = S::kKH * S::kKW;
-    float w[P::kPix > 1 ? kTaps : 1];
+    A w[P::kPix > 1 ? kTaps : 1];
     if constexpr (P::kPix > 1) {
 #pragma unroll
       for (int t = 0; t < kTaps; ++t) w[t] = load_op(w_co + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
     }
-    const float b = S::kHasBias ? load_op(bias + co) : 0.0f;
+    const A b = S::kHasBias ? load_op(bias + co) : A(0);
 #pragma unroll
     for (int p = 0; p < P::kPix; ++p) {
       const int ox = ox0 + p;
       if (P::kPix > 1 && ox >= S::kOW) break;
-      float acc = 0.0f;
+      A acc = A(0);
 #pragma unroll
       for (int kh = 0; kh < S::kKH; ++kh) {
         const int iy = oy * S::kSH - S::kPH + kh * S::kDH;
@@ -235,12 +253,12 @@ __global__ void __launch_bounds__(S::kThreads)
         for (int kw = 0; kw < S::kKW; ++kw) {
           const int ix = ox * S::kSW - S::kPW + kw * S::kDW;
           if (ix < 0 || ix >= S::kW) continue;
-          const float wt = P::kPix > 1 ? w[kh * S::kKW + kw] : load_op(w_co + kh * P::kWY + kw * P::kWX);
-          acc = __fmaf_rn(load_op(in_c + iy * P::kInY + ix * P::kInX), wt, acc);
+          const A wt = P::kPix > 1 ? w[kh * S::kKW + kw] : load_op(w_co + kh * P::kWY + kw * P::kWX);
+          acc = fma_op(load_op(in_c + iy * P::kInY + ix * P::kInX), wt, acc);
         }
       }
       // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
-      float v = acc + b;
+      A v = acc + b;
       const long long at = n * P::kOutN + oy * P::kOutY + ox * P::kOutX + co * P::kOutC;
       if (S::kHasResidual) v += load_op(residual + at);
       output[at] = ew_traits<T>::from_op(ep(v, co));
@@ -271,7 +289,7 @@ __global__ void __launch_bounds__(S::kThreads)
     // (A pair's input channels are co, co + 1 too: one output channel a group.)
     const T* in_c = input + n * P::kInN + (long long)(co / P::kCoutG) * P::kInC;
     constexpr int kTaps = S::kKH * S::kKW;
-    float w[kCh][kTaps];
+    A w[kCh][kTaps];
 #pragma unroll
     for (int c = 0; c < kCh; ++c) {
 #pragma unroll
@@ -279,11 +297,11 @@ __global__ void __launch_bounds__(S::kThreads)
         w[c][t] = load_op(weight + (co + c) * P::kWO + (t / S::kKW) * P::kWY + (t % S::kKW) * P::kWX);
       }
     }
-    float acc[kCh][P::kRows];
+    A acc[kCh][P::kRows];
 #pragma unroll
     for (int c = 0; c < kCh; ++c) {
 #pragma unroll
-      for (int p = 0; p < P::kRows; ++p) acc[c][p] = 0.0f;
+      for (int p = 0; p < P::kRows; ++p) acc[c][p] = A(0);
     }
     // A pair is read (and stored) as one 32-bit word where the pointers allow it.
     const bool words = kCh == 2 && ((reinterpret_cast<unsigned long long>(input) |
@@ -299,7 +317,7 @@ __global__ void __launch_bounds__(S::kThreads)
       const int iy = iy0 + j;
       if (iy < 0 || iy >= S::kH) continue;  // zero padding
       const T* row = in_c + iy * P::kInY;
-      float xs[kCh][S::kKW];
+      A xs[kCh][S::kKW];
       bool ok[S::kKW];
 #pragma unroll
       for (int kw = 0; kw < S::kKW; ++kw) {
@@ -307,7 +325,7 @@ __global__ void __launch_bounds__(S::kThreads)
         ok[kw] = interior || (ix >= 0 && ix < S::kW);
         if constexpr (kCh == 2) {
           if (!ok[kw]) {
-            xs[0][kw] = xs[1][kw] = 0.0f;
+            xs[0][kw] = xs[1][kw] = A(0);
           } else if (words) {
             load_pair(row + ix * P::kInX, xs[0][kw], xs[1][kw]);
           } else {
@@ -315,7 +333,7 @@ __global__ void __launch_bounds__(S::kThreads)
             xs[1][kw] = load_op(row + ix * P::kInX + 1);
           }
         } else {
-          xs[0][kw] = ok[kw] ? load_op(row + ix * P::kInX) : 0.0f;
+          xs[0][kw] = ok[kw] ? load_op(row + ix * P::kInX) : A(0);
         }
       }
 #pragma unroll
@@ -327,27 +345,27 @@ __global__ void __launch_bounds__(S::kThreads)
         for (int kw = 0; kw < S::kKW; ++kw) {
 #pragma unroll
           for (int c = 0; c < kCh; ++c) {
-            if (ok[kw]) acc[c][p] = __fmaf_rn(xs[c][kw], w[c][kh * S::kKW + kw], acc[c][p]);
+            if (ok[kw]) acc[c][p] = fma_op(xs[c][kw], w[c][kh * S::kKW + kw], acc[c][p]);
           }
         }
       }
     }
-    float b[kCh];
+    A b[kCh];
 #pragma unroll
-    for (int c = 0; c < kCh; ++c) b[c] = S::kHasBias ? load_op(bias + co + c) : 0.0f;
+    for (int c = 0; c < kCh; ++c) b[c] = S::kHasBias ? load_op(bias + co + c) : A(0);
 #pragma unroll
     for (int p = 0; p < P::kRows; ++p) {
       const int oy = oy0 + p;
       if (S::kOH % P::kRows != 0 && oy >= S::kOH) break;
       // As below: conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T.
       const long long at = n * P::kOutN + co * P::kOutC + oy * P::kOutY + ox * P::kOutX;
-      float v[kCh];
+      A v[kCh];
 #pragma unroll
       for (int c = 0; c < kCh; ++c) v[c] = acc[c][p] + b[c];
       if constexpr (kCh == 2 && S::kOutNhwc) {  // the pair adjacent in the output too
         if (words) {
           if (S::kHasResidual) {
-            float r0, r1;
+            A r0, r1;
             load_pair(residual + at, r0, r1);
             v[0] += r0, v[1] += r1;
           }
@@ -372,9 +390,9 @@ __global__ void __launch_bounds__(S::kThreads)
   const T* in_n = input + n * P::kInN + (P::kGroups == 1 ? 0 : (long long)(co0 / P::kCoutG) * P::kCinG * P::kInC);
   const T* w_co = weight + co0 * P::kWO;
 
-  float acc[S::kCoTile];
+  A acc[S::kCoTile];
 #pragma unroll
-  for (int c = 0; c < S::kCoTile; ++c) acc[c] = 0.0f;
+  for (int c = 0; c < S::kCoTile; ++c) acc[c] = A(0);
   const bool vec_in = P::kVecIn && (reinterpret_cast<unsigned long long>(input) & 15) == 0;
 
 #pragma unroll 1
@@ -392,14 +410,14 @@ __global__ void __launch_bounds__(S::kThreads)
           // The same sums in the same order as the loop below, 16 bytes of channels a load.
 #pragma unroll 1
           for (int cv = 0; cv < P::kCinG; cv += P::kVec) {
-            float xs[P::kVec];
+            A xs[P::kVec];
             cuinline_conv2d_generic_detail::load16(src + cv * P::kInC, xs);
 #pragma unroll
             for (int j = 0; j < P::kVec; ++j) {
 #pragma unroll
               for (int c = 0; c < S::kCoTile; ++c) {
                 if (S::kCout % S::kCoTile != 0 && co0 + c >= S::kCout) break;
-                acc[c] = __fmaf_rn(xs[j], load_op(wp + c * P::kWO + (cv + j) * P::kWI), acc[c]);
+                acc[c] = fma_op(xs[j], load_op(wp + c * P::kWO + (cv + j) * P::kWI), acc[c]);
               }
             }
           }
@@ -408,11 +426,11 @@ __global__ void __launch_bounds__(S::kThreads)
       }
 #pragma unroll 4
       for (int ci = 0; ci < P::kCinG; ++ci) {
-        const float x = load_op(src + ci * P::kInC);
+        const A x = load_op(src + ci * P::kInC);
 #pragma unroll
         for (int c = 0; c < S::kCoTile; ++c) {
           if (S::kCout % S::kCoTile != 0 && co0 + c >= S::kCout) break;
-          acc[c] = __fmaf_rn(x, load_op(wp + c * P::kWO + ci * P::kWI), acc[c]);
+          acc[c] = fma_op(x, load_op(wp + c * P::kWO + ci * P::kWI), acc[c]);
         }
       }
     }
@@ -425,7 +443,7 @@ __global__ void __launch_bounds__(S::kThreads)
     if (S::kCout % S::kCoTile != 0 && co >= S::kCout) break;
     // conv + bias, rounded, then + residual, rounded (PyTorch's two adds), then the epilogue: all
     // fp32, as the fp32 kernels do; one rounding to the storage type.
-    float v = acc[c] + (S::kHasBias ? load_op(bias + co) : 0.0f);
+    A v = acc[c] + (S::kHasBias ? load_op(bias + co) : A(0));
     const long long at = out_pix + co * P::kOutC;
     if (S::kHasResidual) v += load_op(residual + at);
     output[at] = ew_traits<T>::from_op(ep(v, co));

@@ -100,6 +100,10 @@ __device__ __forceinline__ float ew_channel_value<float>(const void* p, int co) 
   return __ldg(static_cast<const float*>(p) + co);
 }
 template <>
+__device__ __forceinline__ double ew_channel_value<double>(const void* p, int co) {
+  return __ldg(static_cast<const double*>(p) + co);
+}
+template <>
 __device__ __forceinline__ float ew_channel_value<ew_half>(const void* p, int co) {
   return ew_traits<ew_half>::to_op(ew_half{__ldg(static_cast<const unsigned short*>(p) + co)});
 }

@@ -221,10 +221,39 @@ TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
   EXPECT_EQ(cache.stats().compiles, 0u);
 }
 
+// f64 entries warm the general kernel's double variants (both layouts, grouped too): the calls on
+// float64 tensors then find them on disk.
+TEST_F(CliTest, WarmConv2dF64) {
+  auto spec = write_spec("f64.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [16, 20, 20], "filters": [8, 3, 3], "padding": 1, "dtype": "f64",
+       "layout": ["nchw", "nhwc"], "bias": true, "epilogue": "gelu"},
+      {"kind": "conv2d", "input": [16, 20, 20], "filters": [16, 3, 3], "groups": 16, "dtype": "f64"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "conv2d<f64,16x20x20,8x3x3,s1x1,p1x1,d1x1,bias>[gelu]");
+  EXPECT_CONTAINS(warm.out, "warm: 3 compiled");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  for (bool nhwc : {false, true}) {
+    const Conv2dVariant v = conv2d_variant_for(
+        view(0x100000, DType::f64, nhwc, 2, 16, 20, 20), view(0x200000, DType::f64, nhwc, 8, 16, 3, 3),
+        TensorView::contiguous(fake(0x300000), DType::f64, {8}), view(0x400000, DType::f64, nhwc, 2, 8, 20, 20),
+        Conv2dParams::square(1, 1), parse_op("gelu"));
+    EXPECT_TRUE(conv2d_tiling(v).generic) << v.name();
+    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+    cache.get(make_request(v), sm90, &tier);
+    EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+    cache.clear_memory();
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+}
+
 TEST_F(CliTest, WarmConv2dRejectsUnknownDtypesAndLayouts) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "dtype": "f64"}]})",
-       R"(entries[0].dtype: expected one of f32,f16,bf16, got "f64")"},
+      {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "dtype": "f128"}]})",
+       R"(entries[0].dtype: expected one of f32,f16,bf16,f64, got "f128")"},
       {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3], "layout": "NHWC"}]})",
        R"(entries[0].layout: expected one of nchw,nhwc, got "NHWC")"},
       {R"({"entries": [{"kind": "conv2d", "input": [8, 32, 32], "filters": [16, 3, 3],

@@ -56,7 +56,7 @@ TEST(Conv2dVariant, NameAndEquality) {
 
 TEST(Conv2dVariant, RejectsBadVariants) {
   Conv2dVariant v = seed_variant();
-  v.dtype = DType::f64;  // f32, f16 and bf16 only
+  v.dtype = static_cast<DType>(9);  // f32, f16, bf16 and f64 only
   EXPECT_THROW(v.validate(), InvalidArgument);
   v = seed_variant();
   v.input_layout = static_cast<Conv2dLayout>(7);

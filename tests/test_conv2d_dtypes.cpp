@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <regex>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
@@ -105,7 +106,7 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
 TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   int i = 0;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     for (Conv2dLayout in : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
       for (Conv2dLayout out : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
         Conv2dParams p = Conv2dParams::square(1 + i % 2, i % 3, 1 + i % 2);
@@ -124,6 +125,60 @@ TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {
   }
 }
 
+// f64 (PyTorch's float64 conv): the general kernel in double — loads, fused multiply-adds, bias,
+// residual and epilogue (its per-channel operands too) — whatever the shape, layout or precision
+// argument (TF32 is an f32 mode: the shapes below take the tensor-core, Winograd and pointwise paths
+// in f32), compiled for sm_90 without spills.
+TEST(Conv2dDtypes, F64RunsTheGeneralKernelInDouble) {
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  struct C {
+    int cin, h, w, cout, kh, kw, stride, pad;
+    Conv2dLayout in, out;
+    Conv2dPrecision precision;
+    const char* epilogue;
+  };
+  const C cases[] = {
+      {8, 128, 128, 64, 3, 3, 1, 0, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dPrecision::fp32, "div(2)|leaky_relu(0.01)"},
+      {64, 56, 56, 64, 3, 3, 1, 1, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dPrecision::tf32, "gelu"},
+      {64, 32, 32, 128, 1, 1, 1, 0, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dPrecision::tf32, "mul(in1)|silu"},
+      {3, 31, 17, 5, 3, 5, 2, 2, Conv2dLayout::nhwc, Conv2dLayout::nchw, Conv2dPrecision::tf32x3, "expr([x, m] x * m + exp(-x))"},
+  };
+  for (const C& c : cases) {
+    const Op epi = parse_op(c.epilogue);
+    Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, Conv2dParams::square(c.stride, c.pad),
+                                          true, epi);
+    v.input_layout = v.weight_layout = c.in;
+    v.output_layout = c.out;
+    v.precision = c.precision;
+    Conv2dVariant f32 = v;
+    v.dtype = DType::f64;
+    SCOPED_TRACE(v.name());
+    EXPECT_NE(v.name().find("conv2d<f64,"), std::string::npos);
+    EXPECT_NE(v, f32);
+    EXPECT_TRUE(v.uses_generic_kernel());
+    EXPECT_TRUE(conv2d_tiling(v).generic);
+    EXPECT_NE(kernel_name(v).find("cuinline_conv2d_generic<"), std::string::npos) << kernel_name(v);
+    EXPECT_FALSE(make_stage_request(v).has_value());  // no workspace copies
+    cuinline::CompileRequest r = make_request(v);
+    EXPECT_NE(r.source.find("typedef double storage;"), std::string::npos) << r.source;
+    EXPECT_NE(r.source.find("__device__ __forceinline__ double operator()(double x, int co) const"), std::string::npos)
+        << r.source;
+    if (conv2d_epilogue_operands(epi) > 0) {
+      EXPECT_NE(r.source.find("ew_channel_value<double>"), std::string::npos) << r.source;
+    }
+    EXPECT_EQ(r.source.find("float"), std::string::npos) << "no fp32 arithmetic in an f64 variant:\n" << r.source;
+    r.options.push_back("-Xptxas=-v");
+    const cuinline::CompiledProgram out = cuinline::compile(r, sm90);
+    const std::regex spill(R"((\d+) bytes spill stores)");
+    int reports = 0;
+    for (auto it = std::sregex_iterator(out.log.begin(), out.log.end(), spill); it != std::sregex_iterator(); ++it) {
+      EXPECT_EQ((*it)[1], "0") << out.log;
+      ++reports;
+    }
+    EXPECT_GT(reports, 0) << out.log;
+  }
+}
+
 // Grouped and depthwise convolutions (F.conv2d's groups) run on the general kernel in every dtype and
 // layout: named (",g4"), a thread's channels within one group, compiled for sm_90 and sm_75.
 TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
@@ -133,7 +188,7 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
   const G cases[] = {{32, 32, 3, 32, 1}, {24, 48, 5, 24, 2}, {64, 128, 3, 8, 1}, {6, 9, 3, 3, 1}, {16, 8, 1, 2, 1}, {16, 16, 7, 16, 1}, {8, 8, 9, 8, 1}};
   int i = 0;
   for (const G& g : cases) {
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
       Conv2dParams p = Conv2dParams::square(g.stride, g.k / 2);
       p.groups = g.groups;
       Conv2dVariant v = make_conv2d_variant(g.cin, 17, 23, g.cout, g.k, g.k, p, i % 2 == 0, Op::relu());
@@ -149,7 +204,7 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
       EXPECT_TRUE(t.generic);
       // A thread's channels lie in one group, except a depthwise thread's channel pair (row-fast, a
       // channels-last f16 / bf16 input, one output channel a group: two groups of one channel each).
-      const bool pair = t.row_fast && v.input_layout == Conv2dLayout::nhwc && dt != DType::f32 && g.cout == g.cin &&
+      const bool pair = t.row_fast && v.input_layout == Conv2dLayout::nhwc && dtype_size(dt) == 2 && g.cout == g.cin &&
                         g.cin % 2 == 0 && g.k * g.k <= 9;
       EXPECT_EQ(t.channels_per_thread == 2 && t.row_fast, pair);
       if (!pair) EXPECT_EQ((g.cout / g.groups) % t.channels_per_thread, 0) << "a thread's channels in one group";
@@ -309,11 +364,11 @@ TEST_F(Conv2dDtypeArgs, RejectsDtypeMixesNamingTheTensors) {
   TensorView b_bf = bias;
   b_bf.dtype = DType::bf16;
   EXPECT_THROW(conv2d(input, weight, b_bf, output, {}, epi), InvalidArgument);
-  // f64 everywhere: one dtype, not a supported one.
-  TensorView x64 = input, w64 = weight, y64 = output;
-  x64.dtype = w64.dtype = y64.dtype = DType::f64;
-  m = message_of([&] { conv2d(x64, w64, TensorView{}, y64, {}, epi); });
-  EXPECT_NE(m.find("f64 is not supported"), std::string::npos) << m;
+  // f64 (supported) beside f16: a mix.
+  TensorView x64 = input, w64 = weight;
+  x64.dtype = w64.dtype = DType::f64;
+  m = message_of([&] { conv2d(x64, w64, TensorView{}, output, {}, epi); });
+  EXPECT_NE(m.find("input f64, weight f64, output f16"), std::string::npos) << m;
   EXPECT_EQ(conv2d_stats().launches, 0u);
   EXPECT_EQ(conv2d_stats().cache_lookups, 0u);  // nothing compiled or fetched
 }

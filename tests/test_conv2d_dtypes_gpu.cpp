@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/module.hpp>
@@ -59,8 +61,7 @@ struct HostTensor {
       for (std::int64_t ch = 0; ch < c; ++ch)
         for (std::int64_t y = 0; y < h; ++y)
           for (std::int64_t x = 0; x < w; ++x) {
-            const std::uint64_t bits =
-                test::from_op(dtype, static_cast<float>(values[((i * c + ch) * h + y) * w + x]));
+            const std::uint64_t bits = test::bits_of(dtype, values[((i * c + ch) * h + y) * w + x]);
             std::memcpy(out.data() + offset(i, ch, y, x) * es, &bits, es);  // little-endian
           }
     return out;
@@ -71,7 +72,7 @@ struct HostTensor {
     std::uint64_t bits = 0;
     const std::size_t es = dtype_size(dtype);
     std::memcpy(&bits, raw.data() + offset(i, ch, y, x) * es, es);
-    return test::to_op(dtype, bits);
+    return test::value_of(dtype, bits);
   }
 };
 
@@ -80,8 +81,12 @@ HostTensor random_tensor(std::int64_t n, std::int64_t c, std::int64_t h, std::in
   HostTensor t{n, c, h, w, dt, nhwc, {}};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   t.values.resize(static_cast<std::size_t>(n * c * h * w));
-  // Rounded to the dtype first: the reference sees exactly what the kernel reads.
-  for (double& v : t.values) v = test::to_op(dt, test::from_op(dt, normal(rng)));
+  // Rounded to the dtype first: the reference sees exactly what the kernel reads. (f64: every
+  // mantissa bit drawn.)
+  std::normal_distribution<double> normal64(0.0, 1.0);
+  for (double& v : t.values) {
+    v = dt == DType::f64 ? normal64(rng) : test::value_of(dt, test::bits_of(dt, normal(rng)));
+  }
   return t;
 }
 
@@ -162,8 +167,9 @@ bool halo_disabled() {
 // (f16 ~1.6e-4, bf16 ~1.3e-3). The bounds leave ~10x room for accumulation-order effects on
 // cancelling sums (outputs near zero weigh little in the L2 norm) and catch any second rounding of
 // the sums to the dtype (a f16 or bf16 accumulator on reductions of hundreds of terms is well above).
+// f64 sums in double: ~1e-16 a term, in another order than the reference's.
 double tolerance(DType dt) {
-  return dt == DType::f16 ? 2e-3 : dt == DType::bf16 ? 1.6e-2 : 1e-5;
+  return dt == DType::f16 ? 2e-3 : dt == DType::bf16 ? 1.6e-2 : dt == DType::f64 ? 1e-12 : 1e-5;
 }
 
 // The output of a conv2d call on dy (y's shape and layout, out_shift bytes into its buffer) against
@@ -272,7 +278,7 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
   for (const Shape& s : shapes) {
     const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
     const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
       for (int layouts = 0; layouts < 4; ++layouts) {
         const bool in_nhwc = layouts & 1, out_nhwc = layouts & 2, w_nhwc = coin(rng) == 1;
         const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
@@ -285,7 +291,7 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
         y.values.resize(r.size());
         DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
-        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16 and bf16
+        dy.buffer.fill_u32(0xffffffffu);  // NaN as f32, f16, bf16 and f64
         const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p,
                                                    div_leaky_relu_epilogue(1.0, 0.125), Conv2dPrecision::fp32,
@@ -296,8 +302,9 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         EXPECT_EQ(v.params.groups, s.p.groups);
         // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0, on sm_75 or
         // grouped (the general kernel).
-        EXPECT_EQ(planned(v).half_mma, dt != DType::f32 && !hmma_disabled() && device_target() != Conv2dTarget::sm75 &&
-                                           s.p.groups == 1);
+        EXPECT_EQ(planned(v).half_mma, (dt == DType::f16 || dt == DType::bf16) && !hmma_disabled() &&
+                                           device_target() != Conv2dTarget::sm75 && s.p.groups == 1);
+        if (dt == DType::f64) EXPECT_TRUE(planned(v).generic);
         // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
         if (s.cin > 1 && s.h * s.w > 1) {
           EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
@@ -1491,6 +1498,150 @@ TEST(Conv2dDtypesGpu, DepthwiseChannelPairsWithMisalignedTensors) {
       EXPECT_LE(output_error(s, x, wt, b, r, y, dy, shift, &outs.back()), tolerance(dt));
     }
     EXPECT_EQ(outs[0], outs[1]) << "the word and element paths differ";
+  }
+}
+
+// f64 (PyTorch's float64 conv) runs on the general kernel in double, a fused multiply-add a product:
+// for each tap inside the input (kh, then kw), its group's input channels in order, from +0; then
+// + bias (+0 without one), + residual, the epilogue (/ 1, LeakyReLU(0.125)). The reference below
+// sums in that order with std::fma, so every output must equal it bit for bit (any NaN for a NaN) —
+// on every path of the kernel (a pixel's channels, channels-last 16-byte loads and their unaligned
+// fallback, grouped, depthwise rows a thread in both layouts, depthwise channels fastest) — on
+// random doubles of full precision with NaN, ±inf, -0.0, subnormals and products that overflow or
+// underflow scattered through the input and the weight, outputs poisoned first.
+double fma_reference(const Shape& s, const HostTensor& x, const HostTensor& wt, const HostTensor& b,
+                     const HostTensor& r, int n, int co, int oy, int ox) {
+  const int cin_g = s.cin / s.p.groups, group = co / (s.cout / s.p.groups);
+  double acc = 0.0;
+  for (int ky = 0; ky < s.kh; ++ky) {
+    const int iy = oy * s.p.stride_h - s.p.pad_h + ky * s.p.dilation_h;
+    if (iy < 0 || iy >= s.h) continue;
+    for (int kx = 0; kx < s.kw; ++kx) {
+      const int ix = ox * s.p.stride_w - s.p.pad_w + kx * s.p.dilation_w;
+      if (ix < 0 || ix >= s.w) continue;
+      for (int cl = 0; cl < cin_g; ++cl) {
+        const int ci = group * cin_g + cl;
+        acc = std::fma(x.values[((std::size_t(n) * s.cin + ci) * s.h + iy) * s.w + ix],
+                       wt.values[((std::size_t(co) * cin_g + cl) * s.kh + ky) * s.kw + kx], acc);
+      }
+    }
+  }
+  double v = acc + (s.bias ? b.values[co] : 0.0);
+  if (s.residual) v += r.values[((std::size_t(n) * s.cout + co) * r.h + oy) * r.w + ox];
+  v = v / 1.0;
+  return v > 0 ? v : v * 0.125;
+}
+
+TEST(Conv2dDtypesGpu, F64MatchesAFusedMultiplyAddReferenceBitForBit) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  auto params = [](int sh, int sw, int ph, int pw, int dh, int dw, int groups) {
+    Conv2dParams p;
+    p.stride_h = sh, p.stride_w = sw, p.pad_h = ph, p.pad_w = pw, p.dilation_h = dh, p.dilation_w = dw;
+    p.groups = groups;
+    return p;
+  };
+  struct Case {
+    Shape s;
+    bool in_nhwc, w_nhwc, out_nhwc;
+    const char* path;  // what the plan must pick: "pixel", "row", "channel"
+  };
+  const Case cases[] = {
+      {{2, 16, 19, 23, 12, 3, 3, params(1, 1, 1, 1, 1, 1, 1), true, true}, false, false, false, "pixel"},
+      {{2, 16, 19, 23, 12, 3, 3, params(1, 1, 1, 1, 1, 1, 1), true, true}, true, true, true, "pixel"},
+      {{1, 5, 30, 17, 7, 3, 5, params(2, 1, 1, 2, 2, 1, 1), false, true}, true, false, false, "pixel"},
+      {{1, 16, 12, 12, 8, 3, 3, params(1, 1, 0, 1, 1, 1, 4), true, false}, false, true, true, "pixel"},
+      {{2, 16, 21, 18, 16, 3, 3, params(1, 1, 1, 1, 1, 1, 16), true, true}, false, false, false, "row"},
+      {{2, 16, 21, 18, 16, 3, 5, params(2, 1, 2, 1, 2, 1, 16), true, false}, true, false, true, "row"},
+      {{1, 8, 15, 15, 16, 5, 5, params(2, 2, 2, 2, 1, 1, 8), false, true}, false, false, true, "row"},
+      {{1, 8, 20, 19, 8, 9, 9, params(1, 1, 4, 4, 1, 1, 8), true, true}, true, false, true, "channel"},
+      {{1, 8, 20, 19, 8, 9, 9, params(1, 1, 4, 4, 1, 1, 8), true, false}, false, false, false, "pixel"},
+  };
+  // Special values: NaN, ±inf, -0.0, subnormals (the smallest, and one whose products with the
+  // weights' ~1 stay subnormal), 1e300 (its products overflow to inf with a weight of 1e10) and
+  // 1e-200 (products with 1e-200 underflow to subnormals or zero).
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(), -0.0, 4.9406564584124654e-324,
+                             -1.0e-310, 1.0e300, -1.0e-200};
+  auto sprinkle = [&](HostTensor& t, double rate, bool non_finite) {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (double& v : t.values) {
+      if (u(rng) >= rate) continue;
+      const std::size_t first = non_finite ? 0 : 3;
+      v = specials[first + rng() % (std::size(specials) - first)];
+    }
+  };
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, DType::f64, c.in_nhwc, rng);
+    HostTensor wt = random_tensor(s.cout, s.cin / s.p.groups, s.kh, s.kw, DType::f64, c.w_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, DType::f64, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, oh, ow, DType::f64, c.out_nhwc, rng);
+    sprinkle(x, 0.02, false);
+    sprinkle(x, 0.0005, true);
+    sprinkle(wt, 0.01, false);
+    wt.values[rng() % wt.values.size()] = 1e10;
+    // And for certain: a NaN and an infinity read by the middle output of the first and last image
+    // (its centre tap, input channel 0).
+    const int iy = oh / 2 * s.p.stride_h - s.p.pad_h + s.kh / 2 * s.p.dilation_h;
+    const int ix = ow / 2 * s.p.stride_w - s.p.pad_w + s.kw / 2 * s.p.dilation_w;
+    ASSERT_TRUE(iy >= 0 && iy < s.h && ix >= 0 && ix < s.w);
+    x.values[(std::size_t(iy) * s.w + ix)] = std::numeric_limits<double>::quiet_NaN();
+    x.values[((std::size_t(s.n - 1) * s.cin) * s.h + iy) * s.w + ix] = -std::numeric_limits<double>::infinity();
+    HostTensor y{s.n, s.cout, oh, ow, DType::f64, c.out_nhwc, std::vector<double>(r.size())};
+    std::vector<std::vector<unsigned char>> outs;
+    // Aligned, then every tensor 8 bytes past its allocation's 16-byte alignment (the channels-last
+    // input's 16-byte loads fall back to one element at a time: the same sums).
+    for (std::size_t shift : {0, 8}) {
+      DeviceCopy dx = upload(x, shift), dw = upload(wt, shift), db = upload(b), dr = upload(r, shift),
+                 dy = upload(y, shift);
+      dy.buffer.fill_u32(0x7ff4dead);  // a NaN in every 8 bytes
+      const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, DType::f64, {s.cout}) : TensorView{};
+      const TensorView residual = s.residual ? dr.view : TensorView{};
+      const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+      const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, residual);
+      SCOPED_TRACE(v.name() + (shift ? " misaligned" : " aligned"));
+      EXPECT_EQ(v.dtype, DType::f64);
+      const Conv2dTiling t = planned(v);
+      EXPECT_TRUE(t.generic);
+      EXPECT_EQ(t.row_fast, std::string(c.path) == "row");
+      EXPECT_EQ(t.channel_fast, std::string(c.path) == "channel");
+      // The precision argument (TF32 is an f32 mode) changes nothing: the same kernel.
+      EXPECT_EQ(kernel_name(conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::tf32, residual)),
+                kernel_name(v));
+      Stream stream;
+      conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, residual);
+      stream.synchronize();
+      std::vector<unsigned char> raw(y.bytes() + shift);
+      dy.buffer.copy_to_host(raw.data(), raw.size());
+      raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(shift));
+      int mismatches = 0, non_finite = 0, subnormal = 0;
+      for (int n = 0; n < s.n; ++n)
+        for (int co = 0; co < s.cout; ++co)
+          for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+              const double want = fma_reference(s, x, wt, b, r, n, co, oy, ox);
+              const double got = y.read(raw, n, co, oy, ox);
+              non_finite += std::isfinite(want) ? 0 : 1;
+              subnormal += std::fpclassify(want) == FP_SUBNORMAL ? 1 : 0;
+              const bool same = std::isnan(want) ? std::isnan(got)
+                                                 : std::memcmp(&want, &got, sizeof want) == 0;
+              if (!same && mismatches++ < 5) {
+                ADD_FAILURE() << "n " << n << " channel " << co << " (" << oy << ", " << ox << "): got " << got
+                              << ", want " << want;
+              }
+            }
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_GT(non_finite, 0) << "the special values reach some outputs";
+      std::printf("  %-90s %s: %d non-finite, %d subnormal outputs\n", v.name().c_str(), shift ? "misaligned" : "aligned",
+                  non_finite, subnormal);
+      outs.push_back(std::move(raw));
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "the aligned and unaligned calls differ";
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file conv2d.hpp
-/// Fused 2-D convolution (any groups; float32, float16 or bfloat16; NCHW or channels-last NHWC) with
+/// Fused 2-D convolution (any groups; float32, float16, bfloat16 or float64; NCHW or channels-last NHWC) with
 /// an optional bias and any elementwise
 /// epilogue (an ops::Op chain: divide → LeakyReLU, ReLU, scale, add, clamp, ...), compiled at run
 /// time into one kernel per shape: channels, image size, filter size, stride, padding, dilation and
@@ -17,6 +17,10 @@
 /// dtype at the store. f32 channels-last tensors run on a general direct kernel (fp32 FMA; the same
 /// single rounding), as do f16 and bf16 when CUINLINE_CONV2D_HMMA=0. The precision argument does
 /// not change the arithmetic of either (both sum exact products in fp32; only the order differs).
+///
+/// f64 tensors (PyTorch's float64 conv) run on the general direct kernel in double: loads, fused
+/// multiply-adds (__fma_rn), bias, residual and epilogue in fp64, any shape, groups and layout; the
+/// precision argument does not apply (TF32 is an f32 mode).
 
 #include <cuda.h>
 
@@ -140,8 +144,8 @@ struct Conv2dVariant {
   /// kMaxConv2dChannelOperands; their values are passed at launch, not compiled in) and has one output.
   Op epilogue = Op::chain({});
   Conv2dPrecision precision = Conv2dPrecision::fp32;
-  /// Of every tensor (input, weight, bias, residual, output): f32, f16 or bf16. f16 and bf16
-  /// compute in fp32 and round once at the store.
+  /// Of every tensor (input, weight, bias, residual, output): f32, f16, bf16 or f64. f16 and bf16
+  /// compute in fp32 and round once at the store; f64 computes in fp64 (the general kernel).
   DType dtype = DType::f32;
   Conv2dLayout input_layout = Conv2dLayout::nchw;   ///< of the input
   Conv2dLayout weight_layout = Conv2dLayout::nchw;  ///< of the weight
@@ -175,7 +179,7 @@ struct Conv2dVariant {
   /// (conv2d_generic.cuh; conv2d_tiling(v).generic).
   bool uses_generic_kernel() const noexcept;
   /// Throws InvalidArgument for a non-positive size, stride or dilation, negative padding, an empty
-  /// output, a dtype other than f32, f16 or bf16, an unknown layout or an invalid epilogue.
+  /// output, a dtype other than f32, f16, bf16 or f64, an unknown layout or an invalid epilogue.
   void validate() const;
 
   friend bool operator==(const Conv2dVariant& a, const Conv2dVariant& b) noexcept;
@@ -355,7 +359,7 @@ Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
 inline constexpr std::int64_t kMaxConv2dBatch = 65535;
 
 /// output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel.
-/// Every tensor has the same dtype T: f32, f16 or bf16.
+/// Every tensor has the same dtype T: f32, f16, bf16 or f64.
 ///   input  T [N, Cin, H, W], or [Cin, H, W] (F.conv2d's unbatched form: one image; the output and a
 ///          residual then have 3 dimensions too)
 ///   weight T [Cout, Cin / params.groups, KH, KW]

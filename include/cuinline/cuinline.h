@@ -127,8 +127,8 @@ CUINLINE_C_API cuinline_status cuinline_kernel_launch(cuinline_kernel kernel, co
  *  "expr(x > 0 ? x : x * s; s=0.01)". 1-8 inputs, 1-4 outputs, PyTorch broadcasting. */
 CUINLINE_C_API cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, int num_inputs,
                                               const cuinline_tensor* outputs, int num_outputs, void* stream);
-/** output = epilogue(conv2d(input, weight) + bias [+ residual]) (one dtype for all tensors: f32, f16
- *  or bf16; each 4-D tensor of any strides, read in place where contiguous NCHW or channels-last NHWC,
+/** output = epilogue(conv2d(input, weight) + bias [+ residual]) (one dtype for all tensors: f32, f16,
+ *  bf16 or f64 (computed in double); each 4-D tensor of any strides, read in place where contiguous NCHW or channels-last NHWC,
  *  through a compact copy otherwise, see conv2d.hpp; input, residual and output may instead be 3-D,
  *  F.conv2d's unbatched [C, H, W]). bias / residual may be NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
  *  (NULL), "tf32", "tf32x3". */

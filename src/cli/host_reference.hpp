@@ -231,15 +231,16 @@ inline double conv2d_relative_tolerance(ops::Conv2dPrecision precision) {
 }
 
 /// Whether `got` is LeakyReLU(conv / divisor, slope) for some conv value within `bound` of the
-/// float64 reference `conv`, plus 1e-6.
-inline bool conv2d_output_ok(double conv, double bound, double divisor, double slope, float got) {
+/// float64 reference `conv`, plus `slack` (1e-6: an fp32 output's; 1e-12 for f64).
+inline bool conv2d_output_ok(double conv, double bound, double divisor, double slope, double got,
+                             double slack = 1e-6) {
   auto epilogue = [&](double v) {
     double t = v / divisor;
     return t > 0 ? t : t * slope;
   };
   const double ref = epilogue(conv);
   if (ref == got || (std::isnan(ref) && std::isnan(got))) return true;  // also the same infinity
-  if (divisor != 0) return std::fabs(ref - got) <= bound / std::fabs(divisor) + 1e-6;
+  if (divisor != 0) return std::fabs(ref - got) <= bound / std::fabs(divisor) + slack;
   // x / 0 is ±inf by the sign of x (NaN for 0 / 0): within the bound of 0 that sign is unknown.
   return std::fabs(conv) <= bound && !std::isfinite(got);
 }

@@ -181,7 +181,7 @@ ConvLayer conv_layer_of(const RunOptions& o, const std::vector<std::int64_t>& sh
 }
 
 // conv2d (by default 3×3, 64 filters, no padding: the seed model's layer) → / divisor →
-// LeakyReLU(slope), in f32, f16 or bf16, NCHW or channels-last (input, weight and output laid out
+// LeakyReLU(slope), in f32, f16, bf16 or f64, NCHW or channels-last (input, weight and output laid out
 // as PyTorch's memory_format=torch.channels_last lays them out).
 Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLayer& layer, DType dtype,
                            bool channels_last, double divisor, double slope, ops::Conv2dPrecision precision,
@@ -214,7 +214,7 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLay
     return dtype == DType::f16 ? float_to_half(v) : float_to_bf16(v);
   };
   auto from_bits = [dtype](std::uint16_t b) { return dtype == DType::f16 ? half_to_float(b) : bf16_to_float(b); };
-  auto round_to_dtype = [&](float v) { return dtype == DType::f32 ? v : from_bits(to_bits(v)); };
+  auto round_to_dtype = [&](float v) { return dtype == DType::f32 || dtype == DType::f64 ? v : from_bits(to_bits(v)); };
   std::vector<float> x(in_count), wt(w_count), bias(k);  // logical NCHW / KCRS order
   std::uint64_t seed = fresh_seed();
   parallel_for(in_count, [&](std::size_t b, std::size_t e) {
@@ -242,6 +242,9 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLay
       const float v = logical[logical_index];
       if (dtype == DType::f32) {
         std::memcpy(bytes.data() + memory_index * 4, &v, 4);
+      } else if (dtype == DType::f64) {
+        const double d = v;
+        std::memcpy(bytes.data() + memory_index * 8, &d, 8);
       } else {
         const std::uint16_t b = to_bits(v);
         std::memcpy(bytes.data() + memory_index * 2, &b, 2);
@@ -289,10 +292,15 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLay
   time_first_call(m, stream, launch);
   std::vector<unsigned char> raw(out_count * es);
   dy.copy_to_host(raw.data(), raw.size());
-  auto output = [&](std::size_t memory_index) {
+  auto output = [&](std::size_t memory_index) -> double {
     if (dtype == DType::f32) {
       float v;
       std::memcpy(&v, raw.data() + memory_index * 4, 4);
+      return v;
+    }
+    if (dtype == DType::f64) {
+      double v;
+      std::memcpy(&v, raw.data() + memory_index * 8, 8);
       return v;
     }
     std::uint16_t b;
@@ -314,7 +322,8 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLay
   // A sample of outputs against a double-precision reference. Half outputs are rounded once more:
   // half an ulp of the result (2^-11 relative in f16, 2^-8 in bf16) on top of the fp32 bound.
   constexpr int kSamples = 1 << 16;
-  const double tolerance = conv2d_relative_tolerance(precision);
+  // (f64 sums in double whatever the precision argument: ~1e-16 a term.)
+  const double tolerance = dtype == DType::f64 ? 1e-12 : conv2d_relative_tolerance(precision);
   const double rounding = dtype == DType::f16 ? std::ldexp(1.0, -11) : dtype == DType::bf16 ? std::ldexp(1.0, -8) : 0;
   std::size_t beyond = 0;
   double max_err = 0;
@@ -339,10 +348,13 @@ Measurement measure_conv2d(const std::vector<std::int64_t>& shape, const ConvLay
         }
       }
     }
-    const float got = output(out_pos(ni, ko, oy, ox));
+    const double got = output(out_pos(ni, ko, oy, ox));
     double t_ = acc / divisor, ref = t_ > 0 ? t_ : t_ * slope;
     if (std::isfinite(ref)) max_err = std::max(max_err, std::fabs(ref - got));
-    if (!conv2d_output_ok(acc, tolerance * mag + rounding * std::fabs(acc), divisor, slope, got)) ++beyond;
+    if (!conv2d_output_ok(acc, tolerance * mag + rounding * std::fabs(acc), divisor, slope, got,
+                          dtype == DType::f64 ? 1e-12 : 1e-6)) {
+      ++beyond;
+    }
   }
   m.ok = unwritten == 0 && beyond == 0;
   char buf[256];
@@ -384,7 +396,6 @@ int run_op(const RunOptions& options) {
   auto dtype = parse_dtype(options.dtype);
   if (!dtype) throw InvalidArgument("--dtype: expected one of f32,f16,bf16,f64, got '" + options.dtype + "'");
   bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
-  if (conv && *dtype == DType::f64) throw InvalidArgument("--dtype: conv2d takes f32, f16 or bf16");
   bool channels_last = false;
   if (options.layout) {
     if (!conv) throw InvalidArgument("--layout: only the conv2d op takes a layout, not '" + options.op + "'");

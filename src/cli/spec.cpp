@@ -192,14 +192,14 @@ std::pair<int, int> parse_hw(const JsonField& field, std::int64_t min, std::int6
 Conv2dEntry parse_conv2d(const JsonField& entry) {
   entry.expect_object({"kind", "dtype", "input", "filters", "stride", "padding", "dilation", "groups", "bias",
                        "epilogue", "precision", "layout", "weight_layout"});
-  // dtype: of every tensor (f32, f16, bf16; one or a list). layout: of the input and the output
+  // dtype: of every tensor (f32, f16, bf16, f64; one or a list). layout: of the input and the output
   // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default: each "layout" in turn,
   // as model.to(memory_format=torch.channels_last) makes the weights channels-last too).
   std::vector<DType> dtypes = {DType::f32};
   if (auto f = entry.find("dtype")) {
     dtypes.clear();
     for (const auto& item : f->one_or_many()) {
-      const std::string name = item.as_choice({"f32", "f16", "bf16"});
+      const std::string name = item.as_choice({"f32", "f16", "bf16", "f64"});
       dtypes.push_back(*parse_dtype(name));
     }
   }

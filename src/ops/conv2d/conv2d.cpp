@@ -272,8 +272,8 @@ std::string Conv2dVariant::name() const {
 
 void Conv2dVariant::validate() const {
   auto fail = [&](const std::string& what) { throw InvalidArgument("conv2d variant: " + what); };
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
-    fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (f32, f16, bf16)");
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f64)
+    fail(std::string("dtype ") + cuinline::to_string(dtype) + " is not supported (f32, f16, bf16, f64)");
   for (Conv2dLayout l : {input_layout, weight_layout, output_layout}) {
     if (l != Conv2dLayout::nchw && l != Conv2dLayout::nhwc)
       fail("unknown layout " + std::to_string(static_cast<int>(l)));
@@ -581,19 +581,22 @@ std::string render_target_defines(const Conv2dVariant& v) {
 }
 
 std::string render_conv2d_epilogue(const Op& epilogue, DType dtype, int out_channels) {
-  // The kernels call E{chan}(x, co) on each fp32 conv (+ bias [+ residual]) value x of output
-  // channel co; the op computes in fp32, its per-channel operands converted exactly from the
-  // storage type. (Some kernels compute E on a tile's channels past kCout too and do not store
-  // those: the operands are read at a channel clamped to the last one, never past the vectors.)
+  // The kernels call E{chan}(x, co) on each conv (+ bias [+ residual]) value x of output channel
+  // co in opmath (fp32; fp64 for f64); the op computes in opmath, its per-channel operands converted
+  // exactly from the storage type. (Some kernels compute E on a tile's channels past kCout too and
+  // do not store those: the operands are read at a channel clamped to the last one, never past the
+  // vectors.)
   const int operands = conv2d_epilogue_operands(epilogue);
+  const DType opmath = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const std::string a = opmath == DType::f64 ? "double" : "float";
   std::string out;
   if (!is_identity(epilogue)) {
-    out += operands == 0 ? cuinline::detail::render_op_functor(epilogue, DType::f32, "cuinline_conv2d_epilogue_op")
-                         : cuinline::detail::render_nary_functor(epilogue, DType::f32, operands + 1,
+    out += operands == 0 ? cuinline::detail::render_op_functor(epilogue, opmath, "cuinline_conv2d_epilogue_op")
+                         : cuinline::detail::render_nary_functor(epilogue, opmath, operands + 1,
                                                                  "cuinline_conv2d_epilogue_op");
   }
   out += "struct cuinline_conv2d_epilogue {\n  cuinline_conv2d_chan chan;\n"
-         "  __device__ __forceinline__ float operator()(float x, int co) const {\n";
+         "  __device__ __forceinline__ " + a + " operator()(" + a + " x, int co) const {\n";
   if (is_identity(epilogue)) {
     out += "    (void)co;\n    return x;\n";
   } else if (operands == 0) {
@@ -602,11 +605,11 @@ std::string render_conv2d_epilogue(const Op& epilogue, DType dtype, int out_chan
     const std::string s = cuinline::detail::storage_type(dtype);
     const std::string last = std::to_string(out_channels - 1);
     out += "    const int c = co < " + last + " ? co : " + last + ";\n";
-    out += "    const float xs[" + std::to_string(operands + 1) + "] = {x";
+    out += "    const " + a + " xs[" + std::to_string(operands + 1) + "] = {x";
     for (int k = 0; k < operands; ++k) {
       out += ", ew_channel_value<" + s + ">(chan.p[" + std::to_string(k) + "], c)";
     }
-    out += "};\n    float ys[1];\n    cuinline_conv2d_epilogue_op{}(xs, ys);\n    return ys[0];\n";
+    out += "};\n    " + a + " ys[1];\n    cuinline_conv2d_epilogue_op{}(xs, ys);\n    return ys[0];\n";
   }
   out += "  }\n};\n";
   return out;

@@ -36,6 +36,8 @@ const char* storage_type(DType dtype) {
       return "ew_half";
     case DType::bf16:
       return "ew_bf16";
+    case DType::f64:
+      return "double";
     default:
       return "float";
   }
@@ -90,7 +92,7 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
     // adjacent channels a thread, read as one 32-bit word (MobileNetV2's 3x3 at 56², f16: 0.0964 ->
     // 0.054 ms; EfficientNet's 5x5 went 0.041 -> 0.076 with pairs, twice the weights in registers:
     // one channel there; H100, 2026-11-26).
-    t.channels_per_thread = v.input_layout == Conv2dLayout::nhwc && v.dtype != DType::f32 &&
+    t.channels_per_thread = v.input_layout == Conv2dLayout::nhwc && dtype_size(v.dtype) == 2 &&
                                     v.out_channels == v.in_channels && v.in_channels % 2 == 0 &&
                                     v.kernel_h * v.kernel_w <= 9
                                 ? 2

@@ -212,7 +212,7 @@ Conv2dLayout kernel_layout(const TensorView& t, DType dtype, bool& copied) {
   if (t.is_contiguous()) return Conv2dLayout::nchw;
   if (is_channels_last(t)) return Conv2dLayout::nhwc;
   copied = true;
-  if (dtype == DType::f32) return Conv2dLayout::nchw;
+  if (dtype == DType::f32 || dtype == DType::f64) return Conv2dLayout::nchw;
   // (A channels-last copy that is contiguous too — one channel, or one pixel — is named NCHW, as a
   // tensor of those strides is: the same variant as a call on such a compact tensor.)
   return compact_view(t, Conv2dLayout::nhwc).is_contiguous() ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
@@ -271,7 +271,7 @@ bool residual_in_output_layout(const TensorView& residual, Conv2dLayout output_l
   return output_layout == Conv2dLayout::nhwc ? is_channels_last(residual) : residual.is_contiguous();
 }
 
-// Every tensor of a call shares one dtype (f32, f16 or bf16): checked before anything else, so a
+// Every tensor of a call shares one dtype (f32, f16, bf16 or f64): checked before anything else, so a
 // mix is named as a mix.
 DType common_dtype(const TensorView& input, const TensorView& weight, const TensorView& bias,
                    const TensorView& output, const TensorView& residual) {
@@ -286,8 +286,8 @@ DType common_dtype(const TensorView& input, const TensorView& weight, const Tens
     list += std::string(", output ") + cuinline::to_string(output.dtype);
     bad("tensors must share one dtype, got " + list);
   }
-  if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16)
-    bad(std::string("dtype ") + cuinline::to_string(dt) + " is not supported (f32, f16, bf16)");
+  if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16 && dt != DType::f64)
+    bad(std::string("dtype ") + cuinline::to_string(dt) + " is not supported (f32, f16, bf16, f64)");
   return dt;
 }
 
