@@ -568,7 +568,8 @@ HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2,
     static constexpr int kAsyncDepth = depth, kWgmma = 1, kWindow = 1;                                         \
   };
 // The UNet-like layer at 6 x 64: two warpgroups, 256 pixels (4 output rows) x 128 channels, two
-// 64-channel chunks (both window buffers), the second tile past the last output row.
+// 64-channel chunks (both window buffers, the second copied in 7 parts), the second tile past the
+// last output row.
 WINDOW_CASE(UnetWindow, ew_half, 128, 6, 64, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, 2, 16, 128, 64, 4)
 // One 64-channel chunk (one window buffer), 3 x 2 filter with dilated rows, 128 output columns (one
 // row a tile), NCHW output.
