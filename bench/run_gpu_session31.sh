@@ -17,7 +17,7 @@ if [ "${HALF:-0}" = 1 ]; then
   for set in ${AB:-none}; do
     for dt in ${DTYPE:-f16 bf16}; do
       echo "== bench_conv2d_half $dt, $set ($(($(date +%s) - t0)) s)"
-      env ${set//,/ } $([ "${SHAPE:-unet}" = all ] || echo "CONV_BENCH_SHAPE=${SHAPE:-unet}") CONV_BENCH_DTYPE=$dt \
+      env $([ "$set" = none ] || echo "${set//,/ }") $([ "${SHAPE:-unet}" = all ] || echo "CONV_BENCH_SHAPE=${SHAPE:-unet}") CONV_BENCH_DTYPE=$dt \
         CUINLINE_CACHE_DIR=$(mktemp -d) timeout 120 "$build/bench/bench_conv2d_half" 2>&1 |
         grep -E '^\| [a-z]|rror|what' | grep -v '^| shape' | sed "s/^/$set /" | tee -a "$OUT/half.txt"
     done

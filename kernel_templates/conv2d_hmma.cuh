@@ -151,6 +151,17 @@ struct HaloWeightBatchOf<S, decltype(void(S::kHaloWeightBatch))> {
   static constexpr int value = S::kHaloWeightBatch;
 };
 
+// S::kWindowTiles where S has it, else 0: the window form's blocks compute several tiles in turn
+// (window_tiles), the next tile's first copies issued while this one's outputs are stored.
+template <class S, class = void>
+struct WindowTilesOf {
+  static constexpr int value = 0;
+};
+template <class S>
+struct WindowTilesOf<S, decltype(void(S::kWindowTiles))> {
+  static constexpr int value = S::kWindowTiles;
+};
+
 // S::kStoreBatch where S has it, else 1 for the halo form's NCHW output and 0 elsewhere
 // (store_tile_half's loads and stores in batches; the host writes CUINLINE_CONV2D_STORE_BATCH's 0 or
 // 1 where it is set). H100, 2026-11-27, f16, ms unbatched / batched: seed NCHW (the halo form)
@@ -272,6 +283,12 @@ struct Plan {
   static constexpr int kWinGroup = (kWinPixels * 16 + 127) / 128 * 128 + 16;
   static constexpr int kWinBytes = kChunks * kWinGroup;
   static constexpr int kWinBufs = kCiSteps > 1 ? 2 : 1;
+  // kWindowTiles: a block computes tiles in turn, and the 16-bit output tile has a place of its own
+  // from the second window buffer on (neither the next tile's first B buffers nor its first window,
+  // which are copied while this tile's outputs are stored; its second window is copied at its step
+  // 1, after every thread's stores).
+  static constexpr bool kWindowTiles = kWindow && WindowTilesOf<S>::value != 0;
+  static constexpr int kWinOutOffset = kWindowTiles ? kStages * kStageElems * 2 + kWinBytes : 0;
   // The halo tiling's shared memory: every step's B tile ([kBN][16], the 32-byte swizzle; 256-byte
   // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past
   // kCin and outside the image), then (an odd tap count) 1 KiB of zeros that the last step's second
@@ -313,7 +330,8 @@ struct Plan {
   static constexpr int kOutBytes =
       kHalfEpi ? (S::kOutNhwc ? kBM : kBN) * kHPitch * 2 : (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
   // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
-  static constexpr int kSmemBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + (kWgmma ? 1024 : 0);
+  static constexpr int kOutEnd = kWinOutOffset + kOutBytes;
+  static constexpr int kSmemBytes = (kMainBytes > kOutEnd ? kMainBytes : kOutEnd) + (kWgmma ? 1024 : 0);
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
   // channel, input channel, filter row, filter column).
   static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
@@ -397,6 +415,8 @@ struct Plan {
                              (kBM % S::kOW == 0 || S::kOW % kBM == 0) && kStages >= 3 && kTaps >= kStages - 1),
                 "the window form: the cp.async wgmma tiling, column stride 1, whole 64-column parts of output "
                 "rows a tile, the next chunk's window copied within a chunk's taps");
+  static_assert(!kWindowTiles || (kHalfEpi && kWinBufs == 2 && !kBatchTiles && !kPointwise),
+                "window tiles: the 16-bit output tile in the second window buffer's place");
   // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
   // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
   // tiles.
@@ -1490,8 +1510,11 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
 // read: every thread waited for that chunk's last wgmma group (wgmma_wait<1> at the end of the first
 // step) before the barrier of the second. It has landed by step (c + 1) kTaps (kTaps >= kStages -
 // 1). A copy of 16 bytes is 8 channels of one pixel (a thread's group, tid % kChunks, is the same in
-// every copy); pixels outside the image and channels past kCin are zeros.
-template <class S>
+// every copy); pixels outside the image and channels past kCin are zeros. kPart: kWindowWhole (the
+// copies before step 0, then the steps), kWindowFirstCopies (only those copies: window_tiles issues
+// them while the previous tile's outputs are stored) or kWindowSteps (only the steps).
+enum WindowPart { kWindowWhole, kWindowFirstCopies, kWindowSteps };
+template <class S, WindowPart kPart = kWindowWhole>
 __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
                                                 const typename S::storage* __restrict__ in_n,
                                                 const typename S::storage* __restrict__ weight, int p0, int co0) {
@@ -1547,12 +1570,15 @@ __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4],
     return (mr * S::kSH + kh * S::kDH) * P::kWinCols + (m - mr * P::kWinTileCols) + (tap - kh * S::kKW) * S::kDW;
   };
 
-  issue_window(0, 0, 0, 1);
+  if constexpr (kPart != kWindowSteps) {
+    issue_window(0, 0, 0, 1);
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < P::kSteps) issue_b(s, s);
-    copy_commit();
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < P::kSteps) issue_b(s, s);
+      copy_commit();
+    }
   }
+  if constexpr (kPart == kWindowFirstCopies) return;
   const unsigned base = smem_address(s_stage);
   const unsigned win_base = smem_address(s_win);
 #pragma unroll 1
@@ -2273,6 +2299,47 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   }
 }
 
+// The window form with kWindowTiles: a block computes tiles L, L + G, L + 2G, ... (up to row_tiles)
+// of the batch's N x kTilesX pixel tiles (image-major) of its kBN output channels (blockIdx.y), L
+// its linear index along x and z and G = gridDim.x x gridDim.z the blocks (gridDim.x = ceil(kTilesX
+// / row_tiles), gridDim.z = N). The next tile's window of chunk 0 and first B tiles are copied
+// while this tile's outputs are rounded and stored (its output tile in a place of its own), so that
+// a tile's first step does not wait for its window from DRAM.
+template <class S, class E>
+__device__ __forceinline__ void window_tiles(unsigned char* smem, const typename S::storage* __restrict__ input,
+                                             const typename S::storage* __restrict__ weight,
+                                             const typename S::storage* __restrict__ bias,
+                                             typename S::storage* __restrict__ output, int row_tiles, const E& ep) {
+  using P = Plan<S>;
+  unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
+  unsigned short* s_h = reinterpret_cast<unsigned short*>(smem + P::kWinOutOffset);
+  const int co0 = (int)blockIdx.y * P::kBN;
+  const long long stride = (long long)gridDim.x * gridDim.z;
+  const long long first = blockIdx.x + (long long)gridDim.x * blockIdx.z;
+  const long long total = (long long)P::kTilesX * gridDim.z;
+  const long long end = first + row_tiles * stride < total ? first + row_tiles * stride : total;
+  float acc[S::kMT][S::kNT][4];
+  if (first < end) {
+    mainloop_window<S, kWindowFirstCopies>(acc, s_stage, input + first / P::kTilesX * P::kInN, weight,
+                                           (int)(first % P::kTilesX) * P::kBM, co0);
+  }
+#pragma unroll 1
+  for (long long t = first; t < end; t += stride) {
+    const int p0 = (int)(t % P::kTilesX) * P::kBM;
+    zero_accumulators<S>(acc);
+    // (Its last barrier: every warp's reads of the buffers are done.)
+    mainloop_window<S, kWindowSteps>(acc, s_stage, input + t / P::kTilesX * P::kInN, weight, p0, co0);
+    const long long next = t + stride;
+    if (next < end) {
+      mainloop_window<S, kWindowFirstCopies>(acc, s_stage, input + next / P::kTilesX * P::kInN, weight,
+                                             (int)(next % P::kTilesX) * P::kBM, co0);
+    }
+    write_half_tile<S, E>(acc, s_h, bias, co0, ep);
+    __syncthreads();
+    store_tile_half<S, P::kOutVec>(s_h, output + t / P::kTilesX * P::kOutN, p0, (int)(P::kPixels - p0), co0);
+  }
+}
+
 // The halo form: a block computes tiles L, L + G, L + 2G, ... (up to row_tiles) of the batch's
 // N x kTilesY tiles (image-major), L its linear index along x and z and G = gridDim.x x gridDim.z
 // the blocks (gridDim.x = ceil(kTilesY / row_tiles), gridDim.z = N): the blocks resident at a time
@@ -2338,6 +2405,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
 #endif
   if constexpr (P::kHalo) {
     d::halo_tiles<S, E>(smem, input, weight, bias, output, blockIdx.y * P::kBN, row_tiles, ep);
+  } else if constexpr (P::kWindowTiles) {
+    d::window_tiles<S, E>(smem, input, weight, bias, output, row_tiles, ep);
   } else {
     // (row_tiles: the images, for batch tiles; else unused)
     d::block_tile<S, E>(smem, input, weight, bias, output, residual, row_tiles, ep);

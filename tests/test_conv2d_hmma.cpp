@@ -292,6 +292,9 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     EXPECT_FALSE(t.halo);
     EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
+    // Two or more k chunks: tiles in turn (up to 4 a block, the output tile in a place of its own);
+    // one chunk (one window buffer): a tile a block.
+    EXPECT_EQ(t.row_tiles, cuinline::ops::conv2d_impl::hmma_ci_pad(c.cin) / t.ci_chunk > 1 ? 4 : 1);
     expect_compiles_for_sm90_and_sm80(v);
     // Not the window form: a residual, column stride 2, or output rows that are not whole 64-column
     // parts of a tile.

@@ -565,7 +565,7 @@ HALO_CASE(WideHalo, ew_bf16, 5, 5, 150, 100, 3, 3, 1, 1, 1, 2, 1, 1, 0, 1, 0, 2,
   HMMA_CASE(name##Base, T, cin, h, w, cout, kh, kw, sh, 1, ph, pw, dh, dw, bias, 0, 1, 1, out, wm, 1, mt, nt,    \
             cipad, bk, 1)                                                                                      \
   struct name : name##Base {                                                                                   \
-    static constexpr int kAsyncDepth = depth, kWgmma = 1, kWindow = 1;                                         \
+    static constexpr int kAsyncDepth = depth, kWgmma = 1, kWindow = 1, kWindowTiles = cipad / bk > 1 ? 1 : 0; \
   };
 // The UNet-like layer at 6 x 64: two warpgroups, 256 pixels (4 output rows) x 128 channels, two
 // 64-channel chunks (both window buffers, the second copied in 7 parts), the second tile past the
@@ -788,14 +788,16 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   // compute 3 tiles each here (every gridDim.x-th; the last ones fewer where they do not divide): its
   // loop, the next tile's window copied while this one's is stored.
   // Batch tiles: the blocks along x cover the batch's pixels, one along z; row_tiles is the batch.
-  const int row_tiles = P::kHalo ? 3 : P::kBatchTiles ? batch : 1;
+  // The window form's tiles in turn (kWindowTiles): 3 a block too, along x (ceil(kTilesX / 3) blocks).
+  const int row_tiles = P::kHalo || P::kWindowTiles ? 3 : P::kBatchTiles ? batch : 1;
   std::vector<float> shift_v(S::kCout);
   for (int co = 0; co < S::kCout; ++co) shift_v[static_cast<std::size_t>(co)] = channel_shift(co);
   const cuinline_conv2d_chan chan{{shift_v.data(), nullptr, nullptr, nullptr}};
   g_cout = S::kCout;
   const unsigned grid_x =
-      P::kBatchTiles ? static_cast<unsigned>((batch * P::kPixels + P::kBM - 1) / P::kBM)
-                     : static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
+      P::kBatchTiles    ? static_cast<unsigned>((batch * P::kPixels + P::kBM - 1) / P::kBM)
+      : P::kWindowTiles ? static_cast<unsigned>((P::kTilesX + row_tiles - 1) / row_tiles)
+                        : static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
   const unsigned grid_z = P::kBatchTiles ? 1u : static_cast<unsigned>(batch);
   // (The pointwise form's channel blocks are part of x: one block column.)
   const unsigned grid_y = P::kPointwise ? 1u : static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN);

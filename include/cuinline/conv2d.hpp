@@ -232,8 +232,8 @@ struct Conv2dTiling {
   /// rows the previous one did not read, two rows ahead); 4 (fp32 3 x 3, stride 1): Winograd
   /// F(2x2, 3x3), the next tile row's input copied during this one's transform and products.
   int pipeline = 0;
-  /// Most row tiles one block computes in turn (pipelines 1 and 3; else 1): an upper bound, the
-  /// launch picks the number from the batch size and the device.
+  /// Most row tiles one block computes in turn (pipelines 1 and 3, the halo and window forms; else
+  /// 1): an upper bound, the launch picks the number from the batch size and the device.
   int row_tiles = 0;
   int tiles_x = 0, tiles_y = 0;
   unsigned shared_bytes = 0;  ///< dynamic shared memory per block
@@ -290,7 +290,10 @@ struct Conv2dTiling {
   /// 1, no residual, output rows of a multiple of 64 columns that a tile's tile_cols pixels cover
   /// whole or in equal parts, at least stages - 1 filter taps): the input rows and columns a tile
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
-  /// tile read from them in place; the k steps run chunk-major.
+  /// tile read from them in place; the k steps run chunk-major. With two or more k chunks
+  /// (row_tiles > 1) a block computes up to row_tiles of the batch's tiles in turn, the next
+  /// tile's first copies issued while this one's outputs are stored (the launch's grid:
+  /// ceil(tiles_x / its row_tiles) blocks along x).
   bool window = false;
   /// The wgmma tiling's batch tiles (conv2d_hmma.cuh's kBatchTiles; the cp.async form without the
   /// halo or window forms, an output plane of at most half a two-warpgroup tile: ResNet's 7 x 7

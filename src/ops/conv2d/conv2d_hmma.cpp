@@ -83,6 +83,16 @@ bool window_disabled_by_environment() {
   return off;
 }
 
+// CUINLINE_CONV2D_WINDOW_ROWS=0 keeps the window form to one tile a block (read once; 1, 2, 4 or
+// 8: the tiles a block, conv2d_launch.cpp).
+bool window_tiles_disabled_by_environment() {
+  static const bool off = [] {
+    const char* e = std::getenv("CUINLINE_CONV2D_WINDOW_ROWS");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
 // CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
 // for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
 // tiling the template rejects fails to compile).
@@ -232,7 +242,9 @@ unsigned window_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t group = (rows * cols * 16 + 127) / 128 * 128 + 16;
   const int chunks = hmma_ci_pad(v.in_channels) / t.ci_chunk;
   const std::int64_t main = std::int64_t{t.stages} * bn * bk * 2 + (chunks > 1 ? 2 : 1) * (bk / 8) * group;
-  const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
+  // (Tiles in turn, row_tiles > 1: the output tile from the second window buffer on.)
+  const std::int64_t out_offset = t.row_tiles > 1 ? std::int64_t{t.stages} * bn * bk * 2 + (bk / 8) * group : 0;
+  const std::int64_t out = out_offset + (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
   return static_cast<unsigned>(std::max(main, out) + 1024);
 }
 
@@ -379,6 +391,9 @@ constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 // 256 x 128, 3 buffers 0.121 / 0.0950; 128 x 128 0.121 / 0.0972 (3), 0.128 / 0.102 (4); ResNet-like
 // 128 x 64, 4 buffers 0.0459 / 0.0345, 3 buffers 0.0473 / 0.0370; seed 128 x 64 0.194 / 0.165,
 // 256 x 64 0.192 / 0.158 (slower: kept on one warpgroup).
+// Most tiles a block of the window form computes in turn (the launch picks 1, 2 or 4).
+constexpr int kWindowRowTiles = 4;
+
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
@@ -456,6 +471,13 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
     if (window_shared_bytes(v, t) > limit) t.window = false;
+    // Two or more k chunks (two window buffers): a block computes up to kWindowRowTiles tiles in
+    // turn (the launch picks how many, conv2d_launch.cpp), the next tile's first copies issued while
+    // this one's outputs are stored, where the output tile's own place fits.
+    if (t.window && ci_pad / bk > 1 && !window_tiles_disabled_by_environment()) {
+      t.row_tiles = kWindowRowTiles;
+      if (window_shared_bytes(v, t) > limit) t.row_tiles = 1;
+    }
   }
   t.shared_bytes = shared_bytes(v, t);
   t.batch_tiles = batch && !t.window && !overridden;
@@ -673,6 +695,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
+  if (t.window && t.row_tiles > 1) src += c("kWindowTiles", 1);
   if (t.pointwise) src += c("kPointwise", 1);
   if (t.batch_tiles) src += c("kBatchTiles", 1);
   if (t.wgmma && store_batch_override() >= 0) src += c("kStoreBatch", store_batch_override());

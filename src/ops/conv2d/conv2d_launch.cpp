@@ -391,6 +391,26 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return 1;
   }
+  if (t.window) {
+    // The window form's blocks compute tiles in turn (each tile's first copies overlap the previous
+    // one's stores): the fewest waves x (tiles a block + 1), of 1, 2 and 4 tiles a block (the +1:
+    // a block's first copies, which nothing hides).
+    static const int rows = rows_from_environment("CUINLINE_CONV2D_WINDOW_ROWS");  // (read once)
+    if (rows > 0) return std::min(rows, t.row_tiles);
+    const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
+    int best = 1;
+    std::int64_t best_cost = -1;
+    for (int rt : {1, 2, 4}) {
+      if (rt > t.row_tiles) continue;
+      const std::int64_t blocks = cout_tiles * n * ((t.tiles_x + rt - 1) / rt);
+      const std::int64_t cost = (blocks + slots - 1) / slots * (rt + 1);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best = rt;
+      }
+    }
+    return best;
+  }
   if (t.halo) {
     static const int rows = rows_from_environment("CUINLINE_CONV2D_HALO_ROWS");  // (read once)
     if (rows > 0) return std::min(rows, t.row_tiles);
@@ -428,7 +448,11 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   const int row_tiles = t.batch_tiles ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
   const std::int64_t batch_blocks = t.batch_tiles ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
   LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(t.batch_tiles ? batch_blocks : t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles)),
+  // (The window form's tiles in turn run along x: tiles_y is 1.)
+  const std::int64_t blocks_x = t.batch_tiles                  ? batch_blocks
+                                : t.window && t.row_tiles > 1 ? (t.tiles_x + row_tiles - 1) / row_tiles
+                                                               : t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles);
+  cfg.grid = Dim3(static_cast<unsigned>(blocks_x),
                   static_cast<unsigned>(t.channel_fast || t.row_fast || t.pointwise ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(t.batch_tiles ? 1 : n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
