@@ -2,7 +2,8 @@
 # Session 31 on the GPU, one call: build; CTEST (a ctest -R regex over the gpu-labelled tests,
 # CTEST_EXCLUDE); HALF=1: bench_conv2d_half (SHAPE=all|seed|resnet|unet, DTYPE) under each set of
 # variables in AB ("NAME=VALUE,NAME=VALUE ..."; none: the defaults); PEERS=unet,...:
-# bench/conv2d_half_peers.py on those shapes with torch.compile (PEERS_COMPILE=0: without).
+# bench/conv2d_half_peers.py on those shapes with torch.compile (PEERS_COMPILE=0: without); CAPI=1:
+# bench/torch_capi_check.py (the C API on PyTorch tensors).
 #   OUT=/tmp/out bench/run_gpu_session31.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,12 @@ if [ -n "${PEERS:-}" ]; then
   CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-300}" python3 bench/conv2d_half_peers.py \
     --lib "$build/bench/libcuinline_bench_capi.so" --out "$OUT/peers.md" --shapes "$PEERS" \
     $([ "${PEERS_COMPILE:-1}" = 1 ] || echo --no-compile) 2>&1 | grep -v "^$" | cut -c1-300 | tail -n 14
+fi
+if [ -n "${CAPI:-}" ]; then
+  echo "== torch_capi_check ($(($(date +%s) - t0)) s)"
+  CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout "${CAPI_TIMEOUT:-300}" python3 bench/torch_capi_check.py \
+    "$build-shared/libcuinline.so" >"$OUT/capi.txt" 2>&1
+  echo "-- exit $?"; grep -cE "^CHECK ok" "$OUT/capi.txt"; grep -E "FAIL|Traceback|Error" "$OUT/capi.txt" | cut -c1-220 | head -n 20
 fi
 if [ "${CTEST:-none}" != none ]; then
   echo "== ctest ($(($(date +%s) - t0)) s)"
