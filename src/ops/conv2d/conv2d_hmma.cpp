@@ -83,8 +83,8 @@ bool window_disabled_by_environment() {
   return off;
 }
 
-// CUINLINE_CONV2D_WINDOW_ROWS=0 keeps the window form to one tile a block (read once; 1, 2, 4 or
-// 8: the tiles a block, conv2d_launch.cpp).
+// CUINLINE_CONV2D_WINDOW_ROWS=0 keeps the window form to one tile a block (read once; 1, 2 or 4:
+// the launch's tiles a block, conv2d_launch.cpp).
 bool window_tiles_disabled_by_environment() {
   static const bool off = [] {
     const char* e = std::getenv("CUINLINE_CONV2D_WINDOW_ROWS");
@@ -372,6 +372,9 @@ int one_group_min_blocks(const Conv2dTiling& t) {
 // Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
 constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 
+// Most tiles a block of the window form computes in turn (the launch picks 1, 2 or 4).
+constexpr int kWindowRowTiles = 4;
+
 // The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): the channels (16,
 // 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels allow (the
 // 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; at most 5 k steps (the seed): one
@@ -391,9 +394,6 @@ constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
 // 256 x 128, 3 buffers 0.121 / 0.0950; 128 x 128 0.121 / 0.0972 (3), 0.128 / 0.102 (4); ResNet-like
 // 128 x 64, 4 buffers 0.0459 / 0.0345, 3 buffers 0.0473 / 0.0370; seed 128 x 64 0.194 / 0.165,
 // 256 x 64 0.192 / 0.158 (slower: kept on one warpgroup).
-// Most tiles a block of the window form computes in turn (the launch picks 1, 2 or 4).
-constexpr int kWindowRowTiles = 4;
-
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
