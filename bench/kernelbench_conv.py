@@ -23,7 +23,7 @@ rounded once) beside PyTorch eager and torch.compile in that dtype; correct = al
 against the module in that dtype, plus the relative L2 error of both against float64.
 
 Usage: kernelbench_conv.py --lib build-shared/libcuinline.so [--out kb.md] [--compile] [--samples 10]
-       [--only 63,L2-54] [--dtype f32|f16|bf16]
+       [--only 63,L2-54] [--dtype f32|f16|bf16] [--channels-last]
 """
 import argparse
 import ctypes
@@ -164,6 +164,8 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
                 last = i == len(conv_mods) - 1
                 shape = out_shape if last else (x.shape[0], m.out_channels) + tuple(conv_out(cur.shape[2:], m))
                 o = torch.full(shape, float("nan"), device="cuda", dtype=x.dtype)  # poisoned
+                if args.channels_last:
+                    o = o.to(memory_format=torch.channels_last)
                 calls.append(lib.conv(cur, m.weight, m.bias, o, m.stride, m.padding, m.dilation, m.groups,
                                       epilogue if last else "", operands if last else [], precision))
                 outs.append(o)
@@ -191,7 +193,7 @@ def run_problem(lib, name, conv_mods, x, tail, params, epilogue, operands, out_s
         torch.backends.cudnn.allow_tf32 = False
     comp_s = f"{t['compile']:.3f}" if t["compile"] is not None else "-"
     if x.dtype != torch.float32:  # (one mode; PyTorch's TF32 switch does not apply)
-        row = (f"| {name} | {'ok' if ok['fp32'] else 'FAIL'} | {t['fp32']:.3f} | {t['eager']:.3f} | {comp_s} | "
+        row = (f"| {name} | {'ok' if ok['fp32'] else 'FAIL'} | {t['fp32']:.4f} | {t['eager']:.4f} | {comp_s} | "
                f"{t['eager'] / t['fp32']:.2f}x | {err['fp32']:.1e} | {err_eager:.1e} |")
         lines.append(row)
         print(row + f"  ({time.time() - t0:.0f} s)", flush=True)
@@ -222,6 +224,8 @@ def main():
     ap.add_argument("--only", help="comma-separated problem numbers / names (e.g. 63,L2-54)")
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
     ap.add_argument("--precisions", default="fp32,tf32", help="cuinline's modes for f32 tensors (fp32, tf32)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="input, modules and cuinline's outputs in torch.channels_last (the level-1 / X / Y problems)")
     args = ap.parse_args()
     dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     lib = Lib(args.lib)
@@ -252,6 +256,9 @@ def main():
         torch.manual_seed(0)
         m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias).cuda().to(dt)
         x = (torch.randn if dist == "randn" else torch.rand)(n, cin, h, w, device="cuda").to(dt)
+        if args.channels_last:
+            m = m.to(memory_format=torch.channels_last)
+            x = x.to(memory_format=torch.channels_last)
         out_shape = (n, cout) + tuple(conv_out((h, w), m))
         try:
             failures += not run_problem(lib, name, [m], x, None, {}, "", [], out_shape, flush, args, lines)

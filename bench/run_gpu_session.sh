@@ -6,7 +6,9 @@
 # (PEERS_COMPILE=0: without); CAPI=1: bench/torch_capi_check.py (the C API on PyTorch tensors);
 # FUZZ=SECONDS: bench/conv2d_fuzz.py (FUZZ_WORKERS at a time) on the regression cases, then random
 # calls; EWFUZZ=SECONDS: bench/elementwise_fuzz.py likewise; COMPILE=1: bench_conv2d_compile_time
-# --set all on this host (cold: CUDA_CACHE_DISABLE=1; COMPILE_REPEAT, default 5).
+# --set all on this host (cold: CUDA_CACHE_DISABLE=1; COMPILE_REPEAT, default 5); KB=50,Y1,...:
+# bench/kernelbench_conv.py --only KB ${KB_ARGS} in each dtype of KB_DTYPES (default f16) under each
+# set of AB.
 #   OUT=/tmp/out bench/run_gpu_session.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +53,16 @@ for fuzz in conv2d:${FUZZ:-} elementwise:${EWFUZZ:-}; do
   done
   grep -E "^FAIL|seed|cases|passed|failed" "$OUT/${name}_fuzz.txt" | cut -c1-300 | tail -n 12
 done
+if [ -n "${KB:-}" ]; then
+  for set in ${AB:-none}; do
+    for dt in ${KB_DTYPES:-f16}; do
+      echo "== kernelbench_conv $KB $dt, $set ($(($(date +%s) - t0)) s)"
+      env $([ "$set" = none ] || echo "${set//,/ }") CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 240 \
+        python3 bench/kernelbench_conv.py --lib "$build-shared/libcuinline.so" --only "$KB" --dtype "$dt" ${KB_ARGS:-} \
+        --samples "${KB_SAMPLES:-30}" 2>&1 | grep -E '^\| [A-Z0-9]|rror|correct|FAIL' | sed "s/^/$set /" | tee -a "$OUT/kb.txt"
+    done
+  done
+fi
 if [ "${COMPILE:-0}" = 1 ]; then
   echo "== bench_conv2d_compile_time --set all ($(($(date +%s) - t0)) s; $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
   CUDA_CACHE_DISABLE=1 timeout 300 "$build/bench/bench_conv2d_compile_time" --set all --repeat "${COMPILE_REPEAT:-5}" 2>&1 |

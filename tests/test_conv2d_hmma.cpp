@@ -341,6 +341,11 @@ TEST(Conv2dHmma, SmallPlanesWithLongReductionsTakeBatchTiles) {
       EXPECT_FALSE(conv2d_tiling(p).batch_tiles);
       EXPECT_EQ(conv2d_tiling(p).stage_channels, 0);
       EXPECT_EQ(conv2d_tiling(p).wgmma, l == nhwc);
+      // Its per-image tile is no larger than the 49-pixel plane: one warpgroup of one m64 tile.
+      if (l == nhwc) {
+        EXPECT_EQ(conv2d_tiling(p).warps_m, 4);
+        EXPECT_EQ(conv2d_tiling(p).tile_cols, 64);
+      }
     }
   }
   expect_compiles_for_sm90_and_sm80(variant(layer4_3x3, DType::f16, nhwc, nhwc, nchw, true));

@@ -430,8 +430,14 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // than one tap: ResNet-50's 7 x 7 3 x 3 layer 0.186 -> 0.087 ms f16, 0.180 -> 0.126 TF32; its 1 x 1
   // layers ran slower, 0.082 -> 0.107 and 0.100 -> 0.122, with their staging copy; H200.)
   const bool batch = batch_tiles_apply(v, steps_at_bk);
-  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch;
-  const bool one_tile = two_groups && bn <= 64 && taps < kLargeFilter;
+  // A per-image tile no larger than the plane it covers: an output plane of at most 64 pixels (the
+  // batch-tiles rule leaves 1 x 1 filters per image) gets one warpgroup of one m64 tile instead of
+  // 128 or 256 pixels of which at most 64 are used. ResNet-50's last stage (7 x 7, batch 32), f16,
+  // 1 x 1 2048 -> 512 / 512 -> 2048: 0.099 / 0.088 ms -> 0.079 / 0.047 through the tile override
+  // (H200, 2026-11-27); measured as a rule in session 32 (PERFORMANCE.md).
+  const bool small_plane = !f32 && !batch && v.out_height() * v.out_width() <= 64;
+  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !small_plane;
+  const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || small_plane;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
