@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of a session (sessions 31 on): build; CTEST (a ctest -R regex over the gpu-labelled
 # tests, CTEST_EXCLUDE); HALF=1: bench_conv2d_half (SHAPE=all|seed|resnet|unet, DTYPE) under each set
-# of variables in AB ("NAME=VALUE,NAME=VALUE ..."; none: the defaults); PEERS=unet,...:
+# of variables in AB ("NAME=VALUE+NAME=VALUE ..."; none: the defaults); PEERS=unet,...:
 # bench/conv2d_half_peers.py on those shapes (PEERS_DTYPES, default f16,bf16) with torch.compile
 # (PEERS_COMPILE=0: without); CAPI=1: bench/torch_capi_check.py (the C API on PyTorch tensors);
 # FUZZ=SECONDS: bench/conv2d_fuzz.py (FUZZ_WORKERS at a time) on the regression cases, then random
@@ -23,7 +23,7 @@ if [ "${HALF:-0}" = 1 ]; then
   for set in ${AB:-none}; do
     for dt in ${DTYPE:-f16 bf16}; do
       echo "== bench_conv2d_half $dt, $set ($(($(date +%s) - t0)) s)"
-      env $([ "$set" = none ] || echo "${set//,/ }") $([ "${SHAPE:-unet}" = all ] || echo "CONV_BENCH_SHAPE=${SHAPE:-unet}") CONV_BENCH_DTYPE=$dt \
+      env $([ "$set" = none ] || echo "${set//+/ }") $([ "${SHAPE:-unet}" = all ] || echo "CONV_BENCH_SHAPE=${SHAPE:-unet}") CONV_BENCH_DTYPE=$dt \
         CUINLINE_CACHE_DIR=$(mktemp -d) timeout 120 "$build/bench/bench_conv2d_half" 2>&1 |
         grep -E '^\| [a-z]|rror|what' | grep -v '^| shape' | sed "s/^/$set /" | tee -a "$OUT/half.txt"
     done
@@ -57,7 +57,7 @@ if [ -n "${KB:-}" ]; then
   for set in ${AB:-none}; do
     for dt in ${KB_DTYPES:-f16}; do
       echo "== kernelbench_conv $KB $dt, $set ($(($(date +%s) - t0)) s)"
-      env $([ "$set" = none ] || echo "${set//,/ }") CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 240 \
+      env $([ "$set" = none ] || echo "${set//+/ }") CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 240 \
         python3 bench/kernelbench_conv.py --lib "$build-shared/libcuinline.so" --only "$KB" --dtype "$dt" ${KB_ARGS:-} \
         --samples "${KB_SAMPLES:-30}" 2>&1 | grep -E '^\| [A-Z0-9]|rror|correct|FAIL' | sed "s/^/$set /" | tee -a "$OUT/kb.txt"
     done

@@ -349,6 +349,24 @@ TEST(Conv2dHmma, SmallPlanesWithLongReductionsTakeBatchTiles) {
     }
   }
   expect_compiles_for_sm90_and_sm80(variant(layer4_3x3, DType::f16, nhwc, nhwc, nchw, true));
+  // A 1 x 1 filter's NCHW weight is the same bytes as its channels-last one: the kernel reads it as
+  // channels-last, so a channels-last input runs on cp.async with nothing staged, and a staged NCHW
+  // input (2048 x 7 x 7) copies the input alone.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Shape layer4_down{"resnet-50 layer4 1x1 2048", 2048, 7, 7, 512, 1, 1, {}};
+    const Conv2dVariant cl = variant(layer4_down, dt, nhwc, nchw, nhwc, false);
+    SCOPED_TRACE(cl.name());
+    const Conv2dTiling tc = conv2d_tiling(cl);
+    EXPECT_EQ(tc.stage_channels, 0);
+    EXPECT_TRUE(tc.wgmma);
+    EXPECT_NE(make_request(cl).source.find("kWNhwc = 1"), std::string::npos);
+    const Conv2dTiling tn = conv2d_tiling(variant(layer4_down, dt, nchw, nchw, nchw, false));
+    EXPECT_GT(tn.stage_channels, 0);
+    EXPECT_TRUE(tn.stage_input);
+    EXPECT_FALSE(tn.stage_weight);
+    // (A 3 x 3 filter's NCHW weight is still copied.)
+    EXPECT_TRUE(conv2d_tiling(variant(layer4_3x3, dt, nchw, nchw, nchw, false)).stage_weight);
+  }
   // f32 in TF32: the wgmma form with more than one tap.
   Conv2dVariant f = variant(layer4_3x3, DType::f32, nchw, nchw, nchw, false);
   f.precision = Conv2dPrecision::tf32;

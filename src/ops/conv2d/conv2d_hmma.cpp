@@ -277,8 +277,12 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
 
 }  // namespace
 
+bool hmma_weight_channels_last(const Conv2dVariant& v) {
+  return v.weight_layout == Conv2dLayout::nhwc || (v.kernel_h == 1 && v.kernel_w == 1);
+}
+
 bool hmma_async_layout(const Conv2dVariant& v) {
-  return v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
+  return v.input_layout == Conv2dLayout::nhwc && hmma_weight_channels_last(v) && v.in_channels % 8 == 0;
 }
 
 namespace {
@@ -323,7 +327,7 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   std::uintptr_t used = 0;
   if (v.in_channels % 8 == 0) {
     if (v.input_layout == Conv2dLayout::nhwc) used |= in;
-    if (v.weight_layout == Conv2dLayout::nhwc) used |= w;
+    if (hmma_weight_channels_last(v)) used |= w;
   }
   // The halo form copies an NCHW input of whole 16-byte rows (W % 8 == 0) by cp.async too.
   if (halo_nchw_copy(v) && hmma_halo(v)) used |= in;
@@ -694,7 +698,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(storage_type(v.dtype)) + " storage;\n";
   src += render_shape_constants(v);
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
-         c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
+         c("kWNhwc", hmma_weight_channels_last(v) ? 1 : 0) +
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
   src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
@@ -732,13 +736,7 @@ CompileRequest request_of(const Conv2dVariant& v, std::string source, bool wgmma
   return request;
 }
 
-// Whether the conv kernel reads v's tensors directly through cp.async: a channels-last input and
-// weight with a multiple of 8 channels.
-bool async_ready(const Conv2dVariant& v) {
-  return v.input_layout == Conv2dLayout::nhwc && v.weight_layout == Conv2dLayout::nhwc && v.in_channels % 8 == 0;
-}
-
-// CUINLINE_CONV2D_STAGE: "0" never stages, "1" stages every variant that is not async_ready, unset
+// CUINLINE_CONV2D_STAGE: "0" never stages, "1" stages every variant not in hmma_async_layout, unset
 // (or anything else) stages those with at least kStageMinElements input elements an image (read once).
 int stage_setting() {
   static const int setting = [] {
@@ -765,7 +763,7 @@ bool hmma_halo(const Conv2dVariant& v) {
 }
 
 bool hmma_stages(const Conv2dVariant& v) {
-  if (!hmma_applies(v) || (async_ready(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
+  if (!hmma_applies(v) || (hmma_async_layout(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
   // Small planes with a long reduction over 64+ channels (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
@@ -842,7 +840,7 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
   // Each tensor not already in the cp.async form (both where the pair is not 16-byte aligned).
   const bool ok = v.in_channels % 8 == 0 && v.inputs_aligned;
   t.stage_input = !(ok && v.input_layout == Conv2dLayout::nhwc);
-  t.stage_weight = !(ok && v.weight_layout == Conv2dLayout::nhwc);
+  t.stage_weight = !(ok && hmma_weight_channels_last(v));
   return t;
 }
 
