@@ -437,8 +437,8 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // A per-image tile no larger than the plane it covers: an output plane of at most 64 pixels (the
   // batch-tiles rule leaves 1 x 1 filters per image) gets one warpgroup of one m64 tile instead of
   // 128 or 256 pixels of which at most 64 are used. ResNet-50's last stage (7 x 7, batch 32), f16,
-  // 1 x 1 2048 -> 512 / 512 -> 2048: 0.099 / 0.088 ms -> 0.079 / 0.047 through the tile override
-  // (H200, 2026-11-27); measured as a rule in session 32 (PERFORMANCE.md).
+  // ms against two warpgroups of two tiles in one call: 1 x 1 2048 -> 512 0.080-0.083 / 0.098 (NCHW,
+  // staged), 512 -> 2048 channels-last 0.087-0.088 / 0.125 (H100, 2026-11-28).
   const bool small_plane = !f32 && !batch && v.out_height() * v.out_width() <= 64;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !small_plane;
   const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || small_plane;
