@@ -12,7 +12,7 @@
 #   OUT=/tmp/out bench/run_gpu_session.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/cuinline-s31}
+OUT=${OUT:-/tmp/cuinline-session}
 mkdir -p "$OUT"
 build=${CUINLINE_BUILD_DIR:-build-gpu}
 # shellcheck source=bench/gpu_build.sh

@@ -524,9 +524,9 @@ struct SmallPlaneRes : SmallPlaneResReg {
 // plane. ResNet-50's last-stage 1 x 1 over a 7 x 7 plane, 384 channels (6 k steps of 64), 72 of a
 // 128-channel block, channels-last out; and a 5 x 6 plane over 256 channels (4 steps) with a
 // residual into an NCHW output, bf16.
-HMMA_CASE(DeepSmall1x1Reg, ew_half, 384, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 2, 2, 2, 4, 384, 64, 3)
+HMMA_CASE(DeepSmall1x1Reg, ew_half, 384, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 4, 2, 2, 4, 384, 32, 2)
 WGMMA_CASE(DeepSmall1x1, DeepSmall1x1Reg, 4, 1, 16, 64, 4, 2)
-HMMA_CASE(DeepSmall1x1ResReg, ew_bf16, 256, 5, 6, 40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 2, 2, 2, 4, 256, 64, 3)
+HMMA_CASE(DeepSmall1x1ResReg, ew_bf16, 256, 5, 6, 40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 2, 2, 4, 4, 256, 64, 2)
 WGMMA_CASE(DeepSmall1x1Res, DeepSmall1x1ResReg, 4, 1, 8, 64, 4, 3)
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
@@ -948,6 +948,8 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<SmallPlaneRes>>(seed++, Mode::misaligned_output);
   check_case<DeepSmall1x1>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<DeepSmall1x1Res>>(seed++, Mode::misaligned_output);
+  check_case<InputMisaligned<DeepSmall1x1Reg>>(seed++, Mode::misaligned_input);
+  check_case<InputMisaligned<DeepSmall1x1ResReg>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<NchwOut>>(seed++, Mode::misaligned_output);
   check_case<InputMisaligned<SeedNhwcReg, 2>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<ResnetNhwcReg>>(seed++, Mode::misaligned_input);
