@@ -1,9 +1,9 @@
-// f16 / bf16 conv2d -> /2 -> LeakyReLU(0.01) on the shapes of issue 19 (the seed 128x8x128^2 -> 64
+// f16 / bf16 conv2d -> /2 -> LeakyReLU(0.01) on the three reference shapes (the seed 128x8x128^2 -> 64
 // 3x3; ResNet-like 32x64x56^2 -> 64 3x3 pad 1; UNet-like 8x128x128^2 -> 128 3x3 pad 1), NCHW and
 // channels-last (every tensor), with bias; the L2 flushed (a 256 MiB write) before every timed
 // launch, CUDA events around the launch alone, median of 40 after warm-up; the kernel the plan
 // picked is printed beside. bench/conv2d_half_peers.py times PyTorch eager and torch.compile on the
-// same shapes (bench/run_gpu_conv2d_half.sh runs both in one GPU call).
+// same shapes (`HALF=1 PEERS=seed,resnet,unet bench/run_gpu_all.sh custom` runs both in one GPU call).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
