@@ -22,6 +22,9 @@
 #                   time, default 8) on their regression cases, then random calls
 #     KB=50,Y1,...  bench/kernelbench_conv.py --only KB ${KB_ARGS} in each dtype of KB_DTYPES (default f16),
 #                   under each set of AB
+#     PY="bench/SCRIPT.py ARGS"   a peer script that loads libcuinline.so (conv2d_grouped_peers.py,
+#                   pointwise_peers.py, conv2d_f64_peers.py, activation_peers.py, epilogue_cost.py,
+#                   kernelbench_conv.py) with --lib $build-shared/libcuinline.so, under each set of AB
 #     COMPILE=1     bench_conv2d_compile_time --set all on this host (cold: CUDA_CACHE_DISABLE=1;
 #                   COMPILE_REPEAT, default 5)
 #     CTEST=REGEX   the gpu-labelled tests matching REGEX (CTEST_EXCLUDE, CTEST_TIMEOUT)
@@ -169,6 +172,14 @@ phase_custom() {
           python3 bench/kernelbench_conv.py --lib "$build-shared/libcuinline.so" --only "$KB" --dtype "$dt" ${KB_ARGS:-} \
           --samples "${KB_SAMPLES:-30}" 2>&1 | grep -E '^\| [A-Z0-9]|rror|correct|FAIL' | sed "s/^/$set /" | tee -a "$OUT/kb.txt"
       done
+    done
+  fi
+  if [ -n "${PY:-}" ]; then
+    for set in ${AB:-none}; do
+      echo "== $PY, $set ($(since))"
+      # shellcheck disable=SC2086
+      env $([ "$set" = none ] || echo "${set//+/ }") CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 \
+        timeout "${PY_TIMEOUT:-300}" python3 $PY --lib "$build-shared/libcuinline.so" 2>&1 | sed "s/^/$set /" | tee -a "$OUT/py.txt"
     done
   fi
   if [ "${COMPILE:-0}" = 1 ]; then
