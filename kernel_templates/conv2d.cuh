@@ -233,7 +233,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
   // and whether they fall inside the image) are worked out once per stage; a row costs its
   // coordinates and two pointers, a column one predicated copy at constant offsets from them (no
   // per-element index arithmetic). Out-of-image copies read nothing (source size 0), so their
-  // addresses are not clamped. Measured (bench/conv2d_shape_tune.cu, H200, against the per-element
+  // addresses are not clamped. Measured (a tiling harness, H200, against the per-element
   // version this replaced): 16x64x56^2 -> 128 k3 s2 0.103 -> 0.087 ms, other stride-2 shapes 2-7 %
   // faster, stride-1 ones 2-4 % faster than a flat element index.
   constexpr int kFit = P::kInCols > 16 ? 32 : P::kInCols > 8 ? 16 : P::kInCols > 4 ? 8 : 4;
@@ -288,7 +288,7 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
   // channel and steps through the run at a constant stride, so the copies take immediate offsets
   // from one source and one staged pointer. Staged every chunk, kL = 8 where the block allows: a
   // warp reads 4 runs of 32 bytes and, thanks to the padded pitch, writes 32 distinct banks.
-  // Measured (bench/conv2d_shape_tune.cu, H200) against the element index over [channel][run] it
+  // Measured (a tiling harness, H200) against the element index over [channel][run] it
   // replaced (coalesced reads, but a warp's 32 writes in one bank): 16x64x56^2 -> 128 k3 s2 0.088 ->
   // 0.074 ms, 8x32x112^2 -> 64 k5 0.319 -> 0.254, 32x64x56^2 -> 64 k3 0.252 -> 0.212. Staged once a
   // block (unpadded pitch), kL = 1: consecutive lanes take consecutive channels (conflict-free

@@ -1,72 +1,31 @@
-// conv2d_hmma.cuh — conv2d in f16 or bf16 on tensor cores: the contract of conv2d_generic.cuh (any
-// valid shape, groups = 1, input / weight / output each NCHW or channels-last, bias, residual, an fp32
-// epilogue E, one rounding to nearest even at the store) as an implicit GEMM with
-// mma.sync.aligned.m16n8k16 (f16 or bf16 operands, fp32 accumulators), compiled by NVRTC with every
-// shape and layout a compile-time constant.
+// conv2d_hmma.cuh — conv2d in f16 or bf16 (and f32 in precision tf32) on tensor cores, with the
+// contract of conv2d_generic.cuh: any valid shape with groups = 1, input / weight / output each NCHW
+// or channels-last, bias, residual, an fp32 epilogue E, one rounding to nearest even at the store.
+// Every shape and layout is a compile-time constant; the design and the measurements behind it are
+// in docs/conv2d.md ("f16 / bf16 on tensor cores").
 //
-// GEMM view: M = output pixels of one image (the flattened OH x OW plane), N = output channels,
-// K = (filter tap, input channel) with the channel innermost; input channels are padded with zeros to
-// kCiPad (a multiple of 16), so one k step of kBK (16, 32 or 64, dividing kCiPad) is kBK channels of
-// one filter tap, and a thread's pixel is bounds-checked once a step. Up to 8 input channels:
-// kCiPad = 8 and a k step of 16 is two filter taps (taps 2s and 2s + 1; past the last tap zeros).
-// The products of two f16 or bf16 values are exact in fp32, so the result differs from the general
-// kernel's only in summation order.
+// GEMM view: M = output pixels of one image (the flattened OH x OW plane; of the whole batch with
+// kBatchTiles), N = output channels, K = (filter tap, input channel), channel innermost. Input
+// channels are padded with zeros to kCiPad, so a k step of kBK channels lies in one tap and a pixel
+// is bounds-checked once a step; up to 8 channels (kCiPad = 8) a k step of 16 is two taps. Products
+// of two f16 / bf16 values are exact in fp32, so results differ from the general kernel's only in
+// summation order.
 //
-// Work split: a block computes kBM = 16 * kMT * kWarpsM consecutive pixels of one image x kBN =
-// 8 * kNT * kWarpsN output channels; a warp kMT 16-pixel x kNT 8-channel mma tiles. Grid (kTilesX,
-// ceil(kCout / kBN), N). Each k step the block's A tile (kBM pixels x kBK) and B tile [kBN channels]
-// [kBK] are gathered from global memory into registers (16-bit loads, zeros for padding and for taps
-// outside the image), then stored to one of two shared-memory buffers as 32-bit words, A in the
-// input's contiguous order ([k][pixel] for NCHW, read by ldmatrix.trans; [pixel][k] for NHWC); the
-// loads of step k + 1 are in flight while step k's fragments (ldmatrix.x4, rows padded by 8 halves:
-// conflict-free) feed the mma. One barrier a step. With a channels-last input and weight,
-// kCin % 8 == 0 and both pointers 16-byte aligned (kInAligned: the host reads the pointers and
-// compiles the variant for them) the tiles are copied instead by cp.async, 16 bytes (8 channels) a
-// copy with zero fill, in a ring of three buffers. Only one of the two main loops is compiled.
-//
-// Epilogue: the fp32 accumulators go through shared memory (the main loop's buffers, reused) as a
-// [channel][pixel] tile for an NCHW output (threads then run along the pixels) or [pixel][channel] for
-// channels-last (along the channels); each output is acc + bias (+ residual), E, rounded once to the
-// storage type, stored coalesced: kOutVec (4, 2 or 1) neighbours along the contiguous axis as one
-// store (and one float4 / float2 read of the tile; the residual read likewise), the largest that
-// divides that axis's run (the plane in NCHW, Cout in NHWC) where the output and residual pointers
-// are aligned to it (kOutAligned, read by the host from the pointers; else one element a store). One
-// store loop is compiled. A channels-last output's bias is loaded once a thread (its channels are
-// the same every iteration). This epilogue once was the seed's limit: ncu (H200) showed L1 at 90 %
-// with 2-byte bias loads in every iteration, 4-way conflicted scalar reads of the tile and 2-way
-// conflicted writes.
-//
-// wgmma (kWgmma: the host plans it for the cp.async form; sm_90a, where NVRTC defines
-// __CUDA_ARCH_FEAT_SM90_ALL): one or two warpgroups (4 warps, 128 threads each; warpgroup g takes
-// m64 tiles kMT g .. kMT g + kMT - 1) compute the block's kBM x kBN tile as kMT
-// wgmma.mma_async m64nkBNk16 a warpgroup and 16-wide k slice, A and B read by the tensor cores
-// straight from shared memory through matrix descriptors (no ldmatrix, no fragments in registers),
-// one wgmma group in flight while the next step's barrier and copies are issued. The tiles are
-// stored as wgmma's K-major swizzled layout: rows of kBK channels (32, 64 or 128 bytes: the 32-,
-// 64- or 128-byte swizzle), 16-byte chunk c of row r at chunk c ^ ((r * row bytes >> 7) & (row
-// bytes / 16 - 1)) — the address bits [4, 7) XOR [7, 10) of the hardware's swizzle, with the stages
-// 1024-byte aligned — so a cp.async of 8 threads along one 128-byte source row is one conflict-free
-// 128-byte store. Compiled for any other arch, the same tiling runs the mma.sync loop (ldmatrix on
-// the swizzled tiles, warp w computing rows 64 i + 16 w: the wgmma accumulator layout), so the host's
-// launch (threads, grid, shared bytes) does not depend on the arch.
-//
-// Float storage (TF32; f32 variants in precision tf32 on sm90-class targets, always on a staged
-// channels-last copy whose values the staging copy rounded to TF32): the cp.async wgmma tiling with
-// 4-byte elements — wgmma.mma_async m64nNk8 .tf32 (a k slice is 32 bytes, as a k16 slice of 16-bit
-// operands: the swizzle, the ring and the descriptors are the same in bytes), k steps of 8, 16 or 32
-// channels, the fp32 tile's epilogue, stores of up to 4 floats. Compiled for an arch without wgmma
-// (sm_100a), the same tiling runs mma.sync m16n8k8 .tf32 with 32-bit shared loads.
-//
-// The pointwise form (kPointwise: a 1 x 1 filter, stride 1, no padding, an NCHW input whose H x W
-// plane and channels are whole 16-byte runs, input and weight 16-byte aligned; 16-bit storage, or
-// float for f32 in precision tf32): GEMM per image, M = the plane's pixels, N = output channels, K =
-// input channels. The cp.async main loop copies A as the input lays it out — kBK channel rows of kBM
-// contiguous pixels, [k][pixel] (kATrans), 16 bytes a copy along the rows — and B from the weight's
-// [channel][k] rows (1 x 1: both weight layouts); nothing is staged beforehand, so the input is read
-// once from global memory. 16-bit: the ldmatrix.trans path of the register gather's NCHW tiles;
-// float: mma.sync m16n8k8 .tf32 with each fp32 word rounded to TF32 (cvt.rna) as it is read from
-// shared memory (accumulate_pointwise_tf32). Channel blocks run fastest along x (kCoBlocks), so the
-// blocks that read one A tile run together and find it in L2. The fp32-tile epilogue.
+// Why several main loops: the operands must reach the tensor cores as 16-byte runs of channels.
+//   register gather: any layout, 16-bit loads into registers, then shared memory (mma.sync);
+//   cp.async: channels-last input and weight, 16-byte aligned (kInAligned), copied straight to
+//     shared memory; on sm_90a (kWgmma) wgmma reads them through matrix descriptors from wgmma's
+//     swizzled K-major layout, so no warp re-reads fragments with ldmatrix (what limited mma.sync);
+//     elsewhere the same tiling runs ldmatrix + mma.sync, so the launch does not depend on the arch;
+//   kHalo (up to 8 channels) and kWindow (more): the input a tile reads is staged once and each
+//     tap's A tile is read from it in place, instead of copying every pixel once a tap;
+//   kPointwise (1 x 1, NCHW): A copied as the input lays it out, nothing staged;
+//   float storage (TF32): the cp.async wgmma tiling with 4-byte elements, on a staged copy the
+//     staging kernel rounded to TF32.
+// Only the loop a variant needs is compiled: the host plans it and renders the flags.
+// Epilogue: the accumulators go through shared memory in the output's contiguous order so that
+// stores are coalesced vectors (kOutVec, kOutAligned); without a residual on wgmma the bias, E and
+// the rounding happen in registers and the tile is 16-bit (half the shared bytes).
 //
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half, ew_bf16, or float: TF32, the cp.async wgmma tiling only);
@@ -164,7 +123,7 @@ struct WindowTilesOf<S, decltype(void(S::kWindowTiles))> {
 
 // S::kStoreBatch where S has it, else 1 for the halo form's NCHW output and 0 elsewhere
 // (store_tile_half's loads and stores in batches; the host writes CUINLINE_CONV2D_STORE_BATCH's 0 or
-// 1 where it is set). H100, 2026-11-27, f16, ms unbatched / batched: seed NCHW (the halo form)
+// 1 where it is set). H100, f16, ms unbatched / batched: seed NCHW (the halo form)
 // 0.1596 / 0.1569; channels-last 0.1115 / 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC
 // 0.0889 / 0.1010.
 template <class S, class = void>
@@ -1235,7 +1194,7 @@ __device__ __forceinline__ void finish_mainloop(float (&acc)[S::kMT][S::kNT][4])
 // cp.async into s_b: padded rows, or the wgmma tiling's swizzled ones; zeros where !ci_ok or past
 // kCout. (mainloop_async keeps its own copy of this loop, and of wgmma_step's and finish_mainloop's:
 // written through these helpers its PTX changed and the UNet-like layer without the window form ran
-// 2-3 % slower, 0.0895 -> 0.0912 ms channels-last; H200, 2026-11-25.)
+// 2-3 % slower, 0.0895 -> 0.0912 ms channels-last; H200.)
 template <class S>
 __device__ __forceinline__ void copy_b_tile(unsigned short* s_b, const typename S::storage* __restrict__ weight,
                                             int co0, int tap, int ci, bool ci_ok, int chunk, int row0) {
@@ -1544,7 +1503,7 @@ __device__ __forceinline__ void mainloop_window(float (&acc)[S::kMT][S::kNT][4],
   // copy group (lands kAhead steps on, by step (c + 1) kTaps at the latest), so that no step waits
   // for a whole window (4 x 130 pixels x 128 bytes for the UNet-like layer, from DRAM). UNet-like
   // layer, ms channels-last / NCHW: f16 0.0887 / 0.1169 -> 0.0865 / 0.1156, bf16 0.0883 / 0.1171 ->
-  // 0.0853 / 0.1136 (H100, 2026-11-27). Chunk 0's window comes whole before step 0.
+  // 0.0853 / 0.1136 (H100). Chunk 0's window comes whole before step 0.
   constexpr int kWinCopies = (P::kWinPixels + kRowStep - 1) / kRowStep;
   constexpr int kWinParts = P::kTaps - kAhead < kWinCopies ? P::kTaps - kAhead : kWinCopies;
   static_assert(kWinParts >= 1, "the next chunk's window is copied within a chunk");

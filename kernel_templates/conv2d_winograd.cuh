@@ -11,7 +11,7 @@
 //   the seed.
 // * F(4 x 4, 3 x 3), Lavin and Gray's matrices (points 0, +-1, +-2, infinity): G has sixths, so the
 //   transformed weights round once more; relative L2 error ~9e-7 (host emulation, Cin 8), within
-//   the issue's fp32 bar of 1e-5 and the tests' element bound of 1e-4 + 1e-4 |y|.
+//   the fp32 bar of 1e-5 and the tests' element bound of 1e-4 + 1e-4 |y|.
 // Where a tile's transformed sums are not finite (a NaN or Inf input or weight, an overflow of the
 // transforms), the tile is recomputed directly, so non-finite values land where the direct
 // convolution puts them.

@@ -75,7 +75,7 @@ enum class StepKind : std::uint8_t {
   sqrt,         ///< sqrt(x), correctly rounded  (torch.sqrt)
   abs,          ///< |x| (the sign bit cleared)  (torch.abs)
   neg,          ///< -x (the sign bit flipped)  (torch.neg)
-  // (Session 24.) The rest of torch.nn's elementwise activations. softsign and tanhshrink are
+  // The rest of torch.nn's elementwise activations. softsign and tanhshrink are
   // composites in PyTorch (F.softsign = x / (x.abs() + 1), F.tanhshrink = x - x.tanh()): their
   // intermediate is rounded to the dtype, as between those ops. The scalars of hardshrink,
   // softshrink and threshold are converted to the dtype first, as ATen's kernels take them

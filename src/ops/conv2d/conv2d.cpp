@@ -25,7 +25,7 @@ constexpr int kPipelinedBytes = 100 * 1024;
 constexpr int kPipelinedBytes7 = 75 * 1024;
 // 7-pixel tiles only where an image has this many multiply-adds: on 58 M-MAC images (16x64x56^2 ->
 // 128 k3 s2, 4x16x224^2 -> 32 k3 s2) they measured no faster or slower, on 115-640 M ones 11-18 %
-// faster (bench/conv2d_shape_tune.cu, H200).
+// faster (a standalone harness of the direct kernel's tilings, H200).
 constexpr double kMacs7 = 100e6;
 // Filter taps x outputs per thread in one unrolled step of the channel loop: bounds code size
 // (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.

@@ -53,13 +53,13 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   // warp's loads are consecutive channels of one pixel (a pixel-fast warp reads one channel of 32
   // pixels: 32 sectors a load, each used once). With more channels a group the pixel-fast threads
   // use each sector for all of them, and their weight loads are one address a warp: ResNeXt-like
-  // 32x256x28² g32 channels-last ran 0.53 ms (f16) channel-fast (H100, 2026-11-26).
+  // 32x256x28² g32 channels-last ran 0.53 ms (f16) channel-fast (H100).
   // Depthwise with filters of up to 49 taps (7 x 7; their weights in registers): a thread computes up to 8
   // rows of one column (fewer for row strides of 2 and more, whose input rows serve fewer outputs),
   // columns fastest for an NCHW input, channels fastest for a channels-last one; each input row
   // loaded serves all the thread's rows it reaches. (A pixel-fast thread loads every tap's input and
   // weight: KernelBench's 16x64x512² 3x3 depthwise took 2.3 ms in f32 and in f16, 0.82 / 0.57
-  // row-fast; H100, 2026-11-26.) Larger depthwise filters with a channels-last input: channel-fast.
+  // row-fast; H100.) Larger depthwise filters with a channels-last input: channel-fast.
   const bool depthwise = v.params.groups > 1 && v.in_channels == v.params.groups;
   t.row_fast = depthwise && v.kernel_h * v.kernel_w <= 49;
   t.channel_fast = depthwise && !t.row_fast && v.input_layout == Conv2dLayout::nhwc;
@@ -91,7 +91,7 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
     // A channels-last f16 / bf16 input (one output channel a group, an even count, up to 9 taps): two
     // adjacent channels a thread, read as one 32-bit word (MobileNetV2's 3x3 at 56², f16: 0.0964 ->
     // 0.054 ms; EfficientNet's 5x5 went 0.041 -> 0.076 with pairs, twice the weights in registers:
-    // one channel there; H100, 2026-11-26).
+    // one channel there; H100).
     t.channels_per_thread = v.input_layout == Conv2dLayout::nhwc && dtype_size(v.dtype) == 2 &&
                                     v.out_channels == v.in_channels && v.in_channels % 2 == 0 &&
                                     v.kernel_h * v.kernel_w <= 9

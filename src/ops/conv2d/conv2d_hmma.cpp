@@ -190,10 +190,10 @@ Pipe pipe_override() {
 // (4-byte operands: the L1 traffic of .ca's fills costs more than neighbouring taps' hits; KernelBench
 // L2-54, 3 x 3 over 64 -> 64 channels, 3.019 ms against 3.323 with .ca), the override's where set,
 // else .ca (f16 / bf16: .cg was slower everywhere; the TF32 kernel's 5 x 9 filters 2.376 against
-// 2.221 ms with .ca, which keeps the rows that later taps read again in L1; H100, 2026-11-26).
+// 2.221 ms with .ca, which keeps the rows that later taps read again in L1; H100).
 int copy_l2(const Conv2dVariant& v) {
   if (pipe_override().set) return pipe_override().l2;
-  // The pointwise form: .ca, though every input value is read once (H100, 2026-11-26, ms .ca / .cg:
+  // The pointwise form: .ca, though every input value is read once (H100, ms .ca / .cg:
   // KernelBench's 16 x 64 x 1024^2 -> 128 f16 2.487 / 2.687, tf32 4.760 / 4.915; 32 x 512 x 28^2 ->
   // 128 f16 0.0225 / 0.0267; 8 x 128 x 128^2 -> 128 f16 0.0363 / 0.0394).
   if (pointwise_applies(v)) return 0;
@@ -336,8 +336,8 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
   // The flag must hold for the plan a call runs on its device (conv2d_variant_for_device), not only
   // for sm90's: off sm90 the mma.sync tilings (no halo form, no wgmma) store up to 4 outputs along the
   // whole NCHW plane, where sm90's halo form stores along a row. (An NCHW output of odd rows and an
-  // even plane, 2 bytes off, was found aligned for the halo form's single stores and faulted on the
-  // sm86 plan: CUDA_ERROR_MISALIGNED_ADDRESS, H100, 2026-11-26.)
+  // even plane, 2 bytes off, is aligned for the halo form's single stores but not for the sm86
+  // plan's pairs: computed for one plan only, the flag faulted the other with a misaligned address.)
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels : v.out_height() * v.out_width();
   const int vec = std::max(hmma_out_vec(v), run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1);
   const auto out = reinterpret_cast<std::uintptr_t>(output) | reinterpret_cast<std::uintptr_t>(residual);
@@ -384,20 +384,12 @@ constexpr int kWindowRowTiles = 4;
 // 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; at most 5 k steps (the seed): one
 // warpgroup of 128 pixels (two m64 tiles); more: two warpgroups, 256 pixels with 128 channels, 128
 // with fewer; 3 or 4 buffers, as many as kWgmmaStageBudget holds (kStages - 2 steps' copies in
-// flight). Measured on an H200 (f16, ms, NCHW staged / NHWC; bench/run_gpu_wgmma.sh, 2026-11-24;
-// 18:27 UTC, one warpgroup, before the 16-bit epilogue):
-//   UNet-like 8x128x128^2 -> 128: 128 x 128, 3 buffers 0.131 / 0.0996; 4 buffers 0.136 / 0.104;
-//     64 x 128 0.153 / 0.118 (4) and 0.178 / 0.138 (6); 128 x 64 0.161 / 0.130 (4);
-//   ResNet-like 32x64x56^2 -> 64: 64 x 64, 4 buffers 0.0486 / 0.0376; 8 buffers 0.0587 / 0.0475;
-//     128 x 64 0.0518 / 0.0381 (4), 0.0512 / 0.0395 (3), 0.0553 / 0.0430 (6);
-//   seed 128x8x128^2 -> 64: 128 x 64, 4 buffers 0.187 / 0.161; 7 buffers 0.193 / 0.166; 256 x 64
-//     0.190 / 0.160 (7); 64 x 64 0.230 / 0.195 (7).
-// (The mma.sync tilings before: UNet-like 0.176 / 0.151, ResNet-like 0.051 / 0.038, seed 0.199 /
-// 0.167, same run.) Two warpgroups (19:33 UTC, with the 16-bit epilogue; one warpgroup in the same
-// call: UNet-like 0.123 / 0.0999, ResNet-like 0.0469 / 0.0371, seed 0.165 / 0.135): UNet-like
-// 256 x 128, 3 buffers 0.121 / 0.0950; 128 x 128 0.121 / 0.0972 (3), 0.128 / 0.102 (4); ResNet-like
-// 128 x 64, 4 buffers 0.0459 / 0.0345, 3 buffers 0.0473 / 0.0370; seed 128 x 64 0.194 / 0.165,
-// 256 x 64 0.192 / 0.158 (slower: kept on one warpgroup).
+// flight). Why (H200, f16, the three reference shapes, tilings swept through
+// CUINLINE_CONV2D_HMMA_TILE / _PIPE): more buffers lose everywhere (fewer blocks a multiprocessor);
+// a 128-channel block lets the UNet-like layer read its input tile once; two warpgroups gained the
+// long reductions 2-7 % (ms NCHW staged / NHWC: UNet-like 0.123 / 0.0999 -> 0.121 / 0.0950,
+// ResNet-like 0.0469 / 0.0371 -> 0.0459 / 0.0345) and lost on the seed, whose time is its epilogue,
+// not its 5 k steps.
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
@@ -419,14 +411,14 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // pixels a block), else one (128 pixels).
   // (f32 with up to 64 channels a block: one warpgroup of two m64 tiles reads each B tile for twice
   // the pixels — KernelBench's 5 x 9 over 32 -> 64 channels 2.276 ms against 2.394 with two groups of
-  // two tiles and 2.534 with two of one; H100, 2026-11-26.)
+  // two tiles and 2.534 with two of one; H100.)
   // (f16 / bf16 with up to 64 channels a block and a filter of at least kLargeFilter taps: two
   // warpgroups of two m64 tiles each, 256 pixels a block — KernelBench's 5 x 9 filters over 32 -> 64
   // channels 1.145-1.235 / 1.132-1.186 ms (62 / 80) against 1.446-1.510 / 1.434-1.465 with two
   // warpgroups of one tile, 1.381-1.437 / 1.356-1.388 with one of two. 3 x 3 filters keep two of one
   // tile: the ResNet-like layer over 64 channels ran 0.0489-0.0492 / 0.0396 ms NCHW / NHWC with two
   // tiles against 0.0474-0.0476 / 0.0350-0.0351, KernelBench L2-54 1.819-1.869 against 1.765-1.911;
-  // H100, 2026-11-26, bench/tune_f16_two_tiles.sh.)
+  // H100.)
   constexpr int kLargeFilter = 16;
   // Batch tiles (kBatchTiles) where one image's plane fills at most half of a two-warpgroup tile of
   // 256 pixels: the tile spans images. One warpgroup of two m64 tiles (128 pixels) then, for more
@@ -438,7 +430,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // batch-tiles rule leaves 1 x 1 filters per image) gets one warpgroup of one m64 tile instead of
   // 128 or 256 pixels of which at most 64 are used. ResNet-50's last stage (7 x 7, batch 32), f16,
   // ms against two warpgroups of two tiles in one call: 1 x 1 2048 -> 512 0.080-0.083 / 0.098 (NCHW,
-  // staged), 512 -> 2048 channels-last 0.087-0.088 / 0.125 (H100, 2026-11-28).
+  // staged), 512 -> 2048 channels-last 0.087-0.088 / 0.125 (H100).
   const bool small_plane = !f32 && !batch && v.out_height() * v.out_width() <= 64;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !small_plane;
   const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || small_plane;
@@ -466,7 +458,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * elem_bytes(v);
   t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
   // A block that has its multiprocessor to itself at 3 buffers anyway (UNet-like: 256 x 128, 48 KiB
-  // a buffer): 4 where they fit (H200, 19:55 UTC: 0.1219 / 0.0962 -> 0.1167 / 0.0899 ms).
+  // a buffer): 4 where they fit (H200: 0.1219 / 0.0962 -> 0.1167 / 0.0899 ms).
   const std::int64_t limit = conv2d_max_shared_bytes(v.target);
   if (3 * stage > limit / 2 && 4 * stage + 1024 <= limit) t.stages = 4;
   t.stages = std::max(3, std::min(t.stages, steps + 2));
@@ -543,15 +535,9 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
 // channels) — 4 x 1 warps of 2 x (bn / 8) tiles up to 32 channels, 4 x 2 of 2 x 4 for 64, 2 x 4 of 4
 // x 4 for 128 (256 threads, at most 128 registers: two blocks a multiprocessor); a k step of 64 bytes
 // of channels where they allow (32 f16 / bf16, 16 f32), else 32 bytes; four cp.async buffers.
-// Measured on an H100 (2026-11-26; ms, f16 / tf32 on KernelBench's 16 x 64 x 1024^2 -> 128, then f16
-// on 32 x 256 x 56^2 -> 64, 32 x 512 x 28^2 -> 128, 8 x 128 x 128^2 -> 128). With .cg copies and
-// three buffers: this tiling 2.687 / 4.915, 0.0386, 0.0267, 0.0394; three blocks a multiprocessor
-// (85 registers) 2.986 / 6.937, 0.0675, 0.0396, 0.0516; 64 channels a block (4 x 2 warps of 2 x 4
-// tiles, three blocks) 2.880 / 5.222, 0.0379, 0.0368, 0.0422; two buffers 2.990 / 5.435, 0.0467,
-// 0.0284, 0.0409; k steps of 16 f16 channels 2.960, 0.0493, 0.0291, 0.0416. With .ca (copy_l2):
-// three buffers 2.485-2.544 / 4.730-4.750, 0.0359-0.0361, 0.0225-0.0227, 0.0364-0.0366; four 2.482
-// / 4.627, 0.0347, 0.0226, 0.0371; two 2.978 / 5.323, 0.0451, 0.0271, 0.0380; 64 channels a block,
-// four blocks 2.449 / 5.374, 0.0331, 0.0268, 0.0367.
+// Why (H100, KernelBench's 16 x 64 x 1024^2 -> 128 f16 / tf32 and three ResNet / UNet 1 x 1 layers):
+// .ca copies beat .cg by 5-15 %, four buffers beat three and two, and three blocks a multiprocessor
+// (85 registers), 64-channel blocks or k steps of 16 f16 channels were slower on most of them.
 Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
   Conv2dTiling t;
@@ -605,8 +591,8 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   t.half_mma = true;
   // The channels of a block: the smallest of 16, 32 or 64 that covers Cout (more blocks along the
   // channels past 64), except 128 for Cout > 64 through the register gather with a residual (the
-  // 64-channel tiling below spills there). Warps and tiles, measured on an H200 (issue 19,
-  // bench/sweep_conv2d_hmma.sh; f16, ms, NCHW / NHWC):
+  // 64-channel tiling below spills there). Warps and tiles, measured on an H200 (f16, ms, NCHW /
+  // NHWC; tilings swept through CUINLINE_CONV2D_HMMA_TILE):
   //   16 or 32 channels: 4 x 1 warps of 2 x (bn / 8) tiles, 128 pixels;
   //   64 channels, a short reduction (at most 5 k steps: the seed) or Cout > 64 copied by cp.async:
   //     2 x 2 warps of 4 x 4 tiles (128 pixels, 128 threads; seed 0.301 / 0.230 against 0.371 / 0.269
@@ -767,8 +753,8 @@ bool hmma_stages(const Conv2dVariant& v) {
   const int setting = stage_setting();
   if (setting != 2) return setting == 1;
   // Small planes with a long reduction over 64+ channels (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
-  // the staged copy's wgmma tiling runs them on batch tiles (Y2 of bench/kernelbench_conv.py,
-  // 512 x 7 x 7: 0.183 ms gathered, 0.090 staged on per-image tiles, 0.087 on batch tiles; H200).
+  // the staged copy's wgmma tiling runs them on batch tiles (ResNet-50's 512 x 7 x 7 3 x 3, batch 32:
+  // 0.183 ms gathered, 0.090 staged on per-image tiles, 0.087 on batch tiles; H200).
   // (k steps of the staged copy's tiling: its channels padded to 16, 64 a step where they divide.)
   const int cp = (v.in_channels + 15) / 16 * 16;
   if (v.in_channels >= 64 &&
@@ -873,10 +859,10 @@ CompileRequest make_hmma_stage_request() {
 bool tf32_wgmma_applies(const Conv2dVariant& v) {
   // (A 1 x 1 filter reads each input value once: the staging copy would add two passes over the input
   // to a memory-bound GEMM. KernelBench's 16 x 64 x 1024^2 -> 128 pointwise conv: 8.68 ms staged on
-  // wgmma against 7.16 on the mma.sync kernel; H100, 2026-11-26.)
+  // wgmma against 7.16 on the mma.sync kernel; H100.)
   // The staging copy costs two passes over the input; the conv's work a staged value is Cout x taps /
   // (stride_h x stride_w) products. From 512 on the TF32 kernel repays it (the sweep, H100,
-  // 2026-11-26, ms wgmma / mma.sync: 32 x 64 x 56^2 -> 64 3x3, 576 a value, 0.092 / 0.129; 4 x 16 x
+  // ms wgmma / mma.sync: 32 x 64 x 56^2 -> 64 3x3, 576 a value, 0.092 / 0.129; 4 x 16 x
   // 40^2 -> 48 3x5, 720, 0.022 / 0.030; below: 128 x 16 x 32^2 -> 32 3x3, 288, 0.038 / 0.027; 32 x
   // 32 x 64^2 -> 64 3x3 stride 2x1, 288, 0.053 / 0.048; 8 x 32 x 64 x 96 -> 64 7x1, 448, 0.034 /
   // 0.030; 16 x 64 x 56^2 -> 128 3x3 stride 2, 288, 0.047 / 0.055, the one loss of the rule).
@@ -910,7 +896,7 @@ bool pointwise_shape(const Conv2dVariant& v) {
   if (pointwise_disabled_by_environment() || v.target == Conv2dTarget::sm75) return false;
   // f32 in precision tf32 only: 3xTF32 on this form (three products and a split of every operand
   // as it is read) was compute-bound, slower than the fp32 FMA kernels on 4 of 7 measured 1 x 1
-  // layers (KernelBench's 16 x 64 x 1024^2 -> 128: 10.43 ms against 7.90; H100, 2026-11-26).
+  // layers (KernelBench's 16 x 64 x 1024^2 -> 128: 10.43 ms against 7.90; H100).
   if (f32 ? v.precision != Conv2dPrecision::tf32 : !hmma_applies(v)) return false;
   const Conv2dParams& p = v.params;
   if (v.kernel_h != 1 || v.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.pad_h != 0 || p.pad_w != 0 ||

@@ -380,7 +380,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     // leave at least 24 blocks an SM, else the most that leave 8, else 1. Fewer rows a block keep
     // the output that blocks in flight write together (NCHW: 2 rows of each of their channels a
     // step) closer: the seed with 2 x 4 warps ran 0.3976 ms with 4 rows (4096 blocks) against
-    // 0.4170 with 8 and 0.4081 with 2 (library, H100, 2026-11-26); 1 x 4 warps with a channels-last
+    // 0.4170 with 8 and 0.4081 with 2 (library, H100); 1 x 4 warps with a channels-last
     // output kept 8 (4096 blocks): 0.4142-0.4195 against 0.4243 with 4.
     for (const std::int64_t per_sm : {24, 8}) {
       for (int rt : {8, 4, 2}) {
@@ -417,9 +417,9 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     // The halo form stages its weights once a block: the most tiles a block (4 for a channels-last
     // output; for an NCHW one 2, or 4 from 4 TB/s of DRAM bandwidth) that leave at least 3 waves of
     // its resident blocks (a short tail). Fewer tiles a block keep the rows that blocks in flight
-    // write closer together: f16 seed, L2 flushed, NCHW output, on an H100 (3.35 TB/s, 2026-11-26)
+    // write closer together: f16 seed, L2 flushed, NCHW output, on an H100 (3.35 TB/s)
     // 0.1685-0.1689 ms with 2 tiles a block against 0.1740-0.1745 with 4, 0.1883-0.1891 with 8 and
-    // 0.2027 with 1; on an H200 (4.8 TB/s, same day) 0.1486 with 4 against 0.1638-0.1648 with 2 and
+    // 0.2027 with 1; on an H200 (4.8 TB/s) 0.1486 with 4 against 0.1638-0.1648 with 2 and
     // 0.1511 with 8. Channels-last on the H100: 0.1106-0.1108 with 4 against 0.1141-0.1148 with 2 and
     // 0.1153-0.1155 with 8 (H200: 0.1036-0.1040 with 4, 0.1033 with 8).
     const int most = v.output_layout == Conv2dLayout::nhwc || e.memory_bandwidth >= 4e12 ? 4 : 2;

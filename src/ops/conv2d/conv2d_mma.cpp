@@ -23,7 +23,8 @@ std::int64_t pipelined_bytes(const Conv2dVariant& v) {
 constexpr int kUnrollTaps = 4;
 constexpr int kUnrolledMma = 144;
 // 3xTF32: filter columns unrolled at most (see mma_tiling): 1 — each filter column an iteration —
-// unless CUINLINE_CONV2D_TF32X3_KW=N (a tuning override, read once; 7 before session 25).
+// unless CUINLINE_CONV2D_TF32X3_KW=N (a tuning override, read once; with per-step sums unrolled
+// columns spill and run slower).
 int max_unrolled_kw3() {
   static const int kw = [] {
     const char* e = std::getenv("CUINLINE_CONV2D_TF32X3_KW");
@@ -33,7 +34,8 @@ int max_unrolled_kw3() {
   return kw;
 }
 // CUINLINE_CONV2D_TF32X3_SUMS=chained (a tuning override, read once): 3xTF32's products chained into
-// the running sum on the tensor cores, as before session 25 (conv2d_mma.cuh, kSumsFromZero).
+// the running sum on the tensor cores instead of per-step sums (conv2d_mma.cuh, kSumsFromZero): faster,
+// not fp32-accurate on long reductions.
 bool tf32x3_chained_sums() {
   static const bool chained = [] {
     const char* e = std::getenv("CUINLINE_CONV2D_TF32X3_SUMS");
@@ -86,7 +88,7 @@ int in_extent(int outs, int k, int stride, int dilation) {
 // rows (tile_rows), the width with the least computed overhang (narrow tiles count extra for their
 // halo and per-block work). Two rows a step where they fit: the warps of both rows store a channel's
 // rows oy and oy + 1 in the same step, one contiguous run of 2 x OW floats in NCHW; on the seed
-// (H200, 2026-11-21) the output's stores were the kernel's limit at one row a step (504-byte runs,
+// (H200) the output's stores were the kernel's limit at one row a step (504-byte runs,
 // 2.2 TB/s), and runs of 1008 bytes stored together measured 0.210 ms against 0.280. Sets the
 // tile and smem fields of t; false: no fit.
 bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64_t w_per_ci) {
@@ -230,7 +232,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // iteration. Then whole filter rows and 8-channel steps, up to kUnrollTaps taps x steps and
   // kUnrolledMma mma (3xTF32 holds three fragments an operand: a longer body spills). NVRTC's time
   // grows with the body (optimizer and ptxas). The mma bound is 3xTF32's 3 x 3 block tile (3 taps x
-  // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 (2026-11-21) rolling cost the 3 x 3 seed
+  // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 rolling cost the 3 x 3 seed
   // 11-15 % (so it does not roll), 5 x 5 filters -4 % / +8 %, and saved 7 x 7 filters 4-12 %
   // (their unrolled body spilled); NVRTC time of the 7 x 7 stem: 0.59 s unrolled, 0.20 s rolled.
   // 3xTF32 also rolls filters wider than 7 columns (none tuned: 10 and 11 columns of 4 x 1 tiles, 120

@@ -16,10 +16,10 @@ namespace {
 // column fold keeps a + m^2 accumulators per tile and channel (a = m + 2).
 // * F(2x2): 2 tiles a thread (64 accumulators), 8 or 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
 //   products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
-//   0.426 with 2 tiles (bench/conv2d_wino_tune.cu, H200, 2026-11-25).
+//   0.426 with 2 tiles (a standalone harness of the template's tilings, H200).
 // * F(4x4): 1 tile a thread (4 x (6 + 16) = 88 accumulators), 8 warps a block (2 along the tiles):
 //   its best tiling in the harness, 0.460 ms on the seed against F(2x2)'s 0.418 in the same run
-//   (H200, 2026-11-25; 0.511 against 0.432 through the library with the L2 flushed), so F(2x2) is
+//   (H200; 0.511 against 0.432 through the library with the L2 flushed), so F(2x2) is
 //   the default and F(4x4) runs only with CUINLINE_CONV2D_WINOGRAD=4.
 constexpr int kChannelsPerThread = 4;
 constexpr int kTileLanes = 8;
@@ -67,9 +67,9 @@ int warps_override() {
 
 // Warps a block: F(4x4) 8; F(2x2) with all 4 channel warps 8 (2 along the tiles, 32 tiles) for an
 // NCHW output, 4 (16 tiles) for a channels-last one; else 4. Seed, library, L2 flushed, H100,
-// 2026-11-26, products on tensor cores: NCHW 0.3976 ms with 2 x 4 warps (4 tile rows a block)
+// products on tensor cores: NCHW 0.3976 ms with 2 x 4 warps (4 tile rows a block)
 // against 0.4901 with 1 x 4 (4 rows; 0.5446 with 8); channels-last output 0.4142-0.4195 with 1 x 4
-// against 0.4282-0.4335 with 2 x 4 (docs/PERFORMANCE.md, session 18).
+// against 0.4282-0.4335 with 2 x 4.
 int block_warps(const Conv2dVariant& v, int m, int warps_c) {
   if (m == 4) return 8;
   if (warps_c != 4) return 4;
@@ -100,7 +100,7 @@ bool winograd_applies(const Conv2dVariant& v) {
       p.dilation_w != 1) {
     return false;
   }
-  // Measured on an H200 (2026-11-21, docs/conv2d.md): with 8 input channels (one stage a tile row)
+  // Measured on an H200 (docs/conv2d.md, "f32: Winograd"): with 8 input channels (one stage a tile row)
   // 1.18-1.5x faster than the direct kernel; with 16-64 (2-8 stages, each transformed and
   // synchronized on its own) 1.4-2.3x slower. Fewer than 8 channels leave few products per
   // transform (not measured; the direct kernel keeps them).
@@ -135,10 +135,10 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   t.channels_per_thread = kChannelsPerThread;
   t.ci_chunk = v.in_channels;  // one stage a tile row (winograd_applies: 8 input channels)
   // The channel loop rolled: NVRTC compiles the seed's variant in ~45 % of the time of the unrolled
-  // one (which ran 0.421 against 0.444 ms in the harness, H200, 2026-11-21; unrolled 4: 0.433).
+  // one (which ran 0.421 against 0.444 ms in the harness, H200; unrolled 4: 0.433).
   t.ci_unroll = 1;
   // 16 resident warps per multiprocessor asked of ptxas (the seed's F(2x2): 2 blocks of 8 warps). With the column fold the seed's F(2x2) needs 105 registers whatever
-  // is asked, and runs 0.426-0.428 ms at 8-16 (harness, H200, 2026-11-25; the 16-accumulator form
+  // is asked, and runs 0.426-0.428 ms at 8-16 (harness, H200; the 16-accumulator form
   // before it: 168 registers, 0.437 at 8 warps, its best); asking for 16 keeps other shapes from
   // growing past it.
   t.min_blocks = std::max(1, 16 / (warps_x * warps_c));
