@@ -14,7 +14,7 @@
 //   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
 //   --option X   appends NVRTC option X to every request (repeatable; e.g. --option --time=phases.csv)
 // Set CUDA_CACHE_DISABLE=1 on a machine with a driver: NVRTC otherwise answers repeated programs from
-// the driver's compute cache (docs/conv2d.md).
+// the driver's compute cache (docs/PERFORMANCE.md, "Method").
 #include <nvrtc.h>
 
 #include <algorithm>
