@@ -91,6 +91,35 @@ CUINLINE_C_API cuinline_status cuinline_set_log_level(const char* level);
 /** Counters of the default cache. */
 CUINLINE_C_API cuinline_status cuinline_get_cache_stats(cuinline_cache_stats* out);
 
+/* ---- when a call waits for a compile (include/cuinline/jit.hpp, docs/jit.md) ------------------ */
+typedef enum cuinline_jit_policy {
+  CUINLINE_JIT_ASYNC = 0,  /* a never-seen chain runs on the generic kernel while its specialized kernel
+                              compiles in the background (inside a graph capture: as SYNC) */
+  CUINLINE_JIT_SYNC = 1,   /* wait for the specialized kernel */
+  CUINLINE_JIT_GENERIC = 2 /* always the generic kernel where there is one; nothing compiled */
+} cuinline_jit_policy;
+
+typedef struct cuinline_jit_stats {
+  uint64_t generic_launches;
+  uint64_t submitted;
+  uint64_t pending;
+  uint64_t swaps;
+  uint64_t background_failures;
+  uint64_t sync_waits;
+} cuinline_jit_stats;
+
+/** The process's policy (policy: a cuinline_jit_policy value; others are INVALID_ARGUMENT). */
+CUINLINE_C_API cuinline_status cuinline_set_jit_policy(int policy);
+/** The policy of the calling thread's calls until it is set again (-1: back to the process's). */
+CUINLINE_C_API cuinline_status cuinline_set_thread_jit_policy(int policy);
+/** The process's policy. */
+CUINLINE_C_API int cuinline_get_jit_policy(void);
+/** Starts NVRTC's one-time start-up in the background and returns at once. */
+CUINLINE_C_API void cuinline_prewarm(void);
+/** Blocks until every background specialization submitted so far has finished (call before a capture). */
+CUINLINE_C_API cuinline_status cuinline_wait_for_specializations(void);
+CUINLINE_C_API cuinline_status cuinline_get_jit_stats(cuinline_jit_stats* out);
+
 /* ---- load_inline: source → module → kernel → launch ----------------------------------------- */
 typedef struct cuinline_inline_options {
   const char* name;              /* program name for diagnostics; NULL: "inline" */

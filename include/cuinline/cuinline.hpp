@@ -6,6 +6,7 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
+#include <cuinline/jit.hpp>
 #include <cuinline/load_inline.hpp>
 #include <cuinline/log.hpp>
 #include <cuinline/module.hpp>

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <cuinline/jit.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
@@ -175,6 +176,53 @@ cuinline_status cuinline_get_cache_stats(cuinline_cache_stats* out) {
     const cuinline::CacheStats s = cuinline::default_cache().stats();
     *out = {s.memory_hits, s.disk_hits, s.compiles, s.compile_failures, s.disk_writes, s.disk_write_failures,
             s.evictions, s.rejected_entries};
+  });
+}
+
+namespace {
+thread_local std::optional<cuinline::ScopedJitPolicy> thread_jit_policy;
+
+cuinline::JitPolicy checked_policy(int policy) {
+  if (policy < CUINLINE_JIT_ASYNC || policy > CUINLINE_JIT_GENERIC) {
+    invalid("unknown JIT policy " + std::to_string(policy) + " (CUINLINE_JIT_ASYNC, _SYNC or _GENERIC)");
+  }
+  return static_cast<cuinline::JitPolicy>(policy);
+}
+}  // namespace
+
+cuinline_status cuinline_set_jit_policy(int policy) {
+  return guarded([&] { cuinline::set_jit_policy(checked_policy(policy)); });
+}
+
+cuinline_status cuinline_set_thread_jit_policy(int policy) {
+  return guarded([&] {
+    if (policy == -1) {
+      thread_jit_policy.reset();
+      return;
+    }
+    const cuinline::JitPolicy p = checked_policy(policy);
+    thread_jit_policy.reset();
+    thread_jit_policy.emplace(p);
+  });
+}
+
+int cuinline_get_jit_policy(void) {
+  return static_cast<int>(cuinline::jit_policy());
+}
+
+void cuinline_prewarm(void) {
+  cuinline::prewarm();
+}
+
+cuinline_status cuinline_wait_for_specializations(void) {
+  return guarded([] { cuinline::wait_for_specializations(); });
+}
+
+cuinline_status cuinline_get_jit_stats(cuinline_jit_stats* out) {
+  return guarded([&] {
+    if (out == nullptr) invalid("null stats pointer");
+    const cuinline::JitStats s = cuinline::jit_stats();
+    *out = {s.generic_launches, s.submitted, s.pending, s.swaps, s.background_failures, s.sync_waits};
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cuinline/ops.hpp>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -51,7 +52,7 @@ class VariantMap {
   Value find_or_make(std::uint64_t hash, int device, Equal&& equal, Make&& make) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (const Entry* e = find_locked(hash, device, equal)) {
+      if (const Entry* e = find_locked(hash, device, equal); e != nullptr && e->state == State::ready) {
         map_hits_.fetch_add(1, std::memory_order_relaxed);
         return e->value;
       }
@@ -59,9 +60,66 @@ class VariantMap {
     cache_lookups_.fetch_add(1, std::memory_order_relaxed);
     std::pair<Key, Value> made = make();
     std::lock_guard<std::mutex> lock(mutex_);
-    if (const Entry* e = find_locked(hash, device, equal)) return e->value;
-    entries_.emplace(hash, Entry{std::move(made.first), device, made.second});
+    if (Entry* e = find_locked(hash, device, equal)) {
+      if (e->state == State::ready) return e->value;
+      e->value = made.second;  // a pending or failed background specialization: this call made it
+      e->state = State::ready;
+      return made.second;
+    }
+    entries_.emplace(hash, Entry{std::move(made.first), device, made.second, State::ready});
     return made.second;
+  }
+
+  /// What the map holds for (key, device), without making anything.
+  enum class State { ready, pending, failed };
+  template <class Equal>
+  std::optional<State> find(std::uint64_t hash, int device, Equal&& equal, Value* value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Entry* e = find_locked(hash, device, equal);
+    if (e == nullptr) return std::nullopt;
+    if (e->state == State::ready) {
+      map_hits_.fetch_add(1, std::memory_order_relaxed);
+      *value = e->value;
+    }
+    return e->state;
+  }
+
+  /// Records `key` on `device` as pending (a background specialization was submitted for it):
+  /// false when the map already holds it (ready, pending or failed).
+  template <class Equal>
+  bool begin_pending(std::uint64_t hash, int device, Equal&& equal, Key key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (find_locked(hash, device, equal) != nullptr) return false;
+    entries_.emplace(hash, Entry{std::move(key), device, Value{}, State::pending});
+    return true;
+  }
+
+  /// A pending entry's outcome: its value (ready), or failed (calls keep the generic kernel).
+  /// An entry that is no longer there (clear()) is left absent.
+  template <class Equal>
+  void finish_pending(std::uint64_t hash, int device, Equal&& equal, const Value* value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry* e = find_locked(hash, device, equal);
+    if (e == nullptr || e->state != State::pending) return;
+    if (value != nullptr) {
+      e->value = *value;
+      e->state = State::ready;
+    } else {
+      e->state = State::failed;
+    }
+  }
+
+  /// Drops a pending entry whose job could not be queued (the next call submits again).
+  template <class Equal>
+  void cancel_pending(std::uint64_t hash, int device, Equal&& equal) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [first, last] = entries_.equal_range(hash);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.device == device && it->second.state == State::pending && equal(it->second.key)) {
+        entries_.erase(it);
+        return;
+      }
+    }
   }
 
   void count_launch() { launches_.fetch_add(1, std::memory_order_relaxed); }
@@ -84,10 +142,11 @@ class VariantMap {
     Key key;
     int device;
     Value value;
+    State state;
   };
 
   template <class Equal>
-  const Entry* find_locked(std::uint64_t hash, int device, Equal& equal) const {
+  Entry* find_locked(std::uint64_t hash, int device, Equal& equal) {
     auto [first, last] = entries_.equal_range(hash);
     for (auto it = first; it != last; ++it) {
       if (it->second.device == device && equal(it->second.key)) return &it->second;

@@ -133,135 +133,232 @@ double storage_value(double value, DType dtype) {
   throw InvalidArgument("unsupported dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
-// The steps of a chain as statements on the storage value `x` (and, for tensor steps, the inputs
-// xs[k] of an N-ary functor).
-std::string render_chain_steps(const ops::Op& op, DType dtype) {
-  std::string out;
-  auto lit = [&](double v) { return opmath_literal(v, dtype); };
+}  // namespace
+
+std::vector<LoweredStep> lower_chain(const ops::Op& op, DType dtype) {
+  std::vector<LoweredStep> out;
+  out.reserve(op.steps.size() + 1);
+  auto push = [&](LoweredFn fn, std::initializer_list<double> c = {}) -> LoweredStep& {
+    LoweredStep s;
+    s.fn = fn;
+    int i = 0;
+    for (double v : c) s.c[i++] = v;
+    out.push_back(s);
+    return out.back();
+  };
   for (const ops::Step& step : op.steps) {
     switch (step.kind) {
       case ops::StepKind::add:
-        out += "    x = ew_add(x, " + lit(step.a) + ");\n";
+        push(LoweredFn::add, {step.a});
         break;
       case ops::StepKind::sub:
-        out += "    x = ew_sub(x, " + lit(step.a) + ");\n";
+        push(LoweredFn::sub, {step.a});
         break;
       case ops::StepKind::mul:
-        out += "    x = ew_mul(x, " + lit(step.a) + ");\n";
+        push(LoweredFn::mul, {step.a});
         break;
       case ops::StepKind::div:
-        out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
-               "\n";
+        push(LoweredFn::mul, {reciprocal_in_opmath(step.a, dtype)}).divisor = step.a;
         break;
       case ops::StepKind::relu:
-        out += "    x = ew_relu(x);\n";
+        push(LoweredFn::relu);
         break;
       case ops::StepKind::leaky_relu:
-        out += "    x = ew_leaky_relu(x, " + lit(step.a) + ");\n";
+        push(LoweredFn::leaky_relu, {step.a});
         break;
       case ops::StepKind::clamp:
-        out += "    x = ew_clamp(x, " + lit(step.a) + ", " + lit(step.b) + ");\n";
+        push(LoweredFn::clamp, {step.a, step.b});
         break;
       case ops::StepKind::add_tensor:
-        out += "    x = ew_add_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        push(LoweredFn::add_tensor).operand = step.operand;
         break;
       case ops::StepKind::sub_tensor:
-        out += "    x = ew_sub_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        push(LoweredFn::sub_tensor).operand = step.operand;
         break;
       case ops::StepKind::mul_tensor:
-        out += "    x = ew_mul_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        push(LoweredFn::mul_tensor).operand = step.operand;
         break;
       case ops::StepKind::div_tensor:
-        out += "    x = ew_div_tensor(x, xs[" + std::to_string(step.operand) + "]);\n";
+        push(LoweredFn::div_tensor).operand = step.operand;
         break;
-      case ops::StepKind::where_tensor:
-        out += "    x = ew_where(xs[" + std::to_string(step.cond) + "], x, xs[" + std::to_string(step.operand) + "]);\n";
+      case ops::StepKind::where_tensor: {
+        LoweredStep& s = push(LoweredFn::where_tensor);
+        s.cond = step.cond;
+        s.operand = step.operand;
         break;
-      case ops::StepKind::where_scalar:
-        out += "    x = ew_where(xs[" + std::to_string(step.cond) + "], x, " + storage_literal(step.a, dtype) + ");\n";
+      }
+      case ops::StepKind::where_scalar: {
+        LoweredStep& s = push(LoweredFn::where_scalar);
+        s.cond = step.cond;
+        s.has_storage = true;
+        s.storage = step.a;
         break;
+      }
       case ops::StepKind::div_leaky_relu:
-        out += "    x = ew_mul(x, " + lit(reciprocal_in_opmath(step.a, dtype)) + ");  // / " + lit(step.a) +
-               "\n";
-        out += "    x = ew_leaky_relu(x, " + lit(step.b) + ");\n";
+        push(LoweredFn::mul, {reciprocal_in_opmath(step.a, dtype)}).divisor = step.a;
+        push(LoweredFn::leaky_relu, {step.b});
         break;
       // Activations: the constants as PyTorch's kernels hold them (opmath_t values made from its
       // double Scalars / C constants).
       case ops::StepKind::sigmoid:
-        out += "    x = ew_sigmoid(x);\n";
+        push(LoweredFn::sigmoid);
         break;
       case ops::StepKind::tanh:
-        out += "    x = ew_tanh(x);\n";
+        push(LoweredFn::tanh);
         break;
       case ops::StepKind::silu:
-        out += "    x = ew_silu(x);\n";
+        push(LoweredFn::silu);
         break;
       case ops::StepKind::gelu:  // constexpr opmath_t kAlpha = M_SQRT1_2
-        out += "    x = ew_gelu(x, " + lit(0.70710678118654752440) + ");\n";
+        push(LoweredFn::gelu, {0.70710678118654752440});
         break;
       case ops::StepKind::gelu_tanh:  // kBeta = M_SQRT2 * M_2_SQRTPI * 0.5 (in double), kKappa = 0.044715
-        out += "    x = ew_gelu_tanh(x, " + lit(1.41421356237309504880 * 1.12837916709551257390 * 0.5) + ", " +
-               lit(0.044715) + ");\n";
+        push(LoweredFn::gelu_tanh, {1.41421356237309504880 * 1.12837916709551257390 * 0.5, 0.044715});
         break;
       case ops::StepKind::mish:
-        out += "    x = ew_mish(x);\n";
+        push(LoweredFn::mish);
         break;
       case ops::StepKind::softplus:
-        out += "    x = ew_softplus(x, " + lit(step.a) + ", " + lit(step.b) + ");\n";
+        push(LoweredFn::softplus, {step.a, step.b});
         break;
       case ops::StepKind::elu:  // at::elu(x, alpha, scale = 1, input_scale = 1)
-        out += "    x = ew_elu(x, " + lit(product_in_opmath(step.a, 1.0, dtype)) + ", " + lit(1.0) + ", " + lit(1.0) +
-               ");\n";
+        push(LoweredFn::elu, {product_in_opmath(step.a, 1.0, dtype), 1.0, 1.0});
         break;
       case ops::StepKind::selu:  // at::elu(x, SELU_ALPHA, SELU_SCALE, 1)
-        out += "    x = ew_elu(x, " + lit(product_in_opmath(kSeluAlpha, kSeluScale, dtype)) + ", " + lit(kSeluScale) +
-               ", " + lit(1.0) + ");\n";
+        push(LoweredFn::elu, {product_in_opmath(kSeluAlpha, kSeluScale, dtype), kSeluScale, 1.0});
         break;
       case ops::StepKind::celu:  // at::elu(x, alpha, 1, 1 / alpha), 1 / alpha in double
-        out += "    x = ew_elu(x, " + lit(product_in_opmath(step.a, 1.0, dtype)) + ", " + lit(1.0) + ", " +
-               lit(1.0 / step.a) + ");\n";
+        push(LoweredFn::elu, {product_in_opmath(step.a, 1.0, dtype), 1.0, 1.0 / step.a});
         break;
       case ops::StepKind::hardswish:  // const opmath_t one_sixth(1.0f / 6.0f)
-        out += "    x = ew_hardswish(x, " + lit(static_cast<double>(1.0f / 6.0f)) + ");\n";
+        push(LoweredFn::hardswish, {static_cast<double>(1.0f / 6.0f)});
         break;
       case ops::StepKind::hardsigmoid:
-        out += "    x = ew_hardsigmoid(x, " + lit(static_cast<double>(1.0f / 6.0f)) + ");\n";
+        push(LoweredFn::hardsigmoid, {static_cast<double>(1.0f / 6.0f)});
         break;
       case ops::StepKind::exp:
-        out += "    x = ew_exp(x);\n";
+        push(LoweredFn::exp);
         break;
       case ops::StepKind::log:
-        out += "    x = ew_log(x);\n";
+        push(LoweredFn::log);
         break;
       case ops::StepKind::sqrt:
-        out += "    x = ew_sqrt(x);\n";
+        push(LoweredFn::sqrt);
         break;
       case ops::StepKind::abs:
-        out += "    x = ew_abs(x);\n";
+        push(LoweredFn::abs);
         break;
       case ops::StepKind::neg:
-        out += "    x = ew_neg(x);\n";
+        push(LoweredFn::neg);
         break;
       case ops::StepKind::softsign:  // input / (input.abs() + 1): two ops, rounded between
-        out += "    x = ew_softsign(x);\n";
+        push(LoweredFn::softsign);
         break;
       case ops::StepKind::tanhshrink:  // input - input.tanh()
-        out += "    x = ew_tanhshrink(x);\n";
+        push(LoweredFn::tanhshrink);
         break;
       case ops::StepKind::logsigmoid:
-        out += "    x = ew_logsigmoid(x);\n";
+        push(LoweredFn::logsigmoid);
         break;
       case ops::StepKind::hardshrink:  // auto lambd = value.to<scalar_t>()
-        out += "    x = ew_hardshrink(x, " + lit(storage_value(step.a, dtype)) + ");\n";
+        push(LoweredFn::hardshrink, {storage_value(step.a, dtype)});
         break;
       case ops::StepKind::softshrink:
-        out += "    x = ew_softshrink(x, " + lit(storage_value(step.a, dtype)) + ");\n";
+        push(LoweredFn::softshrink, {storage_value(step.a, dtype)});
         break;
-      case ops::StepKind::threshold:  // threshold.to<scalar_t>(), value.to<scalar_t>()
-        out += "    x = ew_threshold(x, " + lit(storage_value(step.a, dtype)) + ", " + storage_literal(step.b, dtype) +
-               ");\n";
+      case ops::StepKind::threshold: {  // threshold.to<scalar_t>(), value.to<scalar_t>()
+        LoweredStep& s = push(LoweredFn::threshold, {storage_value(step.a, dtype)});
+        s.has_storage = true;
+        s.storage = step.b;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+double opmath_value(double value, DType dtype) {
+  if (dtype == DType::f64) return value;
+  storage_type(dtype);  // rejects unknown dtypes
+  return static_cast<double>(static_cast<float>(value));
+}
+
+namespace {
+
+// The function each lowered step calls (ew_ops.cuh) and how many opmath constants it takes.
+struct FnInfo {
+  const char* name;
+  int constants;
+};
+FnInfo fn_info(LoweredFn fn) {
+  switch (fn) {
+    case LoweredFn::add: return {"ew_add", 1};
+    case LoweredFn::sub: return {"ew_sub", 1};
+    case LoweredFn::mul: return {"ew_mul", 1};
+    case LoweredFn::relu: return {"ew_relu", 0};
+    case LoweredFn::leaky_relu: return {"ew_leaky_relu", 1};
+    case LoweredFn::clamp: return {"ew_clamp", 2};
+    case LoweredFn::add_tensor: return {"ew_add_tensor", 0};
+    case LoweredFn::sub_tensor: return {"ew_sub_tensor", 0};
+    case LoweredFn::mul_tensor: return {"ew_mul_tensor", 0};
+    case LoweredFn::div_tensor: return {"ew_div_tensor", 0};
+    case LoweredFn::where_tensor: return {"ew_where", 0};
+    case LoweredFn::where_scalar: return {"ew_where", 0};
+    case LoweredFn::sigmoid: return {"ew_sigmoid", 0};
+    case LoweredFn::tanh: return {"ew_tanh", 0};
+    case LoweredFn::silu: return {"ew_silu", 0};
+    case LoweredFn::gelu: return {"ew_gelu", 1};
+    case LoweredFn::gelu_tanh: return {"ew_gelu_tanh", 2};
+    case LoweredFn::mish: return {"ew_mish", 0};
+    case LoweredFn::softplus: return {"ew_softplus", 2};
+    case LoweredFn::elu: return {"ew_elu", 3};
+    case LoweredFn::hardswish: return {"ew_hardswish", 1};
+    case LoweredFn::hardsigmoid: return {"ew_hardsigmoid", 1};
+    case LoweredFn::exp: return {"ew_exp", 0};
+    case LoweredFn::log: return {"ew_log", 0};
+    case LoweredFn::sqrt: return {"ew_sqrt", 0};
+    case LoweredFn::abs: return {"ew_abs", 0};
+    case LoweredFn::neg: return {"ew_neg", 0};
+    case LoweredFn::softsign: return {"ew_softsign", 0};
+    case LoweredFn::tanhshrink: return {"ew_tanhshrink", 0};
+    case LoweredFn::logsigmoid: return {"ew_logsigmoid", 0};
+    case LoweredFn::hardshrink: return {"ew_hardshrink", 1};
+    case LoweredFn::softshrink: return {"ew_softshrink", 1};
+    case LoweredFn::threshold: return {"ew_threshold", 1};
+  }
+  throw InvalidArgument("unknown lowered step " + std::to_string(static_cast<int>(fn)));
+}
+
+// The steps of a chain as statements on the storage value `x` (and, for tensor steps, the inputs
+// xs[k] of an N-ary functor), from the lowered steps the generic kernel runs too.
+std::string render_chain_steps(const ops::Op& op, DType dtype) {
+  std::string out;
+  auto lit = [&](double v) { return opmath_literal(v, dtype); };
+  for (const LoweredStep& step : lower_chain(op, dtype)) {
+    const FnInfo info = fn_info(step.fn);
+    std::string args;
+    switch (step.fn) {
+      case LoweredFn::add_tensor:
+      case LoweredFn::sub_tensor:
+      case LoweredFn::mul_tensor:
+      case LoweredFn::div_tensor:
+        args = "x, xs[" + std::to_string(step.operand) + "]";
+        break;
+      case LoweredFn::where_tensor:
+        args = "xs[" + std::to_string(step.cond) + "], x, xs[" + std::to_string(step.operand) + "]";
+        break;
+      case LoweredFn::where_scalar:
+        args = "xs[" + std::to_string(step.cond) + "], x, " + storage_literal(step.storage, dtype);
+        break;
+      default:
+        args = "x";
+        for (int i = 0; i < info.constants; ++i) args += ", " + lit(step.c[i]);
+        if (step.has_storage) args += ", " + storage_literal(step.storage, dtype);
         break;
     }
+    out += "    x = " + std::string(info.name) + "(" + args + ");";
+    if (step.divisor) out += "  // / " + lit(*step.divisor);
+    out += "\n";
   }
   return out;
 }

@@ -2,6 +2,8 @@
 // Specialization of the elementwise templates: scalar constants → exact source literals, ops →
 // functors, variants → CompileRequests.
 #include <cstdint>
+#include <optional>
+#include <vector>
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 #include <string>
@@ -26,6 +28,37 @@ std::uint64_t scalar_storage_bits(double value, DType dtype);
 /// That storage value as a source expression of type storage_type(dtype), bit-exact:
 /// "__int_as_float(0x3dcccccd)", "ew_half{0x2e66}", "__longlong_as_double(0x...ll)".
 std::string storage_literal(double value, DType dtype);
+
+/// The functions a chain's steps lower to: the ew_ops.cuh functions both the specialized kernel's
+/// rendered functor and the generic kernel (kernel_templates/ew_generic.cuh, EWG_*: same order)
+/// call. div is a product with the reciprocal, div_leaky_relu two steps, selu / celu are elu.
+enum class LoweredFn : int {
+  add, sub, mul, relu, leaky_relu, clamp, add_tensor, sub_tensor, mul_tensor, div_tensor, where_tensor,
+  where_scalar, sigmoid, tanh, silu, gelu, gelu_tanh, mish, softplus, elu, hardswish, hardsigmoid, exp, log,
+  sqrt, abs, neg, softsign, tanhshrink, logsigmoid, hardshrink, softshrink, threshold,
+};
+inline constexpr int kLoweredFnCount = static_cast<int>(LoweredFn::threshold) + 1;
+
+/// One lowered step: its function, tensor operand and condition inputs, up to three constants (as
+/// doubles; each becomes an opmath value: opmath_literal in source, opmath_value in a generic
+/// program) and a storage-typed constant (storage_literal / scalar_storage_bits).
+struct LoweredStep {
+  LoweredFn fn = LoweredFn::relu;
+  int operand = 0;
+  int cond = 0;
+  double c[3] = {0, 0, 0};
+  bool has_storage = false;
+  double storage = 0;
+  std::optional<double> divisor;  ///< a division's divisor (the source names it in a comment)
+};
+
+/// A chain's steps lowered, with every constant as PyTorch's kernels hold it. The one definition of
+/// what a chain computes: the rendered functor and the generic kernel's program are both made from it.
+std::vector<LoweredStep> lower_chain(const ops::Op& op, DType dtype);
+
+/// `value` converted to the opmath type of `dtype` (float for f32/f16/bf16), as a double: the
+/// value opmath_literal(value, dtype) writes.
+double opmath_value(double value, DType dtype);
 
 /// The functor `struct <name> { __device__ __forceinline__ S operator()(S x) const { ... } };` of an
 /// op on storage type S = storage_type(dtype). Needs "ew_ops.cuh" included before it. With

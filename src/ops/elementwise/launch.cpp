@@ -5,12 +5,16 @@
 // in the in-process map, Kernel::launch. Only a miss renders the source and goes to
 // KernelCache::get (SHA-256 key, memory / disk tier, NVRTC).
 #include <cuinline/error.hpp>
+#include <cuinline/jit.hpp>
+#include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 
+#include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/plan.hpp"
 #include "ops/elementwise/variant.hpp"
 #include "ops/family.hpp"
+#include "ops/specialize.hpp"
 
 namespace cuinline::ops {
 namespace detail {
@@ -45,38 +49,83 @@ const char* const kInputNames[kMaxInputs] = {"input 0", "input 1", "input 2", "i
                                              "input 4", "input 5", "input 6", "input 7"};
 const char* const kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2", "output 3"};
 
+// The specialized kernel's launch.
+void launch_specialized(const Kernel& kernel, int device, const detail::NaryPlan& p, CUstream stream) {
+  LaunchConfig cfg;
+  cfg.grid = Dim3(p.grid);
+  cfg.block = Dim3(detail::kBlock);
+  cfg.stream = stream;
+  if (p.key.strided) {
+    kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
+    return;
+  }
+  // Two vectors a thread when one would need one to two waves (the kernel honours it for one
+  // input and one output only).
+  const int reps =
+      p.key.inputs == 1 && p.key.outputs == 1 ? detail::reps_for(p.grid, detail::multiprocessors(device)) : 1;
+  cfg.grid = Dim3((p.grid + reps - 1) / reps);
+  if (p.key.index64) {
+    kernel.launch(cfg, p.args, static_cast<long long>(p.numel), static_cast<long long>(p.head), reps);
+  } else {
+    kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head), reps);
+  }
+}
+
+// The family's launch sequence (ops/family.hpp) with the JIT policy (include/cuinline/jit.hpp): a
+// variant whose specialized kernel is not in the map runs on the generic kernel where it applies —
+// at once, while the specialized kernel compiles on the background pool (async), or for good
+// (generic); otherwise, and under sync or a capture, the call loads or compiles it first.
 void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail::TensorUses tensors,
             CUstream stream) {
-  detail::launch_variant(
-      map, stream, tensors, detail::hash_of(op, p.key),
-      [&](const detail::NaryVariant& v) { return v.key == p.key && v.op == op; },  // no copy of the op
-      [&](int device) {
-        detail::check_expression_names(op, p.key.inputs);  // a miss only: a mapped variant passed it
-        detail::NaryVariant v{op, p.key};
-        Kernel kernel = detail::load_kernel(v, device);
-        return std::make_pair(std::move(v), kernel);
-      },
-      [&](const Kernel& kernel, int device) {
-        LaunchConfig cfg;
-        cfg.grid = Dim3(p.grid);
-        cfg.block = Dim3(detail::kBlock);
-        cfg.stream = stream;
-        if (p.key.strided) {
-          kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
-          return;
-        }
-        // Two vectors a thread when one would need one to two waves (the kernel honours it for one
-        // input and one output only).
-        const int reps = p.key.inputs == 1 && p.key.outputs == 1
-                             ? detail::reps_for(p.grid, detail::multiprocessors(device))
-                             : 1;
-        cfg.grid = Dim3((p.grid + reps - 1) / reps);
-        if (p.key.index64) {
-          kernel.launch(cfg, p.args, static_cast<long long>(p.numel), static_cast<long long>(p.head), reps);
-        } else {
-          kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head), reps);
-        }
-      });
+  const int device = stream_device(stream);
+  for (const detail::TensorUse& t : tensors) cuinline::detail::check_tensor_access(*t.view, t.name, device);
+  const std::uint64_t hash = detail::hash_of(op, p.key);
+  auto equal = [&](const detail::NaryVariant& v) { return v.key == p.key && v.op == op; };  // no copy of the op
+  Kernel kernel;
+  const auto state = map.find(hash, device, equal, &kernel);
+  if (state == ElementwiseMap::State::ready) {
+    map.count_launch();
+    launch_specialized(kernel, device, p, stream);
+    return;
+  }
+  if (detail::generic_applies(op, p.key)) {
+    const JitPolicy policy = detail::effective_policy(stream);
+    if (policy == JitPolicy::async && !state) {
+      detail::check_expression_names(op, p.key.inputs);
+      detail::NaryVariant variant{op, p.key};
+      if (map.begin_pending(hash, device, equal, variant)) {
+        auto job = [&map, hash, device, v = std::move(variant)]() noexcept {
+          auto same = [&](const detail::NaryVariant& e) { return e.key == v.key && e.op == v.op; };
+          try {
+            const Kernel specialized = detail::load_kernel(v, device);
+            map.finish_pending(hash, device, same, &specialized);
+            detail::count_swap();
+          } catch (const std::exception& e) {
+            map.finish_pending(hash, device, same, nullptr);
+            detail::count_background_failure();
+            logger()->warn("background specialization of elementwise {} on device {} failed; its calls keep the "
+                           "generic kernel: {}",
+                           v.op.describe() + "<" + to_string(v.key.dtype) + ">", device, e.what());
+          }
+        };
+        if (!detail::submit_specialization(std::move(job))) map.cancel_pending(hash, device, equal);
+      }
+    }
+    if (policy != JitPolicy::sync) {
+      map.count_launch();
+      detail::launch_generic(detail::generic_program(op, p.key), p, stream);
+      return;
+    }
+  }
+  detail::count_sync_wait();
+  const Kernel specialized = map.find_or_make(hash, device, equal, [&] {
+    detail::check_expression_names(op, p.key.inputs);  // a miss only: a mapped variant passed it
+    detail::NaryVariant v{op, p.key};
+    Kernel k = detail::load_kernel(v, device);
+    return std::make_pair(std::move(v), k);
+  });
+  map.count_launch();
+  launch_specialized(specialized, device, p, stream);
 }
 
 // An expression with named inputs or several outputs, or a chain over several inputs, is not a

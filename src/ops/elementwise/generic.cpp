@@ -1,0 +1,122 @@
+// The generic elementwise kernels: a chain lowered to a program (the lowering the rendered functor
+// is printed from, so both compute the same function), and their launch. The kernels are a fatbin
+// nvcc built with the library (generic_fatbin.cpp), loaded once: cuLibraryLoadData is
+// context-independent, so one library serves every device.
+#include "ops/elementwise/generic.hpp"
+
+#include <algorithm>
+#include <cuinline/error.hpp>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "driver/module_state.hpp"
+#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/specialize.hpp"
+#include "templates/render.hpp"
+
+namespace cuinline::ops::detail {
+namespace {
+
+// Lowered steps of a chain, or 0 if it has an expression.
+std::size_t lowered_steps(const Op& op) {
+  std::size_t n = 0;
+  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
+  return n;
+}
+
+const char* kernel_symbol(DType dtype, bool vector) {
+  switch (dtype) {
+    case DType::f32:
+      return vector ? "cuinline_ewg_f32_v4" : "cuinline_ewg_f32_v1";
+    case DType::f64:
+      return vector ? "cuinline_ewg_f64_v2" : "cuinline_ewg_f64_v1";
+    case DType::f16:
+      return vector ? "cuinline_ewg_f16_v8" : "cuinline_ewg_f16_v1";
+    case DType::bf16:
+      return vector ? "cuinline_ewg_bf16_v8" : "cuinline_ewg_bf16_v1";
+  }
+  throw InvalidArgument("generic elementwise kernel: unsupported dtype");
+}
+
+const Module& generic_module() {
+  static std::mutex mutex;
+  static Module* module = nullptr;  // never destroyed: ops may run during static teardown
+  std::lock_guard<std::mutex> lock(mutex);
+  if (module != nullptr) return *module;
+  const std::string_view fatbin = cuinline::detail::generic_fatbin();
+  CompiledProgram program;
+  program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
+  program.program_name = "ew_generic.fatbin";
+  program.binary.assign(fatbin.begin(), fatbin.end());
+  auto state = std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
+  module = new Module(std::move(state));
+  return *module;
+}
+
+Kernel generic_kernel(DType dtype, bool vector) {
+  static std::mutex mutex;
+  static Kernel kernels[4][2];  // [dtype][vector]
+  const auto d = static_cast<std::size_t>(dtype) & 3;
+  std::lock_guard<std::mutex> lock(mutex);
+  Kernel& k = kernels[d][vector ? 1 : 0];
+  if (!k) k = generic_module().kernel(kernel_symbol(dtype, vector));
+  return k;
+}
+
+int widest_vector(DType dtype) {
+  return static_cast<int>(16 / dtype_size(dtype));
+}
+
+}  // namespace
+
+bool generic_applies(const Op& op, const NaryKey& key) {
+  if (!cuinline::detail::generic_fatbin_built()) return false;
+  if (!op.expression.empty() || !op.more_outputs.empty() || key.outputs != 1 || key.strided) return false;
+  if (op.steps.empty() || lowered_steps(op) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
+  return key.inputs >= 1 && key.inputs <= kMaxInputs;
+}
+
+GenericProgram generic_program(const Op& op, const NaryKey& key) {
+  GenericProgram p;
+  const std::vector<cuinline::detail::LoweredStep> steps = cuinline::detail::lower_chain(op, key.dtype);
+  if (steps.size() > static_cast<std::size_t>(kGenericMaxSteps)) {
+    throw InvalidArgument("generic elementwise kernel: " + std::to_string(steps.size()) + " steps (at most " +
+                          std::to_string(kGenericMaxSteps) + ")");
+  }
+  p.steps = static_cast<std::int32_t>(steps.size());
+  p.inputs = key.inputs;
+  for (int k = 0; k < kMaxInputs; ++k) p.pattern[k] = key.patterns[static_cast<std::size_t>(k)];
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const cuinline::detail::LoweredStep& s = steps[i];
+    GenericStep& g = p.step[i];
+    g.fn = static_cast<std::int32_t>(s.fn);
+    g.operand = s.operand;
+    g.cond = s.cond;
+    for (int c = 0; c < 3; ++c) g.c[c] = cuinline::detail::opmath_value(s.c[c], key.dtype);
+    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, key.dtype);
+  }
+  return p;
+}
+
+void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream) {
+  const NaryKey& key = plan.key;
+  // 16-byte vectors where the plan aligned every operand for them, else single elements (head 0).
+  const bool vector = key.vector_width == widest_vector(key.dtype);
+  const int w = vector ? key.vector_width : 1;
+  const long long head = vector ? plan.head : 0;
+  const long long n = plan.numel;
+  const long long per_thread = vector ? 1 : static_cast<long long>(16 / dtype_size(key.dtype));  // kUnroll
+  const long long vectors = (n - head) / w;
+  const long long per_block = static_cast<long long>(kBlock) * per_thread;
+  const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
+  if (blocks > 0x7fffffffLL) throw InvalidArgument("generic elementwise kernel: too many elements");
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(blocks));
+  cfg.block = Dim3(kBlock);
+  cfg.stream = stream;
+  generic_kernel(key.dtype, vector).launch(cfg, plan.args, n, head, program);
+  count_generic_launch();
+}
+
+}  // namespace cuinline::ops::detail

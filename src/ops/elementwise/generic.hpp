@@ -1,0 +1,43 @@
+#pragma once
+// The generic elementwise kernels (kernel_templates/ew_generic.cuh): which planned calls they can
+// run, the program a chain becomes, and the launch.
+#include <cstdint>
+#include <cuinline/module.hpp>
+#include <cuinline/ops.hpp>
+
+#include "ops/elementwise/plan.hpp"
+
+namespace cuinline::ops::detail {
+
+inline constexpr int kGenericMaxSteps = 32;  // EWG_MAX_STEPS
+
+/// ewg_step / ewg_program (ew_generic.cuh): same layouts.
+struct GenericStep {
+  std::int32_t fn = 0;
+  std::int32_t operand = 0;
+  std::int32_t cond = 0;
+  std::int32_t pad = 0;
+  double c[3] = {0, 0, 0};
+  std::uint64_t storage = 0;
+};
+static_assert(sizeof(GenericStep) == 48, "must match ewg_step");
+struct GenericProgram {
+  std::int32_t steps = 0;
+  std::int32_t inputs = 0;
+  std::int32_t pattern[kMaxInputs] = {};
+  GenericStep step[kGenericMaxSteps];
+};
+static_assert(sizeof(GenericProgram) == 8 + 4 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
+
+/// Whether a planned call can run on a generic kernel: a chain (no expression) with one output, at
+/// most kGenericMaxSteps lowered steps, on the contiguous path; and the kernels are built in.
+bool generic_applies(const Op& op, const NaryKey& key);
+
+/// The chain as the generic kernel's program (the constants from lower_chain, as the rendered
+/// functor has them). Call only where generic_applies.
+GenericProgram generic_program(const Op& op, const NaryKey& key);
+
+/// Runs the planned call on the generic kernel (loaded once per process).
+void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream);
+
+}  // namespace cuinline::ops::detail

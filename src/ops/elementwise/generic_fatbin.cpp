@@ -1,0 +1,45 @@
+// The fatbin nvcc built from src/ops/elementwise/ew_generic.cu (CMakeLists.txt), embedded with the
+// assembler's .incbin: no generated source of megabytes, and the bytes stay in .rodata.
+#include "ops/elementwise/generic_fatbin.hpp"
+
+#include <cuinline/jit.hpp>
+
+#if CUINLINE_HAVE_GENERIC_KERNELS
+__asm__(
+    ".section .rodata\n"
+    ".balign 16\n"
+    ".globl cuinline_ewg_fatbin_begin\n"
+    ".hidden cuinline_ewg_fatbin_begin\n"
+    "cuinline_ewg_fatbin_begin:\n"
+    ".incbin \"" CUINLINE_GENERIC_FATBIN_PATH "\"\n"
+    ".globl cuinline_ewg_fatbin_end\n"
+    ".hidden cuinline_ewg_fatbin_end\n"
+    "cuinline_ewg_fatbin_end:\n"
+    ".previous\n");
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_begin[];
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_end[];
+#endif
+
+namespace cuinline {
+
+bool generic_kernels_built() noexcept {
+  return detail::generic_fatbin_built();
+}
+
+namespace detail {
+
+bool generic_fatbin_built() noexcept {
+  return CUINLINE_HAVE_GENERIC_KERNELS != 0;
+}
+
+std::string_view generic_fatbin() noexcept {
+#if CUINLINE_HAVE_GENERIC_KERNELS
+  return std::string_view(cuinline_ewg_fatbin_begin,
+                          static_cast<std::size_t>(cuinline_ewg_fatbin_end - cuinline_ewg_fatbin_begin));
+#else
+  return {};
+#endif
+}
+
+}  // namespace detail
+}  // namespace cuinline

@@ -1,0 +1,245 @@
+// The background specialization pool and the JIT policy (include/cuinline/jit.hpp).
+//
+// NVRTC serializes the compiles of one process, so one worker thread is the default
+// (CUINLINE_JIT_THREADS raises it). The queue is bounded (kMaxQueued); a call that finds it full
+// keeps running the generic kernel and submits again on a later call. At exit the queue is dropped
+// and the running compiles are waited for (an atexit handler, registered when the pool starts, so
+// it runs before the static objects those compiles use are destroyed): nothing is cut off
+// half-way, and every cache write is a rename of a complete file anyway.
+#include "ops/specialize.hpp"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/log.hpp>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver/driver_api.hpp"
+
+namespace cuinline {
+namespace {
+
+constexpr std::size_t kMaxQueued = 4096;
+
+int policy_from_environment() {
+  const char* env = std::getenv("CUINLINE_JIT_POLICY");
+  if (env == nullptr || *env == '\0') return static_cast<int>(JitPolicy::async);
+  if (std::strcmp(env, "async") == 0) return static_cast<int>(JitPolicy::async);
+  if (std::strcmp(env, "sync") == 0) return static_cast<int>(JitPolicy::sync);
+  if (std::strcmp(env, "generic") == 0) return static_cast<int>(JitPolicy::generic);
+  logger()->warn("CUINLINE_JIT_POLICY='{}' is not async, sync or generic; using async", env);
+  return static_cast<int>(JitPolicy::async);
+}
+
+std::atomic<int>& process_policy() {
+  static std::atomic<int> policy{policy_from_environment()};
+  return policy;
+}
+
+constexpr int kNoOverride = -1;
+thread_local int thread_policy = kNoOverride;
+
+struct Counters {
+  std::atomic<std::uint64_t> generic_launches{0}, submitted{0}, finished{0}, swaps{0}, failures{0},
+      sync_waits{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+int worker_count() {
+  if (const char* env = std::getenv("CUINLINE_JIT_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 64) return static_cast<int>(n);
+    logger()->warn("CUINLINE_JIT_THREADS='{}' is not a number from 1 to 64; using 1", env);
+  }
+  return 1;
+}
+
+class Pool {
+ public:
+  static Pool& instance() {
+    // Never destroyed: the atexit handler stops it; ops may run during static teardown.
+    static Pool* pool = new Pool;
+    return *pool;
+  }
+
+  bool submit(std::function<void()> job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopping_ || queue_.size() >= kMaxQueued) return false;
+    if (workers_.empty()) start_locked();
+    queue_.push_back(std::move(job));
+    counters().submitted.fetch_add(1, std::memory_order_relaxed);
+    ++outstanding_;
+    lock.unlock();
+    wake_.notify_one();
+    return true;
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return outstanding_ == 0; });
+  }
+
+  // At exit: drop what has not started, wait for what has.
+  void stop() {
+    std::vector<std::thread> workers;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      const std::size_t dropped = queue_.size();
+      queue_.clear();
+      outstanding_ -= dropped;
+      counters().finished.fetch_add(dropped, std::memory_order_relaxed);
+      workers.swap(workers_);
+    }
+    wake_.notify_all();
+    idle_.notify_all();
+    for (std::thread& t : workers) t.join();
+  }
+
+ private:
+  void start_locked() {
+    const int n = worker_count();
+    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { run(); });
+    std::atexit([] { Pool::instance().stop(); });
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();  // reports its own outcome (count_swap / count_background_failure)
+      counters().finished.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--outstanding_ == 0) idle_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> workers_;
+  std::size_t outstanding_ = 0;
+  bool stopping_ = false;
+};
+
+// NVRTC's first compile in a process loads and initializes its builtins (hundreds of ms on a
+// server host); a trivial program to PTX pays it.
+void nvrtc_start_up() noexcept {
+  static const char kSource[] = "extern \"C\" __global__ void cuinline_prewarm() {}\n";
+  nvrtcProgram program = nullptr;
+  if (nvrtcCreateProgram(&program, kSource, "cuinline_prewarm.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) return;
+  const char* options[] = {"-arch=compute_75", "-minimal"};
+  (void)nvrtcCompileProgram(program, 2, options);
+  (void)nvrtcDestroyProgram(&program);
+}
+
+}  // namespace
+
+const char* to_string(JitPolicy policy) noexcept {
+  switch (policy) {
+    case JitPolicy::async:
+      return "async";
+    case JitPolicy::sync:
+      return "sync";
+    case JitPolicy::generic:
+      return "generic";
+  }
+  return "unknown";
+}
+
+JitPolicy jit_policy() noexcept {
+  return static_cast<JitPolicy>(process_policy().load(std::memory_order_relaxed));
+}
+
+void set_jit_policy(JitPolicy policy) noexcept {
+  process_policy().store(static_cast<int>(policy), std::memory_order_relaxed);
+}
+
+ScopedJitPolicy::ScopedJitPolicy(JitPolicy policy) noexcept : previous_(thread_policy) {
+  thread_policy = static_cast<int>(policy);
+}
+ScopedJitPolicy::~ScopedJitPolicy() {
+  thread_policy = previous_;
+}
+
+void prewarm() noexcept {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return;
+  if (const char* env = std::getenv("CUINLINE_PREWARM"); env != nullptr && std::strcmp(env, "0") == 0) return;
+  try {
+    std::thread(nvrtc_start_up).detach();
+  } catch (...) {
+    // No thread: the first compile pays the start-up, as without prewarm.
+  }
+}
+
+void wait_for_specializations() {
+  Pool::instance().wait_idle();
+}
+
+JitStats jit_stats() noexcept {
+  const Counters& c = counters();
+  JitStats s;
+  s.generic_launches = c.generic_launches.load(std::memory_order_relaxed);
+  s.submitted = c.submitted.load(std::memory_order_relaxed);
+  const std::uint64_t finished = c.finished.load(std::memory_order_relaxed);
+  s.pending = s.submitted > finished ? s.submitted - finished : 0;
+  s.swaps = c.swaps.load(std::memory_order_relaxed);
+  s.background_failures = c.failures.load(std::memory_order_relaxed);
+  s.sync_waits = c.sync_waits.load(std::memory_order_relaxed);
+  return s;
+}
+
+namespace ops::detail {
+
+JitPolicy effective_policy(CUstream stream) {
+  const JitPolicy policy = thread_policy != kNoOverride ? static_cast<JitPolicy>(thread_policy) : jit_policy();
+  if (policy != JitPolicy::async) return policy;
+  const cuinline::detail::DriverApi& api = cuinline::detail::driver();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  // A stream that cannot tell (an implicit capture elsewhere in global mode) waits, as a captured one.
+  if (api.cuStreamIsCapturing == nullptr || api.cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return JitPolicy::sync;
+  }
+  return policy;
+}
+
+bool submit_specialization(std::function<void()> job) {
+  prewarm();
+  return Pool::instance().submit(std::move(job));
+}
+
+void count_generic_launch() noexcept {
+  counters().generic_launches.fetch_add(1, std::memory_order_relaxed);
+}
+void count_sync_wait() noexcept {
+  counters().sync_waits.fetch_add(1, std::memory_order_relaxed);
+}
+void count_swap() noexcept {
+  counters().swaps.fetch_add(1, std::memory_order_relaxed);
+}
+void count_background_failure() noexcept {
+  counters().failures.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace ops::detail
+}  // namespace cuinline

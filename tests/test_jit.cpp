@@ -1,0 +1,271 @@
+// Host tests of the JIT machinery (include/cuinline/jit.hpp) that need no GPU: the policy (process,
+// environment, per thread, C API), the background pool (every job runs once, counters, a job that
+// fails, wait_for_specializations), the in-process map's pending states, the generic kernels'
+// fatbin (every kernel for every built arch) and the programs chains lower to (the constants the
+// rendered specialized source holds).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/cuinline.h>
+#include <cuinline/cuinline.hpp>
+#include <cuinline/ops.hpp>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "ops/elementwise/generic.hpp"
+#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/specialize.hpp"
+#include "ops/variant_map.hpp"
+#include "templates/render.hpp"
+#include "test_support.hpp"
+
+namespace cuinline {
+namespace {
+
+TEST(Jit, PolicyProcessWideAndPerThread) {
+  const JitPolicy original = jit_policy();
+  set_jit_policy(JitPolicy::sync);
+  EXPECT_EQ(jit_policy(), JitPolicy::sync);
+  {
+    ScopedJitPolicy outer(JitPolicy::generic);
+    {
+      ScopedJitPolicy inner(JitPolicy::async);
+      // The scoped policy is what calls on this thread run under (no capture: no stream query).
+      std::thread other([] { EXPECT_EQ(jit_policy(), JitPolicy::sync); });
+      other.join();
+    }
+  }
+  EXPECT_STREQ(to_string(JitPolicy::async), "async");
+  EXPECT_STREQ(to_string(JitPolicy::sync), "sync");
+  EXPECT_STREQ(to_string(JitPolicy::generic), "generic");
+  set_jit_policy(original);
+}
+
+TEST(Jit, CApiPolicyChecksItsArgument) {
+  const int original = cuinline_get_jit_policy();
+  EXPECT_EQ(cuinline_set_jit_policy(CUINLINE_JIT_GENERIC), CUINLINE_SUCCESS);
+  EXPECT_EQ(cuinline_get_jit_policy(), CUINLINE_JIT_GENERIC);
+  EXPECT_EQ(cuinline_set_jit_policy(7), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cuinline_last_error()).find("unknown JIT policy 7"), std::string::npos);
+  EXPECT_EQ(cuinline_get_jit_policy(), CUINLINE_JIT_GENERIC) << "a refused call changes nothing";
+  EXPECT_EQ(cuinline_set_thread_jit_policy(CUINLINE_JIT_SYNC), CUINLINE_SUCCESS);
+  EXPECT_EQ(cuinline_set_thread_jit_policy(-1), CUINLINE_SUCCESS);
+  EXPECT_EQ(cuinline_set_thread_jit_policy(-2), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cuinline_get_jit_stats(nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  cuinline_jit_stats stats{};
+  EXPECT_EQ(cuinline_get_jit_stats(&stats), CUINLINE_SUCCESS);
+  EXPECT_EQ(cuinline_wait_for_specializations(), CUINLINE_SUCCESS);
+  cuinline_prewarm();
+  EXPECT_EQ(cuinline_set_jit_policy(original), CUINLINE_SUCCESS);
+}
+
+TEST(Jit, PolicyFromTheEnvironmentInAFreshProcess) {
+  const std::string tool = CUINLINE_TEST_TOOLS_DIR "/jit_tool";
+  for (const auto& [value, expected] : {std::pair<const char*, const char*>{"sync", "policy sync"},
+                                        {"generic", "policy generic"},
+                                        {"async", "policy async"},
+                                        {"", "policy async"}}) {
+    const test::ProcessResult r = test::run_process({tool, "policy"}, {std::string("CUINLINE_JIT_POLICY=") + value});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << value << ": " << r.output;
+  }
+  const test::ProcessResult bogus = test::run_process({tool, "policy"}, {"CUINLINE_JIT_POLICY=fastest"});
+  EXPECT_NE(bogus.output.find("policy async"), std::string::npos) << bogus.output;
+  EXPECT_NE(bogus.output.find("CUINLINE_JIT_POLICY='fastest' is not async, sync or generic"), std::string::npos)
+      << bogus.output;
+}
+
+TEST(Jit, PoolRunsEveryJobOnceAndCounts) {
+  wait_for_specializations();
+  const JitStats before = jit_stats();
+  std::atomic<int> ran{0};
+  constexpr int kJobs = 50;
+  for (int i = 0; i < kJobs; ++i) {
+    ASSERT_TRUE(ops::detail::submit_specialization([&ran]() noexcept {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ran.fetch_add(1);
+      ops::detail::count_swap();
+    }));
+  }
+  wait_for_specializations();
+  EXPECT_EQ(ran.load(), kJobs);
+  const JitStats after = jit_stats();
+  EXPECT_EQ(after.submitted, before.submitted + kJobs);
+  EXPECT_EQ(after.pending, 0u);
+  EXPECT_EQ(after.swaps, before.swaps + kJobs);
+}
+
+TEST(Jit, WaitForSpecializationsFromManyThreads) {
+  std::atomic<int> ran{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        ASSERT_TRUE(ops::detail::submit_specialization([&ran]() noexcept { ran.fetch_add(1); }));
+      }
+      wait_for_specializations();
+    });
+  }
+  for (auto& t : threads) t.join();
+  wait_for_specializations();
+  EXPECT_EQ(ran.load(), 40);
+  EXPECT_EQ(jit_stats().pending, 0u);
+}
+
+// An exiting process with jobs queued and one running: exit drops the queue, waits for the running
+// job, and the process ends cleanly (no hang, no crash).
+TEST(Jit, ExitWithSpecializationsPendingIsClean) {
+  const auto start = std::chrono::steady_clock::now();
+  const test::ProcessResult r = test::run_process({CUINLINE_TEST_TOOLS_DIR "/jit_tool", "exit"});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LT(seconds, 5.0) << "exit waited for the queued jobs";
+  EXPECT_NE(r.output.find("queued 200"), std::string::npos) << r.output;
+}
+
+TEST(Jit, VariantMapPendingStates) {
+  ops::detail::VariantMap<int, int> map;
+  using State = ops::detail::VariantMap<int, int>::State;
+  auto is = [](int want) { return [want](int k) { return k == want; }; };
+  int value = 0;
+  EXPECT_FALSE(map.find(7, 0, is(1), &value).has_value());
+  EXPECT_TRUE(map.begin_pending(7, 0, is(1), 1));
+  EXPECT_FALSE(map.begin_pending(7, 0, is(1), 1)) << "one job per variant and device";
+  EXPECT_TRUE(map.begin_pending(7, 1, is(1), 1)) << "another device";
+  EXPECT_TRUE(map.begin_pending(7, 0, is(2), 2)) << "a hash collision is another variant";
+  EXPECT_EQ(map.find(7, 0, is(1), &value), State::pending);
+  const int made = 42;
+  map.finish_pending(7, 0, is(1), &made);
+  EXPECT_EQ(map.find(7, 0, is(1), &value), State::ready);
+  EXPECT_EQ(value, 42);
+  map.finish_pending(7, 1, is(1), nullptr);
+  EXPECT_EQ(map.find(7, 1, is(1), &value), State::failed);
+  // A synchronous call on a failed or pending entry makes the value and the entry becomes ready.
+  EXPECT_EQ(map.find_or_make(7, 1, is(1), [] { return std::make_pair(1, 5); }), 5);
+  EXPECT_EQ(map.find(7, 1, is(1), &value), State::ready);
+  EXPECT_EQ(map.find_or_make(7, 0, is(2), [] { return std::make_pair(2, 6); }), 6);
+  map.cancel_pending(7, 0, is(2));  // no longer pending: stays
+  EXPECT_EQ(map.find(7, 0, is(2), &value), State::ready);
+  EXPECT_TRUE(map.begin_pending(9, 0, is(3), 3));
+  map.cancel_pending(9, 0, is(3));
+  EXPECT_FALSE(map.find(9, 0, is(3), &value).has_value());
+}
+
+TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
+  if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  const std::string_view fatbin = detail::generic_fatbin();
+  ASSERT_GT(fatbin.size(), 1024u);
+  std::uint32_t magic = 0;
+  std::memcpy(&magic, fatbin.data(), 4);
+  EXPECT_EQ(magic, 0xBA55ED50u) << "a CUDA fatbin";
+  // The entries (fatbin header: magic, version, header size, payload size; each entry: kind 1 PTX /
+  // 2 ELF, its header size, payload size, ..., the SM number at byte 28): SASS for sm_75, sm_80 and
+  // sm_90, and PTX for sm_90.
+  std::uint16_t header_size = 0;
+  std::uint64_t payload = 0;
+  std::memcpy(&header_size, fatbin.data() + 6, 2);
+  std::memcpy(&payload, fatbin.data() + 8, 8);
+  ASSERT_EQ(header_size + payload, fatbin.size());
+  std::vector<std::pair<int, int>> entries;  // (kind, arch)
+  for (std::size_t at = header_size; at + 32 <= fatbin.size();) {
+    std::uint16_t kind = 0;
+    std::uint32_t entry_header = 0, arch = 0;
+    std::uint64_t size = 0;
+    std::memcpy(&kind, fatbin.data() + at, 2);
+    std::memcpy(&entry_header, fatbin.data() + at + 4, 4);
+    std::memcpy(&size, fatbin.data() + at + 8, 8);
+    std::memcpy(&arch, fatbin.data() + at + 28, 4);
+    entries.emplace_back(kind, static_cast<int>(arch));
+    at += entry_header + size;
+  }
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
+  for (const char* k : {"cuinline_ewg_f32_v4", "cuinline_ewg_f32_v1", "cuinline_ewg_f64_v2", "cuinline_ewg_f64_v1",
+                        "cuinline_ewg_f16_v8", "cuinline_ewg_f16_v1", "cuinline_ewg_bf16_v8", "cuinline_ewg_bf16_v1"}) {
+    std::size_t count = 0;
+    for (std::size_t at = fatbin.find(k); at != std::string_view::npos; at = fatbin.find(k, at + 1)) ++count;
+    EXPECT_GE(count, 3u) << k << " in every SASS image";
+  }
+}
+
+// The program of every step kind holds exactly the constants the rendered specialized source holds:
+// each opmath constant printed back with opmath_literal is a literal of the rendered functor, in
+// order.
+TEST(Jit, GenericProgramsHoldTheRenderedConstants) {
+  const char* chains[] = {
+      "add(1.5)|sub(0.1)|mul(3)|div(7)|relu|leaky_relu(0.02)|clamp(-1,2)|div(0.001)|mul(inf)|add(-0.0)",
+      "sigmoid|tanh|silu|gelu|gelu_tanh|mish|softplus|softplus(2,10)|elu|elu(0.5)|selu|celu(2)",
+      "hardswish|hardsigmoid|exp|log|sqrt|abs|neg|softsign|tanhshrink|logsigmoid|hardshrink|hardshrink(0.3)",
+      "softshrink(0.2)|threshold(0.1, 20)|threshold(0.1, nan)|hardtanh|relu6|leaky_relu(nan)",
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    for (const char* text : chains) {
+      const ops::Op op = ops::parse_op(text);
+      ops::detail::NaryKey key;
+      key.dtype = dt;
+      key.inputs = 1;
+      key.outputs = 1;
+      ASSERT_EQ(ops::detail::generic_applies(op, key), generic_kernels_built()) << text;
+      const ops::detail::GenericProgram p = ops::detail::generic_program(op, key);
+      const std::string source = detail::render_nary_functor(op, dt, 1, "F");
+      const auto lowered = detail::lower_chain(op, dt);
+      ASSERT_EQ(p.steps, static_cast<int>(lowered.size()));
+      std::size_t at = 0;
+      for (int i = 0; i < p.steps; ++i) {
+        const auto& s = p.step[i];
+        EXPECT_EQ(s.fn, static_cast<int>(lowered[static_cast<std::size_t>(i)].fn));
+        const std::size_t call = source.find("x = ew_", at);
+        ASSERT_NE(call, std::string::npos);
+        const std::size_t end = source.find(';', call);
+        const std::string statement = source.substr(call, end - call);
+        at = end;
+        // Every constant of the program appears in the statement as the literal of the same value.
+        const int constants = statement.find("ew_clamp") != std::string::npos || statement.find("ew_gelu_tanh") != std::string::npos ||
+                                      statement.find("ew_softplus") != std::string::npos
+                                  ? 2
+                              : statement.find("ew_elu") != std::string::npos ? 3
+                              : statement.find("(x)") != std::string::npos   ? 0
+                                                                             : 1;
+        for (int c = 0; c < constants; ++c) {
+          const std::string literal = detail::opmath_literal(s.c[c], dt);
+          EXPECT_NE(statement.find(literal), std::string::npos) << text << " " << to_string(dt) << ": " << statement
+                                                                << " lacks " << literal;
+        }
+        if (lowered[static_cast<std::size_t>(i)].has_storage) {
+          const std::string storage = detail::storage_literal(lowered[static_cast<std::size_t>(i)].storage, dt);
+          EXPECT_NE(statement.find(storage), std::string::npos) << statement;
+          EXPECT_EQ(s.storage, detail::scalar_storage_bits(lowered[static_cast<std::size_t>(i)].storage, dt));
+        }
+      }
+    }
+  }
+}
+
+TEST(Jit, WhatTheGenericKernelsServe) {
+  ops::detail::NaryKey key;
+  key.dtype = DType::bf16;
+  key.inputs = 3;
+  key.outputs = 1;
+  const bool built = generic_kernels_built();
+  EXPECT_EQ(ops::detail::generic_applies(ops::parse_op("add(in1)|mul(in2)|gelu"), key), built);
+  EXPECT_FALSE(ops::detail::generic_applies(ops::Op::expr("x * 2"), key)) << "expressions compile";
+  ops::detail::NaryKey strided = key;
+  strided.strided = true;
+  EXPECT_FALSE(ops::detail::generic_applies(ops::parse_op("add(in1)"), strided)) << "the strided path compiles";
+  std::string long_chain = "relu";
+  for (int i = 0; i < 32; ++i) long_chain += "|mul(2)";
+  EXPECT_FALSE(ops::detail::generic_applies(ops::parse_op(long_chain), key)) << "over 32 steps";
+  ops::detail::NaryKey two_outputs = key;
+  two_outputs.outputs = 2;
+  EXPECT_FALSE(ops::detail::generic_applies(ops::parse_op("relu"), two_outputs));
+}
+
+}  // namespace
+}  // namespace cuinline

@@ -1,0 +1,304 @@
+// GPU tests of the JIT policies (include/cuinline/jit.hpp) through ops::apply, as an application
+// calls them: the generic elementwise kernel against the specialized one bit for bit (every step,
+// every dtype, one to three inputs with broadcast patterns, vector and single-element paths, special
+// values), the async policy serving a never-seen chain at once and swapping the specialized kernel
+// in, a graph captured while a specialization is pending, a background compile that fails, and the
+// policies switched per thread.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cuinline/cuinline.hpp>
+#include <cuinline/ops.hpp>
+#include <fstream>
+#include <random>
+#include <sys/stat.h>
+
+#include "elementwise_reference.hpp"
+#include "test_support.hpp"
+
+namespace cuinline {
+namespace {
+
+using ops::Op;
+
+class JitGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no GPU: " << driver_unavailable_reason();
+    if (!generic_kernels_built()) GTEST_SKIP() << "built without the generic kernels";
+    set_device(0);
+    seed_ = test::fresh_seed();
+    rng_.seed(seed_);
+  }
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+std::uint64_t bits_of(DType dt, double v) {
+  return test::bits_of(dt, v);
+}
+
+// Random values in [lo, hi] with special values mixed in (NaN, ±Inf, ±0, subnormals, ±1, 20).
+std::vector<unsigned char> random_bytes(DType dt, std::size_t n, std::mt19937_64& rng, double lo, double hi) {
+  const std::size_t es = dtype_size(dt);
+  std::vector<unsigned char> buf(n * es);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 20.0, 3.0, -3.0, 1e-40, -1e-310};
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = rng() % 16 == 0 ? specials[rng() % (sizeof specials / sizeof specials[0])] : dist(rng);
+    std::uint64_t b = bits_of(dt, v);
+    if (rng() % 64 == 0) b = 1;  // the smallest subnormal
+    std::memcpy(buf.data() + i * es, &b, es);
+  }
+  return buf;
+}
+
+bool is_nan(DType dt, std::uint64_t b) {
+  return std::isnan(test::value_of(dt, b));
+}
+
+// The element's bits in `buf`.
+std::uint64_t at(const std::vector<unsigned char>& buf, DType dt, std::size_t i) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, buf.data() + i * dtype_size(dt), dtype_size(dt));
+  return b;
+}
+
+struct Case {
+  const char* op;
+  int inputs;  // 1..3: in1 and in2 broadcast as a row and a scalar where `broadcast`
+  double lo, hi;
+};
+
+const Case kCases[] = {
+    {"add(1.5)|sub(0.25)|mul(3)|div(7)", 1, -4, 4},
+    {"relu|leaky_relu(0.02)|clamp(-1, 2)", 1, -4, 4},
+    {"div(0.001)|leaky_relu", 1, -4, 4},
+    {"sigmoid", 1, -12, 12},
+    {"tanh", 1, -6, 6},
+    {"silu", 1, -12, 12},
+    {"gelu", 1, -8, 8},
+    {"gelu_tanh", 1, -8, 8},
+    {"mish", 1, -12, 12},
+    {"softplus|softplus(2, 5)", 1, -30, 30},
+    {"elu|elu(0.3)|selu|celu(1.7)", 1, -8, 8},
+    {"hardswish|hardsigmoid|hardtanh|relu6", 1, -6, 6},
+    {"exp|log|sqrt|abs|neg", 1, -2, 10},
+    {"softsign|tanhshrink|logsigmoid", 1, -30, 30},
+    {"hardshrink|softshrink(0.3)|threshold(0.1, 20)", 1, -2, 2},
+    {"mul(0.5)|gelu|mul(2)|sigmoid|mul(3)", 1, -6, 6},
+    {"add(in1)|gelu", 2, -6, 6},
+    {"sub(in1)|mul(in2)|div(in1)", 3, -4, 4},
+    {"mul(in1)|add(in2)|where(in1, in2)|where(in2, 0.5)|silu", 3, -4, 4},
+};
+
+// Waits for the work on the null stream.
+void check_driver_sync() {
+  Event done;
+  done.record(nullptr);
+  done.synchronize();
+}
+
+// Runs `op` over fresh inputs under `policy`; returns the output's bytes (poisoned first).
+std::vector<unsigned char> run(const Op& op, DType dt, const std::vector<std::vector<unsigned char>>& host,
+                               const std::vector<std::vector<std::int64_t>>& shapes, std::int64_t rows,
+                               std::int64_t cols, std::size_t offset, JitPolicy policy) {
+  const std::size_t es = dtype_size(dt);
+  std::vector<DeviceBuffer> bufs;
+  std::vector<TensorView> inputs;
+  for (std::size_t k = 0; k < host.size(); ++k) {
+    bufs.emplace_back(host[k].size() + 64);
+    bufs.back().copy_from_host(host[k].data(), host[k].size(), k == 0 ? offset * es : 0);
+    TensorView v;
+    v.data = reinterpret_cast<char*>(bufs.back().ptr()) + (k == 0 ? offset * es : 0);
+    v.dtype = dt;
+    v.ndim = static_cast<int>(shapes[k].size());
+    std::int64_t stride = 1;
+    for (int d = v.ndim - 1; d >= 0; --d) {
+      v.shape[static_cast<std::size_t>(d)] = shapes[k][static_cast<std::size_t>(d)];
+      v.strides[static_cast<std::size_t>(d)] = stride;
+      stride *= shapes[k][static_cast<std::size_t>(d)];
+    }
+    inputs.push_back(v);
+  }
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  DeviceBuffer out_buf(n * es + 64);
+  std::vector<unsigned char> poison(n * es + 64, 0xA5);
+  out_buf.copy_from_host(poison.data(), poison.size());
+  TensorView out = TensorView::contiguous(reinterpret_cast<char*>(out_buf.ptr()) + offset * es, dt, {rows, cols});
+  {
+    ScopedJitPolicy guard(policy);
+    ops::apply(op, ops::TensorList(inputs), ops::TensorList(&out, 1), nullptr);
+  }
+  check_driver_sync();
+  std::vector<unsigned char> result(n * es);
+  out_buf.copy_to_host(result.data(), result.size(), offset * es);
+  return result;
+}
+
+TEST_F(JitGpu, GenericEqualsSpecializedBitForBit) {
+  // Sizes with a scalar head and tail; offset 1 misaligns every 16-byte vector (single-element path).
+  const std::pair<std::int64_t, std::int64_t> sizes[] = {{37, 1031}, {4, 8}, {1, 1}};
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    for (const Case& c : kCases) {
+      const Op op = ops::parse_op(c.op);
+      for (const auto& [rows, cols] : sizes) {
+        for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+          std::vector<std::vector<std::int64_t>> shapes = {{rows, cols}};
+          std::vector<std::vector<unsigned char>> host = {
+              random_bytes(dt, static_cast<std::size_t>(rows * cols), rng_, c.lo, c.hi)};
+          if (c.inputs >= 2) {  // a row, broadcast over the rows
+            shapes.push_back({1, cols});
+            host.push_back(random_bytes(dt, static_cast<std::size_t>(cols), rng_, c.lo, c.hi));
+          }
+          if (c.inputs >= 3) {  // a whole tensor
+            shapes.push_back({rows, cols});
+            host.push_back(random_bytes(dt, static_cast<std::size_t>(rows * cols), rng_, c.lo, c.hi));
+          }
+          const auto generic = run(op, dt, host, shapes, rows, cols, offset, JitPolicy::generic);
+          const auto specialized = run(op, dt, host, shapes, rows, cols, offset, JitPolicy::sync);
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < static_cast<std::size_t>(rows * cols); ++i) {
+            const std::uint64_t g = at(generic, dt, i), s = at(specialized, dt, i);
+            if (g == s || (is_nan(dt, g) && is_nan(dt, s))) continue;
+            if (++bad <= 3) {
+              ADD_FAILURE() << c.op << " " << to_string(dt) << " [" << rows << ", " << cols << "] offset " << offset
+                            << " element " << i << ": generic 0x" << std::hex << g << ", specialized 0x" << s
+                            << std::dec << " (seed " << seed_ << ")";
+            }
+          }
+          EXPECT_EQ(bad, 0u) << c.op << " " << to_string(dt);
+        }
+      }
+    }
+  }
+}
+
+// A chain no earlier call compiled: a constant drawn at random.
+Op never_seen(std::mt19937_64& rng, const char* tail) {
+  const double k = 1.0 + static_cast<double>(rng() % 1000000) * 1e-7;
+  return ops::parse_op("mul(" + std::to_string(k) + ")|" + tail);
+}
+
+TEST_F(JitGpu, AsyncServesAtOnceThenSwapsTheSpecializedKernelIn) {
+  const Op op = never_seen(rng_, "leaky_relu(0.02)");
+  const std::int64_t rows = 64, cols = 4096;
+  auto host = random_bytes(DType::f32, rows * cols, rng_, -3, 3);
+  const JitStats before = jit_stats();
+  const auto first = run(op, DType::f32, {host}, {{rows, cols}}, rows, cols, 0, JitPolicy::async);
+  const JitStats after_first = jit_stats();
+  EXPECT_EQ(after_first.generic_launches, before.generic_launches + 1);
+  EXPECT_EQ(after_first.submitted, before.submitted + 1);
+  wait_for_specializations();
+  const JitStats drained = jit_stats();
+  EXPECT_EQ(drained.pending, 0u);
+  EXPECT_EQ(drained.swaps, before.swaps + 1);
+  EXPECT_EQ(drained.background_failures, before.background_failures);
+  const auto second = run(op, DType::f32, {host}, {{rows, cols}}, rows, cols, 0, JitPolicy::async);
+  const JitStats after_second = jit_stats();
+  EXPECT_EQ(after_second.generic_launches, drained.generic_launches) << "the specialized kernel runs now";
+  EXPECT_EQ(after_second.submitted, drained.submitted);
+  EXPECT_EQ(first, second) << "generic and specialized results differ (seed " << seed_ << ")";
+}
+
+TEST_F(JitGpu, ManyNeverSeenChainsAllServedWhileTheyCompile) {
+  const std::int64_t rows = 8, cols = 1024;
+  auto host = random_bytes(DType::bf16, rows * cols, rng_, -3, 3);
+  const JitStats before = jit_stats();
+  std::vector<std::vector<unsigned char>> firsts;
+  std::vector<Op> chain;
+  for (int i = 0; i < 12; ++i) {
+    chain.push_back(never_seen(rng_, i % 2 ? "gelu" : "add(0.5)|sigmoid"));
+    firsts.push_back(run(chain.back(), DType::bf16, {host}, {{rows, cols}}, rows, cols, 0, JitPolicy::async));
+  }
+  EXPECT_EQ(jit_stats().generic_launches, before.generic_launches + 12);
+  wait_for_specializations();
+  EXPECT_EQ(jit_stats().swaps, before.swaps + 12);
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_EQ(run(chain[i], DType::bf16, {host}, {{rows, cols}}, rows, cols, 0, JitPolicy::async), firsts[i]);
+  }
+}
+
+TEST_F(JitGpu, CaptureWhileASpecializationIsPendingRecordsTheSpecializedKernel) {
+  const Op op = never_seen(rng_, "silu");
+  const std::int64_t n = 1 << 16;
+  auto host = random_bytes(DType::f32, n, rng_, -5, 5);
+  DeviceBuffer in(n * 4), out(n * 4);
+  in.copy_from_host(host.data(), host.size());
+  const TensorView vin = TensorView::contiguous(reinterpret_cast<void*>(in.ptr()), DType::f32, {n});
+  const TensorView vout = TensorView::contiguous(reinterpret_cast<void*>(out.ptr()), DType::f32, {n});
+  Stream stream;
+  ops::apply(op, vin, vout, stream.get());  // eager, async: generic now, specialization queued
+  stream.synchronize();
+  std::vector<unsigned char> eager(n * 4);
+  out.copy_to_host(eager.data(), eager.size());
+
+  const JitStats before = jit_stats();
+  Graph graph = Graph::capture(stream.get(), [&] { ops::apply(op, vin, vout, stream.get()); }, CaptureMode::global);
+  EXPECT_EQ(jit_stats().generic_launches, before.generic_launches) << "a capture waits for the specialized kernel";
+  std::vector<unsigned char> poison(n * 4, 0xA5);
+  out.copy_from_host(poison.data(), poison.size());
+  graph.launch(stream.get());
+  stream.synchronize();
+  std::vector<unsigned char> replayed(n * 4);
+  out.copy_to_host(replayed.data(), replayed.size());
+  EXPECT_EQ(replayed, eager);
+  wait_for_specializations();
+}
+
+TEST_F(JitGpu, AFailedBackgroundCompileKeepsTheGenericKernelAndThrowsNothing) {
+  // A template directory whose ew_nary.cuh does not compile: the specialized kernel fails, the
+  // generic one (built with the library) still serves the calls.
+  test::TempDir dir("jit-broken-templates");
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  {
+    std::ofstream f((dir.path() / "ew_nary.cuh").string());
+    f << "#error a broken template\n";
+  }
+  ASSERT_EQ(::chmod(((dir.path() / "ew_nary.cuh").string()).c_str(), 0600), 0);
+  ::setenv("CUINLINE_TEMPLATE_DIR", dir.path().c_str(), 1);
+  const Op op = never_seen(rng_, "tanh");
+  const std::int64_t n = 4099;
+  auto host = random_bytes(DType::f16, n, rng_, -3, 3);
+  const JitStats before = jit_stats();
+  const auto first = run(op, DType::f16, {host}, {{1, n}}, 1, n, 0, JitPolicy::async);
+  wait_for_specializations();
+  const JitStats failed = jit_stats();
+  EXPECT_EQ(failed.background_failures, before.background_failures + 1);
+  EXPECT_EQ(failed.swaps, before.swaps);
+  // Later calls keep the generic kernel (no retry, no exception), with the same results.
+  const auto again = run(op, DType::f16, {host}, {{1, n}}, 1, n, 0, JitPolicy::async);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(jit_stats().generic_launches, failed.generic_launches + 1);
+  EXPECT_EQ(jit_stats().submitted, failed.submitted);
+  // Under sync the caller asked to wait: the compile error is its own, and is thrown to it.
+  EXPECT_THROW(run(op, DType::f16, {host}, {{1, n}}, 1, n, 0, JitPolicy::sync), CompileError);
+  ::unsetenv("CUINLINE_TEMPLATE_DIR");
+  // The template fixed: the same call under sync compiles and matches the generic result.
+  EXPECT_EQ(run(op, DType::f16, {host}, {{1, n}}, 1, n, 0, JitPolicy::sync), first);
+}
+
+TEST_F(JitGpu, GenericPolicyCompilesNothingAndSyncWaits) {
+  const Op op = never_seen(rng_, "gelu_tanh");
+  const std::int64_t n = 10000;
+  auto host = random_bytes(DType::f64, n, rng_, -5, 5);
+  const CacheStats cache_before = default_cache().stats();
+  const JitStats before = jit_stats();
+  const auto g = run(op, DType::f64, {host}, {{1, n}}, 1, n, 0, JitPolicy::generic);
+  EXPECT_EQ(jit_stats().submitted, before.submitted);
+  EXPECT_EQ(default_cache().stats().compiles, cache_before.compiles);
+  const auto s = run(op, DType::f64, {host}, {{1, n}}, 1, n, 0, JitPolicy::sync);
+  EXPECT_EQ(jit_stats().sync_waits, before.sync_waits + 1);
+  EXPECT_EQ(default_cache().stats().compiles, cache_before.compiles + 1);
+  EXPECT_EQ(g, s);
+  // Expressions have no generic form: they compile under every policy.
+  const Op expr = ops::Op::expr("x * 0.5f + 0.25f");
+  const auto e = run(expr, DType::f32, {random_bytes(DType::f32, 64, rng_, -1, 1)}, {{1, 64}}, 1, 64, 0,
+                     JitPolicy::generic);
+  EXPECT_EQ(e.size(), 64u * 4);
+}
+
+}  // namespace
+}  // namespace cuinline

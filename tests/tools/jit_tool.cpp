@@ -1,0 +1,34 @@
+// A process for the JIT tests (tests/test_jit.cpp):
+//   jit_tool policy   prints the process's JIT policy (CUINLINE_JIT_POLICY as read at first use)
+//   jit_tool exit     queues 200 slow background jobs (one running as it returns) and exits from
+//                     main: exit must drop the queue, wait for the running job and end cleanly
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <cuinline/jit.hpp>
+#include <thread>
+
+#include "ops/specialize.hpp"
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "policy") == 0) {
+    std::printf("policy %s\n", cuinline::to_string(cuinline::jit_policy()));
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "exit") == 0) {
+    int queued = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (cuinline::ops::detail::submit_specialization([]() noexcept {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          })) {
+        ++queued;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the first job is running
+    std::printf("queued %d\n", queued);
+    std::fflush(stdout);
+    return 0;  // 200 x 50 ms would be 10 s: exit must not wait for the queue
+  }
+  std::fprintf(stderr, "usage: jit_tool policy | exit\n");
+  return 2;
+}
