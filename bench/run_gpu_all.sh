@@ -12,6 +12,11 @@
 #   bench/run_gpu_all.sh c   embedding: op host cost and graphs (bench_graphs), N-ary ops beside PyTorch
 #                            eager / torch.compile, the fused ResNet block beside them, the C API from
 #                            PyTorch (bench/torch_capi_check.py)                        → summary.md
+#   bench/run_gpu_all.sh jit  the JIT policies (docs/jit.md): the generic kernels' gpu tests and the
+#                            elementwise / graph suites under the default async policy; first calls
+#                            of never-seen variants and generic vs specialized bandwidth beside
+#                            PyTorch (bench/jit_first_call.py, fresh cache); the C API from PyTorch
+#                                                         → jit_tests.log, jit_first_call.log, summary.md
 #   bench/run_gpu_all.sh custom   what the variables below ask for, in this order:
 #     HALF=1        bench_conv2d_half (SHAPE=all|seed|resnet|unet, default unet; DTYPE, default "f16 bf16")
 #                   under each set of variables in AB ("NAME=VALUE+NAME=VALUE ..."; none: the defaults)
@@ -31,7 +36,7 @@
 #   e.g.  OUT=/tmp/out PEERS=seed,resnet,unet PEERS_DTYPES=f16,bf16,f32 bench/run_gpu_all.sh custom
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-phase=${1:?usage: bench/run_gpu_all.sh a|b|c|custom}
+phase=${1:?usage: bench/run_gpu_all.sh a|b|c|jit|custom}
 OUT=${OUT:-/tmp/cuinline-gpu}
 mkdir -p "$OUT"
 build=${CUINLINE_BUILD_DIR:-build-gpu}
@@ -48,6 +53,7 @@ build_all() {
     -DCUINLINE_WITH_REDIS=OFF >/dev/null || exit 1
   cmake --build "$build" -j"$(nproc)" >"$log" 2>&1 || { tail -n 30 "$log"; exit 1; }
   { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
+      -DCUINLINE_GENERIC_FATBIN="$PWD/$build/generated/ew_generic.fatbin" \
       -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
     cmake --build "$build-shared" -j"$(nproc)"; } >>"$log" 2>&1 || { tail -n 20 "$log"; exit 1; }
 }
@@ -128,6 +134,19 @@ phase_c() {
   } >>"$summary" 2>&1
 }
 
+phase_jit() {
+  echo "# GPU run, phase jit: $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >"$summary"
+  run_ctest "JitGpu|ElementwiseGpu|FunctionsGpu|NaryGpu|GraphsGpu|MisuseGpu" 300 jit_tests.log || status=1
+  echo "== first calls and generic bandwidth ($(since))"
+  { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 240 python3 bench/jit_first_call.py "$build-shared/libcuinline.so" \
+      ${JIT_ARGS:-}; } >"$OUT/jit_first_call.log" 2>&1 || status=1
+  cat "$OUT/jit_first_call.log" >>"$summary"
+  echo "== C API from PyTorch ($(since))"
+  { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 200 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so"; } \
+    >"$OUT/capi.log" 2>&1 || status=1
+  grep -E "FAIL|passed|failed" "$OUT/capi.log" | tail -n 8 | tee -a "$summary"
+}
+
 phase_custom() {
   if [ "${HALF:-0}" = 1 ]; then
     for set in ${AB:-none}; do
@@ -201,8 +220,9 @@ case "$phase" in
   a) phase_a ;;
   b) phase_b ;;
   c) phase_c ;;
+  jit) phase_jit ;;
   custom) phase_custom ;;
-  *) echo "usage: bench/run_gpu_all.sh a|b|c|custom" >&2; exit 2 ;;
+  *) echo "usage: bench/run_gpu_all.sh a|b|c|jit|custom" >&2; exit 2 ;;
 esac
 echo "== phase $phase done ($(since)) status=$status"
 [ -f "$summary" ] && tail -n 45 "$summary"
