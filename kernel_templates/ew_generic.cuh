@@ -131,43 +131,64 @@ __device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int
   }
 }
 
-// Input k's element w, k a run-time value: a switch keeps the array in registers.
+// Input k's element i (the scalar head and tail).
+template <class S>
+__device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, int pattern, int k, long long i) {
+  const S* in = static_cast<const S*>(a.in[k]);
+  return pattern == EWG_SCALAR ? in[0]
+         : pattern == EWG_COL  ? in[i / a.period[k]]
+         : pattern == EWG_ROW  ? in[i % a.period[k]]
+                               : in[i];
+}
+
+// Input k's W elements at e: a vector (W > 1, aligned by the host's plan) or one element.
 template <class S, int W>
-__device__ __forceinline__ S ewg_pick(const S (&x)[EWG_MAX_INPUTS][W], int k, int w) {
-  switch (k) {
-    case 1:
-      return x[1][w];
-    case 2:
-      return x[2][w];
-    case 3:
-      return x[3][w];
-    case 4:
-      return x[4][w];
-    case 5:
-      return x[5][w];
-    case 6:
-      return x[6][w];
-    case 7:
-      return x[7][w];
-    default:
-      return x[0][w];
+__device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, long long e,
+                                            S (&x)[W]) {
+  if (W == 1) {
+    x[0] = ewg_load_one<S>(a, p.pattern[k], k, e);
+  } else {
+    ewg_load<S, W>(a, p.pattern[k], k, e, x);
   }
 }
 
-// The chain on W elements: x[0] holds input 0, the result is left in y.
-template <class S, int W>
-__device__ __forceinline__ void ewg_run(const ewg_program& p, const S (&x)[EWG_MAX_INPUTS][W], S (&y)[W]) {
+// Each step's result pinned where its case computed it: without it NVVM merged the cases' trailing
+// ew_fn_out (an inline add.rn) into one block and dropped the f64 results of several cases (tanh,
+// exp, log, elu, ...: the step left its input unchanged). An empty volatile asm per case keeps each
+// case's result flowing into the loop's value; it emits no instruction.
+__device__ __forceinline__ void ewg_pin(float& v) {
+  asm volatile("" : "+f"(v));
+}
+__device__ __forceinline__ void ewg_pin(double& v) {
+  asm volatile("" : "+d"(v));
+}
+__device__ __forceinline__ void ewg_pin(ew_half& v) {
+  asm volatile("" : "+h"(v.bits));
+}
+__device__ __forceinline__ void ewg_pin(ew_bf16& v) {
+  asm volatile("" : "+h"(v.bits));
+}
+
+// The chain on W elements at e: y holds input 0 and receives the result. A tensor operand is loaded
+// where a step uses it (few live registers: the occupancy a memory-bound chain needs). Functions:
+// the activation / math steps are compiled in (the light kernels run chains without them).
+template <class S, int W, bool Functions>
+__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, long long e, S (&y)[W]) {
   typedef typename ew_traits<S>::op Op;
-#pragma unroll
-  for (int w = 0; w < W; ++w) y[w] = x[0][w];
   for (int s = 0; s < p.steps; ++s) {
     const ewg_step& st = p.step[s];
     const Op c0 = static_cast<Op>(st.c[0]), c1 = static_cast<Op>(st.c[1]), c2 = static_cast<Op>(st.c[2]);
+    S o[W], c[W];
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) ewg_operand<S, W>(a, p, st.operand, e, o);
+    if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) ewg_operand<S, W>(a, p, st.cond, e, c);
+    if (!Functions && st.fn >= EWG_SIGMOID) continue;  // never planned: the host picks the full kernel
     switch (st.fn) {
 #define EWG_EACH(expr)                             \
   _Pragma("unroll") for (int w = 0; w < W; ++w) {  \
     const S v = y[w];                              \
-    y[w] = (expr);                                 \
+    S r = (expr);                                  \
+    ewg_pin(r);                                    \
+    y[w] = r;                                      \
   }                                                \
   break;
       case EWG_ADD:
@@ -183,62 +204,68 @@ __device__ __forceinline__ void ewg_run(const ewg_program& p, const S (&x)[EWG_M
       case EWG_CLAMP:
         EWG_EACH(ew_clamp(v, c0, c1))
       case EWG_ADD_T:
-        EWG_EACH(ew_add_tensor(v, ewg_pick(x, st.operand, w)))
+        EWG_EACH(ew_add_tensor(v, o[w]))
       case EWG_SUB_T:
-        EWG_EACH(ew_sub_tensor(v, ewg_pick(x, st.operand, w)))
+        EWG_EACH(ew_sub_tensor(v, o[w]))
       case EWG_MUL_T:
-        EWG_EACH(ew_mul_tensor(v, ewg_pick(x, st.operand, w)))
+        EWG_EACH(ew_mul_tensor(v, o[w]))
       case EWG_DIV_T:
-        EWG_EACH(ew_div_tensor(v, ewg_pick(x, st.operand, w)))
+        EWG_EACH(ew_div_tensor(v, o[w]))
       case EWG_WHERE_T:
-        EWG_EACH(ew_where(ewg_pick(x, st.cond, w), v, ewg_pick(x, st.operand, w)))
+        EWG_EACH(ew_where(c[w], v, o[w]))
       case EWG_WHERE_S:
-        EWG_EACH(ew_where(ewg_pick(x, st.cond, w), v, ewg_storage<S>(st.storage)))
+        EWG_EACH(ew_where(c[w], v, ewg_storage<S>(st.storage)))
+#define EWG_FN(expr) \
+  if (Functions) {   \
+    EWG_EACH(expr)   \
+  }                  \
+  break;
       case EWG_SIGMOID:
-        EWG_EACH(ew_sigmoid(v))
+        EWG_FN(ew_sigmoid(v))
       case EWG_TANH:
-        EWG_EACH(ew_tanh(v))
+        EWG_FN(ew_tanh(v))
       case EWG_SILU:
-        EWG_EACH(ew_silu(v))
+        EWG_FN(ew_silu(v))
       case EWG_GELU:
-        EWG_EACH(ew_gelu(v, c0))
+        EWG_FN(ew_gelu(v, c0))
       case EWG_GELU_TANH:
-        EWG_EACH(ew_gelu_tanh(v, c0, c1))
+        EWG_FN(ew_gelu_tanh(v, c0, c1))
       case EWG_MISH:
-        EWG_EACH(ew_mish(v))
+        EWG_FN(ew_mish(v))
       case EWG_SOFTPLUS:
-        EWG_EACH(ew_softplus(v, c0, c1))
+        EWG_FN(ew_softplus(v, c0, c1))
       case EWG_ELU:
-        EWG_EACH(ew_elu(v, c0, c1, c2))
+        EWG_FN(ew_elu(v, c0, c1, c2))
       case EWG_HARDSWISH:
-        EWG_EACH(ew_hardswish(v, c0))
+        EWG_FN(ew_hardswish(v, c0))
       case EWG_HARDSIGMOID:
-        EWG_EACH(ew_hardsigmoid(v, c0))
+        EWG_FN(ew_hardsigmoid(v, c0))
       case EWG_EXP:
-        EWG_EACH(ew_exp(v))
+        EWG_FN(ew_exp(v))
       case EWG_LOG:
-        EWG_EACH(ew_log(v))
+        EWG_FN(ew_log(v))
       case EWG_SQRT:
-        EWG_EACH(ew_sqrt(v))
+        EWG_FN(ew_sqrt(v))
       case EWG_ABS:
-        EWG_EACH(ew_abs(v))
+        EWG_FN(ew_abs(v))
       case EWG_NEG:
-        EWG_EACH(ew_neg(v))
+        EWG_FN(ew_neg(v))
       case EWG_SOFTSIGN:
-        EWG_EACH(ew_softsign(v))
+        EWG_FN(ew_softsign(v))
       case EWG_TANHSHRINK:
-        EWG_EACH(ew_tanhshrink(v))
+        EWG_FN(ew_tanhshrink(v))
       case EWG_LOGSIGMOID:
-        EWG_EACH(ew_logsigmoid(v))
+        EWG_FN(ew_logsigmoid(v))
       case EWG_HARDSHRINK:
-        EWG_EACH(ew_hardshrink(v, c0))
+        EWG_FN(ew_hardshrink(v, c0))
       case EWG_SOFTSHRINK:
-        EWG_EACH(ew_softshrink(v, c0))
+        EWG_FN(ew_softshrink(v, c0))
       case EWG_THRESHOLD:
-        EWG_EACH(ew_threshold(v, c0, ewg_storage<S>(st.storage)))
+        EWG_FN(ew_threshold(v, c0, ewg_storage<S>(st.storage)))
       default:
         break;
 #undef EWG_EACH
+#undef EWG_FN
     }
   }
 }
@@ -246,50 +273,39 @@ __device__ __forceinline__ void ewg_run(const ewg_program& p, const S (&x)[EWG_M
 // The generic kernel: contiguous output, n elements; `head` (< W) scalar elements, then whole
 // vectors of W, each thread kUnroll block-strided vectors, then the scalar tail in the last block —
 // ew_nary's schedule. The grid covers the vectors once.
-template <class S, int W>
+template <class S, int W, bool Functions>
 __device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n, long long head,
                                                 const ewg_program& p) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   enum { kUnroll = ew_tile<S, W>::kUnroll };
   const long long nv = (n - head) / W;
   const long long first = static_cast<long long>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
-#pragma unroll 1
+  union V {
+    R raw;
+    S s[W];
+  };
+  V y[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {  // every load issued first
+    const long long v = first + static_cast<long long>(u) * EW_BLOCK;
+    if (v < nv) ewg_operand<S, W>(a, p, 0, head + v * W, y[u].s);
+  }
+#pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const long long v = first + static_cast<long long>(u) * EW_BLOCK;
     if (v >= nv) break;
-    const long long e = head + v * W;
-    S x[EWG_MAX_INPUTS][W];
-#pragma unroll
-    for (int k = 0; k < EWG_MAX_INPUTS; ++k) {
-      if (k < p.inputs) ewg_load<S, W>(a, p.pattern[k], k, e, x[k]);
-    }
-    union V {
-      R raw;
-      S s[W];
-    } y;
-    ewg_run<S, W>(p, x, y.s);
-    EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, y.raw);
+    ewg_run<S, W, Functions>(a, p, head + v * W, y[u].s);
+    EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, y[u].raw);
   }
   if (W > 1 && blockIdx.x == gridDim.x - 1) {
     const long long tail = head + nv * W;
     const long long t = threadIdx.x;
     if (t < head + (n - tail)) {
       const long long i = t < head ? t : tail + (t - head);
-      S x[EWG_MAX_INPUTS][1];
-#pragma unroll
-      for (int k = 0; k < EWG_MAX_INPUTS; ++k) {
-        if (k < p.inputs) {
-          const S* in = static_cast<const S*>(a.in[k]);
-          const int pattern = p.pattern[k];
-          x[k][0] = pattern == EWG_SCALAR ? in[0]
-                    : pattern == EWG_COL  ? in[i / a.period[k]]
-                    : pattern == EWG_ROW  ? in[i % a.period[k]]
-                                          : in[i];
-        }
-      }
-      S y[1];
-      ewg_run<S, 1>(p, x, y);
-      static_cast<S*>(a.out[0])[i] = y[0];
+      S x[1];
+      x[0] = ewg_load_one<S>(a, p.pattern[0], 0, i);
+      ewg_run<S, 1, Functions>(a, p, i, x);
+      static_cast<S*>(a.out[0])[i] = x[0];
     }
   }
 }

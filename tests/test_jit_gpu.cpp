@@ -5,6 +5,7 @@
 // in, a graph captured while a specialization is pending, a background compile that fails, and the
 // policies switched per thread.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +14,6 @@
 #include <cuinline/ops.hpp>
 #include <fstream>
 #include <random>
-#include <sys/stat.h>
 
 #include "elementwise_reference.hpp"
 #include "test_support.hpp"
@@ -127,7 +127,8 @@ std::vector<unsigned char> run(const Op& op, DType dt, const std::vector<std::ve
   DeviceBuffer out_buf(n * es + 64);
   std::vector<unsigned char> poison(n * es + 64, 0xA5);
   out_buf.copy_from_host(poison.data(), poison.size());
-  TensorView out = TensorView::contiguous(reinterpret_cast<char*>(out_buf.ptr()) + offset * es, dt, {rows, cols});
+  TensorView out =
+      TensorView::contiguous(reinterpret_cast<char*>(out_buf.ptr()) + offset * es, dt, {rows, cols});
   {
     ScopedJitPolicy guard(policy);
     ops::apply(op, ops::TensorList(inputs), ops::TensorList(&out, 1), nullptr);
@@ -164,9 +165,9 @@ TEST_F(JitGpu, GenericEqualsSpecializedBitForBit) {
             const std::uint64_t g = at(generic, dt, i), s = at(specialized, dt, i);
             if (g == s || (is_nan(dt, g) && is_nan(dt, s))) continue;
             if (++bad <= 3) {
-              ADD_FAILURE() << c.op << " " << to_string(dt) << " [" << rows << ", " << cols << "] offset " << offset
-                            << " element " << i << ": generic 0x" << std::hex << g << ", specialized 0x" << s
-                            << std::dec << " (seed " << seed_ << ")";
+              ADD_FAILURE() << c.op << " " << to_string(dt) << " [" << rows << ", " << cols << "] offset "
+                            << offset << " element " << i << ": generic 0x" << std::hex << g
+                            << ", specialized 0x" << s << std::dec << " (seed " << seed_ << ")";
             }
           }
           EXPECT_EQ(bad, 0u) << c.op << " " << to_string(dt);
@@ -236,8 +237,10 @@ TEST_F(JitGpu, CaptureWhileASpecializationIsPendingRecordsTheSpecializedKernel) 
   out.copy_to_host(eager.data(), eager.size());
 
   const JitStats before = jit_stats();
-  Graph graph = Graph::capture(stream.get(), [&] { ops::apply(op, vin, vout, stream.get()); }, CaptureMode::global);
-  EXPECT_EQ(jit_stats().generic_launches, before.generic_launches) << "a capture waits for the specialized kernel";
+  Graph graph = Graph::capture(
+      stream.get(), [&] { ops::apply(op, vin, vout, stream.get()); }, CaptureMode::global);
+  EXPECT_EQ(jit_stats().generic_launches, before.generic_launches)
+      << "a capture waits for the specialized kernel";
   std::vector<unsigned char> poison(n * 4, 0xA5);
   out.copy_from_host(poison.data(), poison.size());
   graph.launch(stream.get());

@@ -54,12 +54,12 @@ void wait_for_specializations();
 
 /// Counters of the asynchronous specialization, over every op family.
 struct JitStats {
-  std::uint64_t generic_launches = 0;      ///< launches of a generic kernel
-  std::uint64_t submitted = 0;             ///< background specializations started
-  std::uint64_t pending = 0;               ///< of those, not finished yet
-  std::uint64_t swaps = 0;                 ///< finished: the specialized kernel is in use from now on
-  std::uint64_t background_failures = 0;   ///< finished with an error (the generic kernel stays)
-  std::uint64_t sync_waits = 0;            ///< calls that waited for a compile (sync policy or capture)
+  std::uint64_t generic_launches = 0;     ///< launches of a generic kernel
+  std::uint64_t submitted = 0;            ///< background specializations started
+  std::uint64_t pending = 0;              ///< of those, not finished yet
+  std::uint64_t swaps = 0;                ///< finished: the specialized kernel is in use from now on
+  std::uint64_t background_failures = 0;  ///< finished with an error (the generic kernel stays)
+  std::uint64_t sync_waits = 0;           ///< calls that waited for a compile (sync policy or capture)
 };
 JitStats jit_stats() noexcept;
 

@@ -3,9 +3,11 @@
 // NVRTC serializes the compiles of one process, so one worker thread is the default
 // (CUINLINE_JIT_THREADS raises it). The queue is bounded (kMaxQueued); a call that finds it full
 // keeps running the generic kernel and submits again on a later call. At exit the queue is dropped
-// and the running compiles are waited for (an atexit handler, registered when the pool starts, so
-// it runs before the static objects those compiles use are destroyed): nothing is cut off
-// half-way, and every cache write is a rename of a complete file anyway.
+// and the running compiles are waited for (an atexit handler, registered when the pool starts and
+// again after the first job, which is NVRTC's start-up: see run()): nothing is cut off half-way,
+// and every cache write is a rename of a complete file anyway. One window stays: a process that
+// exits while NVRTC's very first compile is registering its own exit handlers (a few tens of
+// milliseconds after the first submission) can crash in that compile; docs/jit.md says so.
 #include "ops/specialize.hpp"
 
 #include <nvrtc.h>
@@ -74,12 +76,13 @@ class Pool {
     return *pool;
   }
 
-  bool submit(std::function<void()> job) {
+  // `counted`: a specialization (jit_stats); NVRTC's start-up is not.
+  bool submit(std::function<void()> job, bool counted = true) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopping_ || queue_.size() >= kMaxQueued) return false;
     if (workers_.empty()) start_locked();
-    queue_.push_back(std::move(job));
-    counters().submitted.fetch_add(1, std::memory_order_relaxed);
+    queue_.push_back(Job{std::move(job), counted});
+    if (counted) counters().submitted.fetch_add(1, std::memory_order_relaxed);
     ++outstanding_;
     lock.unlock();
     wake_.notify_one();
@@ -97,9 +100,10 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
-      const std::size_t dropped = queue_.size();
+      std::uint64_t dropped = 0;
+      for (const Job& job : queue_) dropped += job.counted ? 1 : 0;
+      outstanding_ -= queue_.size();
       queue_.clear();
-      outstanding_ -= dropped;
       counters().finished.fetch_add(dropped, std::memory_order_relaxed);
       workers.swap(workers_);
     }
@@ -109,15 +113,17 @@ class Pool {
   }
 
  private:
+  static void stop_at_exit() { Pool::instance().stop(); }
+
   void start_locked() {
     const int n = worker_count();
     for (int i = 0; i < n; ++i) workers_.emplace_back([this] { run(); });
-    std::atexit([] { Pool::instance().stop(); });
+    std::atexit(stop_at_exit);
   }
 
   void run() {
     for (;;) {
-      std::function<void()> job;
+      Job job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -125,19 +131,29 @@ class Pool {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      job();  // reports its own outcome (count_swap / count_background_failure)
-      counters().finished.fetch_add(1, std::memory_order_relaxed);
+      job.run();  // reports its own outcome (count_swap / count_background_failure)
+      // NVRTC registers exit handlers for its own state during its first compile; exit runs
+      // handlers in reverse order, so this one, registered again after that compile, joins the
+      // workers before NVRTC's state is destroyed.
+      if (!registered_after_nvrtc_.exchange(true)) std::atexit(stop_at_exit);
+      if (job.counted) counters().finished.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard<std::mutex> lock(mutex_);
       if (--outstanding_ == 0) idle_.notify_all();
     }
   }
 
+  struct Job {
+    std::function<void()> run;
+    bool counted = true;
+  };
+
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Job> queue_;
   std::vector<std::thread> workers_;
   std::size_t outstanding_ = 0;
   bool stopping_ = false;
+  std::atomic<bool> registered_after_nvrtc_{false};
 };
 
 // NVRTC's first compile in a process loads and initializes its builtins (hundreds of ms on a
@@ -145,7 +161,8 @@ class Pool {
 void nvrtc_start_up() noexcept {
   static const char kSource[] = "extern \"C\" __global__ void cuinline_prewarm() {}\n";
   nvrtcProgram program = nullptr;
-  if (nvrtcCreateProgram(&program, kSource, "cuinline_prewarm.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) return;
+  if (nvrtcCreateProgram(&program, kSource, "cuinline_prewarm.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
+    return;
   const char* options[] = {"-arch=compute_75", "-minimal"};
   (void)nvrtcCompileProgram(program, 2, options);
   (void)nvrtcDestroyProgram(&program);
@@ -184,8 +201,10 @@ void prewarm() noexcept {
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return;
   if (const char* env = std::getenv("CUINLINE_PREWARM"); env != nullptr && std::strcmp(env, "0") == 0) return;
+  // On the pool's worker, ahead of any specialization: exit joins it like any job (a detached
+  // thread still inside NVRTC when the process tears down would crash it).
   try {
-    std::thread(nvrtc_start_up).detach();
+    Pool::instance().submit(nvrtc_start_up, false);
   } catch (...) {
     // No thread: the first compile pays the start-up, as without prewarm.
   }
@@ -211,7 +230,8 @@ JitStats jit_stats() noexcept {
 namespace ops::detail {
 
 JitPolicy effective_policy(CUstream stream) {
-  const JitPolicy policy = thread_policy != kNoOverride ? static_cast<JitPolicy>(thread_policy) : jit_policy();
+  const JitPolicy policy =
+      thread_policy != kNoOverride ? static_cast<JitPolicy>(thread_policy) : jit_policy();
   if (policy != JitPolicy::async) return policy;
   const cuinline::detail::DriverApi& api = cuinline::detail::driver();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

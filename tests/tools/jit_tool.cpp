@@ -1,7 +1,8 @@
 // A process for the JIT tests (tests/test_jit.cpp):
 //   jit_tool policy   prints the process's JIT policy (CUINLINE_JIT_POLICY as read at first use)
-//   jit_tool exit     queues 200 slow background jobs (one running as it returns) and exits from
-//                     main: exit must drop the queue, wait for the running job and end cleanly
+//   jit_tool exit     queues 200 slow background jobs behind NVRTC's start-up and exits from main
+//                     while one runs: exit must drop the queue, wait for the running job and end
+//                     cleanly
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,16 +19,16 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "exit") == 0) {
     int queued = 0;
     for (int i = 0; i < 200; ++i) {
-      if (cuinline::ops::detail::submit_specialization([]() noexcept {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          })) {
+      if (cuinline::ops::detail::submit_specialization(
+              []() noexcept { std::this_thread::sleep_for(std::chrono::milliseconds(100)); })) {
         ++queued;
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the first job is running
+    // Past NVRTC's start-up (the first job), so a queued job is running as main returns.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     std::printf("queued %d\n", queued);
     std::fflush(stdout);
-    return 0;  // 200 x 50 ms would be 10 s: exit must not wait for the queue
+    return 0;  // 200 x 100 ms would be 20 s: exit must not wait for the queue
   }
   std::fprintf(stderr, "usage: jit_tool policy | exit\n");
   return 2;

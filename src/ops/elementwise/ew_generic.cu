@@ -4,17 +4,22 @@
 // width: 16-byte vectors, and single elements for operands that are not 16-byte aligned.
 #include "ew_generic.cuh"
 
-#define CUINLINE_EWG_KERNEL(name, S, W)                                                                    \
-  extern "C" __global__ void __launch_bounds__(EW_BLOCK)                                                   \
+#define CUINLINE_EWG_KERNEL(name, S, W, Functions, blocks)                                                 \
+  extern "C" __global__ void __launch_bounds__(EW_BLOCK, blocks)                                           \
       name(ew_nary_args a, long long n, long long head, ewg_program p) {                                   \
-    ew_generic_body<S, W>(a, n, head, p);                                                                  \
+    ew_generic_body<S, W, Functions>(a, n, head, p);                                                       \
   }
 
-CUINLINE_EWG_KERNEL(cuinline_ewg_f32_v4, float, 4)
-CUINLINE_EWG_KERNEL(cuinline_ewg_f32_v1, float, 1)
-CUINLINE_EWG_KERNEL(cuinline_ewg_f64_v2, double, 2)
-CUINLINE_EWG_KERNEL(cuinline_ewg_f64_v1, double, 1)
-CUINLINE_EWG_KERNEL(cuinline_ewg_f16_v8, ew_half, 8)
-CUINLINE_EWG_KERNEL(cuinline_ewg_f16_v1, ew_half, 1)
-CUINLINE_EWG_KERNEL(cuinline_ewg_bf16_v8, ew_bf16, 8)
-CUINLINE_EWG_KERNEL(cuinline_ewg_bf16_v1, ew_bf16, 1)
+// Chains of arithmetic, clamps, tensor operands and selects (memory-bound): the light kernels, six
+// resident blocks of 256 threads (at most 40 registers: enough 16-byte loads in flight for a copy's
+// bandwidth). Chains with an activation or math step: the full kernels (four blocks).
+#define CUINLINE_EWG_KERNELS(tag, S, W)                                        \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 4)                \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, S, 1, true, 4)                  \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light, S, W, false, 6)       \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, S, 1, false, 6)
+
+CUINLINE_EWG_KERNELS(f32, float, 4)
+CUINLINE_EWG_KERNELS(f64, double, 2)
+CUINLINE_EWG_KERNELS(f16, ew_half, 8)
+CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8)

@@ -8,6 +8,7 @@
 #include <cuinline/error.hpp>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "driver/module_state.hpp"
@@ -25,18 +26,34 @@ std::size_t lowered_steps(const Op& op) {
   return n;
 }
 
-const char* kernel_symbol(DType dtype, bool vector) {
+std::string kernel_symbol(DType dtype, bool vector, bool light) {
+  const char* tag = nullptr;
+  int widest = 1;
   switch (dtype) {
     case DType::f32:
-      return vector ? "cuinline_ewg_f32_v4" : "cuinline_ewg_f32_v1";
+      tag = "f32", widest = 4;
+      break;
     case DType::f64:
-      return vector ? "cuinline_ewg_f64_v2" : "cuinline_ewg_f64_v1";
+      tag = "f64", widest = 2;
+      break;
     case DType::f16:
-      return vector ? "cuinline_ewg_f16_v8" : "cuinline_ewg_f16_v1";
+      tag = "f16", widest = 8;
+      break;
     case DType::bf16:
-      return vector ? "cuinline_ewg_bf16_v8" : "cuinline_ewg_bf16_v1";
+      tag = "bf16", widest = 8;
+      break;
   }
-  throw InvalidArgument("generic elementwise kernel: unsupported dtype");
+  if (tag == nullptr) throw InvalidArgument("generic elementwise kernel: unsupported dtype");
+  return std::string("cuinline_ewg_") + tag + "_v" + std::to_string(vector ? widest : 1) +
+         (light ? "_light" : "");
+}
+
+// Whether a chain runs on the light kernels: no activation or math step.
+bool light_chain(const GenericProgram& p) {
+  for (int i = 0; i < p.steps; ++i) {
+    if (p.step[i].fn >= static_cast<int>(cuinline::detail::LoweredFn::sigmoid)) return false;
+  }
+  return true;
 }
 
 const Module& generic_module() {
@@ -49,18 +66,19 @@ const Module& generic_module() {
   program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
   program.program_name = "ew_generic.fatbin";
   program.binary.assign(fatbin.begin(), fatbin.end());
-  auto state = std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
+  auto state =
+      std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
   module = new Module(std::move(state));
   return *module;
 }
 
-Kernel generic_kernel(DType dtype, bool vector) {
+Kernel generic_kernel(DType dtype, bool vector, bool light) {
   static std::mutex mutex;
-  static Kernel kernels[4][2];  // [dtype][vector]
+  static Kernel kernels[4][2][2];  // [dtype][vector][light]
   const auto d = static_cast<std::size_t>(dtype) & 3;
   std::lock_guard<std::mutex> lock(mutex);
-  Kernel& k = kernels[d][vector ? 1 : 0];
-  if (!k) k = generic_module().kernel(kernel_symbol(dtype, vector));
+  Kernel& k = kernels[d][vector ? 1 : 0][light ? 1 : 0];
+  if (!k) k = generic_module().kernel(kernel_symbol(dtype, vector, light));
   return k;
 }
 
@@ -115,7 +133,7 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(key.dtype, vector).launch(cfg, plan.args, n, head, program);
+  generic_kernel(key.dtype, vector, light_chain(program)).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }
 

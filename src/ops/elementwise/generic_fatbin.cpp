@@ -11,7 +11,8 @@ __asm__(
     ".globl cuinline_ewg_fatbin_begin\n"
     ".hidden cuinline_ewg_fatbin_begin\n"
     "cuinline_ewg_fatbin_begin:\n"
-    ".incbin \"" CUINLINE_GENERIC_FATBIN_PATH "\"\n"
+    ".incbin \"" CUINLINE_GENERIC_FATBIN_PATH
+    "\"\n"
     ".globl cuinline_ewg_fatbin_end\n"
     ".hidden cuinline_ewg_fatbin_end\n"
     "cuinline_ewg_fatbin_end:\n"
