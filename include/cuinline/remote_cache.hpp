@@ -3,7 +3,7 @@
 /// The remote tier: a fleet-wide kernel cache on Redis behind the disk tier (issue 18). Every entry
 /// is the disk tier's entry sealed with an HMAC-SHA256 tag under a fleet key (docs/RELIABILITY.md,
 /// "Remote cache"); a miss takes a lease (SET NX PX) so one process of the fleet compiles each key
-/// while the others wait for its entry. Redis is never a single point of failure: short timeouts,
+/// while the others wait for its entry. Redis is never a single point of failure: short deadlines,
 /// and after a failure the tier is skipped (one warning) and retried with exponential back-off.
 
 #include <cstdint>
