@@ -308,7 +308,7 @@ std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
                           (entry_check == EntryCheck::foreign || entry_check == EntryCheck::wrong_version);
     std::string why = to_string(check);
     if (check == RemoteEntryCheck::bad_entry) why += std::string(": ") + to_string(entry_check);
-    if (check == RemoteEntryCheck::too_large) {
+    if (fetched.check == RemoteEntryCheck::too_large) {
       why += ": " + std::to_string(fetched.size) + " bytes, over " +
              std::to_string(d.config.max_entry_bytes) + "; not fetched";
     }

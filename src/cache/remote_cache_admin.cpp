@@ -54,16 +54,16 @@ std::vector<CacheKey> RemoteCache::keys() const {
     return CacheError("remote cache " + d.shown + ": SCAN " + why + " (" + std::to_string(out.size()) +
                       " entries found so far)");
   };
+  const std::string late = "did not finish within " + std::to_string(d.config.scan_timeout.count()) +
+                           " ms (CUINLINE_REMOTE_SCAN_TIMEOUT_MS)";
   std::string cursor = "0";
   do {
-    if (Clock::now() >= deadline) {
-      throw failed("did not finish within " + std::to_string(d.config.scan_timeout.count()) +
-                   " ms (CUINLINE_REMOTE_SCAN_TIMEOUT_MS)");
-    }
+    if (Clock::now() >= deadline) throw failed(late);
     const auto command_deadline = std::min(deadline, Clock::now() + d.config.command_timeout);
     const RedisResult result =
         d.run(Impl::Access::read, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}, command_deadline);
-    if (!result.ok()) throw failed("failed: " + result.error);
+    if (!result.ok())
+      throw failed(Clock::now() >= deadline ? late + ": " + result.error : "failed: " + result.error);
     const redisReply* reply = result.reply.get();
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || !is_cursor(reply->element[0]) ||
         reply->element[1]->type != REDIS_REPLY_ARRAY) {
