@@ -128,6 +128,31 @@ TEST_F(CliRemote, StatsEscapesWhatRedisSays) {
   EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "a raw escape reached the terminal";
 }
 
+TEST_F(CliRemote, ADrippingPeerDoesNotHangTheCommands) {
+  // Each byte well inside the 200 ms command timeout; a whole reply would take 6.7 s.
+  test::HostilePeer peer(
+      [](const std::string&) { return test::HostilePeer::Reply{"+" + std::string(64, 'O') + "\r\n"}; },
+      std::chrono::milliseconds(100));
+  const auto timed = [&](const std::vector<std::string>& args, const std::string& url) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = cli(args, "a", "", url);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%s %s against a drip: %.3f s, exit %d\n", args[0].c_str(),
+                args.size() > 1 ? args[1].c_str() : "", s, r.exit_code);
+    EXPECT_LT(s, 3.0) << r.output;
+    return r;
+  };
+  auto r = timed({"cache", "stats", "--remote"}, peer.url());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("INFO failed: timed out"), std::string::npos) << r.output;
+  r = timed({"cache", "verify", "--remote"}, peer.url());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("SCAN failed: timed out"), std::string::npos) << r.output;
+  // warm stuck in AUTH: the kernels are still compiled locally; publishing them fails.
+  r = timed({"warm", "--remote", "--spec", spec(), "--arch", "sm_90", "--no-progress"}, peer.url(":secret"));
+  EXPECT_NE(r.output.find("AUTH: timed out"), std::string::npos) << r.output;
+}
+
 TEST_F(CliRemote, RefusedWithoutAPrivateKey) {
   const auto open_key =
       test::write_key_file(fleet_.dir.path(), "open.key", {{"k1", fleet_.secret_hex}}, 0644);
