@@ -201,6 +201,11 @@ class RedisServer {
     Reply r = command({"GET", key}, password);
     return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string();
   }
+  /// INFO `section` as text ("" if Redis does not answer).
+  std::string info(const std::string& section) const {
+    Reply r = command({"INFO", section});
+    return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string();
+  }
   long long integer(const std::vector<std::string>& args, const std::string& password = "") const {
     Reply r = command(args, password);
     return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;

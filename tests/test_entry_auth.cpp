@@ -179,9 +179,11 @@ TEST(RemoteConfig, FromEnvironment) {
   ::setenv("CUINLINE_REMOTE_TIMEOUT_MS", "150", 1);
   ::setenv("CUINLINE_REMOTE_CONNECT_TIMEOUT_MS", "garbage", 1);
   ::setenv("CUINLINE_REMOTE_TTL_S", "3600", 1);
+  ::setenv("CUINLINE_REMOTE_SCAN_TIMEOUT_MS", "4500", 1);
   const RemoteCacheConfig c = CacheConfig::from_environment().remote;
-  for (const char* name : {"CUINLINE_REMOTE_CACHE", "CUINLINE_CACHE_KEY_FILE", "CUINLINE_REMOTE_TIMEOUT_MS",
-                           "CUINLINE_REMOTE_CONNECT_TIMEOUT_MS", "CUINLINE_REMOTE_TTL_S"}) {
+  for (const char* name :
+       {"CUINLINE_REMOTE_CACHE", "CUINLINE_CACHE_KEY_FILE", "CUINLINE_REMOTE_TIMEOUT_MS",
+        "CUINLINE_REMOTE_CONNECT_TIMEOUT_MS", "CUINLINE_REMOTE_TTL_S", "CUINLINE_REMOTE_SCAN_TIMEOUT_MS"}) {
     ::unsetenv(name);
   }
   EXPECT_EQ(c.url, "redis://127.0.0.1:7001/3");
@@ -189,6 +191,7 @@ TEST(RemoteConfig, FromEnvironment) {
   EXPECT_EQ(c.command_timeout.count(), 150);
   EXPECT_EQ(c.connect_timeout.count(), 50) << "a bad value keeps the default";
   EXPECT_EQ(c.entry_ttl.count(), 3600);
+  EXPECT_EQ(c.scan_timeout.count(), 4500);
   EXPECT_EQ(c.lock_wait.count(), 10000);
 }
 

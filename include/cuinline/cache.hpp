@@ -87,8 +87,14 @@ struct RemoteCacheConfig {
   /// "<key-id> <hex secret>", the first signs; docs/RELIABILITY.md). Owned by this user, mode 0600 or
   /// stricter. Without a usable key the remote tier is not used.
   std::filesystem::path key_file;
-  std::chrono::milliseconds connect_timeout{50};   ///< CUINLINE_REMOTE_CONNECT_TIMEOUT_MS
-  std::chrono::milliseconds command_timeout{200};  ///< CUINLINE_REMOTE_TIMEOUT_MS
+  /// Deadlines, not per-read timeouts (docs/RELIABILITY.md, "Deadlines"): a connect must succeed within
+  /// connect_timeout (CUINLINE_REMOTE_CONNECT_TIMEOUT_MS); connect + AUTH + SELECT within connect_timeout
+  /// + command_timeout; each command within command_timeout (CUINLINE_REMOTE_TIMEOUT_MS) plus 1 ms per
+  /// 32 KiB it moves; the whole SCAN of `cache stats/verify --remote`, `cache pull` and list() within
+  /// scan_timeout (CUINLINE_REMOTE_SCAN_TIMEOUT_MS).
+  std::chrono::milliseconds connect_timeout{50};
+  std::chrono::milliseconds command_timeout{200};
+  std::chrono::milliseconds scan_timeout{30000};
   /// How long a miss waits for another process's compile of the same key (CUINLINE_REMOTE_LOCK_WAIT_MS)
   /// before compiling itself.
   std::chrono::milliseconds lock_wait{10000};
@@ -99,7 +105,8 @@ struct RemoteCacheConfig {
   /// After a failure the remote tier is skipped for this long, doubling up to retry_max.
   std::chrono::milliseconds retry_initial{1000};
   std::chrono::milliseconds retry_max{60000};
-  /// A remote value larger than this is rejected unread (CUINLINE_REMOTE_MAX_ENTRY_BYTES).
+  /// A remote value larger than this is rejected unread: its size (STRLEN) is asked before it is
+  /// fetched, and no reply may exceed it by more than 1 MiB (CUINLINE_REMOTE_MAX_ENTRY_BYTES).
   std::uint64_t max_entry_bytes = std::uint64_t{64} << 20;
   /// Prefix of every Redis key cuinline writes (CUINLINE_REMOTE_PREFIX).
   std::string key_prefix = "cuinline:";

@@ -3,7 +3,7 @@
 /// The remote tier: a fleet-wide kernel cache on Redis behind the disk tier (issue 18). Every entry
 /// is the disk tier's entry sealed with an HMAC-SHA256 tag under a fleet key (docs/RELIABILITY.md,
 /// "Remote cache"); a miss takes a lease (SET NX PX) so one process of the fleet compiles each key
-/// while the others wait for its entry. Redis is never a single point of failure: short timeouts,
+/// while the others wait for its entry. Redis is never a single point of failure: short deadlines,
 /// and after a failure the tier is skipped (one warning) and retried with exponential back-off.
 
 #include <cstdint>
@@ -19,11 +19,12 @@ namespace cuinline {
 enum class RemoteEntryCheck {
   ok,
   missing,
-  too_large,       ///< larger than RemoteCacheConfig::max_entry_bytes; not read
+  too_large,       ///< larger than RemoteCacheConfig::max_entry_bytes (STRLEN); not read
   not_sealed,      ///< no authentication envelope (no tag)
   unknown_key_id,  ///< sealed with a key id this process does not hold
   bad_tag,         ///< the tag does not verify (forged, damaged, or copied under another key)
   bad_entry,       ///< authentic, but the entry inside fails validation (see the EntryCheck)
+  wrong_type,      ///< the key holds another Redis type (a hash, a list, ...): not an entry; not read
   unavailable,     ///< Redis could not be asked
 };
 const char* to_string(RemoteEntryCheck check) noexcept;

@@ -105,7 +105,17 @@ void RemoteCache::Impl::note_success(Access access) {
   if (access == Access::write) use_getex.store(true, std::memory_order_relaxed);
 }
 
-RedisResult RemoteCache::Impl::run(Access access, const std::vector<std::string_view>& args) {
+detail::RedisLimits RemoteCache::Impl::limits() const {
+  detail::RedisLimits limits;
+  limits.connect_timeout = config.connect_timeout;
+  limits.command_timeout = config.command_timeout;
+  // The largest entry plus room for the envelope of a reply (and a SCAN page or INFO of any limit).
+  limits.max_reply_bytes = config.max_entry_bytes + (std::uint64_t{1} << 20);
+  return limits;
+}
+
+RedisResult RemoteCache::Impl::run(Access access, const std::vector<std::string_view>& args,
+                                   std::optional<detail::RedisClock::time_point> deadline) {
   RedisResult result;
   if (!admitted(access)) {
     ++errors;
@@ -121,27 +131,28 @@ RedisResult RemoteCache::Impl::run(Access access, const std::vector<std::string_
       idle.clear();  // closes this process's copies of the descriptors only
       pool_pid = pid;
     }
-    if (!idle.empty()) {
+    while (!connection && !idle.empty()) {
       connection = std::move(idle.back());
       idle.pop_back();
+      // Closed by Redis while idle (its `timeout`), or holding bytes nobody asked for: not reused.
+      if (!connection->still_usable()) connection.reset();
     }
   }
   if (!connection) {
-    connection =
-        detail::RedisConnection::open(*endpoint, config.connect_timeout, config.command_timeout, &result);
+    connection = detail::RedisConnection::open(*endpoint, limits(), &result);
     if (!connection) {
       note_failure(result, "connecting");
       return result;
     }
   }
-  result = connection->command(args);
+  result = deadline ? connection->command(args, *deadline) : connection->command(args);
   if (!connection->broken()) {
     std::lock_guard<std::mutex> guard(pool_mutex);
     if (idle.size() < 8) idle.push_back(std::move(connection));
   }
   if (result.ok()) {
     note_success(access);
-  } else if (result.failure != RedisFailure::other) {
+  } else if (result.failure != RedisFailure::other && result.failure != RedisFailure::wrong_type) {
     note_failure(result, args.empty() ? "a command" : std::string(args[0]).c_str());
   } else {
     ++errors;
@@ -231,30 +242,60 @@ std::string RemoteCache::signing_key_id() const {
 
 // ---- load / store / lease ----------------------------------------------------------------------
 
+RemoteCache::Impl::Fetched RemoteCache::Impl::fetch(const CacheKey& key, bool refresh) {
+  Fetched out;
+  const std::string name = entry_key(key);
+  // The size first: a value over the limit (or a key of another type) is never fetched.
+  const RedisResult length = run(Access::read, {"STRLEN", name});
+  if (length.failure == RedisFailure::wrong_type) {
+    out.check = RemoteEntryCheck::wrong_type;
+    return out;
+  }
+  if (!length.ok() || !length.is_integer() || length.integer() < 0) return out;
+  out.size = static_cast<std::uint64_t>(length.integer());
+  if (out.size > config.max_entry_bytes) {
+    out.check = RemoteEntryCheck::too_large;
+    return out;
+  }
+  const auto deadline = [&] {
+    return detail::RedisClock::now() + config.command_timeout + detail::transfer_allowance(out.size);
+  };
+  RedisResult value;
+  if (refresh && use_getex.load(std::memory_order_relaxed)) {
+    const std::string ttl =
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config.entry_ttl).count());
+    value = run(Access::read, {"GETEX", name, "PX", ttl}, deadline());
+    // A read-only replica refuses GETEX (it writes the TTL); Redis before 6.2 does not know it.
+    if (value.failure == RedisFailure::readonly ||
+        (value.failure == RedisFailure::other && value.error.find("unknown command") != std::string::npos)) {
+      use_getex = false;
+      value = run(Access::read, {"GET", name}, deadline());
+    }
+  } else {
+    value = run(Access::read, {"GET", name}, deadline());
+  }
+  if (value.failure == RedisFailure::wrong_type) {
+    out.check = RemoteEntryCheck::wrong_type;  // replaced since the STRLEN
+  } else if (value.ok()) {
+    out.check = value.is_nil() ? RemoteEntryCheck::missing : RemoteEntryCheck::ok;
+    out.value = std::move(value);
+  }
+  return out;
+}
+
 std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
   Impl& d = *impl_;
   if (!usable()) return std::nullopt;
   try {
-    const std::string name = d.entry_key(key);
-    const std::string ttl =
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d.config.entry_ttl).count());
-    RedisResult result;
-    if (d.use_getex.load(std::memory_order_relaxed)) {
-      result = d.run(Impl::Access::read, {"GETEX", name, "PX", ttl});
-      // A read-only replica refuses GETEX (it writes the TTL); Redis before 6.2 does not know it.
-      if (result.failure == RedisFailure::readonly ||
-          (result.failure == RedisFailure::other &&
-           result.error.find("unknown command") != std::string::npos)) {
-        d.use_getex = false;
-        result = d.run(Impl::Access::read, {"GET", name});
-      }
-    } else {
-      result = d.run(Impl::Access::read, {"GET", name});
+    const Impl::Fetched fetched = d.fetch(key, /*refresh=*/true);
+    if (fetched.check == RemoteEntryCheck::missing || fetched.check == RemoteEntryCheck::unavailable) {
+      return std::nullopt;
     }
-    if (!result.ok() || result.is_nil()) return std::nullopt;
     CompiledProgram program;
     EntryCheck entry_check = EntryCheck::ok;
-    const RemoteEntryCheck check = d.validate(key, result.string(), &program, &entry_check);
+    const RemoteEntryCheck check = fetched.check == RemoteEntryCheck::ok
+                                       ? d.validate(key, fetched.value.string(), &program, &entry_check)
+                                       : fetched.check;
     if (check == RemoteEntryCheck::ok) {
       ++d.hits;
       return program;
@@ -265,10 +306,16 @@ std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
     ++(unauthenticated ? d.unauthenticated : d.rejected);
     const bool expected = check == RemoteEntryCheck::bad_entry &&
                           (entry_check == EntryCheck::foreign || entry_check == EntryCheck::wrong_version);
+    std::string why = to_string(check);
+    if (check == RemoteEntryCheck::bad_entry) why += std::string(": ") + to_string(entry_check);
+    if (fetched.check == RemoteEntryCheck::too_large) {
+      why += ": " + std::to_string(fetched.size) + " bytes, over " +
+             std::to_string(d.config.max_entry_bytes) + "; not fetched";
+    }
+    if (check == RemoteEntryCheck::wrong_type) why += ": not a string; not read";
     logger()->log(expected || d.bad_entry_warned.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                  "remote cache {}: refusing entry {} ({}{}{}); it will be rebuilt and replaced", d.shown,
-                  key.hex(), to_string(check), check == RemoteEntryCheck::bad_entry ? ": " : "",
-                  check == RemoteEntryCheck::bad_entry ? to_string(entry_check) : "");
+                  "remote cache {}: refusing entry {} ({}); it will be rebuilt and replaced", d.shown,
+                  key.hex(), why);
     return std::nullopt;
   } catch (const std::exception& e) {
     logger()->warn("remote cache {}: load failed, treating it as a miss: {}", d.shown, e.what());

@@ -20,6 +20,8 @@ const char* to_string(RemoteEntryCheck check) noexcept {
       return "bad_tag";
     case RemoteEntryCheck::bad_entry:
       return "bad_entry";
+    case RemoteEntryCheck::wrong_type:
+      return "wrong_type";
     case RemoteEntryCheck::unavailable:
       return "unavailable";
   }

@@ -144,13 +144,14 @@ void duration_from_environment(const char* name, Duration& out, std::atomic<bool
 }  // namespace
 
 RemoteCacheConfig RemoteCacheConfig::from_environment() {
-  static std::atomic<bool> w1{false}, w2{false}, w3{false}, w4{false}, w5{false}, w6{false};
+  static std::atomic<bool> w1{false}, w2{false}, w3{false}, w4{false}, w5{false}, w6{false}, w7{false};
   RemoteCacheConfig config;
   if (auto url = environment("CUINLINE_REMOTE_CACHE")) config.url = *url;
   if (auto file = environment("CUINLINE_CACHE_KEY_FILE")) config.key_file = *file;
   if (auto prefix = environment("CUINLINE_REMOTE_PREFIX")) config.key_prefix = *prefix;
   duration_from_environment("CUINLINE_REMOTE_CONNECT_TIMEOUT_MS", config.connect_timeout, w1);
   duration_from_environment("CUINLINE_REMOTE_TIMEOUT_MS", config.command_timeout, w2);
+  duration_from_environment("CUINLINE_REMOTE_SCAN_TIMEOUT_MS", config.scan_timeout, w7);
   duration_from_environment("CUINLINE_REMOTE_LOCK_WAIT_MS", config.lock_wait, w3);
   duration_from_environment("CUINLINE_REMOTE_LOCK_TTL_MS", config.lock_ttl, w4);
   duration_from_environment("CUINLINE_REMOTE_TTL_S", config.entry_ttl, w5);

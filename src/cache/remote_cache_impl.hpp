@@ -56,8 +56,22 @@ struct RemoteCache::Impl {
 
   /// Whether `access` may be tried now (not inside a back-off period).
   bool admitted(Access access) const;
-  /// One command on a pooled connection, with the back-off bookkeeping. Never throws.
-  detail::RedisResult run(Access access, const std::vector<std::string_view>& args);
+  /// One command on a pooled connection, with the back-off bookkeeping. Never throws. Answered by
+  /// `deadline`, or by default within command_timeout + transfer_allowance(the request's size).
+  detail::RedisResult run(Access access, const std::vector<std::string_view>& args,
+                          std::optional<detail::RedisClock::time_point> deadline = std::nullopt);
+  detail::RedisLimits limits() const;
+
+  /// One entry's value, its size asked first (STRLEN): nothing larger than max_entry_bytes and no
+  /// key of another type is ever fetched.
+  struct Fetched {
+    RemoteEntryCheck check = RemoteEntryCheck::unavailable;  ///< ok (value set), missing, too_large,
+                                                             ///< wrong_type or unavailable
+    detail::RedisResult value;
+    std::uint64_t size = 0;  ///< STRLEN's answer
+  };
+  /// `refresh`: GETEX with the entry TTL (GET where that is refused), else GET.
+  Fetched fetch(const CacheKey& key, bool refresh);
   void note_failure(const detail::RedisResult& result, const char* what);
   void note_success(Access access);
 
