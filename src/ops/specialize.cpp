@@ -4,10 +4,11 @@
 // (CUINLINE_JIT_THREADS raises it). The queue is bounded (kMaxQueued); a call that finds it full
 // keeps running the generic kernel and submits again on a later call. At exit the queue is dropped
 // and the running compiles are waited for (an atexit handler, registered when the pool starts and
-// again after the first job, which is NVRTC's start-up: see run()): nothing is cut off half-way,
-// and every cache write is a rename of a complete file anyway. One window stays: a process that
-// exits while NVRTC's very first compile is registering its own exit handlers (a few tens of
-// milliseconds after the first submission) can crash in that compile; docs/jit.md says so.
+// again after each of the first jobs, the first being NVRTC's start-up: see run()): nothing is cut
+// off half-way, and every cache write is a rename of a complete file anyway. One window stays: a
+// process that exits while NVRTC's very first compile is registering its own exit handlers (a few
+// milliseconds, tens of milliseconds after the first submission) can crash in that compile;
+// docs/jit.md says so.
 #include "ops/specialize.hpp"
 
 #include <nvrtc.h>
@@ -132,10 +133,10 @@ class Pool {
         queue_.pop_front();
       }
       job.run();  // reports its own outcome (count_swap / count_background_failure)
-      // NVRTC registers exit handlers for its own state during its first compile; exit runs
-      // handlers in reverse order, so this one, registered again after that compile, joins the
-      // workers before NVRTC's state is destroyed.
-      if (!registered_after_nvrtc_.exchange(true)) std::atexit(stop_at_exit);
+      // NVRTC registers exit handlers for its own state as its code paths first run (the front
+      // end, then ptxas, ...); exit runs handlers in reverse order, so this one, registered again
+      // after each of the first jobs, joins the workers before NVRTC's state is destroyed.
+      if (registrations_.fetch_add(1) < kReregistrations) std::atexit(stop_at_exit);
       if (job.counted) counters().finished.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard<std::mutex> lock(mutex_);
       if (--outstanding_ == 0) idle_.notify_all();
@@ -153,7 +154,8 @@ class Pool {
   std::vector<std::thread> workers_;
   std::size_t outstanding_ = 0;
   bool stopping_ = false;
-  std::atomic<bool> registered_after_nvrtc_{false};
+  static constexpr int kReregistrations = 8;
+  std::atomic<int> registrations_{0};
 };
 
 // NVRTC's first compile in a process loads and initializes its builtins (hundreds of ms on a
@@ -163,7 +165,7 @@ void nvrtc_start_up() noexcept {
   nvrtcProgram program = nullptr;
   if (nvrtcCreateProgram(&program, kSource, "cuinline_prewarm.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
     return;
-  const char* options[] = {"-arch=compute_75", "-minimal"};
+  const char* options[] = {"-arch=sm_75", "-minimal"};  // CUBIN: ptxas's start-up too
   (void)nvrtcCompileProgram(program, 2, options);
   (void)nvrtcDestroyProgram(&program);
 }
