@@ -271,13 +271,13 @@ __device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program
 }
 
 // The generic kernel: contiguous output, n elements; `head` (< W) scalar elements, then whole
-// vectors of W, each thread kUnroll block-strided vectors, then the scalar tail in the last block —
-// ew_nary's schedule. The grid covers the vectors once.
-template <class S, int W, bool Functions>
+// vectors of W, each thread kUnroll (16 bytes a thread, ew_nary's) times Reps block-strided vectors,
+// every load issued first, then the scalar tail in the last block. The grid covers the vectors once.
+template <class S, int W, bool Functions, int Reps>
 __device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n, long long head,
                                                 const ewg_program& p) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
-  enum { kUnroll = ew_tile<S, W>::kUnroll };
+  enum { kUnroll = ew_tile<S, W>::kUnroll * Reps };
   const long long nv = (n - head) / W;
   const long long first = static_cast<long long>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
   union V {

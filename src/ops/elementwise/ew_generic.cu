@@ -4,20 +4,22 @@
 // width: 16-byte vectors, and single elements for operands that are not 16-byte aligned.
 #include "ew_generic.cuh"
 
-#define CUINLINE_EWG_KERNEL(name, S, W, Functions, blocks)                                                 \
+#define CUINLINE_EWG_KERNEL(name, S, W, Functions, reps, blocks)                                           \
   extern "C" __global__ void __launch_bounds__(EW_BLOCK, blocks)                                           \
       name(ew_nary_args a, long long n, long long head, ewg_program p) {                                   \
-    ew_generic_body<S, W, Functions>(a, n, head, p);                                                       \
+    ew_generic_body<S, W, Functions, reps>(a, n, head, p);                                                 \
   }
 
-// Chains of arithmetic, clamps, tensor operands and selects (memory-bound): the light kernels, six
-// resident blocks of 256 threads (at most 40 registers: enough 16-byte loads in flight for a copy's
-// bandwidth). Chains with an activation or math step: the full kernels (four blocks).
+// Chains of arithmetic, clamps, tensor operands and selects (memory-bound): the light kernels, two
+// 16-byte vectors a thread with both loads issued first and four resident blocks (64 registers, no
+// spills): 32 KB of loads in flight per SM, what a copy's bandwidth needs. Chains with an
+// activation or math step: the full kernels, one vector a thread (their time is the arithmetic).
+// The host's grid follows (src/ops/elementwise/generic.cpp: kGenericReps).
 #define CUINLINE_EWG_KERNELS(tag, S, W)                                        \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 4)                \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, S, 1, true, 4)                  \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light, S, W, false, 6)       \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, S, 1, false, 6)
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 1, 4)             \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, S, 1, true, 1, 4)               \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light, S, W, false, 2, 4)    \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, S, 1, false, 1, 4)
 
 CUINLINE_EWG_KERNELS(f32, float, 4)
 CUINLINE_EWG_KERNELS(f64, double, 2)

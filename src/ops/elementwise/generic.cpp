@@ -124,7 +124,10 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   const int w = vector ? key.vector_width : 1;
   const long long head = vector ? plan.head : 0;
   const long long n = plan.numel;
-  const long long per_thread = vector ? 1 : static_cast<long long>(16 / dtype_size(key.dtype));  // kUnroll
+  const bool light = light_chain(program);
+  // Vectors a thread (ew_generic.cu): kUnroll (16 bytes a thread) times the light vector kernels' 2.
+  const long long per_thread =
+      vector ? (light ? 2 : 1) : static_cast<long long>(16 / dtype_size(key.dtype));
   const long long vectors = (n - head) / w;
   const long long per_block = static_cast<long long>(kBlock) * per_thread;
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
@@ -133,7 +136,7 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(key.dtype, vector, light_chain(program)).launch(cfg, plan.args, n, head, program);
+  generic_kernel(key.dtype, vector, light).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }
 
