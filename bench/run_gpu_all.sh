@@ -15,7 +15,8 @@
 #   bench/run_gpu_all.sh jit  the JIT policies (docs/jit.md): the generic kernels' gpu tests and the
 #                            elementwise / graph suites under the default async policy; first calls
 #                            of never-seen variants and generic vs specialized bandwidth beside
-#                            PyTorch (bench/jit_first_call.py, fresh cache); the C API from PyTorch
+#                            PyTorch (bench/jit_first_call.py, fresh cache); where an elementwise
+#                            compile's time goes (bench_compile_phases); the C API from PyTorch
 #                                                         → jit_tests.log, jit_first_call.log, summary.md
 #   bench/run_gpu_all.sh custom   what the variables below ask for, in this order:
 #     HALF=1        bench_conv2d_half (SHAPE=all|seed|resnet|unet, default unet; DTYPE, default "f16 bf16")
@@ -141,6 +142,9 @@ phase_jit() {
   { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 240 python3 bench/jit_first_call.py "$build-shared/libcuinline.so" \
       ${JIT_ARGS:-}; } >"$OUT/jit_first_call.log" 2>&1 || status=1
   cat "$OUT/jit_first_call.log" >>"$summary"
+  echo "== compile phases ($(since))"
+  { echo; echo "## bench_compile_phases (this host)"; CUDA_CACHE_DISABLE=1 timeout 120 "$build/bench/bench_compile_phases" --arch sm_90 --repeat 5; } \
+    >>"$summary" 2>&1 || status=1
   echo "== C API from PyTorch ($(since))"
   { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 200 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so"; } \
     >"$OUT/capi.log" 2>&1 || status=1
