@@ -153,6 +153,29 @@ TEST_F(CliRemote, ADrippingPeerDoesNotHangTheCommands) {
   EXPECT_NE(r.output.find("AUTH: timed out"), std::string::npos) << r.output;
 }
 
+TEST_F(CliRemote, WarmWithRedisDownKeepsTheLocalEntries) {
+  // Nothing listens on port 1: every publish fails, but the compiled entries stay on the local disk
+  // (issue 46 item 5: they were thrown away) and warm exits non-zero, naming the remote cache.
+  const std::string down = "redis://127.0.0.1:1";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90,sm_80", "-j", "2", "--no-progress"},
+               "a", "", down);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("warm --remote with Redis down: %.3f s\n", s);
+  EXPECT_LT(s, 10.0) << "waited on the unreachable Redis\n" << r.output;  // refused at once: no waits
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("compiled into the local cache"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not published to the remote cache " + down), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 failed"), std::string::npos) << r.output;
+  r = cli({"cache", "list"}, "a");
+  EXPECT_NE(r.output.find("2 entries"), std::string::npos) << r.output;
+  // Redis back: the entries are published from the disk, nothing is compiled again.
+  r = cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90,sm_80", "--no-progress"}, "a");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 compiled, 2 already cached"), std::string::npos) << r.output;
+  EXPECT_EQ(fleet_.redis.integer({"DBSIZE"}), 2);
+}
+
 TEST_F(CliRemote, RefusedWithoutAPrivateKey) {
   const auto open_key =
       test::write_key_file(fleet_.dir.path(), "open.key", {{"k1", fleet_.secret_hex}}, 0644);

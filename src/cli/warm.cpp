@@ -114,19 +114,31 @@ std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::
 
 // --remote: the remote entry is what counts. Already there (its TTL refreshed) → cached; on the local
 // disk → published from there (cached); else compiled under the fleet-wide lease and published to
-// both tiers.
+// both tiers. The local entry is written before the remote one, so a Redis that is down (or refuses
+// the write) costs the publish, not the compile: the variant is reported failed, its entry stays on
+// disk and a later `warm --remote` publishes it from there.
 Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job, std::string* error) {
   if (remote.load(job.key)) return Outcome::cached;
+  // The locks in the library's order (KernelCache: disk, then remote); without a lease (Redis down)
+  // the disk lock still keeps two processes of this machine from compiling one key.
+  auto lock = disk.lock(job.key);
   auto lease = remote.lock_key(job.key);
   if (remote.load(job.key)) return Outcome::cached;
   std::optional<CompiledProgram> program = disk.load(job.key);
   const bool compiled = !program;
   if (compiled) program = compile(job.request, job.arch);
+  const bool on_disk = !compiled || disk.store(job.key, *program);
   if (!remote.store(job.key, *program)) {
-    *error = "the entry could not be published to the remote cache " + remote.endpoint() + " (see the warning above)";
+    const std::string where = "the remote cache " + remote.endpoint() + " (see the warning above)";
+    if (!on_disk) {
+      *error =
+          "compiled, but written to neither the local cache " + disk.directory().string() + " nor " + where;
+    } else {
+      *error = std::string(compiled ? "compiled into" : "found in") + " the local cache " +
+               disk.directory().string() + ", but not published to " + where;
+    }
     return Outcome::failed;
   }
-  if (compiled) disk.store(job.key, *program);
   return compiled ? Outcome::compiled : Outcome::cached;
 }
 
