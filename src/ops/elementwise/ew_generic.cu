@@ -10,13 +10,13 @@
     ew_generic_body<S, W, Functions, reps>(a, n, head, p);                                                 \
   }
 
-// Chains of arithmetic, clamps, tensor operands and selects (memory-bound): the light kernels, two
-// 16-byte vectors a thread with both loads issued first and four resident blocks (64 registers, no
-// spills): 32 KB of loads in flight per SM, what a copy's bandwidth needs. Chains with an
-// activation or math step: the full kernels, one vector a thread (their time is the arithmetic).
-// The host's grid follows (src/ops/elementwise/generic.cpp: kGenericReps).
+// Every vector kernel moves two 16-byte vectors a thread, both loads issued first, with four resident
+// blocks (64 registers, no spills): 32 KB of loads in flight per SM, what a copy's bandwidth needs.
+// Chains of arithmetic, clamps, tensor operands and selects run on the light kernels (no activation
+// or math step compiled in); chains with one on the full kernels. The host's grid follows
+// (src/ops/elementwise/generic.cpp).
 #define CUINLINE_EWG_KERNELS(tag, S, W)                                        \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 1, 4)             \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 2, 4)             \
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, S, 1, true, 1, 4)               \
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light, S, W, false, 2, 4)    \
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, S, 1, false, 1, 4)

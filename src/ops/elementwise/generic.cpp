@@ -125,9 +125,8 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   const long long head = vector ? plan.head : 0;
   const long long n = plan.numel;
   const bool light = light_chain(program);
-  // Vectors a thread (ew_generic.cu): kUnroll (16 bytes a thread) times the light vector kernels' 2.
-  const long long per_thread =
-      vector ? (light ? 2 : 1) : static_cast<long long>(16 / dtype_size(key.dtype));
+  // Vectors a thread (ew_generic.cu): two 16-byte vectors, or 16 bytes of single elements.
+  const long long per_thread = vector ? 2 : static_cast<long long>(16 / dtype_size(key.dtype));
   const long long vectors = (n - head) / w;
   const long long per_block = static_cast<long long>(kBlock) * per_thread;
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
