@@ -3,6 +3,7 @@
 // 2 a usage error (bad option, malformed spec, unreadable input) — found before anything is done.
 
 #include <CLI/CLI.hpp>
+#include <cuinline/jit.hpp>
 #include <cstdio>
 #include <cuinline/error.hpp>
 #include <cuinline/version.hpp>
@@ -134,6 +135,14 @@ int dispatch(int argc, char** argv) {
   bench_cmd->add_option("--repeat", bench.repeat, "Timed launches per op")->check(CLI::Range(1, 100000));
   bench_cmd->add_option("--device", bench.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   bench_cmd->add_flag("--quick", bench.quick, "Smaller sizes");
+  // run and bench time the specialized kernels: their calls wait for them unless asked otherwise.
+  std::string jit_policy = "sync";
+  const char* jit_help =
+      "What a call does before its specialized kernel is loaded (docs/jit.md): sync (wait: the timings "
+      "are the specialized kernel's), async (the generic kernel meanwhile) or generic (only the generic kernel)";
+  for (auto* cmd : {run_cmd, bench_cmd}) {
+    cmd->add_option("--jit-policy", jit_policy, jit_help)->check(CLI::IsMember({"async", "sync", "generic"}));
+  }
 
   // An unknown first word is named ("cuinline bogus"), not answered with "a subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {
@@ -181,6 +190,11 @@ int dispatch(int argc, char** argv) {
   if (*clear_cmd) return run_cache_clear(cache);
   if (*compile_cmd) return run_compile(compile);
   if (*info_cmd) return run_info(info);
+  if (*run_cmd || *bench_cmd) {
+    cuinline::set_jit_policy(jit_policy == "async"     ? cuinline::JitPolicy::async
+                             : jit_policy == "generic" ? cuinline::JitPolicy::generic
+                                                       : cuinline::JitPolicy::sync);
+  }
   if (*run_cmd) {
     if (!shape.empty()) run.shape = parse_shape(shape);
     return run_op(run);
