@@ -5,7 +5,8 @@
 // (src/ops/elementwise/ew_generic.cu), never by NVRTC at run time.
 //
 // Each step calls the same ew_ops.cuh function the specialized kernel's functor calls, with the same
-// opmath constants (the host lowers a chain once, src/ops/elementwise/lower.cpp, for both), and the
+// opmath constants (the host lowers a chain once, detail::lower_chain in src/templates/render.cpp,
+// for both), and the
 // module is compiled as a chain with activation steps is (contraction on, CUINLINE_EW_FMAD: the
 // arithmetic steps spell their rounding out), so the generic kernel computes the specialized one's
 // results bit for bit. Loads and stores are the specialized kernel's 16-byte vectors (W elements);
@@ -18,7 +19,7 @@
 #define EWG_MAX_STEPS 32
 #define EWG_MAX_INPUTS 8
 
-// The step functions (their order is the host's GenericFn, src/ops/elementwise/lower.hpp).
+// The step functions (their order is the host's LoweredFn, src/templates/render.hpp).
 #define EWG_ADD 0
 #define EWG_SUB 1
 #define EWG_MUL 2
