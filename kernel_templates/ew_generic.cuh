@@ -96,16 +96,6 @@ __device__ __forceinline__ float ewg_storage<float>(unsigned long long bits) {
   return __int_as_float(static_cast<int>(bits));
 }
 
-template <class S>
-__device__ __forceinline__ S ewg_ldg1(const S* p) {
-  typedef typename ew_raw<sizeof(S)>::type R;
-  union {
-    R raw;
-    S s;
-  } u;
-  u.raw = __ldg(reinterpret_cast<const R*>(p));
-  return u.s;
-}
 
 // Input k's W elements e .. e + W - 1 (aligned for FULL and ROW: the host's plan).
 template <class S, int W>
@@ -117,11 +107,11 @@ __device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int
   };
   const S* in = static_cast<const S*>(a.in[k]);
   if (pattern == EWG_SCALAR) {
-    const S s = ewg_ldg1(in);
+    const S s = ewn_ldg1(in);
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else if (pattern == EWG_COL) {
-    const S s = ewg_ldg1(in + e / a.period[k]);
+    const S s = ewn_ldg1(in + e / a.period[k]);
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else {
