@@ -3,6 +3,8 @@
 
 #include "cache/redis_client.hpp"
 
+#include "common/escape.hpp"
+
 #include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -150,18 +152,7 @@ RedisFailure classify_redis_error(std::string_view message) noexcept {
 }
 
 std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
+  return escape_control(text);
 }
 
 std::chrono::milliseconds transfer_allowance(std::uint64_t bytes) noexcept {

@@ -1,5 +1,7 @@
 #include "cli/util.hpp"
 
+#include "common/escape.hpp"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -114,17 +116,7 @@ CacheConfig cli_cache_config(const std::string& cache_dir) {
 }
 
 std::string escape_control(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
+  return cuinline::detail::escape_control(text);
 }
 
 }  // namespace cuinline::cli
