@@ -1,5 +1,5 @@
-// Team caches, shipped read-only caches and bounded lock waits (issue 20, items 3 and 4; the shared
-// disk mode's fleet key, issue 18 item 2), tested the way users meet them: the `cuinline` command and
+// Team caches, shipped read-only caches and bounded lock waits (and the shared
+// disk mode's fleet key), tested the way users meet them: the `cuinline` command and
 // the library's lookups (tools/cli_cache_probe) in processes of their own, as separate users of one
 // group. The multi-user tests need root (setuid to made-up uids; no accounts are needed) and skip
 // otherwise; the others run as anyone.

@@ -1,4 +1,4 @@
-// The CLI's remote commands (issue 18, item 6): warm --remote, cache stats --remote, cache verify
+// The CLI's remote commands: warm --remote, cache stats --remote, cache verify
 // --remote [--fix], cache pull. Starts its own redis-server; no GPU (a named arch).
 
 #include <gtest/gtest.h>

@@ -163,7 +163,7 @@ TEST(ElementwisePlan, OneInputVariantCompilesForSm90) {
 }  // namespace
 
 // An expression over one whole tensor and broadcast operands (bias + GELU) moves two vectors a
-// thread (Sh::kWide, bench/gelu_tune.cu); two whole inputs, a chain, a 2-byte dtype or one input
+// thread (Sh::kWide); two whole inputs, a chain, a 2-byte dtype or one input
 // keep one. The wide kernel compiles for sm_90 with its own launch bounds.
 TEST(ElementwisePlan, OneWholeTensorWithBroadcastOperandsTakesTwoVectorsAThread) {
   const Op gelu = Op::exprs({"x", "b"}, {"(x + b) * 0.5f * (1.0f + erff((x + b) * 0.70710678f))"});

@@ -1,4 +1,4 @@
-// The remote tier (issue 18): lookup order memory → disk → remote → compile, publishing, TTLs,
+// The remote tier: lookup order memory → disk → remote → compile, publishing, TTLs,
 // the compile lease, forged entries, and a remote tier that is not configured well enough to use.
 // Starts its own redis-server (tests/redis_test_util.hpp); no GPU needed (sm_90 offline).
 

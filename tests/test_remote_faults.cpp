@@ -1,4 +1,4 @@
-// The remote tier is never a single point of failure (issue 18, item 4): Redis killed mid-run and
+// The remote tier is never a single point of failure: Redis killed mid-run and
 // restarted, paused past the command timeout, full (maxmemory + noeviction), a read-only replica, a
 // wrong password. Every request is still served (local tiers or a compile) with the right kernel,
 // the extra delay is printed and bounded generously, and nothing bad lands on the local disk.

@@ -1,4 +1,4 @@
-// One compile per variant, fleet-wide (issue 18, item 3): 4 processes × 8 threads, each process
+// One compile per variant, fleet-wide: 4 processes × 8 threads, each process
 // with a disk cache of its own, sharing one Redis, all asking for the same 30 kernels at the same
 // moment. Exactly one NVRTC compile per kernel in total, every answer right.
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file remote_cache.hpp
-/// The remote tier: a fleet-wide kernel cache on Redis behind the disk tier (issue 18). Every entry
+/// The remote tier: a fleet-wide kernel cache on Redis behind the disk tier. Every entry
 /// is the disk tier's entry sealed with an HMAC-SHA256 tag under a fleet key (docs/RELIABILITY.md,
 /// "Remote cache"); a miss takes a lease (SET NX PX) so one process of the fleet compiles each key
 /// while the others wait for its entry. Redis is never a single point of failure: short deadlines,

@@ -1,4 +1,4 @@
-// Opening the cache directory through descriptors (issue 20, "paths that move under us"): the path is
+// Opening the cache directory through descriptors (paths that move under us): the path is
 // resolved once, then walked from '/' one component at a time with O_NOFOLLOW, creating what is
 // missing with mkdirat and fchmod on the opened directory, and checking each ancestor the way ssh
 // checks the directories above ~/.ssh.

@@ -269,7 +269,7 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool who
     // An expression over one whole tensor and broadcast operands (bias + GELU): each thread has only
     // 16 bytes in flight and more arithmetic than a chain between them. Two vectors a thread (with
     // 64 registers) reached 99.1 % of a copy's bandwidth on an H200 where one reached 96.2 %
-    // (bench/gelu_tune.cu, f32 gelu(x + bias_row), [8192, 28672]); with two or more whole inputs
+    // (f32 gelu(x + bias_row), [8192, 28672]); with two or more whole inputs
     // the ops already ran at the copy's bandwidth. 4- and 8-byte dtypes only: bf16 bias + GELU is
     // bound by its arithmetic (8 erff a thread), not by the bytes in flight.
     int whole = 0;

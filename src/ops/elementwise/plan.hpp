@@ -13,7 +13,7 @@ namespace cuinline::ops::detail {
 inline constexpr std::uint32_t kBlock = 256;  // EW_BLOCK in elementwise.cuh
 
 /// Vectors per thread of ew_nary (ew_tile<S, W>::kUnroll in elementwise.cuh): enough for 16 bytes
-/// per thread and operand, and no more. Measured on an H200 (bench/ew_tune.cu, f32 relu, 6.4 GB):
+/// per thread and operand, and no more. Measured on an H200 (f32 relu, 6.4 GB):
 /// one 16-byte vector per thread in an exact grid of 256-thread blocks runs at 100.0 % of a
 /// device-to-device copy; 4 vectors per thread at 95.8 %; grid-stride loops at 89-93 %.
 inline constexpr std::uint32_t unroll_for(std::size_t vector_bytes) {
@@ -26,7 +26,7 @@ inline constexpr std::uint32_t kResidentBlocksPerSm = 8;
 /// The `reps` argument of ew_nary for a grid of `grid` blocks (one pass of 16 bytes per thread):
 /// 2 — twice the work per thread, half the blocks — when that grid needs between one and two waves
 /// of resident blocks, so the launch fits in one wave; else 1. Measured on an H200
-/// (bench/ew_tune.cu, float32): at 2^21 elements (1.94 waves) 6.77 µs with 2 against 7.06 µs with
+/// (float32): at 2^21 elements (1.94 waves) 6.77 µs with 2 against 7.06 µs with
 /// 1; at 2^22 and above 1 is faster. The kernel honours 2 for one input and one output only.
 inline constexpr int reps_for(std::uint64_t grid, int multiprocessors) {
   const std::uint64_t wave =
