@@ -194,8 +194,8 @@ std::string JsonField::as_choice(const std::vector<std::string>& choices) const 
 
 namespace {
 // Bytes from the spec file shown in a message: control characters and bytes >= 0x7f as \xNN.
-// (cli/util.hpp's escape_control does the same for the commands; this file is also built into the
-// spec fuzzer on its own.)
+// (common/escape.hpp's escape_control, which also escapes '\\', serves the commands; this file is also
+// built into the spec fuzzer on its own.)
 std::string shown(std::string_view text) {
   std::string out;
   for (unsigned char c : text) {

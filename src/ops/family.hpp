@@ -57,6 +57,14 @@ Kernel load_kernel(const Variant& variant, int device) {
   return module.kernel(kernel_name(variant));
 }
 
+/// The first steps of every launch: the stream's device (cuStreamGetCtx: allowed while the stream is
+/// captured), then every tensor checked for access from it (cuPointerGetAttributes, capture-safe).
+inline int launch_device(CUstream stream, const TensorUses& tensors) {
+  const int device = stream_device(stream);
+  for (const TensorUse& t : tensors) cuinline::detail::check_tensor_access(*t.view, t.name, device);
+  return device;
+}
+
 /// Piece 4: the launch sequence of a planned call (the planner has already thrown for bad input).
 ///   - the stream's device (cuStreamGetCtx: allowed while the stream is captured);
 ///   - every tensor checked for access from that device (cuPointerGetAttributes, capture-safe);
@@ -65,10 +73,9 @@ Kernel load_kernel(const Variant& variant, int device) {
 ///   - count_launch, then `launch(value, device)` (Kernel::launch with the family's arguments).
 /// No allocation on a map hit beyond what `equal` and `launch` do; no synchronizing call.
 template <class Key, class Value, class Equal, class Make, class Launch>
-void launch_variant(VariantMap<Key, Value>& map, CUstream stream, const TensorUses& tensors, std::uint64_t hash,
-                    Equal&& equal, Make&& make, Launch&& launch) {
-  const int device = stream_device(stream);
-  for (const TensorUse& t : tensors) cuinline::detail::check_tensor_access(*t.view, t.name, device);
+void launch_variant(VariantMap<Key, Value>& map, CUstream stream, const TensorUses& tensors,
+                    std::uint64_t hash, Equal&& equal, Make&& make, Launch&& launch) {
+  const int device = launch_device(stream, tensors);
   const Value value = map.find_or_make(hash, device, equal, [&] { return make(device); });
   map.count_launch();
   launch(value, device);

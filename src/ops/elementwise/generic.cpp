@@ -26,26 +26,14 @@ std::size_t lowered_steps(const Op& op) {
   return n;
 }
 
+int widest_vector(DType dtype) {
+  return static_cast<int>(16 / dtype_size(dtype));
+}
+
+// "cuinline_ewg_bf16_v8_light" (src/ops/elementwise/ew_generic.cu).
 std::string kernel_symbol(DType dtype, bool vector, bool light) {
-  const char* tag = nullptr;
-  int widest = 1;
-  switch (dtype) {
-    case DType::f32:
-      tag = "f32", widest = 4;
-      break;
-    case DType::f64:
-      tag = "f64", widest = 2;
-      break;
-    case DType::f16:
-      tag = "f16", widest = 8;
-      break;
-    case DType::bf16:
-      tag = "bf16", widest = 8;
-      break;
-  }
-  if (tag == nullptr) throw InvalidArgument("generic elementwise kernel: unsupported dtype");
-  return std::string("cuinline_ewg_") + tag + "_v" + std::to_string(vector ? widest : 1) +
-         (light ? "_light" : "");
+  return std::string("cuinline_ewg_") + to_string(dtype) + "_v" +
+         std::to_string(vector ? widest_vector(dtype) : 1) + (light ? "_light" : "");
 }
 
 // Whether a chain runs on the light kernels: no activation or math step.
@@ -80,10 +68,6 @@ Kernel generic_kernel(DType dtype, bool vector, bool light) {
   Kernel& k = kernels[d][vector ? 1 : 0][light ? 1 : 0];
   if (!k) k = generic_module().kernel(kernel_symbol(dtype, vector, light));
   return k;
-}
-
-int widest_vector(DType dtype) {
-  return static_cast<int>(16 / dtype_size(dtype));
 }
 
 }  // namespace

@@ -77,10 +77,11 @@ void launch_specialized(const Kernel& kernel, int device, const detail::NaryPlan
 // (generic); otherwise, and under sync or a capture, the call loads or compiles it first.
 void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail::TensorUses tensors,
             CUstream stream) {
-  const int device = stream_device(stream);
-  for (const detail::TensorUse& t : tensors) cuinline::detail::check_tensor_access(*t.view, t.name, device);
+  const int device = detail::launch_device(stream, tensors);
   const std::uint64_t hash = detail::hash_of(op, p.key);
-  auto equal = [&](const detail::NaryVariant& v) { return v.key == p.key && v.op == op; };  // no copy of the op
+  auto equal = [&](const detail::NaryVariant& v) {
+    return v.key == p.key && v.op == op;
+  };  // no copy of the op
   Kernel kernel;
   const auto state = map.find(hash, device, equal, &kernel);
   if (state == ElementwiseMap::State::ready) {
@@ -91,7 +92,6 @@ void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail
   if (detail::generic_applies(op, p.key)) {
     const JitPolicy policy = detail::effective_policy(stream);
     if (policy == JitPolicy::async && !state) {
-      detail::check_expression_names(op, p.key.inputs);
       detail::NaryVariant variant{op, p.key};
       if (map.begin_pending(hash, device, equal, variant)) {
         auto job = [&map, hash, device, v = std::move(variant)]() noexcept {
@@ -103,9 +103,10 @@ void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail
           } catch (const std::exception& e) {
             map.finish_pending(hash, device, same, nullptr);
             detail::count_background_failure();
-            logger()->warn("background specialization of elementwise {} on device {} failed; its calls keep the "
-                           "generic kernel: {}",
-                           v.op.describe() + "<" + to_string(v.key.dtype) + ">", device, e.what());
+            logger()->warn(
+                "background specialization of elementwise {} on device {} failed; its calls keep the "
+                "generic kernel: {}",
+                v.op.describe() + "<" + to_string(v.key.dtype) + ">", device, e.what());
           }
         };
         if (!detail::submit_specialization(std::move(job))) map.cancel_pending(hash, device, equal);
@@ -178,7 +179,8 @@ void leaky_relu(const TensorView& in, const TensorView& out, double slope, CUstr
   apply(Op::leaky_relu(slope), in, out, stream);
 }
 
-void div_leaky_relu(const TensorView& in, const TensorView& out, double divisor, double slope, CUstream stream) {
+void div_leaky_relu(const TensorView& in, const TensorView& out, double divisor, double slope,
+                    CUstream stream) {
   apply(Op::div_leaky_relu(divisor, slope), in, out, stream);
 }
 
