@@ -1,0 +1,1 @@
+// The program the tests' precompiled header (tests/precompiled.hpp) is built with; it runs no test.
