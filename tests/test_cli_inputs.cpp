@@ -109,9 +109,9 @@ TEST_F(CliInputTest, ASpecsFilesStayInsideItsDirectory) {
   EXPECT_EQ(entry_files().size(), 2u);
 }
 
-// A key file beside the spec's directory, and the ways a spec tried to have warm read it: each is
-// refused before anything is compiled, naming the include or option; the key is never printed.
-// (warm compiled them, and the compile error showed the file's first line.)
+// A key file beside the spec's directory, and the ways a spec can try to have warm read it (and show
+// it: NVRTC echoes the line a diagnostic points at): each is refused before anything is compiled,
+// naming the include or option; the key is never printed.
 TEST_F(CliInputTest, ASpecsIncludesAndOptionsStayInsideItsDirectory) {
   const std::string secret = "SECRET_TOKEN_4f1c";
   write_file(dir_ / "key.txt", secret + " and more\n");

@@ -39,8 +39,8 @@ void collect_unknown_words(const CLI::App* app, const std::string& path,
   for (const CLI::App* sub : app->get_subcommands()) collect_unknown_words(sub, path + " " + sub->get_name(), out, first_app);
 }
 
-// CLI11 checks required options and subcommands before it complains about the words it did not
-// know, so "warm --bogus" said "--spec is required" and "cache bogus" "A subcommand is required":
+// CLI11 checks required options and subcommands before the words it did not take, so it would
+// answer "warm --bogus" with "--spec is required" and "cache bogus" with "A subcommand is required":
 // every unknown word is named first. Returns false when there is none.
 bool report_unknown_words(const CLI::App& app) {
   std::vector<std::pair<std::string, std::string>> words;
