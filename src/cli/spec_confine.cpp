@@ -85,21 +85,27 @@ void scan_directives(std::string_view raw, bool trigraph_splices, std::vector<In
   std::size_t line = 1, counted = 0, splice = 0;
   for (std::size_t pos = 0; pos < text.size(); ++pos) {
     std::size_t hash_len = 0;
-    if (text[pos] == '#') hash_len = 1;
-    else if (text.compare(pos, 2, "%:") == 0) hash_len = 2;
-    else if (text.compare(pos, 3, "?\?=") == 0) hash_len = 3;
+    if (text[pos] == '#')
+      hash_len = 1;
+    else if (text.compare(pos, 2, "%:") == 0)
+      hash_len = 2;
+    else if (text.compare(pos, 3, "?\?=") == 0)
+      hash_len = 3;
     if (hash_len == 0) continue;
     // First on its line, or after the end of a comment (that may have begun the line).
     std::size_t back = pos;
     while (back > 0 && is_blank(text[back - 1])) --back;
-    const bool first = back == 0 || text[back - 1] == '\n' || (back >= 2 && text.compare(back - 2, 2, "*/") == 0);
+    const bool first =
+        back == 0 || text[back - 1] == '\n' || (back >= 2 && text.compare(back - 2, 2, "*/") == 0);
     if (!first) continue;
     std::size_t p = skip_space(pos + hash_len);
     if (p == std::string::npos) continue;
     std::size_t name_end = p;
     while (name_end < text.size() && is_identifier_char(text[name_end])) ++name_end;
     const std::string directive = text.substr(p, name_end - p);
-    if (directive != "include" && directive != "include_next" && directive != "import" && directive != "embed") continue;
+    if (directive != "include" && directive != "include_next" && directive != "import" &&
+        directive != "embed")
+      continue;
     IncludeDirective found;
     for (; counted < pos; ++counted) line += text[counted] == '\n' ? 1 : 0;
     while (splice < splices.size() && splices[splice] <= pos) ++splice;
@@ -110,7 +116,9 @@ void scan_directives(std::string_view raw, bool trigraph_splices, std::vector<In
     while (!found.text.empty() && is_blank(found.text.back())) found.text.pop_back();
     p = skip_space(name_end);
     const char open = p == std::string::npos || p >= text.size() ? '\0' : text[p];
-    const std::size_t close = open == '"' ? text.find('"', p + 1) : open == '<' ? text.find('>', p + 1) : std::string::npos;
+    const std::size_t close = open == '"'   ? text.find('"', p + 1)
+                              : open == '<' ? text.find('>', p + 1)
+                                            : std::string::npos;
     if (close == std::string::npos || close > line_end || close == p + 1) {
       found.computed = true;
     } else {
@@ -153,7 +161,8 @@ bool SpecConfinement::inside_directory(const fs::path& path) const {
 }
 
 bool SpecConfinement::inside_toolkit(const fs::path& path) const {
-  return std::any_of(toolkit_.begin(), toolkit_.end(), [&](const fs::path& root) { return is_within(path, root); });
+  return std::any_of(toolkit_.begin(), toolkit_.end(),
+                     [&](const fs::path& root) { return is_within(path, root); });
 }
 
 std::string SpecConfinement::outside_message() const {
@@ -163,7 +172,8 @@ std::string SpecConfinement::outside_message() const {
 fs::path SpecConfinement::resolve_spec_file(const std::string& name, const std::string& field) const {
   const fs::path target = resolved(directory_ / name);
   if (fs::path(name).is_absolute() || !inside_directory(target)) {
-    throw InvalidArgument(field + ": '" + name + "' is outside the spec's directory '" + shown_ + "'" + kAllow);
+    throw InvalidArgument(field + ": '" + name + "' is outside the spec's directory '" + shown_ + "'" +
+                          kAllow);
   }
   return target;
 }
@@ -178,7 +188,7 @@ void SpecConfinement::check_program(const CompileRequest& request, const std::st
     throw InvalidArgument(entry_path + ".options: " + e.what());
   }
   // Options that name files or directories: each must lie inside the directory.
-  std::vector<fs::path> include_dirs;        // as NVRTC gets them: relative to the working directory
+  std::vector<fs::path> include_dirs;         // as NVRTC gets them: relative to the working directory
   std::vector<std::string> pre_includes;      // the files
   std::vector<std::string> pre_include_text;  // the options, for messages
   bool pch = false, pch_dir = false;
@@ -187,7 +197,8 @@ void SpecConfinement::check_program(const CompileRequest& request, const std::st
     const std::string where = entry_path + ".options: '" + option + "'";
     auto require_inside = [&](const std::string& path, const char* verb) {
       const fs::path target = resolved(path);
-      if (!inside_directory(target)) throw InvalidArgument(where + " " + verb + " '" + target.string() + "'" + outside_message());
+      if (!inside_directory(target))
+        throw InvalidArgument(where + " " + verb + " '" + target.string() + "'" + outside_message());
     };
     if (option.rfind("-I", 0) == 0) {
       require_inside(option.substr(2), "reads the directory");
@@ -223,16 +234,17 @@ void SpecConfinement::check_program(const CompileRequest& request, const std::st
     } else if (name == "pch-dir") {
       require_inside(value(), "reads and writes the directory");
       pch_dir = true;
-    } else if (name == "create-pch" || name == "time" || name == "fdevice-time-trace" || name == "device-time-trace") {
+    } else if (name == "create-pch" || name == "time" || name == "fdevice-time-trace" ||
+               name == "device-time-trace") {
       require_inside(value(), "writes");
     } else if (name == "pch") {
       pch = true;
     }
   }
   if (pch && !pch_dir) {
-    throw InvalidArgument(entry_path +
-                          ".options: '--pch' reads and writes precompiled headers outside the spec's directory '" +
-                          shown_ + "' (NVRTC keeps them under /tmp unless --pch-dir names a directory inside it)" + kAllow);
+    throw InvalidArgument(
+        entry_path + ".options: '--pch' reads and writes precompiled headers outside the spec's directory '" +
+        shown_ + "' (NVRTC keeps them under /tmp unless --pch-dir names a directory inside it)" + kAllow);
   }
 
   // The files the program includes. NVRTC looks a name up among the in-memory headers, then next to
@@ -269,17 +281,19 @@ void SpecConfinement::check_program(const CompileRequest& request, const std::st
       if (inside_directory(target)) {
         if (fs::is_regular_file(target, ec) && visited.insert(target).second) {
           if (visited.size() > kMaxIncludedFiles) {
-            throw InvalidArgument(entry_path + ": the program includes more than " + std::to_string(kMaxIncludedFiles) +
-                                  " files of the spec's directory");
+            throw InvalidArgument(entry_path + ": the program includes more than " +
+                                  std::to_string(kMaxIncludedFiles) + " files of the spec's directory");
           }
-          queue.push_back({candidate.string(), read_text_file(target, entry_path + ": included file", false), candidate});
+          queue.push_back(
+              {candidate.string(), read_text_file(target, entry_path + ": included file", false), candidate});
         }
       } else if (!inside_toolkit(target)) {
         throw InvalidArgument(where + " reads '" + target.string() + "'" + outside_message());
       }
     }
   };
-  for (std::size_t k = 0; k < pre_includes.size(); ++k) check_name(pre_includes[k], false, std::nullopt, true, pre_include_text[k]);
+  for (std::size_t k = 0; k < pre_includes.size(); ++k)
+    check_name(pre_includes[k], false, std::nullopt, true, pre_include_text[k]);
   while (!queue.empty()) {
     const Source source = std::move(queue.front());
     queue.pop_front();
@@ -287,7 +301,9 @@ void SpecConfinement::check_program(const CompileRequest& request, const std::st
       const std::string where =
           entry_path + ": '" + source.label + "' line " + std::to_string(d.line) + ": '" + d.text + "'";
       if (d.computed) {
-        throw InvalidArgument(where + " does not name its file literally (a macro, or no name), so it cannot be checked to stay inside the spec's directory '" +
+        throw InvalidArgument(where +
+                              " does not name its file literally (a macro, or no name), so it cannot be "
+                              "checked to stay inside the spec's directory '" +
                               shown_ + "'" + kAllow);
       }
       check_name(d.name, d.angled, source.path, false, where);

@@ -48,8 +48,8 @@ class SpecConfinement {
   /// name is also looked up next to them, as a reader of the spec would ("../x" from the spec's
   /// directory is outside it). Throws InvalidArgument naming `entry_path`, the file, the line and
   /// the directive or option.
-  void check_program(const CompileRequest& request, const std::string& entry_path, const std::string& source_label,
-                     const std::filesystem::path& source_path,
+  void check_program(const CompileRequest& request, const std::string& entry_path,
+                     const std::string& source_label, const std::filesystem::path& source_path,
                      const std::vector<std::filesystem::path>& header_paths) const;
 
   /// NVRTC's `log` for `request` with every diagnostic in a file outside the spec's directory (and
@@ -62,9 +62,9 @@ class SpecConfinement {
   bool inside_toolkit(const std::filesystem::path& path) const;
   std::string outside_message() const;
 
-  std::string shown_;                            ///< the directory as the spec's path gives it
-  std::filesystem::path directory_;              ///< canonical
-  std::vector<std::filesystem::path> toolkit_;   ///< canonical include directories of the toolkit
+  std::string shown_;                           ///< the directory as the spec's path gives it
+  std::filesystem::path directory_;             ///< canonical
+  std::vector<std::filesystem::path> toolkit_;  ///< canonical include directories of the toolkit
 };
 
 }  // namespace cuinline::cli
