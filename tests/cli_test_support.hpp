@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ struct Result {
   int code = -1;  // -1 when killed by a signal
   int signal = 0;
   std::string out, err;
+  long max_rss_kb = 0;  // the process's peak resident memory
 };
 
 std::string read_file(const fs::path& path) {
@@ -83,8 +85,10 @@ class CliTest : public ::testing::Test {
       _exit(127);
     }
     int status = 0;
-    waitpid(pid, &status, 0);
+    struct rusage usage {};
+    wait4(pid, &status, 0, &usage);
     Result r;
+    r.max_rss_kb = usage.ru_maxrss;
     if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
     r.out = read_file(out);

@@ -1,9 +1,13 @@
-// What the `cuinline` command reads (issue 20, bounded inputs): a spec, a .cu file or a header that
-// is a FIFO, a device, a directory, holds a NUL byte or fails while being read is an error naming
-// the file (exit 2), never a shorter input; nothing is compiled or written. A spec's files stay inside
-// its directory unless --allow-outside-paths (issue 20, spec paths).
+// What the `cuinline` command reads and writes. A spec, a .cu file or a header that is a FIFO, a
+// device, a directory, holds a NUL byte or fails while being read is an error naming the file (exit
+// 2), never a shorter input; nothing is compiled or written. A spec's files, the files its sources
+// include and the files its options name stay inside its directory unless --allow-outside-paths, and
+// a compile error never shows the text of a file outside it. An output file is a new file renamed
+// over the target: a symlink planted there is replaced, not written through.
 
 #include <sys/stat.h>
+
+#include <utility>
 
 #include "cli_test_support.hpp"
 
@@ -103,6 +107,95 @@ TEST_F(CliInputTest, ASpecsFilesStayInsideItsDirectory) {
   Result alias = cli({"warm", "--spec", spec_with("k2.cu", "alias.cuh"), "--arch", "sm_90"});
   EXPECT_EQ(alias.code, 0) << alias.out << alias.err;
   EXPECT_EQ(entry_files().size(), 2u);
+}
+
+// A key file beside the spec's directory, and the ways a spec can try to have warm read it (and show
+// it: NVRTC echoes the line a diagnostic points at): each is refused before anything is compiled,
+// naming the include or option; the key is never printed.
+TEST_F(CliInputTest, ASpecsIncludesAndOptionsStayInsideItsDirectory) {
+  const std::string secret = "SECRET_TOKEN_4f1c";
+  write_file(dir_ / "key.txt", secret + " and more\n");
+  const fs::path specs = dir_ / "specs";
+  fs::create_directories(specs / "inc");
+  const std::string key = (dir_ / "key.txt").string();
+  const std::string kernel = "extern \"C\" __global__ void k(float* x) { x[0] = 1; }\n";
+  const auto spec_with = [&](const std::string& source, const std::string& more) {
+    write_file(specs / "k.cu", source + kernel);
+    const fs::path path = specs / "s.json";
+    write_file(path, R"({"entries": [{"kind": "cuda", "file": "k.cu", "functions": ["k"])" + more + "}]}");
+    return path.string();
+  };
+  fs::create_symlink(dir_ / "key.txt", specs / "inc" / "evil.h");
+  write_file(specs / "inc" / "nested.h", "#include \"../../key.txt\"\n");
+  const std::string inc = R"(, "options": ["-I)" + (specs / "inc").string() + R"("])";
+  struct Case {
+    std::string source, more, message;
+  };
+  const std::vector<Case> refused = {
+      {"#include \"" + key + "\"\n", "", "'k.cu' line 1: '#include \"" + key + "\"' reads '" + key + "'"},
+      {"#include \"../key.txt\"\n", "", "'k.cu' line 1: '#include \"../key.txt\"' reads '" + key + "'"},
+      {"// a comment\n#include <../../../../../../../../../.." + key + ">\n", "", "'k.cu' line 2: '#include <"},
+      {"#define KEY \"" + key + "\"\n#include KEY\n", "", "'k.cu' line 2: '#include KEY' does not name its file literally"},
+      {"/* a comment\n*/ %:include \"" + key + "\"\n", "", "'k.cu' line 2: '%:include"},
+      {"#inc\\\nlude \"" + key + "\"\n", "", "'k.cu' line 1: '#include"},
+      {"#include \"evil.h\"\n", inc, "'k.cu' line 1: '#include \"evil.h\"' reads '" + key + "'"},
+      {"#include \"nested.h\"\n", inc, "nested.h' line 1: '#include \"../../key.txt\"' reads '" + key + "'"},
+      {"", R"(, "options": ["--pre-include=)" + key + R"("])", "entries[0].options: '--pre-include=" + key + "' reads '" + key + "'"},
+      {"", R"(, "options": ["-include", ")" + key + R"("])", "entries[0].options: '--pre-include=" + key + "'"},
+      {"", R"(, "options": ["-I", ")" + dir_.string() + R"("])", "entries[0].options: '-I" + dir_.string() + "' reads the directory"},
+      {"", R"(, "options": ["--time=)" + (dir_ / "t.csv").string() + R"("])", "entries[0].options: '--time="},
+      {"", R"(, "options": ["--pch"])", "entries[0].options: '--pch'"},
+      {"", R"(, "name_expressions": ["k\n#include \")" + key + R"(\""])", "entries[0].name_expressions[0]: must not contain control characters"}};
+  for (const Case& c : refused) {
+    Result r = cli({"warm", "--spec", spec_with(c.source, c.more), "--arch", "sm_90"});
+    EXPECT_EQ(r.code, 2) << c.message << "\n" << r.out << r.err;
+    EXPECT_CONTAINS(r.err, c.message);
+    EXPECT_EQ((r.out + r.err).find(secret), std::string::npos) << r.out << r.err;
+  }
+  EXPECT_TRUE(entry_files().empty());
+  EXPECT_FALSE(fs::exists(dir_ / "t.csv"));
+  // Inside the directory (through an -I directory of it), and the toolkit's headers: compiled.
+  write_file(specs / "inc" / "scale.h", "#include <cuda_fp16.h>\n#define SCALE 2.0f\n");
+  Result ok = cli({"warm", "--spec", spec_with("#include \"scale.h\"\n", inc), "--arch", "sm_90"});
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_EQ(entry_files().size(), 1u);
+  // --allow-outside-paths lets the spec read the file, but its compile error still does not show it.
+  Result allowed = cli({"warm", "--spec", spec_with("#include \"" + key + "\"\n", ""), "--arch", "sm_90", "--allow-outside-paths"});
+  EXPECT_EQ(allowed.code, 1) << allowed.out << allowed.err;
+  EXPECT_CONTAINS(allowed.err, key + "(1): (withheld: a diagnostic in a file outside the spec's directory");
+  EXPECT_EQ((allowed.out + allowed.err).find(secret), std::string::npos) << allowed.err;
+}
+
+// `compile -o OUT` writes a new file and renames it over OUT: a symlink someone planted at OUT (in a
+// team's group-writable directory) is replaced, and the file it points at is left alone.
+TEST_F(CliInputTest, CompileReplacesASymlinkAtItsOutput) {
+  write_file(dir_ / "k.cu", "extern \"C\" __global__ void k(float* x) { x[0] = 1; }\n");
+  write_file(dir_ / "victim", "precious");
+  const fs::path team = dir_ / "team";
+  ASSERT_TRUE(fs::create_directory(team));
+  ASSERT_EQ(::chmod(team.c_str(), 02770), 0);
+  fs::create_symlink(dir_ / "victim", team / "k.cubin");
+  fs::create_symlink(dir_ / "planted-by-someone", team / "k.ptx");  // dangling: would be created
+  Result cubin = cli({"compile", (dir_ / "k.cu").string(), "--arch", "sm_90", "-o", (team / "k.cubin").string()});
+  ASSERT_EQ(cubin.code, 0) << cubin.err;
+  Result ptx = cli({"compile", (dir_ / "k.cu").string(), "--arch", "sm_90", "--ptx", "-o", (team / "k.ptx").string()});
+  ASSERT_EQ(ptx.code, 0) << ptx.err;
+  EXPECT_EQ(read_file(dir_ / "victim"), "precious");
+  EXPECT_FALSE(fs::exists(dir_ / "planted-by-someone"));
+  EXPECT_FALSE(fs::is_symlink(team / "k.cubin"));
+  EXPECT_EQ(read_file(team / "k.cubin").substr(0, 4), "\x7f" "ELF");
+  EXPECT_CONTAINS(read_file(team / "k.ptx"), ".target sm_90");
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(team)) ++files;
+  EXPECT_EQ(files, 2u) << "a temporary file was left behind";
+  // A directory at the output: an error naming it, nothing left behind.
+  fs::create_directory(team / "dir.cubin");
+  Result dir = cli({"compile", (dir_ / "k.cu").string(), "--arch", "sm_90", "-o", (team / "dir.cubin").string()});
+  EXPECT_EQ(dir.code, 1) << dir.out << dir.err;
+  EXPECT_CONTAINS(dir.err, "cannot write '" + (team / "dir.cubin").string() + "'");
+  files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(team)) ++files;
+  EXPECT_EQ(files, 3u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Processes and concurrent maintenance (issue 20): killing `cuinline warm` kills its workers;
-// `cache clear` leaves a live writer's temp file; `cache list/stats/verify` create nothing;
+// `cache clear` leaves a live writer's temp file; `cache list/stats/verify`, `info` and
+// `warm --dry-run` create nothing;
 // `cache verify [--fix]` reports and removes entries someone else could have written.
 
 #include <sys/prctl.h>
@@ -83,25 +84,33 @@ TEST_F(CliTest, ClearLeavesALiveWritersTempFile) {
 
 TEST_F(CliTest, InspectionCreatesNothing) {
   ASSERT_FALSE(fs::exists(cache_));
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"cache", "list"}, {"cache", "list", "--json"}, {"cache", "stats"}, {"cache", "verify"}}) {
+  const std::vector<std::vector<std::string>> inspections = {
+      {"cache", "list"},   {"cache", "list", "--json"}, {"cache", "stats"}, {"cache", "stats", "--json"},
+      {"cache", "verify"}, {"info"},
+      {"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run"}};
+  for (const std::vector<std::string>& args : inspections) {
     Result r = cli(args);
-    EXPECT_EQ(r.code, 0) << args[1] << ": " << r.err;
-    EXPECT_FALSE(fs::exists(cache_)) << args[1] << " created the cache directory";
+    EXPECT_EQ(r.code, 0) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_FALSE(fs::exists(cache_)) << args[0] << " " << args[1] << " created the cache directory";
   }
   EXPECT_CONTAINS(cli({"cache", "list"}).out, "0 entries, 0 B in " + cache_.string() + " (does not exist yet)");
+  EXPECT_CONTAINS(cli({"info"}).out, "does not exist yet");
+  EXPECT_CONTAINS(cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run"}).out,
+                  "would be compiled into " + cache_.string() + " (does not exist yet)");
   // An existing directory with entries but no lock file: inspected, and still no lock file.
   Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.err;
   ASSERT_TRUE(fs::remove(cache_ / "lock"));
   const std::size_t entries = entry_files().size();
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"cache", "list"}, {"cache", "stats"}, {"cache", "verify"}}) {
+  for (const std::vector<std::string>& args : inspections) {
     Result r = cli(args);
-    EXPECT_EQ(r.code, 0) << args[1] << ": " << r.err;
-    EXPECT_FALSE(fs::exists(cache_ / "lock")) << args[1] << " created the lock file";
+    EXPECT_EQ(r.code, 0) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_FALSE(fs::exists(cache_ / "lock")) << args[0] << " " << args[1] << " created the lock file";
   }
   EXPECT_CONTAINS(cli({"cache", "verify"}).out, std::to_string(entries) + " entries checked, 0 bad");
+  EXPECT_CONTAINS(cli({"info"}).out, std::to_string(entries) + " entries");
+  EXPECT_CONTAINS(cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run"}).out,
+                  std::to_string(entries) + " already cached");
 }
 
 TEST_F(CliTest, VerifyReportsPlantedEntriesAndFixRemovesThem) {

@@ -20,8 +20,8 @@ struct WarmOptions {
   std::string cache_dir;           ///< empty: the environment's (CUINLINE_CACHE_DIR, ...)
   bool dry_run = false;
   bool progress = true;  ///< false: one line per variant even on a terminal
-  std::size_t max_variants = 100000;  ///< expansion limit (cli::kDefaultMaxVariants)
-  bool allow_outside_paths = false;   ///< a spec's files may lie outside its directory
+  std::size_t max_variants = 100000;  ///< bound on variants × archs (cli::kDefaultMaxVariants)
+  bool allow_outside_paths = false;   ///< a spec may read files outside its directory (spec_confine.hpp)
   bool remote = false;  ///< fill the remote (Redis) tier as well (remote_cmd.cpp)
 };
 int run_warm(const WarmOptions& options);

@@ -7,7 +7,6 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
-#include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
@@ -15,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/spec.hpp"
+#include "cli/util.hpp"
 
 namespace cuinline::cli {
 namespace {
@@ -146,10 +146,8 @@ int run_compile(const CompileOptions& options) {
   if (output.empty()) output = file.stem().string() + (ptx ? ".ptx" : ".cubin");
   std::size_t size = program.binary.size();
   if (ptx && size > 0 && program.binary.back() == '\0') --size;  // a .ptx file holds the text only
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  out.write(program.binary.data(), static_cast<std::streamsize>(size));
-  out.close();
-  if (!out) throw Error("compile: cannot write '" + output + "'");
+  // A new file renamed over the output: a symlink someone planted at OUT is replaced, not written through.
+  write_output_file(output, std::string_view(program.binary.data(), size));
   if (ptx && !options.ptx) {
     std::fprintf(stderr, "note: %s is newer than this NVRTC supports: wrote PTX for %s instead of CUBIN\n",
                  arch.name().c_str(), program.arch.virtual_name().c_str());

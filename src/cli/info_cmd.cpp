@@ -1,5 +1,8 @@
 // cuinline info: versions, GPUs and the cache. Works with no driver and no GPU.
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cuinline/cache.hpp>
@@ -47,12 +50,16 @@ int run_info(const InfoOptions& options) {
 
   CacheConfig env = CacheConfig::from_environment();
   CacheConfig config = cli_cache_config(options.cache_dir);
+  config.create = false;  // info only looks: it creates nothing, not even the directory or its lock file
   DiskCache disk(config);
   std::printf("%-10s %s%s\n", "cache", disk.directory().c_str(),
               env.disk_enabled ? "" : " (the library's disk tier is off: CUINLINE_DISABLE_DISK_CACHE)");
+  struct stat st {};
   if (disk.usable()) {
     std::printf("%-10s %zu entries, %s of %s\n", "", disk.list().size(),
                 format_bytes(disk.total_bytes()).c_str(), format_bytes(disk.max_bytes()).c_str());
+  } else if (::lstat(disk.directory().c_str(), &st) != 0 && errno == ENOENT) {
+    std::printf("%-10s does not exist yet (0 entries, cap %s)\n", "", format_bytes(config.max_bytes).c_str());
   } else {
     std::printf("%-10s not usable (see the warning above)\n", "");
   }

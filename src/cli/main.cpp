@@ -9,6 +9,8 @@
 #include <cuinline/version.hpp>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/util.hpp"
@@ -24,6 +26,43 @@ void add_cache_dir(CLI::App* app, std::string& dir) {
         return v.empty() ? std::string("an empty directory name (leave --cache-dir out for the default)")
                          : std::string();
       });
+}
+
+// The words of the command line that no command took, by the command they were given to.
+void collect_unknown_words(const CLI::App* app, const std::string& path,
+                           std::vector<std::pair<std::string, std::string>>& out, const CLI::App*& first_app) {
+  for (const std::string& word : app->remaining(false)) {
+    if (word == "--") continue;
+    if (out.empty()) first_app = app;
+    out.emplace_back(path, word);
+  }
+  for (const CLI::App* sub : app->get_subcommands()) collect_unknown_words(sub, path + " " + sub->get_name(), out, first_app);
+}
+
+// CLI11 checks required options and subcommands before the words it did not take, so it would
+// answer "warm --bogus" with "--spec is required" and "cache bogus" with "A subcommand is required":
+// every unknown word is named first. Returns false when there is none.
+bool report_unknown_words(const CLI::App& app) {
+  std::vector<std::pair<std::string, std::string>> words;
+  const CLI::App* first_app = nullptr;
+  collect_unknown_words(&app, "cuinline", words, first_app);
+  if (words.empty()) return false;
+  std::string commands;
+  for (const CLI::App* sub : first_app->get_subcommands([](const CLI::App*) { return true; }))
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+  for (const auto& [path, word] : words) {
+    const std::string shown = escape_control(word);
+    if (!word.empty() && word[0] == '-') {
+      std::fprintf(stderr, "cuinline: error: `%s`: unknown option '%s'\n", path.c_str(), shown.c_str());
+    } else if (!commands.empty() && path == words.front().first) {
+      std::fprintf(stderr, "cuinline: error: `%s`: unknown command '%s' (commands: %s)\n", path.c_str(), shown.c_str(),
+                   commands.c_str());
+    } else {
+      std::fprintf(stderr, "cuinline: error: `%s`: unexpected argument '%s'\n", path.c_str(), shown.c_str());
+    }
+  }
+  std::fprintf(stderr, "see `%s --help`\n", words.front().first.c_str());
+  return true;
 }
 
 int dispatch(int argc, char** argv) {
@@ -52,10 +91,12 @@ int dispatch(int argc, char** argv) {
   warm_cmd->add_flag("--remote", warm.remote,
                      "Fill the remote (Redis) cache too: $CUINLINE_REMOTE_CACHE, $CUINLINE_CACHE_KEY_FILE");
   warm_cmd->add_option("--max-variants", warm.max_variants,
-                       "Refuse a spec that expands to more variants (default 100000; the conv2d copy modules, at most one of each kind a spec, are not variants)")
+                       "Refuse a spec of more variants × archs than this (default 100000; counted from the spec's lists before "
+                       "anything is built; the conv2d copy modules, at most one of each kind a spec, are not variants)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
   warm_cmd->add_flag("--allow-outside-paths", warm.allow_outside_paths,
-                     "Let the spec's .cu files and headers lie outside the spec's directory");
+                     "Let the spec's .cu files and headers, what they #include and the files its options name "
+                     "(-I, --pre-include, ...) lie outside the spec's directory");
 
   CacheOptions cache;
   auto* cache_cmd = app.add_subcommand("cache", "Inspect and maintain the disk cache");
@@ -92,7 +133,8 @@ int dispatch(int argc, char** argv) {
       ->allow_extra_args(false);
   compile_cmd->add_option("-X,--nvrtc-option", compile.options, "Extra NVRTC option, e.g. -X --use_fast_math")
       ->allow_extra_args(false);
-  compile_cmd->add_option("-o,--output", compile.output, "Output file (default: FILE.cubin / FILE.ptx)");
+  compile_cmd->add_option("-o,--output", compile.output,
+                          "Output file (default: FILE.cubin / FILE.ptx), replaced by a new file (a symlink there is not followed)");
   compile_cmd->add_flag("--ptx", compile.ptx, "Emit PTX for the arch's virtual architecture");
 
   InfoOptions info;
@@ -174,6 +216,7 @@ int dispatch(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && report_unknown_words(app)) return kExitUsage;
     int code = app.exit(e);  // prints help/version or the error
     return code == 0 ? kExitOk : kExitUsage;
   }

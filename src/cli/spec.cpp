@@ -1,13 +1,22 @@
 #include "cli/spec.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cuinline/error.hpp>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "cli/json_field.hpp"
 
 namespace cuinline::cli {
 namespace {
+
+// Each value once, in list order: a repeated value would only name the same variants again.
+template <typename T>
+void push_once(std::vector<T>& list, const T& value) {
+  if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+}
 
 const std::vector<std::string>& dtype_names() {
   static const std::vector<std::string> names = {"f32", "f16", "bf16", "f64"};
@@ -21,7 +30,7 @@ std::vector<DType> parse_dtypes(const JsonField& field) {
     std::optional<DType> dtype;
     if (item.value().is_string()) dtype = parse_dtype(item.value().get_ref<const std::string&>());
     if (!dtype) item.as_choice(dtype_names());  // throws with the list of choices
-    out.push_back(*dtype);
+    push_once(out, *dtype);
   }
   return out;
 }
@@ -35,7 +44,7 @@ std::vector<ops::Conv2dPrecision> parse_precisions(const JsonField& field) {
   std::vector<Conv2dPrecision> out;
   for (const auto& item : field.one_or_many()) {
     // as_choice throws "expected one of fp32,tf32,tf32x3, got ..." for anything else.
-    out.push_back(ops::parse_conv2d_precision(item.as_choice(names)));
+    push_once(out, ops::parse_conv2d_precision(item.as_choice(names)));
   }
   return out;
 }
@@ -47,25 +56,51 @@ std::vector<ops::Conv2dLayout> parse_layouts(const JsonField& field) {
   static const std::vector<std::string> names = {ops::to_string(Conv2dLayout::nchw),
                                                  ops::to_string(Conv2dLayout::nhwc)};
   std::vector<Conv2dLayout> out;
-  for (const auto& item : field.one_or_many()) out.push_back(ops::parse_conv2d_layout(item.as_choice(names)));
+  for (const auto& item : field.one_or_many()) push_once(out, ops::parse_conv2d_layout(item.as_choice(names)));
   return out;
 }
 
-// The layout the library reads from a tensor's strides: where channels-last and contiguous strides
-// address the same elements (one channel, or a single pixel) it names NCHW, so a spec variant does too.
-ops::Conv2dLayout seen_layout(ops::Conv2dLayout layout, std::int64_t channels, std::int64_t pixels) {
-  return channels == 1 || pixels == 1 ? ops::Conv2dLayout::nchw : layout;
-}
-
+// Numbers each once, compared by their bits (0.0 and -0.0 are different constants).
 std::vector<double> parse_numbers(const JsonField& field, double min, double max) {
   std::vector<double> out;
-  for (const auto& item : field.one_or_many()) out.push_back(item.as_number(min, max));
+  std::unordered_set<std::uint64_t> seen;
+  for (const auto& item : field.one_or_many()) {
+    const double value = item.as_number(min, max);
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    if (seen.insert(bits).second) out.push_back(value);
+  }
   return out;
+}
+
+// Ops, each once (operator==; describe() only buckets them).
+struct OpSet {
+  std::vector<ops::Op>* out;
+  std::unordered_map<std::string, std::vector<std::size_t>> by_text;
+  void add(ops::Op op) {
+    auto& bucket = by_text[op.describe()];
+    for (std::size_t i : bucket) {
+      if ((*out)[i] == op) return;
+    }
+    bucket.push_back(out->size());
+    out->push_back(std::move(op));
+  }
+};
+
+// A string that reaches NVRTC as a line of its own (a name expression is compiled as
+// "#pragma nv_mangled_name <expr>"): a line break in it would start a directive of the spec's
+// choosing, such as an #include of any file.
+std::string as_single_line(const JsonField& item) {
+  std::string text = item.as_nonempty_string();
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) item.fail("must not contain control characters (a line break, a tab, ...)");
+  }
+  return text;
 }
 
 std::vector<std::string> parse_strings(const JsonField& field) {
   std::vector<std::string> out;
-  for (const auto& item : field.one_or_many()) out.push_back(item.as_nonempty_string());
+  for (const auto& item : field.one_or_many()) out.push_back(as_single_line(item));
   return out;
 }
 
@@ -83,46 +118,39 @@ ops::Op parse_op_text(const JsonField& field) {
 
 // "op": "relu" | "leaky_relu(0.01)" | "div(2)|leaky_relu(0.01)" | "expr(...)" | a list of those.
 // The bare names leaky_relu and div_leaky_relu take their constants from "slope" / "divisor",
-// each a number or a list (every combination is warmed).
-std::vector<ops::Op> parse_ops(const JsonField& entry) {
+// each a number or a list (every combination is warmed; they are combined when the variants are
+// built, not here).
+void parse_ops(const JsonField& entry, OpEntry& op) {
   auto slope_field = entry.find("slope");
   auto divisor_field = entry.find("divisor");
-  std::vector<double> slopes =
-      slope_field ? parse_numbers(*slope_field, -1e30, 1e30) : std::vector<double>{0.01};
+  op.slopes = slope_field ? parse_numbers(*slope_field, -1e30, 1e30) : std::vector<double>{0.01};
   // A divisor of 0 is allowed, as in the library and PyTorch (x / 0 gives ±inf, 0 / 0 NaN).
-  std::vector<double> divisors =
-      divisor_field ? parse_numbers(*divisor_field, -1e30, 1e30) : std::vector<double>{};
-  bool slope_used = false, divisor_used = false;
-  std::vector<ops::Op> out;
+  if (divisor_field) op.divisors = parse_numbers(*divisor_field, -1e30, 1e30);
+  OpSet fixed{&op.ops, {}};
   for (const auto& item : entry.at("op").one_or_many()) {
     std::string text = item.as_nonempty_string();
     if (text == "leaky_relu") {
-      for (double slope : slopes) out.push_back(ops::Op::leaky_relu(slope));
-      slope_used = true;
+      op.leaky_relu = true;
     } else if (text == "div_leaky_relu") {
       if (!divisor_field) entry.at("divisor");  // "missing required field"
-      for (double divisor : divisors) {
-        for (double slope : slopes) out.push_back(ops::Op::div_leaky_relu(divisor, slope));
-      }
-      slope_used = divisor_used = true;
+      op.div_leaky_relu = true;
     } else {
-      out.push_back(parse_op_text(item));
+      fixed.add(parse_op_text(item));
     }
   }
-  if (slope_field && !slope_used) {
+  if (slope_field && !op.leaky_relu && !op.div_leaky_relu) {
     slope_field->fail("a slope needs op \"leaky_relu\" or \"div_leaky_relu\" (without arguments)");
   }
-  if (divisor_field && !divisor_used) {
+  if (divisor_field && !op.div_leaky_relu) {
     divisor_field->fail("a divisor needs op \"div_leaky_relu\" (without arguments)");
   }
-  return out;
 }
 
 OpEntry parse_op(const JsonField& entry) {
   entry.expect_object(
       {"kind", "op", "slope", "divisor", "dtype", "vector_width", "index", "shape", "strided", "inputs"});
   OpEntry op;
-  op.ops = parse_ops(entry);
+  parse_ops(entry, op);
   op.dtypes = parse_dtypes(entry.at("dtype"));
   if (auto f = entry.find("vector_width")) {
     for (const auto& item : f->one_or_many()) {
@@ -136,7 +164,7 @@ OpEntry parse_op(const JsonField& entry) {
                     std::to_string(width));
         }
       }
-      op.vector_widths.push_back(width);
+      push_once(op.vector_widths, width);
     }
   }
   auto index = entry.find("index");
@@ -195,18 +223,20 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   // dtype: of every tensor (f32, f16, bf16, f64; one or a list). layout: of the input and the output
   // ("nchw", "nhwc"; one or a list); weight_layout: the weight's (default: each "layout" in turn,
   // as model.to(memory_format=torch.channels_last) makes the weights channels-last too).
-  std::vector<DType> dtypes = {DType::f32};
+  Conv2dEntry conv;
+  std::vector<DType>& dtypes = conv.dtypes;
+  dtypes = {DType::f32};
   if (auto f = entry.find("dtype")) {
     dtypes.clear();
     for (const auto& item : f->one_or_many()) {
       const std::string name = item.as_choice({"f32", "f16", "bf16", "f64"});
-      dtypes.push_back(*parse_dtype(name));
+      push_once(dtypes, *parse_dtype(name));
     }
   }
-  std::vector<ops::Conv2dLayout> layouts = {ops::Conv2dLayout::nchw};
-  if (auto f = entry.find("layout")) layouts = parse_layouts(*f);
-  std::vector<ops::Conv2dLayout> weight_layouts;  // empty: the weight's layout is the input's
-  if (auto f = entry.find("weight_layout")) weight_layouts = parse_layouts(*f);
+  conv.layouts = {ops::Conv2dLayout::nchw};
+  if (auto f = entry.find("layout")) conv.layouts = parse_layouts(*f);
+  // empty: the weight's layout is the input's
+  if (auto f = entry.find("weight_layout")) conv.weight_layouts = parse_layouts(*f);
   // input: [N, C, H, W] (N is a run-time value, not part of the kernel) or [C, H, W].
   auto input = entry.at("input").elements(3, 4);
   std::size_t first = input.size() == 4 ? 1 : 0;
@@ -236,47 +266,29 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   if (auto f = entry.find("stride")) std::tie(params.stride_h, params.stride_w) = parse_hw(*f, 1, ops::kMaxConv2dExtent);
   if (auto f = entry.find("padding")) std::tie(params.pad_h, params.pad_w) = parse_hw(*f, 0, ops::kMaxConv2dExtent);
   if (auto f = entry.find("dilation")) std::tie(params.dilation_h, params.dilation_w) = parse_hw(*f, 1, ops::kMaxConv2dExtent);
-  std::vector<bool> biases = {false};
+  conv.biases = {false};
   if (auto f = entry.find("bias")) {
-    biases.clear();
-    for (const auto& item : f->one_or_many()) biases.push_back(item.as_bool());
+    conv.biases.clear();
+    for (const auto& item : f->one_or_many()) push_once(conv.biases, item.as_bool());
   }
   // epilogue: an op string ("div(2)|leaky_relu(0.01)", "relu", ...) or a list; none: the bare conv.
-  std::vector<ops::Op> epilogues = {ops::Op::chain({})};
   if (auto f = entry.find("epilogue")) {
-    epilogues.clear();
-    for (const auto& item : f->one_or_many()) epilogues.push_back(parse_op_text(item));
+    OpSet epilogues{&conv.epilogues, {}};
+    for (const auto& item : f->one_or_many()) epilogues.add(parse_op_text(item));
+  } else {
+    conv.epilogues = {ops::Op::chain({})};
   }
-  std::vector<ops::Conv2dPrecision> precisions = {ops::Conv2dPrecision::fp32};
-  if (auto f = entry.find("precision")) precisions = parse_precisions(*f);
-  Conv2dEntry conv;
-  for (const auto& epilogue : epilogues) {
-    for (bool bias : biases) {
-      for (ops::Conv2dPrecision precision : precisions) {
-        for (DType dtype : dtypes) {
-          for (ops::Conv2dLayout layout : layouts) {
-            for (ops::Conv2dLayout weight_layout :
-                 weight_layouts.empty() ? std::vector<ops::Conv2dLayout>{layout} : weight_layouts) {
-              try {
-                auto variant = ops::make_conv2d_variant(c, h, w, k, kh, kw, params, bias, epilogue);
-                variant.precision = precision;
-                variant.dtype = dtype;
-                variant.input_layout = seen_layout(layout, c, std::int64_t{h} * w);
-                variant.weight_layout = seen_layout(weight_layout, c / groups, std::int64_t{kh} * kw);
-                variant.output_layout = seen_layout(layout, k, variant.out_height() * variant.out_width());
-                variant.validate();
-                // The same kernel listed twice (a layout that reads as NCHW): once.
-                if (std::find(conv.variants.begin(), conv.variants.end(), variant) == conv.variants.end())
-                  conv.variants.push_back(std::move(variant));
-              } catch (const InvalidArgument& e) {
-                entry.fail(e.what());
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  conv.precisions = {ops::Conv2dPrecision::fp32};
+  if (auto f = entry.find("precision")) conv.precisions = parse_precisions(*f);
+  conv.channels = c;
+  conv.height = h;
+  conv.width = w;
+  conv.filters = k;
+  conv.kernel_h = kh;
+  conv.kernel_w = kw;
+  conv.params = params;
+  // The combinations are built and validated one at a time (Conv2dEntry::variant), after the spec's
+  // size was checked against the bound.
   return conv;
 }
 
@@ -286,7 +298,7 @@ CudaFileEntry parse_cuda(const JsonField& entry) {
   CudaFileEntry cuda;
   cuda.file = entry.at("file").as_nonempty_string();
   cuda.name = "inline";
-  if (auto f = entry.find("name")) cuda.name = f->as_nonempty_string();
+  if (auto f = entry.find("name")) cuda.name = as_single_line(*f);
   if (auto f = entry.find("name_expressions")) cuda.name_expressions = parse_strings(*f);
   if (auto f = entry.find("functions")) cuda.functions = parse_strings(*f);
   if (auto f = entry.find("options")) cuda.options = parse_strings(*f);

@@ -4,20 +4,22 @@
 // Two steps, both before anything is compiled:
 //   parse_spec(text)       structure and values, with the JSON path of every bad field. Pure: reads no
 //                          files, so a fuzzer can call it on arbitrary bytes.
-//   expand_spec(spec, dir) the CompileRequests: reads the user .cu files and headers (relative to the
-//                          spec's directory) and builds each variant with the same functions the
-//                          library uses at run time, so warm writes exactly the entries that are
-//                          looked up later.
+//   SpecExpansion         the CompileRequests, one at a time: reads the user .cu files and headers
+//                          (relative to the spec's directory) and builds each variant with the same
+//                          functions the library uses at run time, so warm writes exactly the
+//                          entries that are looked up later.
 
 #include <cstdint>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
+#include <array>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,9 +37,23 @@ struct CudaFileEntry {
   std::vector<std::string> headers;            ///< header files, included by file name
 };
 
-/// Built-in elementwise ops over every combination of their dtypes and vector widths.
+/// One value of an op entry's "op" list: a fixed op, or a bare name whose constants come from the
+/// entry's "slope" / "divisor" lists.
+struct OpChoice {
+  enum class Kind { fixed, leaky_relu, div_leaky_relu };
+  Kind kind = Kind::fixed;
+  ops::Op op;  ///< Kind::fixed only
+};
+
+/// Built-in elementwise ops over every combination of their dtypes and vector widths. The lists are
+/// kept as lists (each value once): the combinations are built one at a time (SpecExpansion), so a
+/// small spec that names millions of them costs nothing until it is refused.
 struct OpEntry {
-  std::vector<ops::Op> ops;  ///< "op" (with "slope"/"divisor" applied)
+  std::vector<ops::Op> ops;        ///< "op" values that are complete ops, each once
+  bool leaky_relu = false;         ///< bare "leaky_relu": once per slope
+  bool div_leaky_relu = false;     ///< bare "div_leaky_relu": once per divisor and slope
+  std::vector<double> slopes;      ///< "slope" (default 0.01), each value once
+  std::vector<double> divisors;    ///< "divisor", each value once
   std::vector<DType> dtypes;
   std::vector<int> vector_widths;  ///< empty: every width the run-time choice can pick
   bool index32 = true;             ///< contiguous tensors of < 2^31 elements
@@ -47,12 +63,28 @@ struct OpEntry {
   /// ops. Each op × dtype warms the contiguous variant of aligned tensors (the widest vectors) and,
   /// with "strided", the strided one.
   std::vector<std::vector<std::int64_t>> input_shapes;
+
+  /// The number of ops the "op" list stands for (saturating), and the i-th of them: the complete
+  /// ops, then leaky_relu of each slope, then div_leaky_relu of each divisor and slope.
+  std::size_t op_count() const noexcept;
+  ops::Op op_at(std::size_t index) const;
 };
 
 /// Fused conv2d variants: one shape (the batch size is a run-time value) with each listed epilogue,
-/// bias setting and precision mode.
+/// bias setting, precision, dtype and layouts (each value once); variant(i) builds the i-th.
 struct Conv2dEntry {
-  std::vector<ops::Conv2dVariant> variants;
+  int channels = 0, height = 0, width = 0, filters = 0, kernel_h = 0, kernel_w = 0;
+  ops::Conv2dParams params;
+  std::vector<ops::Op> epilogues;
+  std::vector<bool> biases;
+  std::vector<ops::Conv2dPrecision> precisions;
+  std::vector<DType> dtypes;
+  std::vector<ops::Conv2dLayout> layouts;
+  std::vector<ops::Conv2dLayout> weight_layouts;  ///< empty: each variant's weight takes its layout
+
+  std::size_t count() const noexcept;  ///< saturating
+  /// The i-th combination, validated (InvalidArgument from Conv2dVariant::validate otherwise).
+  ops::Conv2dVariant variant(std::size_t index) const;
 };
 
 enum class EntryKind { op, conv2d, cuda };
@@ -77,28 +109,66 @@ Spec parse_spec(std::string_view json_text);
 struct Variant {
   std::string label;
   std::string entry_path;  ///< the spec entry it came from
-  CompileRequest request;
+  CompileRequest request;  ///< unused where for_arch is set
   /// Where the program depends on the arch (a conv2d variant is planned for the arch's
   /// ops::Conv2dTarget): its request for an arch, or nullopt where the arch needs no such module (a
   /// copy module that none of the spec's variants launches there). Unset: `request` for every arch.
   std::function<std::optional<CompileRequest>(const Arch&)> for_arch;
+  std::optional<ops::Conv2dVariant> conv2d;  ///< a conv2d variant: what it is (for its copy modules)
 };
 
-/// The variants of every entry, in spec order (duplicates kept; the caller dedups by key). Throws
-/// InvalidArgument naming the entry for an unreadable file or a combination the library rejects.
-/// At most `max_variants` are expanded: the count is computed from the entries' lists before anything
-/// is rendered (a small spec can name millions of combinations), and identical variants are merged
-/// before they are rendered; too many → InvalidArgument naming the count and the limit. A "cuda"
-/// entry's file and headers must resolve inside `spec_directory` unless `allow_outside_paths`.
-/// Where a conv2d variant is staged (f16 / bf16 copied channels-last first), the staging copy's
-/// module follows it, once a spec (not counted against `max_variants`).
-inline constexpr std::size_t kDefaultMaxVariants = 100000;
-std::vector<Variant> expand_spec(const Spec& spec, const std::filesystem::path& spec_directory,
-                                 std::size_t max_variants = kDefaultMaxVariants, bool allow_outside_paths = false);
+/// The number of variants the spec's entries stand for, from the lengths of their lists alone
+/// (saturating at SIZE_MAX): nothing is built. Each is compiled once per arch.
+std::size_t count_variants(const Spec& spec);
 
-/// The number of variants an entry expands to (before merging duplicates), computed without
-/// building them.
-std::size_t count_variants(const SpecEntry& entry);
+/// The default bound on variants × archs of `cuinline warm` (--max-variants).
+inline constexpr std::size_t kDefaultMaxVariants = 100000;
+
+class SpecConfinement;
+
+/// The variants of a spec, built one at a time and on demand: at(i) renders the i-th alone, the same
+/// each time it is called (a warm worker rebuilds the variant it compiles), so memory does not grow
+/// with the number of variants. The "cuda" entries' files are read once, by the constructor: each
+/// must resolve inside `spec_directory`, and include nothing and name no file outside it
+/// (spec_confine.hpp), unless `allow_outside_paths`. Throws InvalidArgument naming the entry.
+class SpecExpansion {
+ public:
+  SpecExpansion(const Spec& spec, const std::filesystem::path& spec_directory, bool allow_outside_paths);
+  ~SpecExpansion();
+  SpecExpansion(const SpecExpansion&) = delete;
+  SpecExpansion& operator=(const SpecExpansion&) = delete;
+
+  std::size_t size() const noexcept { return size_; }
+  /// Variant `index` (< size()). Throws InvalidArgument naming the entry for a combination the
+  /// library rejects.
+  Variant at(std::size_t index) const;
+  /// The index in Spec::entries of the entry variant `index` comes from.
+  std::size_t entry_of(std::size_t index) const;
+  /// The spec's directory, for redacting compile logs (whether or not the spec may read outside it).
+  const SpecConfinement& confinement() const noexcept { return *confinement_; }
+
+ private:
+  const Spec& spec_;
+  std::vector<std::size_t> first_;  ///< index of each entry's first variant
+  std::size_t size_ = 0;
+  std::vector<std::optional<CompileRequest>> cuda_;  ///< each "cuda" entry's request, read once
+  std::unique_ptr<SpecConfinement> confinement_;
+};
+
+/// The shape-generic copy modules that conv2d variants launch beside their convs (the f16 / bf16
+/// staging copy, which also holds the TF32 wgmma variants' copy; the f32 channels-last transposing
+/// copy), once a spec each, for the archs whose targets launch them, so a warmed cache needs no
+/// NVRTC at run time. add() every variant of the spec first; the modules are not counted against
+/// --max-variants (at most one of each kind).
+class CopyModules {
+ public:
+  void add(const Variant& variant);
+  const std::vector<Variant>& modules() const noexcept { return modules_; }
+
+ private:
+  std::vector<Variant> modules_;
+  std::vector<std::shared_ptr<std::array<bool, 4>>> targets_;  ///< per module: the targets launching it
+};
 
 /// The largest spec, .cu file or header the CLI reads (bytes).
 inline constexpr std::uint64_t kMaxInputFileBytes = 64ull << 20;

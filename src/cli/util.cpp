@@ -2,6 +2,7 @@
 
 #include "common/escape.hpp"
 
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -10,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <cerrno>
+#include <cstring>
 #include <cuinline/error.hpp>
+#include <random>
 
 namespace cuinline::cli {
 
@@ -113,6 +117,43 @@ CacheConfig cli_cache_config(const std::string& cache_dir) {
   config.disk_enabled = true;
   if (!cache_dir.empty()) config.directory = cache_dir;
   return config;
+}
+
+void write_output_file(const std::filesystem::path& path, std::string_view data) {
+  const std::string shown = "'" + path.string() + "'";
+  const std::string name = path.filename().string();
+  if (name.empty() || name == "." || name == "..") throw Error("cannot write " + shown + ": not a file name");
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  // The temporary name is unpredictable and created exclusively: in a directory others can write
+  // (a team's 2770 directory), a file or symlink planted under it makes the open fail, not write
+  // elsewhere. Its mode is 0666 less the umask, as any new file's.
+  std::random_device random;
+  std::filesystem::path temp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, "%08x%08x", random(), random());
+    temp = dir / ("." + name + ".tmp-" + suffix);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw Error("cannot write " + shown + ": creating a temporary file in '" + dir.string() + "': " + std::strerror(errno));
+  auto fail = [&](const std::string& what, int error) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(temp.c_str());
+    throw Error("cannot write " + shown + ": " + what + ": " + std::strerror(error));
+  };
+  for (std::size_t done = 0; done < data.size();) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("writing", errno);
+    done += static_cast<std::size_t>(n);
+  }
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) fail("closing", errno);
+  // rename replaces whatever is at `path` (a symlink included) by this file; it never follows it.
+  if (::rename(temp.c_str(), path.c_str()) != 0) fail("replacing it", errno);
 }
 
 std::string escape_control(std::string_view text) {

@@ -37,6 +37,12 @@ CacheConfig cli_cache_config(const std::string& cache_dir);
 /// throws Error saying why when it cannot be used (remote_cmd.cpp).
 std::unique_ptr<RemoteCache> open_remote_cache();
 
+/// Writes `data` to `path` whole or not at all, as a new file: a unique temporary file in the same
+/// directory (created with O_CREAT | O_EXCL | O_NOFOLLOW, so nothing planted there is written
+/// through), written, closed and renamed over `path`. A symlink at `path` is replaced, never
+/// followed. On failure the temporary file is removed, `path` is as it was, and Error names it.
+void write_output_file(const std::filesystem::path& path, std::string_view data);
+
 /// Seconds since `start`.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

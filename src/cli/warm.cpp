@@ -4,15 +4,19 @@
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <cuinline/cache.hpp>
 #include <cuinline/compiler.hpp>
 #include <cuinline/driver.hpp>
@@ -26,17 +30,40 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/spec.hpp"
+#include "cli/spec_confine.hpp"
 #include "cli/util.hpp"
 
 namespace cuinline::cli {
 namespace {
 
+// One (variant, arch) to warm. Light: the request is rebuilt from the expansion when it is compiled,
+// so the jobs of a large spec take little memory (a worker rebuilds only what it compiles).
 struct WarmJob {
-  const Variant* variant = nullptr;
-  CompileRequest request;  // the variant's for this arch (Variant::for_arch)
-  Arch arch;
+  std::size_t source = 0;  // the variant's index in the expansion, or the copy module's
+  bool copy = false;       // a copy module (CopyModules)
+  std::uint32_t arch = 0;  // index into WarmPlan::archs
   CacheKey key;
-  std::string label;  // "leaky_relu f16 v8 slope=0.01 sm_90"
+  std::string label;                        // "leaky_relu f16 v8 slope=0.01 sm_90"
+  const std::string* entry_path = nullptr;  // the spec entry it came from
+};
+
+// What the jobs are built from, and rebuilt from when compiled.
+struct WarmPlan {
+  const SpecExpansion& expansion;
+  const CopyModules& copies;
+  const std::vector<Arch>& archs;
+
+  // The job's request for its arch, as it was keyed (checked: a request that came out differently
+  // would be stored under another program's key).
+  CompileRequest request(const WarmJob& job) const {
+    const Arch& arch = archs[job.arch];
+    const Variant variant = job.copy ? copies.modules()[job.source] : expansion.at(job.source);
+    std::optional<CompileRequest> request = variant.for_arch ? variant.for_arch(arch) : variant.request;
+    if (!request || !(make_cache_key(*request, arch) == job.key)) {
+      throw Error(job.label + ": the variant's program came out differently when it was built again");
+    }
+    return std::move(*request);
+  }
 };
 
 // The archs to compile for: --arch, else those of the present GPUs.
@@ -77,27 +104,25 @@ std::string join_archs(const std::vector<Arch>& archs) {
   return out;
 }
 
-// Builds every (variant, arch) job with its key, one per key: computing the keys first also checks
-// every variant's options before anything is compiled.
-std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::vector<Arch>& archs,
-                               std::size_t* duplicates) {
+// Builds every (variant, arch) job with its key, one per key, the variants built one at a time:
+// computing the keys first also checks every variant's options before anything is compiled. The
+// copy modules the conv2d variants launch come last, once each.
+std::vector<WarmJob> make_jobs(const Spec& spec, const WarmPlan& plan, CopyModules& copies, std::size_t* duplicates) {
   std::vector<WarmJob> jobs;
   std::unordered_set<CacheKey, CacheKeyHash> seen;
   *duplicates = 0;
-  for (const auto& variant : variants) {
-    for (const auto& arch : archs) {
+  auto add = [&](const Variant& variant, std::size_t source, bool copy, const std::string* entry_path) {
+    for (std::uint32_t a = 0; a < plan.archs.size(); ++a) {
+      const Arch& arch = plan.archs[a];
       WarmJob job;
-      job.variant = &variant;
-      job.arch = arch;
+      job.source = source;
+      job.copy = copy;
+      job.arch = a;
+      job.entry_path = entry_path;
       try {
-        if (variant.for_arch) {
-          std::optional<CompileRequest> request = variant.for_arch(arch);
-          if (!request) continue;  // (a module that arch does not launch)
-          job.request = std::move(*request);
-        } else {
-          job.request = variant.request;
-        }
-        job.key = make_cache_key(job.request, arch);
+        std::optional<CompileRequest> request = variant.for_arch ? variant.for_arch(arch) : variant.request;
+        if (!request) continue;  // (a module that arch does not launch)
+        job.key = make_cache_key(*request, arch);
       } catch (const InvalidArgument& e) {
         throw InvalidArgument(variant.entry_path + " (" + variant.label + "): " + e.what());
       }
@@ -108,8 +133,32 @@ std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::
       job.label = variant.label + " " + arch.name();
       jobs.push_back(std::move(job));
     }
+  };
+  for (std::size_t i = 0; i < plan.expansion.size(); ++i) {
+    const Variant variant = plan.expansion.at(i);
+    copies.add(variant);
+    add(variant, i, false, &spec.entries[plan.expansion.entry_of(i)].path);
+  }
+  for (std::size_t m = 0; m < copies.modules().size(); ++m) {
+    add(copies.modules()[m], m, true, &copies.modules()[m].entry_path);
   }
   return jobs;
+}
+
+// A compile error's message, with NVRTC's diagnostics in files outside the spec's directory withheld
+// (NVRTC echoes the lines they point at), --allow-outside-paths or not: a spec that may read a file
+// still must not show it.
+std::string compile_error_text(const CompileError& e, const SpecConfinement& confinement, const CompileRequest* request) {
+  std::string what = e.what();
+  std::string log = e.log();
+  if (request != nullptr && !log.empty()) {
+    const std::string redacted = confinement.redact_log(log, *request);
+    if (const std::size_t at = what.find(log); at != std::string::npos) what.replace(at, log.size(), redacted);
+    log = redacted;
+  }
+  // The library's message carries the log; add it where it does not.
+  if (!log.empty() && what.find(log) == std::string::npos) what += "\n" + log;
+  return what;
 }
 
 // --remote: the remote entry is what counts. Already there (its TTL refreshed) → cached; on the local
@@ -117,7 +166,8 @@ std::vector<WarmJob> make_jobs(const std::vector<Variant>& variants, const std::
 // both tiers. The local entry is written before the remote one, so a Redis that is down (or refuses
 // the write) costs the publish, not the compile: the variant is reported failed, its entry stays on
 // disk and a later `warm --remote` publishes it from there.
-Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job, std::string* error) {
+Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job, const Arch& arch,
+                        const std::function<const CompileRequest&()>& request, std::string* error) {
   if (remote.load(job.key)) return Outcome::cached;
   // The locks in the library's order (KernelCache: disk, then remote); without a lease (Redis down)
   // the disk lock still keeps two processes of this machine from compiling one key.
@@ -126,7 +176,7 @@ Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job
   if (remote.load(job.key)) return Outcome::cached;
   std::optional<CompiledProgram> program = disk.load(job.key);
   const bool compiled = !program;
-  if (compiled) program = compile(job.request, job.arch);
+  if (compiled) program = compile(request(), arch);
   const bool on_disk = !compiled || disk.store(job.key, *program);
   if (!remote.store(job.key, *program)) {
     const std::string where = "the remote cache " + remote.endpoint() + " (see the warning above)";
@@ -144,40 +194,48 @@ Outcome warm_one_remote(DiskCache& disk, RemoteCache& remote, const WarmJob& job
 
 // Looks the key up; compiles and publishes it when missing. The per-key lock makes a concurrent
 // warm (or a library process) wait instead of compiling the same entry twice.
-Outcome warm_one(DiskCache& disk, RemoteCache* remote, const WarmJob& job, std::string* error) {
+Outcome warm_one(DiskCache& disk, RemoteCache* remote, const WarmPlan& plan, const WarmJob& job, std::string* error) {
+  const Arch& arch = plan.archs[job.arch];
+  std::optional<CompileRequest> built;
+  const std::function<const CompileRequest&()> request = [&]() -> const CompileRequest& {
+    if (!built) built = plan.request(job);
+    return *built;
+  };
   try {
-    if (remote != nullptr) return warm_one_remote(disk, *remote, job, error);
+    if (remote != nullptr) return warm_one_remote(disk, *remote, job, arch, request, error);
     if (disk.load(job.key)) return Outcome::cached;
     auto lock = disk.lock(job.key);
     if (disk.load(job.key)) return Outcome::cached;
-    CompiledProgram program = compile(job.request, job.arch);
+    CompiledProgram program = compile(request(), arch);
     if (!disk.store(job.key, program)) {
       *error = "compiled, but the entry could not be written to " + disk.directory().string();
       return Outcome::failed;
     }
     return Outcome::compiled;
   } catch (const CompileError& e) {
-    *error = e.what();  // the library's message carries the log; add it where it does not
-    if (!e.log().empty() && error->find(e.log()) == std::string::npos) *error += "\n" + e.log();
+    *error = compile_error_text(e, plan.expansion.confinement(), built ? &*built : nullptr);
   } catch (const std::exception& e) {
     *error = e.what();
   }
   return Outcome::failed;
 }
 
-// Lists the jobs without touching the entries (no load: that would refresh their use times).
-int dry_run(DiskCache& disk, const std::vector<WarmJob>& jobs) {
+// Lists the jobs without touching the entries (no load: that would refresh their use times), and
+// without creating anything: a cache directory that does not exist yet holds nothing.
+int dry_run(const DiskCache* disk, const std::string& directory, const std::vector<WarmJob>& jobs) {
   std::unordered_set<CacheKey, CacheKeyHash> present;
-  for (const auto& entry : disk.list()) present.insert(entry.key);
+  if (disk != nullptr) {
+    for (const auto& entry : disk->list()) present.insert(entry.key);
+  }
   std::size_t cached = 0;
   for (const auto& job : jobs) {
     bool hit = present.count(job.key) > 0;
     cached += hit ? 1 : 0;
     std::printf("%-10s %s  %s  (%s)\n", hit ? "cached" : "compile", job.key.hex().substr(0, 16).c_str(),
-                job.label.c_str(), job.variant->entry_path.c_str());
+                job.label.c_str(), job.entry_path->c_str());
   }
-  std::printf("dry run: %zu variants, %zu already cached, %zu would be compiled into %s\n", jobs.size(),
-              cached, jobs.size() - cached, disk.directory().c_str());
+  std::printf("dry run: %zu variants, %zu already cached, %zu would be compiled into %s%s\n", jobs.size(), cached,
+              jobs.size() - cached, directory.c_str(), disk != nullptr ? "" : " (does not exist yet)");
   return kExitOk;
 }
 
@@ -190,24 +248,27 @@ struct SharedJob {
   std::atomic<int> state;  // 0 pending, 1 running, 2 finished
   int outcome;
   double seconds;
-  char error[1536];
 };
 struct SharedPool {
   std::atomic<std::size_t> next;
   std::atomic<std::uint64_t> evictions;  // the workers' DiskCache evictions, for the summary
-  SharedJob jobs[1];                     // really jobs.size() of them
 };
+// Each job's error message has a slot of its own after the jobs, written only when the job failed:
+// the pages of the jobs that succeed are never touched.
+constexpr std::size_t kErrorBytes = 1536;
 static_assert(std::atomic<std::size_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "shared-memory counters must be lock-free");
 
 // Returns the evictions the workers did.
-std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const std::vector<WarmJob>& jobs, int workers,
-                                   Progress& progress) {
-  const std::size_t bytes = sizeof(SharedPool) + jobs.size() * sizeof(SharedJob);
+std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const WarmPlan& plan,
+                                   const std::vector<WarmJob>& jobs, int workers, Progress& progress) {
+  const std::size_t bytes = sizeof(SharedPool) + jobs.size() * (sizeof(SharedJob) + kErrorBytes);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED)
     throw Error(std::string("warm: mapping shared memory failed: ") + std::strerror(errno));
   auto* pool = static_cast<SharedPool*>(mem);  // zero-filled by mmap: every job pending
+  auto* slots = reinterpret_cast<SharedJob*>(static_cast<char*>(mem) + sizeof(SharedPool));
+  char* errors = reinterpret_cast<char*>(slots + jobs.size());
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;
@@ -224,13 +285,13 @@ std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const std::
       std::unique_ptr<RemoteCache> remote;
       if (use_remote) remote = std::make_unique<RemoteCache>(RemoteCacheConfig::from_environment());
       for (std::size_t i = pool->next.fetch_add(1); i < jobs.size(); i = pool->next.fetch_add(1)) {
-        SharedJob& slot = pool->jobs[i];
+        SharedJob& slot = slots[i];
         slot.state.store(1);
         const auto job_start = std::chrono::steady_clock::now();
         std::string error;
-        slot.outcome = static_cast<int>(warm_one(disk, remote.get(), jobs[i], &error));
+        slot.outcome = static_cast<int>(warm_one(disk, remote.get(), plan, jobs[i], &error));
         slot.seconds = seconds_since(job_start);
-        std::snprintf(slot.error, sizeof slot.error, "%s", error.c_str());
+        if (!error.empty()) std::snprintf(errors + i * kErrorBytes, kErrorBytes, "%s", error.c_str());
         slot.state.store(2);
       }
       pool->evictions.fetch_add(disk.stats().evictions);
@@ -245,14 +306,15 @@ std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const std::
   std::vector<int> shown(jobs.size(), 0);
   auto report = [&] {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const int state = pool->jobs[i].state.load();
+      const int state = slots[i].state.load();
       if (state >= 1 && shown[i] == 0) {
         progress.started(i, jobs[i].label);
         shown[i] = 1;
       }
       if (state == 2 && shown[i] == 1) {
-        const SharedJob& slot = pool->jobs[i];
-        progress.finished(i, jobs[i].label, static_cast<Outcome>(slot.outcome), slot.seconds, slot.error);
+        const SharedJob& slot = slots[i];
+        progress.finished(i, jobs[i].label, static_cast<Outcome>(slot.outcome), slot.seconds,
+                          std::string(errors + i * kErrorBytes));
         shown[i] = 2;
       }
     }
@@ -291,17 +353,35 @@ int run_warm(const WarmOptions& options) {
   // Everything that can be wrong with the input is found here, before the first compile.
   std::filesystem::path spec_path(options.spec_file);
   Spec spec = parse_spec(read_text_file(spec_path, "--spec"));
-  std::vector<Variant> variants = expand_spec(spec, spec_path.parent_path(), options.max_variants, options.allow_outside_paths);
   std::vector<Arch> archs = select_archs(options.archs);
+  // The bound is on compiles, variants × archs, computed from the lengths of the spec's lists
+  // before a single variant is built.
+  const std::size_t variants = count_variants(spec);
+  const std::size_t compiles = variants > SIZE_MAX / archs.size() ? SIZE_MAX : variants * archs.size();
+  if (compiles > options.max_variants) {
+    auto count = [](std::size_t n) { return n == SIZE_MAX ? "more than " + std::to_string(SIZE_MAX - 1) : std::to_string(n); };
+    throw InvalidArgument("spec: " + count(variants) + " variants × " + std::to_string(archs.size()) + " arch" +
+                          (archs.size() == 1 ? "" : "s") + " = " + count(compiles) + ", more than the limit of " +
+                          std::to_string(options.max_variants) + " (raise it with --max-variants if that many are meant)");
+  }
+  SpecExpansion expansion(spec, spec_path.parent_path(), options.allow_outside_paths);
+  CopyModules copies;
+  const WarmPlan plan{expansion, copies, archs};
   std::size_t duplicates = 0;
-  std::vector<WarmJob> jobs = make_jobs(variants, archs, &duplicates);
+  std::vector<WarmJob> jobs = make_jobs(spec, plan, copies, &duplicates);
 
-  DiskCache disk(cli_cache_config(options.cache_dir));
+  CacheConfig config = cli_cache_config(options.cache_dir);
+  config.create = !options.dry_run;  // a dry run creates nothing, not even the directory or its lock file
+  DiskCache disk(config);
   if (!disk.usable()) {
+    struct stat st {};
+    if (options.dry_run && ::lstat(disk.directory().c_str(), &st) != 0 && errno == ENOENT) {
+      return dry_run(nullptr, disk.directory().string(), jobs);
+    }
     std::fprintf(stderr, "cuinline warm: the cache directory %s cannot be used\n", disk.directory().c_str());
     return kExitFailure;
   }
-  if (options.dry_run) return dry_run(disk, jobs);
+  if (options.dry_run) return dry_run(&disk, disk.directory().string(), jobs);
   // Checked before forking; the remote cache connects on first use, so nothing is shared.
   std::unique_ptr<RemoteCache> remote = options.remote ? open_remote_cache() : nullptr;
 
@@ -317,13 +397,13 @@ int run_warm(const WarmOptions& options) {
 
   std::uint64_t worker_evictions = 0;
   if (workers > 1) {
-    worker_evictions = run_worker_processes(disk, remote != nullptr, jobs, workers, progress);
+    worker_evictions = run_worker_processes(disk, remote != nullptr, plan, jobs, workers, progress);
   } else {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const auto job_start = std::chrono::steady_clock::now();
       progress.started(i, jobs[i].label);
       std::string error;
-      const Outcome outcome = warm_one(disk, remote.get(), jobs[i], &error);
+      const Outcome outcome = warm_one(disk, remote.get(), plan, jobs[i], &error);
       progress.finished(i, jobs[i].label, outcome, seconds_since(job_start), error);
     }
   }
