@@ -210,7 +210,7 @@ __device__ __forceinline__ T ew_std_min(T a, T b) {
 // x > y ? a : b as a select of two values already computed, never a branch: a conv epilogue runs
 // once for each of a thread's accumulators (64-128), and a branch around each one's math leaves ptxas
 // nothing to interleave (elu as `x > 0 ? x : expm1f(x)` cost a large f16 conv +1.26 ms, computed on
-// both sides and selected +0.54; H100, 2026-11-27). NaN compares false, as in C.
+// both sides and selected +0.54, on an H100). NaN compares false, as in C.
 __device__ __forceinline__ float ew_select_gt(float x, float y, float a, float b) {
   float r;
   asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, %2;\n\tselp.f32 %0, %3, %4, p;\n\t}"

@@ -1,4 +1,4 @@
-// Paths that move under us (issue 20): the cache directory is opened through descriptors, one
+// Paths that move under us: the cache directory is opened through descriptors, one
 // component at a time from '/', never following a symlink once the path is resolved; what is missing
 // is made with mkdirat and given mode 0700 with fchmod on the opened directory; every directory above
 // the cache must be owned by this user or root and writable by no one else unless sticky (ssh's rule

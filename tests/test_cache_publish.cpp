@@ -1,5 +1,5 @@
 // A publish whose temp file is removed while it is written (by a cleaner that did not know it was
-// live, as `cache clear` did before issue 20) fails, counted, and says why instead of a bare
+// live, as an older `cache clear` was) fails, counted, and says why instead of a bare
 // "renaming: No such file or directory".
 #include <gtest/gtest.h>
 

@@ -493,7 +493,7 @@ TEST_F(CliTest, ListStatsAndClear) {
   EXPECT_TRUE(entry_files().empty());
 }
 
-// The CLI's words (issue 20, item 9): each mistake named, exit 2, nothing done.
+// The CLI's words: each mistake named, exit 2, nothing done.
 TEST_F(CliTest, MistakesAreNamed) {
   Result bogus = cli({"bogus"});
   EXPECT_EQ(bogus.code, 2);

@@ -1,4 +1,4 @@
-// Processes and concurrent maintenance (issue 20): killing `cuinline warm` kills its workers;
+// Processes and concurrent maintenance: killing `cuinline warm` kills its workers;
 // `cache clear` leaves a live writer's temp file; `cache list/stats/verify`, `info` and
 // `warm --dry-run` create nothing;
 // `cache verify [--fix]` reports and removes entries someone else could have written.

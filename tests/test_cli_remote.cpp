@@ -155,7 +155,7 @@ TEST_F(CliRemote, ADrippingPeerDoesNotHangTheCommands) {
 
 TEST_F(CliRemote, WarmWithRedisDownKeepsTheLocalEntries) {
   // Nothing listens on port 1: every publish fails, but the compiled entries stay on the local disk
-  // (issue 46 item 5: they were thrown away) and warm exits non-zero, naming the remote cache.
+  // (not thrown away with the remote failures) and warm exits non-zero, naming the remote cache.
   const std::string down = "redis://127.0.0.1:1";
   const auto start = std::chrono::steady_clock::now();
   auto r = cli({"warm", "--remote", "--spec", spec(), "--arch", "sm_90,sm_80", "-j", "2", "--no-progress"},

@@ -2,7 +2,7 @@
 // (grouped and depthwise ones among them),
 // against a float64 CPU reference computed from the inputs as stored (rounded to the dtype), outputs
 // poisoned (NaN in every dtype) before each launch (f16 and bf16 on the tensor-core kernel); the
-// shapes of issue 19 on it, sampled; and the special values (rounding ties, fp32
+// seed, ResNet-like and UNet-like shapes on it, sampled; and the special values (rounding ties, fp32
 // intermediate sums beyond f16's range, NaN and infinity) compared bit for bit. Skips without a
 // device.
 #include <gtest/gtest.h>
@@ -729,7 +729,7 @@ TEST(Conv2dDtypesGpu, PastTheFormerLimitsEveryDtypeAndLayout) {
   }
 }
 
-// The shapes of issue 19 (the seed 8x128^2 -> 64 3x3; ResNet-like 64x56^2 -> 64 3x3 pad 1; UNet-like
+// The seed, ResNet-like and UNet-like shapes (the seed 8x128^2 -> 64 3x3; ResNet-like 64x56^2 -> 64 3x3 pad 1; UNet-like
 // 128x128^2 -> 128 3x3 pad 1, at small batches) in f16 and bf16, NCHW and channels-last, on the
 // tensor-core kernel: every output written (the poison gone), a random sample of 4096 outputs (and
 // the four corners of each image's first and last channel) against the float64 reference.

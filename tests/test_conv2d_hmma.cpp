@@ -27,7 +27,7 @@ struct Shape {
   Conv2dParams p;
 };
 
-// The seed, the ResNet-like and UNet-like shapes of issue 19, odd and small channel counts, 1 x 1
+// The seed, the ResNet-like and UNet-like shapes, odd and small channel counts, 1 x 1
 // and 5 x 5 filters, stride 2, dilation 2, non-square images, fewer pixels than a block.
 const Shape kShapes[] = {
     {"seed", 8, 128, 128, 64, 3, 3, {}},
@@ -458,8 +458,8 @@ namespace {
 
 // The cp.async form's short reductions (2-5 k steps: a ring over every step) planned for targets of
 // less shared memory than sm_90's: sm_86's 99 KiB a block did not hold the 4 buffers of 128 pixels x
-// 64 channels at a k step of 64 (110592 bytes: 56 -> 106 channels, 2 x 2; found by the sm86 gpu suite
-// on an H100, 2026-11-27), and the plan threw. Fewer buffers now, never fewer than 2; each fits its
+// 64 channels at a k step of 64 (110592 bytes: 56 -> 106 channels, 2 x 2; found by the sm86 gpu suite),
+// and the plan threw. Fewer buffers now, never fewer than 2; each fits its
 // target, and those for sm_86 compile for sm_86.
 TEST(Conv2dHmma, ShortAsyncReductionsFitEveryTargetsSharedMemory) {
   const cuinline::Arch archs[] = {cuinline::Arch::parse("sm_86"), cuinline::Arch::parse("sm_80"),

@@ -220,7 +220,7 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
 // The no-workspace kernel of a staged f16 NCHW call whose staged copy runs on wgmma: the direct
 // kernel is not a wgmma one, so its stores are at most 4 wide where the staged variant's are 8
 // (a 1 x 1 conv 64 -> 8 channels at 128 x 128; its source once asserted the wgmma width and did not
-// compile: found by test_conv2d_workspace_gpu on an H200, 2026-11-26). That conv now runs the
+// compile: found by test_conv2d_workspace_gpu). That conv now runs the
 // pointwise form (no staging); the same 128 x 128 output from a stride-2 1 x 1 is still staged.
 TEST(Conv2dShapes, NoWorkspaceKernelOfAStagedCallCompiles) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
@@ -263,7 +263,7 @@ TEST(Conv2dShapes, NoSpillsOnTheTunedShapes) {
   }
 }
 
-// The shape issue 19 found (a valid F.conv2d call that failed with "whole warps": 3 x 5 filter,
+// A shape once refused (a valid F.conv2d call that failed with "whole warps": 3 x 5 filter,
 // padding (1, 2), 4 x 16 x 40 x 40 input, 48 output channels), in each precision.
 TEST(Conv2dShapes, NonSquareFilterWithThreeChannelGroups) {
   Conv2dParams p;

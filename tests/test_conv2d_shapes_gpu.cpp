@@ -124,8 +124,8 @@ namespace {
 // 3xTF32 (Conv2dPrecision::tf32x3) keeps fp32's accuracy on long reductions (Cin x KH x KW of
 // 4608-14448). The tensor cores' fp32 accumulation truncates at every mma: chained into the running
 // sum, 3xTF32's error grew with the reduction (rel L2 5.6e-5-1.3e-4 at these lengths, PyTorch's fp32
-// conv 1-3e-6: bench/conv2d_fuzz.py, 2026-11-27); each k8 step's products are now summed from zero
-// and added to the running sum in fp32. The limit is the fp32 one, 1e-5, for both precisions.
+// conv 1-3e-6, found by bench/conv2d_fuzz.py); each k8 step's products are now summed from zero
+// and added to the running sum in fp32. The limit is fp32's, 1e-5, for both precisions.
 TEST(Conv2dShapesGpu, Tf32x3KeepsFp32AccuracyOnLongReductions) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = test::fresh_seed();

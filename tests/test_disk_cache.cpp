@@ -395,7 +395,7 @@ TEST(DiskCache, PruneToASize) {
 }
 
 // clear() removes every entry and the stale temp files; a young temp file may be a live writer's and
-// stays (issue 20: clear used to remove it, failing that writer's publish).
+// stays (removing it would fail that writer's publish).
 TEST(DiskCache, ClearRemovesEntriesAndStaleTempFiles) {
   TempDir dir;
   DiskCache cache(config_for(dir.path()));

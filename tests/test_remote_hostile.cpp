@@ -1,4 +1,4 @@
-// The remote tier against peers that attack it (issue 47, items 1 and 2): a reply dripped one byte
+// The remote tier against peers that attack it: a reply dripped one byte
 // per 100 ms, a bulk header announcing 1 TiB then streaming, an endless SCAN cursor, INFO fields and
 // errors carrying terminal escapes (tests/hostile_peer.hpp, on 127.0.0.1); a too-large value and
 // keys of another type planted in a real redis-server; unix sockets in a directory others can write
