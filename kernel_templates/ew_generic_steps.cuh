@@ -89,7 +89,12 @@ __device__ __forceinline__ float ewg_storage<float>(unsigned long long bits) {
 // Each step's result pinned where its case computed it: without it NVVM merged the cases' trailing
 // ew_fn_out (an inline add.rn) into one block and dropped the f64 results of several cases (tanh,
 // exp, log, elu, ...: the step left its input unchanged). An empty volatile asm per case keeps each
-// case's result flowing into the loop's value; it emits no instruction.
+// case's result flowing into the loop's value; it emits no instruction. (A host emulation of the
+// kernels defines CUINLINE_EWG_HOST_EMULATED: no PTX constraints there.)
+#ifdef CUINLINE_EWG_HOST_EMULATED
+template <class S>
+inline void ewg_pin(S&) {}
+#else
 __device__ __forceinline__ void ewg_pin(float& v) {
   asm volatile("" : "+f"(v));
 }
@@ -102,6 +107,7 @@ __device__ __forceinline__ void ewg_pin(ew_half& v) {
 __device__ __forceinline__ void ewg_pin(ew_bf16& v) {
   asm volatile("" : "+h"(v.bits));
 }
+#endif
 
 // A step's opmath constants, converted before its operands are loaded (the elementwise kernel's
 // schedule).
