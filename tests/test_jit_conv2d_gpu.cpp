@@ -61,6 +61,13 @@ Conv2dParams params(int stride, int pad, int dilation, int groups) {
   return p;
 }
 
+// A value as text that parses back to the same double.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 // A tensor [n, c, h, w]: its values as stored (rounded to the dtype), logical NCHW order.
 struct Host {
   std::int64_t n = 0, c = 0, h = 0, w = 0;
@@ -177,7 +184,7 @@ struct Problem {
   ops::Op epilogue(double scale = 0) const {
     // (scale != 0: a leading mul(scale), a variant no earlier call compiled; the reference is scaled.)
     std::string text = c.epilogue->text;
-    if (scale != 0) text = "mul(" + std::to_string(scale) + ")" + (text.empty() ? "" : "|" + text);
+    if (scale != 0) text = "mul(" + exact(scale) + ")" + (text.empty() ? "" : "|" + text);
     return text.empty() ? ops::Op::chain({}) : ops::parse_op(text);
   }
 
@@ -338,6 +345,7 @@ TEST_F(JitConv2dGpu, AsyncServesAtOnceThenSwapsTheSpecializedKernelIn) {
 // launches the generic kernel there too. Both graphs replay to the reference.
 TEST_F(JitConv2dGpu, CaptureWaitsForTheSpecializedKernel) {
   const Problem p(kCases[1], DType::f16, rng_);
+  p.run(p.epilogue(), JitPolicy::generic);  // (the generic module loaded eagerly, as an application's warm-up)
   Stream stream;
   for (JitPolicy policy : {JitPolicy::async, JitPolicy::generic}) {
     const double scale = fresh_scale();  // (a variant of its own for each policy)
@@ -367,7 +375,7 @@ TEST_F(JitConv2dGpu, ExpressionEpiloguesCompileUnderEveryPolicy) {
   c.epilogue = &kIdentity;
   const Problem p(c, DType::f32, rng_);
   const double scale = fresh_scale();
-  const ops::Op epilogue = ops::Op::expr("x * " + std::to_string(scale));
+  const ops::Op epilogue = ops::Op::expr("x * " + exact(scale));
   const JitStats before = jit_stats();
   const std::vector<double> got = p.run(epilogue, JitPolicy::generic);
   const JitStats after = jit_stats();
