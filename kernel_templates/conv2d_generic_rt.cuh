@@ -16,7 +16,7 @@
 // Work split (mode 0): a thread computes one output pixel of one image for up to kCoTile
 // consecutive output channels of one group (the block row's: every lane of a warp reads the same
 // weights, broadcast loads); a channels-last input whose channel runs are 16-byte aligned is read
-// 16 bytes a load. Mode 1 (depthwise with a channels-last input): a thread computes one output
+// 16 bytes a load, and a channels-last weight beside it too. Mode 1 (depthwise with a channels-last input): a thread computes one output
 // channel of one pixel, channels fastest, so a warp reads consecutive input channels.
 // Grid: (blocks over the items, groups x channel tiles a group (mode 0) or 1, N); no shared memory.
 #ifndef CUINLINE_CONV2D_GENERIC_RT_CUH
@@ -40,7 +40,7 @@ struct cuinline_conv2d_rt_params {
   int has_bias, has_residual;
   int vec_in;  // a channels-last input read 16 bytes a load (its runs and pointer aligned)
   int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest
-  int pad;
+  int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
 };
 
 namespace cuinline_conv2d_rt_detail {
@@ -84,7 +84,8 @@ __device__ __forceinline__ void finish(const cuinline_conv2d_rt_params& p, const
 // The sums of mode 0 for the channels co0 .. co0 + valid - 1 (Full: all kCoTile of them).
 template <class T, class A, bool Full>
 __device__ __forceinline__ void accumulate(const cuinline_conv2d_rt_params& p, const T* in_n, const T* w_co,
-                                           int oy, int ox, int valid, bool vec_in, A (&acc)[CUINLINE_CONV2D_RT_CO_TILE]) {
+                                           int oy, int ox, int valid, bool vec_in, bool vec_w,
+                                           A (&acc)[CUINLINE_CONV2D_RT_CO_TILE]) {
   constexpr int kCo = CUINLINE_CONV2D_RT_CO_TILE;
   constexpr int kVec = 16 / sizeof(T);
 #pragma unroll 1
@@ -103,6 +104,18 @@ __device__ __forceinline__ void accumulate(const cuinline_conv2d_rt_params& p, c
         for (int cv = 0; cv < p.cin_g; cv += kVec) {
           A xs[kVec];
           cuinline_conv2d_generic_detail::load16(src + cv, xs);
+          if (vec_w) {
+            // Each channel's kVec weights in one load: the same sums, each channel's in j order.
+#pragma unroll
+            for (int c = 0; c < kCo; ++c) {
+              if (!Full && c >= valid) break;
+              A ws[kVec];
+              cuinline_conv2d_generic_detail::load16(wp + c * p.w_o + cv, ws);
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) acc[c] = fma_op(xs[j], ws[j], acc[c]);
+            }
+            continue;
+          }
 #pragma unroll
           for (int j = 0; j < kVec; ++j) {
 #pragma unroll
@@ -175,13 +188,14 @@ __device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ in
   const T* in_n = input + n * p.in_n + (long long)g * p.cin_g * p.in_c;
   const T* w_co = weight + co0 * p.w_o;
   const bool vec_in = p.vec_in && (reinterpret_cast<unsigned long long>(input) & 15) == 0;
+  const bool vec_w = vec_in && p.vec_w && (reinterpret_cast<unsigned long long>(weight) & 15) == 0;
   A acc[kCo];
 #pragma unroll
   for (int c = 0; c < kCo; ++c) acc[c] = A(0);
   if (valid == kCo) {
-    accumulate<T, A, true>(p, in_n, w_co, oy, ox, valid, vec_in, acc);
+    accumulate<T, A, true>(p, in_n, w_co, oy, ox, valid, vec_in, vec_w, acc);
   } else {
-    accumulate<T, A, false>(p, in_n, w_co, oy, ox, valid, vec_in, acc);
+    accumulate<T, A, false>(p, in_n, w_co, oy, ox, valid, vec_in, vec_w, acc);
   }
   const long long out_pix = n * p.out_n + oy * p.out_y + ox * p.out_x;
 #pragma unroll

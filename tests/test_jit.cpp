@@ -349,6 +349,7 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(p.has_bias, 1);
     EXPECT_EQ(p.has_residual, 0);
     EXPECT_EQ(p.vec_in, 0);
+    EXPECT_EQ(p.vec_w, 0);
     EXPECT_EQ(p.mode, 0);
     const ci::GenericConvGrid g = ci::generic_conv_grid(v);
     EXPECT_EQ(g.threads, 128);
@@ -374,6 +375,7 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(p.w_x, 64);
     EXPECT_EQ(p.w_y, 3 * 64);
     EXPECT_EQ(p.vec_in, 1) << "64 channels: 16-byte runs";
+    EXPECT_EQ(p.vec_w, 1) << "a channels-last weight";
     EXPECT_EQ(p.sh, 2);
     EXPECT_EQ(p.dw, 2);
     EXPECT_EQ(ci::generic_conv_grid(v).blocks_y, 12);
@@ -388,6 +390,7 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(p.co_tiles, 1);
     EXPECT_EQ(p.w_o, 27);
     EXPECT_EQ(p.vec_in, 0);
+    EXPECT_EQ(p.vec_w, 0);
     EXPECT_EQ(p.mode, 0);
     const ci::GenericConvGrid g = ci::generic_conv_grid(v);
     EXPECT_EQ(g.blocks_y, 4);

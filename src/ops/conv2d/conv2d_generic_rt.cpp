@@ -107,6 +107,7 @@ GenericConvParams generic_conv_params(const Conv2dVariant& v) {
   // kernel checks the input pointer).
   const int vec = static_cast<int>(16 / dtype_size(v.dtype));
   p.vec_in = in_nhwc && p.cin_g % vec == 0 && v.in_channels % vec == 0 ? 1 : 0;
+  p.vec_w = p.vec_in && w_nhwc ? 1 : 0;  // (its runs start at multiples of cin_g)
   p.mode = depthwise_channels_last(v) ? 1 : 0;
   return p;
 }

@@ -25,7 +25,7 @@ struct GenericConvParams {
   std::int32_t has_bias = 0, has_residual = 0;
   std::int32_t vec_in = 0;
   std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest
-  std::int32_t pad = 0;
+  std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
 };
 static_assert(sizeof(GenericConvParams) == 12 * 8 + 22 * 4, "must match cuinline_conv2d_rt_params");
 
