@@ -9,6 +9,10 @@ libcuinline.so's C API on PyTorch tensors and PyTorch's current stream (docs/jit
                PyTorch eager and torch.compile on relu, add(in1)|gelu, mul(k)|leaky_relu; CUDA events,
                L2 flushed before each timed call, medians
   correctness  generic == specialized bit for bit on the bandwidth shapes (NaN == NaN)
+  conv2d       the first call of never-seen conv2d variants under async and sync, and the generic conv2d
+               kernel's time against the specialized one's (CUDA events, medians; the largest
+               difference of their outputs relative to the largest output) on 2x12x50² -> 20 3x3 f32
+               and 8x64x40² -> 96 3x3 f16 channels-last, and a depthwise 3x3 bf16 channels-last
 
 Usage: CUINLINE_CACHE_DIR=$(mktemp -d) python3 bench/jit_first_call.py path/to/libcuinline.so [--no-compile-peer]
 """
@@ -49,6 +53,10 @@ def main():
     lib.cuinline_last_error.restype = ctypes.c_char_p
     lib.cuinline_apply.argtypes = [ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.POINTER(Tensor),
                                    ctypes.c_int, ctypes.c_void_p]
+    ip2 = ctypes.c_int * 2
+    lib.cuinline_conv2d_grouped.argtypes = [ctypes.POINTER(Tensor)] * 5 + [ip2, ip2, ip2, ctypes.c_int,
+                                                                             ctypes.c_char_p, ctypes.c_char_p,
+                                                                             ctypes.c_void_p]
     compile_peer = "--no-compile-peer" not in sys.argv
     dev = torch.cuda.get_device_name(0)
     print(f"device {dev}, torch {torch.__version__}, cache {os.environ.get('CUINLINE_CACHE_DIR')}")
@@ -128,8 +136,11 @@ def main():
           f"(swaps +{after.swaps - before.swaps}, failures +{after.background_failures - before.background_failures},"
           f" generic launches +{after.generic_launches - before.generic_launches})")
 
-    # ---- bandwidth: generic vs specialized ---------------------------------------------------------
+    # ---- conv2d: first calls, generic vs specialized -------------------------------------------------
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    conv_section(lib, stats, flush)
+
+    # ---- bandwidth: generic vs specialized ---------------------------------------------------------
 
     def timed(fn, reps=30):
         for _ in range(3):
@@ -185,6 +196,71 @@ def main():
         del a, out, ref
         torch.cuda.empty_cache()
     assert lib.cuinline_set_jit_policy(ASYNC) == 0
+
+
+def conv_section(lib, stats, flush):
+    def conv(x, w, b, y, pad, groups, epilogue):
+        st = lib.cuinline_conv2d_grouped(ctypes.byref(desc(x)), ctypes.byref(desc(w)), ctypes.byref(desc(b)), None,
+                                         ctypes.byref(desc(y)), (ctypes.c_int * 2)(1, 1),
+                                         (ctypes.c_int * 2)(pad, pad), (ctypes.c_int * 2)(1, 1), groups,
+                                         epilogue.encode(), None, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if st != 0:
+            raise RuntimeError(f"cuinline_conv2d_grouped({epilogue}): {lib.cuinline_last_error().decode()}")
+
+    def timed(fn, reps=30):
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(reps):
+            flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        return statistics.median(times)
+
+    shapes = [("2x12x50^2 -> 20 3x3 f32", 2, 12, 50, 20, 1, torch.float32, False),
+              ("8x64x40^2 -> 96 3x3 f16 NHWC", 8, 64, 40, 96, 1, torch.float16, True),
+              ("8x96x56^2 dw 3x3 bf16 NHWC", 8, 96, 56, 96, 96, torch.bfloat16, True)]
+    seq = [0]
+
+    def fresh():
+        seq[0] += 1
+        return f"mul({1.0 + seq[0] * 2.0 ** -20:.9f})|leaky_relu(0.01)"
+
+    print("\nconv2d: first call of a never-seen variant (call + synchronize, ms); generic vs specialized kernel "
+          "(CUDA events, L2 flushed, median ms)")
+    print(f"{'shape':<32} {'async':>8} {'sync':>8} {'generic':>9} {'specialized':>12} {'ratio':>6} {'max diff':>9}")
+    for name, n, cin, hw, cout, groups, dtype, nhwc in shapes:
+        mf = torch.channels_last if nhwc else torch.contiguous_format
+        x = torch.randn(n, cin, hw, hw, device="cuda", dtype=dtype).to(memory_format=mf)
+        w = torch.randn(cout, cin // groups, 3, 3, device="cuda", dtype=dtype).to(memory_format=mf)
+        b = torch.randn(cout, device="cuda", dtype=dtype)
+        y = torch.empty(n, cout, hw, hw, device="cuda", dtype=dtype).to(memory_format=mf)
+        ref = torch.empty_like(y)
+        row = []
+        for policy in (ASYNC, SYNC):
+            ep = fresh()
+            assert lib.cuinline_set_jit_policy(policy) == 0
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            conv(x, w, b, y, 1, groups, ep)
+            torch.cuda.synchronize()
+            row.append((time.perf_counter() - t0) * 1e3)
+        lib.cuinline_wait_for_specializations()
+        ep = fresh()
+        assert lib.cuinline_set_jit_policy(GENERIC) == 0
+        t_gen = timed(lambda: conv(x, w, b, y, 1, groups, ep))
+        assert lib.cuinline_set_jit_policy(SYNC) == 0
+        conv(x, w, b, ref, 1, groups, ep)
+        t_spec = timed(lambda: conv(x, w, b, ref, 1, groups, ep))
+        torch.cuda.synchronize()
+        diff = ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        print(f"{name:<32} {row[0]:8.2f} {row[1]:8.2f} {t_gen:9.4f} {t_spec:12.4f} {t_gen / t_spec:6.2f} {diff:9.1e}")
+    assert lib.cuinline_set_jit_policy(ASYNC) == 0
+    print(f"(jit_stats: generic launches {stats().generic_launches}, swaps {stats().swaps})")
 
 
 if __name__ == "__main__":

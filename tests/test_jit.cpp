@@ -2,7 +2,8 @@
 // environment, per thread, C API), the background pool (every job runs once, counters, a job that
 // fails, wait_for_specializations), the in-process map's pending states, the generic kernels'
 // fatbin (every kernel for every built arch) and the programs chains lower to (the constants the
-// rendered specialized source holds).
+// rendered specialized source holds); the generic conv2d kernels: their fatbin, the parameters and
+// epilogue programs a variant becomes, and which variants they serve.
 #include <cuinline/cuinline.h>
 #include <gtest/gtest.h>
 
@@ -13,12 +14,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/cuinline.hpp>
+#include <cuinline/conv2d.hpp>
 #include <cuinline/ops.hpp>
 #include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
 
+#include "ops/conv2d/conv2d_generic_rt.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
@@ -162,21 +166,20 @@ TEST(Jit, VariantMapPendingStates) {
   EXPECT_FALSE(map.find(9, 0, is(3), &value).has_value());
 }
 
-TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
-  if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
-  const std::string_view fatbin = detail::generic_fatbin();
-  ASSERT_GT(fatbin.size(), 1024u);
+// A fatbin's entries (kind 1 PTX / 2 ELF, arch), sorted; the fatbin header checked (magic, version,
+// header size, payload size; each entry: kind, its header size, payload size, ..., the SM number at
+// byte 28).
+std::vector<std::pair<int, int>> fatbin_entries(std::string_view fatbin) {
+  EXPECT_GT(fatbin.size(), 1024u);
+  if (fatbin.size() < 16) return {};
   std::uint32_t magic = 0;
   std::memcpy(&magic, fatbin.data(), 4);
   EXPECT_EQ(magic, 0xBA55ED50u) << "a CUDA fatbin";
-  // The entries (fatbin header: magic, version, header size, payload size; each entry: kind 1 PTX /
-  // 2 ELF, its header size, payload size, ..., the SM number at byte 28): SASS for sm_75, sm_80 and
-  // sm_90, and PTX for sm_90; each of the 16 kernels (full and light) in every SASS image.
   std::uint16_t header_size = 0;
   std::uint64_t payload = 0;
   std::memcpy(&header_size, fatbin.data() + 6, 2);
   std::memcpy(&payload, fatbin.data() + 8, 8);
-  ASSERT_EQ(header_size + payload, fatbin.size());
+  EXPECT_EQ(header_size + payload, fatbin.size());
   std::vector<std::pair<int, int>> entries;  // (kind, arch)
   for (std::size_t at = header_size; at + 32 <= fatbin.size();) {
     std::uint16_t kind = 0;
@@ -190,17 +193,40 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
     at += entry_header + size;
   }
   std::sort(entries.begin(), entries.end());
-  EXPECT_EQ(entries, (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
+  return entries;
+}
+
+std::size_t occurrences(std::string_view text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+// SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 16 kernels (full and light) in
+// every SASS image.
+TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
+  if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  const std::string_view fatbin = detail::generic_fatbin();
+  EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (const std::string base :
        {"cuinline_ewg_f32_v4", "cuinline_ewg_f32_v1", "cuinline_ewg_f64_v2", "cuinline_ewg_f64_v1",
         "cuinline_ewg_f16_v8", "cuinline_ewg_f16_v1", "cuinline_ewg_bf16_v8", "cuinline_ewg_bf16_v1"}) {
     for (const std::string k : {base, base + "_light"}) {
-      std::size_t count = 0;
-      for (std::size_t at = fatbin.find(k); at != std::string_view::npos; at = fatbin.find(k, at + 1))
-        ++count;
-      EXPECT_GE(count, 3u) << k << " in every SASS image";
+      EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
     }
   }
+}
+
+// The conv2d fatbin: the same archs, the four dtypes' kernels in every SASS image.
+TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
+  if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  const std::string_view fatbin = detail::generic_conv_fatbin();
+  EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    const std::string k = ops::conv2d_impl::generic_conv_symbol(dt);
+    EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+  }
+  EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
 }
 
 // The program of every step kind holds exactly the constants the rendered specialized source holds:
@@ -278,5 +304,181 @@ TEST(Jit, WhatTheGenericKernelsServe) {
   EXPECT_FALSE(ops::detail::generic_applies(ops::parse_op("relu"), two_outputs));
 }
 
+namespace conv {
+
+using ops::Conv2dLayout;
+using ops::Conv2dParams;
+using ops::Conv2dVariant;
+namespace ci = ops::conv2d_impl;
+
+Conv2dVariant variant(int cin, int h, int w, int cout, int k, const Conv2dParams& p, DType dt, Conv2dLayout in,
+                      Conv2dLayout wl, Conv2dLayout out, const char* epilogue = "relu") {
+  const ops::Op e = *epilogue == '\0' ? ops::Op::chain({}) : ops::parse_op(epilogue);
+  Conv2dVariant v = ops::make_conv2d_variant(cin, h, w, cout, k, k, p, true, e);
+  v.dtype = dt;
+  v.input_layout = in;
+  v.weight_layout = wl;
+  v.output_layout = out;
+  v.validate();
+  return v;
+}
+
+// The element strides, channel tiles, vector flag, mode and grid of NCHW, channels-last, grouped and
+// depthwise variants, against the layouts' definitions.
+TEST(Jit, GenericConvParametersAndGrid) {
+  const auto nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  {  // 12 x 50² -> 20, 3 x 3, f32 NCHW: 2500 pixels, channels in tiles of 8 (8, 8, 4).
+    const Conv2dVariant v = variant(12, 50, 50, 20, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw);
+    const ci::GenericConvParams p = ci::generic_conv_params(v);
+    EXPECT_EQ(p.in_n, 12 * 2500);
+    EXPECT_EQ(p.in_c, 2500);
+    EXPECT_EQ(p.in_y, 50);
+    EXPECT_EQ(p.in_x, 1);
+    EXPECT_EQ(p.out_n, 20 * 48 * 48);
+    EXPECT_EQ(p.out_c, 48 * 48);
+    EXPECT_EQ(p.out_y, 48);
+    EXPECT_EQ(p.w_o, 12 * 9);
+    EXPECT_EQ(p.w_i, 9);
+    EXPECT_EQ(p.w_y, 3);
+    EXPECT_EQ(p.w_x, 1);
+    EXPECT_EQ(p.oh, 48);
+    EXPECT_EQ(p.ow, 48);
+    EXPECT_EQ(p.cin_g, 12);
+    EXPECT_EQ(p.cout_g, 20);
+    EXPECT_EQ(p.co_tiles, 3);
+    EXPECT_EQ(p.has_bias, 1);
+    EXPECT_EQ(p.has_residual, 0);
+    EXPECT_EQ(p.vec_in, 0);
+    EXPECT_EQ(p.vec_w, 0);
+    EXPECT_EQ(p.mode, 0);
+    const ci::GenericConvGrid g = ci::generic_conv_grid(v);
+    EXPECT_EQ(g.threads, 128);
+    EXPECT_EQ(g.blocks_x, (48 * 48 + 127) / 128);
+    EXPECT_EQ(g.blocks_y, 3);
+  }
+  {  // 64 x 40² -> 96, f16, every tensor channels-last, stride 2, pad 1, dilation 2.
+    Conv2dParams q;
+    q.stride_h = q.stride_w = 2;
+    q.pad_h = q.pad_w = 1;
+    q.dilation_h = q.dilation_w = 2;
+    const Conv2dVariant v = variant(64, 40, 40, 96, 3, q, DType::f16, nhwc, nhwc, nhwc);
+    const ci::GenericConvParams p = ci::generic_conv_params(v);
+    const std::int64_t oh = (40 + 2 - 2 * 2 - 1) / 2 + 1;
+    EXPECT_EQ(p.oh, oh);
+    EXPECT_EQ(p.in_c, 1);
+    EXPECT_EQ(p.in_x, 64);
+    EXPECT_EQ(p.in_y, 40 * 64);
+    EXPECT_EQ(p.out_c, 1);
+    EXPECT_EQ(p.out_x, 96);
+    EXPECT_EQ(p.out_y, oh * 96);
+    EXPECT_EQ(p.w_i, 1);
+    EXPECT_EQ(p.w_x, 64);
+    EXPECT_EQ(p.w_y, 3 * 64);
+    EXPECT_EQ(p.vec_in, 1) << "64 channels: 16-byte runs";
+    EXPECT_EQ(p.vec_w, 1) << "a channels-last weight";
+    EXPECT_EQ(p.sh, 2);
+    EXPECT_EQ(p.dw, 2);
+    EXPECT_EQ(ci::generic_conv_grid(v).blocks_y, 12);
+  }
+  {  // Grouped: 4 groups of 3 -> 5 channels, channels-last f16 input of 12 channels (no 16-byte runs).
+    Conv2dParams q;
+    q.groups = 4;
+    const Conv2dVariant v = variant(12, 9, 9, 20, 3, q, DType::f16, nhwc, nchw, nchw);
+    const ci::GenericConvParams p = ci::generic_conv_params(v);
+    EXPECT_EQ(p.cin_g, 3);
+    EXPECT_EQ(p.cout_g, 5);
+    EXPECT_EQ(p.co_tiles, 1);
+    EXPECT_EQ(p.w_o, 27);
+    EXPECT_EQ(p.vec_in, 0);
+    EXPECT_EQ(p.vec_w, 0);
+    EXPECT_EQ(p.mode, 0);
+    const ci::GenericConvGrid g = ci::generic_conv_grid(v);
+    EXPECT_EQ(g.blocks_y, 4);
+    EXPECT_EQ(g.threads, 64) << "49 pixels: two warps";
+  }
+  {  // Depthwise with a channels-last input: one channel of one pixel a thread, channels fastest.
+    Conv2dParams q;
+    q.groups = 32;
+    const Conv2dVariant v = variant(32, 7, 7, 64, 5, q, DType::bf16, nhwc, nchw, nhwc);
+    const ci::GenericConvParams p = ci::generic_conv_params(v);
+    EXPECT_EQ(p.mode, 1);
+    EXPECT_EQ(p.cin_g, 1);
+    EXPECT_EQ(p.cout_g, 2);
+    const ci::GenericConvGrid g = ci::generic_conv_grid(v);
+    EXPECT_EQ(g.blocks_y, 1);
+    EXPECT_EQ(g.blocks_x, (3 * 3 * 64 + 127) / 128);
+    // The same with an NCHW input: the pixel-fast form.
+    EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);
+  }
+}
+
+// The epilogue's program holds the steps and opmath constants of the specialized conv's rendered
+// functor (render_conv2d_epilogue: the chain lowered at fp32 for f16 / bf16, fp64 for f64), its
+// channel operands as inputs 1.., in order.
+TEST(Jit, GenericConvEpilogueProgramsHoldTheRenderedConstants) {
+  const char* epilogues[] = {"div(3)|leaky_relu(0.01)", "mul(in1)|add(in2)|gelu_tanh|clamp(-0.7, 2.5)",
+                             "where(in1, 0.1)|hardswish|elu(0.3)", "add(0.1)|sub(in1)|threshold(0.2, 7)"};
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    const DType a = dt == DType::f64 ? DType::f64 : DType::f32;
+    for (const char* text : epilogues) {
+      const ops::Op op = ops::parse_op(text);
+      const ops::detail::GenericProgram p = ci::generic_conv_program(op, dt);
+      const auto lowered = detail::lower_chain(op, a);
+      ASSERT_EQ(p.steps, static_cast<int>(lowered.size())) << text;
+      EXPECT_EQ(p.inputs, ops::conv2d_epilogue_operands(op) + 1);
+      const std::string source = ci::render_conv2d_epilogue(op, dt, 20);
+      std::size_t at = 0;
+      for (int i = 0; i < p.steps; ++i) {
+        const auto& l = lowered[static_cast<std::size_t>(i)];
+        EXPECT_EQ(p.step[i].fn, static_cast<int>(l.fn));
+        EXPECT_EQ(p.step[i].operand, l.operand);
+        EXPECT_EQ(p.step[i].cond, l.cond);
+        const std::size_t call = source.find("x = ew_", at);
+        ASSERT_NE(call, std::string::npos) << source;
+        const std::size_t end = source.find(';', call);
+        const std::string statement = source.substr(call, end - call);
+        at = end;
+        for (int c = 0; c < 3; ++c) {
+          EXPECT_EQ(p.step[i].c[c], detail::opmath_value(l.c[c], a));
+          if (p.step[i].c[c] != 0) {
+            EXPECT_NE(statement.find(detail::opmath_literal(p.step[i].c[c], a)), std::string::npos)
+                << text << " " << to_string(dt) << ": " << statement;
+          }
+        }
+        if (l.has_storage) {
+          EXPECT_EQ(p.step[i].storage, detail::scalar_storage_bits(l.storage, a));
+          EXPECT_NE(statement.find(detail::storage_literal(l.storage, a)), std::string::npos) << statement;
+        }
+      }
+    }
+  }
+  EXPECT_THROW(ci::generic_conv_program(ops::Op::expr("x * 2"), DType::f32), InvalidArgument);
+  EXPECT_EQ(ci::generic_conv_program(ops::Op::chain({}), DType::f16).steps, 0) << "identity: no steps";
+}
+
+// Chains of up to 32 lowered steps with or without channel operands, in every dtype and layout; not
+// expressions (they compile under every policy) or longer chains.
+TEST(Jit, WhatTheGenericConvKernelServes) {
+  const bool built = generic_kernels_built();
+  const auto nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  Conv2dParams q;
+  q.groups = 2;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    EXPECT_EQ(ci::generic_conv_applies(variant(8, 10, 10, 6, 3, q, dt, nhwc, nchw, nhwc, "mul(in1)|silu")), built);
+    EXPECT_EQ(ci::generic_conv_applies(variant(8, 10, 10, 6, 3, Conv2dParams{}, dt, nchw, nchw, nchw, "")),
+              built);
+  }
+  Conv2dVariant v = variant(8, 10, 10, 6, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw);
+  v.epilogue = ops::Op::expr("x * 2");
+  EXPECT_FALSE(ci::generic_conv_applies(v)) << "expressions compile";
+  std::string long_chain = "relu";
+  for (int i = 0; i < 31; ++i) long_chain += "|mul(2)";
+  v.epilogue = ops::parse_op(long_chain);
+  EXPECT_EQ(ci::generic_conv_applies(v), built) << "32 steps";
+  v.epilogue = ops::parse_op(long_chain + "|div_leaky_relu(2, 0.1)");
+  EXPECT_FALSE(ci::generic_conv_applies(v)) << "34 lowered steps";
+}
+
+}  // namespace conv
 }  // namespace
 }  // namespace cuinline

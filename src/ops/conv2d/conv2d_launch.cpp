@@ -6,6 +6,7 @@
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/jit.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
@@ -17,7 +18,9 @@
 #include "driver/workspace.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/plan.hpp"
+#include "ops/conv2d/conv2d_generic_rt.hpp"
 #include "ops/family.hpp"
+#include "ops/specialize.hpp"
 
 namespace cuinline::ops {
 namespace {
@@ -39,9 +42,10 @@ struct ChannelArgs {
 };
 static_assert(sizeof(ChannelArgs) == 4 * sizeof(void*), "the layout of cuinline_conv2d_chan");
 
-detail::VariantMap<Conv2dVariant, Launchable>& kernel_map() {
+using ConvMap = detail::VariantMap<Conv2dVariant, Launchable>;
+ConvMap& kernel_map() {
   // Never destroyed: launches may run during static teardown.
-  static auto* map = new detail::VariantMap<Conv2dVariant, Launchable>;
+  static auto* map = new ConvMap;
   return *map;
 }
 
@@ -173,6 +177,28 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
   l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : kernel_name(v));
   finish_launchable(l, device);
   return std::make_pair(called, l);
+}
+
+// Queues the specialized kernel of v on `device` (with its staging or transposing copy: all of
+// make_launchable) on the background pool, once: later calls find it in the map when loaded. A
+// failure leaves the generic kernel in use for v, counted and logged once.
+void submit_conv_specialization(const Conv2dVariant& v, std::uint64_t hash, int device) {
+  const auto equal = [&](const Conv2dVariant& e) { return e == v; };
+  if (!kernel_map().begin_pending(hash, device, equal, v)) return;
+  auto job = [hash, device, v]() noexcept {
+    const auto same = [&](const Conv2dVariant& e) { return e == v; };
+    try {
+      const std::pair<Conv2dVariant, Launchable> made = make_launchable(v, device);
+      kernel_map().finish_pending(hash, device, same, &made.second);
+      detail::count_swap();
+    } catch (const std::exception& e) {
+      kernel_map().finish_pending(hash, device, same, nullptr);
+      detail::count_background_failure();
+      logger()->warn("background specialization of {} on device {} failed; its calls keep the generic kernel: {}",
+                     v.name(), device, e.what());
+    }
+  };
+  if (!detail::submit_specialization(std::move(job))) kernel_map().cancel_pending(hash, device, equal);
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -783,74 +809,103 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
   for (std::size_t k = 0; k < channel_operands.size(); ++k) tensors.add(channel_operands[k], kOperandNames[k]);
   const std::uint64_t hash = variant_hash(v);
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
-  detail::launch_variant(
-      kernel_map(), stream, tensors, hash, equal, [&](int device) { return make_launchable(v, device); },
-      [&](const Launchable& e, int device) {
-        if (!copies.any()) {  // the common call: the caller's tensors as they are
-          ChannelArgs chan{};
-          for (std::size_t k = 0; k < channel_operands.size(); ++k) chan.p[k] = channel_operands[k].data;
-          run_conv(e, v, n, input, weight, bias, output, residual, chan, stream, device, hash);
-          return;
+  // The conv on the tensors the kernels read and write: run(input, weight, bias, output, residual,
+  // chan) with the caller's tensors, or with compact copies in one stream-ordered workspace (freed
+  // after the conv's launches) — made before the conv by the N-ary elementwise kernel's strided path
+  // (bit for bit), the output copied out after it.
+  const auto with_tensors = [&](int device, auto&& run) {
+    if (!copies.any()) {  // the common call: the caller's tensors as they are
+      ChannelArgs chan{};
+      for (std::size_t k = 0; k < channel_operands.size(); ++k) chan.p[k] = channel_operands[k].data;
+      run(input, weight, bias, output, residual, chan);
+      return;
+    }
+    TensorView in_k = input, w_k = weight, b_k = bias, out_k = output, res_k = residual;
+    std::vector<TensorView> ops_k;  // (only where an operand is copied: no allocation otherwise)
+    CUdeviceptr ws = 0;
+    {
+      std::int64_t bytes = 0;
+      const auto place = [&](bool copied, TensorView& view, const TensorView& like, Conv2dLayout layout) {
+        if (!copied) return;
+        view = compact_view(like, layout);
+        view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(bytes));  // an offset until ws
+        bytes += round256(static_cast<std::int64_t>(like.nbytes()));
+      };
+      place(copies.input, in_k, input, v.input_layout);
+      place(copies.weight, w_k, weight, v.weight_layout);
+      place(copies.bias, b_k, bias, Conv2dLayout::nchw);
+      place(copies.output, out_k, output, v.output_layout);
+      place(copies.residual, res_k, output, v.output_layout);
+      if (copies.operands != 0) {
+        ops_k = channel_operands;
+        for (std::size_t k = 0; k < ops_k.size(); ++k) {
+          place((copies.operands >> k) & 1u, ops_k[k], channel_operands[k], Conv2dLayout::nchw);
         }
-        // The tensors the kernels read and write: the caller's, or compact copies in one
-        // stream-ordered workspace (freed after the conv's launches) — made before the conv by the
-        // N-ary elementwise kernel's strided path (bit for bit), the output copied out after it.
-        TensorView in_k = input, w_k = weight, b_k = bias, out_k = output, res_k = residual;
-        std::vector<TensorView> ops_k;  // (only where an operand is copied: no allocation otherwise)
-        CUdeviceptr ws = 0;
-        {
-          std::int64_t bytes = 0;
-          const auto place = [&](bool copied, TensorView& view, const TensorView& like, Conv2dLayout layout) {
-            if (!copied) return;
-            view = compact_view(like, layout);
-            view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(bytes));  // an offset until ws
-            bytes += round256(static_cast<std::int64_t>(like.nbytes()));
-          };
-          place(copies.input, in_k, input, v.input_layout);
-          place(copies.weight, w_k, weight, v.weight_layout);
-          place(copies.bias, b_k, bias, Conv2dLayout::nchw);
-          place(copies.output, out_k, output, v.output_layout);
-          place(copies.residual, res_k, output, v.output_layout);
-          if (copies.operands != 0) {
-            ops_k = channel_operands;
-            for (std::size_t k = 0; k < ops_k.size(); ++k) {
-              place((copies.operands >> k) & 1u, ops_k[k], channel_operands[k], Conv2dLayout::nchw);
-            }
-          }
-          ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(bytes), stream);
-          if (ws == 0) {
-            throw DriverError(CUDA_ERROR_OUT_OF_MEMORY,
-                              "conv2d: no workspace could be had on device " + std::to_string(device) +
-                                  " for copies of " + std::to_string(bytes) +
-                                  " bytes (tensors whose strides the kernels do not take, or a residual not in "
-                                  "the output's layout); nothing was launched. Pass contiguous or channels-last "
-                                  "tensors laid out as the output");
-          }
-          const auto rebase = [ws](bool copied, TensorView& view) {
-            if (copied) view.data = reinterpret_cast<void*>(ws + reinterpret_cast<std::uintptr_t>(view.data));
-          };
-          rebase(copies.input, in_k);
-          rebase(copies.weight, w_k);
-          rebase(copies.bias, b_k);
-          rebase(copies.output, out_k);
-          rebase(copies.residual, res_k);
-          for (std::size_t k = 0; k < ops_k.size(); ++k) rebase((copies.operands >> k) & 1u, ops_k[k]);
-        }
-        cuinline::detail::WorkspaceGuard guard(ws, stream);
-        static const Op copy = Op::expr("x");
-        if (copies.input) detail::apply_into_workspace(copy, input, in_k, stream);
-        if (copies.weight) detail::apply_into_workspace(copy, weight, w_k, stream);
-        if (copies.bias) detail::apply_into_workspace(copy, bias, b_k, stream);
-        if (copies.residual) detail::apply_into_workspace(copy, residual, res_k, stream);
-        ChannelArgs chan{};
-        for (std::size_t k = 0; k < channel_operands.size(); ++k) {
-          if ((copies.operands >> k) & 1u) detail::apply_into_workspace(copy, channel_operands[k], ops_k[k], stream);
-          chan.p[k] = (copies.operands >> k) & 1u ? ops_k[k].data : channel_operands[k].data;
-        }
-        run_conv(e, v, n, in_k, w_k, b_k, out_k, res_k, chan, stream, device, hash);
-        // (A copy of the output reads the workspace: an unchecked input, the caller's output checked.)
-        if (copies.output) detail::apply_from_workspace(copy, out_k, output, stream);
+      }
+      ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(bytes), stream);
+      if (ws == 0) {
+        throw DriverError(CUDA_ERROR_OUT_OF_MEMORY,
+                          "conv2d: no workspace could be had on device " + std::to_string(device) +
+                              " for copies of " + std::to_string(bytes) +
+                              " bytes (tensors whose strides the kernels do not take, or a residual not in "
+                              "the output's layout); nothing was launched. Pass contiguous or channels-last "
+                              "tensors laid out as the output");
+      }
+      const auto rebase = [ws](bool copied, TensorView& view) {
+        if (copied) view.data = reinterpret_cast<void*>(ws + reinterpret_cast<std::uintptr_t>(view.data));
+      };
+      rebase(copies.input, in_k);
+      rebase(copies.weight, w_k);
+      rebase(copies.bias, b_k);
+      rebase(copies.output, out_k);
+      rebase(copies.residual, res_k);
+      for (std::size_t k = 0; k < ops_k.size(); ++k) rebase((copies.operands >> k) & 1u, ops_k[k]);
+    }
+    cuinline::detail::WorkspaceGuard guard(ws, stream);
+    static const Op copy = Op::expr("x");
+    if (copies.input) detail::apply_into_workspace(copy, input, in_k, stream);
+    if (copies.weight) detail::apply_into_workspace(copy, weight, w_k, stream);
+    if (copies.bias) detail::apply_into_workspace(copy, bias, b_k, stream);
+    if (copies.residual) detail::apply_into_workspace(copy, residual, res_k, stream);
+    ChannelArgs chan{};
+    for (std::size_t k = 0; k < channel_operands.size(); ++k) {
+      if ((copies.operands >> k) & 1u) detail::apply_into_workspace(copy, channel_operands[k], ops_k[k], stream);
+      chan.p[k] = (copies.operands >> k) & 1u ? ops_k[k].data : channel_operands[k].data;
+    }
+    run(in_k, w_k, b_k, out_k, res_k, chan);
+    // (A copy of the output reads the workspace: an unchecked input, the caller's output checked.)
+    if (copies.output) detail::apply_from_workspace(copy, out_k, output, stream);
+  };
+  // Piece 4 with the JIT policy (include/cuinline/jit.hpp), as the elementwise launch: a variant
+  // whose specialized kernel is not in the map runs on the generic conv2d kernel where it applies —
+  // at once, while the specialized kernel (and the staging or transposing copy it needs) compiles
+  // on the background pool (async), or for good (generic); otherwise, and under sync or a capture,
+  // the call loads or compiles it first.
+  const int device = detail::launch_device(stream, tensors);
+  Launchable e;
+  const auto state = kernel_map().find(hash, device, equal, &e);
+  if (state != ConvMap::State::ready && conv2d_impl::generic_conv_applies(v)) {
+    const JitPolicy policy = detail::effective_policy(stream);
+    if (policy == JitPolicy::async && !state) submit_conv_specialization(v, hash, device);
+    if (policy != JitPolicy::sync) {
+      kernel_map().count_launch();
+      with_tensors(device, [&](const TensorView& in_k, const TensorView& w_k, const TensorView& b_k,
+                               const TensorView& out_k, const TensorView& res_k, const ChannelArgs& chan) {
+        conv2d_impl::launch_generic_conv(v, n, in_k.data, w_k.data, b_k.data, out_k.data,
+                                         v.has_residual ? res_k.data : nullptr, chan.p, stream);
       });
+      return;
+    }
+  }
+  if (state != ConvMap::State::ready) {
+    detail::count_sync_wait();
+    e = kernel_map().find_or_make(hash, device, equal, [&] { return make_launchable(v, device); });
+  }
+  kernel_map().count_launch();
+  with_tensors(device, [&](const TensorView& in_k, const TensorView& w_k, const TensorView& b_k,
+                           const TensorView& out_k, const TensorView& res_k, const ChannelArgs& chan) {
+    run_conv(e, v, n, in_k, w_k, b_k, out_k, res_k, chan, stream, device, hash);
+  });
 }
 
 void conv2d_div_leaky_relu(const TensorView& input, const TensorView& weight, const TensorView& bias,

@@ -1,5 +1,5 @@
-// The fatbin nvcc built from src/ops/elementwise/ew_generic.cu (CMakeLists.txt), embedded with the
-// assembler's .incbin: no generated source of megabytes, and the bytes stay in .rodata.
+// The fatbins nvcc built from src/ops/elementwise/ew_generic.cu and src/ops/conv2d/conv2d_generic_rt.cu
+// (CMakeLists.txt), embedded with the assembler's .incbin: no generated source of megabytes, and the bytes stay in .rodata.
 #include "ops/elementwise/generic_fatbin.hpp"
 
 #include <cuinline/jit.hpp>
@@ -16,9 +16,20 @@ __asm__(
     ".globl cuinline_ewg_fatbin_end\n"
     ".hidden cuinline_ewg_fatbin_end\n"
     "cuinline_ewg_fatbin_end:\n"
+    ".balign 16\n"
+    ".globl cuinline_convg_fatbin_begin\n"
+    ".hidden cuinline_convg_fatbin_begin\n"
+    "cuinline_convg_fatbin_begin:\n"
+    ".incbin \"" CUINLINE_GENERIC_CONV_FATBIN_PATH
+    "\"\n"
+    ".globl cuinline_convg_fatbin_end\n"
+    ".hidden cuinline_convg_fatbin_end\n"
+    "cuinline_convg_fatbin_end:\n"
     ".previous\n");
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_begin[];
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_end[];
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_convg_fatbin_begin[];
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_convg_fatbin_end[];
 #endif
 
 namespace cuinline {
@@ -37,6 +48,15 @@ std::string_view generic_fatbin() noexcept {
 #if CUINLINE_HAVE_GENERIC_KERNELS
   return std::string_view(cuinline_ewg_fatbin_begin,
                           static_cast<std::size_t>(cuinline_ewg_fatbin_end - cuinline_ewg_fatbin_begin));
+#else
+  return {};
+#endif
+}
+
+std::string_view generic_conv_fatbin() noexcept {
+#if CUINLINE_HAVE_GENERIC_KERNELS
+  return std::string_view(cuinline_convg_fatbin_begin,
+                          static_cast<std::size_t>(cuinline_convg_fatbin_end - cuinline_convg_fatbin_begin));
 #else
   return {};
 #endif

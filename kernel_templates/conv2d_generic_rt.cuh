@@ -1,0 +1,208 @@
+// conv2d_generic_rt.cuh — the generic conv2d kernel: the direct convolution of conv2d_generic.cuh
+// with every shape, layout and the epilogue passed as run-time data, one binary per storage dtype,
+// built with the library by nvcc (src/ops/conv2d/conv2d_generic_rt.cu). It serves a never-seen
+// conv2d variant at once while the specialized kernel compiles in the background
+// (src/ops/specialize.cpp, include/cuinline/jit.hpp).
+//
+// The arithmetic is conv2d_generic.cuh's: loads widened exactly to opmath A (fp32 for f32, f16 and
+// bf16; fp64 for f64), the products summed by fused multiply-adds in A over kh, then kw, then the
+// input channels, conv + bias rounded, + residual rounded, the epilogue in A, one rounding to the
+// storage type at the store. The epilogue is a lowered chain (ewg_program; detail::lower_chain of
+// the epilogue at the opmath dtype, as the specialized conv renders its functor) run by the
+// elementwise generic kernel's step interpreter (ew_generic_steps.cuh) on A values; tensor operand
+// k > 0 is channel operand k - 1 at the output channel (clamped to the last), operand 0 the conv
+// value. The module is compiled as the specialized conv is (--fmad=false, no CUINLINE_EW_FMAD).
+//
+// Work split (mode 0): a thread computes one output pixel of one image for up to kCoTile
+// consecutive output channels of one group (the block row's: every lane of a warp reads the same
+// weights, broadcast loads); a channels-last input whose channel runs are 16-byte aligned is read
+// 16 bytes a load, and a channels-last weight beside it too. Mode 1 (depthwise with a channels-last input): a thread computes one output
+// channel of one pixel, channels fastest, so a warp reads consecutive input channels.
+// Grid: (blocks over the items, groups x channel tiles a group (mode 0) or 1, N); no shared memory.
+#ifndef CUINLINE_CONV2D_GENERIC_RT_CUH
+#define CUINLINE_CONV2D_GENERIC_RT_CUH
+
+#include "conv2d_generic.cuh"
+#include "ew_generic_steps.cuh"
+
+#define CUINLINE_CONV2D_RT_THREADS 128
+#define CUINLINE_CONV2D_RT_CO_TILE 8
+
+// The shape and layouts (src/ops/conv2d/conv2d_generic_rt.hpp: same layout). Element strides of
+// the input, output (image, channel, row, column) and weight (output channel, input channel, row,
+// column); the input's image stride starts at its first group.
+struct cuinline_conv2d_rt_params {
+  long long in_n, in_c, in_y, in_x;
+  long long out_n, out_c, out_y, out_x;
+  long long w_o, w_i, w_y, w_x;
+  int cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  int cin_g, cout_g, co_tiles;  // channels a group, channel tiles a group
+  int has_bias, has_residual;
+  int vec_in;  // a channels-last input read 16 bytes a load (its runs and pointer aligned)
+  int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest
+  int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
+};
+
+namespace cuinline_conv2d_rt_detail {
+
+using cuinline_conv2d_generic_detail::fma_op;
+using cuinline_conv2d_generic_detail::load_op;
+
+// The epilogue on the conv (+ bias [+ residual]) value x of output channel co.
+template <class T, class A>
+__device__ __forceinline__ A epilogue(const ewg_program& e, const cuinline_conv2d_chan& chan, A x, int co,
+                                      int last) {
+  if (e.steps == 0) return x;
+  const int c = co < last ? co : last;
+  const A x0 = x;
+  A y[1] = {x};
+  for (int s = 0; s < e.steps; ++s) {
+    const ewg_step& st = e.step[s];
+    const ewg_opmath<A> k(st);
+    A o[1], cnd[1];
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) {
+      o[0] = st.operand == 0 ? x0 : ew_channel_value<T>(chan.p[st.operand - 1], c);
+    }
+    if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) {
+      cnd[0] = st.cond == 0 ? x0 : ew_channel_value<T>(chan.p[st.cond - 1], c);
+    }
+    ewg_step_values<A, 1, true>(st, k, y, o, cnd);
+  }
+  return y[0];
+}
+
+// conv + bias, rounded, + residual, rounded, the epilogue, one rounding to T (conv2d_generic.cuh).
+template <class T, class A>
+__device__ __forceinline__ void finish(const cuinline_conv2d_rt_params& p, const ewg_program& e,
+                                       const cuinline_conv2d_chan& chan, const T* bias, const T* residual,
+                                       T* output, A acc, int co, long long at) {
+  A v = acc + (p.has_bias ? load_op(bias + co) : A(0));
+  if (p.has_residual) v += load_op(residual + at);
+  output[at] = ew_traits<T>::from_op(epilogue<T, A>(e, chan, v, co, p.cout - 1));
+}
+
+// The sums of mode 0 for the channels co0 .. co0 + valid - 1 (Full: all kCoTile of them).
+template <class T, class A, bool Full>
+__device__ __forceinline__ void accumulate(const cuinline_conv2d_rt_params& p, const T* in_n, const T* w_co,
+                                           int oy, int ox, int valid, bool vec_in, bool vec_w,
+                                           A (&acc)[CUINLINE_CONV2D_RT_CO_TILE]) {
+  constexpr int kCo = CUINLINE_CONV2D_RT_CO_TILE;
+  constexpr int kVec = 16 / sizeof(T);
+#pragma unroll 1
+  for (int kh = 0; kh < p.kh; ++kh) {
+    const int iy = oy * p.sh - p.ph + kh * p.dh;
+    if (iy < 0 || iy >= p.h) continue;  // zero padding
+#pragma unroll 1
+    for (int kw = 0; kw < p.kw; ++kw) {
+      const int ix = ox * p.sw - p.pw + kw * p.dw;
+      if (ix < 0 || ix >= p.w) continue;
+      const T* src = in_n + iy * p.in_y + ix * p.in_x;
+      const T* wp = w_co + kh * p.w_y + kw * p.w_x;
+      if (vec_in) {
+        // The same sums in the same order as the loop below, 16 bytes of channels a load.
+#pragma unroll 1
+        for (int cv = 0; cv < p.cin_g; cv += kVec) {
+          A xs[kVec];
+          cuinline_conv2d_generic_detail::load16(src + cv, xs);
+          if (vec_w) {
+            // Each channel's kVec weights in one load: the same sums, each channel's in j order.
+#pragma unroll
+            for (int c = 0; c < kCo; ++c) {
+              if (!Full && c >= valid) break;
+              A ws[kVec];
+              cuinline_conv2d_generic_detail::load16(wp + c * p.w_o + cv, ws);
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) acc[c] = fma_op(xs[j], ws[j], acc[c]);
+            }
+            continue;
+          }
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+#pragma unroll
+            for (int c = 0; c < kCo; ++c) {
+              if (Full || c < valid) acc[c] = fma_op(xs[j], load_op(wp + c * p.w_o + (cv + j) * p.w_i), acc[c]);
+            }
+          }
+        }
+        continue;
+      }
+#pragma unroll 4
+      for (int ci = 0; ci < p.cin_g; ++ci) {
+        const A x = load_op(src + ci * p.in_c);
+#pragma unroll
+        for (int c = 0; c < kCo; ++c) {
+          if (Full || c < valid) acc[c] = fma_op(x, load_op(wp + c * p.w_o + ci * p.w_i), acc[c]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cuinline_conv2d_rt_detail
+
+/// input, weight, output and residual as p describes them; bias [cout] (read where has_bias);
+/// chan: the epilogue's channel operands. Block: CUINLINE_CONV2D_RT_THREADS or fewer whole warps.
+template <class T>
+__device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ input, const T* __restrict__ weight,
+                                                        const T* __restrict__ bias, T* __restrict__ output,
+                                                        const T* __restrict__ residual,
+                                                        const cuinline_conv2d_chan& chan,
+                                                        const cuinline_conv2d_rt_params& p, const ewg_program& e) {
+  using A = typename ew_traits<T>::op;
+  using namespace cuinline_conv2d_rt_detail;
+  constexpr int kCo = CUINLINE_CONV2D_RT_CO_TILE;
+  const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long n = blockIdx.z;
+  const long long pixels = (long long)p.oh * p.ow;
+  if (p.mode == 1) {
+    // Depthwise, channels-last input: output channel co of one pixel; its group's one input channel.
+    if (item >= pixels * p.cout) return;
+    const long long pix = item / p.cout;
+    const int co = (int)(item - pix * p.cout);
+    const int oy = (int)(pix / p.ow);
+    const int ox = (int)(pix - (long long)oy * p.ow);
+    const T* in_c = input + n * p.in_n + (long long)(co / p.cout_g) * p.in_c;
+    const T* w_co = weight + co * p.w_o;
+    A acc = A(0);
+#pragma unroll 1
+    for (int kh = 0; kh < p.kh; ++kh) {
+      const int iy = oy * p.sh - p.ph + kh * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+#pragma unroll 1
+      for (int kw = 0; kw < p.kw; ++kw) {
+        const int ix = ox * p.sw - p.pw + kw * p.dw;
+        if (ix < 0 || ix >= p.w) continue;
+        acc = fma_op(load_op(in_c + iy * p.in_y + ix * p.in_x), load_op(w_co + kh * p.w_y + kw * p.w_x), acc);
+      }
+    }
+    finish<T, A>(p, e, chan, bias, residual, output, acc, co, n * p.out_n + oy * p.out_y + ox * p.out_x + co * p.out_c);
+    return;
+  }
+  if (item >= pixels) return;
+  const int oy = (int)(item / p.ow);
+  const int ox = (int)(item - (long long)oy * p.ow);
+  const int g = (int)blockIdx.y / p.co_tiles;
+  const int t = (int)blockIdx.y - g * p.co_tiles;
+  const int co0 = g * p.cout_g + t * kCo;
+  const int valid = min(kCo, p.cout_g - t * kCo);
+  const T* in_n = input + n * p.in_n + (long long)g * p.cin_g * p.in_c;
+  const T* w_co = weight + co0 * p.w_o;
+  const bool vec_in = p.vec_in && (reinterpret_cast<unsigned long long>(input) & 15) == 0;
+  const bool vec_w = vec_in && p.vec_w && (reinterpret_cast<unsigned long long>(weight) & 15) == 0;
+  A acc[kCo];
+#pragma unroll
+  for (int c = 0; c < kCo; ++c) acc[c] = A(0);
+  if (valid == kCo) {
+    accumulate<T, A, true>(p, in_n, w_co, oy, ox, valid, vec_in, vec_w, acc);
+  } else {
+    accumulate<T, A, false>(p, in_n, w_co, oy, ox, valid, vec_in, vec_w, acc);
+  }
+  const long long out_pix = n * p.out_n + oy * p.out_y + ox * p.out_x;
+#pragma unroll
+  for (int c = 0; c < kCo; ++c) {
+    if (c >= valid) break;
+    finish<T, A>(p, e, chan, bias, residual, output, acc[c], co0 + c, out_pix + (co0 + c) * p.out_c);
+  }
+}
+
+#endif  // CUINLINE_CONV2D_GENERIC_RT_CUH

@@ -1,0 +1,185 @@
+// conv2d on the generic kernels (kernel_templates/conv2d_generic_rt.cuh): a variant's shape as run-time
+// parameters and its epilogue as a program of lowered steps (the lowering the specialized conv's
+// epilogue functor is printed from), and their launch. The kernels are a fatbin nvcc built with the
+// library (src/ops/elementwise/generic_fatbin.cpp), loaded once: cuLibraryLoadData is
+// context-independent, so one library serves every device.
+#include "ops/conv2d/conv2d_generic_rt.hpp"
+
+#include <algorithm>
+#include <cuinline/error.hpp>
+#include <cuinline/module.hpp>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "driver/module_state.hpp"
+#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/specialize.hpp"
+#include "templates/render.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+// The epilogue's dtype: the specialized conv renders its functor on opmath values.
+DType opmath_dtype(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+bool depthwise_channels_last(const Conv2dVariant& v) {
+  return v.params.groups > 1 && v.in_channels == v.params.groups && v.input_layout == Conv2dLayout::nhwc;
+}
+
+// Lowered steps of a chain (div_leaky_relu is two).
+std::size_t lowered_steps(const Op& op) {
+  std::size_t n = 0;
+  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
+  return n;
+}
+
+const Module& generic_conv_module() {
+  static std::mutex mutex;
+  static Module* module = nullptr;  // never destroyed: ops may run during static teardown
+  std::lock_guard<std::mutex> lock(mutex);
+  if (module != nullptr) return *module;
+  const std::string_view fatbin = cuinline::detail::generic_conv_fatbin();
+  CompiledProgram program;
+  program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
+  program.program_name = "conv2d_generic_rt.fatbin";
+  program.binary.assign(fatbin.begin(), fatbin.end());
+  auto state =
+      std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
+  module = new Module(std::move(state));
+  return *module;
+}
+
+Kernel generic_conv_kernel(DType dtype) {
+  static std::mutex mutex;
+  static Kernel kernels[4];
+  const auto d = static_cast<std::size_t>(dtype) & 3;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!kernels[d]) kernels[d] = generic_conv_module().kernel(generic_conv_symbol(dtype));
+  return kernels[d];
+}
+
+// cuinline_conv2d_chan (ew_common.cuh).
+struct ChannelPointers {
+  const void* p[kMaxConv2dChannelOperands];
+};
+
+}  // namespace
+
+std::string generic_conv_symbol(DType dtype) {
+  return std::string("cuinline_conv2d_rt_") + to_string(dtype);
+}
+
+GenericConvParams generic_conv_params(const Conv2dVariant& v) {
+  GenericConvParams p;
+  const bool in_nhwc = v.input_layout == Conv2dLayout::nhwc;
+  const bool w_nhwc = v.weight_layout == Conv2dLayout::nhwc;
+  const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
+  const std::int64_t oh = v.out_height(), ow = v.out_width();
+  const int groups = v.params.groups;
+  p.cin = v.in_channels, p.h = v.height, p.w = v.width, p.cout = v.out_channels;
+  p.kh = v.kernel_h, p.kw = v.kernel_w;
+  p.sh = v.params.stride_h, p.sw = v.params.stride_w, p.ph = v.params.pad_h, p.pw = v.params.pad_w;
+  p.dh = v.params.dilation_h, p.dw = v.params.dilation_w;
+  p.oh = static_cast<std::int32_t>(oh), p.ow = static_cast<std::int32_t>(ow);
+  p.cin_g = v.in_channels / groups;
+  p.cout_g = v.out_channels / groups;
+  p.co_tiles = (p.cout_g + kGenericConvCoTile - 1) / kGenericConvCoTile;
+  p.has_bias = v.has_bias ? 1 : 0;
+  p.has_residual = v.has_residual ? 1 : 0;
+  const std::int64_t hw = std::int64_t{v.height} * v.width;
+  p.in_n = v.in_channels * hw;
+  p.in_c = in_nhwc ? 1 : hw;
+  p.in_y = in_nhwc ? std::int64_t{v.width} * v.in_channels : v.width;
+  p.in_x = in_nhwc ? v.in_channels : 1;
+  p.out_n = v.out_channels * oh * ow;
+  p.out_c = out_nhwc ? 1 : oh * ow;
+  p.out_y = out_nhwc ? ow * v.out_channels : ow;
+  p.out_x = out_nhwc ? v.out_channels : 1;
+  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
+  p.w_o = p.cin_g * taps;
+  p.w_i = w_nhwc ? 1 : taps;
+  p.w_y = w_nhwc ? std::int64_t{v.kernel_w} * p.cin_g : v.kernel_w;
+  p.w_x = w_nhwc ? p.cin_g : 1;
+  // 16 bytes of a pixel's channels a load where every group's run starts on a 16-byte boundary (the
+  // kernel checks the input pointer).
+  const int vec = static_cast<int>(16 / dtype_size(v.dtype));
+  p.vec_in = in_nhwc && p.cin_g % vec == 0 && v.in_channels % vec == 0 ? 1 : 0;
+  p.vec_w = p.vec_in && w_nhwc ? 1 : 0;  // (its runs start at multiples of cin_g)
+  p.mode = depthwise_channels_last(v) ? 1 : 0;
+  return p;
+}
+
+GenericConvGrid generic_conv_grid(const Conv2dVariant& v) {
+  GenericConvGrid g;
+  const std::int64_t pixels = v.out_height() * v.out_width();
+  if (depthwise_channels_last(v)) {
+    g.threads = kGenericConvThreads;
+    g.blocks_x = (pixels * v.out_channels + g.threads - 1) / g.threads;
+    g.blocks_y = 1;
+    return g;
+  }
+  // Whole warps, at most 128 threads: fewer for planes of fewer pixels.
+  g.threads = static_cast<int>(std::clamp<std::int64_t>((pixels + 31) / 32 * 32, 32, kGenericConvThreads));
+  g.blocks_x = (pixels + g.threads - 1) / g.threads;
+  const int cout_g = v.out_channels / v.params.groups;
+  g.blocks_y = v.params.groups * ((cout_g + kGenericConvCoTile - 1) / kGenericConvCoTile);
+  return g;
+}
+
+bool generic_conv_applies(const Conv2dVariant& v) {
+  if (!cuinline::detail::generic_fatbin_built()) return false;
+  if (!v.epilogue.expression.empty() || !v.epilogue.more_outputs.empty()) return false;
+  if (lowered_steps(v.epilogue) > static_cast<std::size_t>(ops::detail::kGenericMaxSteps)) return false;
+  if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64) return false;
+  const GenericConvGrid g = generic_conv_grid(v);
+  return g.blocks_x >= 1 && g.blocks_x <= 0x7fffffffLL && g.blocks_y >= 1 && g.blocks_y <= 65535;
+}
+
+ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype) {
+  if (!epilogue.expression.empty()) {
+    throw InvalidArgument("generic conv2d kernel: an expression epilogue has no generic form");
+  }
+  const DType a = opmath_dtype(dtype);
+  const std::vector<cuinline::detail::LoweredStep> steps = cuinline::detail::lower_chain(epilogue, a);
+  if (steps.size() > static_cast<std::size_t>(ops::detail::kGenericMaxSteps)) {
+    throw InvalidArgument("generic conv2d kernel: an epilogue of " + std::to_string(steps.size()) +
+                          " steps (at most " + std::to_string(ops::detail::kGenericMaxSteps) + ")");
+  }
+  ops::detail::GenericProgram p;
+  p.steps = static_cast<std::int32_t>(steps.size());
+  p.inputs = conv2d_epilogue_operands(epilogue) + 1;  // the conv value and the channel operands
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const cuinline::detail::LoweredStep& s = steps[i];
+    ops::detail::GenericStep& g = p.step[i];
+    g.fn = static_cast<std::int32_t>(s.fn);
+    g.operand = s.operand;
+    g.cond = s.cond;
+    for (int c = 0; c < 3; ++c) g.c[c] = cuinline::detail::opmath_value(s.c[c], a);
+    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, a);
+  }
+  return p;
+}
+
+void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* input, const void* weight,
+                         const void* bias, void* output, const void* residual, const void* const* chan,
+                         CUstream stream) {
+  const GenericConvGrid g = generic_conv_grid(v);
+  if (g.blocks_x > 0x7fffffffLL || n > 65535) {
+    throw InvalidArgument("generic conv2d kernel: variant " + v.name() + " has too many blocks");
+  }
+  const GenericConvParams params = generic_conv_params(v);
+  const ops::detail::GenericProgram program = generic_conv_program(v.epilogue, v.dtype);
+  ChannelPointers channels{};
+  for (int k = 0; k < kMaxConv2dChannelOperands; ++k) channels.p[k] = chan[k];
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(g.blocks_x), static_cast<unsigned>(g.blocks_y), static_cast<unsigned>(n));
+  cfg.block = Dim3(static_cast<unsigned>(g.threads));
+  cfg.stream = stream;
+  generic_conv_kernel(v.dtype).launch(cfg, input, weight, bias, output, residual, channels, params, program);
+  ops::detail::count_generic_launch();
+}
+
+}  // namespace cuinline::ops::conv2d_impl

@@ -1,0 +1,63 @@
+#pragma once
+// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh): which variants they can run,
+// the shape parameters and epilogue program a variant becomes, and the launch.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cuinline/conv2d.hpp>
+#include <string>
+
+#include "ops/elementwise/generic.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+
+inline constexpr int kGenericConvThreads = 128;  // CUINLINE_CONV2D_RT_THREADS
+inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
+
+/// cuinline_conv2d_rt_params (conv2d_generic_rt.cuh): same layout.
+struct GenericConvParams {
+  std::int64_t in_n = 0, in_c = 0, in_y = 0, in_x = 0;
+  std::int64_t out_n = 0, out_c = 0, out_y = 0, out_x = 0;
+  std::int64_t w_o = 0, w_i = 0, w_y = 0, w_x = 0;
+  std::int32_t cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0, dh = 0, dw = 0,
+               oh = 0, ow = 0;
+  std::int32_t cin_g = 0, cout_g = 0, co_tiles = 0;
+  std::int32_t has_bias = 0, has_residual = 0;
+  std::int32_t vec_in = 0;
+  std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest
+  std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
+};
+static_assert(sizeof(GenericConvParams) == 12 * 8 + 22 * 4, "must match cuinline_conv2d_rt_params");
+
+/// The launch of a variant on the generic kernel for a batch of n images.
+struct GenericConvGrid {
+  std::int64_t blocks_x = 0;
+  int blocks_y = 0;
+  int threads = 0;
+};
+
+/// Whether a (valid) variant can run on the generic conv2d kernel: the kernels are built in, its
+/// epilogue is a chain (not an expression) of at most kGenericMaxSteps lowered steps, and its grid
+/// fits (at most 2^31 - 1 blocks an image).
+bool generic_conv_applies(const Conv2dVariant& v);
+
+/// The kernel's symbol: "cuinline_conv2d_rt_f32", "_f64", "_f16", "_bf16".
+std::string generic_conv_symbol(DType dtype);
+
+/// The shape, layouts and work split of a variant.
+GenericConvParams generic_conv_params(const Conv2dVariant& v);
+GenericConvGrid generic_conv_grid(const Conv2dVariant& v);
+
+/// The epilogue as the kernel's program: lower_chain at the opmath dtype (fp32 for f32, f16 and
+/// bf16; fp64 for f64), the specialized conv's rendered functor's steps and constants. Throws
+/// InvalidArgument for an expression or more than kGenericMaxSteps steps.
+ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype);
+
+/// Runs the variant on the generic kernel (loaded once per process) for n images at the given
+/// device pointers; chan: the epilogue's channel operands (kMaxConv2dChannelOperands, null past
+/// those it reads). Counts a generic launch.
+void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* input, const void* weight,
+                         const void* bias, void* output, const void* residual, const void* const* chan,
+                         CUstream stream);
+
+}  // namespace cuinline::ops::conv2d_impl

@@ -1,0 +1,407 @@
+// The generic conv2d kernel (kernel_templates/conv2d_generic_rt.cuh) run on the host: its threads one
+// after another over the grid and with the parameters and epilogue program the library launches it
+// with (conv2d_impl::generic_conv_grid / _params / _program), against a float64 reference: every
+// dtype, NCHW and channels-last tensors in mixed layouts, groups and depthwise (both work splits),
+// stride / padding / dilation, bias and residual, epilogues with constants and channel operands, the
+// 16-byte channels-last loads. Outputs are poisoned first (NaN) and every read is checked to fall
+// inside a tensor. The step functions are host stand-ins for the ones the cases use (ew_ops.cuh's
+// exact forms run in the GPU tests, test_jit_conv2d_gpu): this checks the kernel's indexing, layouts,
+// work split and epilogue plumbing without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuinline/conv2d.hpp>
+#include <cuinline/jit.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "elementwise_reference.hpp"
+#include "ops/conv2d/conv2d_generic_rt.hpp"
+#include "test_support.hpp"
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(...)
+#define CUINLINE_EW_COMMON_CUH  // the host stand-ins below instead
+#define CUINLINE_EW_OPS_CUH
+#define CUINLINE_EWG_HOST_EMULATED 1
+
+namespace {
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+Dim3 threadIdx, blockIdx, blockDim;
+
+// The tensors of the running case: every read must fall inside one of them.
+struct Extent {
+  const void* begin;
+  std::size_t bytes;
+};
+std::vector<Extent> g_tensors;
+template <class T>
+T checked_read(const T* p) {
+  const auto* q = reinterpret_cast<const unsigned char*>(p);
+  bool inside = false;
+  for (const Extent& e : g_tensors) {
+    const auto* b = static_cast<const unsigned char*>(e.begin);
+    inside = inside || (q >= b && q + sizeof(T) <= b + e.bytes);
+  }
+  EXPECT_TRUE(inside) << "a read outside every tensor";
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+}  // namespace
+
+struct float4 {
+  float x, y, z, w;
+};
+struct double2 {
+  double x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline float __ldg(const float* p) { return checked_read(p); }
+inline double __ldg(const double* p) { return checked_read(p); }
+inline unsigned short __ldg(const unsigned short* p) { return checked_read(p); }
+inline unsigned __ldg(const unsigned* p) { return checked_read(p); }
+inline float4 __ldg(const float4* p) { return checked_read(p); }
+inline double2 __ldg(const double2* p) { return checked_read(p); }
+inline uint4 __ldg(const uint4* p) { return checked_read(p); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+inline float __int_as_float(int b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline double __longlong_as_double(long long b) {
+  double d;
+  std::memcpy(&d, &b, 8);
+  return d;
+}
+using std::min;
+
+struct ew_half {
+  unsigned short bits;
+};
+struct ew_bf16 {
+  unsigned short bits;
+};
+template <int N>
+struct ew_raw;
+template <>
+struct ew_raw<2> {
+  typedef unsigned short type;
+};
+template <>
+struct ew_raw<4> {
+  typedef unsigned int type;
+};
+template <>
+struct ew_raw<8> {
+  typedef unsigned long long type;
+};
+template <class T>
+struct ew_traits;
+template <>
+struct ew_traits<float> {
+  typedef float op;
+  static float to_op(float x) { return x; }
+  static float from_op(float x) { return x; }
+};
+template <>
+struct ew_traits<double> {
+  typedef double op;
+  static double to_op(double x) { return x; }
+  static double from_op(double x) { return x; }
+};
+template <>
+struct ew_traits<ew_half> {
+  typedef float op;
+  static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
+  static ew_half from_op(float x) { return {cuinline::test::float_to_half(x)}; }
+};
+template <>
+struct ew_traits<ew_bf16> {
+  typedef float op;
+  static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
+  static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
+};
+struct cuinline_conv2d_chan {
+  const void* p[4];
+};
+template <class S>
+typename ew_traits<S>::op ew_channel_value(const void* p, int co) {
+  if constexpr (sizeof(S) == 2) {
+    S s;
+    s.bits = __ldg(static_cast<const unsigned short*>(p) + co);
+    return ew_traits<S>::to_op(s);
+  } else {
+    return __ldg(static_cast<const S*>(p) + co);
+  }
+}
+
+// The step functions the cases use, on opmath values; the others are not called.
+template <class S>
+S ew_add(S v, S c) { return v + c; }
+template <class S>
+S ew_sub(S v, S c) { return v - c; }
+template <class S>
+S ew_mul(S v, S c) { return v * c; }
+template <class S>
+S ew_relu(S v) { return v > 0 ? v : S(0); }
+template <class S>
+S ew_leaky_relu(S v, S s) { return v > 0 ? v : v * s; }
+template <class S>
+S ew_clamp(S v, S lo, S hi) { return std::min(std::max(v, lo), hi); }
+template <class S>
+S ew_add_tensor(S v, S o) { return v + o; }
+template <class S>
+S ew_sub_tensor(S v, S o) { return v - o; }
+template <class S>
+S ew_mul_tensor(S v, S o) { return v * o; }
+template <class S>
+S ew_div_tensor(S v, S o) { return v / o; }
+template <class S>
+S ew_where(S c, S a, S b) { return c != 0 ? a : b; }
+template <class S>
+S ew_tanh(S v) { return std::tanh(v); }
+template <class S>
+S ew_silu(S v) { return v / (1 + std::exp(-v)); }
+template <class S>
+S ew_sigmoid(S v) { return 1 / (1 + std::exp(-v)); }
+#define CUINLINE_EMU_UNUSED(name, ...) \
+  template <class S, class... A>       \
+  S name(S v, A...) {                  \
+    ADD_FAILURE() << #name " called";  \
+    return v;                          \
+  }
+CUINLINE_EMU_UNUSED(ew_gelu)
+CUINLINE_EMU_UNUSED(ew_gelu_tanh)
+CUINLINE_EMU_UNUSED(ew_mish)
+CUINLINE_EMU_UNUSED(ew_softplus)
+CUINLINE_EMU_UNUSED(ew_elu)
+CUINLINE_EMU_UNUSED(ew_hardswish)
+CUINLINE_EMU_UNUSED(ew_hardsigmoid)
+CUINLINE_EMU_UNUSED(ew_exp)
+CUINLINE_EMU_UNUSED(ew_log)
+CUINLINE_EMU_UNUSED(ew_sqrt)
+CUINLINE_EMU_UNUSED(ew_abs)
+CUINLINE_EMU_UNUSED(ew_neg)
+CUINLINE_EMU_UNUSED(ew_softsign)
+CUINLINE_EMU_UNUSED(ew_tanhshrink)
+CUINLINE_EMU_UNUSED(ew_logsigmoid)
+CUINLINE_EMU_UNUSED(ew_hardshrink)
+CUINLINE_EMU_UNUSED(ew_softshrink)
+CUINLINE_EMU_UNUSED(ew_threshold)
+
+#include "../kernel_templates/conv2d_generic_rt.cuh"
+
+namespace {
+
+using namespace cuinline;
+using namespace cuinline::ops;
+namespace ci = cuinline::ops::conv2d_impl;
+
+// Host types of the storage dtypes.
+template <DType D>
+struct Storage;
+template <>
+struct Storage<DType::f32> {
+  using type = float;
+};
+template <>
+struct Storage<DType::f64> {
+  using type = double;
+};
+template <>
+struct Storage<DType::f16> {
+  using type = ew_half;
+};
+template <>
+struct Storage<DType::bf16> {
+  using type = ew_bf16;
+};
+
+struct Epilogue {
+  const char* text;
+  int operands;
+  double (*f)(double x, const double* ch);
+};
+const Epilogue kEpilogues[] = {
+    {"", 0, [](double x, const double*) { return x; }},
+    {"div(4)|leaky_relu(0.125)", 0,
+     [](double x, const double*) {
+       const double y = x / 4;
+       return y > 0 ? y : 0.125 * y;
+     }},
+    {"mul(in1)|add(in2)|relu|clamp(-1, 3)", 2,
+     [](double x, const double* ch) { return std::min(std::max(x * ch[0] + ch[1], 0.0), 3.0); }},
+    {"where(in1, 0.5)|silu|mul(in2)", 2,
+     [](double x, const double* ch) {
+       const double s = ch[0] != 0 ? x : 0.5;
+       return s / (1 + std::exp(-s)) * ch[1];
+     }},
+    {"sub(in1)|tanh|where(in2, in1)", 2,
+     [](double x, const double* ch) { return ch[1] != 0 ? std::tanh(x - ch[0]) : ch[0]; }},
+};
+
+struct Case {
+  int n, cin, h, w, cout, kh, kw, stride, pad, dilation, groups;
+  bool x_nhwc, w_nhwc, y_nhwc, bias, residual;
+  int epilogue;
+};
+
+// A case on one dtype: random values rounded to the dtype, the kernel over its grid, the reference.
+template <DType D>
+void run_case(const Case& c, std::mt19937_64& rng) {
+  using T = typename Storage<D>::type;
+  Conv2dParams p;
+  p.stride_h = p.stride_w = c.stride;
+  p.pad_h = p.pad_w = c.pad;
+  p.dilation_h = p.dilation_w = c.dilation;
+  p.groups = c.groups;
+  const Epilogue& ep = kEpilogues[c.epilogue];
+  Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, p, c.bias,
+                                        *ep.text ? parse_op(ep.text) : Op::chain({}));
+  v.dtype = D;
+  v.has_residual = c.residual;
+  v.input_layout = c.x_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.weight_layout = c.w_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.output_layout = c.y_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+  v.validate();
+  ASSERT_TRUE(ci::generic_conv_applies(v) || !generic_kernels_built());
+  const int oh = static_cast<int>(v.out_height()), ow = static_cast<int>(v.out_width());
+  const int cin_g = c.cin / c.groups, cout_g = c.cout / c.groups;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const auto draw = [&](std::size_t count, bool binary) {
+    std::vector<double> vals(count);
+    for (double& x : vals) x = binary ? static_cast<double>(rng() % 2) : test::value_of(D, test::bits_of(D, normal(rng)));
+    return vals;
+  };
+  // Logical NCHW values; the stored copies in each tensor's layout.
+  const std::vector<double> x = draw(static_cast<std::size_t>(c.n) * c.cin * c.h * c.w, false);
+  const std::vector<double> w = draw(static_cast<std::size_t>(c.cout) * cin_g * c.kh * c.kw, false);
+  const std::vector<double> b = draw(static_cast<std::size_t>(c.cout), false);
+  const std::vector<double> r = draw(static_cast<std::size_t>(c.n) * c.cout * oh * ow, false);
+  std::vector<std::vector<double>> ch;
+  for (int k = 0; k < ep.operands; ++k) ch.push_back(draw(static_cast<std::size_t>(c.cout), k == 0 && ep.text[0] == 'w' ? true : k == 1 && std::string(ep.text).find("where(in2") != std::string::npos));
+  const auto store = [](const std::vector<double>& vals, int n, int chans, int hh, int ww, bool nhwc) {
+    std::vector<T> out(vals.size());
+    for (int i = 0; i < n; ++i)
+      for (int cc = 0; cc < chans; ++cc)
+        for (int y = 0; y < hh; ++y)
+          for (int xx = 0; xx < ww; ++xx) {
+            const std::size_t logical = ((static_cast<std::size_t>(i) * chans + cc) * hh + y) * ww + xx;
+            const std::size_t at = nhwc ? ((static_cast<std::size_t>(i) * hh + y) * ww + xx) * chans + cc : logical;
+            const std::uint64_t bits = test::bits_of(D, vals[logical]);
+            std::memcpy(&out[at], &bits, sizeof(T));
+          }
+    return out;
+  };
+  const std::vector<T> sx = store(x, c.n, c.cin, c.h, c.w, c.x_nhwc);
+  const std::vector<T> sw = store(w, c.cout, cin_g, c.kh, c.kw, c.w_nhwc);
+  const std::vector<T> sb = store(b, 1, c.cout, 1, 1, false);
+  const std::vector<T> sr = store(r, c.n, c.cout, oh, ow, c.y_nhwc);
+  std::vector<std::vector<T>> sch;
+  for (const auto& vals : ch) sch.push_back(store(vals, 1, c.cout, 1, 1, false));
+  std::vector<T> out(r.size());
+  std::memset(out.data(), 0xFF, out.size() * sizeof(T));  // NaN in every dtype
+  g_tensors = {{sx.data(), sx.size() * sizeof(T)}, {sw.data(), sw.size() * sizeof(T)}};
+  if (c.bias) g_tensors.push_back({sb.data(), sb.size() * sizeof(T)});
+  if (c.residual) g_tensors.push_back({sr.data(), sr.size() * sizeof(T)});
+  for (const auto& s : sch) g_tensors.push_back({s.data(), s.size() * sizeof(T)});
+
+  // The launch's arguments, packed as launch_generic_conv packs them.
+  const ci::GenericConvParams hp = ci::generic_conv_params(v);
+  const ci::GenericConvGrid g = ci::generic_conv_grid(v);
+  const ops::detail::GenericProgram hprog = ci::generic_conv_program(v.epilogue, D);
+  static_assert(sizeof(hp) == sizeof(cuinline_conv2d_rt_params) && sizeof(hprog) == sizeof(ewg_program));
+  cuinline_conv2d_rt_params dp;
+  std::memcpy(&dp, &hp, sizeof(dp));
+  static ewg_program dprog;
+  std::memcpy(&dprog, &hprog, sizeof(dprog));
+  cuinline_conv2d_chan chan{};
+  for (std::size_t k = 0; k < sch.size(); ++k) chan.p[k] = sch[k].data();
+  blockDim = {static_cast<unsigned>(g.threads), 1, 1};
+  for (unsigned z = 0; z < static_cast<unsigned>(c.n); ++z)
+    for (unsigned y = 0; y < static_cast<unsigned>(g.blocks_y); ++y)
+      for (unsigned bx = 0; bx < static_cast<unsigned>(g.blocks_x); ++bx)
+        for (unsigned t = 0; t < blockDim.x; ++t) {
+          blockIdx = {bx, y, z};
+          threadIdx = {t, 0, 0};
+          cuinline_conv2d_rt_body<T>(sx.data(), sw.data(), c.bias ? sb.data() : nullptr, out.data(),
+                                     c.residual ? sr.data() : nullptr, chan, dp, dprog);
+        }
+
+  double num = 0, den = 0;
+  for (int i = 0; i < c.n; ++i)
+    for (int co = 0; co < c.cout; ++co)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          double acc = c.bias ? b[static_cast<std::size_t>(co)] : 0.0;
+          const int grp = co / cout_g;
+          for (int cl = 0; cl < cin_g; ++cl)
+            for (int ky = 0; ky < c.kh; ++ky) {
+              const int iy = oy * c.stride - c.pad + ky * c.dilation;
+              if (iy < 0 || iy >= c.h) continue;
+              for (int kx = 0; kx < c.kw; ++kx) {
+                const int ix = ox * c.stride - c.pad + kx * c.dilation;
+                if (ix < 0 || ix >= c.w) continue;
+                acc += x[((static_cast<std::size_t>(i) * c.cin + grp * cin_g + cl) * c.h + iy) * c.w + ix] *
+                       w[((static_cast<std::size_t>(co) * cin_g + cl) * c.kh + ky) * c.kw + kx];
+              }
+            }
+          const std::size_t logical = ((static_cast<std::size_t>(i) * c.cout + co) * oh + oy) * ow + ox;
+          if (c.residual) acc += r[logical];
+          double chv[4] = {};
+          for (std::size_t k = 0; k < ch.size(); ++k) chv[k] = ch[k][static_cast<std::size_t>(co)];
+          const double want = ep.f(acc, chv);
+          const std::size_t at =
+              c.y_nhwc ? ((static_cast<std::size_t>(i) * oh + oy) * ow + ox) * c.cout + co : logical;
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &out[at], sizeof(T));
+          const double got = test::value_of(D, bits);
+          ASSERT_FALSE(std::isnan(got)) << "unwritten: image " << i << " channel " << co << " (" << oy << ", " << ox
+                                        << ")";
+          num += (got - want) * (got - want);
+          den += want * want;
+        }
+  const double err = std::sqrt(num / (den > 0 ? den : 1));
+  const double tol = D == DType::f16 ? 2e-3 : D == DType::bf16 ? 1.6e-2 : D == DType::f64 ? 1e-12 : 1e-5;
+  EXPECT_LE(err, tol) << v.name() << " mode " << hp.mode << " vec " << hp.vec_in;
+}
+
+const Case kCases[] = {
+    // n cin h  w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+    {2, 12, 9, 8, 20, 3, 3, 1, 0, 1, 1, false, false, false, true, false, 1},   // tiles 8, 8, 4
+    {2, 16, 7, 9, 24, 3, 3, 2, 1, 1, 1, true, true, true, true, true, 2},       // 16-byte loads (f16)
+    {1, 8, 11, 9, 10, 3, 2, 1, 2, 2, 1, true, false, false, false, true, 3},    // 8 channels: f32 vectors
+    {2, 12, 9, 9, 20, 3, 3, 1, 1, 1, 4, false, true, true, true, false, 4},     // groups of 3 -> 5
+    {2, 32, 6, 7, 32, 3, 3, 1, 1, 1, 32, true, false, true, true, true, 1},     // depthwise, channels fastest
+    {1, 16, 6, 7, 32, 5, 5, 2, 2, 1, 16, false, false, false, false, false, 0}, // depthwise x2, pixel-fast
+    {1, 16, 6, 7, 32, 3, 3, 1, 2, 2, 16, true, true, false, true, false, 2},    // x2, channels fastest
+    {3, 5, 4, 3, 3, 1, 1, 1, 0, 1, 1, false, false, true, true, true, 0},       // 1 x 1
+    {1, 64, 5, 5, 40, 3, 3, 1, 1, 1, 2, true, true, true, true, false, 2},      // grouped, 32-channel runs
+};
+
+TEST(Conv2dGenericRtEmulated, EveryDtypeLayoutGroupingAndEpilogue) {
+  std::mt19937_64 rng(test::fresh_seed());
+  for (const Case& c : kCases) {
+    SCOPED_TRACE("case " + std::to_string(&c - kCases));
+    run_case<DType::f32>(c, rng);
+    run_case<DType::f16>(c, rng);
+    run_case<DType::bf16>(c, rng);
+    run_case<DType::f64>(c, rng);
+  }
+}
+
+}  // namespace
