@@ -267,19 +267,25 @@ TEST(ReadOnlyTiers, SharedModeDoesNotWeakenThem) {
     ASSERT_EQ(::chown((theirs / key.hex()).c_str(), kNobody, kNobody), 0);
   }
   CacheConfig config = test::config_for(dir.path() / "local");
-  config.allow_shared_directory = true;  // CUINLINE_CACHE_SHARED=1 without a key
   config.read_only_directories = {theirs};
-  test::LogCapture log;
-  KernelCache cache(config);
-  CacheTier tier = CacheTier::memory;
-  cache.get(request, sm90, &tier);
-  EXPECT_EQ(tier, CacheTier::compiled) << "the forged entry of the read-only tier was served";
-  EXPECT_TRUE(fs::exists(dir.path() / "local" / key.hex())) << "compiled into the writable cache";
-  const std::string text = log.text();
-  EXPECT_EQ(occurrences(text, "skipping the read-only cache '" + theirs.string() + "'"), 1u) << text;
-  EXPECT_NE(text.find("still used: the memory cache, the disk cache '" + (dir.path() / "local").string() + "'"),
-            std::string::npos) << text;
-  EXPECT_EQ(text.find("memory cache only"), std::string::npos) << text;
+  // CUINLINE_CACHE_SHARED=1 without a key, then private (where the refusal always was, but its
+  // message said the memory cache alone was used while the writable one still was).
+  for (const bool shared : {true, false}) {
+    config.allow_shared_directory = shared;
+    test::LogCapture log;
+    KernelCache cache(config);
+    CacheTier tier = CacheTier::memory;
+    cache.get(request, sm90, &tier);
+    if (shared) {
+      EXPECT_EQ(tier, CacheTier::compiled) << "the forged entry of the read-only tier was served";
+      EXPECT_TRUE(fs::exists(dir.path() / "local" / key.hex())) << "compiled into the writable cache";
+    }
+    const std::string text = log.text();
+    EXPECT_EQ(occurrences(text, "skipping the read-only cache '" + theirs.string() + "'"), 1u) << text;
+    EXPECT_NE(text.find("still used: the memory cache, the disk cache '" + (dir.path() / "local").string() + "'"),
+              std::string::npos) << text;
+    EXPECT_EQ(text.find("memory cache only"), std::string::npos) << text;
+  }
 }
 
 // A member replaced the team's lock file (by a symlink here, and by a file anyone can write): the
