@@ -181,7 +181,7 @@ enum class EntryCheck {
   foreign,  ///< built by another NVRTC, or unreadable metadata
   io_error,
   /// owned by another user (not root), or writable by group or others: anyone who could write it may
-  /// have planted it (refused unless the cache is shared, CUINLINE_CACHE_SHARED=1)
+  /// have planted it (refused unless a fleet key authenticates it: a team cache with a key file)
   untrusted_owner,
   /// a shared cache with a fleet key: the entry has no valid HMAC tag (not sealed, sealed with a key
   /// this process does not hold, or forged / altered / copied under another name)

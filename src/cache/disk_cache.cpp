@@ -88,8 +88,8 @@ void DiskCache::Impl::open_directory() {
   auto log = logger();
   const std::string shown = directory.string();
   if (directory.empty()) return refuse("no cache directory (set CUINLINE_CACHE_DIR)");
-  // Shared mode is the writable team cache's: a shipped read-only cache (KernelCache opens those with
-  // it off) is never trusted for being someone else's.
+  // Shared mode belongs to the writable team cache: KernelCache opens the read-only tiers with it off,
+  // so a shipped cache always gets the owner and mode checks below.
   const bool shared = config.allow_shared_directory;
   int err = 0;
   std::string reason;
