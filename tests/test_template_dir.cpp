@@ -77,7 +77,8 @@ TEST_F(TemplateDir, AParentOthersCanWriteOrAnotherUserOwnsIsRefused) {
   std::ofstream(templates + "/elementwise.cuh") << "// planted\n";
   ASSERT_EQ(setenv("CUINLINE_TEMPLATE_DIR", templates.c_str(), 1), 0);
   std::string m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
-  EXPECT_NE(m.find("'" + open + "' is writable by group or others (mode 0777, not sticky)"), std::string::npos) << m;
+  EXPECT_NE(m.find("'" + open + "' is writable by group or others (mode 0777, not sticky)"), std::string::npos)
+      << m;
   // A sticky parent (like /tmp) is fine.
   ASSERT_EQ(::chmod(open.c_str(), 01777), 0);
   EXPECT_EQ(cuinline::detail::template_text("elementwise.cuh"), "// planted\n");

@@ -42,8 +42,9 @@ inline constexpr const char* kOwnLockFileName = "team.lock";
 
 /// Reads the entry file open as `fd` (a regular file of `size` bytes): nothing of a file over
 /// kMaxEntryBytes (too_large); with `auth`, the seal first; the entry's header checked against the
-/// size and `key` before the rest is read; with `auth`, the tag (over `key`, which must then be given). On ok the entry is bytes[entry_offset..]. A sealed
-/// file read without `auth` gives `unauthenticated` (it cannot be checked here, and is not damaged).
+/// size and `key` before the rest is read; with `auth`, the tag (over `key`, which must then be
+/// given). On ok the entry is bytes[entry_offset..]. A sealed file read without `auth` gives
+/// `unauthenticated` (it cannot be checked here, and is not damaged).
 EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
                            std::string& bytes, std::size_t& entry_offset);
 

@@ -110,7 +110,7 @@ UniqueFd DiskCache::Impl::open_team_lock_file() {
   struct stat st {};
   std::string problem;
   if (!fd) {
-    problem = err == ELOOP ? "it is a symbolic link"
+    problem = err == ELOOP    ? "it is a symbolic link"
               : err == EACCES ? "this user may not write it"
                               : "it cannot be opened (" + detail::errno_text(err) + ")";
     if (::fstatat(dir, detail::kLockFileName, &st, AT_SYMLINK_NOFOLLOW) != 0) st = {};
@@ -125,13 +125,14 @@ UniqueFd DiskCache::Impl::open_team_lock_file() {
   }
   if (!team_lock_warned.exchange(true)) {
     const std::string path = (directory / detail::kLockFileName).string();
-    const std::string own = own_lock_dir ? "'" + (detail::own_lock_directory() / detail::kOwnLockFileName).string() + "'"
-                                         : std::string();
+    const std::string own =
+        own_lock_dir ? "'" + (detail::own_lock_directory() / detail::kOwnLockFileName).string() + "'"
+                     : std::string();
     logger()->warn(
-        "disk cache: passing over the lock file '{}' of the team cache: {} (owned by {}, mode {}); a member may "
-        "have replaced it. {}; other members' processes may compile the same kernel at the same time until "
-        "it is removed: any member can `rm {}` (in a cache directory without the sticky bit), and the next "
-        "lookup makes a new one; ask {} why it was there",
+        "disk cache: passing over the lock file '{}' of the team cache: {} (owned by {}, mode {}); a "
+        "member may have replaced it. {}; other members' processes may compile the same kernel at the same "
+        "time until it is removed: any member can `rm {}` (in a cache directory without the sticky bit), and "
+        "the next lookup makes a new one; ask {} why it was there",
         path, problem, detail::describe_uid(st.st_uid), detail::mode_text(st.st_mode),
         own.empty() ? "No lock is taken at all (this user's own lock directory is not usable either)"
                     : "This user's processes still exclude each other through " + own,
@@ -150,16 +151,21 @@ detail::HeldLock DiskCache::Impl::lock_byte(off_t offset, bool wait) {
   if (!team) {
     own.reset(::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   } else if (own_lock_dir) {
-    own.reset(::openat(own_lock_dir.get(), detail::kOwnLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    own.reset(::openat(own_lock_dir.get(), detail::kOwnLockFileName,
+                       O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   }
+  const int open_err = errno;
   if (!own && (!team || own_lock_dir) && !lock_failure_warned.exchange(true)) {
-    logger()->warn("disk cache: cannot open the lock file of '{}': {}", directory.string(), detail::errno_text(errno));
+    logger()->warn("disk cache: cannot open {} of '{}': {}",
+                   team ? "this user's own lock file" : "the lock file", directory.string(),
+                   detail::errno_text(open_err));
   }
   const auto take = [&](UniqueFd& fd, const char* which) {
     int err = 0;
     const Take result = take_byte(fd.get(), offset, wait, deadline, err);
     if (result == Take::failed && !lock_failure_warned.exchange(true)) {
-      logger()->warn("disk cache: cannot lock {} of '{}': {}", which, directory.string(), detail::errno_text(err));
+      logger()->warn("disk cache: cannot lock {} of '{}': {}", which, directory.string(),
+                     detail::errno_text(err));
     }
     if (result == Take::busy && wait) {
       ++lock_timeouts;

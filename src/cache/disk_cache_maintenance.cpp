@@ -236,8 +236,8 @@ VerifyReport DiskCache::verify(bool fix) {
     struct stat st {};
     const auto key = CacheKey::from_hex(file.name);
     const detail::EntryAuth* auth = impl_->auth ? &*impl_->auth : nullptr;
-    EntryCheck check =
-        key ? read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, auth, &*key) : EntryCheck::wrong_key;
+    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, auth, &*key)
+                           : EntryCheck::wrong_key;
     if (check == EntryCheck::ok) check = check_entry_bytes(std::string_view(bytes).substr(offset), &*key, nullptr);
     if (check == EntryCheck::ok) continue;
     report.bad.emplace_back(impl_->directory / file.name, check);
