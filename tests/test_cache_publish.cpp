@@ -19,9 +19,10 @@ TEST(Publish, ATempFileRemovedWhileWrittenIsAFailureThatSaysWhy) {
   test::LogCapture log;
   DiskCache cache(test::config_for(dir.path()));
   ASSERT_TRUE(cache.usable());
-  // 64 MiB takes long enough to write and flush that the remover below sees the temp file first;
-  // should the rename still come first, the store succeeds and the next attempt tries again.
-  const CompiledProgram program = test::make_program("big", 64u << 20);
+  // 60 MiB (just under the entry size bound) takes long enough to write and flush that the remover
+  // below sees the temp file first; should the rename still come first, the store succeeds and the
+  // next attempt tries again.
+  const CompiledProgram program = test::make_program("big", 60u << 20);
   std::atomic<bool> stop{false};
   std::atomic<int> removed{0};
   std::thread remover([&] {

@@ -47,7 +47,9 @@ Outcome run_as(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, std::vect
   const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(counter++);
   const fs::path out = scratch / ("out-" + tag), err = scratch / ("err-" + tag);
   env.push_back("PATH=/usr/bin:/bin");
-  env.push_back("HOME=" + scratch.string());
+  if (std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
+    env.push_back("HOME=" + scratch.string());
+  }
   std::vector<char*> args, envp;  // built before fork: the child makes only async-signal-safe calls
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -114,6 +116,12 @@ class TeamCacheTest : public ::testing::Test {
     ASSERT_EQ(::chown(team_.c_str(), 0, kTeam), 0);
     ASSERT_EQ(::chmod(team_.c_str(), 02770), 0);
     ASSERT_EQ(::chmod(scratch_.c_str(), 01777), 0);
+    // Each member's own home (where their own lock file goes), as on a real machine.
+    for (uid_t user : {kAlice, kBob, kMallory}) {
+      ASSERT_TRUE(fs::create_directory(home(user)));
+      ASSERT_EQ(::chown(home(user).c_str(), user, user), 0);
+      ASSERT_EQ(::chmod(home(user).c_str(), 0700), 0);
+    }
     for (uid_t user : {kAlice, kBob}) {
       const fs::path key = key_file(user);
       write_file(key, kFleetKey);
@@ -126,9 +134,11 @@ class TeamCacheTest : public ::testing::Test {
   }
 
   fs::path key_file(uid_t user) const { return root_.path() / ("key-" + std::to_string(user)); }
+  fs::path home(uid_t user) const { return root_.path() / ("home-" + std::to_string(user)); }
 
   std::vector<std::string> team_env(uid_t user, bool with_key = true) const {
-    std::vector<std::string> env = {"CUINLINE_CACHE_DIR=" + team_.string(), "CUINLINE_CACHE_SHARED=1"};
+    std::vector<std::string> env = {"CUINLINE_CACHE_DIR=" + team_.string(), "CUINLINE_CACHE_SHARED=1",
+                                    "HOME=" + home(user).string()};
     if (with_key) env.push_back("CUINLINE_CACHE_KEY_FILE=" + key_file(user).string());
     return env;
   }
@@ -245,6 +255,71 @@ TEST_F(TeamCacheTest, WithoutAFleetKeyTheTeamCacheWorksAndSaysItIsUnauthenticate
   // hers alone.
   EXPECT_TRUE(contains(bob.out, "compiles=1")) << bob.out << bob.err;
   EXPECT_TRUE(contains(bob.err, "is not authenticated")) << bob.err;
+}
+
+// Without a key nothing authenticates another member's entry: Bob loads only his own (and root's).
+// Mallory's genuine-looking entry (a real compile of the kernel asked for) is a miss, left in place,
+// and `cache verify` reports it as not trusted instead of calling the cache clean.
+TEST_F(TeamCacheTest, WithoutAFleetKeyOnlyAMembersOwnEntriesAreLoaded) {
+  const CacheKey key = relu_key(4);
+  TempDir elsewhere;
+  {
+    KernelCache forger(config_for(elsewhere.path()));
+    forger.get(ops::make_request(relu_variant(4)), Arch::parse("sm_90"));
+  }
+  const fs::path planted = team_ / key.hex();
+  write_file(planted, read_file(elsewhere.path() / key.hex()));
+  ASSERT_EQ(::chown(planted.c_str(), kMallory, kTeam), 0);
+  ASSERT_EQ(::chmod(planted.c_str(), 0640), 0);
+
+  const Outcome verify = as(kBob, {kCli, "cache", "verify"}, /*with_key=*/false);
+  EXPECT_EQ(verify.code, 1) << verify.out << verify.err;
+  EXPECT_TRUE(contains(verify.out, "untrusted_owner")) << verify.out;
+  const Outcome fix = as(kBob, {kCli, "cache", "verify", "--fix"}, /*with_key=*/false);
+  EXPECT_TRUE(fs::exists(planted)) << "another member's entry is not Bob's to remove: " << fix.out << fix.err;
+
+  const Outcome bob = as(kBob, probe_args(4), /*with_key=*/false);
+  ASSERT_EQ(bob.code, 0) << bob.out << bob.err;
+  EXPECT_TRUE(contains(bob.out, "tier=compiled compiles=1")) << bob.out << bob.err;
+  EXPECT_TRUE(contains(bob.err, "only entries this user or root wrote are loaded")) << bob.err;
+  // What Bob published in its place is his: a hit for him, a miss for Mallory.
+  const Outcome again = as(kBob, probe_args(4), /*with_key=*/false);
+  EXPECT_TRUE(contains(again.out, "tier=disk compiles=0")) << again.out << again.err;
+  const Outcome mallory = as(kMallory, probe_args(4), /*with_key=*/false);
+  EXPECT_TRUE(contains(mallory.out, "tier=compiled compiles=1")) << mallory.out << mallory.err;
+}
+
+// Mallory replaces the team's lock file with one only she can open. It used to switch the disk tier
+// off for every member, with a hint telling "its owner" (Mallory) to fix it. Now Bob passes over it
+// with one warning naming her, and his hits and publishes go on.
+TEST_F(TeamCacheTest, ALockFileAMemberReplacedIsPassedOverAndTheCacheStaysOn) {
+  alice_warms();
+  const fs::path lock = team_ / "lock";
+  ASSERT_TRUE(fs::remove(lock));
+  write_file(lock, "");
+  ASSERT_EQ(::chown(lock.c_str(), kMallory, kTeam), 0);
+  ASSERT_EQ(::chmod(lock.c_str(), 0600), 0);
+
+  const Outcome hit = as(kBob, probe_args(4));
+  EXPECT_TRUE(contains(hit.out, "tier=disk compiles=0")) << hit.out << hit.err;
+  const Outcome miss =
+      as(kBob, {tool_path("cli_cache_probe"), "op", "leaky_relu(0.5)", "f32", "4", "i32", "sm_90"});
+  EXPECT_TRUE(contains(miss.out, "tier=compiled compiles=1")) << miss.out << miss.err;
+  const std::string warning = "passing over the lock file '" + lock.string() + "'";
+  for (const Outcome* run : {&hit, &miss}) {
+    std::size_t count = 0;
+    for (auto at = run->err.find(warning); at != std::string::npos; at = run->err.find(warning, at + 1)) ++count;
+    EXPECT_EQ(count, 1u) << run->err;
+    EXPECT_TRUE(contains(run->err, "this user may not write it (owned by uid 4346")) << run->err;
+    EXPECT_FALSE(contains(run->err, "its owner can chmod")) << run->err;
+  }
+  const Outcome alice = as(kAlice, {tool_path("cli_cache_probe"), "op", "leaky_relu(0.5)", "f32", "4", "i32", "sm_90"});
+  EXPECT_TRUE(contains(alice.out, "tier=disk compiles=0")) << "Bob's compile was published: " << alice.out << alice.err;
+  // Each member's own lock file, in a directory of their own.
+  struct stat own {};
+  ASSERT_EQ(::stat((home(kBob) / ".cache" / "cuinline-locks" / "team.lock").c_str(), &own), 0);
+  EXPECT_EQ(own.st_uid, kBob);
+  EXPECT_EQ(own.st_mode & 0777, 0600u);
 }
 
 TEST_F(TeamCacheTest, AKeyFileOthersCanReadIsRefused) {

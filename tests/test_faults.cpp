@@ -191,7 +191,7 @@ TEST_F(Faults, WriterKilledMidWriteLeavesATempFileThatIsNeverReadAndLaterRemoved
   for (int attempt = 0; attempt < 5 && temps.empty(); ++attempt) {
     k.digest[0] = static_cast<unsigned char>(attempt);
     const Child writer =
-        start_child({tool_path("fault_tool"), "store-big", cache_dir().string(), k.hex(), "96"},
+        start_child({tool_path("fault_tool"), "store-big", cache_dir().string(), k.hex(), "60"},
                     (dir.path() / "writer.out").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (names_in(cache_dir(), ".tmp-").empty() && !fs::exists(cache_dir() / k.hex()) &&
@@ -210,7 +210,7 @@ TEST_F(Faults, WriterKilledMidWriteLeavesATempFileThatIsNeverReadAndLaterRemoved
   struct stat st {};
   ASSERT_EQ(::stat(temp.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "temp files are owner-only";
-  EXPECT_LT(static_cast<std::uint64_t>(st.st_size), (std::uint64_t{96} << 20) + 200);
+  EXPECT_LT(static_cast<std::uint64_t>(st.st_size), (std::uint64_t{60} << 20) + 200);
 
   {  // A running process never takes the temp file for an entry, and leaves a young one alone.
     DiskCache disk(config_at(cache_dir()));

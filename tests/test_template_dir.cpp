@@ -1,7 +1,7 @@
-// CUINLINE_TEMPLATE_DIR gets the cache directory's rules (issue 20, item 2): a directory or template
-// another user owns or anyone else can write is refused (it chooses the code compiled and run); a
-// template that is a FIFO, a directory, a symlink, larger than 4 MiB or holding NUL bytes is an
-// error naming the file — never silently skipped or truncated; a template the directory does not
+// CUINLINE_TEMPLATE_DIR gets the cache directory's rules: a directory, a directory above it or a
+// template another user owns or anyone else can write is refused (it chooses the code compiled and
+// run); a template that is a FIFO, a directory, a symlink, larger than 4 MiB or holding NUL bytes is
+// an error naming the file — never silently skipped or truncated; a template the directory does not
 // have comes from the embedded copy.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -64,6 +64,33 @@ TEST_F(TemplateDir, AWritableOrForeignTemplateIsRefused) {
     m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
     EXPECT_NE(m.find("owned by uid 4242"), std::string::npos) << m;
   }
+}
+
+// The directories above the template directory get the cache directory's checks (the same walk):
+// whoever can replace one of them chooses the directory the templates are read from.
+TEST_F(TemplateDir, AParentOthersCanWriteOrAnotherUserOwnsIsRefused) {
+  const std::string open = path("open");
+  ASSERT_EQ(::mkdir(open.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  const std::string templates = open + "/templates";
+  ASSERT_EQ(::mkdir(templates.c_str(), 0700), 0);
+  std::ofstream(templates + "/elementwise.cuh") << "// planted\n";
+  ASSERT_EQ(setenv("CUINLINE_TEMPLATE_DIR", templates.c_str(), 1), 0);
+  std::string m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
+  EXPECT_NE(m.find("'" + open + "' is writable by group or others (mode 0777, not sticky)"), std::string::npos)
+      << m;
+  // A sticky parent (like /tmp) is fine.
+  ASSERT_EQ(::chmod(open.c_str(), 01777), 0);
+  EXPECT_EQ(cuinline::detail::template_text("elementwise.cuh"), "// planted\n");
+  if (::geteuid() == 0) {
+    // A parent another user owns: its owner could rename the directory away and put another there.
+    ASSERT_EQ(::chmod(open.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(open.c_str(), 65534, 65534), 0);
+    m = refusal([] { cuinline::detail::template_text("elementwise.cuh"); });
+    EXPECT_NE(m.find("'" + open + "' is owned by uid 65534"), std::string::npos) << m;
+    ASSERT_EQ(::chown(open.c_str(), 0, 0), 0);
+  }
+  ASSERT_EQ(::chmod(open.c_str(), 0700), 0);
 }
 
 TEST_F(TemplateDir, AFifoADirectoryASymlinkAHugeFileAndNulBytesAreErrorsNamingTheFile) {

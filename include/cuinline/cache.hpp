@@ -126,9 +126,10 @@ struct CacheConfig {
   /// write (a setgid directory of the team's group, docs/RELIABILITY.md), write entries group-readable
   /// and the lock file group-writable. Entries then come from every member, so ownership proves
   /// nothing: with a fleet key (remote.key_file, CUINLINE_CACHE_KEY_FILE) every entry is sealed with
-  /// an HMAC-SHA256 tag and one without a valid tag is never loaded; without a key the cache warns
-  /// once that its entries are unauthenticated. Off by default: entries are machine code run with
-  /// the user's rights.
+  /// an HMAC-SHA256 tag and one without a valid tag is never loaded; without a key only entries this
+  /// user or root wrote are loaded (the other members' are misses, left in place), with one warning.
+  /// It applies to `directory` alone: read_only_directories are always checked as private caches.
+  /// Off by default: entries are machine code run with the user's rights.
   bool allow_shared_directory = false;
   /// Open the directory for reading only: hits are served (validated as always), nothing is ever
   /// written (no entry, no lock file, no use-time refresh). Also chosen by itself for a directory this
@@ -136,7 +137,8 @@ struct CacheConfig {
   bool read_only = false;
   /// Read-only caches looked up after `directory` (CUINLINE_CACHE_READONLY_DIRS, ':'-separated):
   /// caches warmed elsewhere and shipped with the service; a miss in all of them is compiled and
-  /// written to `directory`.
+  /// written to `directory`. Each must be owned by this user or root and writable by no one else,
+  /// and so must each entry in it, whatever allow_shared_directory says.
   std::vector<std::filesystem::path> read_only_directories;
   /// Longest wait for a lock another process holds (a per-key compile lock, the directory lock of
   /// `clear`/`prune`); past it the caller goes on without the lock (compiles itself), with one
@@ -179,11 +181,13 @@ enum class EntryCheck {
   foreign,  ///< built by another NVRTC, or unreadable metadata
   io_error,
   /// owned by another user (not root), or writable by group or others: anyone who could write it may
-  /// have planted it (refused unless the cache is shared, CUINLINE_CACHE_SHARED=1)
+  /// have planted it (refused unless a fleet key authenticates it: a team cache with a key file)
   untrusted_owner,
   /// a shared cache with a fleet key: the entry has no valid HMAC tag (not sealed, sealed with a key
   /// this process does not hold, or forged / altered / copied under another name)
   unauthenticated,
+  /// a file larger than an entry may be (64 MiB): never read, whatever its header says
+  too_large,
 };
 const char* to_string(EntryCheck check) noexcept;
 
@@ -238,6 +242,8 @@ class DiskCache final : public StorageTier {
   DiskCache& operator=(const DiskCache&) = delete;
 
   bool usable() const noexcept override;
+  /// Why the tier is not usable (empty while it is).
+  const std::string& unusable_reason() const noexcept;
   /// Hits are served, nothing is written (CacheConfig::read_only, a directory this user cannot
   /// write, or inspection with create = false).
   bool read_only() const noexcept;
@@ -255,19 +261,21 @@ class DiskCache final : public StorageTier {
   bool store(const CacheKey& key, const CompiledProgram& program) override;
 
   /// Exclusive cross-process (and cross-thread) lock on one key. Released by the destructor or
-  /// by the kernel when the process dies.
+  /// by the kernel when the process dies. A team cache takes two: this user's own (which no other
+  /// user can touch) and the team's (shared with the other members, when its lock file is sound).
   class KeyLock {
    public:
     KeyLock() = default;
     KeyLock(KeyLock&& other) noexcept;
     KeyLock& operator=(KeyLock&& other) noexcept;
     ~KeyLock();
-    bool held() const noexcept { return fd_ >= 0; }
+    bool held() const noexcept { return fd_ >= 0 || team_fd_ >= 0; }
 
    private:
     friend class DiskCache;
-    explicit KeyLock(int fd) : fd_(fd) {}
+    KeyLock(int fd, int team_fd) : fd_(fd), team_fd_(team_fd) {}
     int fd_ = -1;
+    int team_fd_ = -1;
   };
   /// Blocks until the lock for `key` is held. Returns an unheld lock if the disk tier is unusable.
   KeyLock lock(const CacheKey& key);

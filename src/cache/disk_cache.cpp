@@ -1,5 +1,5 @@
-// The disk tier: construction and the directory checks, load, store and the per-key locks.
-// Scanning, eviction and the management calls are in disk_cache_maintenance.cpp.
+// The disk tier: construction and the directory checks, load and store. The locks are in
+// disk_cache_lock.cpp; scanning, eviction and the management calls in disk_cache_maintenance.cpp.
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -45,7 +45,9 @@ namespace detail {
 EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
                            std::string& bytes, std::size_t& entry_offset) {
   entry_offset = 0;
-  if (size > kMaxEntryBytes) return EntryCheck::foreign;
+  // Decided from the size alone: a file planted to be large (a sparse one costs its writer nothing)
+  // is never read, and a sealed one would have to be read whole before its tag could be checked.
+  if (size > kMaxEntryBytes) return EntryCheck::too_large;
   // The seal (if any) and the header first: a file whose header does not describe it (another key,
   // a size that does not add up) is rejected without reading the rest of it.
   if (read_up_to(fd, kMaxSealSize + kEntryHeaderSize, bytes) != 0) return EntryCheck::io_error;
@@ -70,19 +72,29 @@ EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, co
 
 // ---- construction ---------------------------------------------------------------------------
 
+void DiskCache::Impl::refuse(std::string reason) {
+  unusable_reason = std::move(reason);
+  // A read-only tier is one of several: KernelCache, which knows the others, says which are still
+  // used. This one's refusal is all there is to say about it here.
+  if (config.read_only) {
+    logger()->debug("disk cache: the read-only cache '{}' is not used: {}", directory.string(), unusable_reason);
+  } else {
+    logger()->warn("disk cache '{}' disabled, nothing is read from or written to it: {}", directory.string(),
+                   unusable_reason);
+  }
+}
+
 void DiskCache::Impl::open_directory() {
   auto log = logger();
   const std::string shown = directory.string();
-  const auto unusable = [&](std::string reason) {
-    unusable_reason = std::move(reason);
-    log->warn("disk cache disabled, using the memory cache only: {}", unusable_reason);
-  };
-  if (directory.empty()) return unusable("no cache directory (set CUINLINE_CACHE_DIR)");
+  if (directory.empty()) return refuse("no cache directory (set CUINLINE_CACHE_DIR)");
+  // Shared mode belongs to the writable team cache: KernelCache opens the read-only tiers with it off,
+  // so a shipped cache always gets the owner and mode checks below.
+  const bool shared = config.allow_shared_directory;
   int err = 0;
   std::string reason;
   // A read-only cache is never created: a missing one is a cache with nothing in it.
-  dir_fd = detail::open_cache_directory(directory, config.create && !config.read_only, config.allow_shared_directory,
-                                        reason, err);
+  dir_fd = detail::open_cache_directory(directory, config.create && !config.read_only, shared, reason, err);
   if (!dir_fd) {
     // Nothing to inspect is not worth a warning: the caller (cuinline cache list) says so itself.
     if (!config.create && err == ENOENT) {
@@ -90,32 +102,23 @@ void DiskCache::Impl::open_directory() {
       log->debug("disk cache: {}", reason);
       return;
     }
-    if (config.read_only) {  // one shipped cache missing: the other tiers work on
-      unusable_reason = reason;
-      log->warn("disk cache: skipping the read-only cache '{}': {}", shown, reason);
-      return;
-    }
-    return unusable(reason);
+    return refuse(reason);
   }
   struct stat st {};
-  if (::fstat(dir_fd.get(), &st) != 0) {
-    return unusable("cannot stat '" + shown + "': " + detail::errno_text(errno));
-  }
+  if (::fstat(dir_fd.get(), &st) != 0) return refuse("cannot stat '" + shown + "': " + detail::errno_text(errno));
   // Entries are machine code run with the user's rights: like ssh with ~/.ssh, refuse a directory
   // that someone else could plant files in, unless explicitly shared. Root's directories are
   // trusted (a cache shipped in an image is typically root's, and only readable).
-  if (!config.allow_shared_directory) {
+  if (!shared) {
     if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-      return unusable("'" + shown + "' is owned by uid " + std::to_string(st.st_uid) +
-                      ", not by this user or root: its owner can plant machine code in it; use a directory of "
-                      "your own (CUINLINE_CACHE_DIR), or set up a team cache (docs/RELIABILITY.md)");
+      return refuse("'" + shown + "' is owned by " + detail::describe_uid(st.st_uid) +
+                    ", not by this user or root: its owner can plant machine code in it; use a directory of your own "
+                    "(CUINLINE_CACHE_DIR), or set up a team cache (docs/RELIABILITY.md)");
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-      return unusable("'" + shown + "' is writable by group or others (mode " + mode +
-                      "): anyone who can write it can plant machine code in it; chmod 700 it (entries other "
-                      "users wrote there are then refused one by one)");
+      return refuse("'" + shown + "' is writable by group or others (mode " + detail::mode_text(st.st_mode) +
+                    "): anyone who can write it can plant machine code in it; chmod 700 it (entries other users "
+                    "wrote there are then refused one by one)");
     }
   } else if (!load_fleet_key()) {
     return;  // load_fleet_key said why
@@ -128,9 +131,9 @@ void DiskCache::Impl::open_directory() {
     return;
   }
   if (config.read_only || ::faccessat(dir_fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
-    const int err = config.read_only ? 0 : errno;
-    if (err != 0 && err != EACCES && err != EROFS && err != EPERM) {
-      return unusable("cannot check whether '" + shown + "' is writable: " + detail::errno_text(err));
+    const int access_err = config.read_only ? 0 : errno;
+    if (access_err != 0 && access_err != EACCES && access_err != EROFS && access_err != EPERM) {
+      return refuse("cannot check whether '" + shown + "' is writable: " + detail::errno_text(access_err));
     }
     // A shipped cache (an image layer, a read-only mount, root's directory): serve its hits, write
     // nothing. Said once when it was not asked for, since new kernels are then not kept.
@@ -141,40 +144,17 @@ void DiskCache::Impl::open_directory() {
     } else {
       log->warn("disk cache: '{}' is not writable ({}): its entries are used, new kernels are not saved (set "
                 "CUINLINE_CACHE_DIR to a writable directory and list this one in CUINLINE_CACHE_READONLY_DIRS)",
-                shown, detail::errno_text(err));
+                shown, detail::errno_text(access_err));
     }
     return;
   }
-  // A team cache's lock file must be writable by the group (every member takes its locks).
-  const mode_t lock_mode = config.allow_shared_directory ? 0660 : 0600;
-  UniqueFd lock_file(
-      ::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, lock_mode));
-  if (!lock_file) {
-    const int err = errno;
-    return unusable("cannot open the lock file in '" + shown + "': " + detail::errno_text(err) +
-                    (config.allow_shared_directory && err == EACCES
-                         ? " (a team cache's lock file must be group-writable: its owner can chmod 660 it)"
-                         : ""));
-  }
-  // A restrictive umask must not leave a lock file that later opens (O_RDWR) cannot use.
-  if (struct stat lock_st{}; ::fstat(lock_file.get(), &lock_st) == 0 && lock_st.st_uid == ::geteuid() &&
-                             (lock_st.st_mode & lock_mode) != lock_mode) {
-    ::fchmod(lock_file.get(), lock_mode);
-  }
-  // A lock file another user owns or can write lets them hold the cache's locks for ever: replace it
-  // (the directory is ours and private here). Shared caches keep theirs (lock waits are bounded).
-  if (struct stat lock_st{}; !config.allow_shared_directory && ::fstat(lock_file.get(), &lock_st) == 0 &&
-                             !detail::trusted_file(lock_st)) {
-    log->warn("disk cache: replacing the lock file in '{}' (owned by uid {}, mode {:04o})", shown, lock_st.st_uid,
-              static_cast<unsigned>(lock_st.st_mode & 07777));
-    lock_file.reset();
-    ::unlinkat(dir_fd.get(), detail::kLockFileName, 0);
-    lock_file.reset(::openat(dir_fd.get(), detail::kLockFileName,
-                             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!lock_file) {
-      return unusable("cannot replace the untrusted lock file in '" + shown + "': " + detail::errno_text(errno));
-    }
-    ::fchmod(lock_file.get(), 0600);
+  if (shared) {
+    // A team cache: this user's own lock file, then the team's, checked (disk_cache_lock.cpp). Neither
+    // can switch the cache off: a lock file that is not sound is passed over with one warning.
+    open_own_lock_directory();
+    open_team_lock_file();
+  } else if (!prepare_private_lock_file()) {
+    return;  // it said why
   }
   usable = true;
   // No scan here: a process that only reads (disk hits) never pays for one. The first store scans
@@ -182,17 +162,49 @@ void DiskCache::Impl::open_directory() {
   log->debug("disk cache at '{}' (cap {} bytes)", shown, config.max_bytes);
 }
 
+bool DiskCache::Impl::prepare_private_lock_file() {
+  const std::string shown = directory.string();
+  UniqueFd lock_file(
+      ::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+  if (!lock_file) {
+    refuse("cannot open the lock file in '" + shown + "': " + detail::errno_text(errno));
+    return false;
+  }
+  struct stat lock_st {};
+  if (::fstat(lock_file.get(), &lock_st) != 0) {
+    refuse("cannot stat the lock file in '" + shown + "': " + detail::errno_text(errno));
+    return false;
+  }
+  // A restrictive umask must not leave a lock file that later opens (O_RDWR) cannot use.
+  if (lock_st.st_uid == ::geteuid() && (lock_st.st_mode & 0600) != 0600) ::fchmod(lock_file.get(), 0600);
+  // A lock file another user owns or can write lets them hold the cache's locks for ever: replace it
+  // (the directory is this user's and private, so no one else can put it back).
+  if (S_ISREG(lock_st.st_mode) && detail::trusted_file(lock_st)) return true;
+  logger()->warn("disk cache: replacing the lock file in '{}' (owned by {}, mode {})", shown,
+                 detail::describe_uid(lock_st.st_uid), detail::mode_text(lock_st.st_mode));
+  lock_file.reset();
+  ::unlinkat(dir_fd.get(), detail::kLockFileName, 0);
+  lock_file.reset(
+      ::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!lock_file) {
+    refuse("cannot replace the untrusted lock file in '" + shown + "': " + detail::errno_text(errno));
+    return false;
+  }
+  ::fchmod(lock_file.get(), 0600);
+  return true;
+}
+
 // A team cache holds entries of every member: with a fleet key they are sealed and checked; without
-// one the cache works as before, with one warning a process that nothing authenticates its entries.
+// one only this user's (and root's) own entries can be trusted, and the others' are misses.
 bool DiskCache::Impl::load_fleet_key() {
   const std::filesystem::path& key_file = config.remote.key_file;
   if (key_file.empty()) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
       logger()->warn(
-          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE): anyone who can "
-          "write it can plant machine code that runs as you; give the team a fleet key file "
-          "(docs/RELIABILITY.md)",
+          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE): only entries "
+          "this user or root wrote are loaded, the other members' are misses (left in place); give the team "
+          "a fleet key file to share entries (docs/RELIABILITY.md)",
           directory.string());
     }
     return true;
@@ -200,8 +212,7 @@ bool DiskCache::Impl::load_fleet_key() {
   std::string error;
   auth = detail::EntryAuth::from_key_file(key_file, &error);
   if (!auth) {
-    unusable_reason = "the shared cache '" + directory.string() + "' needs its fleet key: " + error;
-    logger()->warn("disk cache disabled, using the memory cache only: {}", unusable_reason);
+    refuse("the shared cache '" + directory.string() + "' needs its fleet key: " + error);
     return false;
   }
   logger()->debug("disk cache: shared cache '{}' sealed with key '{}'", directory.string(), auth->signing_key_id());
@@ -234,8 +245,7 @@ DiskCache::DiskCache(CacheConfig config) : impl_(std::make_unique<Impl>()) {
     impl_->open_directory();
   } catch (const std::exception& e) {
     impl_->usable = false;
-    impl_->unusable_reason = e.what();
-    logger()->warn("disk cache disabled, using the memory cache only: {}", e.what());
+    impl_->refuse(e.what());
   }
 }
 
@@ -243,6 +253,9 @@ DiskCache::~DiskCache() = default;
 
 bool DiskCache::usable() const noexcept {
   return impl_->usable;
+}
+const std::string& DiskCache::unusable_reason() const noexcept {
+  return impl_->unusable_reason;
 }
 bool DiskCache::read_only() const noexcept {
   return impl_->read_only;
@@ -276,9 +289,10 @@ void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const st
   if (check == EntryCheck::untrusted_owner) {
     const bool first = !untrusted_warned.exchange(true);
     logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
-                  "disk cache: refusing entry '{}' in '{}': owned by uid {} with mode {:04o} (only entries of "
+                  "disk cache: refusing entry '{}' in '{}': owned by {} with mode {} (only entries of "
                   "this user or root, writable by no one else, are loaded); it will be rebuilt",
-                  name, directory.string(), st ? st->st_uid : 0u, st ? (st->st_mode & 07777) : 0u);
+                  name, directory.string(), detail::describe_uid(st ? st->st_uid : 0u),
+                  detail::mode_text(st ? st->st_mode : 0u));
     if (st != nullptr) remove_if_same(name, st->st_dev, st->st_ino);
     return;
   }
@@ -323,7 +337,17 @@ std::optional<CompiledProgram> DiskCache::load(const CacheKey& key) {
     // Checked on the opened descriptor, not the path: a file another user wrote (while the
     // directory was group-writable, say) stays refused after the directory is made private, and a
     // writer that kept a descriptor open cannot rewrite a file that passed (it is not theirs).
-    if (!detail::entry_file_trusted(st, impl_->config.allow_shared_directory)) {
+    if (!detail::entry_file_trusted(st, impl_->sealed())) {
+      if (impl_->config.allow_shared_directory) {
+        // A team cache without a key: another member's entry is theirs to use, not ours to trust (or
+        // to remove). A miss; the compile that follows publishes this user's own over it.
+        // (The one warning that says so came when the cache was opened.)
+        logger()->debug("disk cache: not loading entry '{}' in '{}': written by {} (mode {}), and without a "
+                        "fleet key only this user's and root's entries can be trusted",
+                        name, impl_->directory.string(), detail::describe_uid(st.st_uid),
+                        detail::mode_text(st.st_mode));
+        return std::nullopt;
+      }
       impl_->reject(name, EntryCheck::untrusted_owner, &st);
       return std::nullopt;
     }
@@ -434,81 +458,6 @@ bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
     logger()->warn("disk cache: store failed: {}", e.what());
     return false;
   }
-}
-
-// ---- locks ----------------------------------------------------------------------------------
-
-UniqueFd DiskCache::Impl::lock_byte(off_t offset, bool wait) {
-  if (read_only) return UniqueFd();  // no lock file: nothing is written, so nothing to exclude
-  // A new open file description per lock: OFD locks then also exclude other threads of this process.
-  const mode_t lock_mode = config.allow_shared_directory ? 0660 : 0600;
-  UniqueFd fd(::openat(dir_fd.get(), detail::kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, lock_mode));
-  if (!fd) {
-    if (!lock_failure_warned.exchange(true)) {
-      logger()->warn("disk cache: cannot open the lock file in '{}': {}", directory.string(),
-                     detail::errno_text(errno));
-    }
-    return fd;
-  }
-  struct flock range {};
-  range.l_type = F_WRLCK;
-  range.l_whence = SEEK_SET;
-  range.l_start = offset;
-  range.l_len = 1;
-  range.l_pid = 0;  // required for OFD locks
-  // Polled, not F_OFD_SETLKW: a holder that never lets go (a stopped process, a member of a team
-  // cache holding the lock on purpose) must not hang us. Steps of at most 10 ms add little to a
-  // wait for a compile (30-400 ms).
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + config.lock_wait;
-  auto pause = std::chrono::microseconds(500);
-  while (::fcntl(fd.get(), F_OFD_SETLK, &range) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EACCES) {
-      if (!lock_failure_warned.exchange(true)) {
-        logger()->warn("disk cache: cannot lock '{}/{}': {}", directory.string(), detail::kLockFileName,
-                       detail::errno_text(errno));
-      }
-      return UniqueFd();
-    }
-    if (!wait) return UniqueFd();
-    if (clock::now() >= deadline) {
-      ++lock_timeouts;
-      const bool first = !lock_timeout_warned.exchange(true);
-      logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
-                    "disk cache: a lock in '{}/{}' has been held by another process for more than {} ms (a stopped "
-                    "or hung process?); going on without it",
-                    directory.string(), detail::kLockFileName, config.lock_wait.count());
-      return UniqueFd();
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(10000));
-  }
-  return fd;
-}
-
-DiskCache::KeyLock DiskCache::lock(const CacheKey& key) {
-  if (!impl_->usable) return KeyLock();
-  // Byte 0 is the directory lock; keys spread over 2^56 bytes after it (the file stays empty).
-  std::uint64_t slot = 0;
-  for (int i = 0; i < 7; ++i) slot |= static_cast<std::uint64_t>(key.digest[i]) << (8 * i);
-  UniqueFd fd = impl_->lock_byte(static_cast<off_t>(slot + 1), /*wait=*/true);
-  return KeyLock(fd.release());
-}
-
-DiskCache::KeyLock::KeyLock(KeyLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-
-DiskCache::KeyLock& DiskCache::KeyLock::operator=(KeyLock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-// Closing the only descriptor of the description releases the OFD lock.
-DiskCache::KeyLock::~KeyLock() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 CacheStats DiskCache::stats() const {

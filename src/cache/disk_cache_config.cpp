@@ -1,4 +1,5 @@
-// CacheConfig::from_environment and default_cache_directory: the CUINLINE_CACHE_* variables.
+// CacheConfig::from_environment and default_cache_directory: the CUINLINE_CACHE_* variables; where
+// this user's own lock files for team caches live.
 
 #include <pwd.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/disk_cache_impl.hpp"
 #include "cuinline/cache.hpp"
 #include "cuinline/log.hpp"
 
@@ -95,6 +97,20 @@ std::optional<std::filesystem::path> home_directory() {
 }
 
 }  // namespace
+
+namespace detail {
+
+std::filesystem::path own_lock_directory() {
+  // Like default_cache_directory without CUINLINE_CACHE_DIR (that names the team's directory): every
+  // process of this user finds the same file for the same team cache, and no one else can replace it.
+  if (const auto xdg = environment("XDG_CACHE_HOME"); xdg && std::filesystem::path(*xdg).is_absolute()) {
+    return std::filesystem::path(*xdg) / "cuinline-locks";
+  }
+  if (const auto home = home_directory()) return *home / ".cache" / "cuinline-locks";
+  return std::filesystem::temp_directory_path() / ("cuinline-locks-" + std::to_string(::geteuid()));
+}
+
+}  // namespace detail
 
 std::filesystem::path default_cache_directory() {
   if (const auto dir = environment("CUINLINE_CACHE_DIR")) {

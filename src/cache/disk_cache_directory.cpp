@@ -1,21 +1,46 @@
-// Opening the cache directory through descriptors (paths that move under us): the path is
-// resolved once, then walked from '/' one component at a time with O_NOFOLLOW, creating what is
-// missing with mkdirat and fchmod on the opened directory, and checking each ancestor the way ssh
-// checks the directories above ~/.ssh.
+// Opening the cache directory (and the other directories whose contents decide what runs:
+// CUINLINE_TEMPLATE_DIR, a Redis socket's, this user's lock directory) through descriptors (paths
+// that move under us): the path is resolved once, then walked from '/' one component at a time with
+// O_NOFOLLOW, creating what is missing with mkdirat and fchmod on the opened directory, and checking
+// each ancestor the way ssh checks the directories above ~/.ssh.
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pwd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <string>
 #include <system_error>
+#include <vector>
 
-#include "cache/disk_cache_impl.hpp"
+#include "cache/directory_walk.hpp"
 
 namespace cuinline::detail {
 namespace {
+
+// An ancestor of the directory must be owned by this user or root and writable by no one else
+// unless sticky (/tmp): whoever can rename or replace a directory above it chooses what the path
+// leads to. In shared mode the owner may be anyone and group-writable is fine (a team directory),
+// but a directory writable by all still needs the sticky bit.
+std::string ancestor_problem(const struct stat& st, bool shared) {
+  const bool sticky = (st.st_mode & S_ISVTX) != 0;
+  if (!shared && st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return "is owned by " + describe_uid(st.st_uid) +
+           ", not by this user or root: its owner can replace the directories under it";
+  }
+  const mode_t writable = shared ? S_IWOTH : (S_IWGRP | S_IWOTH);
+  if ((st.st_mode & writable) != 0 && !sticky) {
+    return "is writable by " + std::string(shared ? "others" : "group or others") + " (mode " +
+           mode_text(st.st_mode) + ", not sticky): anyone who can write it can replace the directories "
+           "under it; chmod go-w it or choose another directory";
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string mode_text(mode_t mode) {
   char text[8];
@@ -23,26 +48,17 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
-// An ancestor of the cache directory must be owned by this user or root and writable by no one else
-// unless sticky (/tmp): whoever can rename or replace a directory above the cache chooses what the
-// cache path leads to. In shared mode the owner may be anyone and group-writable is fine (a team
-// directory), but a directory writable by all still needs the sticky bit.
-std::string ancestor_problem(const struct stat& st, bool shared) {
-  const bool sticky = (st.st_mode & S_ISVTX) != 0;
-  if (!shared && st.st_uid != ::geteuid() && st.st_uid != 0) {
-    return "is owned by uid " + std::to_string(st.st_uid) +
-           ", not by this user or root: its owner can replace the cache directory under it";
+std::string describe_uid(uid_t uid) {
+  std::string text = "uid " + std::to_string(uid);
+  std::vector<char> buffer(16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
+      found->pw_name != nullptr && found->pw_name[0] != '\0') {
+    text += std::string(" (") + found->pw_name + ")";
   }
-  const mode_t writable = shared ? S_IWOTH : (S_IWGRP | S_IWOTH);
-  if ((st.st_mode & writable) != 0 && !sticky) {
-    return "is writable by " + std::string(shared ? "others" : "group or others") + " (mode " +
-           mode_text(st.st_mode) + ", not sticky): anyone who can write it can replace the cache directory "
-           "under it; chmod go-w it or choose another CUINLINE_CACHE_DIR";
-  }
-  return {};
+  return text;
 }
-
-}  // namespace
 
 UniqueFd open_cache_directory(const std::filesystem::path& directory, bool create, bool shared,
                               std::string& reason, int& error) {
@@ -79,7 +95,7 @@ UniqueFd walk_directory_path(const std::filesystem::path& path, const std::files
       reason = "cannot stat '" + walked.string() + "': " + errno_text(error);
       return UniqueFd();
     }
-    // Every directory above the cache's (the cache directory's own rules are the caller's).
+    // Every directory above the one asked for (whose own rules are the caller's).
     if (const std::string problem = ancestor_problem(st, shared); !problem.empty()) {
       error = EPERM;
       reason = "cannot use '" + directory.string() + "': '" + walked.string() + "' " + problem;

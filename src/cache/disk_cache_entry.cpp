@@ -281,6 +281,8 @@ const char* to_string(EntryCheck check) noexcept {
       return "untrusted_owner";
     case EntryCheck::unauthenticated:
       return "unauthenticated";
+    case EntryCheck::too_large:
+      return "too_large";
   }
   return "unknown";
 }

@@ -15,8 +15,11 @@ inline constexpr char kEntryMagic[8] = {'C', 'U', 'I', 'N', 'L', 'N', 'E', '\x1a
 /// magic, format version, key, NVRTC major/minor, arch major/minor/suffix, kind, reserved, body size.
 inline constexpr std::size_t kEntryHeaderSize = 8 + 4 + 32 + 4 + 4 + 4 + 4 + 1 + 1 + 2 + 8;
 inline constexpr std::size_t kEntryChecksumSize = 32;
-/// No entry file is ever larger than this; a larger file is rejected before it is read.
-inline constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
+/// No entry file (seal included) is ever larger than this; a larger file is rejected from its size,
+/// before a byte of it is read. An entry is one kernel's CUBIN or PTX (kilobytes to a few MiB), and
+/// with a fleet key the whole file must be read before its tag can be checked: this bound is what a
+/// file planted by someone without the key can cost a lookup. The remote tier's default bound.
+inline constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{64} << 20;
 
 /// The complete entry file for `program` under `key`, written as if by NVRTC `nvrtc`.
 std::string encode_entry(const CacheKey& key, NvrtcVersion nvrtc, const CompiledProgram& program);

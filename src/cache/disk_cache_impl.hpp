@@ -1,6 +1,6 @@
 #pragma once
-// DiskCache's state, shared by disk_cache.cpp (load/store/lock) and disk_cache_maintenance.cpp
-// (scan, eviction, list/verify/prune/clear).
+// DiskCache's state, shared by disk_cache.cpp (construction, load, store), disk_cache_lock.cpp (the
+// locks) and disk_cache_maintenance.cpp (scan, eviction, list/verify/prune/clear).
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/directory_walk.hpp"
 #include "cache/disk_cache_io.hpp"
 #include "cache/entry_auth.hpp"
 #include "cuinline/cache.hpp"
@@ -22,35 +23,40 @@ namespace cuinline {
 
 namespace detail {
 
-/// The one lock file in the cache directory: byte 0 is the directory-wide (eviction) lock, byte
-/// 1 + (first 7 key bytes) is the lock of that key.
+/// The lock file of the cache directory: byte 0 is the directory-wide (eviction) lock, byte
+/// 1 + (first 7 key bytes) is the lock of that key. A team cache's members share it; each member
+/// also locks the same bytes of a lock file of their own (own_lock_directory), which no one else
+/// can replace.
 inline constexpr const char* kLockFileName = "lock";
 /// Temp files start with this; they never look like an entry name (64 hex digits).
 inline constexpr std::string_view kTempPrefix = ".tmp-";
 /// A temp file this old belongs to a writer that died; it is removed.
 inline constexpr std::chrono::minutes kStaleTempAge{10};
 
-/// Opens the cache directory through descriptors (disk_cache_directory.cpp): the path is resolved once,
-/// then walked from '/' with O_NOFOLLOW; missing directories are made (mkdirat, then fchmod 0700 on the
-/// opened one) if `create`; every ancestor must be owned by this user or root and writable by no one
-/// else unless sticky (in `shared` mode: any owner, group-writable allowed). On failure an empty fd,
-/// `reason` and `error` (ENOENT when a component is missing and `create` is false).
-UniqueFd open_cache_directory(const std::filesystem::path& directory, bool create, bool shared,
-                              std::string& reason, int& error);
-/// open_cache_directory's walk alone, of an absolute `path` taken as already resolved (a symlink met
-/// is refused); `directory` is the name messages use.
-UniqueFd walk_directory_path(const std::filesystem::path& path, const std::filesystem::path& directory,
-                             bool create, bool shared, std::string& reason, int& error);
+/// Where this user keeps its own lock file for the team caches it uses ($XDG_CACHE_HOME/cuinline-locks,
+/// else ~/.cache/cuinline-locks, else $TMPDIR/cuinline-locks-<uid>): a directory only this user
+/// controls (disk_cache_config.cpp; disk_cache_lock.cpp says why).
+std::filesystem::path own_lock_directory();
+/// This user's lock file in own_lock_directory(), one for every team cache.
+inline constexpr const char* kOwnLockFileName = "team.lock";
 
-/// Reads the entry file open as `fd` (a regular file of `size` bytes): with `auth`, the seal first;
-/// the entry's header checked against the size and `key` before the rest is read; with `auth`, the
-/// tag (over `key`, which must then be given). On ok the entry is bytes[entry_offset..]. A sealed
-/// file read without `auth` gives `unauthenticated` (it cannot be checked here, and is not damaged).
+/// Reads the entry file open as `fd` (a regular file of `size` bytes): nothing of a file over
+/// kMaxEntryBytes (too_large); with `auth`, the seal first; the entry's header checked against the
+/// size and `key` before the rest is read; with `auth`, the tag (over `key`, which must then be
+/// given). On ok the entry is bytes[entry_offset..]. A sealed file read without `auth` gives
+/// `unauthenticated` (it cannot be checked here, and is not damaged).
 EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
                            std::string& bytes, std::size_t& entry_offset);
 
 bool is_entry_name(std::string_view name) noexcept;
 bool is_temp_name(std::string_view name) noexcept;
+
+/// The locks of one byte (lock_byte): this user's own and, in a team cache, the team's.
+struct HeldLock {
+  UniqueFd own;
+  UniqueFd team;
+  bool held() const noexcept { return own || team; }
+};
 
 /// One file of the cache directory as a scan saw it.
 struct ScannedFile {
@@ -72,12 +78,16 @@ struct DiskCache::Impl {
   std::string unusable_reason;  // set once in the constructor
   bool read_only = false;       // config.read_only, or a directory this user cannot write
   std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key: entries sealed
+  // A team cache (writable): the directory of this user's own lock file (kOwnLockFileName). Empty
+  // when it cannot be used (one warning).
+  detail::UniqueFd own_lock_dir;
 
   std::atomic<bool> write_failure_warned{false};
   std::atomic<bool> untrusted_warned{false};
   std::atomic<bool> lock_failure_warned{false};
   std::atomic<bool> lock_timeout_warned{false};
   std::atomic<bool> unauthenticated_warned{false};
+  std::atomic<bool> team_lock_warned{false};
 
   std::mutex size_mutex;
   bool size_known = false;             // set by the first scan, which the first store runs
@@ -93,6 +103,12 @@ struct DiskCache::Impl {
   std::atomic<std::uint64_t> lock_timeouts{0};
 
   void open_directory();
+  /// Marks the cache unusable for `reason` and says so (a read-only tier at debug: KernelCache says
+  /// which tiers are still used).
+  void refuse(std::string reason);
+  /// Private cache: makes the lock file, or replaces one another user owns or can write. False (with
+  /// refuse) when that fails.
+  bool prepare_private_lock_file();
   /// Shared mode: reads the fleet key (config.remote.key_file) into `auth`; false (unusable, with the
   /// reason) when one is named but cannot be used.
   bool load_fleet_key();
@@ -100,11 +116,23 @@ struct DiskCache::Impl {
   /// Throws CacheError for a read-only cache.
   void require_writable(const char* operation) const;
 
-  /// An OFD write lock on [offset, offset + 1) of the lock file, on a description of its own.
-  /// With wait = false, an empty fd when someone else holds it; with wait = true, an empty fd when
-  /// config.lock_wait ran out (one warning: the caller goes on without the lock). Always empty for
-  /// a read-only cache.
-  detail::UniqueFd lock_byte(off_t offset, bool wait);
+  /// Whether entries come from other writers and a fleet key authenticates them (a team cache with
+  /// a key file): only then may an entry file of another owner be read.
+  bool sealed() const noexcept { return auth.has_value(); }
+
+  /// Team cache: opens the directory of this user's own lock file (own_lock_dir).
+  void open_own_lock_directory();
+  /// Team cache: the team's lock file, opened (made, group-writable, if missing) and checked; empty,
+  /// with one warning naming its owner, when it is not sound.
+  detail::UniqueFd open_team_lock_file();
+  /// OFD write locks on [offset, offset + 1) of the lock files (disk_cache_lock.cpp), each on a
+  /// description of its own: this user's (the directory's lock file in a private cache, its own
+  /// lock file in a team cache), then in a team cache the team's lock file when it is sound (a
+  /// regular file that others than the team cannot write; else it is passed over, with one
+  /// warning naming its owner). With wait = false, nothing held when someone else holds one; with
+  /// wait = true, what could be taken before config.lock_wait ran out (one warning: the caller goes
+  /// on with less). Nothing for a read-only cache.
+  detail::HeldLock lock_byte(off_t offset, bool wait);
 
   /// Entries and temp files (nothing else) of the directory. Throws CacheError if unreadable.
   std::vector<detail::ScannedFile> scan() const;

@@ -20,13 +20,12 @@ inline bool trusted_file(const struct stat& st) noexcept {
   return (st.st_uid == ::geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
-/// Whether an entry file (its fstat after an O_NOFOLLOW open) may be loaded. A private cache: only
-/// trusted_file. A shared cache (CUINLINE_CACHE_SHARED=1) holds other users' files by design, so
-/// ownership proves nothing there: authenticity is to come from the fleet key (a MAC over the entry,
-/// checked with its bytes; a later issue). Until then a shared cache trusts every writer of its
-/// directory, and this is the hook where that check goes.
-inline bool entry_file_trusted(const struct stat& st, bool shared) noexcept {
-  return shared || trusted_file(st);
+/// Whether an entry file (its fstat after an O_NOFOLLOW open) may be read at all. Only an entry that
+/// a fleet key authenticates (`sealed`: a team cache with a key file, which checks the tag) may come
+/// from any writer; everywhere else (a private cache, a read-only tier, a team cache without a key)
+/// the file itself must be trusted_file: its owner's word is the only authentication there is.
+inline bool entry_file_trusted(const struct stat& st, bool sealed) noexcept {
+  return sealed || trusted_file(st);
 }
 
 /// Sole owner of one file descriptor; closes it on destruction.

@@ -55,19 +55,27 @@ std::filesystem::file_time_type to_file_time(const struct timespec& t) {
   return file_now - age;
 }
 
-// Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes; unless
-// `shared`, only files this user or root owns and no one else can write; with `auth`, sealed with a
+// Reads one whole entry file (no symlinks, regular files only, at most kMaxEntryBytes; without
+// `auth`, only files this user or root owns and no one else can write; with `auth`, sealed with a
 // tag that verifies under `key`). The header is checked against the file's size (and `key`, if
 // given) before the rest is read, as load() does. On ok the entry is bytes[offset..].
 EntryCheck read_entry(int dir_fd, const std::string& name, std::string& bytes, std::size_t& offset,
-                      struct stat& st, bool shared, const detail::EntryAuth* auth, const CacheKey* key) {
+                      struct stat& st, const detail::EntryAuth* auth, const CacheKey* key) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EntryCheck::io_error;
-  if (!detail::entry_file_trusted(st, shared)) return EntryCheck::untrusted_owner;
+  if (!detail::entry_file_trusted(st, auth != nullptr)) return EntryCheck::untrusted_owner;
   // The tag covers the key: without one given, the file's name is the key to check it under.
   std::optional<CacheKey> named;
   if (auth != nullptr && key == nullptr && (named = CacheKey::from_hex(name))) key = &*named;
   return detail::read_entry_file(fd.get(), static_cast<std::uint64_t>(st.st_size), auth, key, bytes, offset);
+}
+
+// An entry name over kMaxEntryBytes is no entry (load and verify refuse it unread): counting it, a
+// sparse file someone planted with a huge size would have every real entry evicted to make room.
+void drop_oversized(std::vector<ScannedFile>& files) {
+  files.erase(std::remove_if(files.begin(), files.end(),
+                             [](const ScannedFile& f) { return f.entry && f.size > detail::kMaxEntryBytes; }),
+              files.end());
 }
 
 }  // namespace
@@ -162,11 +170,12 @@ void DiskCache::Impl::evict_if_needed(std::uint64_t added_bytes) {
       return;
   }
   // Only one process evicts at a time; if another one is at it, it brings the total down.
-  UniqueFd directory_lock = lock_byte(0, /*wait=*/false);
-  if (!directory_lock) return;
+  const detail::HeldLock directory_lock = lock_byte(0, /*wait=*/false);
+  if (!directory_lock.held()) return;
   try {
     auto files = scan();
     remove_stale_temp_files(files);
+    drop_oversized(files);
     std::uint64_t total = 0;
     for (const auto& file : files) total += file.entry ? file.size : 0;
     if (total > config.max_bytes) {
@@ -192,8 +201,8 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
     std::string bytes;
     std::size_t offset = 0;
     struct stat st {};
-    if (read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, impl_->config.allow_shared_directory,
-                   impl_->auth ? &*impl_->auth : nullptr, nullptr) != EntryCheck::ok)
+    if (read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, impl_->auth ? &*impl_->auth : nullptr,
+                   nullptr) != EntryCheck::ok)
       continue;
     DiskEntryInfo info;
     // info is filled for every intact entry, including those of another NVRTC (shown, not used).
@@ -227,15 +236,16 @@ VerifyReport DiskCache::verify(bool fix) {
     struct stat st {};
     const auto key = CacheKey::from_hex(file.name);
     const detail::EntryAuth* auth = impl_->auth ? &*impl_->auth : nullptr;
-    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st,
-                                        impl_->config.allow_shared_directory, auth, &*key)
+    EntryCheck check = key ? read_entry(impl_->dir_fd.get(), file.name, bytes, offset, st, auth, &*key)
                            : EntryCheck::wrong_key;
     if (check == EntryCheck::ok) check = check_entry_bytes(std::string_view(bytes).substr(offset), &*key, nullptr);
     if (check == EntryCheck::ok) continue;
     report.bad.emplace_back(impl_->directory / file.name, check);
-    // A sealed entry of a team cache, seen without the fleet key, is reported but never removed: it
-    // cannot be checked here, which does not make it bad.
-    if (!fix || (check == EntryCheck::unauthenticated && auth == nullptr)) continue;
+    // In a team cache without the fleet key, a sealed entry and another member's entry are reported
+    // (this user cannot trust them) but never removed: that does not make them bad for the others.
+    const bool others = impl_->config.allow_shared_directory && auth == nullptr &&
+                        (check == EntryCheck::unauthenticated || check == EntryCheck::untrusted_owner);
+    if (!fix || others) continue;
     // Remove the regular file that was read (the same inode only), or a symlink under an entry name;
     // anything else (a directory, a FIFO) is reported and left alone.
     struct stat now {};
@@ -257,9 +267,10 @@ VerifyReport DiskCache::verify(bool fix) {
 std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
   impl_->require_usable("pruning");
   impl_->require_writable("pruning");
-  UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
+  const detail::HeldLock directory_lock = impl_->lock_byte(0, /*wait=*/true);
   auto files = impl_->scan();
   impl_->remove_stale_temp_files(files);
+  drop_oversized(files);
   std::uint64_t total = 0;
   for (const auto& file : files) total += file.entry ? file.size : 0;
   const std::uint64_t removed = impl_->evict_down_to(files, max_bytes, total);
@@ -271,7 +282,7 @@ std::uint64_t DiskCache::prune(std::uint64_t max_bytes) {
 std::uint64_t DiskCache::clear() {
   impl_->require_usable("clearing");
   impl_->require_writable("clearing");
-  UniqueFd directory_lock = impl_->lock_byte(0, /*wait=*/true);
+  const detail::HeldLock directory_lock = impl_->lock_byte(0, /*wait=*/true);
   const auto files = impl_->scan();
   std::uint64_t removed = 0;
   for (const auto& file : files) {

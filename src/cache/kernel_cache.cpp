@@ -56,6 +56,11 @@ struct KernelCache::Impl {
         shipped.directory = directory;
         shipped.read_only = true;
         shipped.read_only_directories.clear();
+        // Shared mode (and its key) is the writable team cache's. A shipped cache is trusted for being
+        // this user's or root's alone: another owner's directory or entry there is refused, as in a
+        // private cache, whatever CUINLINE_CACHE_SHARED says.
+        shipped.allow_shared_directory = false;
+        shipped.remote = RemoteCacheConfig{};
         auto tier = std::make_unique<DiskCache>(std::move(shipped));
         if (tier->usable()) tiers.push_back(tier.get());
         read_only_disks.push_back(std::move(tier));  // kept for its counters even when unusable
@@ -69,6 +74,28 @@ struct KernelCache::Impl {
         remote.reset();  // the constructor said why, once
       }
     }
+    // Each refused read-only cache, once every tier is known: which one, why, and what is used instead.
+    for (const auto& shipped : read_only_disks) {
+      if (!shipped->usable()) {
+        logger()->warn("disk cache: skipping the read-only cache '{}': {}; still used: {}",
+                       shipped->directory().string(), shipped->unusable_reason(), tiers_in_use());
+      }
+    }
+  }
+
+  // "the memory cache, the disk cache '…', the read-only cache '…', the remote cache".
+  std::string tiers_in_use() const {
+    std::string text = "the memory cache";
+    for (const StorageTier* tier : tiers) {
+      if (tier == disk.get()) {
+        text += ", the disk cache '" + disk->directory().string() + "'";
+      } else if (tier == remote.get()) {
+        text += ", the remote cache";
+      } else {
+        text += ", the read-only cache '" + static_cast<const DiskCache*>(tier)->directory().string() + "'";
+      }
+    }
+    return text;
   }
 
   using Slot = std::shared_future<std::shared_ptr<detail::ModuleState>>;

@@ -11,6 +11,7 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "cache/directory_walk.hpp"
 #include "templates/embedded.hpp"
 
 namespace cuinline::detail {
@@ -51,8 +52,13 @@ void check_owner(const struct stat& st, const std::string& what) {
 // The override of `name` in `dir`, or nothing when the directory has no such file.
 bool read_override(const char* dir, std::string_view name, std::string& text) {
   const std::string shown_dir = std::string("'") + dir + "'";
-  Fd d(::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd < 0) refuse("directory " + shown_dir, std::string("cannot open: ") + std::strerror(errno));
+  // The cache directory's walk (src/cache/disk_cache_directory.cpp): resolved once, then opened from
+  // '/' without following symlinks, each directory above it owned by this user or root and writable
+  // by no one else unless sticky. Whoever can replace a parent chooses the directory read here.
+  std::string reason;
+  int error = 0;
+  Fd d(open_cache_directory(dir, /*create=*/false, /*shared=*/false, reason, error).release());
+  if (d.fd < 0) refuse("directory " + shown_dir, reason);
   struct stat st {};
   if (::fstat(d.fd, &st) != 0) refuse("directory " + shown_dir, std::strerror(errno));
   check_owner(st, "directory " + shown_dir);
