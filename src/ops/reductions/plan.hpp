@@ -1,0 +1,42 @@
+#pragma once
+// The reductions family's planner and variant internals (docs/ops-families.md, docs/reductions.md):
+// from a call's tensors to (RowVariant, launch arguments), every check done before anything is
+// compiled or launched.
+#include <cstdint>
+#include <cuinline/reductions.hpp>
+
+namespace cuinline::ops::detail {
+
+/// The kernels' argument (rd_args in kernel_templates/reductions.cuh, field for field).
+struct RowArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  void* r = nullptr;
+  long long rows = 0, n = 0, sx = 0, sy = 0, sr = 0;
+  double eps = 0;
+};
+static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8, "must match rd_args");
+
+/// Rows of one warp, or one block, and the looped form's block.
+constexpr int kWarpRowsPerBlock = 4;
+constexpr int kWarpMaxPerThread = 32;  // warp form: rows up to 32 * 32
+constexpr int kLoopedThreads = 1024;
+
+/// The most elements a thread of the block form holds (f64 keeps half: its registers are twice as wide).
+int block_max_per_thread(DType dtype) noexcept;
+
+struct RowCall {
+  RowPlan plan;
+  RowArgs args;
+};
+
+/// The planner: checks, variant, grid and arguments. plan.rows == 0 (or n == 0): nothing to launch.
+RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
+                      const TensorView& bias, const TensorView& residual, double eps);
+
+/// The in-process map's hash of a variant.
+std::uint64_t hash_of(const RowVariant& variant);
+
+}  // namespace cuinline::ops::detail
