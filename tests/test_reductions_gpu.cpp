@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "elementwise_reference.hpp"
+#include "reductions_reference.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -23,140 +23,18 @@ using cuinline::DType;
 using cuinline::TensorView;
 using cuinline::ops::RowOp;
 using cuinline::test::bits_of;
-using cuinline::test::from_op;
-using cuinline::test::to_op;
-using cuinline::test::value_of;
+using cuinline::test::make_problem;
+using cuinline::test::Problem;
+using cuinline::test::random_values;
+using cuinline::test::set_bits;
 
-constexpr std::uint32_t kPoison = 0x5a5a5a5au;
+constexpr std::uint32_t kPoison = cuinline::test::kRowPoison;
 
 #define SKIP_WITHOUT_GPU() \
   if (cuinline::device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
 const RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
 const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
-
-std::uint64_t get_bits(const std::vector<unsigned char>& buf, DType dt, std::int64_t i) {
-  std::uint64_t b = 0;
-  std::memcpy(&b, buf.data() + i * cuinline::dtype_size(dt), cuinline::dtype_size(dt));
-  return b;
-}
-void set_bits(std::vector<unsigned char>& buf, DType dt, std::int64_t i, std::uint64_t b) {
-  std::memcpy(buf.data() + i * cuinline::dtype_size(dt), &b, cuinline::dtype_size(dt));
-}
-
-// Relative tolerance: the output's rounding plus the accumulation's error (float for f32 / f16 /
-// bf16 over up to ~1000 sequential terms a thread, double for f64).
-double rtol(DType dt) {
-  switch (dt) {
-    case DType::f32:
-      return 1e-4;
-    case DType::f16:
-      return 2e-3;
-    case DType::bf16:
-      return 1e-2;
-    case DType::f64:
-      return 1e-11;
-  }
-  return 0;
-}
-// Absolute tolerance near zero: outputs of O(1) (norms), O(30) (log_softmax), or probabilities
-// (softmax: down to the dtype's subnormals, which f16 flushes to multiples of 2^-24).
-double atol(RowOp op, DType dt) {
-  if (op == RowOp::softmax) return dt == DType::f16 ? 6e-8 : 1e-300;
-  return rtol(dt) * (op == RowOp::log_softmax ? 32 : 4);
-}
-
-bool close(double got, double want, double rel, double abs) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= abs + rel * std::fabs(want);
-}
-
-// One call's host data: x (rows with stride sx), weight, bias, residual (stride sr), all as bits.
-struct Problem {
-  RowOp op = RowOp::softmax;
-  DType dt = DType::f32;
-  std::int64_t rows = 1, n = 1, sx = 0, sy = 0, sr = 0;
-  std::int64_t offset = 0;  // elements into each buffer (misaligned rows)
-  bool weight = true, bias = true;
-  double eps = 1e-5;
-  std::vector<unsigned char> x, w, b, r;
-
-  std::int64_t span(std::int64_t stride) const { return offset + (rows - 1) * stride + n; }
-  bool has_w() const { return op != RowOp::softmax && op != RowOp::log_softmax && weight; }
-  bool has_b() const { return op == RowOp::layer_norm && bias; }
-};
-
-std::vector<unsigned char> random_values(DType dt, std::int64_t count, double lo, double hi, std::mt19937_64& rng) {
-  std::vector<unsigned char> buf(static_cast<std::size_t>(count) * cuinline::dtype_size(dt));
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (std::int64_t i = 0; i < count; ++i) set_bits(buf, dt, i, bits_of(dt, u(rng)));
-  return buf;
-}
-
-Problem make_problem(RowOp op, DType dt, std::int64_t rows, std::int64_t n, std::mt19937_64& rng,
-                     std::int64_t pad_x = 0, std::int64_t pad_y = 0, std::int64_t offset = 0) {
-  Problem p;
-  p.op = op;
-  p.dt = dt;
-  p.rows = rows;
-  p.n = n;
-  p.sx = n + pad_x;
-  p.sy = n + pad_y;
-  p.sr = n + pad_x;
-  p.offset = offset;
-  p.x = random_values(dt, p.span(p.sx), -8, 8, rng);
-  p.w = random_values(dt, n + offset, -2, 2, rng);
-  p.b = random_values(dt, n + offset, -1, 1, rng);
-  p.r = random_values(dt, p.span(p.sr), -4, 4, rng);
-  return p;
-}
-
-// The float64 reference of row `row`: y (n values) and, for add_rms_norm, the residual's new bits
-// (x + r computed in the accumulation type and rounded once, as the kernel and PyTorch's add do).
-void reference_row(const Problem& p, std::int64_t row, std::vector<double>& y, std::vector<std::uint64_t>& z_bits) {
-  const std::int64_t n = p.n;
-  std::vector<double> v(static_cast<std::size_t>(n));
-  z_bits.assign(static_cast<std::size_t>(n), 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t xb = get_bits(p.x, p.dt, p.offset + row * p.sx + i);
-    if (p.op == RowOp::add_rms_norm) {
-      const std::uint64_t rb = get_bits(p.r, p.dt, p.offset + row * p.sr + i);
-      const std::uint64_t zb = p.dt == DType::f64 ? bits_of(p.dt, value_of(p.dt, xb) + value_of(p.dt, rb))
-                                                  : from_op(p.dt, to_op(p.dt, xb) + to_op(p.dt, rb));
-      z_bits[static_cast<std::size_t>(i)] = zb;
-      v[static_cast<std::size_t>(i)] = value_of(p.dt, zb);
-    } else {
-      v[static_cast<std::size_t>(i)] = value_of(p.dt, xb);
-    }
-  }
-  const auto w = [&](std::int64_t i) { return p.has_w() ? value_of(p.dt, get_bits(p.w, p.dt, p.offset + i)) : 1.0; };
-  const auto b = [&](std::int64_t i) { return p.has_b() ? value_of(p.dt, get_bits(p.b, p.dt, p.offset + i)) : 0.0; };
-  y.assign(static_cast<std::size_t>(n), 0);
-  if (p.op == RowOp::softmax || p.op == RowOp::log_softmax) {
-    double m = -INFINITY, s = 0;
-    for (double e : v) m = e > m ? e : m;
-    for (double e : v) s += std::exp(e - m);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double e = v[static_cast<std::size_t>(i)];
-      y[static_cast<std::size_t>(i)] = p.op == RowOp::softmax ? std::exp(e - m) / s : (e - m) - std::log(s);
-    }
-  } else if (p.op == RowOp::rms_norm || p.op == RowOp::add_rms_norm) {
-    double ss = 0;
-    for (double e : v) ss += e * e;
-    const double r = 1 / std::sqrt(ss / static_cast<double>(n) + p.eps);
-    for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)] * r * w(i);
-  } else {
-    double sum = 0, sq = 0;
-    for (double e : v) sum += e;
-    const double mean = sum / static_cast<double>(n);
-    for (double e : v) sq += (e - mean) * (e - mean);
-    const double r = 1 / std::sqrt(sq / static_cast<double>(n) + p.eps);
-    for (std::int64_t i = 0; i < n; ++i) {
-      y[static_cast<std::size_t>(i)] = (v[static_cast<std::size_t>(i)] - mean) * r * w(i) + b(i);
-    }
-  }
-}
 
 struct DeviceProblem {
   cuinline::DeviceBuffer x, y, w, b, r;
@@ -218,14 +96,8 @@ void call(const Problem& p, const DeviceProblem& d, CUstream stream = nullptr) {
   }
 }
 
-std::string what(const Problem& p) {
-  return std::string(cuinline::ops::to_string(p.op)) + " " + cuinline::to_string(p.dt) + " [" + std::to_string(p.rows) +
-         ", " + std::to_string(p.n) + "] strides " + std::to_string(p.sx) + "/" + std::to_string(p.sy) + " offset " +
-         std::to_string(p.offset) + " eps " + std::to_string(p.eps);
-}
 
-// Checks the output (and the residual) against the reference; gaps between output rows keep the
-// poison. At most a few mismatches are printed.
+// The output (the input where in place) and the residual read back, checked against the reference.
 void check(const Problem& p, const DeviceProblem& d, bool in_place = false) {
   const std::size_t es = cuinline::dtype_size(p.dt);
   std::vector<unsigned char> y(static_cast<std::size_t>(in_place ? p.span(p.sx) : p.span(p.sy)) * es);
@@ -235,45 +107,7 @@ void check(const Problem& p, const DeviceProblem& d, bool in_place = false) {
     r.resize(p.r.size());
     d.r.copy_to_host(r.data(), r.size());
   }
-  const std::int64_t sy = in_place ? p.sx : p.sy;
-  int bad = 0;
-  std::vector<double> want;
-  std::vector<std::uint64_t> z;
-  for (std::int64_t row = 0; row < p.rows && bad < 5; ++row) {
-    reference_row(p, row, want, z);
-    for (std::int64_t i = 0; i < p.n && bad < 5; ++i) {
-      const double got = value_of(p.dt, get_bits(y, p.dt, p.offset + row * sy + i));
-      if (!close(got, want[static_cast<std::size_t>(i)], rtol(p.dt), atol(p.op, p.dt))) {
-        ADD_FAILURE() << what(p) << ": row " << row << " element " << i << " got " << got << " want "
-                      << want[static_cast<std::size_t>(i)];
-        ++bad;
-      }
-      if (p.op == RowOp::add_rms_norm) {
-        const std::uint64_t zb = get_bits(r, p.dt, p.offset + row * p.sr + i);
-        if (zb != z[static_cast<std::size_t>(i)] &&
-            !(std::isnan(value_of(p.dt, zb)) && std::isnan(value_of(p.dt, z[static_cast<std::size_t>(i)])))) {
-          ADD_FAILURE() << what(p) << ": residual row " << row << " element " << i << " bits " << zb << " want "
-                        << z[static_cast<std::size_t>(i)];
-          ++bad;
-        }
-      }
-    }
-    // The gap after the row (strided output) is untouched.
-    if (!in_place && row + 1 < p.rows) {
-      for (std::int64_t i = p.n; i < p.sy && bad < 5; ++i) {
-        std::uint64_t poison = 0;
-        std::memcpy(&poison, y.data() + (p.offset + row * p.sy + i) * es, es);
-        std::uint64_t want_poison = 0;
-        const std::uint32_t pw = kPoison;
-        std::memcpy(&want_poison, &pw, std::min<std::size_t>(es, 4));
-        if (es == 8) want_poison = (std::uint64_t{kPoison} << 32) | kPoison;
-        if (poison != want_poison) {
-          ADD_FAILURE() << what(p) << ": the gap after row " << row << " was written at " << i;
-          ++bad;
-        }
-      }
-    }
-  }
+  cuinline::test::check_rows(p, y, in_place ? p.sx : p.sy, r, !in_place);
 }
 
 class ReductionsGpu : public ::testing::Test {
@@ -344,25 +178,12 @@ TEST_F(ReductionsGpu, StridedMisalignedInPlaceAndOptionalParameters) {
 TEST_F(ReductionsGpu, SpecialValues) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   for (DType dt : kDtypes) {
-    const std::uint64_t nan = bits_of(dt, std::nan("")), inf = bits_of(dt, INFINITY), ninf = bits_of(dt, -INFINITY);
-    const std::uint64_t nzero = bits_of(dt, -0.0), sub = dt == DType::f64 ? 1 : dt == DType::f32 ? 7 : 3;
     for (RowOp op : kOps) {
       for (std::int64_t n : {7, 256, 3000, 20000}) {
         const std::int64_t rows = 7;
         Problem p = make_problem(op, dt, rows, n, rng_);
         p.eps = 0;
-        std::uniform_int_distribution<std::int64_t> at(0, n - 1);
-        set_bits(p.x, dt, 0 * n + at(rng_), nan);
-        set_bits(p.x, dt, 1 * n + at(rng_), inf);
-        for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 2 * n + i, ninf);
-        for (std::int64_t i = 0; i < n; i += 2) set_bits(p.x, dt, 3 * n + i, ninf);
-        for (std::int64_t i = 0; i < n; i += 3) set_bits(p.x, dt, 4 * n + i, i % 2 ? nzero : sub | (i % 4 ? 0 : nzero));
-        for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 5 * n + i, i % 2 ? nzero : 0);
-        if (op == RowOp::add_rms_norm) {  // the residual leaves the special rows as they are
-          for (std::int64_t row = 0; row < 6; ++row) {
-            for (std::int64_t i = 0; i < n; ++i) set_bits(p.r, dt, row * n + i, row == 5 ? nzero : 0);
-          }
-        }
+        cuinline::test::add_special_rows(p, rng_);
         const DeviceProblem d = to_device(p);
         call(p, d);
         check(p, d);
