@@ -9,7 +9,7 @@ Checks (CHECK ok/FAIL; exit 1 on any FAIL):
   - special values: a row with NaN, a row with +inf, a row all -inf: NaN where torch.softmax has NaN;
   - a call captured in torch.cuda.graph, replayed on new data, equal to the eager call.
 Timings: CUDA events, the L2 flushed (a 256 MiB write) before each timed call, median of 30 after
-warm-up; GB/s counts the bytes each op must move (x read, y written; add_rms_norm also the residual
+warm-up; torch.compile (static shapes) in bf16 only, its compile per op and shape being the cost; GB/s counts the bytes each op must move (x read, y written; add_rms_norm also the residual
 read and written).
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
 """
@@ -208,7 +208,7 @@ def bench(ops, compile_too):
                 fn = lambda: torch_op(op, x, w, b, res, 1e-5)
                 eager = time_ms(fn, flush)
                 comp = float("nan")
-                if compile_too:
+                if compile_too and dt == torch.bfloat16:  # one dtype: a compile per op and shape
                     compiled = torch.compile(fn)
                     comp = time_ms(compiled, flush)
                 gbs = lambda ms, b=nbytes: b / ms / 1e6
