@@ -5,9 +5,13 @@
 //       row in registers (E elements a lane: rows up to 32 * E);
 //   rd_regs<op, S, V, E, T> with T >= 128: one block of T threads per row, the row in registers
 //       (rows up to T * E);
-//   rd_long<op, S, V, T>: one block per row of any length, looping over the row: an online
-//       softmax (running max and sum) then one write pass; sums of squares then a write pass
-//       (rms); mean, then variance, then the write pass (layer_norm).
+//   rd_split_stats<op, S, V, E, T> then rd_split_write<op, S, V, E, T>: long rows split into
+//       chunks of T * E elements, a block a chunk; the first kernel writes each chunk's statistics
+//       to a workspace (softmax: max and sum; rms: sum of squares; layer_norm: sum and squared
+//       deviations from the chunk's mean), the second merges a row's and writes the chunk;
+//   rd_long<op, S, V, T>: one block per row of any length, looping over the row (where no
+//       workspace can be had): an online softmax (running max and sum) then one write pass; sums
+//       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
 //
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
 // when every row is aligned to it; 1 otherwise). Accumulation is in ew_traits<S>::op: float for
@@ -32,6 +36,8 @@ struct rd_args {
   void* r;
   long long rows, n, sx, sy, sr;
   double eps;
+  void* ws;         // the split form's workspace: two accumulation-type values a chunk
+  long long chunk;  // the split form's chunk (T * E elements)
 };
 
 __device__ __forceinline__ float rd_exp(float v) { return expf(v); }
@@ -263,6 +269,156 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < n) rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+  }
+}
+
+// The split form, first kernel: block b is chunk b % splits of row b / splits, its T * E elements
+// in registers (the last chunk of a row may be shorter). Writes the chunk's (max, sum of
+// exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
+// its sum of squares, or its (sum, squared deviations from its own mean).
+template <int kOp, class S, int V, int E, int T>
+__global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+  __shared__ A sh[32];
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
+  const long long left = a.n - base;
+  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  const int t = threadIdx.x;
+  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
+  A v[E];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) {  // count is a multiple of V when V > 1
+      rd_load<S, V>(x + i, v + it * V);
+      if (kOp == RD_ADD_RMS_NORM) {
+        rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+    }
+  }
+  A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    const A ninf = rd_neg_inf(A(0));
+    A m = ninf;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
+      }
+    }
+    m = rd_reduce<T>(m, rd_max(), ninf, sh);
+    A s = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A e = v[it * V + j];
+          s += (m == ninf && e == ninf) ? A(1) : rd_exp(e - m);
+        }
+      }
+    }
+    s = rd_reduce<T>(s, rd_add(), A(0), sh);
+    if (t == 0) {
+      ws[0] = m;
+      ws[1] = s;
+    }
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    if (t == 0) ws[0] = ss;
+  } else {
+    A sum = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum += v[e];
+    sum = rd_reduce<T>(sum, rd_add(), A(0), sh);
+    const A mean = sum / static_cast<A>(count);
+    A sq = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A d = v[it * V + j] - mean;
+          sq += d * d;
+        }
+      }
+    }
+    sq = rd_reduce<T>(sq, rd_add(), A(0), sh);
+    if (t == 0) {
+      ws[0] = sum;
+      ws[1] = sq;
+    }
+  }
+}
+
+// The split form, second kernel (same grid): the row's chunk statistics merged by the block —
+// the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
+// the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
+template <int kOp, class S, int V, int E, int T>
+__global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+  __shared__ A sh[32], sh2[32];
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
+  const long long left = a.n - base;
+  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  const int t = threadIdx.x;
+  const A* ws = static_cast<const A*>(a.ws) + 2 * row * splits;
+  A s0 = A(0), s1 = A(0);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    A m = rd_neg_inf(A(0)), s = A(0);
+    for (long long k = t; k < splits; k += T) rd_online_merge(m, s, ws[2 * k], ws[2 * k + 1]);
+    rd_online_reduce<T>(m, s, sh, sh2);
+    s0 = m;
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+    for (long long k = t; k < splits; k += T) ss += ws[2 * k];
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    s1 = rd_rsqrt(ss / static_cast<A>(a.n) + static_cast<A>(a.eps));
+  } else {
+    A sum = A(0);
+    for (long long k = t; k < splits; k += T) sum += ws[2 * k];
+    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(a.n);
+    A m2 = A(0);
+    for (long long k = t; k < splits; k += T) {
+      const long long lk = a.n - k * a.chunk;
+      const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
+      const A d = ws[2 * k] / nk - mean;
+      m2 += ws[2 * k + 1] + nk * d * d;
+    }
+    const A var = rd_reduce<T>(m2, rd_add(), A(0), sh) / static_cast<A>(a.n);
+    s0 = mean;
+    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+  }
+  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
+  const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
+  S* y = static_cast<S*>(a.y) + row * a.sy + base;
+  A v[V];
+  rd_args shifted = a;  // weight and bias at this chunk
+  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
+  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) {
+      if (kOp == RD_ADD_RMS_NORM) {
+        rd_load<S, V>(r + i, v);  // written by the first kernel: visible to this one
+      } else {
+        rd_load<S, V>(x + i, v);
+      }
+      rd_finish<kOp, S, V>(shifted, i, v, s0, s1, y);
+    }
   }
 }
 

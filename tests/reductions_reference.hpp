@@ -110,10 +110,11 @@ inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
   set_bits(p.x, dt, 0 * p.sx + at(rng), nan);
   set_bits(p.x, dt, 1 * p.sx + at(rng), inf);
   for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 2 * p.sx + i, ninf);
-  // -inf but for every 97th element: many threads of a looped block see only -inf, some see -inf
-  // before their first finite element (the online softmax's two -inf cases).
+  // -inf but for every 97th element of the second half: many threads of a looped block and whole
+  // chunks of a split row see only -inf, some threads see -inf before their first finite element
+  // (the online softmax's -inf cases).
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i % 97 != 5) set_bits(p.x, dt, 3 * p.sx + i, ninf);
+    if (i < n / 2 || i % 97 != 5) set_bits(p.x, dt, 3 * p.sx + i, ninf);
   }
   for (std::int64_t i = 0; i < n; i += 3) set_bits(p.x, dt, 4 * p.sx + i, i % 2 ? nzero : sub | (i % 4 ? 0 : nzero));
   for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 5 * p.sx + i, i % 2 ? nzero : 0);

@@ -67,8 +67,8 @@ TEST(ReductionPlan, FormByRowLength) {
       {DType::f32, 1000, RowForm::warp, 4, 32, 32},      {DType::f16, 1024, RowForm::warp, 8, 32, 32},
       {DType::f32, 1025, RowForm::block, 1, 8, 256},     {DType::f32, 4096, RowForm::block, 4, 8, 512},
       {DType::bf16, 4096, RowForm::block, 8, 8, 512},    {DType::f32, 16384, RowForm::block, 4, 16, 1024},
-      {DType::f64, 8192, RowForm::block, 2, 8, 1024},    {DType::f64, 16384, RowForm::looped, 2, 2, 1024},
-      {DType::f32, 32768, RowForm::looped, 4, 4, 1024},  {DType::f16, (1 << 20) + 3, RowForm::looped, 1, 1, 1024},
+      {DType::f64, 8192, RowForm::block, 2, 8, 1024},    {DType::f64, 16384, RowForm::split_stats, 2, 32, 256},
+      {DType::f32, 32768, RowForm::split_stats, 4, 32, 256},  {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 32, 256},
   };
   for (const Want& w : wants) {
     const RowPlan p = plan_rows(RowOp::softmax, rows_of(kIn, w.dt, 10, w.n), rows_of(kOut, w.dt, 10, w.n));
@@ -81,8 +81,10 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_NO_THROW(p.variant.validate());
     EXPECT_EQ(p.rows, 10);
     EXPECT_EQ(p.n, w.n);
-    EXPECT_EQ(p.grid, w.form == RowForm::warp ? 3u : 10u);
+    const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
+    EXPECT_EQ(p.grid, w.form == RowForm::warp ? 3u : w.form == RowForm::split_stats ? 10u * splits : 10u);
     EXPECT_EQ(p.block, w.form == RowForm::warp ? 128u : static_cast<unsigned>(w.threads));
+    EXPECT_EQ(p.workspace_bytes, w.form == RowForm::split_stats ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
   }
 }
 
@@ -218,6 +220,10 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_EQ((RowVariant{RowOp::rms_norm, DType::f64, RowForm::looped, 2, 2, 1024}).name(), "rms_norm<f64,looped,v2>");
   EXPECT_EQ(cuinline::ops::kernel_name(RowVariant{RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 1024}),
             "rd_long<0, float, 4, 1024>");
+  const RowVariant split{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 8, 32, 256};
+  EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e32,t256>");
+  EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 32, 256>");
+  EXPECT_NO_THROW(split.validate());
   const RowVariant bads[] = {
       {RowOp::softmax, DType::f32, RowForm::warp, 8, 8, 32},     // 32 bytes an access
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 2, 32},     // fewer elements than one access
@@ -227,6 +233,8 @@ TEST(ReductionVariant, NamesAndChecks) {
       {RowOp::softmax, DType::f32, RowForm::block, 4, 12, 256},  // not a power of two
       {RowOp::softmax, DType::f32, RowForm::looped, 4, 8, 1024},
       {RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 512},
+      {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 16, 256},
+      {RowOp::softmax, DType::f32, RowForm::split_write, 4, 32, 1024},
   };
   for (const RowVariant& bad : bads) {
     EXPECT_THROW(bad.validate(), InvalidArgument) << bad.name();
@@ -240,21 +248,23 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_NE(cuinline::ops::make_request(v).name_expressions, r1.name_expressions);
 }
 
-// Every form (warp, block, looped with 16-byte and with scalar accesses) of every dtype compiles for
-// sm_90 at its largest register footprint (the most elements a thread), the five ops in turn; and
-// each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in turn. (One kernel is 0.2-0.9 s of
-// ptxas: the test keeps to 20.)
+// Every form (warp, block, split's two kernels, looped; 16-byte and scalar accesses) of every dtype
+// compiles for sm_90 at its largest register footprint (the most elements a thread), the five ops in
+// turn; and each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in turn. (One kernel is
+// 0.2-0.9 s of ptxas: the test keeps to 24.)
 TEST(ReductionVariant, EveryFormCompiles) {
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90"), sm75 = cuinline::Arch::parse("sm_75");
   int k = 0, d = 0;
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     const int v = static_cast<int>(16 / cuinline::dtype_size(dt));
+    const int scalar_split = d % 2 ? 1 : v, scalar_looped = d % 2 ? v : 1;  // both widths of each across the dtypes
     const RowVariant forms[] = {
         {RowOp::softmax, dt, RowForm::warp, v, 32, 32},
         {RowOp::softmax, dt, RowForm::block, v, dt == DType::f64 ? 8 : 16, 1024},
-        {RowOp::softmax, dt, RowForm::looped, v, v, 1024},
-        {RowOp::softmax, dt, RowForm::looped, 1, 1, 1024},
+        {RowOp::softmax, dt, RowForm::split_stats, v, 32, 256},
+        {RowOp::softmax, dt, RowForm::split_write, scalar_split, 32, 256},
+        {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
     };
     for (const RowVariant& form : forms) {
       RowVariant var = form;
@@ -265,7 +275,7 @@ TEST(ReductionVariant, EveryFormCompiles) {
       EXPECT_FALSE(program.binary.empty());
       EXPECT_TRUE(program.lowered_name(cuinline::ops::kernel_name(var)));
     }
-    RowVariant var = forms[d % 4];
+    RowVariant var = forms[d % 5];
     var.op = ops[(d + 2) % 5];
     ++d;
     SCOPED_TRACE(var.name() + " sm_75");

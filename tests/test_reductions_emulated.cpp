@@ -4,8 +4,8 @@
 // them, so a round is a barrier — the kernel's __shared__ arrays shared by them, blocks one after
 // another over the grid the launch uses, with the variant,
 // arguments and grid the planner gives for host buffers (ops/reductions/plan.hpp). Every op in
-// every dtype, in each form — warp (scalar and 16-byte accesses), block (both), looped (both) — on
-// random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
+// every dtype, in each form — warp (scalar and 16-byte accesses), block (both), split (both),
+// looped (the split form's fallback) — on random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
 // special values with eps 0; against the float64 reference of the GPU tests, every 16-byte load
 // checked for alignment and every read for bounds.
 #include <gtest/gtest.h>
@@ -217,6 +217,14 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
   if (is(RowForm::block, 1, 8, 256)) return launch(rd_regs<kOp, S, 1, 8, 256>, grid, block, a), true;
   if (is(RowForm::looped, W, W, 1024)) return launch(rd_long<kOp, S, W, 1024>, grid, block, a), true;
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024>, grid, block, a), true;
+  if (is(RowForm::split_stats, W, 32, 256)) {
+    launch(rd_split_stats<kOp, S, W, 32, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, W, 32, 256>, grid, block, a), true;
+  }
+  if (is(RowForm::split_stats, 1, 32, 256)) {
+    launch(rd_split_stats<kOp, S, 1, 32, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, 32, 256>, grid, block, a), true;
+  }
   return false;
 }
 
@@ -237,9 +245,9 @@ bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const 
   return false;
 }
 
-// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel,
-// checks the result. Returns the variant it ran.
-RowVariant emulate(Problem& p, RowForm want_form) {
+// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
+// split form's two over a workspace, or its looped fallback when `looped`), checks the result.
+void emulate(Problem& p, RowForm want_form, bool looped = false) {
   const std::size_t es = cuinline::dtype_size(p.dt);
   std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * es);
   for (std::size_t i = 0; i + 4 <= y.size(); i += 4) std::memcpy(&y[i], &cuinline::test::kRowPoison, 4);
@@ -252,8 +260,11 @@ RowVariant emulate(Problem& p, RowForm want_form) {
   const TensorView b = p.has_b() ? TensorView::contiguous(at(p.b), p.dt, {p.n}) : TensorView{};
   std::vector<unsigned char> res = p.r;  // written by add_rms_norm; p.r stays the reference's input
   const TensorView r = p.op == RowOp::add_rms_norm ? rows(res, p.sr) : TensorView{};
-  const cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps);
+  cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps);
   EXPECT_EQ(call.plan.variant.form, want_form) << call.plan.variant.name();
+  if (looped) call = cuinline::ops::detail::looped_fallback(call);
+  std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
+  call.args.ws = ws.data();
   rd_args a;
   static_assert(sizeof a == sizeof call.args, "rd_args and RowArgs differ");
   std::memcpy(&a, &call.args, sizeof a);
@@ -275,7 +286,6 @@ RowVariant emulate(Problem& p, RowForm want_form) {
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
   if (ran) cuinline::test::check_rows(p, y, p.sy, res, true);
-  return call.plan.variant;
 }
 
 TEST(ReductionsEmulated, EveryFormOpAndDtype) {
@@ -289,25 +299,27 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         RowForm form;
       };
       const Shape shapes[] = {
-          {9, 7, 0, 3, 0, RowForm::warp},       {6, 1000, 0, 8, 0, RowForm::warp},
-          {3, 3000, 16, 8, 0, RowForm::block},  {3, 2001, 2, 0, 1, RowForm::block},
-          {2, 20000, 8, 16, 0, RowForm::looped}, {2, 20001, 0, 1, 1, RowForm::looped},
+          {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
+          {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
+          {2, 20000, 8, 16, 0, RowForm::split_stats}, {2, 20001, 0, 1, 1, RowForm::split_stats},
       };
       for (const Shape& s : shapes) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         p.weight = s.offset == 0;  // without weight on the misaligned rows
         emulate(p, s.form);
+        if (s.form == RowForm::split_stats && s.offset != 0) emulate(p, s.form, true);  // the looped fallback
       }
-      // Special values in the warp form for all; in the looped form (the online softmax) for softmax
-      // in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the costly part here).
+      // Special values in the warp and split forms for all; in the looped form (the online softmax)
+      // for softmax in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the
+      // costly part here).
       const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
                           (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
-      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 20000, 0, 0, 0, RowForm::looped}}) {
-        if (s.form == RowForm::looped && !online) continue;
+      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 20000, 0, 0, 0, RowForm::split_stats}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng);
         emulate(p, s.form);
+        if (s.form == RowForm::split_stats && online) emulate(p, s.form, true);
       }
     }
   }

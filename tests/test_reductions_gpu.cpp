@@ -1,5 +1,5 @@
 // GPU tests of the row reductions against a float64 reference computed on the host: every op in
-// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, looped), fresh random
+// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), fresh random
 // data each run, special values (NaN, ±inf, a row all -inf, -0.0, subnormals, eps 0), outputs
 // poisoned before each launch (gaps between strided rows must stay poisoned), strided and
 // misaligned rows, in place, add_rms_norm's residual bit for bit, and CUDA-graph capture.

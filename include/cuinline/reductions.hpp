@@ -25,6 +25,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cuinline/compiler.hpp>
 #include <cuinline/ops.hpp>
@@ -48,8 +49,10 @@ enum class RowOp : std::uint8_t { softmax, log_softmax, rms_norm, add_rms_norm, 
 const char* to_string(RowOp op) noexcept;
 
 /// How a row is reduced: a warp per row (4 rows a block), a block per row (both with the row in
-/// registers), or a block looping over a row of any length.
-enum class RowForm : std::uint8_t { warp, block, looped };
+/// registers), long rows split into chunks of a block each — two kernels, split_stats writing each
+/// chunk's statistics to a workspace, split_write merging a row's and writing the chunk — or, where
+/// no workspace can be had, a block looping over a row of any length.
+enum class RowForm : std::uint8_t { warp, block, looped, split_stats, split_write };
 
 /// What selects one compiled reduction kernel (the row length, row count, strides, eps and pointers
 /// are run-time arguments).
@@ -59,13 +62,14 @@ struct RowVariant {
   RowForm form = RowForm::warp;
   int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
   int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
-  int threads = 32;      ///< threads per row: 32 (warp), 128-1024 (block), 1024 (looped)
+  int threads = 32;      ///< threads per row: 32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
 
-  /// "softmax<f32,warp,v4,e16>", "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>".
+  /// "softmax<f32,warp,v4,e16>", "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
+  /// "softmax<f32,split_stats,v4,e32,t256>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
   void validate() const;
-  /// The longest row this variant handles (looped: any).
+  /// The longest row this variant handles (looped, split: any).
   std::int64_t max_row() const noexcept;
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
@@ -86,6 +90,9 @@ struct RowPlan {
   std::int64_t n = 0;     ///< the row length
   std::int64_t in_stride = 0, out_stride = 0, residual_stride = 0;  ///< between rows, in elements
   std::uint32_t grid = 0, block = 0;
+  /// The split form's workspace (two accumulation-type values a chunk), 0 for the others. Where it
+  /// cannot be had the call runs the looped form instead.
+  std::size_t workspace_bytes = 0;
 };
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight = {},
                   const TensorView& bias = {}, const TensorView& residual = {}, double eps = 0);

@@ -204,10 +204,16 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + var.threads - 1) / var.threads)));
     p.block = static_cast<std::uint32_t>(var.threads);
   } else {
-    var.form = RowForm::looped;
-    var.threads = kLoopedThreads;
-    var.per_thread = v;
-    p.block = kLoopedThreads;
+    var.form = RowForm::split_stats;
+    var.threads = kSplitThreads;
+    var.per_thread = kSplitPerThread;
+    const std::int64_t chunk = std::int64_t{kSplitThreads} * kSplitPerThread;
+    const std::int64_t splits = (n + chunk - 1) / chunk;
+    if (rows > std::numeric_limits<std::int32_t>::max() / splits) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
+    grid = rows * splits;
+    p.block = kSplitThreads;
+    p.workspace_bytes = static_cast<std::size_t>(grid) * 2 * (dt == DType::f64 ? 8 : 4);
+    call.args.chunk = chunk;
   }
   if (grid > std::numeric_limits<std::int32_t>::max()) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
   p.grid = static_cast<std::uint32_t>(grid);
@@ -224,6 +230,18 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   a.sy = p.out_stride;
   a.sr = p.residual_stride;
   a.eps = eps;
+  return call;
+}
+
+RowCall looped_fallback(RowCall call) {
+  RowPlan& p = call.plan;
+  p.variant.form = RowForm::looped;
+  p.variant.threads = kLoopedThreads;
+  p.variant.per_thread = p.variant.vector_width;
+  p.grid = static_cast<std::uint32_t>(p.rows);  // rows * splits fitted the grid
+  p.block = kLoopedThreads;
+  p.workspace_bytes = 0;
+  call.args.chunk = 0;
   return call;
 }
 

@@ -25,6 +25,10 @@ const char* form_text(RowForm form) {
       return "block";
     case RowForm::looped:
       return "looped";
+    case RowForm::split_stats:
+      return "split_stats";
+    case RowForm::split_write:
+      return "split_write";
   }
   return "?";
 }
@@ -51,12 +55,12 @@ std::string RowVariant::name() const {
   std::string s = std::string(to_string(op)) + "<" + to_string(dtype) + "," + form_text(form) + ",v" +
                   std::to_string(vector_width);
   if (form != RowForm::looped) s += ",e" + std::to_string(per_thread);
-  if (form == RowForm::block) s += ",t" + std::to_string(threads);
+  if (form != RowForm::warp && form != RowForm::looped) s += ",t" + std::to_string(threads);
   return s + ">";
 }
 
 std::int64_t RowVariant::max_row() const noexcept {
-  if (form == RowForm::looped) return std::numeric_limits<std::int64_t>::max();
+  if (form != RowForm::warp && form != RowForm::block) return std::numeric_limits<std::int64_t>::max();
   return std::int64_t{threads} * per_thread;
 }
 
@@ -88,6 +92,14 @@ void RowVariant::validate() const {
                               std::to_string(detail::kLoopedThreads) + " threads and per_thread = vector width");
       }
       return;
+    case RowForm::split_stats:
+    case RowForm::split_write:
+      if (threads != detail::kSplitThreads || per_thread != detail::kSplitPerThread) {
+        throw InvalidArgument("reduction variant " + name() + ": the split forms have " +
+                              std::to_string(detail::kSplitThreads) + " threads and " +
+                              std::to_string(detail::kSplitPerThread) + " elements a thread");
+      }
+      return;
   }
   throw InvalidArgument("reduction variant: unknown form");
 }
@@ -95,6 +107,10 @@ void RowVariant::validate() const {
 std::string kernel_name(const RowVariant& v) {
   const std::string s = cuinline::detail::storage_type(v.dtype);
   const std::string op = std::to_string(static_cast<int>(v.op));
+  if (v.form == RowForm::split_stats || v.form == RowForm::split_write) {
+    return std::string(v.form == RowForm::split_stats ? "rd_split_stats<" : "rd_split_write<") + op + ", " + s + ", " +
+           std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) + ", " + std::to_string(v.threads) + ">";
+  }
   if (v.form == RowForm::looped) {
     return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) + ">";
   }
