@@ -1,5 +1,5 @@
 // reductions.cuh — row reductions over the last dimension: softmax, log_softmax, rms_norm,
-// add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in three forms (docs/reductions.md):
+// add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in four forms (docs/reductions.md):
 //
 //   rd_regs<op, S, V, E, T> with T == 32: one warp per row, 4 rows per block of 128 threads, the
 //       row in registers (E elements a lane: rows up to 32 * E);
@@ -14,10 +14,10 @@
 //       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
 //
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
-// when every row is aligned to it; 1 otherwise). Accumulation is in ew_traits<S>::op: float for
-// f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax exp(x - max) / sum,
-// log_softmax (x - max) - log(sum), rms x * rsqrt(mean(x^2) + eps) * w, layer_norm
-// (x - mean) * rsqrt(var + eps) * w + b with the biased variance.
+// when every row is aligned to it, else the widest that is). Accumulation is in ew_traits<S>::op:
+// float for f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax
+// exp(x - max) / sum, log_softmax (x - max) - log(sum), rms x * rsqrt(mean(x^2) + eps) * w,
+// layer_norm (x - mean) * rsqrt(var + eps) * w + b with the biased variance.
 #ifndef CUINLINE_REDUCTIONS_CUH
 #define CUINLINE_REDUCTIONS_CUH
 
@@ -233,7 +233,11 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < n) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) s += rd_exp(v[it * V + j] - m);
+        for (int j = 0; j < V; ++j) {
+          const A e = rd_exp(v[it * V + j] - m);
+          if (kOp == RD_SOFTMAX) v[it * V + j] = e;  // kept for the output: one exp an element
+          s += e;
+        }
       }
     }
     s = rd_reduce<T>(s, rd_add(), A(0), sh);
@@ -268,7 +272,14 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
-    if (i < n) rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+    if (i >= n) continue;
+    if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;
+      rd_store<S, V>(y + i, v + it * V);
+    } else {
+      rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+    }
   }
 }
 
