@@ -45,11 +45,13 @@ inline double rtol(DType dt) {
   }
   return 0;
 }
-// Absolute tolerance near zero: outputs of O(1) (norms), O(30) (log_softmax), or probabilities
-// (softmax: down to the dtype's subnormals, which f16 flushes to multiples of 2^-24).
+// Absolute tolerance near zero: the dtype's rounding at outputs of O(1) (norms) or O(30)
+// (log_softmax) and the accumulation's error; softmax's probabilities down to the dtype's
+// subnormals (which f16 holds only as multiples of 2^-24).
 inline double atol(RowOp op, DType dt) {
   if (op == RowOp::softmax) return dt == DType::f16 ? 6e-8 : 1e-300;
-  return rtol(dt) * (op == RowOp::log_softmax ? 32 : 4);
+  const double unit = dt == DType::f32 ? 2e-6 : dt == DType::f64 ? 1e-12 : rtol(dt);
+  return unit * (op == RowOp::log_softmax ? 32 : 4);
 }
 
 inline bool within(double got, double want, double rel, double abs) {

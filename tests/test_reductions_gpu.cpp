@@ -96,7 +96,6 @@ void call(const Problem& p, const DeviceProblem& d, CUstream stream = nullptr) {
   }
 }
 
-
 // The output (the input where in place) and the residual read back, checked against the reference.
 void check(const Problem& p, const DeviceProblem& d, bool in_place = false) {
   const std::size_t es = cuinline::dtype_size(p.dt);
@@ -122,7 +121,8 @@ class ReductionsGpu : public ::testing::Test {
   std::mt19937_64 rng_;
 };
 
-// Each op, dtype and row length (the three forms, odd lengths on the scalar path), fresh data.
+// Each op, dtype and row length (warp, block and split forms, odd lengths on the scalar path), fresh
+// data.
 TEST_F(ReductionsGpu, RowLengthsDtypesAndOps) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
   const std::int64_t lengths[] = {1, 7, 64, 128, 1000, 4096, 32768, 262144, (1 << 20) + 3};
