@@ -217,7 +217,6 @@ def bench(ops, compile_too):
                         f"{gbs(eager):.0f} | {gbs(comp):.0f} |")
                 lines.append(line)
                 print(line, flush=True)
-                del x, w, b, res, out, y
             torch.cuda.empty_cache()
     return lines
 
