@@ -19,6 +19,10 @@
 #                            PyTorch (bench/jit_first_call.py, fresh cache); where an elementwise
 #                            compile's time goes (bench_compile_phases); the C API from PyTorch
 #                                                         → jit_tests.log, jit_first_call.log, summary.md
+#   bench/run_gpu_all.sh rd  the row reductions (docs/reductions.md): their gpu tests; the C API on PyTorch
+#                            tensors against torch.softmax / F.rms_norm / F.layer_norm, then their bandwidth
+#                            beside PyTorch eager, torch.compile and a copy (bench/reductions_peers.py;
+#                            RD_COMPILE=0: no torch.compile)    → reductions_tests.log, reductions_peers.md
 #   bench/run_gpu_all.sh custom   what the variables below ask for, in this order:
 #     HALF=1        bench_conv2d_half (SHAPE=all|seed|resnet|unet, default unet; DTYPE, default "f16 bf16")
 #                   under each set of variables in AB ("NAME=VALUE+NAME=VALUE ..."; none: the defaults)
@@ -38,7 +42,7 @@
 #   e.g.  OUT=/tmp/out PEERS=seed,resnet,unet PEERS_DTYPES=f16,bf16,f32 bench/run_gpu_all.sh custom
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-phase=${1:?usage: bench/run_gpu_all.sh a|b|c|jit|custom}
+phase=${1:?usage: bench/run_gpu_all.sh a|b|c|jit|rd|custom}
 OUT=${OUT:-/tmp/cuinline-gpu}
 mkdir -p "$OUT"
 build=${CUINLINE_BUILD_DIR:-build-gpu}
@@ -157,6 +161,17 @@ phase_jit() {
   grep -E "FAIL|passed|failed" "$OUT/capi.log" | tail -n 8 | tee -a "$summary"
 }
 
+phase_rd() {
+  echo "# GPU run, phase rd: $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >"$summary"
+  run_ctest "Reductions" 240 reductions_tests.log || status=1
+  echo "== reductions peers ($(since))"
+  { CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 330 python3 bench/reductions_peers.py \
+      --lib "$build-shared/libcuinline.so" --table "$OUT/reductions_peers.md" \
+      $([ "${RD_COMPILE:-1}" = 1 ] || echo --no-compile); } >"$OUT/reductions_peers.log" 2>&1 || status=1
+  grep -E "^CHECK FAIL|^checks|^device|Traceback|Error" "$OUT/reductions_peers.log" | cut -c1-240 | head -n 20 | tee -a "$summary"
+  { echo; echo "## reductions_peers.py"; cat "$OUT/reductions_peers.md" 2>/dev/null; } >>"$summary"
+}
+
 phase_custom() {
   if [ "${HALF:-0}" = 1 ]; then
     for set in ${AB:-none}; do
@@ -231,8 +246,9 @@ case "$phase" in
   b) phase_b ;;
   c) phase_c ;;
   jit) phase_jit ;;
+  rd) phase_rd ;;
   custom) phase_custom ;;
-  *) echo "usage: bench/run_gpu_all.sh a|b|c|jit|custom" >&2; exit 2 ;;
+  *) echo "usage: bench/run_gpu_all.sh a|b|c|jit|rd|custom" >&2; exit 2 ;;
 esac
 echo "== phase $phase done ($(since)) status=$status"
 [ -f "$summary" ] && tail -n 45 "$summary"

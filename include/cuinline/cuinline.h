@@ -185,6 +185,30 @@ CUINLINE_C_API cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, 
                                                   const char* epilogue, const cuinline_tensor* channel_operands,
                                                   int num_channel_operands, const char* precision, void* stream);
 
+/* ---- row reductions over the last dimension (include/cuinline/reductions.hpp, docs/reductions.md) --
+ * One dtype for every tensor (f32, f16, bf16 accumulate in float; f64 in double). input: any shape,
+ * rows (all dimensions but the last) evenly spaced, last dimension contiguous; output (and residual):
+ * the input's shape, non-overlapping rows, last dimension contiguous; output may be the input (in
+ * place). weight / bias: 1-D of the row length, contiguous, or NULL (absent: 1 and 0). eps: finite,
+ * >= 0. Empty tensors are a no-op. */
+/** torch.softmax(input, -1) / torch.log_softmax(input, -1). */
+CUINLINE_C_API cuinline_status cuinline_softmax(const cuinline_tensor* input, const cuinline_tensor* output,
+                                                void* stream);
+CUINLINE_C_API cuinline_status cuinline_log_softmax(const cuinline_tensor* input, const cuinline_tensor* output,
+                                                    void* stream);
+/** F.rms_norm(input, (n,), weight, eps). */
+CUINLINE_C_API cuinline_status cuinline_rms_norm(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                                 const cuinline_tensor* output, double eps, void* stream);
+/** residual = input + residual; output = rms_norm(residual, weight, eps) (vLLM's fused_add_rms_norm;
+ *  output may be input). */
+CUINLINE_C_API cuinline_status cuinline_add_rms_norm(const cuinline_tensor* input, const cuinline_tensor* residual,
+                                                     const cuinline_tensor* weight, const cuinline_tensor* output,
+                                                     double eps, void* stream);
+/** F.layer_norm(input, (n,), weight, bias, eps). */
+CUINLINE_C_API cuinline_status cuinline_layer_norm(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                                   const cuinline_tensor* bias, const cuinline_tensor* output,
+                                                   double eps, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include <cuinline/conv2d.hpp>
 #include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
+#include <cuinline/reductions.hpp>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -358,6 +359,50 @@ cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_
                           bias ? view_of(bias, "conv2d bias") : cuinline::TensorView{}, view_of(output, "conv2d output"),
                           p, epi, static_cast<CUstream>(stream), prec,
                           residual ? view_of(residual, "conv2d residual") : cuinline::TensorView{}, operands);
+  });
+}
+
+cuinline_status cuinline_softmax(const cuinline_tensor* input, const cuinline_tensor* output, void* stream) {
+  return guarded([&] {
+    cuinline::ops::softmax(view_of(input, "softmax input"), view_of(output, "softmax output"),
+                           static_cast<CUstream>(stream));
+  });
+}
+
+cuinline_status cuinline_log_softmax(const cuinline_tensor* input, const cuinline_tensor* output, void* stream) {
+  return guarded([&] {
+    cuinline::ops::log_softmax(view_of(input, "log_softmax input"), view_of(output, "log_softmax output"),
+                               static_cast<CUstream>(stream));
+  });
+}
+
+cuinline_status cuinline_rms_norm(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                  const cuinline_tensor* output, double eps, void* stream) {
+  return guarded([&] {
+    cuinline::ops::rms_norm(view_of(input, "rms_norm input"),
+                            weight ? view_of(weight, "rms_norm weight") : cuinline::TensorView{},
+                            view_of(output, "rms_norm output"), eps, static_cast<CUstream>(stream));
+  });
+}
+
+cuinline_status cuinline_add_rms_norm(const cuinline_tensor* input, const cuinline_tensor* residual,
+                                      const cuinline_tensor* weight, const cuinline_tensor* output, double eps,
+                                      void* stream) {
+  return guarded([&] {
+    cuinline::ops::add_rms_norm(view_of(input, "add_rms_norm input"), view_of(residual, "add_rms_norm residual"),
+                                weight ? view_of(weight, "add_rms_norm weight") : cuinline::TensorView{},
+                                view_of(output, "add_rms_norm output"), eps, static_cast<CUstream>(stream));
+  });
+}
+
+cuinline_status cuinline_layer_norm(const cuinline_tensor* input, const cuinline_tensor* weight,
+                                    const cuinline_tensor* bias, const cuinline_tensor* output, double eps,
+                                    void* stream) {
+  return guarded([&] {
+    cuinline::ops::layer_norm(view_of(input, "layer_norm input"),
+                              weight ? view_of(weight, "layer_norm weight") : cuinline::TensorView{},
+                              bias ? view_of(bias, "layer_norm bias") : cuinline::TensorView{},
+                              view_of(output, "layer_norm output"), eps, static_cast<CUstream>(stream));
   });
 }
 

@@ -1,0 +1,244 @@
+"""The row reductions (softmax, log_softmax, rms_norm, add_rms_norm, layer_norm) from Python through
+the C API (ctypes, include/cuinline/cuinline.h) on PyTorch tensors: checks, then timings beside
+PyTorch eager and torch.compile in the same process and a device copy of the same bytes.
+
+Checks (CHECK ok/FAIL; exit 1 on any FAIL):
+  - each op in each dtype over row lengths 1 .. 2^20 + 3 (warp, block and looped forms) and a strided
+    input: the error against float64 is at most twice PyTorch's own error (or the dtype's floor);
+    add_rms_norm's residual bit for bit torch's x + residual;
+  - special values: a row with NaN, a row with +inf, a row all -inf: NaN where torch.softmax has NaN;
+  - a call captured in torch.cuda.graph, replayed on new data, equal to the eager call.
+Timings: CUDA events, the L2 flushed (a 256 MiB write) before each timed call, median of 30 after
+warm-up; torch.compile (static shapes) in bf16 only, its compile per op and shape being the cost; GB/s counts the bytes each op must move (x read, y written; add_rms_norm also the residual
+read and written).
+Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
+"""
+import argparse
+import ctypes
+import sys
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
+failures = 0
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+def desc(t):
+    if t is None:
+        return None
+    shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+    strides = (ctypes.c_int64 * max(t.dim(), 1))(*t.stride())
+    d = Tensor(t.data_ptr(), DTYPES[t.dtype], t.dim(), shape, strides)
+    d._keep = (shape, strides)
+    return ctypes.byref(d), d
+
+
+def check(name, ok, detail=""):
+    global failures
+    print(f"CHECK {'ok  ' if ok else 'FAIL'} {name} {detail}", flush=True)
+    if not ok:
+        failures += 1
+
+
+class Ops:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.cuinline_last_error.restype = ctypes.c_char_p
+        T, D, S = ctypes.POINTER(Tensor), ctypes.c_double, ctypes.c_void_p
+        sigs = {"cuinline_softmax": [T, T, S], "cuinline_log_softmax": [T, T, S],
+                "cuinline_rms_norm": [T, T, T, D, S], "cuinline_add_rms_norm": [T, T, T, T, D, S],
+                "cuinline_layer_norm": [T, T, T, T, D, S]}
+        for name, args in sigs.items():
+            getattr(self.lib, name).argtypes = args
+            getattr(self.lib, name).restype = ctypes.c_int
+
+    def _call(self, name, *args):
+        keep = [desc(a) if isinstance(a, torch.Tensor) or a is None else a for a in args]
+        cargs = [k[0] if isinstance(k, tuple) else k for k in keep]
+        rc = getattr(self.lib, name)(*cargs, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if rc != 0:
+            raise RuntimeError(f"{name}: {rc} {self.lib.cuinline_last_error().decode()}")
+
+    def run(self, op, x, out, w=None, b=None, res=None, eps=1e-6):
+        if op == "softmax":
+            self._call("cuinline_softmax", x, out)
+        elif op == "log_softmax":
+            self._call("cuinline_log_softmax", x, out)
+        elif op == "rms_norm":
+            self._call("cuinline_rms_norm", x, w, out, ctypes.c_double(eps))
+        elif op == "add_rms_norm":
+            self._call("cuinline_add_rms_norm", x, res, w, out, ctypes.c_double(eps))
+        else:
+            self._call("cuinline_layer_norm", x, w, b, out, ctypes.c_double(eps))
+
+
+def torch_op(op, x, w=None, b=None, res=None, eps=1e-6):
+    """PyTorch's result (add_rms_norm: (normalized, new residual), as vLLM's unfused reference)."""
+    n = x.shape[-1]
+    if op == "softmax":
+        return torch.softmax(x, -1)
+    if op == "log_softmax":
+        return torch.log_softmax(x, -1)
+    if op == "rms_norm":
+        return F.rms_norm(x, (n,), w, eps)
+    if op == "add_rms_norm":
+        z = x + res
+        return F.rms_norm(z, (n,), w, eps), z
+    return F.layer_norm(x, (n,), w, b, eps)
+
+
+OPS = ["softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm"]
+
+
+def inputs(op, rows, n, dt, stride_pad=0):
+    base = torch.randn(rows, n + stride_pad, device="cuda", dtype=dt) * 3
+    x = base[:, :n]
+    w = torch.randn(n, device="cuda", dtype=dt) if op not in ("softmax", "log_softmax") else None
+    b = torch.randn(n, device="cuda", dtype=dt) if op == "layer_norm" else None
+    res = torch.randn(rows, n, device="cuda", dtype=dt) if op == "add_rms_norm" else None
+    return x, w, b, res
+
+
+def max_err(got, ref):
+    d = (got.double() - ref).abs() / (ref.abs() + 1e-3)
+    d = torch.where(torch.isnan(ref) & torch.isnan(got.double()), torch.zeros_like(d), d)
+    return float(d.max().item()) if d.numel() else 0.0
+
+
+def checks(ops):
+    floors = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-12}
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        for rows, n, pad in ((5, 1, 0), (33, 7, 0), (64, 1000, 0), (16, 4096, 8), (4, 16384, 0), (3, 32768, 0),
+                             (2, (1 << 20) + 3, 0)):
+            for op in OPS:
+                torch.manual_seed(rows * 1000 + n)
+                x, w, b, res = inputs(op, rows, n, dt, pad)
+                out = torch.full((rows, n), float("nan"), device="cuda", dtype=dt)
+                eps = 1e-5
+                ref64 = torch_op(op, x.double(), None if w is None else w.double(), None if b is None else b.double(),
+                                 None if res is None else res.double(), eps)
+                theirs = torch_op(op, x, w, b, res, eps)
+                res_before = None if res is None else res.clone()
+                ops.run(op, x, out, w, b, res, eps)
+                torch.cuda.synchronize()
+                name = f"{op} {str(dt).split('.')[-1]} [{rows}, {n}]{' strided' if pad else ''}"
+                if op == "add_rms_norm":
+                    z = x + res_before
+                    check(name + " residual", torch.equal(res, z))
+                    ref64 = torch_op("rms_norm", z.double(), w.double(), eps=eps)
+                    theirs = theirs[0]
+                e_ours, e_torch = max_err(out, ref64), max_err(theirs, ref64)
+                check(name, e_ours <= max(2 * e_torch, floors[dt]), f"err {e_ours:.2e} (torch {e_torch:.2e})")
+    # Special values: NaN exactly where torch.softmax has it.
+    for dt in (torch.float32, torch.bfloat16):
+        for n in (100, 3000, 70000):
+            x = torch.randn(4, n, device="cuda", dtype=dt)
+            x[0, n // 3] = float("nan")
+            x[1, n // 2] = float("inf")
+            x[2, :] = float("-inf")
+            x[3, ::2] = float("-inf")
+            for op in ("softmax", "log_softmax"):
+                out = torch.empty_like(x)
+                ops.run(op, x, out)
+                ref = torch_op(op, x)
+                torch.cuda.synchronize()
+                same_nan = torch.equal(out.isnan(), ref.isnan())
+                fin = ~ref.isnan()
+                check(f"{op} special values {str(dt).split('.')[-1]} n={n}",
+                      same_nan and torch.allclose(out[fin].double(), ref[fin].double(), rtol=2e-2, atol=1e-6))
+    # torch.cuda.graph: capture (the variant's first call inside it), replay on new data.
+    for op in OPS:
+        x, w, b, res = inputs(op, 64, 5000, torch.bfloat16)
+        out = torch.empty(64, 5000, device="cuda", dtype=torch.bfloat16)
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                ops.run(op, x, out, w, b, res, 1e-5)
+        torch.cuda.current_stream().wait_stream(s)
+        x.copy_(torch.randn_like(x))
+        res0 = None if res is None else res.clone()
+        out.fill_(float("nan"))
+        g.replay()
+        expect = torch.empty_like(out)
+        res1 = None if res0 is None else res0.clone()
+        ops.run(op, x, expect, w, b, res1, 1e-5)
+        torch.cuda.synchronize()
+        check(f"{op} torch.cuda.graph replay", torch.equal(out, expect) and (res is None or torch.equal(res, res1)))
+
+
+def time_ms(fn, flush):
+    for _ in range(3):
+        fn()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for _ in range(30):
+        flush.zero_()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ms.append(s.elapsed_time(e))
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def bench(ops, compile_too):
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    shapes = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
+    lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |",
+             "|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for dt in (torch.bfloat16, torch.float32):
+        for rows, n in shapes:
+            for op in OPS:
+                x, w, b, res = inputs(op, rows, n, dt)
+                out = torch.empty_like(x)
+                y = torch.empty_like(x)
+                nbytes = x.numel() * x.element_size() * (4 if op == "add_rms_norm" else 2)
+                copy = time_ms(lambda: y.copy_(x), flush)
+                ours = time_ms(lambda: ops.run(op, x, out, w, b, res, 1e-5), flush)
+                fn = lambda: torch_op(op, x, w, b, res, 1e-5)
+                eager = time_ms(fn, flush)
+                comp = float("nan")
+                if compile_too and dt == torch.bfloat16:  # one dtype: a compile per op and shape
+                    compiled = torch.compile(fn)
+                    comp = time_ms(compiled, flush)
+                gbs = lambda ms, b=nbytes: b / ms / 1e6
+                copy_gbs = 2 * x.numel() * x.element_size() / copy / 1e6
+                line = (f"| {op} | {str(dt).split('.')[-1]} | {rows}x{n} | {copy_gbs:.0f} | {gbs(ours):.0f} | "
+                        f"{gbs(eager):.0f} | {gbs(comp):.0f} |")
+                lines.append(line)
+                print(line, flush=True)
+            torch.cuda.empty_cache()
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--table")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--checks-only", action="store_true")
+    args = ap.parse_args()
+    ops = Ops(args.lib)
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    checks(ops)
+    print(f"checks: {failures} failed", flush=True)
+    if not args.checks_only:
+        lines = bench(ops, not args.no_compile)
+        if args.table:
+            with open(args.table, "w") as f:
+                f.write("\n".join(lines) + "\n")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

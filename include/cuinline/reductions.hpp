@@ -1,0 +1,104 @@
+#pragma once
+/// @file reductions.hpp
+/// Row reductions over the last dimension, compiled at run time per (op, dtype, row-length class,
+/// vector width) and cached like the elementwise ops (docs/reductions.md):
+///
+///   softmax(x) = exp(x - max) / sum(exp(x - max))          torch.softmax(x, -1)
+///   log_softmax(x) = (x - max) - log(sum(exp(x - max)))    torch.log_softmax(x, -1)
+///   rms_norm(x, w) = x * rsqrt(mean(x^2) + eps) * w        F.rms_norm(x, (n,), w, eps)
+///   add_rms_norm: residual = x + residual (rounded to the dtype), out = rms_norm(residual, w)
+///                                                          vLLM's fused_add_rms_norm
+///   layer_norm(x, w, b) = (x - mean) * rsqrt(var + eps) * w + b (biased variance)
+///                                                          F.layer_norm(x, (n,), w, b, eps)
+///
+/// Every tensor has one dtype (f32, f16, bf16: accumulated in float; f64: in double), results are
+/// rounded once to it. x is any shape (a 0-dim tensor is one row of one element); its rows (all
+/// dimensions but the last) must be evenly spaced (one row stride, any value) and its last
+/// dimension contiguous; the output (and the residual) has x's shape, its own row stride, a
+/// contiguous last dimension and rows that do not overlap. out may be x itself (in place); no other
+/// overlap of a written tensor with any other is allowed. The weight and bias are 1-D of the row
+/// length, contiguous; a view whose data is null means absent (w = 1, b = 0). eps must be finite
+/// and >= 0 (0 is allowed). Special values behave as in PyTorch: NaN propagates through its row, a
+/// row holding +inf or all -inf softmaxes to NaN. Empty tensors are a no-op. Bad input throws
+/// InvalidArgument before anything is compiled or launched. The calls can be captured into a CUDA
+/// graph.
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cuinline/compiler.hpp>
+#include <cuinline/ops.hpp>
+#include <cuinline/tensor.hpp>
+#include <string>
+
+namespace cuinline::ops {
+
+void softmax(const TensorView& in, const TensorView& out, CUstream stream = nullptr);
+void log_softmax(const TensorView& in, const TensorView& out, CUstream stream = nullptr);
+void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps,
+              CUstream stream = nullptr);
+/// residual = in + residual, then out = rms_norm(residual, weight); out may be `in`.
+void add_rms_norm(const TensorView& in, const TensorView& residual, const TensorView& weight, const TensorView& out,
+                  double eps, CUstream stream = nullptr);
+void layer_norm(const TensorView& in, const TensorView& weight, const TensorView& bias, const TensorView& out,
+                double eps, CUstream stream = nullptr);
+
+enum class RowOp : std::uint8_t { softmax, log_softmax, rms_norm, add_rms_norm, layer_norm };
+/// "softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm".
+const char* to_string(RowOp op) noexcept;
+
+/// How a row is reduced: a warp per row (4 rows a block), a block per row (both with the row in
+/// registers), long rows split into chunks of a block each — two kernels, split_stats writing each
+/// chunk's statistics to a workspace, split_write merging a row's and writing the chunk — or, where
+/// no workspace can be had, a block looping over a row of any length.
+enum class RowForm : std::uint8_t { warp, block, looped, split_stats, split_write };
+
+/// What selects one compiled reduction kernel (the row length, row count, strides, eps and pointers
+/// are run-time arguments).
+struct RowVariant {
+  RowOp op = RowOp::softmax;
+  DType dtype = DType::f32;
+  RowForm form = RowForm::warp;
+  int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
+  int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
+  int threads = 32;      ///< threads per row: 32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
+
+  /// "softmax<f32,warp,v4,e16>", "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
+  /// "softmax<f32,split_stats,v4,e32,t256>".
+  std::string name() const;
+  /// Throws InvalidArgument for a combination the kernels do not have.
+  void validate() const;
+  /// The longest row this variant handles (looped, split: any).
+  std::int64_t max_row() const noexcept;
+  friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
+    return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
+           a.per_thread == b.per_thread && a.threads == b.threads;
+  }
+};
+
+/// The program of a variant (kernel_templates/reductions.cuh, one name expression).
+CompileRequest make_request(const RowVariant& variant);
+std::string kernel_name(const RowVariant& variant);
+
+/// How a call would run, without running it (exposed for tests and tools). Throws InvalidArgument
+/// for bad input exactly as the ops do. weight / bias / residual: data null where absent (the
+/// residual is add_rms_norm's only).
+struct RowPlan {
+  RowVariant variant;
+  std::int64_t rows = 0;  ///< 0 (or n == 0): nothing to launch
+  std::int64_t n = 0;     ///< the row length
+  std::int64_t in_stride = 0, out_stride = 0, residual_stride = 0;  ///< between rows, in elements
+  std::uint32_t grid = 0, block = 0;
+  /// The split form's workspace (two accumulation-type values a chunk), 0 for the others. Where it
+  /// cannot be had the call runs the looped form instead.
+  std::size_t workspace_bytes = 0;
+};
+RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight = {},
+                  const TensorView& bias = {}, const TensorView& residual = {}, double eps = 0);
+
+/// Counters of the reductions' in-process kernel map.
+OpsStats reduction_stats();
+void clear_reduction_map();
+
+}  // namespace cuinline::ops

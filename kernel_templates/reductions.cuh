@@ -1,0 +1,500 @@
+// reductions.cuh — row reductions over the last dimension: softmax, log_softmax, rms_norm,
+// add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in four forms (docs/reductions.md):
+//
+//   rd_regs<op, S, V, E, T> with T == 32: one warp per row, 4 rows per block of 128 threads, the
+//       row in registers (E elements a lane: rows up to 32 * E);
+//   rd_regs<op, S, V, E, T> with T >= 128: one block of T threads per row, the row in registers
+//       (rows up to T * E);
+//   rd_split_stats<op, S, V, E, T> then rd_split_write<op, S, V, E, T>: long rows split into
+//       chunks of T * E elements, a block a chunk; the first kernel writes each chunk's statistics
+//       to a workspace (softmax: max and sum; rms: sum of squares; layer_norm: sum and squared
+//       deviations from the chunk's mean), the second merges a row's and writes the chunk;
+//   rd_long<op, S, V, T>: one block per row of any length, looping over the row (where no
+//       workspace can be had): an online softmax (running max and sum) then one write pass; sums
+//       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
+//
+// S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
+// when every row is aligned to it, else the widest that is). Accumulation is in ew_traits<S>::op:
+// float for f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax
+// exp(x - max) / sum, log_softmax (x - max) - log(sum), rms x * rsqrt(mean(x^2) + eps) * w,
+// layer_norm (x - mean) * rsqrt(var + eps) * w + b with the biased variance.
+#ifndef CUINLINE_REDUCTIONS_CUH
+#define CUINLINE_REDUCTIONS_CUH
+
+#include "ew_common.cuh"
+
+enum { RD_SOFTMAX = 0, RD_LOG_SOFTMAX = 1, RD_RMS_NORM = 2, RD_ADD_RMS_NORM = 3, RD_LAYER_NORM = 4 };
+
+// The launch arguments (one struct, as src/ops/reductions/plan.hpp lays it out): x is read, y
+// written (may be x), w / b are the weight and bias (null: absent), r the residual of
+// add_rms_norm (read, then x + r written back). Strides are between rows, in elements.
+struct rd_args {
+  const void* x;
+  void* y;
+  const void* w;
+  const void* b;
+  void* r;
+  long long rows, n, sx, sy, sr;
+  double eps;
+  void* ws;         // the split form's workspace: two accumulation-type values a chunk
+  long long chunk;  // the split form's chunk (T * E elements)
+};
+
+__device__ __forceinline__ float rd_exp(float v) { return expf(v); }
+__device__ __forceinline__ double rd_exp(double v) { return exp(v); }
+__device__ __forceinline__ float rd_log(float v) { return logf(v); }
+__device__ __forceinline__ double rd_log(double v) { return log(v); }
+__device__ __forceinline__ float rd_rsqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double rd_rsqrt(double v) { return rsqrt(v); }
+__device__ __forceinline__ float rd_neg_inf(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ double rd_neg_inf(double) { return __longlong_as_double(0xfff0000000000000ll); }
+__device__ __forceinline__ float rd_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ double rd_shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+
+struct rd_add {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+// NaN is never kept as the maximum: a NaN element makes the sum NaN, hence every output.
+struct rd_max {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return b > a ? b : a; }
+};
+
+// The reduction of v over the T threads of a row (a warp for T == 32, the block otherwise); every
+// thread gets the result. `sh` holds one value per warp; the second barrier lets the caller reuse
+// it at once. Every thread of the block must call it (no early exit before it in the block forms).
+template <int T, class A, class F>
+__device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
+  if (T == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  v = lane < T / 32 ? sh[lane] : identity;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
+  __syncthreads();
+  return v;
+}
+
+// Online softmax state (running max m, sum s of exp(x - m)). A factor exp(mi - m) is exactly 1
+// when mi == m: so a row's -inf elements count 1 each while the max is -inf and vanish (factor 0)
+// once a finite element raises it, and a row all -inf ends with max -inf, hence NaN outputs (x -
+// max = NaN), as PyTorch's two passes give; +inf in a row makes the sum NaN (exp(inf - inf)).
+template <class A>
+__device__ __forceinline__ A rd_rescale(A mi, A m) {
+  return mi == m ? A(1) : rd_exp(mi - m);
+}
+template <class A>
+__device__ __forceinline__ void rd_online_add(A& m, A& s, A v) {
+  if (v > m) {
+    s = s * rd_exp(m - v) + rd_exp(v - v);
+    m = v;
+  } else {
+    s += (v == m && v == rd_neg_inf(v)) ? A(1) : rd_exp(v - m);
+  }
+}
+template <class A>
+__device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
+  const A mm = m2 > m ? m2 : m;
+  s = s * rd_rescale(m, mm) + s2 * rd_rescale(m2, mm);
+  m = mm;
+}
+template <int T, class A>
+__device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
+  if (T == 32) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    shm[warp] = m;
+    shs[warp] = s;
+  }
+  __syncthreads();
+  m = lane < T / 32 ? shm[lane] : rd_neg_inf(m);
+  s = lane < T / 32 ? shs[lane] : A(0);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
+  __syncthreads();
+}
+
+// V elements as one access of sizeof(S) * V bytes (the planner chose V so that it is aligned).
+template <class S, int V>
+union rd_pack {
+  typename ew_raw<sizeof(S) * V>::type raw;
+  S v[V];
+};
+// Read-only data (x, w, b): the non-coherent path. x may be y (in place): every element is read
+// by the thread that writes it, before it writes it.
+template <class S, int V, class A>
+__device__ __forceinline__ void rd_load(const S* p, A* out) {
+  rd_pack<S, V> u;
+  u.raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(p));
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(u.v[j]);
+}
+// The residual is written by the kernel and read again (rd_long): plain loads only.
+template <class S, int V, class A>
+__device__ __forceinline__ void rd_load_plain(const S* p, A* out) {
+  rd_pack<S, V> u;
+  u.raw = *reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(u.v[j]);
+}
+template <class S, int V, class A>
+__device__ __forceinline__ void rd_store(S* p, const A* in) {
+  rd_pack<S, V> u;
+#pragma unroll
+  for (int j = 0; j < V; ++j) u.v[j] = ew_traits<S>::from_op(in[j]);
+  *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
+}
+
+// add_rms_norm's first step on V elements at offset i of the row: z = x + r rounded to S (as
+// PyTorch's x + residual), written back into the residual; v = z.
+template <class S, int V, class A>
+__device__ __forceinline__ void rd_add_residual(S* r, A* v) {
+  A rv[V];
+  rd_load_plain<S, V>(r, rv);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const S z = ew_traits<S>::from_op(v[j] + rv[j]);
+    v[j] = ew_traits<S>::to_op(z);
+  }
+  rd_store<S, V>(r, v);
+}
+
+// The output of V elements at offset i from their values v and the row's statistics: for softmax
+// (a, b) = (max, sum), log_softmax (max, log(sum)), rms (-, rsqrt), layer_norm (mean, rsqrt).
+template <int kOp, class S, int V, class A>
+__device__ __forceinline__ void rd_finish(const rd_args& a, long long i, A* v, A s0, A s1, S* y) {
+  A w[V], b[V];
+  if ((kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM || kOp == RD_LAYER_NORM) && a.w != 0) {
+    rd_load<S, V>(static_cast<const S*>(a.w) + i, w);
+  }
+  if (kOp == RD_LAYER_NORM && a.b != 0) rd_load<S, V>(static_cast<const S*>(a.b) + i, b);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    A o;
+    if (kOp == RD_SOFTMAX) o = rd_exp(v[j] - s0) / s1;
+    if (kOp == RD_LOG_SOFTMAX) o = (v[j] - s0) - s1;
+    if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+      o = v[j] * s1;
+      if (a.w != 0) o = o * w[j];
+    }
+    if (kOp == RD_LAYER_NORM) {
+      o = (v[j] - s0) * s1;
+      if (a.w != 0) o = o * w[j];
+      if (a.b != 0) o = o + b[j];
+    }
+    v[j] = o;
+  }
+  rd_store<S, V>(y + i, v);
+}
+
+// The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
+template <int kOp, class S, int V, int E, int T>
+__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+  __shared__ A sh[32];
+  const int t = T == 32 ? (threadIdx.x & 31) : threadIdx.x;
+  const long long row = T == 32 ? static_cast<long long>(blockIdx.x) * 4 + (threadIdx.x >> 5) : blockIdx.x;
+  if (T == 32 && row >= a.rows) return;  // a whole warp: the warp form has no block barrier
+  const int n = static_cast<int>(a.n);
+  const S* x = static_cast<const S*>(a.x) + row * a.sx;
+  S* y = static_cast<S*>(a.y) + row * a.sy;
+  A v[E];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < n) {  // n is a multiple of V when V > 1
+      rd_load<S, V>(x + i, v + it * V);
+      if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+    }
+  }
+  A s0 = A(0), s1 = A(0);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    A m = rd_neg_inf(A(0));
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < n) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
+      }
+    }
+    m = rd_reduce<T>(m, rd_max(), rd_neg_inf(A(0)), sh);
+    A s = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < n) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A e = rd_exp(v[it * V + j] - m);
+          if (kOp == RD_SOFTMAX) v[it * V + j] = e;  // kept for the output: one exp an element
+          s += e;
+        }
+      }
+    }
+    s = rd_reduce<T>(s, rd_add(), A(0), sh);
+    s0 = m;
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+  } else {
+    A sum = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum += v[e];
+    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
+    A sq = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < n) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A d = v[it * V + j] - mean;
+          sq += d * d;
+        }
+      }
+    }
+    const A var = rd_reduce<T>(sq, rd_add(), A(0), sh) / static_cast<A>(n);
+    s0 = mean;
+    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+  }
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i >= n) continue;
+    if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;
+      rd_store<S, V>(y + i, v + it * V);
+    } else {
+      rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+    }
+  }
+}
+
+// The split form, first kernel: block b is chunk b % splits of row b / splits, its T * E elements
+// in registers (the last chunk of a row may be shorter). Writes the chunk's (max, sum of
+// exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
+// its sum of squares, or its (sum, squared deviations from its own mean).
+template <int kOp, class S, int V, int E, int T>
+__global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+  __shared__ A sh[32];
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
+  const long long left = a.n - base;
+  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  const int t = threadIdx.x;
+  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
+  A v[E];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) {  // count is a multiple of V when V > 1
+      rd_load<S, V>(x + i, v + it * V);
+      if (kOp == RD_ADD_RMS_NORM) {
+        rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+    }
+  }
+  A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    const A ninf = rd_neg_inf(A(0));
+    A m = ninf;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
+      }
+    }
+    m = rd_reduce<T>(m, rd_max(), ninf, sh);
+    A s = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A e = v[it * V + j];
+          s += (m == ninf && e == ninf) ? A(1) : rd_exp(e - m);
+        }
+      }
+    }
+    s = rd_reduce<T>(s, rd_add(), A(0), sh);
+    if (t == 0) {
+      ws[0] = m;
+      ws[1] = s;
+    }
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    if (t == 0) ws[0] = ss;
+  } else {
+    A sum = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum += v[e];
+    sum = rd_reduce<T>(sum, rd_add(), A(0), sh);
+    const A mean = sum / static_cast<A>(count);
+    A sq = A(0);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if ((it * T + t) * V < count) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A d = v[it * V + j] - mean;
+          sq += d * d;
+        }
+      }
+    }
+    sq = rd_reduce<T>(sq, rd_add(), A(0), sh);
+    if (t == 0) {
+      ws[0] = sum;
+      ws[1] = sq;
+    }
+  }
+}
+
+// The split form, second kernel (same grid): the row's chunk statistics merged by the block —
+// the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
+// the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
+template <int kOp, class S, int V, int E, int T>
+__global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+  __shared__ A sh[32], sh2[32];
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
+  const long long left = a.n - base;
+  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  const int t = threadIdx.x;
+  const A* ws = static_cast<const A*>(a.ws) + 2 * row * splits;
+  A s0 = A(0), s1 = A(0);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    A m = rd_neg_inf(A(0)), s = A(0);
+    for (long long k = t; k < splits; k += T) rd_online_merge(m, s, ws[2 * k], ws[2 * k + 1]);
+    rd_online_reduce<T>(m, s, sh, sh2);
+    s0 = m;
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+    for (long long k = t; k < splits; k += T) ss += ws[2 * k];
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    s1 = rd_rsqrt(ss / static_cast<A>(a.n) + static_cast<A>(a.eps));
+  } else {
+    A sum = A(0);
+    for (long long k = t; k < splits; k += T) sum += ws[2 * k];
+    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(a.n);
+    A m2 = A(0);
+    for (long long k = t; k < splits; k += T) {
+      const long long lk = a.n - k * a.chunk;
+      const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
+      const A d = ws[2 * k] / nk - mean;
+      m2 += ws[2 * k + 1] + nk * d * d;
+    }
+    const A var = rd_reduce<T>(m2, rd_add(), A(0), sh) / static_cast<A>(a.n);
+    s0 = mean;
+    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+  }
+  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
+  const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
+  S* y = static_cast<S*>(a.y) + row * a.sy + base;
+  A v[V];
+  rd_args shifted = a;  // weight and bias at this chunk
+  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
+  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) {
+      if (kOp == RD_ADD_RMS_NORM) {
+        rd_load<S, V>(r + i, v);  // written by the first kernel: visible to this one
+      } else {
+        rd_load<S, V>(x + i, v);
+      }
+      rd_finish<kOp, S, V>(shifted, i, v, s0, s1, y);
+    }
+  }
+}
+
+// A row of any length: one block of T threads loops over it (each thread the same elements in
+// every pass, so add_rms_norm's second pass reads back what this thread wrote in its first).
+template <int kOp, class S, int V, int T>
+__global__ void __launch_bounds__(T) rd_long(rd_args a) {
+  typedef typename ew_traits<S>::op A;
+  __shared__ A sh[32], sh2[32];
+  const long long row = blockIdx.x, n = a.n;
+  const S* x = static_cast<const S*>(a.x) + row * a.sx;
+  S* y = static_cast<S*>(a.y) + row * a.sy;
+  S* r = kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr : 0;
+  const long long first = static_cast<long long>(threadIdx.x) * V, step = static_cast<long long>(T) * V;
+  A v[V];
+  A s0 = A(0), s1 = A(0);
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    A m = rd_neg_inf(A(0)), s = A(0);
+    for (long long i = first; i < n; i += step) {
+      rd_load<S, V>(x + i, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) rd_online_add(m, s, v[j]);
+    }
+    rd_online_reduce<T>(m, s, sh, sh2);
+    s0 = m;
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+    for (long long i = first; i < n; i += step) {
+      rd_load<S, V>(x + i, v);
+      if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r + i, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) ss += v[j] * v[j];
+    }
+    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
+    s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+  } else {
+    A sum = A(0);
+    for (long long i = first; i < n; i += step) {
+      rd_load<S, V>(x + i, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum += v[j];
+    }
+    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
+    A sq = A(0);
+    for (long long i = first; i < n; i += step) {
+      rd_load<S, V>(x + i, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A d = v[j] - mean;
+        sq += d * d;
+      }
+    }
+    const A var = rd_reduce<T>(sq, rd_add(), A(0), sh) / static_cast<A>(n);
+    s0 = mean;
+    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+  }
+  for (long long i = first; i < n; i += step) {
+    if (kOp == RD_ADD_RMS_NORM) {
+      rd_load_plain<S, V>(r + i, v);
+    } else {
+      rd_load<S, V>(x + i, v);
+    }
+    rd_finish<kOp, S, V>(a, i, v, s0, s1, y);
+  }
+}
+
+#endif  // CUINLINE_REDUCTIONS_CUH

@@ -1,0 +1,110 @@
+// The reductions at run time: the planner (plan.cpp), then the family's launch sequence
+// (ops/family.hpp): device, tensor access checks, the in-process map of (variant, device),
+// Kernel::launch with one rd_args — the split form's two kernels with a workspace, or the looped
+// form where none can be had. Only a miss renders the source and goes to KernelCache::get.
+#include <cuinline/module.hpp>
+#include <cuinline/reductions.hpp>
+
+#include "driver/workspace.hpp"
+#include "ops/family.hpp"
+#include "ops/reductions/plan.hpp"
+
+namespace cuinline::ops {
+namespace {
+
+using ReductionMap = detail::VariantMap<RowVariant, Kernel>;
+
+// Never destroyed: ops may run during static teardown.
+ReductionMap& reduction_map() {
+  static auto* map = new ReductionMap;
+  return *map;
+}
+
+// The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
+Kernel kernel_for(const RowVariant& variant, int device) {
+  return reduction_map().find_or_make(
+      detail::hash_of(variant), device, [&](const RowVariant& v) { return v == variant; },
+      [&] { return std::make_pair(variant, detail::load_kernel(variant, device)); });
+}
+
+void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight, const TensorView& bias,
+         const TensorView& residual, double eps, CUstream stream) {
+  detail::RowCall call = detail::plan_row_call(op, in, out, weight, bias, residual, eps);
+  if (call.plan.rows == 0) return;
+  detail::TensorUses tensors{{&in, "input"}, {&out, "output"}};
+  if (weight.data != nullptr) tensors.add(weight, "weight");
+  if (bias.data != nullptr) tensors.add(bias, "bias");
+  if (residual.data != nullptr) tensors.add(residual, "residual");
+  if (call.plan.variant.form == RowForm::split_stats) {
+    // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
+    const int device = detail::launch_device(stream, tensors);
+    const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
+    if (ws != 0) {
+      cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
+      RowVariant write = call.plan.variant;
+      write.form = RowForm::split_write;
+      const Kernel stats = kernel_for(call.plan.variant, device), writer = kernel_for(write, device);
+      reduction_map().count_launch();
+      LaunchConfig cfg;
+      cfg.grid = Dim3(call.plan.grid);
+      cfg.block = Dim3(call.plan.block);
+      cfg.stream = stream;
+      call.args.ws = reinterpret_cast<void*>(ws);
+      stats.launch(cfg, call.args);
+      writer.launch(cfg, call.args);
+      return;
+    }
+    call = detail::looped_fallback(call);
+  }
+  const RowVariant& variant = call.plan.variant;
+  detail::launch_variant(
+      reduction_map(), stream, tensors, detail::hash_of(variant),
+      [&](const RowVariant& v) { return v == variant; },
+      [&](int device) { return std::make_pair(variant, detail::load_kernel(variant, device)); },
+      [&](const Kernel& kernel, int) {
+        LaunchConfig cfg;
+        cfg.grid = Dim3(call.plan.grid);
+        cfg.block = Dim3(call.plan.block);
+        cfg.stream = stream;
+        kernel.launch(cfg, call.args);
+      });
+}
+
+}  // namespace
+
+void softmax(const TensorView& in, const TensorView& out, CUstream stream) {
+  run(RowOp::softmax, in, out, {}, {}, {}, 0, stream);
+}
+
+void log_softmax(const TensorView& in, const TensorView& out, CUstream stream) {
+  run(RowOp::log_softmax, in, out, {}, {}, {}, 0, stream);
+}
+
+void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps, CUstream stream) {
+  run(RowOp::rms_norm, in, out, weight, {}, {}, eps, stream);
+}
+
+void add_rms_norm(const TensorView& in, const TensorView& residual, const TensorView& weight, const TensorView& out,
+                  double eps, CUstream stream) {
+  run(RowOp::add_rms_norm, in, out, weight, {}, residual, eps, stream);
+}
+
+void layer_norm(const TensorView& in, const TensorView& weight, const TensorView& bias, const TensorView& out,
+                double eps, CUstream stream) {
+  run(RowOp::layer_norm, in, out, weight, bias, {}, eps, stream);
+}
+
+RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
+                  const TensorView& bias, const TensorView& residual, double eps) {
+  return detail::plan_row_call(op, in, out, weight, bias, residual, eps).plan;
+}
+
+OpsStats reduction_stats() {
+  return reduction_map().counts();
+}
+
+void clear_reduction_map() {
+  reduction_map().clear();
+}
+
+}  // namespace cuinline::ops

@@ -1,0 +1,248 @@
+// The reductions planner: a call's tensors → (RowVariant, RowArgs, grid). Every check (dtypes,
+// shapes, row layout, weight length, overlap, alignment, eps) throws InvalidArgument here, before
+// anything is compiled or launched; no driver call, no allocation beyond error messages.
+#include "ops/reductions/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cuinline/error.hpp>
+#include <limits>
+#include <string>
+
+#include "driver/tensor_access.hpp"
+
+namespace cuinline::ops::detail {
+namespace {
+
+struct Checker {
+  RowOp op;
+  [[noreturn]] void bad(const std::string& what) const {
+    throw InvalidArgument(std::string(to_string(op)) + ": " + what);
+  }
+};
+
+bool present(const TensorView& t) {
+  return t.data != nullptr;
+}
+
+// The row layout of a tensor over rows x n: its row stride (offset of row r = r * stride), with
+// the checks every row tensor shares.
+std::int64_t row_stride(const Checker& c, const TensorView& t, const char* name, std::int64_t n) {
+  if (t.ndim == 0) return n;
+  const int last = t.ndim - 1;
+  if (t.shape[last] > 1 && t.strides[last] != 1) {
+    c.bad(std::string(name) + " " + t.describe() + " is not contiguous in its last dimension (stride " +
+          std::to_string(t.strides[last]) + "); make it contiguous first");
+  }
+  // The innermost leading dimension with more than one element gives the stride; every outer one
+  // must be a whole number of those rows further on.
+  std::int64_t stride = n, inner = 1;
+  bool found = false;
+  for (int d = last - 1; d >= 0; --d) {
+    if (t.shape[d] == 1) continue;
+    if (!found) {
+      stride = t.strides[d];
+      found = true;
+    } else if (t.strides[d] != stride * inner) {
+      c.bad(std::string(name) + " " + t.describe() +
+            ": its rows are not evenly spaced (one stride between all rows is needed); make it contiguous first");
+    }
+    inner *= t.shape[d];
+  }
+  return stride;
+}
+
+void check_vector(const Checker& c, const TensorView& t, const char* name, DType dtype, std::int64_t n) {
+  if (t.dtype != dtype) {
+    c.bad(std::string(name) + " is " + to_string(t.dtype) + ", the input " + to_string(dtype) +
+          " (mixed dtypes are not supported)");
+  }
+  if (t.ndim != 1 || t.shape[0] != n) {
+    c.bad(std::string(name) + " " + t.describe() + " must be 1-D of the row length " + std::to_string(n));
+  }
+  if (n > 1 && t.strides[0] != 1) c.bad(std::string(name) + " " + t.describe() + " must be contiguous");
+}
+
+void byte_range(const TensorView& v, std::uintptr_t& lo, std::uintptr_t& hi) {
+  std::uintptr_t first = 0, last = 0;
+  cuinline::detail::byte_span(v, first, last);
+  lo = first;
+  hi = last + 1;
+}
+
+bool overlap(const TensorView& a, const TensorView& b) {
+  std::uintptr_t alo, ahi, blo, bhi;
+  byte_range(a, alo, ahi);
+  byte_range(b, blo, bhi);
+  return alo < bhi && blo < ahi;
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != b.shape[d] || (a.shape[d] > 1 && a.strides[d] != b.strides[d])) return false;
+  }
+  return true;
+}
+
+std::int64_t pow2_at_least(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+int block_max_per_thread(DType dtype) noexcept {
+  return dtype == DType::f64 ? 8 : 16;
+}
+
+RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
+                      const TensorView& bias, const TensorView& residual, double eps) {
+  const Checker c{op};
+  const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
+  const bool add = op == RowOp::add_rms_norm;
+  const DType dt = in.dtype;
+  const std::size_t es = dtype_size(dt);
+  if (es == 0) c.bad("unsupported dtype " + std::to_string(static_cast<int>(dt)));
+  for (const TensorView* t : {&in, &out, &weight, &bias, &residual}) {
+    if (t->ndim < 0 || t->ndim > TensorView::kMaxDims) c.bad("a tensor has " + std::to_string(t->ndim) + " dimensions");
+    for (int d = 0; d < t->ndim; ++d) {
+      if (t->shape[d] < 0) c.bad("negative dimension in " + t->describe());
+    }
+  }
+  if (softmax && (present(weight) || present(bias) || present(residual))) c.bad("takes no weight, bias or residual");
+  if (op != RowOp::layer_norm && present(bias)) c.bad("takes no bias");
+  if (!add && present(residual)) c.bad("takes no residual");
+  if (!softmax && !(std::isfinite(eps) && eps >= 0)) c.bad("eps must be finite and >= 0, got " + std::to_string(eps));
+
+  const auto same_shape = [&](const TensorView& t, const char* name) {
+    if (t.dtype != dt) {
+      c.bad(std::string(name) + " is " + to_string(t.dtype) + ", the input " + to_string(dt) +
+            " (mixed dtypes are not supported)");
+    }
+    bool same = t.ndim == in.ndim;
+    for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == in.shape[d];
+    if (!same) c.bad(std::string(name) + " " + t.describe() + " does not have the input's shape " + in.describe());
+  };
+  same_shape(out, "output");
+  if (add) same_shape(residual, "residual");
+
+  const std::int64_t n = in.ndim == 0 ? 1 : in.shape[in.ndim - 1];
+  std::int64_t rows = 1;
+  for (int d = 0; d + 1 < in.ndim; ++d) {
+    if (in.shape[d] != 0 && rows > std::numeric_limits<std::int64_t>::max() / in.shape[d]) c.bad("too many elements");
+    rows *= in.shape[d];
+  }
+  if (n != 0 && rows > std::numeric_limits<std::int64_t>::max() / n) c.bad("too many elements");
+  if (present(weight)) check_vector(c, weight, "weight", dt, n);
+  if (present(bias)) check_vector(c, bias, "bias", dt, n);
+
+  RowCall call;
+  RowPlan& p = call.plan;
+  p.variant.op = op;
+  p.variant.dtype = dt;
+  p.n = n;
+  p.in_stride = row_stride(c, in, "input", n);
+  p.out_stride = row_stride(c, out, "output", n);
+  if (add) p.residual_stride = row_stride(c, residual, "residual", n);
+  if (rows > 1 && n > 0 && p.out_stride < n) {
+    c.bad("output " + out.describe() + ": its rows overlap (row stride " + std::to_string(p.out_stride) + " < " +
+          std::to_string(n) + ")");
+  }
+  if (add && rows > 1 && n > 0 && p.residual_stride < n) {
+    c.bad("residual " + residual.describe() + ": its rows overlap (row stride " + std::to_string(p.residual_stride) +
+          " < " + std::to_string(n) + ")");
+  }
+  if (rows == 0 || n == 0) return call;  // nothing to do (rows stays 0)
+  p.rows = rows;
+
+  const auto check_pointer = [&](const TensorView& t, const char* name) {
+    if (t.data == nullptr) c.bad(std::string(name) + " is a null pointer with elements");
+    if (reinterpret_cast<std::uintptr_t>(t.data) % es != 0) c.bad(std::string(name) + " is not aligned to its element size");
+  };
+  check_pointer(in, "input");
+  check_pointer(out, "output");
+  if (add) check_pointer(residual, "residual");
+  if (present(weight)) check_pointer(weight, "weight");
+  if (present(bias)) check_pointer(bias, "bias");
+
+  // Aliasing: the output may be the input itself; nothing written may overlap anything else.
+  if (!same_view(out, in) && overlap(out, in)) c.bad("the output overlaps the input without being the same view");
+  if (present(weight) && overlap(out, weight)) c.bad("the output overlaps the weight");
+  if (present(bias) && overlap(out, bias)) c.bad("the output overlaps the bias");
+  if (add) {
+    if (overlap(residual, in)) c.bad("the residual overlaps the input");
+    if (overlap(residual, out)) c.bad("the residual overlaps the output");
+    if (present(weight) && overlap(residual, weight)) c.bad("the residual overlaps the weight");
+  }
+
+  // The widest access (<= 16 bytes) that every row of every tensor is aligned to.
+  int v = static_cast<int>(16 / es);
+  for (; v > 1; v /= 2) {
+    const std::uintptr_t vb = es * static_cast<std::uintptr_t>(v);
+    bool ok = n % v == 0;
+    for (const TensorView* t : {&in, &out, &weight, &bias, &residual}) {
+      ok = ok && (!present(*t) || reinterpret_cast<std::uintptr_t>(t->data) % vb == 0);
+    }
+    if (rows > 1) ok = ok && p.in_stride % v == 0 && p.out_stride % v == 0 && (!add || p.residual_stride % v == 0);
+    if (ok) break;
+  }
+  RowVariant& var = p.variant;
+  var.vector_width = v;
+  std::int64_t grid = rows;
+  if (n <= std::int64_t{32} * kWarpMaxPerThread) {
+    var.form = RowForm::warp;
+    var.threads = 32;
+    var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + 31) / 32)));
+    grid = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+    p.block = 32 * kWarpRowsPerBlock;
+  } else if (n <= std::int64_t{1024} * block_max_per_thread(dt)) {
+    // At least 8 elements a thread (two 16-byte accesses in f32) before more threads.
+    var.form = RowForm::block;
+    var.threads = static_cast<int>(std::min<std::int64_t>(1024, std::max<std::int64_t>(128, pow2_at_least((n + 7) / 8))));
+    var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + var.threads - 1) / var.threads)));
+    p.block = static_cast<std::uint32_t>(var.threads);
+  } else {
+    var.form = RowForm::split_stats;
+    var.threads = kSplitThreads;
+    var.per_thread = kSplitPerThread;
+    const std::int64_t chunk = std::int64_t{kSplitThreads} * kSplitPerThread;
+    const std::int64_t splits = (n + chunk - 1) / chunk;
+    if (rows > std::numeric_limits<std::int32_t>::max() / splits) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
+    grid = rows * splits;
+    p.block = kSplitThreads;
+    p.workspace_bytes = static_cast<std::size_t>(grid) * 2 * (dt == DType::f64 ? 8 : 4);
+    call.args.chunk = chunk;
+  }
+  if (grid > std::numeric_limits<std::int32_t>::max()) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
+  p.grid = static_cast<std::uint32_t>(grid);
+
+  RowArgs& a = call.args;
+  a.x = in.data;
+  a.y = out.data;
+  a.w = weight.data;
+  a.b = op == RowOp::layer_norm ? bias.data : nullptr;
+  a.r = add ? residual.data : nullptr;
+  a.rows = rows;
+  a.n = n;
+  a.sx = p.in_stride;
+  a.sy = p.out_stride;
+  a.sr = p.residual_stride;
+  a.eps = eps;
+  return call;
+}
+
+RowCall looped_fallback(RowCall call) {
+  RowPlan& p = call.plan;
+  p.variant.form = RowForm::looped;
+  p.variant.threads = kLoopedThreads;
+  p.variant.per_thread = p.variant.vector_width;
+  p.grid = static_cast<std::uint32_t>(p.rows);  // rows * splits fitted the grid
+  p.block = kLoopedThreads;
+  p.workspace_bytes = 0;
+  call.args.chunk = 0;
+  return call;
+}
+
+}  // namespace cuinline::ops::detail

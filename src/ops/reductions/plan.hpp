@@ -1,0 +1,50 @@
+#pragma once
+// The reductions family's planner and variant internals (docs/ops-families.md, docs/reductions.md):
+// from a call's tensors to (RowVariant, launch arguments), every check done before anything is
+// compiled or launched.
+#include <cstdint>
+#include <cuinline/reductions.hpp>
+
+namespace cuinline::ops::detail {
+
+/// The kernels' argument (rd_args in kernel_templates/reductions.cuh, field for field).
+struct RowArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  void* r = nullptr;
+  long long rows = 0, n = 0, sx = 0, sy = 0, sr = 0;
+  double eps = 0;
+  void* ws = nullptr;   // the split form's workspace
+  long long chunk = 0;  // the split form's chunk: kSplitThreads * kSplitPerThread
+};
+static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8 + 8 + 8, "must match rd_args");
+
+/// Rows of one warp, or one block, and the looped form's block.
+constexpr int kWarpRowsPerBlock = 4;
+constexpr int kWarpMaxPerThread = 32;  // warp form: rows up to 32 * 32
+constexpr int kLoopedThreads = 1024;
+// The split form: a block of 256 threads a chunk of 8192 elements (32 a thread, in registers).
+constexpr int kSplitThreads = 256;
+constexpr int kSplitPerThread = 32;
+
+/// The most elements a thread of the block form holds (f64 keeps half: its registers are twice as wide).
+int block_max_per_thread(DType dtype) noexcept;
+
+struct RowCall {
+  RowPlan plan;
+  RowArgs args;
+};
+
+/// The planner: checks, variant, grid and arguments. plan.rows == 0 (or n == 0): nothing to launch.
+RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
+                      const TensorView& bias, const TensorView& residual, double eps);
+
+/// The looped form of a split call, for when its workspace cannot be had.
+RowCall looped_fallback(RowCall call);
+
+/// The in-process map's hash of a variant.
+std::uint64_t hash_of(const RowVariant& variant);
+
+}  // namespace cuinline::ops::detail

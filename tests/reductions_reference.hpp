@@ -1,0 +1,225 @@
+#pragma once
+// The row reductions' float64 host reference and the checks the GPU and the host-emulated tests
+// share: a problem's host data (rows with a stride, weight, bias, residual, as element bits), the
+// reference of a row, and the comparison of an output (and add_rms_norm's residual) with it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuinline/reductions.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "elementwise_reference.hpp"
+
+namespace cuinline::test {
+
+using ops::RowOp;
+
+constexpr std::uint32_t kRowPoison = 0x5a5a5a5au;
+
+inline std::uint64_t get_bits(const std::vector<unsigned char>& buf, DType dt, std::int64_t i) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, buf.data() + i * cuinline::dtype_size(dt), cuinline::dtype_size(dt));
+  return b;
+}
+inline void set_bits(std::vector<unsigned char>& buf, DType dt, std::int64_t i, std::uint64_t b) {
+  std::memcpy(buf.data() + i * cuinline::dtype_size(dt), &b, cuinline::dtype_size(dt));
+}
+
+// Relative tolerance: the output's rounding plus the accumulation's error (float for f32 / f16 /
+// bf16 over up to ~1000 sequential terms a thread, double for f64).
+inline double rtol(DType dt) {
+  switch (dt) {
+    case DType::f32:
+      return 1e-4;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1e-2;
+    case DType::f64:
+      return 1e-11;
+  }
+  return 0;
+}
+// Absolute tolerance near zero: the dtype's rounding at outputs of O(1) (norms) or O(30)
+// (log_softmax) and the accumulation's error; softmax's probabilities down to the dtype's
+// subnormals (which f16 holds only as multiples of 2^-24).
+inline double atol(RowOp op, DType dt) {
+  if (op == RowOp::softmax) return dt == DType::f16 ? 6e-8 : 1e-300;
+  const double unit = dt == DType::f32 ? 2e-6 : dt == DType::f64 ? 1e-12 : rtol(dt);
+  return unit * (op == RowOp::log_softmax ? 32 : 4);
+}
+
+inline bool within(double got, double want, double rel, double abs) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= abs + rel * std::fabs(want);
+}
+
+// One call's host data: x (rows with stride sx), weight, bias, residual (stride sr), all as bits.
+struct Problem {
+  RowOp op = RowOp::softmax;
+  DType dt = DType::f32;
+  std::int64_t rows = 1, n = 1, sx = 0, sy = 0, sr = 0;
+  std::int64_t offset = 0;  // elements into each buffer (misaligned rows)
+  bool weight = true, bias = true;
+  double eps = 1e-5;
+  std::vector<unsigned char> x, w, b, r;
+
+  std::int64_t span(std::int64_t stride) const { return offset + (rows - 1) * stride + n; }
+  bool has_w() const { return op != RowOp::softmax && op != RowOp::log_softmax && weight; }
+  bool has_b() const { return op == RowOp::layer_norm && bias; }
+};
+
+inline std::vector<unsigned char> random_values(DType dt, std::int64_t count, double lo, double hi, std::mt19937_64& rng) {
+  std::vector<unsigned char> buf(static_cast<std::size_t>(count) * cuinline::dtype_size(dt));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (std::int64_t i = 0; i < count; ++i) set_bits(buf, dt, i, bits_of(dt, u(rng)));
+  return buf;
+}
+
+inline Problem make_problem(RowOp op, DType dt, std::int64_t rows, std::int64_t n, std::mt19937_64& rng,
+                     std::int64_t pad_x = 0, std::int64_t pad_y = 0, std::int64_t offset = 0) {
+  Problem p;
+  p.op = op;
+  p.dt = dt;
+  p.rows = rows;
+  p.n = n;
+  p.sx = n + pad_x;
+  p.sy = n + pad_y;
+  p.sr = n + pad_x;
+  p.offset = offset;
+  p.x = random_values(dt, p.span(p.sx), -8, 8, rng);
+  p.w = random_values(dt, n + offset, -2, 2, rng);
+  p.b = random_values(dt, n + offset, -1, 1, rng);
+  p.r = random_values(dt, p.span(p.sr), -4, 4, rng);
+  return p;
+}
+
+// Special values, one kind a row (rows 0-5 of a problem of at least 7 contiguous rows): a NaN, a
+// +inf, all -inf, mostly -inf among finite values, -0.0 and subnormals among finite values, all ±0. For
+// add_rms_norm the residual of those rows is ±0, so that x + residual keeps them.
+inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
+  const DType dt = p.dt;
+  const std::int64_t n = p.n;
+  const std::uint64_t nan = bits_of(dt, std::nan("")), inf = bits_of(dt, INFINITY), ninf = bits_of(dt, -INFINITY);
+  const std::uint64_t nzero = bits_of(dt, -0.0), sub = dt == DType::f64 ? 1 : dt == DType::f32 ? 7 : 3;
+  std::uniform_int_distribution<std::int64_t> at(0, n - 1);
+  set_bits(p.x, dt, 0 * p.sx + at(rng), nan);
+  set_bits(p.x, dt, 1 * p.sx + at(rng), inf);
+  for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 2 * p.sx + i, ninf);
+  // -inf but for every 97th element of the second half: many threads of a looped block and whole
+  // chunks of a split row see only -inf, some threads see -inf before their first finite element
+  // (the online softmax's -inf cases).
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i < n / 2 || i % 97 != 5) set_bits(p.x, dt, 3 * p.sx + i, ninf);
+  }
+  for (std::int64_t i = 0; i < n; i += 3) set_bits(p.x, dt, 4 * p.sx + i, i % 2 ? nzero : sub | (i % 4 ? 0 : nzero));
+  for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 5 * p.sx + i, i % 2 ? nzero : 0);
+  if (p.op == RowOp::add_rms_norm) {
+    for (std::int64_t row = 0; row < 6; ++row) {
+      for (std::int64_t i = 0; i < n; ++i) set_bits(p.r, dt, row * p.sr + i, row == 5 ? nzero : 0);
+    }
+  }
+}
+
+// The float64 reference of row `row`: y (n values) and, for add_rms_norm, the residual's new bits
+// (x + r computed in the accumulation type and rounded once, as the kernel and PyTorch's add do).
+inline void reference_row(const Problem& p, std::int64_t row, std::vector<double>& y, std::vector<std::uint64_t>& z_bits) {
+  const std::int64_t n = p.n;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  z_bits.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t xb = get_bits(p.x, p.dt, p.offset + row * p.sx + i);
+    if (p.op == RowOp::add_rms_norm) {
+      const std::uint64_t rb = get_bits(p.r, p.dt, p.offset + row * p.sr + i);
+      const std::uint64_t zb = p.dt == DType::f64 ? bits_of(p.dt, value_of(p.dt, xb) + value_of(p.dt, rb))
+                                                  : from_op(p.dt, to_op(p.dt, xb) + to_op(p.dt, rb));
+      z_bits[static_cast<std::size_t>(i)] = zb;
+      v[static_cast<std::size_t>(i)] = value_of(p.dt, zb);
+    } else {
+      v[static_cast<std::size_t>(i)] = value_of(p.dt, xb);
+    }
+  }
+  const auto w = [&](std::int64_t i) { return p.has_w() ? value_of(p.dt, get_bits(p.w, p.dt, p.offset + i)) : 1.0; };
+  const auto b = [&](std::int64_t i) { return p.has_b() ? value_of(p.dt, get_bits(p.b, p.dt, p.offset + i)) : 0.0; };
+  y.assign(static_cast<std::size_t>(n), 0);
+  if (p.op == RowOp::softmax || p.op == RowOp::log_softmax) {
+    double m = -INFINITY, s = 0;
+    for (double e : v) m = e > m ? e : m;
+    for (double e : v) s += std::exp(e - m);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double e = v[static_cast<std::size_t>(i)];
+      y[static_cast<std::size_t>(i)] = p.op == RowOp::softmax ? std::exp(e - m) / s : (e - m) - std::log(s);
+    }
+  } else if (p.op == RowOp::rms_norm || p.op == RowOp::add_rms_norm) {
+    double ss = 0;
+    for (double e : v) ss += e * e;
+    const double r = 1 / std::sqrt(ss / static_cast<double>(n) + p.eps);
+    for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)] * r * w(i);
+  } else {
+    double sum = 0, sq = 0;
+    for (double e : v) sum += e;
+    const double mean = sum / static_cast<double>(n);
+    for (double e : v) sq += (e - mean) * (e - mean);
+    const double r = 1 / std::sqrt(sq / static_cast<double>(n) + p.eps);
+    for (std::int64_t i = 0; i < n; ++i) {
+      y[static_cast<std::size_t>(i)] = (v[static_cast<std::size_t>(i)] - mean) * r * w(i) + b(i);
+    }
+  }
+}
+
+inline std::string what(const Problem& p) {
+  return std::string(cuinline::ops::to_string(p.op)) + " " + cuinline::to_string(p.dt) + " [" + std::to_string(p.rows) +
+         ", " + std::to_string(p.n) + "] strides " + std::to_string(p.sx) + "/" + std::to_string(p.sy) + " offset " +
+         std::to_string(p.offset) + " eps " + std::to_string(p.eps);
+}
+
+// Checks an output (row stride sy, read back into `y`) and, for add_rms_norm, the residual read
+// back into `r` against the reference; the gaps between output rows (sy > n) keep the poison. At
+// most a few mismatches are reported.
+inline void check_rows(const Problem& p, const std::vector<unsigned char>& y, std::int64_t sy,
+                       const std::vector<unsigned char>& r, bool gaps_poisoned) {
+  const std::size_t es = dtype_size(p.dt);
+  int bad = 0;
+  std::vector<double> want;
+  std::vector<std::uint64_t> z;
+  std::uint64_t poison = 0;
+  std::memcpy(&poison, &kRowPoison, 4);
+  if (es == 8) poison = (std::uint64_t{kRowPoison} << 32) | kRowPoison;
+  if (es == 2) poison &= 0xffffu;
+  for (std::int64_t row = 0; row < p.rows && bad < 5; ++row) {
+    reference_row(p, row, want, z);
+    for (std::int64_t i = 0; i < p.n && bad < 5; ++i) {
+      const double got = value_of(p.dt, get_bits(y, p.dt, p.offset + row * sy + i));
+      if (!within(got, want[static_cast<std::size_t>(i)], rtol(p.dt), atol(p.op, p.dt))) {
+        ADD_FAILURE() << what(p) << ": row " << row << " element " << i << " got " << got << " want "
+                      << want[static_cast<std::size_t>(i)];
+        ++bad;
+      }
+      if (p.op == RowOp::add_rms_norm) {
+        const std::uint64_t zb = get_bits(r, p.dt, p.offset + row * p.sr + i);
+        if (zb != z[static_cast<std::size_t>(i)] &&
+            !(std::isnan(value_of(p.dt, zb)) && std::isnan(value_of(p.dt, z[static_cast<std::size_t>(i)])))) {
+          ADD_FAILURE() << what(p) << ": residual row " << row << " element " << i << " bits " << zb << " want "
+                        << z[static_cast<std::size_t>(i)];
+          ++bad;
+        }
+      }
+    }
+    if (gaps_poisoned && row + 1 < p.rows) {
+      for (std::int64_t i = p.n; i < sy && bad < 5; ++i) {
+        if (get_bits(y, p.dt, p.offset + row * sy + i) != poison) {
+          ADD_FAILURE() << what(p) << ": the gap after row " << row << " was written at " << i;
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cuinline::test

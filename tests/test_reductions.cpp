@@ -1,0 +1,286 @@
+// Host tests of the row reductions (softmax, log_softmax, rms_norm, add_rms_norm, layer_norm): the
+// planner's choice of form, vector width and grid on fake pointers, every misuse refused before
+// anything is compiled or launched (C++ and C API), empty tensors as a no-op, the variants' names
+// and checks, and every form of every op and dtype compiled to a cubin with NVRTC.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cuinline/compiler.hpp>
+#include <cuinline/cuinline.h>
+#include <cuinline/error.hpp>
+#include <cuinline/reductions.hpp>
+#include <functional>
+#include <limits>
+#include <string>
+
+namespace {
+
+using cuinline::DType;
+using cuinline::InvalidArgument;
+using cuinline::TensorView;
+using cuinline::ops::plan_rows;
+using cuinline::ops::RowForm;
+using cuinline::ops::RowOp;
+using cuinline::ops::RowPlan;
+using cuinline::ops::RowVariant;
+
+void* fake(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+constexpr std::uintptr_t kIn = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
+constexpr std::uintptr_t kOut = 0x7f1000000000;
+constexpr std::uintptr_t kW = 0x7f2000000000;
+constexpr std::uintptr_t kB = 0x7f3000000000;
+constexpr std::uintptr_t kRes = 0x7f4000000000;
+
+TensorView rows_of(std::uintptr_t at, DType dt, std::int64_t rows, std::int64_t n) {
+  return TensorView::contiguous(fake(at), dt, {rows, n});
+}
+TensorView vec(std::uintptr_t at, DType dt, std::int64_t n) {
+  return TensorView::contiguous(fake(at), dt, {n});
+}
+
+// The message of the InvalidArgument `f` throws ("" when it throws nothing or something else).
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not InvalidArgument: ") + e.what();
+  }
+  return "";
+}
+
+TEST(ReductionPlan, FormByRowLength) {
+  struct Want {
+    DType dt;
+    std::int64_t n;
+    RowForm form;
+    int v, per_thread, threads;
+  };
+  const Want wants[] = {
+      {DType::f32, 1, RowForm::warp, 1, 1, 32},          {DType::f32, 7, RowForm::warp, 1, 1, 32},
+      {DType::f32, 64, RowForm::warp, 4, 4, 32},         {DType::f32, 128, RowForm::warp, 4, 4, 32},
+      {DType::f32, 1000, RowForm::warp, 4, 32, 32},      {DType::f16, 1024, RowForm::warp, 8, 32, 32},
+      {DType::f32, 1025, RowForm::block, 1, 8, 256},     {DType::f32, 4096, RowForm::block, 4, 8, 512},
+      {DType::bf16, 4096, RowForm::block, 8, 8, 512},    {DType::f32, 16384, RowForm::block, 4, 16, 1024},
+      {DType::f64, 8192, RowForm::block, 2, 8, 1024},    {DType::f64, 16384, RowForm::split_stats, 2, 32, 256},
+      {DType::f32, 32768, RowForm::split_stats, 4, 32, 256},  {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 32, 256},
+  };
+  for (const Want& w : wants) {
+    const RowPlan p = plan_rows(RowOp::softmax, rows_of(kIn, w.dt, 10, w.n), rows_of(kOut, w.dt, 10, w.n));
+    SCOPED_TRACE(p.variant.name());
+    EXPECT_EQ(p.variant.form, w.form);
+    EXPECT_EQ(p.variant.vector_width, w.v);
+    EXPECT_EQ(p.variant.per_thread, w.per_thread);
+    EXPECT_EQ(p.variant.threads, w.threads);
+    EXPECT_GE(p.variant.max_row(), w.n);
+    EXPECT_NO_THROW(p.variant.validate());
+    EXPECT_EQ(p.rows, 10);
+    EXPECT_EQ(p.n, w.n);
+    const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
+    EXPECT_EQ(p.grid, w.form == RowForm::warp ? 3u : w.form == RowForm::split_stats ? 10u * splits : 10u);
+    EXPECT_EQ(p.block, w.form == RowForm::warp ? 128u : static_cast<unsigned>(w.threads));
+    EXPECT_EQ(p.workspace_bytes, w.form == RowForm::split_stats ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
+  }
+}
+
+TEST(ReductionPlan, VectorWidthFollowsAlignment) {
+  const auto width = [](const TensorView& in, const TensorView& out, const TensorView& w = {}) {
+    return plan_rows(RowOp::rms_norm, in, out, w, {}, {}, 1e-6).variant.vector_width;
+  };
+  EXPECT_EQ(width(rows_of(kIn, DType::f32, 3, 256), rows_of(kOut, DType::f32, 3, 256), vec(kW, DType::f32, 256)), 4);
+  // An input 8 bytes off 16: two f32 a access.
+  EXPECT_EQ(width(rows_of(kIn + 8, DType::f32, 3, 256), rows_of(kOut, DType::f32, 3, 256)), 2);
+  // A weight 4 bytes off: scalar.
+  EXPECT_EQ(width(rows_of(kIn, DType::f32, 3, 256), rows_of(kOut, DType::f32, 3, 256), vec(kW + 4, DType::f32, 256)), 1);
+  // A row stride of 258 elements: every other row is 8 bytes off.
+  const TensorView strided = TensorView::strided(fake(kIn), DType::f32, {3, 256}, {258, 1});
+  EXPECT_EQ(width(strided, rows_of(kOut, DType::f32, 3, 256)), 2);
+  const RowPlan p = plan_rows(RowOp::softmax, strided, rows_of(kOut, DType::f32, 3, 256));
+  EXPECT_EQ(p.in_stride, 258);
+  EXPECT_EQ(p.out_stride, 256);
+  // A row length that is not a multiple of the vector.
+  EXPECT_EQ(width(rows_of(kIn, DType::bf16, 3, 260), rows_of(kOut, DType::bf16, 3, 260)), 4);
+  // One row: its stride does not matter.
+  EXPECT_EQ(width(TensorView::strided(fake(kIn), DType::f16, {1, 64}, {7, 1}), rows_of(kOut, DType::f16, 1, 64)), 8);
+}
+
+TEST(ReductionPlan, RowsOfManyDimensionsAndInPlace) {
+  // [2, 3, 64] with rows 80 elements apart (a slice of a wider tensor): one stride over both dims.
+  const TensorView in = TensorView::strided(fake(kIn), DType::f32, {2, 3, 64}, {240, 80, 1});
+  const TensorView out = TensorView::contiguous(fake(kOut), DType::f32, {2, 3, 64});
+  const RowPlan p = plan_rows(RowOp::layer_norm, in, out, vec(kW, DType::f32, 64), vec(kB, DType::f32, 64), {}, 1e-5);
+  EXPECT_EQ(p.rows, 6);
+  EXPECT_EQ(p.in_stride, 80);
+  // In place (the output is the input) is allowed; so is a 0-dim tensor (one row of one element).
+  EXPECT_NO_THROW(plan_rows(RowOp::softmax, out, out));
+  const RowPlan scalar = plan_rows(RowOp::log_softmax, TensorView::contiguous(fake(kIn), DType::f64, {}),
+                                   TensorView::contiguous(fake(kOut), DType::f64, {}));
+  EXPECT_EQ(scalar.rows, 1);
+  EXPECT_EQ(scalar.n, 1);
+  // add_rms_norm writing its output over the input (vLLM's in-place form).
+  const TensorView x = rows_of(kIn, DType::bf16, 4, 4096);
+  EXPECT_NO_THROW(plan_rows(RowOp::add_rms_norm, x, x, vec(kW, DType::bf16, 4096), {}, rows_of(kRes, DType::bf16, 4, 4096), 1e-6));
+}
+
+TEST(ReductionPlan, EmptyTensorsAreANoOpWithoutADevice) {
+  // No launch, so no driver is needed: these return on a machine without a GPU.
+  for (const auto shape : {std::initializer_list<std::int64_t>{0, 64}, {64, 0}, {0}}) {
+    const TensorView in = TensorView::contiguous(nullptr, DType::f16, shape);
+    const TensorView out = TensorView::contiguous(nullptr, DType::f16, shape);
+    EXPECT_EQ(plan_rows(RowOp::softmax, in, out).rows, 0);
+    EXPECT_NO_THROW(cuinline::ops::softmax(in, out));
+    EXPECT_NO_THROW(cuinline::ops::layer_norm(in, {}, {}, out, 1e-5));
+    EXPECT_NO_THROW(cuinline::ops::add_rms_norm(in, in, {}, out, 1e-5));
+  }
+}
+
+TEST(ReductionPlan, MisuseIsRefusedBeforeAnyLaunch) {
+  const DType f = DType::f32;
+  const TensorView in = rows_of(kIn, f, 8, 512), out = rows_of(kOut, f, 8, 512);
+  const TensorView w = vec(kW, f, 512), b = vec(kB, f, 512), res = rows_of(kRes, f, 8, 512);
+  struct Bad {
+    const char* expect;
+    std::function<void()> call;
+  };
+  const Bad bads[] = {
+      {"weight f32[511] must be 1-D of the row length 512",
+       [&] { cuinline::ops::rms_norm(in, vec(kW, f, 511), out, 1e-6); }},
+      {"weight f32[1, 512] must be 1-D",
+       [&] { cuinline::ops::rms_norm(in, TensorView::contiguous(fake(kW), f, {1, 512}), out, 1e-6); }},
+      {"weight f32[512] strides (2) must be contiguous",
+       [&] { cuinline::ops::rms_norm(in, TensorView::strided(fake(kW), f, {512}, {2}), out, 1e-6); }},
+      {"bias is f16, the input f32 (mixed dtypes",
+       [&] { cuinline::ops::layer_norm(in, w, vec(kB, DType::f16, 512), out, 1e-5); }},
+      {"output is bf16, the input f32", [&] { cuinline::ops::softmax(in, rows_of(kOut, DType::bf16, 8, 512)); }},
+      {"does not have the input's shape", [&] { cuinline::ops::softmax(in, rows_of(kOut, f, 8, 256)); }},
+      {"the output overlaps the input without being the same view",
+       [&] { cuinline::ops::softmax(in, rows_of(kIn + 4 * 512, f, 8, 512)); }},
+      {"the output overlaps the weight", [&] { cuinline::ops::rms_norm(in, vec(kOut + 64, f, 512), out, 1e-6); }},
+      {"the residual overlaps the output", [&] { cuinline::ops::add_rms_norm(in, out, w, out, 1e-6); }},
+      {"the residual overlaps the input", [&] { cuinline::ops::add_rms_norm(in, in, w, in, 1e-6); }},
+      {"is not contiguous in its last dimension",
+       [&] { cuinline::ops::softmax(TensorView::strided(fake(kIn), f, {8, 512}, {1, 8}), out); }},
+      {"rows are not evenly spaced",
+       [&] {
+         cuinline::ops::softmax(TensorView::strided(fake(kIn), f, {2, 4, 512}, {5000, 512, 1}),
+                                TensorView::contiguous(fake(kOut), f, {2, 4, 512}));
+       }},
+      {"its rows overlap (row stride 256 < 512)",
+       [&] { cuinline::ops::softmax(in, TensorView::strided(fake(kOut), f, {8, 512}, {256, 1})); }},
+      {"eps must be finite and >= 0", [&] { cuinline::ops::rms_norm(in, w, out, -1e-6); }},
+      {"eps must be finite and >= 0", [&] { cuinline::ops::layer_norm(in, w, b, out, std::nan("")); }},
+      {"residual f32[8, 256] does not have the input's shape",
+       [&] { cuinline::ops::add_rms_norm(in, rows_of(kRes, f, 8, 256), w, out, 1e-6); }},
+      {"residual is a null pointer with elements",
+       [&] { cuinline::ops::add_rms_norm(in, TensorView::contiguous(nullptr, f, {8, 512}), w, out, 1e-6); }},
+      {"input is not aligned to its element size",
+       [&] { cuinline::ops::softmax(rows_of(kIn + 2, f, 8, 512), out); }},
+      {"input is a null pointer with elements", [&] { cuinline::ops::softmax(rows_of(0, f, 8, 512), out); }},
+  };
+  for (const Bad& bad : bads) {
+    const std::string message = refusal(bad.call);
+    EXPECT_NE(message.find(bad.expect), std::string::npos) << "expected '" << bad.expect << "', got '" << message << "'";
+  }
+  // The planner refuses what the ops do not take.
+  EXPECT_NE(refusal([&] { plan_rows(RowOp::softmax, in, out, w); }).find("takes no weight"), std::string::npos);
+  EXPECT_NE(refusal([&] { plan_rows(RowOp::rms_norm, in, out, w, b, {}, 1e-6); }).find("takes no bias"),
+            std::string::npos);
+  EXPECT_EQ(cuinline::ops::reduction_stats().launches, 0u);
+}
+
+TEST(ReductionPlan, CApiRefusesWithItsMessage) {
+  const std::int64_t shape[2] = {8, 512}, wshape[1] = {500};
+  const cuinline_tensor in{fake(kIn), CUINLINE_F32, 2, shape, nullptr};
+  const cuinline_tensor out{fake(kOut), CUINLINE_F32, 2, shape, nullptr};
+  const cuinline_tensor w{fake(kW), CUINLINE_F32, 1, wshape, nullptr};
+  const cuinline_tensor half_out{fake(kOut), CUINLINE_F16, 2, shape, nullptr};
+  EXPECT_EQ(cuinline_rms_norm(&in, &w, &out, 1e-6, nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cuinline_last_error()).find("row length 512"), std::string::npos) << cuinline_last_error();
+  EXPECT_EQ(cuinline_layer_norm(&in, nullptr, &w, &out, 1e-5, nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cuinline_softmax(&in, &half_out, nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cuinline_last_error()).find("mixed dtypes"), std::string::npos);
+  EXPECT_EQ(cuinline_log_softmax(&in, nullptr, nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cuinline_add_rms_norm(&in, &in, nullptr, &out, 1e-6, nullptr), CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cuinline_last_error()).find("residual overlaps the input"), std::string::npos);
+  const std::int64_t empty[2] = {0, 512};
+  const cuinline_tensor e_in{nullptr, CUINLINE_BF16, 2, empty, nullptr};
+  EXPECT_EQ(cuinline_softmax(&e_in, &e_in, nullptr), CUINLINE_SUCCESS);
+}
+
+TEST(ReductionVariant, NamesAndChecks) {
+  RowVariant v{RowOp::layer_norm, DType::bf16, RowForm::block, 8, 16, 1024};
+  EXPECT_EQ(v.name(), "layer_norm<bf16,block,v8,e16,t1024>");
+  EXPECT_EQ(cuinline::ops::kernel_name(v), "rd_regs<4, ew_bf16, 8, 16, 1024>");
+  EXPECT_NO_THROW(v.validate());
+  EXPECT_EQ((RowVariant{RowOp::rms_norm, DType::f64, RowForm::looped, 2, 2, 1024}).name(), "rms_norm<f64,looped,v2>");
+  EXPECT_EQ(cuinline::ops::kernel_name(RowVariant{RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 1024}),
+            "rd_long<0, float, 4, 1024>");
+  const RowVariant split{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 8, 32, 256};
+  EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e32,t256>");
+  EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 32, 256>");
+  EXPECT_NO_THROW(split.validate());
+  const RowVariant bads[] = {
+      {RowOp::softmax, DType::f32, RowForm::warp, 8, 8, 32},     // 32 bytes an access
+      {RowOp::softmax, DType::f32, RowForm::warp, 4, 2, 32},     // fewer elements than one access
+      {RowOp::softmax, DType::f32, RowForm::warp, 1, 64, 32},    // beyond the warp form's registers
+      {RowOp::softmax, DType::f32, RowForm::block, 4, 4, 64},    // too few threads for the block form
+      {RowOp::softmax, DType::f64, RowForm::block, 2, 16, 256},  // f64 holds 8 a thread
+      {RowOp::softmax, DType::f32, RowForm::block, 4, 12, 256},  // not a power of two
+      {RowOp::softmax, DType::f32, RowForm::looped, 4, 8, 1024},
+      {RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 512},
+      {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 16, 256},
+      {RowOp::softmax, DType::f32, RowForm::split_write, 4, 32, 1024},
+  };
+  for (const RowVariant& bad : bads) {
+    EXPECT_THROW(bad.validate(), InvalidArgument) << bad.name();
+    EXPECT_THROW(cuinline::ops::make_request(bad), InvalidArgument) << bad.name();
+  }
+  // Equal variants give equal requests (one cache entry); different ones differ.
+  const auto r1 = cuinline::ops::make_request(v), r2 = cuinline::ops::make_request(v);
+  EXPECT_EQ(r1.source, r2.source);
+  EXPECT_EQ(r1.name_expressions, r2.name_expressions);
+  v.threads = 512;
+  EXPECT_NE(cuinline::ops::make_request(v).name_expressions, r1.name_expressions);
+}
+
+// Every form (warp, block, split's two kernels, looped; 16-byte and scalar accesses) of every dtype
+// compiles for sm_90 at its largest register footprint (the most elements a thread), the five ops in
+// turn; and each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in turn. (One kernel is
+// 0.2-0.9 s of ptxas: the test keeps to 24.)
+TEST(ReductionVariant, EveryFormCompiles) {
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90"), sm75 = cuinline::Arch::parse("sm_75");
+  int k = 0, d = 0;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    const int v = static_cast<int>(16 / cuinline::dtype_size(dt));
+    const int scalar_split = d % 2 ? 1 : v, scalar_looped = d % 2 ? v : 1;  // both widths of each across the dtypes
+    const RowVariant forms[] = {
+        {RowOp::softmax, dt, RowForm::warp, v, 32, 32},
+        {RowOp::softmax, dt, RowForm::block, v, dt == DType::f64 ? 8 : 16, 1024},
+        {RowOp::softmax, dt, RowForm::split_stats, v, 32, 256},
+        {RowOp::softmax, dt, RowForm::split_write, scalar_split, 32, 256},
+        {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
+    };
+    for (const RowVariant& form : forms) {
+      RowVariant var = form;
+      var.op = ops[k++ % 5];
+      SCOPED_TRACE(var.name());
+      const cuinline::CompiledProgram program = cuinline::compile(cuinline::ops::make_request(var), sm90);
+      EXPECT_EQ(program.kind, cuinline::BinaryKind::cubin);
+      EXPECT_FALSE(program.binary.empty());
+      EXPECT_TRUE(program.lowered_name(cuinline::ops::kernel_name(var)));
+    }
+    RowVariant var = forms[d % 5];
+    var.op = ops[(d + 2) % 5];
+    ++d;
+    SCOPED_TRACE(var.name() + " sm_75");
+    EXPECT_FALSE(cuinline::compile(cuinline::ops::make_request(var), sm75).binary.empty());
+  }
+}
+
+}  // namespace

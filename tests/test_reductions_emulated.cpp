@@ -1,0 +1,374 @@
+// The row-reduction kernels (kernel_templates/reductions.cuh) run on the host: each block's threads
+// are fibers (ucontext) run in rounds by one scheduler — a thread runs until its next
+// __syncthreads or shuffle, where it yields; every thread of a block meets the same sequence of
+// them, so a round is a barrier — the kernel's __shared__ arrays shared by them, blocks one after
+// another over the grid the launch uses, with the variant,
+// arguments and grid the planner gives for host buffers (ops/reductions/plan.hpp). Every op in
+// every dtype, in each form — warp (scalar and 16-byte accesses), block (both), split (both),
+// looped (the split form's fallback) — on random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
+// special values with eps 0; against the float64 reference of the GPU tests, every 16-byte load
+// checked for alignment and every read for bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <functional>
+#include <ucontext.h>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define RD_ASAN_FIBERS 1
+#endif
+
+#include "ops/reductions/plan.hpp"
+#include "reductions_reference.hpp"
+#include "test_support.hpp"
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static  // one block runs at a time; its threads share the array
+#define CUINLINE_EW_COMMON_CUH  // its types and conversions are defined below for the host
+
+namespace {
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+Dim3 threadIdx, blockIdx;
+
+// The fibers of one block, run in rounds by the scheduler (launch below); `words` are the values a
+// warp's lanes exchange in a shuffle.
+struct Fibers {
+  ucontext_t scheduler;
+  std::vector<ucontext_t> contexts;
+  std::vector<std::vector<char>> stacks;
+  std::vector<bool> done;
+  unsigned current = 0;
+  const std::function<void()>* body = nullptr;
+  double words[32][32];
+  // AddressSanitizer follows the stack switches when told (its fiber interface): the scheduler's
+  // stack, and each context's fake stack while it is switched out.
+  const void* scheduler_bottom = nullptr;
+  std::size_t scheduler_size = 0;
+  void* scheduler_fake = nullptr;
+  std::vector<void*> fakes;
+};
+Fibers g_fibers;
+
+// Around each swapcontext: the stack being switched to (null fake_save: this context ends).
+void switching_to(void** fake_save, const void* bottom, std::size_t size) {
+#ifdef RD_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(fake_save, bottom, size);
+#else
+  (void)fake_save, (void)bottom, (void)size;
+#endif
+}
+void switched(void* fake, const void** bottom_old, std::size_t* size_old) {
+#ifdef RD_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(fake, bottom_old, size_old);
+#else
+  (void)fake, (void)bottom_old, (void)size_old;
+#endif
+}
+
+void fiber_entry() {
+  Fibers& f = g_fibers;
+  switched(nullptr, &f.scheduler_bottom, &f.scheduler_size);
+  (*f.body)();
+  f.done[f.current] = true;
+  switching_to(nullptr, f.scheduler_bottom, f.scheduler_size);  // then back to the scheduler (uc_link)
+}
+
+// Every thread of the block gets here before any goes on (see above).
+void barrier() {
+  Fibers& f = g_fibers;
+  const unsigned t = f.current;
+  switching_to(&f.fakes[t], f.scheduler_bottom, f.scheduler_size);
+  swapcontext(&f.contexts[t], &f.scheduler);
+  switched(f.fakes[t], nullptr, nullptr);
+}
+
+// The buffers of the running case: every read must fall inside one of them.
+struct Extent {
+  const void* begin;
+  std::size_t bytes;
+};
+std::vector<Extent> g_tensors;
+bool in_a_tensor(const void* p, std::size_t bytes) {
+  for (const Extent& e : g_tensors) {
+    const auto* b = static_cast<const unsigned char*>(e.begin);
+    const auto* q = static_cast<const unsigned char*>(p);
+    if (q >= b && q + bytes <= b + e.bytes) return true;
+  }
+  return false;
+}
+}  // namespace
+
+struct uint2 {
+  unsigned x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct ew_half {
+  unsigned short bits;
+};
+struct ew_bf16 {
+  unsigned short bits;
+};
+template <class S>
+struct ew_traits {
+  typedef S op;
+  static S to_op(S x) { return x; }
+  static S from_op(S x) { return x; }
+};
+template <>
+struct ew_traits<ew_half> {
+  typedef float op;
+  static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
+  static ew_half from_op(float x) { return {cuinline::test::float_to_half(x)}; }
+};
+template <>
+struct ew_traits<ew_bf16> {
+  typedef float op;
+  static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
+  static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
+};
+template <int B>
+struct ew_raw;
+template <>
+struct ew_raw<2> {
+  typedef unsigned short type;
+};
+template <>
+struct ew_raw<4> {
+  typedef unsigned type;
+};
+template <>
+struct ew_raw<8> {
+  typedef uint2 type;
+};
+template <>
+struct ew_raw<16> {
+  typedef uint4 type;
+};
+
+template <class R>
+R __ldg(const R* p) {
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % sizeof(R), 0u) << "a " << sizeof(R) << "-byte load must be aligned";
+  EXPECT_TRUE(in_a_tensor(p, sizeof(R))) << "a read outside every tensor";
+  R v;
+  std::memcpy(&v, p, sizeof(R));
+  return v;
+}
+inline float rsqrtf(float v) {
+  return 1.0f / std::sqrt(v);
+}
+inline double rsqrt(double v) {
+  return 1.0 / std::sqrt(v);
+}
+inline float __int_as_float(int v) {
+  float f;
+  std::memcpy(&f, &v, 4);
+  return f;
+}
+inline double __longlong_as_double(long long v) {
+  double d;
+  std::memcpy(&d, &v, 8);
+  return d;
+}
+template <class A>
+A __shfl_xor_sync(unsigned mask, A v, int o) {
+  EXPECT_EQ(mask, 0xffffffffu);
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  g_fibers.words[warp][lane] = static_cast<double>(v);
+  barrier();
+  const A r = static_cast<A>(g_fibers.words[warp][lane ^ static_cast<unsigned>(o)]);
+  barrier();  // every lane has read before the next shuffle writes
+  return r;
+}
+inline void __syncthreads() {
+  barrier();
+}
+
+#include "../kernel_templates/reductions.cuh"
+
+namespace {
+
+using cuinline::DType;
+using cuinline::TensorView;
+using cuinline::ops::RowForm;
+using cuinline::ops::RowOp;
+using cuinline::ops::RowVariant;
+using cuinline::test::Problem;
+
+template <class Kernel>
+void launch(Kernel kernel, unsigned grid, unsigned threads, const rd_args& a) {
+  Fibers& f = g_fibers;
+  f.contexts.resize(threads);
+  f.done.assign(threads, false);
+  f.fakes.assign(threads, nullptr);
+  if (f.stacks.size() < threads) f.stacks.resize(threads, std::vector<char>(128 << 10));
+  const std::function<void()> body = [&] { kernel(a); };
+  f.body = &body;
+  for (unsigned b = 0; b < grid; ++b) {
+    for (unsigned t = 0; t < threads; ++t) {
+      getcontext(&f.contexts[t]);
+      f.contexts[t].uc_stack.ss_sp = f.stacks[t].data();
+      f.contexts[t].uc_stack.ss_size = f.stacks[t].size();
+      f.contexts[t].uc_link = &f.scheduler;
+      makecontext(&f.contexts[t], fiber_entry, 0);
+      f.done[t] = false;
+    }
+    for (bool live = true; live;) {  // one round: every live thread to its next barrier or its end
+      live = false;
+      for (unsigned t = 0; t < threads; ++t) {
+        if (f.done[t]) continue;
+        live = true;
+        f.current = t;
+        threadIdx.x = t;
+        blockIdx.x = b;
+        switching_to(&f.scheduler_fake, f.stacks[t].data(), f.stacks[t].size());
+        swapcontext(&f.scheduler, &f.contexts[t]);
+        switched(f.scheduler_fake, nullptr, nullptr);
+      }
+    }
+  }
+}
+
+// The instantiations the cases below plan to (the test fails on any other).
+template <int kOp, class S>
+bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+  constexpr int W = static_cast<int>(16 / sizeof(S));
+  const auto is = [&](RowForm form, int width, int per_thread, int threads) {
+    return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
+  };
+  if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32>, grid, block, a), true;
+  if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32>, grid, block, a), true;
+  if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512>, grid, block, a), true;
+  if (is(RowForm::block, 1, 8, 256)) return launch(rd_regs<kOp, S, 1, 8, 256>, grid, block, a), true;
+  if (is(RowForm::looped, W, W, 1024)) return launch(rd_long<kOp, S, W, 1024>, grid, block, a), true;
+  if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024>, grid, block, a), true;
+  if (is(RowForm::split_stats, W, 32, 256)) {
+    launch(rd_split_stats<kOp, S, W, 32, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, W, 32, 256>, grid, block, a), true;
+  }
+  if (is(RowForm::split_stats, 1, 32, 256)) {
+    launch(rd_split_stats<kOp, S, 1, 32, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, 32, 256>, grid, block, a), true;
+  }
+  return false;
+}
+
+template <class S>
+bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+  switch (op) {
+    case RowOp::softmax:
+      return run<RD_SOFTMAX, S>(v, grid, block, a);
+    case RowOp::log_softmax:
+      return run<RD_LOG_SOFTMAX, S>(v, grid, block, a);
+    case RowOp::rms_norm:
+      return run<RD_RMS_NORM, S>(v, grid, block, a);
+    case RowOp::add_rms_norm:
+      return run<RD_ADD_RMS_NORM, S>(v, grid, block, a);
+    case RowOp::layer_norm:
+      return run<RD_LAYER_NORM, S>(v, grid, block, a);
+  }
+  return false;
+}
+
+// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
+// split form's two over a workspace, or its looped fallback when `looped`), checks the result.
+void emulate(Problem& p, RowForm want_form, bool looped = false) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
+  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * es);
+  for (std::size_t i = 0; i + 4 <= y.size(); i += 4) std::memcpy(&y[i], &cuinline::test::kRowPoison, 4);
+  const auto at = [&](std::vector<unsigned char>& buf) { return buf.data() + p.offset * es; };
+  const auto rows = [&](std::vector<unsigned char>& buf, std::int64_t stride) {
+    return TensorView::strided(at(buf), p.dt, {p.rows, p.n}, {stride, 1});
+  };
+  const TensorView x = rows(p.x, p.sx), out = rows(y, p.sy);
+  const TensorView w = p.has_w() ? TensorView::contiguous(at(p.w), p.dt, {p.n}) : TensorView{};
+  const TensorView b = p.has_b() ? TensorView::contiguous(at(p.b), p.dt, {p.n}) : TensorView{};
+  std::vector<unsigned char> res = p.r;  // written by add_rms_norm; p.r stays the reference's input
+  const TensorView r = p.op == RowOp::add_rms_norm ? rows(res, p.sr) : TensorView{};
+  cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps);
+  EXPECT_EQ(call.plan.variant.form, want_form) << call.plan.variant.name();
+  if (looped) call = cuinline::ops::detail::looped_fallback(call);
+  std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
+  call.args.ws = ws.data();
+  rd_args a;
+  static_assert(sizeof a == sizeof call.args, "rd_args and RowArgs differ");
+  std::memcpy(&a, &call.args, sizeof a);
+  g_tensors = {{p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), res.size()}};
+  bool ran = false;
+  switch (p.dt) {
+    case DType::f32:
+      ran = run_op<float>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      break;
+    case DType::f16:
+      ran = run_op<ew_half>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      break;
+    case DType::bf16:
+      ran = run_op<ew_bf16>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      break;
+    case DType::f64:
+      ran = run_op<double>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      break;
+  }
+  EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
+  if (ran) cuinline::test::check_rows(p, y, p.sy, res, true);
+}
+
+TEST(ReductionsEmulated, EveryFormOpAndDtype) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+  for (int d = 0; d < 4; ++d) {
+    for (int k = 0; k < 5; ++k) {
+      const DType dt = dtypes[d];
+      const RowOp op = ops[k];
+#ifdef RD_ASAN_FIBERS
+      // Under AddressSanitizer (about ten times slower here) each op runs in one dtype, the dtypes in
+      // turn: softmax f32, log_softmax f16, rms_norm bf16, add_rms_norm f64, layer_norm f32.
+      if (d != k % 4) continue;
+#endif
+      struct Shape {
+        std::int64_t rows, n, pad_x, pad_y, offset;
+        RowForm form;
+      };
+      const Shape shapes[] = {
+          {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
+          {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
+          {2, 20000, 8, 16, 0, RowForm::split_stats}, {2, 20001, 0, 1, 1, RowForm::split_stats},
+      };
+      for (const Shape& s : shapes) {
+        Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
+        p.weight = s.offset == 0;  // without weight on the misaligned rows
+        emulate(p, s.form);
+        if (s.form == RowForm::split_stats && s.offset != 0) emulate(p, s.form, true);  // the looped fallback
+      }
+      // Special values in the warp and split forms for all; in the looped form (the online softmax)
+      // for softmax in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the
+      // costly part here).
+      const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
+                          (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
+      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 20000, 0, 0, 0, RowForm::split_stats}}) {
+        Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
+        p.eps = 0;
+        cuinline::test::add_special_rows(p, rng);
+        emulate(p, s.form);
+        if (s.form == RowForm::split_stats && online) emulate(p, s.form, true);
+      }
+    }
+  }
+}
+
+}  // namespace

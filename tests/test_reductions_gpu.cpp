@@ -1,0 +1,222 @@
+// GPU tests of the row reductions against a float64 reference computed on the host: every op in
+// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), fresh random
+// data each run, special values (NaN, ±inf, a row all -inf, -0.0, subnormals, eps 0), outputs
+// poisoned before each launch (gaps between strided rows must stay poisoned), strided and
+// misaligned rows, in place, add_rms_norm's residual bit for bit, and CUDA-graph capture.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cuinline/driver.hpp>
+#include <cuinline/reductions.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reductions_reference.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using cuinline::DType;
+using cuinline::TensorView;
+using cuinline::ops::RowOp;
+using cuinline::test::bits_of;
+using cuinline::test::make_problem;
+using cuinline::test::Problem;
+using cuinline::test::random_values;
+using cuinline::test::set_bits;
+
+constexpr std::uint32_t kPoison = cuinline::test::kRowPoison;
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuinline::device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+const RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+
+struct DeviceProblem {
+  cuinline::DeviceBuffer x, y, w, b, r;
+  TensorView xv, yv, wv, bv, rv;
+};
+
+cuinline::DeviceBuffer upload(const std::vector<unsigned char>& host) {
+  cuinline::DeviceBuffer buf((host.size() + 3) / 4 * 4 + 4);
+  buf.copy_from_host(host.data(), host.size());
+  return buf;
+}
+
+TensorView rows_view(const cuinline::DeviceBuffer& buf, const Problem& p, std::int64_t stride) {
+  void* at = reinterpret_cast<unsigned char*>(buf.ptr()) + p.offset * cuinline::dtype_size(p.dt);
+  return TensorView::strided(at, p.dt, {p.rows, p.n}, {stride, 1});
+}
+
+// Device copies of p; the output poisoned, `in_place`: the output is x.
+DeviceProblem to_device(const Problem& p, bool in_place = false) {
+  DeviceProblem d;
+  d.x = upload(p.x);
+  d.xv = rows_view(d.x, p, p.sx);
+  if (!in_place) {
+    d.y = cuinline::DeviceBuffer((static_cast<std::size_t>(p.span(p.sy)) * cuinline::dtype_size(p.dt) + 3) / 4 * 4);
+    d.y.fill_u32(kPoison);
+    d.yv = rows_view(d.y, p, p.sy);
+  } else {
+    d.yv = d.xv;
+  }
+  if (p.has_w()) {
+    d.w = upload(p.w);
+    d.wv = TensorView::contiguous(reinterpret_cast<unsigned char*>(d.w.ptr()) + p.offset * cuinline::dtype_size(p.dt),
+                                  p.dt, {p.n});
+  }
+  if (p.has_b()) {
+    d.b = upload(p.b);
+    d.bv = TensorView::contiguous(reinterpret_cast<unsigned char*>(d.b.ptr()) + p.offset * cuinline::dtype_size(p.dt),
+                                  p.dt, {p.n});
+  }
+  if (p.op == RowOp::add_rms_norm) {
+    d.r = upload(p.r);
+    d.rv = rows_view(d.r, p, p.sr);
+  }
+  return d;
+}
+
+void call(const Problem& p, const DeviceProblem& d, CUstream stream = nullptr) {
+  switch (p.op) {
+    case RowOp::softmax:
+      return cuinline::ops::softmax(d.xv, d.yv, stream);
+    case RowOp::log_softmax:
+      return cuinline::ops::log_softmax(d.xv, d.yv, stream);
+    case RowOp::rms_norm:
+      return cuinline::ops::rms_norm(d.xv, d.wv, d.yv, p.eps, stream);
+    case RowOp::add_rms_norm:
+      return cuinline::ops::add_rms_norm(d.xv, d.rv, d.wv, d.yv, p.eps, stream);
+    case RowOp::layer_norm:
+      return cuinline::ops::layer_norm(d.xv, d.wv, d.bv, d.yv, p.eps, stream);
+  }
+}
+
+// The output (the input where in place) and the residual read back, checked against the reference.
+void check(const Problem& p, const DeviceProblem& d, bool in_place = false) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
+  std::vector<unsigned char> y(static_cast<std::size_t>(in_place ? p.span(p.sx) : p.span(p.sy)) * es);
+  (in_place ? d.x : d.y).copy_to_host(y.data(), y.size());
+  std::vector<unsigned char> r;
+  if (p.op == RowOp::add_rms_norm) {
+    r.resize(p.r.size());
+    d.r.copy_to_host(r.data(), r.size());
+  }
+  cuinline::test::check_rows(p, y, in_place ? p.sx : p.sy, r, !in_place);
+}
+
+class ReductionsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    cuinline::set_device(0);
+    seed_ = cuinline::test::fresh_seed();
+    rng_.seed(seed_);
+  }
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+// Each op, dtype and row length (warp, block and split forms, odd lengths on the scalar path), fresh
+// data.
+TEST_F(ReductionsGpu, RowLengthsDtypesAndOps) {
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
+  const std::int64_t lengths[] = {1, 7, 64, 128, 1000, 4096, 32768, 262144, (1 << 20) + 3};
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (std::int64_t n : lengths) {
+        const std::int64_t rows = std::clamp<std::int64_t>((std::int64_t{1} << 19) / n, 2, 37);
+        Problem p = make_problem(op, dt, rows, n, rng_);
+        p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
+        const DeviceProblem d = to_device(p);
+        call(p, d);
+        check(p, d);
+      }
+    }
+  }
+}
+
+// Strided rows (gaps poisoned and kept), rows misaligned to the vector (the scalar path), in
+// place, and absent weight / bias, in each form.
+TEST_F(ReductionsGpu, StridedMisalignedInPlaceAndOptionalParameters) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (std::int64_t n : {48, 2048, 40000}) {
+        Problem strided = make_problem(op, dt, 5, n, rng_, 24, 40, 0);
+        {
+          const DeviceProblem d = to_device(strided);
+          call(strided, d);
+          check(strided, d);
+        }
+        Problem misaligned = make_problem(op, dt, 3, n + 1, rng_, 3, 1, 1);
+        misaligned.weight = n != 2048;  // rms / layer_norm without a weight too
+        misaligned.bias = false;
+        {
+          const DeviceProblem d = to_device(misaligned);
+          call(misaligned, d);
+          check(misaligned, d);
+        }
+        Problem in_place = make_problem(op, dt, 4, n, rng_);
+        in_place.weight = false;
+        {
+          const DeviceProblem d = to_device(in_place, true);
+          call(in_place, d);
+          check(in_place, d, true);
+        }
+      }
+    }
+  }
+}
+
+// Special values, one kind a row, in each form: NaN, +inf, a row all -inf, -inf among finite
+// values, -0.0 with subnormals, all zeros; eps 0 for the norms.
+TEST_F(ReductionsGpu, SpecialValues) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (std::int64_t n : {7, 256, 3000, 20000}) {
+        const std::int64_t rows = 7;
+        Problem p = make_problem(op, dt, rows, n, rng_);
+        p.eps = 0;
+        cuinline::test::add_special_rows(p, rng_);
+        const DeviceProblem d = to_device(p);
+        call(p, d);
+        check(p, d);
+      }
+    }
+  }
+}
+
+// Each op captured into a CUDA graph, replayed on new data; the second call of a variant is a
+// map hit.
+TEST_F(ReductionsGpu, GraphCaptureAndKernelMap) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  for (RowOp op : kOps) {
+    for (std::int64_t n : {100, 5000, 70000}) {
+      Problem p = make_problem(op, DType::bf16, 6, n, rng_);
+      DeviceProblem d = to_device(p);
+      cuinline::Stream s;
+      const cuinline::ops::OpsStats before = cuinline::ops::reduction_stats();
+      cuinline::Graph g = cuinline::Graph::capture(s, [&] { call(p, d, s); });
+      // New input (and residual) in the same buffers, then the replay.
+      p.x = random_values(p.dt, p.span(p.sx), -8, 8, rng_);
+      d.x.copy_from_host(p.x.data(), p.x.size());
+      if (op == RowOp::add_rms_norm) d.r.copy_from_host(p.r.data(), p.r.size());
+      d.y.fill_u32(kPoison);
+      g.launch(s);
+      s.synchronize();
+      check(p, d);
+      call(p, d);  // eager again: the map holds the variant
+      const cuinline::ops::OpsStats after = cuinline::ops::reduction_stats();
+      EXPECT_EQ(after.launches - before.launches, 2u);
+      EXPECT_GE(after.map_hits - before.map_hits, 1u);
+    }
+  }
+}
+
+}  // namespace
