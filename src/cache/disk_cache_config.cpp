@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/log.hpp"
 #include "cuinline/cache.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace {

@@ -3,9 +3,6 @@
 // their TensorViews on the stack: no allocation beyond what the C++ call makes.
 #include "cuinline/cuinline.h"
 
-#include <spdlog/spdlog.h>
-
-#include <cstring>
 #include <cuinline/jit.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/cuinline.hpp>
@@ -164,9 +161,12 @@ cuinline_status cuinline_configure_remote_cache(const char* url, const char* key
 cuinline_status cuinline_set_log_level(const char* level) {
   return guarded([&] {
     if (level == nullptr) invalid("null log level");
-    const auto l = spdlog::level::from_str(level);
-    if (l == spdlog::level::off && std::strcmp(level, "off") != 0) invalid(std::string("unknown log level '") + level + "'");
-    cuinline::logger()->set_level(l);
+    const auto l = cuinline::parse_log_level(level);
+    if (!l) {
+      invalid(std::string("unknown log level '") + level +
+              "' (trace, debug, info, warn, error, critical, off)");
+    }
+    cuinline::set_log_level(*l);
   });
 }
 
