@@ -21,6 +21,7 @@
 #include "driver/driver_api.hpp"
 #include "elementwise_reference.hpp"
 #include "log_capture.hpp"
+#include "ops/conv2d/tiling.hpp"
 #include "test_support.hpp"
 
 namespace {
