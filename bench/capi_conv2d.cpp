@@ -10,6 +10,8 @@
 #include <exception>
 #include <string>
 
+#include "ops/conv2d/tiling.hpp"
+
 namespace {
 
 thread_local std::string g_last_error;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/elementwise/plan.hpp"
+
 namespace {
 
 thread_local std::string last_error;

@@ -15,6 +15,7 @@
 
 #include "../tests/elementwise_reference.hpp"  // float -> f16 / bf16 bits (round to nearest even)
 #include "driver/driver_api.hpp"
+#include "ops/conv2d/tiling.hpp"
 
 using namespace cuinline;
 using namespace cuinline::ops;

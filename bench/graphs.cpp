@@ -20,6 +20,7 @@
 
 #include "driver/driver_api.hpp"
 #include "driver/tensor_access.hpp"
+#include "ops/elementwise/plan.hpp"
 
 namespace {
 

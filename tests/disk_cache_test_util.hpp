@@ -4,8 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +22,7 @@
 #include "cache/disk_cache_entry.hpp"
 #include "cuinline/cache.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
+#include "log_capture.hpp"
 
 namespace cuinline::test {
 
@@ -125,31 +123,6 @@ inline std::string reseal(std::string bytes) {
   bytes.replace(bytes.size() - 32, 32, reinterpret_cast<const char*>(sum.data()), 32);
   return bytes;
 }
-
-/// Collects everything logged while alive; restores the default logger afterwards.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1024)) {
-    auto log = std::make_shared<spdlog::logger>("cuinline", sink_);
-    log->set_level(spdlog::level::debug);
-    set_logger(log);
-  }
-  ~LogCapture() { set_logger(nullptr); }
-  std::size_t count(spdlog::level::level_enum level) const {
-    std::size_t n = 0;
-    for (const auto& msg : sink_->last_raw()) n += msg.level == level ? 1 : 0;
-    return n;
-  }
-  std::size_t warnings() const { return count(spdlog::level::warn); }
-  std::string text() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 inline std::string tool_path(const std::string& name) {
   return std::string(CUINLINE_TEST_TOOLS_DIR) + "/" + name;

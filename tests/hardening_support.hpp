@@ -5,8 +5,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,7 +24,7 @@
 
 #include "cache/disk_cache_entry.hpp"
 #include "cuinline/cache.hpp"
-#include "cuinline/log.hpp"
+#include "log_capture.hpp"
 
 namespace cuinline::test {
 
@@ -163,32 +161,5 @@ inline std::string reseal(std::string bytes) {
 inline void put_u32_at(std::string& bytes, std::size_t offset, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
 }
-
-/// Captures what cuinline logs while alive (warnings and above are counted).
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096)) {
-    auto log = std::make_shared<spdlog::logger>("cuinline", sink_);
-    log->set_level(spdlog::level::debug);
-    set_logger(log);
-  }
-  ~LogCapture() { set_logger(nullptr); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  std::size_t warnings() const {
-    std::size_t n = 0;
-    for (const auto& msg : sink_->last_raw()) n += msg.level >= spdlog::level::warn ? 1 : 0;
-    return n;
-  }
-  std::string text() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 }  // namespace cuinline::test

@@ -1,8 +1,9 @@
 /* The C API from C (C11, no GPU needed): version, configuration before first use and refused
- * after it, load_inline for sm_90 through the cache (compile, then memory hit), the calls that need a
- * driver returning CUINLINE_ERROR_DRIVER with a message when there is none, and bad input
- * (null pointers, bad dtype, bad op text, too many tensors, bad precision) returning
- * CUINLINE_ERROR_INVALID_ARGUMENT with a message. Prints "N passed, M failed". */
+ * after it, a log sink with its user data, load_inline for sm_90 through the cache (compile, then
+ * memory hit), the calls that need a driver returning CUINLINE_ERROR_DRIVER with a message when there
+ * is none, bad input (null pointers, bad dtype, bad op text, too many tensors, bad precision) and
+ * cuinline_conv2d_run's size rule returning CUINLINE_ERROR_INVALID_ARGUMENT with a message. Prints
+ * "N passed, M failed". */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <cuinline/cuinline.h>
 #include <stdio.h>
@@ -21,6 +22,20 @@ static int passed = 0, failed = 0;
               cuinline_last_error());                                                       \
     }                                                                                       \
   } while (0)
+
+/* What the log sink saw: messages, those naming the test's program at debug level, those whose
+ * length is the NUL-terminated text's, and the set_log_sink calls refused from inside the sink. */
+typedef struct log_seen {
+  int messages, named, terminated, refused;
+} log_seen;
+
+static void on_log(int level, const char* message, size_t length, void* user_data) {
+  log_seen* seen = (log_seen*)user_data;
+  ++seen->messages;
+  if (level == CUINLINE_LOG_DEBUG && strstr(message, "capi_test") != NULL) ++seen->named;
+  if (strlen(message) == length) ++seen->terminated;
+  if (cuinline_set_log_sink(NULL, NULL) == CUINLINE_ERROR_INVALID_ARGUMENT) ++seen->refused;
+}
 
 int main(void) {
   char dir[] = "/tmp/cuinline-capi-XXXXXX";
@@ -51,8 +66,16 @@ int main(void) {
   o.device = -1;
   o.arch = "sm_90";
   cuinline_module m = NULL;
+  /* The first compile logs at debug level: into the sink, with its user data. */
+  log_seen seen = {0, 0, 0, 0};
+  EXPECT(cuinline_set_log_sink(on_log, &seen) == CUINLINE_SUCCESS);
+  EXPECT(cuinline_set_log_level("debug") == CUINLINE_SUCCESS);
   EXPECT(cuinline_load_inline(&o, &m) == CUINLINE_SUCCESS);
   EXPECT(m != NULL);
+  EXPECT(cuinline_set_log_sink(NULL, NULL) == CUINLINE_SUCCESS);
+  EXPECT(cuinline_set_log_level("error") == CUINLINE_SUCCESS);
+  EXPECT(seen.named >= 1);
+  EXPECT(seen.messages > 0 && seen.terminated == seen.messages && seen.refused == seen.messages);
   cuinline_cache_stats s;
   EXPECT(cuinline_get_cache_stats(&s) == CUINLINE_SUCCESS);
   EXPECT(s.compiles == 1);
@@ -140,6 +163,52 @@ int main(void) {
   EXPECT(cuinline_conv2d_ex(&x, &w, NULL, NULL, &y, NULL, NULL, NULL, 1, "relu|add(in1)", &ch5, 1, NULL, NULL) ==
          CUINLINE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cuinline_last_error(), "not a per-channel vector of the 4 output channels") != NULL);
+  /* cuinline_conv2d_run: the struct's size rule first, then the checks of the older entry points. */
+  cuinline_conv2d_params cp = CUINLINE_CONV2D_PARAMS_INIT;
+  cp.input = &x, cp.weight = &w, cp.output = &y, cp.epilogue = "relu", cp.precision = "fp64";
+  EXPECT(cuinline_conv2d_run(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  cuinline_conv2d_params tiny = cp;
+  tiny.size = 2 * sizeof(void*);
+  EXPECT(cuinline_conv2d_run(&tiny) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "less than the first version's") != NULL);
+  tiny.size = 0;
+  EXPECT(cuinline_conv2d_run(&tiny) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "params.size is 0") != NULL);
+  /* A newer header's larger struct: accepted while the fields this library does not know are zero
+   * (the call then gets as far as the precision, which it refuses), refused when one is set. */
+  struct {
+    cuinline_conv2d_params known;
+    uint64_t newer_field;
+  } grown;
+  memset(&grown, 0, sizeof grown);
+  grown.known = cp;
+  grown.known.size = sizeof grown;
+  EXPECT(cuinline_conv2d_run(&grown.known) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "fp64") != NULL);
+  grown.newer_field = 1;
+  EXPECT(cuinline_conv2d_run(&grown.known) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "is not zero") != NULL);
+  /* The checks of the older entry points, through the struct: a missing tensor, groups (0 is the
+   * default, 1), the per-channel operands. */
+  cp.precision = NULL;
+  cp.weight = NULL;
+  EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "conv2d weight: null tensor descriptor") != NULL);
+  cp.weight = &w;
+  cp.groups = 2;
+  EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "groups 2") != NULL);
+  cp.groups = -1;
+  EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "groups must be positive") != NULL);
+  cp.groups = 0;
+  cp.epilogue = "relu|add(in1)";
+  cp.channel_operands = &ch5, cp.num_channel_operands = 1;
+  EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "not a per-channel vector of the 4 output channels") != NULL);
+  cp.num_channel_operands = 5;
+  EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(cuinline_last_error(), "num_channel_operands must be 0-4") != NULL);
   EXPECT(cuinline_get_cache_stats(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
 
   cuinline_kernel_release(k);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_test_support.hpp"
+#include "ops/conv2d/tiling.hpp"
 
 namespace {
 

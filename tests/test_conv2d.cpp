@@ -11,6 +11,8 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "ops/conv2d/tiling.hpp"
+
 namespace {
 
 using cuinline::DType;

@@ -12,6 +12,8 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "ops/conv2d/tiling.hpp"
+
 namespace {
 
 using cuinline::DType;

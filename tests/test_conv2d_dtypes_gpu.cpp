@@ -22,6 +22,7 @@
 
 #include "conv2d_past_limits.hpp"
 #include "elementwise_reference.hpp"
+#include "ops/conv2d/tiling.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv2d/tiling.hpp"
 #include "test_support.hpp"
 
 namespace {

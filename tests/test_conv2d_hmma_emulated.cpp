@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "elementwise_reference.hpp"
+#include "ops/conv2d/tiling.hpp"
 
 #define CUINLINE_CONV2D_HMMA_EMULATED 1
 #define __device__

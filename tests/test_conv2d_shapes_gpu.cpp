@@ -1,12 +1,17 @@
 // conv2d on random valid shapes (non-square filters and images, stride, padding, dilation, bias or
-// not, a residual or not, each precision) against a float64 CPU reference, outputs poisoned first: relative L2 error
-// <= 1e-5 for fp32, <= 5e-5 for tf32x3, <= 5e-3 for tf32. Skips without a device.
+// not, a residual or not, each precision) against a float64 CPU reference, outputs poisoned first:
+// relative L2 error <= 1e-5 for fp32, <= 5e-5 for tf32x3, <= 5e-3 for tf32; and the C API's conv2d
+// entry point against the C++ call. Skips without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cuinline/conv2d.hpp>
+#include <cuinline/cuinline.h>
 #include <cuinline/driver.hpp>
 #include <random>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -146,6 +151,101 @@ TEST(Conv2dShapesGpu, Tf32x3KeepsFp32AccuracyOnLongReductions) {
       EXPECT_LE(err, 1e-5);  // NaN (an unwritten output) fails too
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The C API's entry point, cuinline_conv2d_run, and the older cuinline_conv2d_ex it replaces run the
+// kernel the C++ call runs: the same bits, on a call that uses every field of the struct (bias,
+// residual, a per-channel operand, groups, stride, padding, dilation, precision), and a call with
+// every field left at its default (zero) value against the C++ call's defaults.
+TEST(Conv2dShapesGpu, TheCEntryPointComputesWhatTheCppCallComputes) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto fresh = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = normal(rng);
+    DeviceBuffer d(n * 4);
+    d.copy_from_host(v.data(), n * 4);
+    return d;
+  };
+  const std::int64_t n = 2, cin = 8, h = 13, w = 11, cout = 12, groups = 2;
+  Conv2dParams p;
+  p.stride_h = 1, p.stride_w = 2, p.pad_h = 1, p.pad_w = 2, p.dilation_h = 2;
+  p.groups = static_cast<int>(groups);
+  const std::int64_t oh = conv2d_out_extent(h, 3, p.stride_h, p.pad_h, p.dilation_h);
+  const std::int64_t ow = conv2d_out_extent(w, 3, p.stride_w, p.pad_w, p.dilation_w);
+  const std::int64_t ow1 = conv2d_out_extent(w, 3, 1, 0, 1), oh1 = conv2d_out_extent(h, 3, 1, 0, 1);
+  DeviceBuffer x = fresh(n * cin * h * w), wg = fresh(cout * (cin / groups) * 9), w1 = fresh(cout * cin * 9),
+               b = fresh(cout), r = fresh(n * cout * oh * ow), m = fresh(cout);
+  const auto view = [](const DeviceBuffer& d, std::initializer_list<std::int64_t> shape) {
+    return TensorView::contiguous(reinterpret_cast<void*>(d.ptr()), DType::f32, shape);
+  };
+  // The C descriptors of the same buffers (contiguous: strides NULL).
+  const std::int64_t xs[4] = {n, cin, h, w}, wgs[4] = {cout, cin / groups, 3, 3}, w1s[4] = {cout, cin, 3, 3},
+                     bs[1] = {cout}, ys[4] = {n, cout, oh, ow}, y1s[4] = {n, cout, oh1, ow1};
+  const auto ctensor = [](const DeviceBuffer& d, int ndim, const std::int64_t* shape) {
+    return cuinline_tensor{reinterpret_cast<void*>(d.ptr()), CUINLINE_F32, ndim, shape, nullptr};
+  };
+  const cuinline_tensor cx = ctensor(x, 4, xs), cwg = ctensor(wg, 4, wgs), cw1 = ctensor(w1, 4, w1s),
+                        cb = ctensor(b, 1, bs), cr = ctensor(r, 4, ys), cm = ctensor(m, 1, bs);
+  const Op epilogue = parse_op("relu|mul(in1)");
+  Stream stream;
+  const auto result = [&](const DeviceBuffer& y) {
+    stream.synchronize();
+    std::vector<std::uint32_t> bits(y.bytes() / 4);
+    y.copy_to_host(bits.data(), y.bytes());
+    return bits;
+  };
+  const auto poisoned = [](std::size_t elements) {
+    DeviceBuffer y(elements * 4);
+    y.fill_u32(0x7fbadbadu);
+    return y;
+  };
+
+  DeviceBuffer want = poisoned(n * cout * oh * ow), got = poisoned(n * cout * oh * ow),
+               old = poisoned(n * cout * oh * ow);
+  conv2d(view(x, {n, cin, h, w}), view(wg, {cout, cin / groups, 3, 3}), view(b, {cout}),
+         view(want, {n, cout, oh, ow}), p, epilogue, stream, Conv2dPrecision::tf32x3,
+         view(r, {n, cout, oh, ow}), {view(m, {cout})});
+  const int stride[2] = {p.stride_h, p.stride_w}, padding[2] = {p.pad_h, p.pad_w},
+            dilation[2] = {p.dilation_h, p.dilation_w};
+  const cuinline_tensor cgot = ctensor(got, 4, ys), cold = ctensor(old, 4, ys);
+  cuinline_conv2d_params cp = CUINLINE_CONV2D_PARAMS_INIT;
+  cp.input = &cx, cp.weight = &cwg, cp.output = &cgot, cp.bias = &cb, cp.residual = &cr;
+  cp.stride = stride, cp.padding = padding, cp.dilation = dilation, cp.groups = static_cast<int>(groups);
+  cp.channel_operands = &cm, cp.num_channel_operands = 1;
+  cp.epilogue = "relu|mul(in1)", cp.precision = "tf32x3";
+  cp.stream = stream.get();
+  ASSERT_EQ(cuinline_conv2d_run(&cp), CUINLINE_SUCCESS) << cuinline_last_error();
+  ASSERT_EQ(cuinline_conv2d_ex(&cx, &cwg, &cb, &cr, &cold, stride, padding, dilation,
+                               static_cast<int>(groups), "relu|mul(in1)", &cm, 1, "tf32x3", stream.get()),
+            CUINLINE_SUCCESS)
+      << cuinline_last_error();
+  const std::vector<std::uint32_t> expected = result(want);
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), 0x7fbadbadu), 0) << "every output written";
+  EXPECT_EQ(result(got), expected) << "cuinline_conv2d_run";
+  EXPECT_EQ(result(old), expected) << "cuinline_conv2d_ex";
+
+  // Every optional field at zero: no bias, residual or operands, stride / dilation 1, no padding,
+  // groups 1, no epilogue, fp32, the legacy default stream.
+  DeviceBuffer want1 = poisoned(n * cout * oh1 * ow1), got1 = poisoned(n * cout * oh1 * ow1);
+  conv2d(view(x, {n, cin, h, w}), view(w1, {cout, cin, 3, 3}), {}, view(want1, {n, cout, oh1, ow1}), {},
+         Op::chain({}), nullptr);
+  const cuinline_tensor cgot1 = ctensor(got1, 4, y1s);
+  cuinline_conv2d_params defaults;
+  std::memset(&defaults, 0, sizeof defaults);
+  defaults.size = sizeof defaults;
+  defaults.input = &cx, defaults.weight = &cw1, defaults.output = &cgot1;
+  ASSERT_EQ(cuinline_conv2d_run(&defaults), CUINLINE_SUCCESS) << cuinline_last_error();
+  const std::vector<std::uint32_t> expected1 = result(want1);
+  EXPECT_EQ(std::count(expected1.begin(), expected1.end(), 0x7fbadbadu), 0) << "every output written";
+  EXPECT_EQ(result(got1), expected1) << "cuinline_conv2d_run with its defaults";
 }
 
 }  // namespace

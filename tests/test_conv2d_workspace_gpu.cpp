@@ -8,21 +8,20 @@
 // path again on the same context and are still right. One process holds the device's memory: the
 // test runs alone (RUN_SERIAL in tests/CMakeLists.txt). Skips without a device.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
-#include <cuinline/log.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "driver/driver_api.hpp"
 #include "elementwise_reference.hpp"
+#include "log_capture.hpp"
+#include "ops/conv2d/tiling.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -177,20 +176,16 @@ TEST(Conv2dWorkspaceGpu, CallsWithoutAWorkspaceRunTheDirectKernel) {
   ASSERT_GT(th.stage_channels, 0) << "the f16 NCHW call is expected to stage its input";
   ASSERT_TRUE(ts.transpose_input && ts.transpose_output) << "the f32 channels-last call is expected to transpose";
 
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto mine = std::make_shared<spdlog::logger>("workspace-test", sink);
-  mine->set_level(spdlog::level::warn);
-  set_logger(mine);
+  std::string log;
   Stream stream;
   {
+    test::LogCapture captured(LogLevel::warn);
     MemoryHog hog(std::size_t{32} << 20);
     ASSERT_GT(hog.pieces(), 0u);
     run_and_check(half, stream, "f16 NCHW, no workspace");
     run_and_check(single, stream, "f32 channels-last, no workspace");
+    log = captured.text();
   }
-  set_logger(nullptr);
-  const std::string log = captured.str();
   std::printf("%s", log.c_str());
   EXPECT_NE(log.find("use their direct kernels instead"), std::string::npos) << log;
   // The memory back: the same calls take their workspace path again, on the same context.

@@ -8,6 +8,8 @@
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 
+#include "ops/elementwise/plan.hpp"
+
 namespace {
 
 using cuinline::DType;

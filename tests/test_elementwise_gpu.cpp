@@ -13,6 +13,7 @@
 #include <set>
 
 #include "elementwise_reference.hpp"
+#include "ops/elementwise/plan.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "driver/driver_api.hpp"
 #include "gpu_case_support.hpp"
+#include "ops/conv2d/tiling.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {

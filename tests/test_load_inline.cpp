@@ -1,13 +1,18 @@
-// load_inline and the two-tier KernelCache on a machine with or without a GPU (offline sm_90).
+// load_inline and the two-tier KernelCache on a machine with or without a GPU (offline sm_90), and
+// logging through the application's sink (include/cuinline/log.hpp).
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "cuinline/cuinline.hpp"
+#include "log_capture.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {
@@ -244,23 +249,99 @@ TEST(LoadInline, HeadersAndDefinesReachTheProgram) {
   EXPECT_EQ(cache.stats().compiles, 2u);
 }
 
-TEST(LoadInline, VerboseLogsThroughReplaceableLogger) {
+TEST(LoadInline, VerboseLogsThroughTheApplicationsSink) {
   TempDir dir;
   KernelCache cache(config_in(dir));
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto mine = std::make_shared<spdlog::logger>("host-app", sink);
-  mine->set_level(spdlog::level::info);
-  set_logger(mine);
   InlineOptions o = saxpy_options(cache);
   o.verbose = true;
+  {
+    test::LogCapture log(LogLevel::info);
+    load_inline(o);
+    load_inline(o);
+    const std::string text = log.text();
+    EXPECT_NE(text.find("[info] load_inline 'saxpy': compiled for sm_90"), std::string::npos) << text;
+    EXPECT_NE(text.find("[info] load_inline 'saxpy': memory hit"), std::string::npos) << text;
+    EXPECT_EQ(log.count(LogLevel::debug), 0u) << "below the level: never delivered\n" << text;
+  }
+  test::LogCapture later(LogLevel::warn);
   load_inline(o);
+  EXPECT_EQ(later.text(), "") << "info messages are dropped at level warn";
+}
+
+// The sink is the whole public logging surface: levels by name, the level filter, a sink that is
+// replaced and restored, and the misuse it refuses.
+TEST(Log, LevelsByName) {
+  for (LogLevel l : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
+                     LogLevel::critical, LogLevel::off}) {
+    EXPECT_EQ(parse_log_level(to_string(l)), l) << to_string(l);
+  }
+  EXPECT_EQ(parse_log_level("warning"), LogLevel::warn);
+  EXPECT_EQ(parse_log_level("err"), LogLevel::error);
+  EXPECT_EQ(parse_log_level("loud"), std::nullopt);
+  EXPECT_EQ(parse_log_level(""), std::nullopt);
+  EXPECT_THROW(set_log_level(static_cast<LogLevel>(7)), InvalidArgument);
+  EXPECT_THROW(set_log_level(static_cast<LogLevel>(-1)), InvalidArgument);
+}
+
+TEST(Log, SinkGetsEveryMessageFromEveryThreadOneAtATime) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  InlineOptions o = saxpy_options(cache);
+  o.verbose = true;
+  std::atomic<int> inside{0}, overlaps{0}, messages{0};
+  set_log_sink([&](LogLevel level, std::string_view text) {
+    if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+    if (level == LogLevel::info && text.find(" ms (key ") != std::string_view::npos) messages.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    inside.fetch_sub(1);
+  });
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::info);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) threads.emplace_back([&] { load_inline(o); });
+  for (auto& t : threads) t.join();
+  set_log_sink(nullptr);
+  set_log_level(before);
+  EXPECT_EQ(messages.load(), 8) << "one verbose line a call";
+  EXPECT_EQ(overlaps.load(), 0) << "calls of the sink never overlap";
+}
+
+TEST(Log, SetLogSinkFromInsideTheSinkIsRefused) {
+  TempDir dir;
+  KernelCache cache(config_in(dir));
+  InlineOptions o = saxpy_options(cache);
+  o.verbose = true;
+  std::string refused;
+  set_log_sink([&](LogLevel, std::string_view) {
+    try {
+      set_log_sink(nullptr);
+    } catch (const InvalidArgument& e) {
+      refused = e.what();
+    }
+  });
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::info);
   load_inline(o);
-  set_logger(nullptr);
-  const std::string text = captured.str();
-  EXPECT_NE(text.find("load_inline 'saxpy': compiled for sm_90"), std::string::npos) << text;
-  EXPECT_NE(text.find("load_inline 'saxpy': memory hit"), std::string::npos) << text;
-  EXPECT_NE(logger().get(), mine.get());
+  set_log_sink(nullptr);
+  set_log_level(before);
+  EXPECT_NE(refused.find("set_log_sink called from inside the log sink"), std::string::npos) << refused;
+}
+
+// CUINLINE_LOG_LEVEL is read when cuinline first logs: each case runs in a fresh process.
+TEST(LogDeathTest, LevelComesFromTheEnvironment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_LOG_LEVEL", "error", 1);
+        std::exit(log_level() == LogLevel::error ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_LOG_LEVEL", "loud", 1);
+        std::exit(log_level() == LogLevel::warn ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "CUINLINE_LOG_LEVEL='loud' is not a level");
 }
 
 TEST(Driver, WithoutDriverEverythingStartsAndGpuCallsThrowClearly) {

@@ -299,9 +299,4 @@ class DiskCache final : public StorageTier {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Checks one entry file on its own (used by verify and by the fuzz target). When `expected` is
-/// given, the key inside must equal it. On ok, fills `out` if non-null.
-EntryCheck check_entry_bytes(std::string_view bytes, const CacheKey* expected, CompiledProgram* out,
-                             DiskEntryInfo* info = nullptr);
-
 }  // namespace cuinline

@@ -86,8 +86,27 @@ CUINLINE_C_API cuinline_status cuinline_configure_cache(const char* directory, u
  *  leaves the remote tier off with one warning (the local tiers work as before). Composes with
  *  cuinline_configure_cache. */
 CUINLINE_C_API cuinline_status cuinline_configure_remote_cache(const char* url, const char* key_file);
-/** Log level: "trace", "debug", "info", "warn", "error", "critical", "off". */
+/** Log level: "trace", "debug", "info", "warn", "error", "critical", "off" (default warn, or the
+ *  CUINLINE_LOG_LEVEL environment variable's). Messages below it are dropped. */
 CUINLINE_C_API cuinline_status cuinline_set_log_level(const char* level);
+
+/* The levels a log sink receives (include/cuinline/log.hpp's LogLevel). */
+typedef enum cuinline_log_level {
+  CUINLINE_LOG_TRACE = 0,
+  CUINLINE_LOG_DEBUG = 1,
+  CUINLINE_LOG_INFO = 2,
+  CUINLINE_LOG_WARN = 3,
+  CUINLINE_LOG_ERROR = 4,
+  CUINLINE_LOG_CRITICAL = 5,
+  CUINLINE_LOG_OFF = 6
+} cuinline_log_level;
+/* Receives one message: level (a cuinline_log_level value), the text (NUL-terminated, no trailing
+ * newline, valid during the call only) and its length, and the user_data given to
+ * cuinline_set_log_sink. Called from cuinline's threads too, one message at a time. */
+typedef void (*cuinline_log_fn)(int level, const char* message, size_t length, void* user_data);
+/** Sends every message that passes the log level to fn (NULL: back to stderr, the default). Must not
+ *  be called from inside fn (INVALID_ARGUMENT). */
+CUINLINE_C_API cuinline_status cuinline_set_log_sink(cuinline_log_fn fn, void* user_data);
 /** Counters of the default cache. */
 CUINLINE_C_API cuinline_status cuinline_get_cache_stats(cuinline_cache_stats* out);
 
@@ -156,28 +175,65 @@ CUINLINE_C_API cuinline_status cuinline_kernel_launch(cuinline_kernel kernel, co
  *  "expr(x > 0 ? x : x * s; s=0.01)". 1-8 inputs, 1-4 outputs, PyTorch broadcasting. */
 CUINLINE_C_API cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, int num_inputs,
                                               const cuinline_tensor* outputs, int num_outputs, void* stream);
-/** output = epilogue(conv2d(input, weight) + bias [+ residual]) (one dtype for all tensors: f32, f16,
- *  bf16 or f64 (computed in double); each 4-D tensor of any strides, read in place where contiguous NCHW or channels-last NHWC,
- *  through a compact copy otherwise, see conv2d.hpp; input, residual and output may instead be 3-D,
- *  F.conv2d's unbatched [C, H, W]). bias / residual may be NULL. stride/padding/dilation: {h, w}. epilogue: op text ("" or NULL: none). precision: "fp32"
- *  (NULL), "tf32", "tf32x3". */
+/* ---- conv2d ----------------------------------------------------------------------------------
+ * output = epilogue(conv2d(input, weight) + bias [+ residual]), in one kernel (include/cuinline/conv2d.hpp).
+ * One dtype for all tensors: f32, f16, bf16 or f64 (computed in double). Each 4-D tensor may have any
+ * strides: read in place where contiguous NCHW or channels-last NHWC, through a compact copy
+ * otherwise; input, residual and output may instead be 3-D, F.conv2d's unbatched [C, H, W].
+ *
+ * The parameters are one struct that grows at its end, so later versions add fields without new
+ * function names. `size` is sizeof(cuinline_conv2d_params) as the caller compiled it:
+ *  - a smaller size from an older header is accepted: the fields it lacks take their zero value,
+ *    which for every field is its default (a field added later keeps the old behaviour at zero);
+ *  - a size smaller than the first version's, or a larger one (a newer header) whose bytes past
+ *    the fields this library knows are not all zero, is refused with INVALID_ARGUMENT.
+ * Zero the whole struct first (= {0}, memset, or CUINLINE_CONV2D_PARAMS_INIT), then set size and
+ * the fields you need. */
+typedef struct cuinline_conv2d_params {
+  size_t size;                             /* sizeof(cuinline_conv2d_params) */
+  const cuinline_tensor* input;            /* [N, Cin, H, W] or [Cin, H, W] */
+  const cuinline_tensor* weight;           /* [Cout, Cin / groups, KH, KW] */
+  const cuinline_tensor* output;           /* [N, Cout, OH, OW] (PyTorch's output extents) */
+  const cuinline_tensor* bias;             /* [Cout]; NULL: none */
+  const cuinline_tensor* residual;         /* the output's shape, added before the epilogue; NULL: none */
+  const int* stride;                       /* {h, w}; NULL: {1, 1} */
+  const int* padding;                      /* {h, w}; NULL: {0, 0} */
+  const int* dilation;                     /* {h, w}; NULL: {1, 1} */
+  int groups;                              /* F.conv2d's groups (dividing Cin and Cout); 0: 1 */
+  int num_channel_operands;                /* 0-4, as many as the epilogue reads */
+  const cuinline_tensor* channel_operands; /* the epilogue's in1, in2, ... (see below) */
+  const char* epilogue;                    /* op text ("relu", "div(2)|leaky_relu(0.01)"); NULL, "": none */
+  const char* precision;                   /* "fp32" (NULL), "tf32", "tf32x3" */
+  void* stream;                            /* CUstream; NULL: the legacy default stream */
+} cuinline_conv2d_params;
+
+/* A cuinline_conv2d_params with size set and every other field at its default. */
+#define CUINLINE_CONV2D_PARAMS_INIT \
+  { sizeof(cuinline_conv2d_params), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL }
+
+/** The conv2d of `params`. Per-channel operands: operand k is the epilogue's in<k+1> ("relu|add(in1)":
+ *  relu(conv) + b2) or its expression's input k + 1 ("expr([x, m] x * m)"), each of the conv's dtype
+ *  and shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (PyTorch's (Cout, 1, 1) parameters; any stride).
+ *  Bad input (a size as above, a NULL tensor that is required, shapes, dtypes, text) is refused with
+ *  INVALID_ARGUMENT before anything is compiled or launched. */
+CUINLINE_C_API cuinline_status cuinline_conv2d_run(const cuinline_conv2d_params* params);
+
+/* The earlier conv2d entry points, kept for compatibility; deprecated: use cuinline_conv2d_run.
+ * Each is cuinline_conv2d_run with the same arguments in the struct (stride/padding/dilation may be
+ * NULL as there); their groups must be positive. */
+/** Deprecated: cuinline_conv2d_run with groups 1 and no per-channel operands. */
 CUINLINE_C_API cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                const cuinline_tensor* bias, const cuinline_tensor* residual,
                                                const cuinline_tensor* output, const int stride[2],
                                                const int padding[2], const int dilation[2], const char* epilogue,
                                                const char* precision, void* stream);
-/** cuinline_conv2d with F.conv2d's groups: the weight is [Cout, Cin / groups, KH, KW]; groups divides
- *  Cin and Cout (groups = Cin: depthwise). cuinline_conv2d is this with groups = 1. */
+/** Deprecated: cuinline_conv2d_run with no per-channel operands. */
 CUINLINE_C_API cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                        const cuinline_tensor* bias, const cuinline_tensor* residual,
                                                        const cuinline_tensor* output, const int stride[2],
                                                        const int padding[2], const int dilation[2], int groups,
                                                        const char* epilogue, const char* precision, void* stream);
-/** The general form: cuinline_conv2d_grouped whose epilogue also reads per-output-channel operands
- *  (PyTorch's (Cout, 1, 1) parameters broadcast over N, H, W): operand k is the epilogue's in<k+1>
- *  ("relu|add(in1)": relu(conv) + b2) or its expression's input k + 1 ("expr([x, m] x * m)").
- *  num_channel_operands (0-4) must equal what the epilogue reads; each operand has the conv's dtype,
- *  shape [Cout], [Cout, 1, 1] or [1, Cout, 1, 1] (any stride). The others call this. */
+/** Deprecated: cuinline_conv2d_run. */
 CUINLINE_C_API cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_tensor* weight,
                                                   const cuinline_tensor* bias, const cuinline_tensor* residual,
                                                   const cuinline_tensor* output, const int stride[2],

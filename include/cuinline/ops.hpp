@@ -353,28 +353,6 @@ void apply(const Op& op, TensorList inputs, TensorList outputs, CUstream stream 
 /// InvalidArgument as apply does.
 CompileRequest make_request(const Op& op, TensorList inputs, TensorList outputs);
 
-/// How a one-input call would run, without running it (exposed for tests and tools): the N-ary
-/// planner's answer for one input and one output. Throws InvalidArgument for bad input, exactly as
-/// the ops do.
-struct LaunchPlan {
-  Variant variant;
-  std::int64_t numel = 0;  ///< 0: nothing to launch
-  /// Contiguous: scalar elements before the first aligned vector (< vector_width), the same for the
-  /// input and the output (which share their misalignment modulo the vector; else a narrower one).
-  std::int64_t head = 0;
-  /// Blocks at one pass of 16 bytes per thread. The launch halves it (two passes a thread) when it
-  /// would need between one and two waves of resident blocks on the stream's device.
-  std::uint32_t grid = 0;
-  std::uint32_t block = 0;   ///< threads per block
-  const void* in = nullptr;
-  void* out = nullptr;
-  int ndim = 0;  ///< after merging dimensions (contiguous: 1, shape {numel}, strides 1)
-  std::int64_t shape[TensorView::kMaxDims] = {};
-  std::int64_t in_strides[TensorView::kMaxDims] = {};
-  std::int64_t out_strides[TensorView::kMaxDims] = {};
-};
-LaunchPlan plan(const Op& op, const TensorView& in, const TensorView& out);
-
 /// Counters of the ops' in-process kernel map (in front of the KernelCache).
 struct OpsStats {
   std::uint64_t launches = 0;

@@ -4,7 +4,7 @@
 
 #include <exception>
 
-#include "cuinline/log.hpp"
+#include "common/log.hpp"
 
 namespace cuinline::detail {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cache/disk_cache_impl.hpp"
+#include "common/log.hpp"
 #include "cuinline/cache.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace {

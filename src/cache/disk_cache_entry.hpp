@@ -39,3 +39,13 @@ EntryCheck check_entry_head(std::string_view head, std::uint64_t file_size, cons
 std::array<unsigned char, 32> sha256(std::string_view bytes);
 
 }  // namespace cuinline::detail
+
+namespace cuinline {
+
+/// Checks one entry file on its own (used by verify and by the fuzz target). When `expected` is
+/// given, the key inside must equal it. On ok, fills `out` if non-null. (In namespace cuinline, not
+/// detail, as the tests and the fuzz target name it.)
+EntryCheck check_entry_bytes(std::string_view bytes, const CacheKey* expected, CompiledProgram* out,
+                             DiskEntryInfo* info = nullptr);
+
+}  // namespace cuinline

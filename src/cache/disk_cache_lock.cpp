@@ -26,7 +26,7 @@
 #include <utility>
 
 #include "cache/disk_cache_impl.hpp"
-#include "cuinline/log.hpp"
+#include "common/log.hpp"
 
 namespace cuinline {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "cache/disk_cache_entry.hpp"
 #include "cache/disk_cache_impl.hpp"
+#include "common/log.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace detail {

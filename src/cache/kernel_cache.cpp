@@ -4,8 +4,8 @@
 #include <unordered_map>
 
 #include "cache/background_writer.hpp"
+#include "common/log.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 #include "cuinline/module.hpp"
 #include "cuinline/remote_cache.hpp"
 #include "driver/module_state.hpp"

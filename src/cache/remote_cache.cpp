@@ -10,8 +10,8 @@
 
 #include "cache/disk_cache_entry.hpp"
 #include "cache/remote_cache_impl.hpp"
+#include "common/log.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "cache/remote_endpoint.hpp"
+#include "common/log.hpp"
 #include "cuinline/cache.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace detail {

@@ -3,8 +3,8 @@
 
 #include <atomic>
 
+#include "common/log.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 #include "cuinline/remote_cache.hpp"
 
 namespace cuinline {

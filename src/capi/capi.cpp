@@ -3,8 +3,7 @@
 // their TensorViews on the stack: no allocation beyond what the C++ call makes.
 #include "cuinline/cuinline.h"
 
-#include <spdlog/spdlog.h>
-
+#include <cstddef>
 #include <cstring>
 #include <cuinline/jit.hpp>
 #include <cuinline/conv2d.hpp>
@@ -113,6 +112,35 @@ cuinline::CacheConfig& pending_config() {
   return *capi_config;
 }
 
+// The first version of cuinline_conv2d_params ends with `stream`; a later version appends fields.
+constexpr std::size_t kConv2dParamsFirstSize = offsetof(cuinline_conv2d_params, stream) + sizeof(void*);
+
+// The caller's struct as this library's version of it (cuinline.h: the size rule): a smaller one from
+// an older header with its missing fields zero (their defaults); a larger one from a newer header only
+// if every byte this library does not know is zero.
+cuinline_conv2d_params read_conv2d_params(const cuinline_conv2d_params* given) {
+  if (given == nullptr) invalid("cuinline_conv2d_run: null params");
+  const std::size_t size = given->size;
+  if (size < kConv2dParamsFirstSize) {
+    invalid("cuinline_conv2d_run: params.size is " + std::to_string(size) +
+            ", less than the first version's " + std::to_string(kConv2dParamsFirstSize) +
+            " bytes: set it to sizeof(cuinline_conv2d_params)");
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(given);
+  for (std::size_t at = sizeof(cuinline_conv2d_params); at < size; ++at) {
+    if (bytes[at] != 0) {
+      invalid(
+          "cuinline_conv2d_run: params.size is " + std::to_string(size) + " and byte " + std::to_string(at) +
+          " is not zero, but this library knows the first " + std::to_string(sizeof(cuinline_conv2d_params)) +
+          " bytes only: a field of a newer cuinline.h is set (use a newer libcuinline, or leave it zero)");
+    }
+  }
+  cuinline_conv2d_params p;
+  std::memset(&p, 0, sizeof p);
+  std::memcpy(&p, given, size < sizeof p ? size : sizeof p);
+  return p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -165,9 +193,23 @@ cuinline_status cuinline_configure_remote_cache(const char* url, const char* key
 cuinline_status cuinline_set_log_level(const char* level) {
   return guarded([&] {
     if (level == nullptr) invalid("null log level");
-    const auto l = spdlog::level::from_str(level);
-    if (l == spdlog::level::off && std::strcmp(level, "off") != 0) invalid(std::string("unknown log level '") + level + "'");
-    cuinline::logger()->set_level(l);
+    const auto l = cuinline::parse_log_level(level);
+    if (!l) {
+      invalid(std::string("unknown log level '") + level +
+              "' (trace, debug, info, warn, error, critical, off)");
+    }
+    cuinline::set_log_level(*l);
+  });
+}
+
+cuinline_status cuinline_set_log_sink(cuinline_log_fn fn, void* user_data) {
+  return guarded([&] {
+    if (fn == nullptr) return cuinline::set_log_sink(nullptr);
+    // The message as a NUL-terminated copy: the view the C++ sink gets is not terminated.
+    cuinline::set_log_sink([fn, user_data](cuinline::LogLevel level, std::string_view message) {
+      const std::string text(message);
+      fn(static_cast<int>(level), text.c_str(), text.size(), user_data);
+    });
   });
 }
 
@@ -309,12 +351,46 @@ cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, in
   });
 }
 
+cuinline_status cuinline_conv2d_run(const cuinline_conv2d_params* params) {
+  return guarded([&] {
+    const cuinline_conv2d_params p = read_conv2d_params(params);
+    if (p.num_channel_operands < 0 || p.num_channel_operands > cuinline::ops::kMaxConv2dChannelOperands) {
+      invalid("cuinline_conv2d_run: num_channel_operands must be 0-" +
+              std::to_string(cuinline::ops::kMaxConv2dChannelOperands) + ", got " +
+              std::to_string(p.num_channel_operands));
+    }
+    if (p.num_channel_operands > 0 && p.channel_operands == nullptr) {
+      invalid("cuinline_conv2d_run: channel_operands is NULL but num_channel_operands is " +
+              std::to_string(p.num_channel_operands));
+    }
+    std::vector<cuinline::TensorView> operands;
+    for (int k = 0; k < p.num_channel_operands; ++k) {
+      operands.push_back(view_of(&p.channel_operands[k], "conv2d channel operand"));
+    }
+    cuinline::ops::Conv2dParams cp;
+    cp.groups = p.groups == 0 ? 1 : p.groups;
+    if (p.stride) cp.stride_h = p.stride[0], cp.stride_w = p.stride[1];
+    if (p.padding) cp.pad_h = p.padding[0], cp.pad_w = p.padding[1];
+    if (p.dilation) cp.dilation_h = p.dilation[0], cp.dilation_w = p.dilation[1];
+    const cuinline::ops::Op epi =
+        p.epilogue == nullptr || *p.epilogue == '\0' ? cuinline::ops::Op::chain({}) : op_of(p.epilogue);
+    const cuinline::ops::Conv2dPrecision prec = p.precision == nullptr
+                                                    ? cuinline::ops::Conv2dPrecision::fp32
+                                                    : cuinline::ops::parse_conv2d_precision(p.precision);
+    cuinline::ops::conv2d(view_of(p.input, "conv2d input"), view_of(p.weight, "conv2d weight"),
+                          p.bias ? view_of(p.bias, "conv2d bias") : cuinline::TensorView{},
+                          view_of(p.output, "conv2d output"), cp, epi, static_cast<CUstream>(p.stream), prec,
+                          p.residual ? view_of(p.residual, "conv2d residual") : cuinline::TensorView{},
+                          operands);
+  });
+}
+
 cuinline_status cuinline_conv2d(const cuinline_tensor* input, const cuinline_tensor* weight, const cuinline_tensor* bias,
                                 const cuinline_tensor* residual, const cuinline_tensor* output, const int stride[2],
                                 const int padding[2], const int dilation[2], const char* epilogue,
                                 const char* precision, void* stream) {
-  return cuinline_conv2d_grouped(input, weight, bias, residual, output, stride, padding, dilation, 1, epilogue,
-                                 precision, stream);
+  return cuinline_conv2d_ex(input, weight, bias, residual, output, stride, padding, dilation, 1, epilogue,
+                            nullptr, 0, precision, stream);
 }
 
 cuinline_status cuinline_conv2d_grouped(const cuinline_tensor* input, const cuinline_tensor* weight,
@@ -332,34 +408,17 @@ cuinline_status cuinline_conv2d_ex(const cuinline_tensor* input, const cuinline_
                                    const int dilation[2], int groups, const char* epilogue,
                                    const cuinline_tensor* channel_operands, int num_channel_operands,
                                    const char* precision, void* stream) {
-  return guarded([&] {
-    if (num_channel_operands < 0 || num_channel_operands > cuinline::ops::kMaxConv2dChannelOperands) {
-      invalid("cuinline_conv2d_ex: num_channel_operands must be 0-" +
-              std::to_string(cuinline::ops::kMaxConv2dChannelOperands) + ", got " +
-              std::to_string(num_channel_operands));
-    }
-    if (num_channel_operands > 0 && channel_operands == nullptr) {
-      invalid("cuinline_conv2d_ex: channel_operands is NULL but num_channel_operands is " +
-              std::to_string(num_channel_operands));
-    }
-    std::vector<cuinline::TensorView> operands;
-    for (int k = 0; k < num_channel_operands; ++k) {
-      operands.push_back(view_of(&channel_operands[k], "conv2d channel operand"));
-    }
-    cuinline::ops::Conv2dParams p;
-    p.groups = groups;
-    if (stride) p.stride_h = stride[0], p.stride_w = stride[1];
-    if (padding) p.pad_h = padding[0], p.pad_w = padding[1];
-    if (dilation) p.dilation_h = dilation[0], p.dilation_w = dilation[1];
-    const cuinline::ops::Op epi =
-        epilogue == nullptr || *epilogue == '\0' ? cuinline::ops::Op::chain({}) : op_of(epilogue);
-    const cuinline::ops::Conv2dPrecision prec =
-        precision == nullptr ? cuinline::ops::Conv2dPrecision::fp32 : cuinline::ops::parse_conv2d_precision(precision);
-    cuinline::ops::conv2d(view_of(input, "conv2d input"), view_of(weight, "conv2d weight"),
-                          bias ? view_of(bias, "conv2d bias") : cuinline::TensorView{}, view_of(output, "conv2d output"),
-                          p, epi, static_cast<CUstream>(stream), prec,
-                          residual ? view_of(residual, "conv2d residual") : cuinline::TensorView{}, operands);
+  // groups 0 is the struct's default (1); here, as before the struct, it is refused.
+  const cuinline_status checked = guarded([&] {
+    if (groups < 1) invalid("cuinline_conv2d: groups must be positive, got " + std::to_string(groups));
   });
+  if (checked != CUINLINE_SUCCESS) return checked;
+  cuinline_conv2d_params p = CUINLINE_CONV2D_PARAMS_INIT;
+  p.input = input, p.weight = weight, p.output = output, p.bias = bias, p.residual = residual;
+  p.stride = stride, p.padding = padding, p.dilation = dilation, p.groups = groups;
+  p.channel_operands = channel_operands, p.num_channel_operands = num_channel_operands;
+  p.epilogue = epilogue, p.precision = precision, p.stream = stream;
+  return cuinline_conv2d_run(&p);
 }
 
 cuinline_status cuinline_softmax(const cuinline_tensor* input, const cuinline_tensor* output, void* stream) {

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/log.hpp"
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline {
 namespace {

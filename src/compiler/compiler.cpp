@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cuinline/compiler.hpp>
 #include <cuinline/error.hpp>
-#include <cuinline/log.hpp>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/log.hpp"
 #include "compiler/diagnostics.hpp"
 #include "compiler/options.hpp"
 

@@ -3,9 +3,10 @@
 #include <cstdlib>
 #include <cuinline/compiler.hpp>
 #include <cuinline/error.hpp>
-#include <cuinline/log.hpp>
 #include <filesystem>
 #include <system_error>
+
+#include "common/log.hpp"
 
 namespace cuinline {
 namespace detail {

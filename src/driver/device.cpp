@@ -3,9 +3,9 @@
 #include <string>
 #include <utility>
 
+#include "common/log.hpp"
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 #include "driver/driver_api.hpp"
 
 namespace cuinline {

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <type_traits>
 
+#include "common/log.hpp"
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 
 namespace cuinline::detail {
 namespace {

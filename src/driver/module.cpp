@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "common/log.hpp"
 #include "cuinline/driver.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/log.hpp"
 #include "driver/module_state.hpp"
 
 namespace cuinline {

@@ -5,11 +5,11 @@
 #include <atomic>
 #include <cstdint>
 #include <cuinline/driver.hpp>
-#include <cuinline/log.hpp>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "driver/driver_api.hpp"
 
 namespace cuinline::detail {

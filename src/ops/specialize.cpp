@@ -18,13 +18,13 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <cuinline/log.hpp>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/log.hpp"
 #include "driver/driver_api.hpp"
 
 namespace cuinline {

@@ -4,6 +4,8 @@
 #include <cuinline/conv2d.hpp>
 #include <string>
 
+#include "ops/conv2d/tiling.hpp"
+
 namespace cuinline::ops::conv2d_impl {
 
 inline int ceil_div(std::int64_t a, std::int64_t b) {

@@ -8,12 +8,12 @@
 #include <cuinline/driver.hpp>
 #include <cuinline/jit.hpp>
 #include <cuinline/error.hpp>
-#include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "common/log.hpp"
 #include "driver/tensor_access.hpp"
 #include "driver/workspace.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"

@@ -6,10 +6,10 @@
 // KernelCache::get (SHA-256 key, memory / disk tier, NVRTC).
 #include <cuinline/error.hpp>
 #include <cuinline/jit.hpp>
-#include <cuinline/log.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 
+#include "common/log.hpp"
 #include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/plan.hpp"
 #include "ops/elementwise/variant.hpp"

@@ -1,0 +1,152 @@
+#pragma once
+// How a conv2d variant is split into blocks: the tiling that one selector, conv2d_tiling, chooses on
+// the host and that is rendered into the kernel's source. Internal: the public API (conv2d.hpp) is
+// the variant and the call; tests, benchmarks and the conv2d sources read the tiling from here.
+#include <cuinline/conv2d.hpp>
+
+namespace cuinline::ops {
+
+/// The most dynamic shared memory a block may use on the target's archs (bytes).
+unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept;
+
+/// How a variant is split into blocks (chosen on the host; rendered into the source).
+struct Conv2dTiling {
+  int threads_x = 0, threads_y = 0, channel_groups = 0;  ///< block = threads_x * threads_y * channel_groups
+  int pixels_per_thread = 0;                             ///< consecutive output columns per thread
+  int channels_per_thread = 0;                           ///< output channels per thread
+  int ci_chunk = 0;                                      ///< input channels per shared-memory stage
+  int ci_unroll = 0;
+  int min_blocks = 0;  ///< resident blocks per multiprocessor asked of ptxas (caps registers)
+  /// 0: one buffer per stage; 1: row-tile pipeline (all channels in one stage, the next row
+  /// tile's input copied during this one's math); 2: channel-chunk pipeline (the next chunk's
+  /// input and weights copied during this chunk's math); 3 (tensor cores): row streaming (one
+  /// output row a step, weights staged once, input rows in a ring: each row stages only the input
+  /// rows the previous one did not read, two rows ahead); 4 (fp32 3 x 3, stride 1): Winograd
+  /// F(2x2, 3x3), the next tile row's input copied during this one's transform and products.
+  int pipeline = 0;
+  /// Most row tiles one block computes in turn (pipelines 1 and 3, the halo and window forms; else
+  /// 1): an upper bound, the launch picks the number from the batch size and the device.
+  int row_tiles = 0;
+  int tiles_x = 0, tiles_y = 0;
+  unsigned shared_bytes = 0;  ///< dynamic shared memory per block
+  /// Tensor-core modes (tf32, tf32x3): the block is warps_m x warps_n warps; each warp computes
+  /// m_tiles 16-pixel x n_tiles 8-channel mma tiles; the block's pixels are tile_rows output rows
+  /// x tile_cols output columns. The fields above that describe FMA threads are 0 then.
+  bool tensor_cores = false;
+  int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
+  int kh_unroll = 0;  ///< unroll of the filter-row loop (tensor-core kernel)
+  int kw_unroll = 0;  ///< unroll of the filter-column loop (tensor-core kernel): kernel_w or 1
+  /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
+  /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
+  int out_stage = 0;
+  /// fp32 3 x 3 stride-1 filters with 8 input channels (pipeline 4): Winograd F(m x m, 3x3), m =
+  /// winograd_tile (2; 4 with CUINLINE_CONV2D_WINOGRAD=4). The block is threads_y warps along the
+  /// tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
+  /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / m tiles of m x m outputs
+  /// x channels_per_thread channels; tiles_y counts tile rows (m output rows each).
+  bool winograd = false;
+  int winograd_tile = 0;  ///< m of a Winograd tiling (2 or 4), else 0
+  /// F(2x2) products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32
+  /// FMA: every F(2x2) tiling unless CUINLINE_CONV2D_WINOGRAD_TC=0 (the Winograd kernel needs sm_80
+  /// either way: cp.async).
+  bool winograd_tc = false;
+  /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
+  /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x
+  /// n_tiles mma tiles over tile_cols consecutive pixels of the flattened OH x OW plane (tile_rows =
+  /// 1, tiles_x blocks an image) x block_channels() output channels; a k step is ci_chunk input
+  /// channels (16, 32 or 64; channels padded to 16) of one filter tap, double-buffered (pipeline 2).
+  bool half_mma = false;
+  /// half_mma variants whose input or weight is not channels-last with a multiple of 8 channels
+  /// (an NCHW model, an RGB first layer), from CUINLINE_CONV2D_STAGE's size on: 0, or the channels
+  /// (Cin rounded up to 8, zeros past Cin) of channels-last copies of the input (stage_input)
+  /// and / or the weight (stage_weight) that a staging kernel writes into stream-ordered scratch
+  /// memory before the conv, which then reads them with cp.async. The other fields are the tiling
+  /// of that conv.
+  int stage_channels = 0;
+  bool stage_input = false, stage_weight = false;
+  /// half_mma variants in the cp.async form (channels-last input and weight, Cin % 8 == 0, 16-byte
+  /// aligned; or staged): the wgmma tiling — one warpgroup (warps_m = 4, warps_n = 1) of m_tiles
+  /// 64-pixel wgmma tiles x block_channels() channels, tiles swizzled for wgmma, `stages` cp.async
+  /// buffers. Compiled for an arch-specific target (sm_90a: wgmma.mma_async); on any other arch the
+  /// same tiling runs on mma.sync.
+  bool wgmma = false;
+  int stages = 0;
+  /// The wgmma tiling's halo form (up to 8 input channels, column stride 1, no residual; any layout,
+  /// never staged): a tile is tile_cols consecutive columns of one output row (tiles_x = 1, tiles_y =
+  /// OH x ceil(OW / tile_cols) tiles an image); a block computes up to row_tiles tiles in turn (the
+  /// launch picks how many), every k step's weights staged once (stages = 1); a tile's input window
+  /// (every filter tap's rows, 8 channels a pixel) is staged once in shared memory, each tap's A
+  /// tile read from it in place.
+  bool halo = false;
+  /// The wgmma tiling's window form (more than 8 input channels in the cp.async form, column stride
+  /// 1, no residual, output rows of a multiple of 64 columns that a tile's tile_cols pixels cover
+  /// whole or in equal parts, at least stages - 1 filter taps): the input rows and columns a tile
+  /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
+  /// tile read from them in place; the k steps run chunk-major. With two or more k chunks
+  /// (row_tiles > 1) a block computes up to row_tiles of the batch's tiles in turn, the next
+  /// tile's first copies issued while this one's outputs are stored (the launch's grid:
+  /// ceil(tiles_x / its row_tiles) blocks along x).
+  bool window = false;
+  /// The wgmma tiling's batch tiles (conv2d_hmma.cuh's kBatchTiles; the cp.async form without the
+  /// halo or window forms, an output plane of at most half a two-warpgroup tile: ResNet's 7 x 7
+  /// layers): a block's tile_cols pixels are consecutive pixels of the whole batch (image-major),
+  /// not of one image, so one weight tile serves several images; one warpgroup of 128 pixels. The
+  /// launch's grid: ceil(N x OH x OW / tile_cols) blocks along x, one along z (tiles_x stays the
+  /// per-image count).
+  bool batch_tiles = false;
+  /// f32 variants in precision tf32 with at least 16 input channels, a filter of more than one tap
+  /// and Cout x taps / (stride_h x stride_w) >= 512 on an sm90-class target (unless
+  /// CUINLINE_CONV2D_TF32_WGMMA=0): the wgmma tiling above with TF32 operands (conv2d_hmma.cuh with
+  /// float storage, m64nNk8, fp32 accumulators; wgmma = true, half_mma = false). The input and
+  /// weight are always staged (stage_channels: Cin rounded up to 8, channels-last), each value
+  /// rounded to TF32 on the way; ci_chunk is 8, 16 or 32 channels (32, 64 or 128 bytes a row).
+  bool tf32_wgmma = false;
+  /// The pointwise form (conv2d_hmma.cuh's kPointwise; f16, bf16, and f32 in precision tf32): a
+  /// 1 x 1 filter, stride 1, no padding, groups 1, an NCHW input (any output layout) whose H x W
+  /// plane and input channels are whole 16-byte runs (multiples of 8 f16 / bf16 or 4 f32 elements;
+  /// at least 16 f16 / bf16 or 8 f32 channels), input and weight 16-byte aligned, on an sm_80+
+  /// target, unless CUINLINE_CONV2D_POINTWISE=0: a GEMM per image — pixels x output channels over
+  /// the input channels — whose tiles cp.async copies from the tensors as they are (no staging
+  /// copy), on mma.sync (m16n8k16 for f16 / bf16; m16n8k8 for f32, each operand rounded to TF32 as
+  /// it is read). tensor_cores is true, half_mma for f16 / bf16; the block is warps_m x warps_n
+  /// warps of m_tiles x n_tiles mma tiles over tile_cols pixels of the plane, ci_chunk channels a k
+  /// step, `stages` cp.async buffers; tiles_x counts pixel tiles x channel blocks (channel blocks
+  /// fastest: the blocks that read one input tile run together), one block column.
+  bool pointwise = false;
+  /// f32 variants with a channels-last tensor, from 2^22 multiply-adds an image (or with
+  /// CUINLINE_CONV2D_TRANSPOSE=1; =0: never): the f32 NCHW kernel of the same shape (the other
+  /// fields are its tiling, and make_request gives its module) runs on NCHW copies in stream-ordered
+  /// scratch memory. transpose_input / transpose_weight: the channels-last input / weight is copied
+  /// to NCHW first; transpose_output: the conv writes NCHW scratch that is then copied into the
+  /// channels-last output (a residual, channels-last like the output, is copied to NCHW first).
+  /// The copies are one shape-generic kernel (make_stage_request). Where no scratch memory can be
+  /// had, the call runs on the general direct kernel instead.
+  bool transpose_input = false, transpose_weight = false, transpose_output = false;
+  bool transposes() const noexcept { return transpose_input || transpose_weight || transpose_output; }
+  /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
+  /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
+  /// one pixel x channels_per_thread output channels; no shared memory.
+  bool generic = false;
+  /// The general kernel with a channels-last input, groups = Cin > 1 (depthwise) and more than 49
+  /// filter taps: a thread is one output channel of pixels_per_thread columns of a row, channels
+  /// fastest (consecutive threads read consecutive input channels); tiles_x blocks an image cover
+  /// OH x OW x Cout, one block column (channels_per_thread = 1).
+  bool channel_fast = false;
+  /// The general kernel with groups = Cin > 1 (depthwise) and up to 49 filter taps: a thread computes
+  /// pixels_per_thread consecutive output rows of one column of one output channel, columns fastest
+  /// (NCHW input) or channels fastest (channels-last input); tiles_x blocks an image cover Cout x
+  /// ceil(OH / pixels_per_thread) x OW, one block column (channels_per_thread = 1).
+  bool row_fast = false;
+  int threads() const noexcept {
+    if (tensor_cores) return 32 * warps_m * warps_n;
+    return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;
+  }
+  int block_channels() const noexcept {
+    if (tensor_cores) return 8 * warps_n * n_tiles;
+    return winograd ? channel_groups * (32 / threads_x) * channels_per_thread
+                    : channel_groups * channels_per_thread;
+  }
+};
+Conv2dTiling conv2d_tiling(const Conv2dVariant& variant);
+
+}  // namespace cuinline::ops
