@@ -38,6 +38,24 @@ std::string temp_name(const std::string& hex) {
   return std::string(detail::kTempPrefix) + hex.substr(0, 16) + suffix;
 }
 
+// Why a team cache's entry was not loaded (its seal did not open), for the log.
+const char* refusal_reason(EntryCheck check, bool signatures) {
+  if (!signatures) {
+    return "its authentication tag does not verify with the fleet key (CUINLINE_CACHE_KEY_FILE); it will be "
+           "rebuilt";
+  }
+  switch (check) {
+    case EntryCheck::unknown_key:
+      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS does not list; left in place";
+    case EntryCheck::revoked_key:
+      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS revokes; left in place";
+    case EntryCheck::bad_signature:
+      return "its signature does not verify (altered, or copied under another name); left in place";
+    default:
+      return "it is not signed (entries here must carry the signature of a trusted key); left in place";
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -61,7 +79,7 @@ EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, co
   if (read_up_to(fd, static_cast<std::size_t>(size), bytes) != 0) return EntryCheck::io_error;
   if (auth != nullptr) {
     std::string_view entry;
-    if (auth->open(*key, bytes, &entry) != AuthCheck::ok) return EntryCheck::unauthenticated;
+    return auth->entry_check(auth->open(*key, bytes, &entry));
   }
   return EntryCheck::ok;
 }
@@ -182,29 +200,31 @@ void DiskCache::Impl::open_directory() {
   log->debug("disk cache at '{}' (cap {} bytes)", shown, config.max_bytes);
 }
 
-// A team cache holds entries of every member: with a fleet key they are sealed and checked; without
-// one the cache works as before, with one warning a process that nothing authenticates its entries.
+// A team cache holds entries of every member: with a fleet key or signatures they are sealed and
+// checked; without either the cache works as before, with one warning a process that nothing
+// authenticates its entries.
 bool DiskCache::Impl::load_fleet_key() {
-  const std::filesystem::path& key_file = config.remote.key_file;
-  if (key_file.empty()) {
+  std::string error;
+  auth = detail::EntryAuth::from_config(config.remote, &error);
+  if (!auth && error.empty()) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
       logger()->warn(
-          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE): anyone who can "
-          "write it can plant machine code that runs as you; give the team a fleet key file "
-          "(docs/RELIABILITY.md)",
+          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE or "
+          "CUINLINE_CACHE_TRUSTED_KEYS): anyone who can write it can plant machine code that runs as you; "
+          "give the team a fleet key file or signed entries (docs/RELIABILITY.md)",
           directory.string());
     }
     return true;
   }
-  std::string error;
-  auth = detail::EntryAuth::from_key_file(key_file, &error);
   if (!auth) {
-    unusable_reason = "the shared cache '" + directory.string() + "' needs its fleet key: " + error;
+    unusable_reason = "the shared cache '" + directory.string() + "' needs its keys: " + error;
     logger()->warn("disk cache disabled, using the memory cache only: {}", unusable_reason);
     return false;
   }
-  logger()->debug("disk cache: shared cache '{}' sealed with key '{}'", directory.string(), auth->signing_key_id());
+  logger()->log(publishes() ? spdlog::level::debug : spdlog::level::info,
+                "disk cache: shared cache '{}' with {}{}", directory.string(), auth->describe(),
+                publishes() ? "" : ": its signed entries are used, new kernels are not written there");
   return true;
 }
 
@@ -257,16 +277,19 @@ std::uint64_t DiskCache::max_bytes() const noexcept {
 // ---- load -----------------------------------------------------------------------------------
 
 void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const struct stat* st) {
-  if (check == EntryCheck::unauthenticated) {
+  if (check == EntryCheck::unauthenticated || check == EntryCheck::unknown_key ||
+      check == EntryCheck::revoked_key || check == EntryCheck::bad_signature) {
     // A team cache with a fleet key: an entry without a valid tag was planted, altered, or sealed
-    // with a key this process does not hold. Never loaded; warned about once a process, each counted.
+    // with a key this process does not hold; it is removed. With signatures it is left in place (a
+    // machine whose list trusts a newer key may use it; `cache verify` reports it, the signer's next
+    // publish replaces it). Never loaded; warned about once a process, each counted.
     ++unauthenticated;
+    const bool signatures = auth && auth->mode() == detail::EntryAuth::Mode::signatures;
     const bool first = !unauthenticated_warned.exchange(true);
     logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
-                  "disk cache: refusing entry '{}' in '{}': its authentication tag does not verify with the "
-                  "fleet key (CUINLINE_CACHE_KEY_FILE); it will be rebuilt",
-                  name, directory.string());
-    if (st != nullptr) remove_if_same(name, st->st_dev, st->st_ino);
+                  "disk cache: refusing entry '{}' in '{}': {}", name, directory.string(),
+                  refusal_reason(check, signatures));
+    if (st != nullptr && !signatures) remove_if_same(name, st->st_dev, st->st_ino);
     return;
   }
   ++rejected_entries;
@@ -377,7 +400,7 @@ void DiskCache::Impl::note_write_failure(const char* what, int err) {
 }
 
 bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
-  if (!impl_->usable || impl_->read_only) return false;
+  if (!impl_->usable || impl_->read_only || !impl_->publishes()) return false;
   if (program.binary.empty()) {
     logger()->warn("disk cache: not storing '{}': its binary is empty", program.program_name);
     return false;
@@ -488,7 +511,8 @@ UniqueFd DiskCache::Impl::lock_byte(off_t offset, bool wait) {
 }
 
 DiskCache::KeyLock DiskCache::lock(const CacheKey& key) {
-  if (!impl_->usable) return KeyLock();
+  // A process that publishes nothing here has nothing to exclude, and no one should wait for it.
+  if (!impl_->usable || !impl_->publishes()) return KeyLock();
   // Byte 0 is the directory lock; keys spread over 2^56 bytes after it (the file stays empty).
   std::uint64_t slot = 0;
   for (int i = 0; i < 7; ++i) slot |= static_cast<std::uint64_t>(key.digest[i]) << (8 * i);

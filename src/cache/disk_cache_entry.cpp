@@ -281,6 +281,12 @@ const char* to_string(EntryCheck check) noexcept {
       return "untrusted_owner";
     case EntryCheck::unauthenticated:
       return "unauthenticated";
+    case EntryCheck::unknown_key:
+      return "unknown_key";
+    case EntryCheck::revoked_key:
+      return "revoked_key";
+    case EntryCheck::bad_signature:
+      return "bad_signature";
   }
   return "unknown";
 }

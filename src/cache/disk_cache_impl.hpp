@@ -44,8 +44,9 @@ UniqueFd walk_directory_path(const std::filesystem::path& path, const std::files
 
 /// Reads the entry file open as `fd` (a regular file of `size` bytes): with `auth`, the seal first;
 /// the entry's header checked against the size and `key` before the rest is read; with `auth`, the
-/// tag (over `key`, which must then be given). On ok the entry is bytes[entry_offset..]. A sealed
-/// file read without `auth` gives `unauthenticated` (it cannot be checked here, and is not damaged).
+/// tag or signature (over `key`, which must then be given; a failure is auth->entry_check's verdict).
+/// On ok the entry is bytes[entry_offset..]. A sealed file read without `auth` gives `unauthenticated`
+/// (it cannot be checked here, and is not damaged).
 EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
                            std::string& bytes, std::size_t& entry_offset);
 
@@ -71,7 +72,7 @@ struct DiskCache::Impl {
   std::atomic<bool> usable{false};
   std::string unusable_reason;  // set once in the constructor
   bool read_only = false;       // config.read_only, or a directory this user cannot write
-  std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key: entries sealed
+  std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key or signatures: entries sealed
 
   std::atomic<bool> write_failure_warned{false};
   std::atomic<bool> untrusted_warned{false};
@@ -93,9 +94,12 @@ struct DiskCache::Impl {
   std::atomic<std::uint64_t> lock_timeouts{0};
 
   void open_directory();
-  /// Shared mode: reads the fleet key (config.remote.key_file) into `auth`; false (unusable, with the
-  /// reason) when one is named but cannot be used.
+  /// Shared mode: reads the fleet key or the signature keys (config.remote, EntryAuth::from_config)
+  /// into `auth`; false (unusable, with the reason) when one is named but cannot be used.
   bool load_fleet_key();
+  /// False in a shared cache of signed entries for a process without the signing key: it loads
+  /// signed entries and writes none (nothing it could write would be accepted), nor takes key locks.
+  bool publishes() const noexcept { return !auth || auth->can_seal(); }
   void require_usable(const char* operation) const;
   /// Throws CacheError for a read-only cache.
   void require_writable(const char* operation) const;
