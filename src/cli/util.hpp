@@ -33,9 +33,11 @@ int terminal_columns() noexcept;
 /// the disk tier on (the command works on the disk tier whatever CUINLINE_DISABLE_DISK_CACHE says).
 CacheConfig cli_cache_config(const std::string& cache_dir);
 
-/// The remote tier as the environment configures it (CUINLINE_REMOTE_CACHE, CUINLINE_CACHE_KEY_FILE);
-/// throws Error saying why when it cannot be used (remote_cmd.cpp).
-std::unique_ptr<RemoteCache> open_remote_cache();
+/// The remote tier as `config` (by default the environment: CUINLINE_REMOTE_CACHE, CUINLINE_CACHE_KEY_FILE,
+/// CUINLINE_CACHE_SIGNING_KEY, CUINLINE_CACHE_TRUSTED_KEYS) sets it up; throws Error saying why when it
+/// cannot be used (remote_cmd.cpp).
+std::unique_ptr<RemoteCache> open_remote_cache(
+    const RemoteCacheConfig& config = RemoteCacheConfig::from_environment());
 
 /// Seconds since `start`.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
