@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "cache/entry_auth.hpp"
 #include "cache/remote_endpoint.hpp"
@@ -206,6 +208,17 @@ TEST(EntrySignature, SignVerifyAndEveryForgery) {
   EXPECT_EQ(verifier.open(key, impostor.seal(key, entry), &out), AuthCheck::bad_signature);
   // And a fleet-key process does not take a signed entry for one of its own.
   EXPECT_EQ(EntryAuth({{"ci-1", random_bytes(32)}}).open(key, sealed, &out), AuthCheck::not_sealed);
+  // One verifier serves every thread of a process (KernelCache's lookups run in parallel).
+  std::atomic<int> verified{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::string_view view;
+      for (int i = 0; i < 25; ++i) verified += verifier.open(key, sealed, &view) == AuthCheck::ok ? 1 : 0;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(verified.load(), 100);
 }
 
 TEST(EntrySignature, RotationAndRevocation) {

@@ -38,24 +38,6 @@ std::string temp_name(const std::string& hex) {
   return std::string(detail::kTempPrefix) + hex.substr(0, 16) + suffix;
 }
 
-// Why a team cache's entry was not loaded (its seal did not open), for the log.
-const char* refusal_reason(EntryCheck check, bool signatures) {
-  if (!signatures) {
-    return "its authentication tag does not verify with the fleet key (CUINLINE_CACHE_KEY_FILE); it will be "
-           "rebuilt";
-  }
-  switch (check) {
-    case EntryCheck::unknown_key:
-      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS does not list; left in place";
-    case EntryCheck::revoked_key:
-      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS revokes; left in place";
-    case EntryCheck::bad_signature:
-      return "its signature does not verify (altered, or copied under another name); left in place";
-    default:
-      return "it is not signed (entries here must carry the signature of a trusted key); left in place";
-  }
-}
-
 }  // namespace
 
 namespace detail {
@@ -288,7 +270,7 @@ void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const st
     const bool first = !unauthenticated_warned.exchange(true);
     logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
                   "disk cache: refusing entry '{}' in '{}': {}", name, directory.string(),
-                  refusal_reason(check, signatures));
+                  auth ? auth->refusal(check) : to_string(check));
     if (st != nullptr && !signatures) remove_if_same(name, st->st_dev, st->st_ino);
     return;
   }

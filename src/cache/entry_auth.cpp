@@ -308,4 +308,21 @@ EntryCheck EntryAuth::entry_check(AuthCheck check) const noexcept {
   return EntryCheck::unauthenticated;
 }
 
+const char* EntryAuth::refusal(EntryCheck check) const noexcept {
+  if (mode() == Mode::fleet_key) {
+    return "its authentication tag does not verify with the fleet key (CUINLINE_CACHE_KEY_FILE); it will be "
+           "rebuilt";
+  }
+  switch (check) {
+    case EntryCheck::unknown_key:
+      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS does not list; left in place";
+    case EntryCheck::revoked_key:
+      return "it is signed by a key CUINLINE_CACHE_TRUSTED_KEYS revokes; left in place";
+    case EntryCheck::bad_signature:
+      return "its signature does not verify (altered, or copied under another name); left in place";
+    default:
+      return "it is not signed (entries here must carry the signature of a trusted key); left in place";
+  }
+}
+
 }  // namespace cuinline::detail

@@ -100,6 +100,8 @@ class EntryAuth {
   /// The disk tier's verdict for an entry whose seal gave `check`: unauthenticated, or with signatures
   /// the more precise unknown_key, revoked_key or bad_signature.
   EntryCheck entry_check(AuthCheck check) const noexcept;
+  /// Why a team cache's entry with verdict `check` is not loaded, and what becomes of it (for the log).
+  const char* refusal(EntryCheck check) const noexcept;
 
  private:
   std::array<unsigned char, 32> tag(const AuthKey& k, const CacheKey& key, std::string_view entry) const;

@@ -61,7 +61,9 @@ int run_cache_stats_remote(const CacheOptions& options) {
   std::printf("%-12s %s of %s, eviction %s\n", "memory", format_bytes(info.used_memory).c_str(),
               info.max_memory ? format_bytes(info.max_memory).c_str() : "no limit",
               info.eviction_policy.c_str());
-  std::printf("%-12s %s\n", "signing key", remote->signing_key_id().c_str());
+  const std::string signer = remote->signing_key_id();
+  std::printf("%-12s %s\n", "signing key",
+              signer.empty() ? "none (this machine verifies only)" : signer.c_str());
   if (!recommended) {
     std::fprintf(stderr,
                  "cuinline cache stats: note: set maxmemory and maxmemory-policy allkeys-lru on this Redis "
