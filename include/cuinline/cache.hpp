@@ -71,8 +71,8 @@ struct CacheStats {
   std::uint64_t remote_write_failures = 0;  ///< publishes refused or not attempted (Redis down, OOM, read-only)
   std::uint64_t remote_errors = 0;          ///< commands that failed or were skipped while the remote tier was down
   std::uint64_t remote_rejected = 0;        ///< remote entries that were authentic but failed validation
-  /// Entries whose HMAC tag did not verify (missing, made with an unknown key, or wrong), in the remote
-  /// tier or a team disk cache with a fleet key: never loaded.
+  /// Entries whose HMAC tag or signature did not verify (missing, made with an unknown or revoked key,
+  /// or wrong), in the remote tier or a team disk cache: never loaded.
   std::uint64_t unauthenticated_entries = 0;
   std::uint64_t remote_lock_waits = 0;     ///< lookups that waited for another machine's compile
   std::uint64_t remote_lock_timeouts = 0;  ///< waits that ran out (then this process compiled itself)
@@ -83,10 +83,22 @@ struct RemoteCacheConfig {
   /// CUINLINE_REMOTE_CACHE: redis://[user:password@]host:port[/db] or unix:///path/to/redis.sock.
   /// Empty: no remote tier.
   std::string url;
-  /// CUINLINE_CACHE_KEY_FILE: the fleet key(s) that sign and verify every remote entry (lines
-  /// "<key-id> <hex secret>", the first signs; docs/RELIABILITY.md). Owned by this user, mode 0600 or
-  /// stricter. Without a usable key the remote tier is not used.
+  /// CUINLINE_CACHE_KEY_FILE: the fleet key(s) that seal and check every remote entry and every entry
+  /// of a team disk cache (lines "<key-id> <hex secret>", the first seals; docs/RELIABILITY.md). Owned
+  /// by this user, mode 0600 or stricter. Not used when entries are signed (the two files below).
+  /// Without a usable key or signature setting the remote tier is not used.
   std::filesystem::path key_file;
+  /// CUINLINE_CACHE_SIGNING_KEY: an Ed25519 private key (`cuinline key generate`) that signs the entries
+  /// this process publishes to the remote tier and a team disk cache; the warm / CI machine's. Owned by
+  /// this user, mode 0600 or stricter. Setting it or trusted_keys_file switches those tiers from the
+  /// fleet key to signatures (docs/RELIABILITY.md, "Signed entries").
+  std::filesystem::path signing_key_file;
+  /// CUINLINE_CACHE_TRUSTED_KEYS: the public keys whose signatures are accepted, one
+  /// "ed25519 <key-id> <hex key> [comment]" line each, "@revoked ed25519 ..." for a revoked one. Owned
+  /// by this user or root, writable by no one else. With this list and no signing key a process loads
+  /// signed entries and publishes none to those tiers; with a signing key and no list it trusts its
+  /// own key alone.
+  std::filesystem::path trusted_keys_file;
   /// Deadlines, not per-read timeouts (docs/RELIABILITY.md, "Deadlines"): a connect must succeed within
   /// connect_timeout (CUINLINE_REMOTE_CONNECT_TIMEOUT_MS); connect + AUTH + SELECT within connect_timeout
   /// + command_timeout; each command within command_timeout (CUINLINE_REMOTE_TIMEOUT_MS) plus 1 ms per
@@ -184,10 +196,18 @@ enum class EntryCheck {
   /// have planted it (refused unless a fleet key authenticates it: a team cache with a key file)
   untrusted_owner,
   /// a shared cache with a fleet key: the entry has no valid HMAC tag (not sealed, sealed with a key
-  /// this process does not hold, or forged / altered / copied under another name)
+  /// this process does not hold, or forged / altered / copied under another name); with signatures:
+  /// the entry is not signed (an unsealed or fleet-key entry)
   unauthenticated,
   /// a file larger than an entry may be (64 MiB): never read, whatever its header says
   too_large,
+  /// signatures: signed by a key id the trusted keys do not list (left in place: another machine may trust
+  /// it)
+  unknown_key,
+  /// signatures: signed by a key the trusted keys file revokes
+  revoked_key,
+  /// signatures: the signature does not verify (forged, altered, or copied under another name)
+  bad_signature,
 };
 const char* to_string(EntryCheck check) noexcept;
 

@@ -1,10 +1,11 @@
 #pragma once
 /// @file remote_cache.hpp
 /// The remote tier: a fleet-wide kernel cache on Redis behind the disk tier. Every entry
-/// is the disk tier's entry sealed with an HMAC-SHA256 tag under a fleet key (docs/RELIABILITY.md,
-/// "Remote cache"); a miss takes a lease (SET NX PX) so one process of the fleet compiles each key
-/// while the others wait for its entry. Redis is never a single point of failure: short deadlines,
-/// and after a failure the tier is skipped (one warning) and retried with exponential back-off.
+/// is the disk tier's entry sealed with an HMAC-SHA256 tag under a fleet key, or signed with the
+/// signer's Ed25519 key (docs/RELIABILITY.md, "Remote cache", "Signed entries"); a miss takes a
+/// lease (SET NX PX) so one process of the fleet compiles each key while the others wait for its
+/// entry. Redis is never a single point of failure: short deadlines, and after a failure the tier
+/// is skipped (one warning) and retried with exponential back-off.
 
 #include <cstdint>
 #include <cuinline/cache.hpp>
@@ -20,9 +21,11 @@ enum class RemoteEntryCheck {
   ok,
   missing,
   too_large,       ///< larger than RemoteCacheConfig::max_entry_bytes (STRLEN); not read
-  not_sealed,      ///< no authentication envelope (no tag)
-  unknown_key_id,  ///< sealed with a key id this process does not hold
+  not_sealed,      ///< no authentication envelope of this process's mode (no tag, or no signature)
+  unknown_key_id,  ///< sealed or signed with a key id this process does not hold / trust
   bad_tag,         ///< the tag does not verify (forged, damaged, or copied under another key)
+  revoked_key,     ///< signed by a key the trusted keys file revokes
+  bad_signature,   ///< the signature does not verify (forged, damaged, or copied under another key)
   bad_entry,       ///< authentic, but the entry inside fails validation (see the EntryCheck)
   wrong_type,      ///< the key holds another Redis type (a hash, a list, ...): not an entry; not read
   unavailable,     ///< Redis could not be asked
@@ -58,13 +61,15 @@ class RemoteCache final : public StorageTier {
   const std::string& unusable_reason() const noexcept;
   /// The URL without its password.
   const std::string& endpoint() const noexcept;
-  /// The id of the key new entries are signed with.
+  /// The id of the key new entries are sealed or signed with; empty when this process holds only
+  /// trusted public keys (it then publishes nothing and takes no lease).
   std::string signing_key_id() const;
 
   CacheTier tier() const noexcept override { return CacheTier::remote; }
   /// GETEX (TTL refreshed), then size, tag, entry validation; a bad entry is counted and a miss.
   std::optional<CompiledProgram> load(const CacheKey& key) override;
-  /// SET with the entry TTL; the entry is sealed with the signing key.
+  /// SET with the entry TTL; the entry is sealed with the fleet key or signed. False without writing
+  /// anything when this process only verifies.
   bool store(const CacheKey& key, const CompiledProgram& program) override;
   /// The fleet-wide compile lease of `key` (SET NX PX lock_ttl): waits up to lock_wait while another
   /// holder works, returning nullptr as soon as the entry appears or the wait runs out.

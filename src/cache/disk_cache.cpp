@@ -63,7 +63,7 @@ EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, co
   if (read_up_to(fd, static_cast<std::size_t>(size), bytes) != 0) return EntryCheck::io_error;
   if (auth != nullptr) {
     std::string_view entry;
-    if (auth->open(*key, bytes, &entry) != AuthCheck::ok) return EntryCheck::unauthenticated;
+    return auth->entry_check(auth->open(*key, bytes, &entry));
   }
   return EntryCheck::ok;
 }
@@ -194,28 +194,31 @@ bool DiskCache::Impl::prepare_private_lock_file() {
   return true;
 }
 
-// A team cache holds entries of every member: with a fleet key they are sealed and checked; without
-// one only this user's (and root's) own entries can be trusted, and the others' are misses.
+// A team cache holds entries of every member: with a fleet key or signatures they are sealed and
+// checked; without either only this user's (and root's) own entries can be trusted, and the others'
+// are misses.
 bool DiskCache::Impl::load_fleet_key() {
-  const std::filesystem::path& key_file = config.remote.key_file;
-  if (key_file.empty()) {
+  std::string error;
+  auth = detail::EntryAuth::from_config(config.remote, &error);
+  if (!auth && error.empty()) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
       logger()->warn(
-          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE): only entries "
-          "this user or root wrote are loaded, the other members' are misses (left in place); give the team "
-          "a fleet key file to share entries (docs/RELIABILITY.md)",
+          "disk cache: the shared cache '{}' is not authenticated (no CUINLINE_CACHE_KEY_FILE or "
+          "CUINLINE_CACHE_TRUSTED_KEYS): only entries this user or root wrote are loaded, the other members' are "
+          "misses (left in place); give the team a fleet key file or signed entries to share entries "
+          "(docs/RELIABILITY.md)",
           directory.string());
     }
     return true;
   }
-  std::string error;
-  auth = detail::EntryAuth::from_key_file(key_file, &error);
   if (!auth) {
-    refuse("the shared cache '" + directory.string() + "' needs its fleet key: " + error);
+    refuse("the shared cache '" + directory.string() + "' needs its keys: " + error);
     return false;
   }
-  logger()->debug("disk cache: shared cache '{}' sealed with key '{}'", directory.string(), auth->signing_key_id());
+  logger()->log(publishes() ? spdlog::level::debug : spdlog::level::info,
+                "disk cache: shared cache '{}' with {}{}", directory.string(), auth->describe(),
+                publishes() ? "" : ": its signed entries are used, new kernels are not written there");
   return true;
 }
 
@@ -270,16 +273,19 @@ std::uint64_t DiskCache::max_bytes() const noexcept {
 // ---- load -----------------------------------------------------------------------------------
 
 void DiskCache::Impl::reject(const std::string& name, EntryCheck check, const struct stat* st) {
-  if (check == EntryCheck::unauthenticated) {
+  if (check == EntryCheck::unauthenticated || check == EntryCheck::unknown_key ||
+      check == EntryCheck::revoked_key || check == EntryCheck::bad_signature) {
     // A team cache with a fleet key: an entry without a valid tag was planted, altered, or sealed
-    // with a key this process does not hold. Never loaded; warned about once a process, each counted.
+    // with a key this process does not hold; it is removed. With signatures it is left in place (a
+    // machine whose list trusts a newer key may use it; `cache verify` reports it, the signer's next
+    // publish replaces it). Never loaded; warned about once a process, each counted.
     ++unauthenticated;
+    const bool signatures = auth && auth->mode() == detail::EntryAuth::Mode::signatures;
     const bool first = !unauthenticated_warned.exchange(true);
     logger()->log(first ? spdlog::level::warn : spdlog::level::debug,
-                  "disk cache: refusing entry '{}' in '{}': its authentication tag does not verify with the "
-                  "fleet key (CUINLINE_CACHE_KEY_FILE); it will be rebuilt",
-                  name, directory.string());
-    if (st != nullptr) remove_if_same(name, st->st_dev, st->st_ino);
+                  "disk cache: refusing entry '{}' in '{}': {}", name, directory.string(),
+                  auth ? auth->refusal(check) : to_string(check));
+    if (st != nullptr && !signatures) remove_if_same(name, st->st_dev, st->st_ino);
     return;
   }
   ++rejected_entries;
@@ -401,7 +407,7 @@ void DiskCache::Impl::note_write_failure(const char* what, int err) {
 }
 
 bool DiskCache::store(const CacheKey& key, const CompiledProgram& program) {
-  if (!impl_->usable || impl_->read_only) return false;
+  if (!impl_->usable || impl_->read_only || !impl_->publishes()) return false;
   if (program.binary.empty()) {
     logger()->warn("disk cache: not storing '{}': its binary is empty", program.program_name);
     return false;

@@ -283,6 +283,12 @@ const char* to_string(EntryCheck check) noexcept {
       return "unauthenticated";
     case EntryCheck::too_large:
       return "too_large";
+    case EntryCheck::unknown_key:
+      return "unknown_key";
+    case EntryCheck::revoked_key:
+      return "revoked_key";
+    case EntryCheck::bad_signature:
+      return "bad_signature";
   }
   return "unknown";
 }

@@ -42,9 +42,10 @@ inline constexpr const char* kOwnLockFileName = "team.lock";
 
 /// Reads the entry file open as `fd` (a regular file of `size` bytes): nothing of a file over
 /// kMaxEntryBytes (too_large); with `auth`, the seal first; the entry's header checked against the
-/// size and `key` before the rest is read; with `auth`, the tag (over `key`, which must then be
-/// given). On ok the entry is bytes[entry_offset..]. A sealed file read without `auth` gives
-/// `unauthenticated` (it cannot be checked here, and is not damaged).
+/// size and `key` before the rest is read; with `auth`, the tag or signature (over `key`, which must
+/// then be given; a failure is auth->entry_check's verdict). On ok the entry is bytes[entry_offset..].
+/// A sealed file read without `auth` gives `unauthenticated` (it cannot be checked here, and is not
+/// damaged).
 EntryCheck read_entry_file(int fd, std::uint64_t size, const EntryAuth* auth, const CacheKey* key,
                            std::string& bytes, std::size_t& entry_offset);
 
@@ -77,7 +78,7 @@ struct DiskCache::Impl {
   std::atomic<bool> usable{false};
   std::string unusable_reason;  // set once in the constructor
   bool read_only = false;       // config.read_only, or a directory this user cannot write
-  std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key: entries sealed
+  std::optional<detail::EntryAuth> auth;  // a shared cache with a fleet key or signatures: entries sealed
   // A team cache (writable): the directory of this user's own lock file (kOwnLockFileName). Empty
   // when it cannot be used (one warning).
   detail::UniqueFd own_lock_dir;
@@ -109,9 +110,12 @@ struct DiskCache::Impl {
   /// Private cache: makes the lock file, or replaces one another user owns or can write. False (with
   /// refuse) when that fails.
   bool prepare_private_lock_file();
-  /// Shared mode: reads the fleet key (config.remote.key_file) into `auth`; false (unusable, with the
-  /// reason) when one is named but cannot be used.
+  /// Shared mode: reads the fleet key or the signature keys (config.remote, EntryAuth::from_config)
+  /// into `auth`; false (unusable, with the reason) when one is named but cannot be used.
   bool load_fleet_key();
+  /// False in a shared cache of signed entries for a process without the signing key: it loads
+  /// signed entries and writes none (nothing it could write would be accepted), nor takes key locks.
+  bool publishes() const noexcept { return !auth || auth->can_seal(); }
   void require_usable(const char* operation) const;
   /// Throws CacheError for a read-only cache.
   void require_writable(const char* operation) const;

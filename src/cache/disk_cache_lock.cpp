@@ -188,7 +188,8 @@ detail::HeldLock DiskCache::Impl::lock_byte(off_t offset, bool wait) {
 }
 
 DiskCache::KeyLock DiskCache::lock(const CacheKey& key) {
-  if (!impl_->usable) return KeyLock();
+  // A process that publishes nothing here has nothing to exclude, and no one should wait for it.
+  if (!impl_->usable || !impl_->publishes()) return KeyLock();
   // Byte 0 is the directory lock; keys spread over 2^56 bytes after it (the file stays empty).
   std::uint64_t slot = 0;
   for (int i = 0; i < 7; ++i) slot |= static_cast<std::uint64_t>(key.digest[i]) << (8 * i);

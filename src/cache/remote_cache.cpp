@@ -173,8 +173,12 @@ RemoteEntryCheck RemoteCache::Impl::validate(const CacheKey& key, std::string_vi
       return RemoteEntryCheck::not_sealed;
     case detail::AuthCheck::unknown_key_id:
       return RemoteEntryCheck::unknown_key_id;
+    case detail::AuthCheck::revoked_key:
+      return RemoteEntryCheck::revoked_key;
     case detail::AuthCheck::bad_tag:
       return RemoteEntryCheck::bad_tag;
+    case detail::AuthCheck::bad_signature:
+      return RemoteEntryCheck::bad_signature;
   }
   const EntryCheck check = detail::decode_entry(entry, &key, nvrtc, out, info);
   if (entry_check != nullptr) *entry_check = check;
@@ -199,17 +203,14 @@ RemoteCache::RemoteCache(RemoteCacheConfig config) : impl_(std::make_unique<Impl
     return;
   }
   d.shown = d.endpoint->shown;
-  if (d.config.key_file.empty()) {
-    d.reason =
-        "no fleet key (CUINLINE_CACHE_KEY_FILE): unauthenticated entries would let anyone who can write to "
-        "Redis run machine code on every server";
-    warn_once(key_warned, "remote cache " + d.shown + " not used: " + d.reason);
-    return;
-  }
-  d.auth = detail::EntryAuth::from_key_file(d.config.key_file, &error);
+  d.auth = detail::EntryAuth::from_config(d.config, &error);
   if (!d.auth) {
-    d.reason = error;
-    warn_once(key_warned, "remote cache " + d.shown + " not used: " + error);
+    d.reason = !error.empty()
+                   ? error
+                   : "no fleet key (CUINLINE_CACHE_KEY_FILE) and no trusted keys "
+                     "(CUINLINE_CACHE_TRUSTED_KEYS): unauthenticated entries would let anyone who can "
+                     "write to Redis run machine code on every server";
+    warn_once(key_warned, "remote cache " + d.shown + " not used: " + d.reason);
     return;
   }
   try {
@@ -219,7 +220,8 @@ RemoteCache::RemoteCache(RemoteCacheConfig config) : impl_(std::make_unique<Impl
     d.auth.reset();
     return;
   }
-  logger()->debug("remote cache at {} (key '{}')", d.shown, d.auth->signing_key_id());
+  logger()->debug("remote cache at {} ({}{})", d.shown, d.auth->describe(),
+                  d.auth->can_seal() ? "" : ": entries are loaded, none published");
 }
 
 RemoteCache::~RemoteCache() = default;
@@ -300,9 +302,10 @@ std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
       ++d.hits;
       return program;
     }
-    const bool unauthenticated = check == RemoteEntryCheck::not_sealed ||
-                                 check == RemoteEntryCheck::unknown_key_id ||
-                                 check == RemoteEntryCheck::bad_tag;
+    const bool unauthenticated =
+        check == RemoteEntryCheck::not_sealed || check == RemoteEntryCheck::unknown_key_id ||
+        check == RemoteEntryCheck::bad_tag || check == RemoteEntryCheck::revoked_key ||
+        check == RemoteEntryCheck::bad_signature;
     ++(unauthenticated ? d.unauthenticated : d.rejected);
     const bool expected = check == RemoteEntryCheck::bad_entry &&
                           (entry_check == EntryCheck::foreign || entry_check == EntryCheck::wrong_version);
@@ -314,8 +317,9 @@ std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
     }
     if (check == RemoteEntryCheck::wrong_type) why += ": not a string; not read";
     logger()->log(expected || d.bad_entry_warned.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                  "remote cache {}: refusing entry {} ({}); it will be rebuilt and replaced", d.shown,
-                  key.hex(), why);
+                  "remote cache {}: refusing entry {} ({}); {}", d.shown, key.hex(), why,
+                  d.auth->can_seal() ? "it will be rebuilt and replaced"
+                                     : "compiled here; the signer's next publish replaces it");
     return std::nullopt;
   } catch (const std::exception& e) {
     logger()->warn("remote cache {}: load failed, treating it as a miss: {}", d.shown, e.what());
@@ -325,7 +329,8 @@ std::optional<CompiledProgram> RemoteCache::load(const CacheKey& key) {
 
 bool RemoteCache::store(const CacheKey& key, const CompiledProgram& program) {
   Impl& d = *impl_;
-  if (!usable() || program.binary.empty()) return false;
+  // A verifier (trusted public keys, no signing key) publishes nothing: no one would accept it.
+  if (!usable() || !d.auth->can_seal() || program.binary.empty()) return false;
   try {
     const std::string sealed = d.auth->seal(key, detail::encode_entry(key, d.nvrtc, program));
     if (sealed.size() > d.config.max_entry_bytes) {
@@ -352,7 +357,8 @@ bool RemoteCache::store(const CacheKey& key, const CompiledProgram& program) {
 
 std::unique_ptr<TierLock> RemoteCache::lock_key(const CacheKey& key) {
   Impl& d = *impl_;
-  if (!usable()) return nullptr;
+  // A verifier publishes nothing: a lease it held would only make others wait for nothing.
+  if (!usable() || !d.auth->can_seal()) return nullptr;
   try {
     const std::string lock = d.lock_key(key), entry = d.entry_key(key), token = random_token();
     const std::string ttl = std::to_string(d.config.lock_ttl.count());

@@ -18,6 +18,10 @@ const char* to_string(RemoteEntryCheck check) noexcept {
       return "unknown_key_id";
     case RemoteEntryCheck::bad_tag:
       return "bad_tag";
+    case RemoteEntryCheck::revoked_key:
+      return "revoked_key";
+    case RemoteEntryCheck::bad_signature:
+      return "bad_signature";
     case RemoteEntryCheck::bad_entry:
       return "bad_entry";
     case RemoteEntryCheck::wrong_type:

@@ -148,6 +148,8 @@ RemoteCacheConfig RemoteCacheConfig::from_environment() {
   RemoteCacheConfig config;
   if (auto url = environment("CUINLINE_REMOTE_CACHE")) config.url = *url;
   if (auto file = environment("CUINLINE_CACHE_KEY_FILE")) config.key_file = *file;
+  if (auto file = environment("CUINLINE_CACHE_SIGNING_KEY")) config.signing_key_file = *file;
+  if (auto file = environment("CUINLINE_CACHE_TRUSTED_KEYS")) config.trusted_keys_file = *file;
   if (auto prefix = environment("CUINLINE_REMOTE_PREFIX")) config.key_prefix = *prefix;
   duration_from_environment("CUINLINE_REMOTE_CONNECT_TIMEOUT_MS", config.connect_timeout, w1);
   duration_from_environment("CUINLINE_REMOTE_TIMEOUT_MS", config.command_timeout, w2);

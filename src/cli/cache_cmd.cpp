@@ -45,7 +45,7 @@ std::string shorten(std::string text, std::size_t max) {
 // Opens the directory. `inspect` (list, stats, verify without --fix): nothing is created, not even
 // the directory or its lock file; a directory that does not exist yet is an empty cache (nullptr).
 std::unique_ptr<DiskCache> open_cache(const CacheOptions& options, bool inspect = false) {
-  CacheConfig config = cli_cache_config(options.cache_dir);
+  CacheConfig config = cache_command_config(options);
   config.create = !inspect;
   auto disk = std::make_unique<DiskCache>(config);
   if (!disk->usable()) {
@@ -75,6 +75,12 @@ std::vector<DiskEntryInfo> sorted_entries(const DiskCache& disk) {
 }
 
 }  // namespace
+
+CacheConfig cache_command_config(const CacheOptions& options) {
+  CacheConfig config = cli_cache_config(options.cache_dir);
+  if (!options.trusted_keys.empty()) config.remote.trusted_keys_file = options.trusted_keys;
+  return config;
+}
 
 int run_cache_list(const CacheOptions& options) {
   auto disk = open_cache(options, /*inspect=*/true);

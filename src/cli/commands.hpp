@@ -3,6 +3,7 @@
 // from one is a usage error (exit 2), any other cuinline::Error a failure (exit 1) — see main.cpp.
 
 #include <cstdint>
+#include <cuinline/cache.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct WarmOptions {
   std::size_t max_variants = 100000;  ///< bound on variants × archs (cli::kDefaultMaxVariants)
   bool allow_outside_paths = false;   ///< a spec may read files outside its directory (spec_confine.hpp)
   bool remote = false;  ///< fill the remote (Redis) tier as well (remote_cmd.cpp)
+  std::string signing_key;  ///< sign the entries of a team cache / Redis (else $CUINLINE_CACHE_SIGNING_KEY)
 };
 int run_warm(const WarmOptions& options);
 
@@ -33,6 +35,7 @@ struct CacheOptions {
   std::string max_bytes;  ///< prune: "500M", "1GiB", "123456"
   bool yes = false;       ///< clear: do not ask
   bool remote = false;    ///< stats/verify: the remote (Redis) tier instead of the disk
+  std::string trusted_keys;  ///< verify/pull: the trusted public keys (else $CUINLINE_CACHE_TRUSTED_KEYS)
 };
 int run_cache_list(const CacheOptions& options);
 int run_cache_stats(const CacheOptions& options);
@@ -43,6 +46,19 @@ int run_cache_clear(const CacheOptions& options);
 int run_cache_stats_remote(const CacheOptions& options);
 int run_cache_verify_remote(const CacheOptions& options);
 int run_cache_pull(const CacheOptions& options);
+
+/// The settings of the cache commands: the environment's, with --cache-dir and --trusted-keys.
+CacheConfig cache_command_config(const CacheOptions& options);
+
+struct KeyOptions {
+  std::string file;                    ///< the private key file
+  std::string id;                      ///< generate: the key id entries will carry
+  std::optional<std::string> comment;  ///< generate: the public line's comment (default user@host)
+};
+/// Creates a private key file (0600, never replacing a file) and prints its public line.
+int run_key_generate(const KeyOptions& options);
+/// Prints the public line of a private key file.
+int run_key_public(const KeyOptions& options);
 
 struct CompileOptions {
   std::string file;

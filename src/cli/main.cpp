@@ -1,4 +1,4 @@
-// The `cuinline` command: warm, cache, compile, info, run, bench (docs/cli.md).
+// The `cuinline` command: warm, cache, key, compile, info, run, bench (docs/cli.md).
 // Exit status: 0 ok; 1 a failure (compile error, failed variants, bad cache entries left, no GPU);
 // 2 a usage error (bad option, malformed spec, unreadable input) — found before anything is done.
 
@@ -97,6 +97,9 @@ int dispatch(int argc, char** argv) {
   warm_cmd->add_flag("--allow-outside-paths", warm.allow_outside_paths,
                      "Let the spec's .cu files and headers, what they #include and the files its options name "
                      "(-I, --pre-include, ...) lie outside the spec's directory");
+  warm_cmd->add_option("--signing-key", warm.signing_key,
+                       "Ed25519 private key that signs the entries of a team cache and the remote cache "
+                       "(default: $CUINLINE_CACHE_SIGNING_KEY; `cuinline key generate` makes one)");
 
   CacheOptions cache;
   auto* cache_cmd = app.add_subcommand("cache", "Inspect and maintain the disk cache");
@@ -119,6 +122,23 @@ int dispatch(int argc, char** argv) {
                        "Check the tag and checksum of every remote entry (SCAN); --fix deletes the bad ones");
   for (auto* sub : {list_cmd, stats_cmd, verify_cmd, prune_cmd, clear_cmd, pull_cmd})
     add_cache_dir(sub, cache.cache_dir);
+  for (auto* sub : {verify_cmd, pull_cmd}) {
+    sub->add_option("--trusted-keys", cache.trusted_keys,
+                    "Public keys whose signatures are accepted (default: $CUINLINE_CACHE_TRUSTED_KEYS)");
+  }
+
+  KeyOptions key;
+  auto* key_cmd = app.add_subcommand("key", "The Ed25519 key pair that signs cache entries");
+  key_cmd->require_subcommand(1);
+  auto* key_generate_cmd = key_cmd->add_subcommand(
+      "generate", "Create a private key file (mode 0600, never replacing a file) and print its public line");
+  key_generate_cmd->add_option("file", key.file, "The private key file to create")->required();
+  key_generate_cmd
+      ->add_option("--id", key.id, "Key id the signed entries carry, e.g. ci-2026-11 ([A-Za-z0-9._-])")
+      ->required();
+  key_generate_cmd->add_option("--comment", key.comment, "Comment of the public line (default: user@host)");
+  auto* key_public_cmd = key_cmd->add_subcommand("public", "Print the public line of a private key file");
+  key_public_cmd->add_option("file", key.file, "The private key file")->required();
 
   CompileOptions compile;
   auto* compile_cmd = app.add_subcommand("compile", "Compile a .cu file to CUBIN (or PTX) with NVRTC");
@@ -192,9 +212,11 @@ int dispatch(int argc, char** argv) {
     bool known = false;
     for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) known = known || sub->get_name() == first;
     if (!known) {
-      std::fprintf(stderr,
-                   "cuinline: error: unknown command '%s' (commands: warm, cache, compile, info, run, bench; see --help)\n",
-                   first.c_str());
+      std::fprintf(
+          stderr,
+          "cuinline: error: unknown command '%s' (commands: warm, cache, key, compile, info, run, bench; see "
+          "--help)\n",
+          first.c_str());
       return kExitUsage;
     }
   }
@@ -231,6 +253,8 @@ int dispatch(int argc, char** argv) {
   if (*pull_cmd) return run_cache_pull(cache);
   if (*prune_cmd) return run_cache_prune(cache);
   if (*clear_cmd) return run_cache_clear(cache);
+  if (*key_generate_cmd) return run_key_generate(key);
+  if (*key_public_cmd) return run_key_public(key);
   if (*compile_cmd) return run_compile(compile);
   if (*info_cmd) return run_info(info);
   if (*run_cmd || *bench_cmd) {

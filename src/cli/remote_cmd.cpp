@@ -14,14 +14,12 @@
 
 namespace cuinline::cli {
 
-std::unique_ptr<RemoteCache> open_remote_cache() {
-  auto remote = std::make_unique<RemoteCache>(RemoteCacheConfig::from_environment());
+std::unique_ptr<RemoteCache> open_remote_cache(const RemoteCacheConfig& config) {
+  auto remote = std::make_unique<RemoteCache>(config);
   if (!remote->usable()) {
     const std::string why = remote->unusable_reason();
     throw Error("the remote cache cannot be used: " + why +
-                (RemoteCacheConfig::from_environment().url.empty()
-                     ? " (set CUINLINE_REMOTE_CACHE=redis://host:port)"
-                     : ""));
+                (config.url.empty() ? " (set CUINLINE_REMOTE_CACHE=redis://host:port)" : ""));
   }
   return remote;
 }
@@ -63,7 +61,9 @@ int run_cache_stats_remote(const CacheOptions& options) {
   std::printf("%-12s %s of %s, eviction %s\n", "memory", format_bytes(info.used_memory).c_str(),
               info.max_memory ? format_bytes(info.max_memory).c_str() : "no limit",
               info.eviction_policy.c_str());
-  std::printf("%-12s %s\n", "signing key", remote->signing_key_id().c_str());
+  const std::string signer = remote->signing_key_id();
+  std::printf("%-12s %s\n", "signing key",
+              signer.empty() ? "none (this machine verifies only)" : signer.c_str());
   if (!recommended) {
     std::fprintf(stderr,
                  "cuinline cache stats: note: set maxmemory and maxmemory-policy allkeys-lru on this Redis "
@@ -73,7 +73,7 @@ int run_cache_stats_remote(const CacheOptions& options) {
 }
 
 int run_cache_verify_remote(const CacheOptions& options) {
-  auto remote = open_remote_cache();
+  auto remote = open_remote_cache(cache_command_config(options).remote);
   std::uint64_t checked = 0, removed = 0;
   std::size_t bad = 0;
   for (const CacheKey& key : remote->keys()) {
@@ -104,8 +104,9 @@ int run_cache_verify_remote(const CacheOptions& options) {
 }
 
 int run_cache_pull(const CacheOptions& options) {
-  auto remote = open_remote_cache();
-  DiskCache disk(cli_cache_config(options.cache_dir));
+  const CacheConfig config = cache_command_config(options);
+  auto remote = open_remote_cache(config.remote);
+  DiskCache disk(config);
   if (!disk.usable()) throw Error("the cache directory " + disk.directory().string() + " cannot be used");
   std::unordered_set<CacheKey, CacheKeyHash> present;
   for (const auto& entry : disk.list()) present.insert(entry.key);

@@ -33,9 +33,11 @@ int terminal_columns() noexcept;
 /// the disk tier on (the command works on the disk tier whatever CUINLINE_DISABLE_DISK_CACHE says).
 CacheConfig cli_cache_config(const std::string& cache_dir);
 
-/// The remote tier as the environment configures it (CUINLINE_REMOTE_CACHE, CUINLINE_CACHE_KEY_FILE);
-/// throws Error saying why when it cannot be used (remote_cmd.cpp).
-std::unique_ptr<RemoteCache> open_remote_cache();
+/// The remote tier as `config` (by default the environment: CUINLINE_REMOTE_CACHE, CUINLINE_CACHE_KEY_FILE,
+/// CUINLINE_CACHE_SIGNING_KEY, CUINLINE_CACHE_TRUSTED_KEYS) sets it up; throws Error saying why when it
+/// cannot be used (remote_cmd.cpp).
+std::unique_ptr<RemoteCache> open_remote_cache(
+    const RemoteCacheConfig& config = RemoteCacheConfig::from_environment());
 
 /// Writes `data` to `path` whole or not at all, as a new file: a unique temporary file in the same
 /// directory (created with O_CREAT | O_EXCL | O_NOFOLLOW, so nothing planted there is written

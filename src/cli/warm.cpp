@@ -260,7 +260,7 @@ static_assert(std::atomic<std::size_t>::is_always_lock_free && std::atomic<int>:
               "shared-memory counters must be lock-free");
 
 // Returns the evictions the workers did.
-std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const WarmPlan& plan,
+std::uint64_t run_worker_processes(DiskCache& disk, const RemoteCacheConfig* remote_config, const WarmPlan& plan,
                                    const std::vector<WarmJob>& jobs, int workers, Progress& progress) {
   const std::size_t bytes = sizeof(SharedPool) + jobs.size() * (sizeof(SharedJob) + kErrorBytes);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -283,7 +283,7 @@ std::uint64_t run_worker_processes(DiskCache& disk, bool use_remote, const WarmP
       if (::getppid() != parent) ::kill(::getpid(), SIGKILL);
       // Each worker has Redis connections of its own (never shared across a fork).
       std::unique_ptr<RemoteCache> remote;
-      if (use_remote) remote = std::make_unique<RemoteCache>(RemoteCacheConfig::from_environment());
+      if (remote_config != nullptr) remote = std::make_unique<RemoteCache>(*remote_config);
       for (std::size_t i = pool->next.fetch_add(1); i < jobs.size(); i = pool->next.fetch_add(1)) {
         SharedJob& slot = slots[i];
         slot.state.store(1);
@@ -372,6 +372,8 @@ int run_warm(const WarmOptions& options) {
 
   CacheConfig config = cli_cache_config(options.cache_dir);
   config.create = !options.dry_run;  // a dry run creates nothing, not even the directory or its lock file
+  if (!options.signing_key.empty()) config.remote.signing_key_file = options.signing_key;
+  const bool signs = !config.remote.signing_key_file.empty();
   DiskCache disk(config);
   if (!disk.usable()) {
     struct stat st {};
@@ -382,8 +384,27 @@ int run_warm(const WarmOptions& options) {
     return kExitFailure;
   }
   if (options.dry_run) return dry_run(&disk, disk.directory().string(), jobs);
+  // A verifier's entries would be refused by everyone, itself included: say so before compiling.
+  if (config.allow_shared_directory && !config.remote.trusted_keys_file.empty() && !signs) {
+    throw Error(
+        "the team cache " + disk.directory().string() +
+        " takes only entries signed by a trusted key (CUINLINE_CACHE_TRUSTED_KEYS is set), and this machine "
+        "holds no signing key: pass --signing-key or set CUINLINE_CACHE_SIGNING_KEY on the signing machine");
+  }
+  if (signs && !config.allow_shared_directory && !options.remote) {
+    std::fprintf(
+        stderr,
+        "cuinline warm: note: %s is a private cache (CUINLINE_CACHE_SHARED is not set): its entries are not "
+        "signed; signatures are for a team cache and the remote cache (--remote)\n",
+        disk.directory().c_str());
+  }
   // Checked before forking; the remote cache connects on first use, so nothing is shared.
-  std::unique_ptr<RemoteCache> remote = options.remote ? open_remote_cache() : nullptr;
+  std::unique_ptr<RemoteCache> remote = options.remote ? open_remote_cache(config.remote) : nullptr;
+  if (remote && remote->signing_key_id().empty()) {
+    throw Error("the remote cache " + remote->endpoint() +
+                " takes only entries signed by a trusted key, and this machine holds no signing key: pass "
+                "--signing-key or set CUINLINE_CACHE_SIGNING_KEY on the signing machine");
+  }
 
   int workers =
       options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -397,7 +418,7 @@ int run_warm(const WarmOptions& options) {
 
   std::uint64_t worker_evictions = 0;
   if (workers > 1) {
-    worker_evictions = run_worker_processes(disk, remote != nullptr, plan, jobs, workers, progress);
+    worker_evictions = run_worker_processes(disk, remote ? &config.remote : nullptr, plan, jobs, workers, progress);
   } else {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const auto job_start = std::chrono::steady_clock::now();
