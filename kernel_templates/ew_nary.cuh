@@ -155,10 +155,10 @@ __device__ __forceinline__ void ewn_vectors(const ew_nary_args& a, I head, I fir
 #define EWN_REPS_BODY 1
 #endif
 
-// U vectors a thread, from tile `tile` of the grid (EW_BLOCK * U vectors a tile).
+// U vectors a thread, from the thread's place in the grid.
 template <int U, class Sh, class F, class S, int W, class I>
-__device__ __forceinline__ void ewn_pass(const ew_nary_args& a, I head, I nv, const F& f, I tile) {
-  const I first = tile * (EW_BLOCK * U) + threadIdx.x;
+__device__ __forceinline__ void ewn_pass(const ew_nary_args& a, I head, I nv, const F& f) {
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * U) + threadIdx.x;
   if (first + (U - 1) * EW_BLOCK < nv) {
     ewn_vectors<U, false, Sh, F, S, W, I>(a, head, first, nv, f);  // the whole grid but its last block
   } else if (U > 1) {
@@ -173,12 +173,13 @@ __device__ __forceinline__ void ewn_pass(const ew_nary_args& a, I head, I nv, co
 // vectors): one 16-byte vector per thread in an exact grid reached a device-to-device copy's
 // bandwidth for relu (bench/ew_tune.cu), more work per thread or a grid-stride loop did not.
 // reps (1 or 2, from the host) doubles the vectors per thread when one would need between one and
-// two waves of resident blocks, so the launch fits in one wave (2^21 float32 ReLU on an H200:
-// 8.2 µs against 8.6 run as a loop over two tiles). The second body (both tiles' loads first) is
-// compiled for one input and one output (more operands would double the registers the loads hold)
-// and not for chains with activation steps (EWN_REPS_BODY 0): those are compute-bound at these
-// sizes (bf16 GELU on 2^22: 10.0-10.3 µs either way), and a second copy of their body cost about 30 % of
-// their NVVM and ptxas time. Every other kernel runs its one body reps times, over consecutive tiles.
+// two waves of resident blocks, so the launch fits in one wave (2^21 float32 ReLU on an H200: 8.2 µs
+// against 8.6). Compiled for one input and one output (more operands would double the registers the
+// loads hold) without activation steps (EWN_REPS_BODY 0; the host passes reps 1): those are
+// compute-bound at such sizes, and a second copy of their body cost a third of their NVVM and ptxas
+// time and slowed the kernel too (mul(0.5)|gelu on an H200: f32 on 2^21 8.4 µs against 8.7-8.8,
+// bf16 on 8192 x 28672 0.322 ms against 0.328). A uniform branch, no extra registers in the common
+// path.
 // Sh::kWide (the host's choice for an expression over one whole tensor and broadcast operands):
 // twice the vectors a thread and half the resident blocks, so the registers hold them (f32 bias +
 // GELU on an H200, bench/gelu_tune.cu: 99.1 % of a copy's bandwidth against 96.2 %).
@@ -189,14 +190,12 @@ __global__ void __launch_bounds__(EW_BLOCK, (sizeof(I) == 8 ? 4 : 8) / (Sh::kWid
   const F f;
   const I nv = (n - head) / W;
   if (NI == 1 && NO == 1 && EWN_REPS_BODY && reps == 2) {
-    // (kReps: 1 for more operands or an activation chain, so no second body is instantiated)
+    // (kReps: 1 for more operands or activation steps, so no second body is instantiated for them;
+    // the host passes reps 1 to those kernels)
     enum { kReps = NI == 1 && NO == 1 && EWN_REPS_BODY ? 2 : 1 };
-    ewn_pass<kReps * kUnroll, Sh, F, S, W, I>(a, head, nv, f, static_cast<I>(blockIdx.x));
+    ewn_pass<kReps * kUnroll, Sh, F, S, W, I>(a, head, nv, f);
   } else {
-#pragma unroll 1
-    for (int r = 0; r < reps; ++r) {
-      ewn_pass<kUnroll, Sh, F, S, W, I>(a, head, nv, f, static_cast<I>(blockIdx.x) * reps + r);
-    }
+    ewn_pass<kUnroll, Sh, F, S, W, I>(a, head, nv, f);
   }
   if (W > 1 && blockIdx.x == gridDim.x - 1) {
     const I tail = head + nv * W;

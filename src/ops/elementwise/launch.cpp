@@ -50,7 +50,7 @@ const char* const kInputNames[kMaxInputs] = {"input 0", "input 1", "input 2", "i
 const char* const kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2", "output 3"};
 
 // The specialized kernel's launch.
-void launch_specialized(const Kernel& kernel, int device, const detail::NaryPlan& p, CUstream stream) {
+void launch_specialized(const Kernel& kernel, int device, const Op& op, const detail::NaryPlan& p, CUstream stream) {
   LaunchConfig cfg;
   cfg.grid = Dim3(p.grid);
   cfg.block = Dim3(detail::kBlock);
@@ -59,10 +59,11 @@ void launch_specialized(const Kernel& kernel, int device, const detail::NaryPlan
     kernel.launch(cfg, p.args, static_cast<long long>(p.numel), p.strided);
     return;
   }
-  // Two vectors a thread when one would need one to two waves (the kernel honours it for one
-  // input and one output only).
-  const int reps =
-      p.key.inputs == 1 && p.key.outputs == 1 ? detail::reps_for(p.grid, detail::multiprocessors(device)) : 1;
+  // Two vectors a thread when one would need one to two waves: the kernel has that body for one
+  // input and one output without activation steps only (ew_nary.cuh), and runs one tile otherwise.
+  const int reps = p.key.inputs == 1 && p.key.outputs == 1 && !detail::has_function_steps(op)
+                       ? detail::reps_for(p.grid, detail::multiprocessors(device))
+                       : 1;
   cfg.grid = Dim3((p.grid + reps - 1) / reps);
   if (p.key.index64) {
     kernel.launch(cfg, p.args, static_cast<long long>(p.numel), static_cast<long long>(p.head), reps);
@@ -86,7 +87,7 @@ void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail
   const auto state = map.find(hash, device, equal, &kernel);
   if (state == ElementwiseMap::State::ready) {
     map.count_launch();
-    launch_specialized(kernel, device, p, stream);
+    launch_specialized(kernel, device, op, p, stream);
     return;
   }
   if (detail::generic_applies(op, p.key)) {
@@ -126,7 +127,7 @@ void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail
     return std::make_pair(std::move(v), k);
   });
   map.count_launch();
-  launch_specialized(specialized, device, p, stream);
+  launch_specialized(specialized, device, op, p, stream);
 }
 
 // An expression with named inputs or several outputs, or a chain over several inputs, is not a

@@ -124,10 +124,8 @@ CompileRequest make_request(const Op& op, const NaryKey& k) {
   // options are part of the request, hence of the cache key. -minimal: the templates use no CUDA
   // runtime types or device-side runtime calls; NVRTC then skips declaring them (front end 19 -> 10
   // ms for a small kernel on the build machine; identical cubins).
-  const bool functions = std::any_of(op.steps.begin(), op.steps.end(),
-                                     [](const Step& s) { return is_function_step(s.kind); });
   request.options = {"--fmad=false", "-minimal"};
-  if (functions) request.options = {"--fmad=true", "-DCUINLINE_EW_FMAD", "-minimal"};
+  if (has_function_steps(op)) request.options = {"--fmad=true", "-DCUINLINE_EW_FMAD", "-minimal"};
   request.name_expressions = {kernel_name(k)};
   return request;
 }
@@ -146,6 +144,11 @@ std::uint64_t hash_of(const Op& op, const NaryKey& key) {
   for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);
   for (const std::string& o : op.more_outputs) f.bytes(o.data(), o.size() + 1);
   return f.h;
+}
+
+
+bool has_function_steps(const Op& op) noexcept {
+  return std::any_of(op.steps.begin(), op.steps.end(), [](const Step& s) { return is_function_step(s.kind); });
 }
 
 }  // namespace detail

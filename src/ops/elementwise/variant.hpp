@@ -55,6 +55,10 @@ std::string kernel_name(const NaryKey& key);
 /// expression, kernel_name(key). Does not validate (the callers did).
 CompileRequest make_request(const Op& op, const NaryKey& key);
 
+/// Whether a chain has activation / math steps (is_function_step): compiled with contraction and
+/// CUINLINE_EW_FMAD, and its one-input kernel has no two-tile body (kernel_templates/ew_nary.cuh).
+bool has_function_steps(const Op& op) noexcept;
+
 /// The in-process map's hash of (op, key) (equality is still checked field by field).
 std::uint64_t hash_of(const Op& op, const NaryKey& key);
 
