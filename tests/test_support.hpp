@@ -1,15 +1,27 @@
 #pragma once
 // Small helpers shared by the tests: temporary directories, fresh random data, child processes.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cuinline/jit.hpp>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace cuinline::test {
+
+// A test binary's last calls may leave specializations compiling in the background (the default
+// async policy: a conv2d's or a chain's first calls). The binary waits for them before it exits,
+// so it never exits inside NVRTC's first compile of the process (docs/jit.md, "At exit").
+class SettleSpecializations : public ::testing::Environment {
+ public:
+  void TearDown() override { wait_for_specializations(); }
+};
+inline ::testing::Environment* const settle_specializations =
+    ::testing::AddGlobalTestEnvironment(new SettleSpecializations);
 
 // A fresh directory under the build tree's temp area, removed on destruction.
 class TempDir {
