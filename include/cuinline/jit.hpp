@@ -1,10 +1,12 @@
 #pragma once
 /// @file
 /// When a call waits for a compile. A never-seen variant of an op family that has a generic kernel
-/// (elementwise chains) can run at once on that kernel — its steps and constants passed as data,
-/// built with the library, results bit for bit the specialized kernel's — while the specialized
-/// kernel compiles on a bounded background pool; later calls use the specialized kernel as soon as
-/// it is loaded. docs/jit.md says when to use which policy.
+/// (elementwise chains: results bit for bit the specialized kernel's; conv2d with a chain epilogue:
+/// a direct convolution, within the dtype's rounding of the specialized kernel) can run at once on
+/// that kernel — its shapes, steps and constants passed as data, built with the library — while the
+/// specialized kernel compiles on a bounded background pool; later calls use the specialized kernel
+/// as soon as it is loaded. Before a short-lived process exits, wait_for_specializations() keeps it
+/// out of NVRTC's first compile. docs/jit.md says when to use which policy.
 #include <cstdint>
 
 namespace cuinline {
