@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""conv2d on the layers of real networks: every distinct convolution of ResNet-50 v1.5 and of a UNet
+encoder/decoder, each as the network runs it after folding batch norm (conv + bias, + the residual
+where the block adds it, + ReLU where the block has one) in one cuinline call, beside PyTorch eager
+(cuDNN, then its elementwise ops) and torch.compile, in one process, on the same buffers.
+
+Usage: conv2d_networks.py --lib build-shared/libcuinline.so [--nets resnet50,unet] [--dtypes f16,bf16]
+                          [--batches 1,8,32] [--compile-batches 32] [--samples 30] [--out networks.md]
+                          [--only SUBSTRING]
+
+Every tensor channels-last (model.to(memory_format=torch.channels_last)). The L2 is flushed (a
+256 MiB write) before every timed call; CUDA events around the call alone, median of --samples after
+warm-up. cuinline gets torch's data pointers and stream through the C API (cuinline_conv2d_run),
+under the sync JIT policy (the specialized kernel is what is timed). Correctness: cuinline's output
+is poisoned with NaN first; cuinline and eager are each compared with the same network computed in
+float64 (relative L2). The summary gives, per net, dtype and batch, the geometric mean of
+faster-peer / cuinline, how many configurations are at or ahead of the faster peer, and the lowest.
+torch.compile is timed for the batches in --compile-batches (each configuration a fresh compile:
+static shapes); elsewhere the faster peer is eager.
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+F32, F16, BF16 = 0, 1, 2
+DTYPES = {"f16": (torch.float16, F16), "bf16": (torch.bfloat16, BF16)}
+
+
+def resnet50():
+    """ResNet-50 v1.5 at 224 x 224: (name, Cin, H, Cout, K, stride, pad, epilogue) where epilogue is
+    'relu', 'res+relu' (the block's last 1 x 1: + identity, then ReLU) or 'none' (the projection
+    shortcut: conv + bias only). Distinct shapes only."""
+    layers = [("stem 7x7", 3, 224, 64, 7, 2, 3, "relu")]
+    cin = 64
+    for stage, (width, hw, stride) in enumerate([(64, 56, 1), (128, 56, 2), (256, 28, 2), (512, 14, 2)], 1):
+        out = width * 4
+        ohw = hw // stride
+        layers.append((f"L{stage} 1x1 {cin}->{width}", cin, hw, width, 1, 1, 0, "relu"))
+        layers.append((f"L{stage} 3x3 {width} s{stride}", width, hw, width, 3, stride, 1, "relu"))
+        if stride != 1:
+            layers.append((f"L{stage} 3x3 {width}", width, ohw, width, 3, 1, 1, "relu"))
+        layers.append((f"L{stage} 1x1 {width}->{out} +res", width, ohw, out, 1, 1, 0, "res+relu"))
+        layers.append((f"L{stage} proj {cin}->{out} s{stride}", cin, hw, out, 1, stride, 0, "none"))
+        layers.append((f"L{stage} 1x1 {out}->{width}", out, ohw, width, 1, 1, 0, "relu"))
+        cin = out
+    return layers
+
+
+def unet():
+    """A UNet (Ronneberger et al., 3 x 3 convs with padding 1, ReLU) at 256 x 256 with channels 64-1024:
+    the encoder's convs, the decoder's first conv of each level (its input the concatenation of the
+    upsampled path and the skip: twice the level's channels) and the 1 x 1 head. The decoder's second
+    conv of a level has the encoder's shape and is not repeated."""
+    layers = []
+    cin = 3
+    for level, (ch, hw) in enumerate([(64, 256), (128, 128), (256, 64), (512, 32), (1024, 16)]):
+        layers.append((f"enc{level} 3x3 {cin}->{ch} @{hw}", cin, hw, ch, 3, 1, 1, "relu"))
+        layers.append((f"enc{level} 3x3 {ch} @{hw}", ch, hw, ch, 3, 1, 1, "relu"))
+        cin = ch
+    for level, (ch, hw) in enumerate([(512, 32), (256, 64), (128, 128), (64, 256)]):
+        layers.append((f"dec{level} 3x3 {2 * ch}->{ch} @{hw}", 2 * ch, hw, ch, 3, 1, 1, "relu"))
+    layers.append(("head 1x1 64->2 @256", 64, 256, 2, 1, 1, 0, "none"))
+    return layers
+
+
+NETS = {"resnet50": resnet50, "unet": unet}
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+class Conv2dParams(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("input", ctypes.POINTER(Tensor)), ("weight", ctypes.POINTER(Tensor)),
+                ("output", ctypes.POINTER(Tensor)), ("bias", ctypes.POINTER(Tensor)),
+                ("residual", ctypes.POINTER(Tensor)), ("stride", ctypes.POINTER(ctypes.c_int)),
+                ("padding", ctypes.POINTER(ctypes.c_int)), ("dilation", ctypes.POINTER(ctypes.c_int)),
+                ("groups", ctypes.c_int), ("num_channel_operands", ctypes.c_int),
+                ("channel_operands", ctypes.POINTER(Tensor)), ("epilogue", ctypes.c_char_p),
+                ("precision", ctypes.c_char_p), ("stream", ctypes.c_void_p)]
+
+
+def desc(t, code):
+    shape = (ctypes.c_int64 * t.dim())(*t.shape)
+    strides = (ctypes.c_int64 * t.dim())(*t.stride())
+    d = Tensor(t.data_ptr(), code, t.dim(), shape, strides)
+    d._keep = (shape, strides)
+    return d
+
+
+def time_ms(fn, flush, samples):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for _ in range(samples):
+        flush.zero_()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ms.append(s.elapsed_time(e))
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def model(x, w, b, r, stride, pad, epilogue):
+    y = F.conv2d(x, w, b, stride, pad)
+    if epilogue == "none":
+        return y
+    if r is not None:
+        y = y + r
+    return F.relu(y)
+
+
+class Case:
+    def __init__(self, layer, batch, dtype_name, lib):
+        self.name, self.cin, self.hw, self.cout, self.k, self.stride, self.pad, self.epilogue = layer
+        self.batch, self.dtype_name, self.lib = batch, dtype_name, lib
+        dt, code = DTYPES[dtype_name]
+        g = torch.Generator(device="cuda").manual_seed(1)
+        cl = torch.channels_last
+        bound = 1.0 / math.sqrt(self.cin * self.k * self.k)
+        self.x = torch.randn(batch, self.cin, self.hw, self.hw, device="cuda", generator=g).to(dt).contiguous(memory_format=cl)
+        self.w = ((torch.rand(self.cout, self.cin, self.k, self.k, device="cuda", generator=g) * 2 - 1) * bound).to(dt)
+        self.w = self.w.contiguous(memory_format=cl)
+        self.b = ((torch.rand(self.cout, device="cuda", generator=g) * 2 - 1) * bound).to(dt)
+        self.o = (self.hw + 2 * self.pad - self.k) // self.stride + 1
+        out_shape = (batch, self.cout, self.o, self.o)
+        self.y = torch.empty(out_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+        self.r = None
+        if self.epilogue == "res+relu":
+            self.r = torch.randn(out_shape, device="cuda", generator=g).to(dt).contiguous(memory_format=cl)
+        self.descs = [desc(self.x, code), desc(self.w, code), desc(self.y, code), desc(self.b, code)]
+        if self.r is not None:
+            self.descs.append(desc(self.r, code))
+        self.stride_arr = (ctypes.c_int * 2)(self.stride, self.stride)
+        self.pad_arr = (ctypes.c_int * 2)(self.pad, self.pad)
+        p = Conv2dParams()
+        p.size = ctypes.sizeof(Conv2dParams)
+        p.input, p.weight, p.output, p.bias = (ctypes.pointer(d) for d in self.descs[:4])
+        if self.r is not None:
+            p.residual = ctypes.pointer(self.descs[4])
+        p.stride, p.padding = self.stride_arr, self.pad_arr
+        p.epilogue = None if self.epilogue == "none" else b"relu"
+        self.params = p
+
+    def label(self):
+        return f"{self.name} ({self.batch}x{self.cin}x{self.hw}² → {self.cout}, k{self.k} s{self.stride}) {self.dtype_name}"
+
+    def macs(self):
+        return self.batch * self.cout * self.o * self.o * self.cin * self.k * self.k
+
+    def eager(self):
+        return model(self.x, self.w, self.b, self.r, self.stride, self.pad, self.epilogue)
+
+    def cuinline(self):
+        self.params.stream = torch.cuda.current_stream().cuda_stream
+        if self.lib.cuinline_conv2d_run(ctypes.byref(self.params)) != 0:
+            raise RuntimeError(self.lib.cuinline_last_error().decode())
+        return self.y
+
+    def reference(self):
+        d = torch.float64
+        r = self.r.to(d) if self.r is not None else None
+        return model(self.x.to(d).contiguous(), self.w.to(d).contiguous(), self.b.to(d), r, self.stride, self.pad,
+                     self.epilogue)
+
+
+def rel_l2(got, ref):
+    return ((got.double() - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--nets", default="resnet50,unet")
+    ap.add_argument("--dtypes", default="f16,bf16")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--compile-batches", default="32", help="batches timed under torch.compile too ('' none)")
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--only", default="", help="only layers whose name contains this")
+    args = ap.parse_args()
+    os.environ.setdefault("CUINLINE_JIT_POLICY", "sync")
+    lib = ctypes.CDLL(args.lib)
+    lib.cuinline_last_error.restype = ctypes.c_char_p
+    lib.cuinline_conv2d_run.argtypes = [ctypes.POINTER(Conv2dParams)]
+    if lib.cuinline_set_jit_policy(1) != 0:
+        sys.exit(lib.cuinline_last_error().decode())
+    nets = [n for n in args.nets.split(",") if n]
+    for n in nets:
+        if n not in NETS:
+            sys.exit(f"unknown net {n} ({', '.join(NETS)})")
+    batches = [int(b) for b in args.batches.split(",") if b]
+    compile_batches = {int(b) for b in args.compile_batches.split(",") if b}
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, channels-last, L2 flushed before "
+             f"every timed call, median of {args.samples}", "",
+             "| layer | epilogue | cuinline ms | eager ms | torch.compile ms | faster peer / cuinline | "
+             "rel L2 cuinline | rel L2 eager |", "|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    summary = {}
+    for net in nets:
+        for dtype_name in [d for d in args.dtypes.split(",") if d]:
+            for batch in batches:
+                for layer in NETS[net]():
+                    if args.only and args.only not in layer[0]:
+                        continue
+                    case = Case(layer, batch, dtype_name, lib)
+                    case.y.fill_(float("nan"))
+                    got = case.cuinline().clone()
+                    ref = case.reference()
+                    err, err_eager = rel_l2(got, ref), rel_l2(case.eager(), ref)
+                    del ref, got
+                    t_cu = time_ms(case.cuinline, flush, args.samples)
+                    t_eager = time_ms(case.eager, flush, args.samples)
+                    t_comp = None
+                    if batch in compile_batches:
+                        try:
+                            torch._dynamo.reset()
+                            compiled = torch.compile(model, dynamic=False)
+                            run = lambda: compiled(case.x, case.w, case.b, case.r, case.stride, case.pad, case.epilogue)
+                            run()
+                            t_comp = time_ms(run, flush, args.samples)
+                        except Exception as e:  # noqa: BLE001 - a peer that does not run is reported
+                            print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+                    peer = min(t_eager, t_comp) if t_comp is not None else t_eager
+                    ratio = peer / t_cu
+                    summary.setdefault((net, dtype_name, batch), []).append((ratio, case.name, err <= err_eager * 1.0 + 1e-12))
+                    comp = f"{t_comp:.4f}" if t_comp is not None else "-"
+                    line = (f"| {case.label()} | {case.epilogue} | {t_cu:.4f} | {t_eager:.4f} | {comp} | "
+                            f"{ratio:.2f}x | {err:.2e} | {err_eager:.2e} |")
+                    print(line, flush=True)
+                    lines.append(line)
+                    del case
+                    torch.cuda.empty_cache()
+    lines += ["", "| net | dtype | batch | configs | geomean faster peer / cuinline | at or ahead | lowest | "
+              "error ≤ eager's |", "|---|---|---|---|---|---|---|---|"]
+    everything = []
+    for (net, dtype_name, batch), rows in summary.items():
+        ratios = [r for r, _, _ in rows]
+        everything += ratios
+        low = min(rows)
+        lines.append(f"| {net} | {dtype_name} | {batch} | {len(rows)} | {geomean(ratios):.2f}x | "
+                     f"{sum(r >= 1.0 for r in ratios)} | {low[0]:.2f}x ({low[1]}) | {sum(ok for _, _, ok in rows)} |")
+    lines.append(f"| all | | | {len(everything)} | {geomean(everything):.2f}x | {sum(r >= 1.0 for r in everything)} | "
+                 f"{min(everything):.2f}x | |" if everything else "| all | | | 0 | | | | |")
+    print("\n".join(lines[-(len(summary) + 3):]), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
