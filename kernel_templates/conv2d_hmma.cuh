@@ -24,8 +24,8 @@
 //     staging kernel rounded to TF32.
 // Only the loop a variant needs is compiled: the host plans it and renders the flags.
 // Epilogue: the accumulators go through shared memory in the output's contiguous order so that
-// stores are coalesced vectors (kOutVec, kOutAligned); without a residual on wgmma the bias, E and
-// the rounding happen in registers and the tile is 16-bit (half the shared bytes).
+// stores are coalesced vectors (kOutVec, kOutAligned); on the f16 / bf16 wgmma tiling the bias, the
+// residual, E and the rounding happen in registers and the tile is 16-bit (half the shared bytes).
 //
 // Required members of S (all `static constexpr int` unless said):
 //   typedef storage (ew_half, ew_bf16, or float: TF32, the cp.async wgmma tiling only);
@@ -281,10 +281,11 @@ struct Plan {
   static constexpr int kCPitch = S::kOutNhwc ? kBN + 8 : kBM + 4;
   static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
   static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
-  // The wgmma tiling without a residual rounds in registers and stages the output tile in the
-  // storage type (kHalfEpi; see the epilogue): [kBM][kBN + 8] for a channels-last output, [kBN][kBM
-  // + 8] for NCHW (rows 16-byte aligned, the register writes conflict-free).
-  static constexpr bool kHalfEpi = kWgmma && !S::kHasResidual && kElem == 2;
+  // The f16 / bf16 wgmma tiling rounds in registers and stages the output tile in the storage type
+  // (kHalfEpi; see the epilogue): [kBM][kBN + 8] for a channels-last output, [kBN][kBM + 8] for NCHW
+  // (rows 16-byte aligned, the register writes conflict-free). A residual is first copied into the
+  // same tile (16-byte loads) and read from it in the accumulators' layout.
+  static constexpr bool kHalfEpi = kWgmma && kElem == 2;
   static constexpr int kHPitch = S::kOutNhwc ? kBN + 8 : kBM + 8;
   static constexpr int kOutBytes =
       kHalfEpi ? (S::kOutNhwc ? kBM : kBN) * kHPitch * 2 : (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
@@ -2062,10 +2063,48 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   }
 }
 
+// kHalfEpi with a residual: the residual's tile into s_h, where write_half_tile reads it, kVec
+// consecutive values along the output's contiguous axis a load (store_tile_half's order and
+// bounds; the places past the plane or the channels are left as they are: their outputs are never
+// stored).
+template <class S, int kVec>
+__device__ __forceinline__ void load_tile_half(unsigned short* s_h, const typename S::storage* __restrict__ res_n,
+                                               int p0, int m_end, int co0) {
+  using P = Plan<S>;
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
+  constexpr int kSlow = S::kOutNhwc ? P::kBM : P::kBN;
+  constexpr int kFastVecs = kFast / kVec;
+  constexpr int kSlowStep = P::kThreads / kFastVecs;
+  static_assert(P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0, "whole rows of vectors an iteration");
+  const int fast = (int)(threadIdx.x % kFastVecs) * kVec;
+  const int slow0 = (int)(threadIdx.x / kFastVecs);
+#pragma unroll 4
+  for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
+    const int m = S::kOutNhwc ? slow : fast;
+    const int c = S::kOutNhwc ? fast : slow;
+    const int co = co0 + c;
+    if (m < m_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+      unsigned short* dst = s_h + (S::kOutNhwc ? m * P::kHPitch + c : c * P::kHPitch + m);
+      const typename S::storage* src = res_n + out_offset<S>(p0 + m, co);
+      if constexpr (kVec == 8) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else if constexpr (kVec == 4) {
+        *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+      } else if constexpr (kVec == 2) {
+        *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src);
+      } else {
+        *dst = *reinterpret_cast<const unsigned short*>(src);
+      }
+    }
+  }
+}
+
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
-// ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). (The caller's barrier then orders the tile's
-// reads.)
-template <class S, class E>
+// ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). kResidual: s_h holds the residual's tile
+// (load_tile_half, then a barrier), added after the bias as store_tile adds it; each value is read
+// by the lane that then writes its output in the same place. (The caller's barrier then orders the
+// tile's reads.)
+template <class S, class E, bool kResidual = false>
 __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kNT][4], unsigned short* s_h,
                                                 const typename S::storage* __restrict__ bias, int co0,
                                                 const E& ep) {
@@ -2074,10 +2113,12 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
   const int lane = threadIdx.x % 32;
   const int wm = (threadIdx.x / 32) % S::kWarpsM;
   const int wn = (threadIdx.x / 32) / S::kWarpsM;
-  // E'd, rounded value of accumulator q of tile (i, j), channel c + q % 2 (bias b[q % 2]).
-  auto out = [&](int i, int j, int q, const float (&b)[2]) {
+  // E'd, rounded value of accumulator q of tile (i, j), channel c + q % 2 (bias b[q % 2]; residual
+  // bits res, where kResidual).
+  auto out = [&](int i, int j, int q, const float (&b)[2], unsigned short res) {
     float x = acc[i][j][q];
     if (S::kHasBias) x += b[q % 2];
+    if (kResidual) x += to_float<T>(res);
     return from_float<T>(ep(x, co0 + wn * S::kNT * 8 + j * 8 + 2 * (lane % 4) + q % 2));
   };
   // Bias of channels c, c + 1 (0 past kCout).
@@ -2110,18 +2151,30 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
     bias_pair(c + 8, b1);
 #pragma unroll
     for (int i = 0; i < S::kMT; ++i) {
+      const int m = P::a_row0(wm, i) + 8 * (mat % 2);
+      const int cm = wn * S::kNT * 8 + (j + mat / 2) * 8;
+      const unsigned at = S::kOutNhwc ? smem_address(s_h + (m + mrow) * P::kHPitch + cm)
+                                      : smem_address(s_h + (cm + mrow) * P::kHPitch + m);
+      // The residual in the layout stmatrix writes: ldmatrix from the same rows.
+      unsigned res[4] = {0, 0, 0, 0};
+      if constexpr (kResidual) {
+        if (S::kOutNhwc) {
+          ldmatrix_x4(res, at);
+        } else {
+          ldmatrix_x4_trans(res, at);
+        }
+      }
       unsigned r[4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        r[h] = out(i, j, 2 * h, b0) | out(i, j, 2 * h + 1, b0) << 16;
-        r[2 + h] = out(i, j + 1, 2 * h, b1) | out(i, j + 1, 2 * h + 1, b1) << 16;
+        r[h] = out(i, j, 2 * h, b0, res[h] & 0xffffu) | out(i, j, 2 * h + 1, b0, res[h] >> 16) << 16;
+        r[2 + h] = out(i, j + 1, 2 * h, b1, res[2 + h] & 0xffffu) | out(i, j + 1, 2 * h + 1, b1, res[2 + h] >> 16)
+                                                                           << 16;
       }
-      const int m = P::a_row0(wm, i) + 8 * (mat % 2);
-      const int cm = wn * S::kNT * 8 + (j + mat / 2) * 8;
       if (S::kOutNhwc) {
-        stmatrix_x4(smem_address(s_h + (m + mrow) * P::kHPitch + cm), r);
+        stmatrix_x4(at, r);
       } else {
-        stmatrix_x4_trans(smem_address(s_h + (cm + mrow) * P::kHPitch + m), r);
+        stmatrix_x4_trans(at, r);
       }
     }
   }
@@ -2140,7 +2193,12 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = P::a_row0(wm, i) + g + 8 * h;
-        const unsigned r0 = out(i, j, 2 * h, b), r1 = out(i, j, 2 * h + 1, b);
+        unsigned short res0 = 0, res1 = 0;
+        if constexpr (kResidual) {
+          res0 = S::kOutNhwc ? s_h[m * P::kHPitch + c] : s_h[c * P::kHPitch + m];
+          res1 = S::kOutNhwc ? s_h[m * P::kHPitch + c + 1] : s_h[(c + 1) * P::kHPitch + m];
+        }
+        const unsigned r0 = out(i, j, 2 * h, b, res0), r1 = out(i, j, 2 * h + 1, b, res1);
         if (S::kOutNhwc) {
           *reinterpret_cast<unsigned*>(s_h + m * P::kHPitch + c) = r0 | r1 << 16;
         } else {
@@ -2213,12 +2271,16 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   // Epilogue: accumulator q of tile (i, j) is pixel g + 8 (q / 2), channel 2t + q % 2. (The last
   // barrier of the main loop ended every read of the stage buffers.)
   if constexpr (P::kHalfEpi) {
-    // The wgmma tiling without a residual: acc + bias, E and the one rounding in registers (the
-    // order and arithmetic of store_tile), the 16-bit results into a tile of the storage type — half
+    // The f16 / bf16 wgmma tiling: acc + bias (+ the residual), E and the one rounding in registers
+    // (the order and arithmetic of store_tile), the 16-bit results into a tile of the storage type — half
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
     // DRAM 34 %) — then kOutVec outputs a load and store.
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
-    write_half_tile<S, E>(acc, s_h, bias, co0, ep);
+    if constexpr (S::kHasResidual) {
+      load_tile_half<S, P::kOutVec>(s_h, residual + n * P::kOutN, p0, (int)(p_end - p0), co0);
+      __syncthreads();
+    }
+    write_half_tile<S, E, S::kHasResidual>(acc, s_h, bias, co0, ep);
     __syncthreads();
     store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(p_end - p0), co0);
   } else {

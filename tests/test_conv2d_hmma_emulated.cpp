@@ -931,9 +931,12 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   static_assert(Plan<AsyncPadded>::kAsync);
   static_assert(!Plan<Mixed>::kAsync);
   static_assert(!Plan<InputMisaligned<SeedNhwcReg, 2>>::kAsync);
-  // The wgmma tiling without a residual rounds in registers and stores 8 outputs (kHalfEpi).
+  // The f16 / bf16 wgmma tiling rounds in registers, a residual read from the 16-bit tile, and
+  // stores 8 outputs (kHalfEpi); the mma.sync tilings go through the fp32 tile.
   static_assert(Plan<SeedNhwc>::kHalfEpi && Plan<UnetNhwc>::kHalfEpi && Plan<NchwOut>::kHalfEpi &&
-                !Plan<ResnetNhwc>::kHalfEpi && !Plan<AsyncPadded>::kHalfEpi && !Plan<Seed>::kHalfEpi);
+                Plan<ResnetNhwc>::kHalfEpi && Plan<AsyncPadded>::kHalfEpi && Plan<DeepSmall1x1Res>::kHalfEpi &&
+                !Plan<Seed>::kHalfEpi && !Plan<Resnet>::kHalfEpi);
+  static_assert(Plan<ResnetNhwc>::kOutVec == 8 && Plan<OutputMisaligned<SmallPlaneRes>>::kOutVec == 1);
   static_assert(Plan<NchwOut>::kOutVec == 8 && Plan<UnetNhwc>::kOutVec == 8 && Plan<OutputMisaligned<SeedNhwc>>::kOutVec == 1);
   static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 8 && Plan<Resnet>::kOutVec == 4 &&
                 Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);

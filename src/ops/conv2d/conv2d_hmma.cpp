@@ -267,9 +267,9 @@ unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
   const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
   const std::int64_t main = stages(v, t) * (a + bn * pitch) * elem_bytes(v);
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  // The epilogue's tile: fp32, or (the f16 / bf16 wgmma tiling without a residual, kHalfEpi) 16-bit
-  // values with rows padded by 8.
-  const bool half_epi = t.wgmma && !v.has_residual && v.dtype != DType::f32;
+  // The epilogue's tile: fp32, or (the f16 / bf16 wgmma tiling, kHalfEpi) 16-bit values with rows
+  // padded by 8.
+  const bool half_epi = t.wgmma && v.dtype != DType::f32;
   const std::int64_t out = half_epi ? (out_nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2
                                     : (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
   return static_cast<unsigned>(std::max(main, out) + (t.wgmma ? 1024 : 0));
@@ -288,13 +288,13 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 namespace {
 
 // conv2d_hmma.cuh's kOutVec for v on a wgmma tiling or not: 8 outputs (16 bytes) a store where the
-// wgmma tiling rounds in registers (no residual: the template's kHalfEpi), else at most 4.
+// wgmma tiling rounds in registers (the template's kHalfEpi), else at most 4.
 // (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
 int out_vec_of(const Conv2dVariant& v, bool wgmma) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
                            : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
-  const int most = !v.has_residual && wgmma && v.dtype != DType::f32 ? 8 : 4;
+  const int most = wgmma && v.dtype != DType::f32 ? 8 : 4;
   return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
 }
 
