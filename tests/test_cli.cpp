@@ -13,6 +13,7 @@
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/module.hpp>
+#include <cuinline/reductions.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -131,7 +132,7 @@ TEST_F(CliTest, MalformedSpecsAreRejectedWithTheirPathBeforeAnyCompile) {
       {R"({"entries": [{"kind": "cuda", "file": "missing.cu", "functions": "k"}]})",
        "entries[0].file: cannot read"},
       {R"({"entries": [{"kind": "tensorrt"}]})",
-       R"(entries[0].kind: expected one of op,conv2d,cuda, got "tensorrt")"},
+       R"(entries[0].kind: expected one of op,conv2d,reductions,cuda, got "tensorrt")"},
       {R"({"entries": {}})", "entries: expected an array, got an object"},
       {R"({"entries": [)", "spec: not valid JSON"},
   };
@@ -290,6 +291,78 @@ TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_CONTAINS(r.err, "entries[0]");
   EXPECT_TRUE(entry_files().size() == 8u);
+}
+
+// Row reductions in a spec: warm writes exactly what the ops look up at run time for rows of those
+// lengths (disk hits in this process, no compile) — the warp, block and split forms (the split form's
+// two kernels), another row length of the same class, rows aligned to one element — and a bad entry
+// names its field and compiles nothing.
+TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
+  auto spec = write_spec("r.json", R"json({"entries": [
+      {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [100, 4096, 20000]},
+      {"kind": "reductions", "op": "layer_norm", "dtype": "f32", "row_length": 1000, "vector_width": [1, 4]}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 10 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e32,t256> sm_90");
+
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  using cuinline::DType;
+  using cuinline::TensorView;
+  using namespace cuinline::ops;
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  // Other (4 KiB-aligned) pointers and row counts than warm's: the variant depends on the row length
+  // class, the dtype and the alignment only.
+  const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  // A hit: on disk, or in memory where this process read the entry already (4000 after 4096).
+  const auto expect_hit = [&](RowVariant v) {
+    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+    cache.get(make_request(v), sm90, &tier);
+    EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
+    if (v.form == RowForm::split_stats) {  // and the split form's second kernel
+      v.form = RowForm::split_write;
+      cache.get(make_request(v), sm90, &tier);
+      EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
+    }
+  };
+  for (std::int64_t n : {100, 4096, 4000, 20000}) {  // 4000: the block form's class of 4096
+    const TensorView x = TensorView::contiguous(fake(0x10000000), DType::bf16, {3, n});
+    const TensorView y = TensorView::contiguous(fake(0x20000000), DType::bf16, {3, n});
+    const TensorView r = TensorView::contiguous(fake(0x30000000), DType::bf16, {3, n});
+    const TensorView w = TensorView::contiguous(fake(0x40000000), DType::bf16, {n});
+    expect_hit(plan_rows(RowOp::softmax, x, y).variant);
+    expect_hit(plan_rows(RowOp::add_rms_norm, x, y, w, {}, r, 1e-6).variant);
+  }
+  for (std::uintptr_t misaligned : {0, 4}) {  // rows aligned to 16 bytes (v4), and to one element (v1)
+    const TensorView x = TensorView::contiguous(fake(0x10000000 + misaligned), DType::f32, {5, 1000});
+    const TensorView y = TensorView::contiguous(fake(0x20000000 + misaligned), DType::f32, {5, 1000});
+    const RowVariant v = plan_rows(RowOp::layer_norm, x, y, {}, {}, {}, 1e-5).variant;
+    EXPECT_EQ(v.vector_width, misaligned ? 1 : 4);
+    expect_hit(v);
+  }
+  EXPECT_EQ(cache.stats().disk_hits, 10u);  // every entry warm wrote, each read once
+  EXPECT_EQ(cache.stats().compiles, 0u);
+
+  const std::size_t entries = entry_files().size();
+  const std::string rd = R"("kind": "reductions", )";
+  for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{
+           {rd + R"("op": "rmsnorm", "dtype": "f32", "row_length": 8)",
+            R"(entries[0].op: expected one of softmax,log_softmax,rms_norm,add_rms_norm,layer_norm, got "rmsnorm")"},
+           {rd + R"("op": "softmax", "dtype": "f32", "row_length": [8, 0])",
+            "entries[0].row_length[1]: expected an integer in [1, 1099511627776], got number 0"},
+           {rd + R"("op": "softmax", "dtype": ["f16", "f32"], "row_length": 8, "vector_width": 8)",
+            "entries[0].vector_width: expected one of 1,2,4 for f32, got number 8"},
+           {rd + R"("op": "softmax", "dtype": "f32")", "entries[0].row_length: missing required field"},
+           {rd + R"("op": "rms_norm", "dtype": "f32", "row_length": 8, "eps": 1e-6)",
+            "entries[0].eps: unknown field (known fields: kind, op, dtype, row_length, vector_width)"}}) {
+    auto bad = write_spec("bad.json", R"({"entries": [{)" + json + "}]}");
+    Result r = cli({"warm", "--spec", bad.string(), "--arch", "sm_90"});
+    EXPECT_EQ(r.code, 2) << json << "\n" << r.out << r.err;
+    EXPECT_CONTAINS(r.err, "cuinline: error: " + says);
+  }
+  EXPECT_EQ(entry_files().size(), entries);
 }
 
 TEST_F(CliTest, ZeroDivisorIsAcceptedAsTheLibraryAcceptsIt) {

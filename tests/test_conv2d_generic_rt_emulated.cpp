@@ -23,36 +23,16 @@
 #include "ops/conv2d/conv2d_generic_rt.hpp"
 #include "test_support.hpp"
 
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __restrict__
-#define __launch_bounds__(...)
-#define CUINLINE_EW_COMMON_CUH  // the host stand-ins below instead
-#define CUINLINE_EW_OPS_CUH
+#include "host_emulation.hpp"
+#define CUINLINE_EW_OPS_CUH  // the host stand-ins below instead
 #define CUINLINE_EWG_HOST_EMULATED 1
 
 namespace {
-struct Dim3 {
-  unsigned x = 0, y = 0, z = 0;
-};
-Dim3 threadIdx, blockIdx, blockDim;
+Dim3 blockDim;
 
-// The tensors of the running case: every read must fall inside one of them.
-struct Extent {
-  const void* begin;
-  std::size_t bytes;
-};
-std::vector<Extent> g_tensors;
 template <class T>
 T checked_read(const T* p) {
-  const auto* q = reinterpret_cast<const unsigned char*>(p);
-  bool inside = false;
-  for (const Extent& e : g_tensors) {
-    const auto* b = static_cast<const unsigned char*>(e.begin);
-    inside = inside || (q >= b && q + sizeof(T) <= b + e.bytes);
-  }
-  EXPECT_TRUE(inside) << "a read outside every tensor";
+  EXPECT_TRUE(in_a_tensor(p, sizeof(T))) << "a read outside every tensor";
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
@@ -65,9 +45,6 @@ struct float4 {
 struct double2 {
   double x, y;
 };
-struct uint4 {
-  unsigned x, y, z, w;
-};
 inline float __ldg(const float* p) { return checked_read(p); }
 inline double __ldg(const double* p) { return checked_read(p); }
 inline unsigned short __ldg(const unsigned short* p) { return checked_read(p); }
@@ -77,63 +54,11 @@ inline double2 __ldg(const double2* p) { return checked_read(p); }
 inline uint4 __ldg(const uint4* p) { return checked_read(p); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
-inline float __int_as_float(int b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-inline double __longlong_as_double(long long b) {
-  double d;
-  std::memcpy(&d, &b, 8);
-  return d;
-}
 using std::min;
 
-struct ew_half {
-  unsigned short bits;
-};
-struct ew_bf16 {
-  unsigned short bits;
-};
-template <int N>
-struct ew_raw;
-template <>
-struct ew_raw<2> {
-  typedef unsigned short type;
-};
-template <>
-struct ew_raw<4> {
-  typedef unsigned int type;
-};
 template <>
 struct ew_raw<8> {
   typedef unsigned long long type;
-};
-template <class T>
-struct ew_traits;
-template <>
-struct ew_traits<float> {
-  typedef float op;
-  static float to_op(float x) { return x; }
-  static float from_op(float x) { return x; }
-};
-template <>
-struct ew_traits<double> {
-  typedef double op;
-  static double to_op(double x) { return x; }
-  static double from_op(double x) { return x; }
-};
-template <>
-struct ew_traits<ew_half> {
-  typedef float op;
-  static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
-  static ew_half from_op(float x) { return {cuinline::test::float_to_half(x)}; }
-};
-template <>
-struct ew_traits<ew_bf16> {
-  typedef float op;
-  static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
-  static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
 };
 struct cuinline_conv2d_chan {
   const void* p[4];

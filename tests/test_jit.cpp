@@ -24,7 +24,7 @@
 #include "ops/conv2d/conv2d_generic_rt.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/generic.hpp"
-#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 #include "ops/variant_map.hpp"
 #include "templates/render.hpp"

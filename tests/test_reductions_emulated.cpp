@@ -28,19 +28,10 @@
 #include "reductions_reference.hpp"
 #include "test_support.hpp"
 
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
 #define __shared__ static  // one block runs at a time; its threads share the array
-#define CUINLINE_EW_COMMON_CUH  // its types and conversions are defined below for the host
+#include "host_emulation.hpp"
 
 namespace {
-struct Dim3 {
-  unsigned x = 0, y = 0, z = 0;
-};
-Dim3 threadIdx, blockIdx;
-
 // The fibers of one block, run in rounds by the scheduler (launch below); `words` are the values a
 // warp's lanes exchange in a shuffle.
 struct Fibers {
@@ -92,62 +83,10 @@ void barrier() {
   swapcontext(&f.contexts[t], &f.scheduler);
   switched(f.fakes[t], nullptr, nullptr);
 }
-
-// The buffers of the running case: every read must fall inside one of them.
-struct Extent {
-  const void* begin;
-  std::size_t bytes;
-};
-std::vector<Extent> g_tensors;
-bool in_a_tensor(const void* p, std::size_t bytes) {
-  for (const Extent& e : g_tensors) {
-    const auto* b = static_cast<const unsigned char*>(e.begin);
-    const auto* q = static_cast<const unsigned char*>(p);
-    if (q >= b && q + bytes <= b + e.bytes) return true;
-  }
-  return false;
-}
 }  // namespace
 
 struct uint2 {
   unsigned x, y;
-};
-struct uint4 {
-  unsigned x, y, z, w;
-};
-struct ew_half {
-  unsigned short bits;
-};
-struct ew_bf16 {
-  unsigned short bits;
-};
-template <class S>
-struct ew_traits {
-  typedef S op;
-  static S to_op(S x) { return x; }
-  static S from_op(S x) { return x; }
-};
-template <>
-struct ew_traits<ew_half> {
-  typedef float op;
-  static float to_op(ew_half h) { return cuinline::test::half_to_float(h.bits); }
-  static ew_half from_op(float x) { return {cuinline::test::float_to_half(x)}; }
-};
-template <>
-struct ew_traits<ew_bf16> {
-  typedef float op;
-  static float to_op(ew_bf16 h) { return cuinline::test::bf16_to_float(h.bits); }
-  static ew_bf16 from_op(float x) { return {cuinline::test::float_to_bf16(x)}; }
-};
-template <int B>
-struct ew_raw;
-template <>
-struct ew_raw<2> {
-  typedef unsigned short type;
-};
-template <>
-struct ew_raw<4> {
-  typedef unsigned type;
 };
 template <>
 struct ew_raw<8> {
@@ -171,16 +110,6 @@ inline float rsqrtf(float v) {
 }
 inline double rsqrt(double v) {
   return 1.0 / std::sqrt(v);
-}
-inline float __int_as_float(int v) {
-  float f;
-  std::memcpy(&f, &v, 4);
-  return f;
-}
-inline double __longlong_as_double(long long v) {
-  double d;
-  std::memcpy(&d, &v, 8);
-  return d;
 }
 template <class A>
 A __shfl_xor_sync(unsigned mask, A v, int o) {

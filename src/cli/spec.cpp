@@ -146,27 +146,32 @@ void parse_ops(const JsonField& entry, OpEntry& op) {
   }
 }
 
+// "vector_width": 4 or [1, 2, 4]; each must be a width of every listed dtype (16 bytes at most).
+std::vector<int> parse_vector_widths(const JsonField& field, const std::vector<DType>& dtypes) {
+  std::vector<int> out;
+  for (const auto& item : field.one_or_many()) {
+    auto width = static_cast<int>(item.as_int(1, 16));
+    for (DType dtype : dtypes) {
+      auto allowed = ops::vector_widths(dtype);
+      if (std::find(allowed.begin(), allowed.end(), width) == allowed.end()) {
+        std::string list;
+        for (int w : allowed) list += (list.empty() ? "" : ",") + std::to_string(w);
+        item.fail("expected one of " + list + " for " + to_string(dtype) + ", got number " +
+                  std::to_string(width));
+      }
+    }
+    push_once(out, width);
+  }
+  return out;
+}
+
 OpEntry parse_op(const JsonField& entry) {
   entry.expect_object(
       {"kind", "op", "slope", "divisor", "dtype", "vector_width", "index", "shape", "strided", "inputs"});
   OpEntry op;
   parse_ops(entry, op);
   op.dtypes = parse_dtypes(entry.at("dtype"));
-  if (auto f = entry.find("vector_width")) {
-    for (const auto& item : f->one_or_many()) {
-      auto width = static_cast<int>(item.as_int(1, 16));
-      for (DType dtype : op.dtypes) {
-        auto allowed = ops::vector_widths(dtype);
-        if (std::find(allowed.begin(), allowed.end(), width) == allowed.end()) {
-          std::string list;
-          for (int w : allowed) list += (list.empty() ? "" : ",") + std::to_string(w);
-          item.fail("expected one of " + list + " for " + to_string(dtype) + ", got number " +
-                    std::to_string(width));
-        }
-      }
-      push_once(op.vector_widths, width);
-    }
-  }
+  if (auto f = entry.find("vector_width")) op.vector_widths = parse_vector_widths(*f, op.dtypes);
   auto index = entry.find("index");
   auto shape = entry.find("shape");
   if (index && shape) shape->fail("give either \"index\" or \"shape\", not both");
@@ -292,6 +297,30 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
   return conv;
 }
 
+ReductionEntry parse_reductions(const JsonField& entry) {
+  entry.expect_object({"kind", "op", "dtype", "row_length", "vector_width"});
+  ReductionEntry rd;
+  using ops::RowOp;
+  static const RowOp all[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
+                              RowOp::layer_norm};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (RowOp op : all) out.push_back(ops::to_string(op));
+    return out;
+  }();
+  for (const auto& item : entry.at("op").one_or_many()) {
+    const std::string name = item.as_choice(names);
+    push_once(rd.ops, all[std::find(names.begin(), names.end(), name) - names.begin()]);
+  }
+  rd.dtypes = parse_dtypes(entry.at("dtype"));
+  // The row length (the last dimension); the row count is a run-time value. Up to 2^40 elements.
+  for (const auto& item : entry.at("row_length").one_or_many()) {
+    push_once(rd.row_lengths, item.as_int(1, std::int64_t{1} << 40));
+  }
+  if (auto f = entry.find("vector_width")) rd.vector_widths = parse_vector_widths(*f, rd.dtypes);
+  return rd;
+}
+
 CudaFileEntry parse_cuda(const JsonField& entry) {
   entry.expect_object(
       {"kind", "file", "name", "name_expressions", "functions", "options", "defines", "headers"});
@@ -348,13 +377,16 @@ Spec parse_spec(std::string_view json_text) {
       entry.fail("expected an object, got " + JsonField::describe(entry.value()));
     SpecEntry out;
     out.path = entry.path();
-    std::string kind = entry.at("kind").as_choice({"op", "conv2d", "cuda"});
+    std::string kind = entry.at("kind").as_choice({"op", "conv2d", "reductions", "cuda"});
     if (kind == "op") {
       out.kind = EntryKind::op;
       out.op = parse_op(entry);
     } else if (kind == "conv2d") {
       out.kind = EntryKind::conv2d;
       out.conv2d = parse_conv2d(entry);
+    } else if (kind == "reductions") {
+      out.kind = EntryKind::reductions;
+      out.reductions = parse_reductions(entry);
     } else {
       out.kind = EntryKind::cuda;
       out.cuda = parse_cuda(entry);

@@ -13,6 +13,7 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/ops.hpp>
+#include <cuinline/reductions.hpp>
 #include <cuinline/tensor.hpp>
 #include <array>
 #include <filesystem>
@@ -87,7 +88,22 @@ struct Conv2dEntry {
   ops::Conv2dVariant variant(std::size_t index) const;
 };
 
-enum class EntryKind { op, conv2d, cuda };
+/// Row reductions (softmax, log_softmax, rms_norm, add_rms_norm, layer_norm): for each op, dtype, row
+/// length and alignment, the variant ops::plan_rows picks for rows of that length whose pointers and
+/// row strides are aligned to that many elements (each value once; variant(i) builds the i-th). A
+/// row length of the split form stands for its two kernels (split_stats, split_write).
+struct ReductionEntry {
+  std::vector<ops::RowOp> ops;
+  std::vector<DType> dtypes;
+  std::vector<std::int64_t> row_lengths;
+  std::vector<int> vector_widths;  ///< empty: rows aligned to 16 bytes (the widest each dtype has)
+
+  std::size_t count() const;  ///< saturating
+  /// The i-th variant: op-major, then dtype, row length, vector width (and split part).
+  ops::RowVariant variant(std::size_t index) const;
+};
+
+enum class EntryKind { op, conv2d, cuda, reductions };
 
 struct SpecEntry {
   std::string path;  ///< "entries[3]", for messages
@@ -95,6 +111,7 @@ struct SpecEntry {
   OpEntry op;
   Conv2dEntry conv2d;
   CudaFileEntry cuda;
+  ReductionEntry reductions;
 };
 
 struct Spec {

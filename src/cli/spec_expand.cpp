@@ -11,6 +11,7 @@
 #include <cuinline/error.hpp>
 #include <cuinline/load_inline.hpp>
 #include <cuinline/ops.hpp>
+#include <cuinline/reductions.hpp>
 
 #include "cli/spec.hpp"
 #include "cli/spec_confine.hpp"
@@ -73,10 +74,42 @@ std::size_t listed_count(const OpEntry& spec, DType dtype) {
   return widths * ((spec.index32 ? 1 : 0) + (spec.index64 ? 1 : 0)) + (spec.strided ? 1 : 0);
 }
 
+// The variant ops::plan_rows picks for one row of `n` elements whose tensors are aligned to `width`
+// elements, 0: to 16 bytes (fake pointers, nothing is touched; the row count is a run-time value).
+ops::RowVariant planned_row_variant(ops::RowOp op, DType dtype, std::int64_t n, int width) {
+  const std::size_t bytes = width == 0 ? 16 : static_cast<std::size_t>(width) * dtype_size(dtype);
+  const std::uintptr_t offset = bytes >= 16 ? 0 : bytes;  // aligned to `bytes`, not to twice that
+  const auto at = [&](int k) { return reinterpret_cast<void*>((std::uintptr_t{1} << 44) * k + offset); };
+  const TensorView x = TensorView::contiguous(at(1), dtype, {1, n});
+  const TensorView out = TensorView::contiguous(at(2), dtype, {1, n});
+  const TensorView residual =
+      op == ops::RowOp::add_rms_norm ? TensorView::contiguous(at(3), dtype, {1, n}) : TensorView{};
+  return ops::plan_rows(op, x, out, {}, {}, residual, 0.0).variant;
+}
+
+// Variants a row length stands for: the split form's two kernels, one for the others.
+std::size_t row_parts(DType dtype, std::int64_t n) {
+  return planned_row_variant(ops::RowOp::softmax, dtype, n, 0).form == ops::RowForm::split_stats ? 2 : 1;
+}
+
+// The variants one op of a reductions entry stands for.
+std::size_t variants_an_op(const ReductionEntry& entry) {
+  const std::size_t widths = entry.vector_widths.empty() ? 1 : entry.vector_widths.size();
+  std::size_t n = 0;
+  for (DType dtype : entry.dtypes) {
+    for (std::int64_t row : entry.row_lengths) {
+      n = saturating_add(n, saturating_mul(widths, row_parts(dtype, row)));
+    }
+  }
+  return n;
+}
+
 std::size_t entry_count(const SpecEntry& entry) {
   switch (entry.kind) {
     case EntryKind::conv2d:
       return entry.conv2d.count();
+    case EntryKind::reductions:
+      return entry.reductions.count();
     case EntryKind::cuda:
       return 1;
     case EntryKind::op:
@@ -211,6 +244,33 @@ ops::Conv2dVariant Conv2dEntry::variant(std::size_t index) const {
   return variant;
 }
 
+std::size_t ReductionEntry::count() const {
+  return saturating_mul(ops.size(), variants_an_op(*this));
+}
+
+ops::RowVariant ReductionEntry::variant(std::size_t index) const {
+  const std::size_t widths = vector_widths.empty() ? 1 : vector_widths.size();
+  const std::size_t per_op = variants_an_op(*this);
+  const ops::RowOp op = ops.at(index / per_op);
+  std::size_t rest = index % per_op;
+  for (DType dtype : dtypes) {
+    for (std::int64_t n : row_lengths) {
+      const std::size_t parts = row_parts(dtype, n);
+      if (rest >= widths * parts) {
+        rest -= widths * parts;
+        continue;
+      }
+      const int width = vector_widths.empty() ? 0 : vector_widths[rest / parts];
+      ops::RowVariant v = planned_row_variant(op, dtype, n, width);
+      if (rest % parts == 1) v.form = ops::RowForm::split_write;  // the split launch's second kernel
+      v.validate();
+      return v;
+    }
+  }
+  throw Error("reduction variant " + std::to_string(index) +
+              " does not exist (the count and the enumeration disagree)");
+}
+
 std::size_t count_variants(const Spec& spec) {
   std::size_t total = 0;
   for (const auto& entry : spec.entries) total = saturating_add(total, entry_count(entry));
@@ -279,6 +339,10 @@ Variant SpecExpansion::at(std::size_t index) const {
         return op_variant(entry, local);
       case EntryKind::conv2d:
         return conv2d_variant(entry, local);
+      case EntryKind::reductions: {
+        const ops::RowVariant variant = entry.reductions.variant(local);
+        return {variant.name(), entry.path, ops::make_request(variant), nullptr, std::nullopt};
+      }
       case EntryKind::cuda: {
         const CudaFileEntry& spec = entry.cuda;
         std::string kernels;

@@ -1,8 +1,7 @@
 // conv2d on the generic kernels (kernel_templates/conv2d_generic_rt.cuh): a variant's shape as run-time
 // parameters and its epilogue as a program of lowered steps (the lowering the specialized conv's
 // epilogue functor is printed from), and their launch. The kernels are a fatbin nvcc built with the
-// library (src/ops/elementwise/generic_fatbin.cpp), loaded once: cuLibraryLoadData is
-// context-independent, so one library serves every device.
+// library, loaded once for every device (src/ops/generic_fatbin.cpp).
 #include "ops/conv2d/conv2d_generic_rt.hpp"
 
 #include <algorithm>
@@ -12,8 +11,7 @@
 #include <mutex>
 #include <string_view>
 
-#include "driver/module_state.hpp"
-#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 #include "templates/render.hpp"
 
@@ -36,28 +34,15 @@ std::size_t lowered_steps(const Op& op) {
   return n;
 }
 
-const Module& generic_conv_module() {
-  static std::mutex mutex;
-  static Module* module = nullptr;  // never destroyed: ops may run during static teardown
-  std::lock_guard<std::mutex> lock(mutex);
-  if (module != nullptr) return *module;
-  const std::string_view fatbin = cuinline::detail::generic_conv_fatbin();
-  CompiledProgram program;
-  program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
-  program.program_name = "conv2d_generic_rt.fatbin";
-  program.binary.assign(fatbin.begin(), fatbin.end());
-  auto state =
-      std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
-  module = new Module(std::move(state));
-  return *module;
-}
-
 Kernel generic_conv_kernel(DType dtype) {
   static std::mutex mutex;
   static Kernel kernels[4];
   const auto d = static_cast<std::size_t>(dtype) & 3;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!kernels[d]) kernels[d] = generic_conv_module().kernel(generic_conv_symbol(dtype));
+  if (!kernels[d]) {
+    using cuinline::detail::GenericFatbin;
+    kernels[d] = cuinline::detail::generic_module(GenericFatbin::conv2d).kernel(generic_conv_symbol(dtype));
+  }
   return kernels[d];
 }
 

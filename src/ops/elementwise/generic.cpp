@@ -1,18 +1,14 @@
 // The generic elementwise kernels: a chain lowered to a program (the lowering the rendered functor
 // is printed from, so both compute the same function), and their launch. The kernels are a fatbin
-// nvcc built with the library (generic_fatbin.cpp), loaded once: cuLibraryLoadData is
-// context-independent, so one library serves every device.
+// nvcc built with the library, loaded once for every device (src/ops/generic_fatbin.cpp).
 #include "ops/elementwise/generic.hpp"
 
 #include <algorithm>
 #include <cuinline/error.hpp>
-#include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 
-#include "driver/module_state.hpp"
-#include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 #include "templates/render.hpp"
 
@@ -44,29 +40,17 @@ bool light_chain(const GenericProgram& p) {
   return true;
 }
 
-const Module& generic_module() {
-  static std::mutex mutex;
-  static Module* module = nullptr;  // never destroyed: ops may run during static teardown
-  std::lock_guard<std::mutex> lock(mutex);
-  if (module != nullptr) return *module;
-  const std::string_view fatbin = cuinline::detail::generic_fatbin();
-  CompiledProgram program;
-  program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
-  program.program_name = "ew_generic.fatbin";
-  program.binary.assign(fatbin.begin(), fatbin.end());
-  auto state =
-      std::make_shared<cuinline::detail::ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
-  module = new Module(std::move(state));
-  return *module;
-}
-
 Kernel generic_kernel(DType dtype, bool vector, bool light) {
   static std::mutex mutex;
   static Kernel kernels[4][2][2];  // [dtype][vector][light]
   const auto d = static_cast<std::size_t>(dtype) & 3;
   std::lock_guard<std::mutex> lock(mutex);
   Kernel& k = kernels[d][vector ? 1 : 0][light ? 1 : 0];
-  if (!k) k = generic_module().kernel(kernel_symbol(dtype, vector, light));
+  if (!k) {
+    using cuinline::detail::GenericFatbin;
+    k = cuinline::detail::generic_module(GenericFatbin::elementwise)
+            .kernel(kernel_symbol(dtype, vector, light));
+  }
   return k;
 }
 

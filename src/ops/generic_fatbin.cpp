@@ -1,8 +1,13 @@
 // The fatbins nvcc built from src/ops/elementwise/ew_generic.cu and src/ops/conv2d/conv2d_generic_rt.cu
-// (CMakeLists.txt), embedded with the assembler's .incbin: no generated source of megabytes, and the bytes stay in .rodata.
-#include "ops/elementwise/generic_fatbin.hpp"
+// (CMakeLists.txt), embedded with the assembler's .incbin: no generated source of megabytes, and the bytes
+// stay in .rodata.
+#include "ops/generic_fatbin.hpp"
 
 #include <cuinline/jit.hpp>
+#include <memory>
+#include <mutex>
+
+#include "driver/module_state.hpp"
 
 #if CUINLINE_HAVE_GENERIC_KERNELS
 __asm__(
@@ -60,6 +65,23 @@ std::string_view generic_conv_fatbin() noexcept {
 #else
   return {};
 #endif
+}
+
+const Module& generic_module(GenericFatbin which) {
+  static std::mutex mutex;
+  static Module* modules[2] = {};  // never destroyed: ops may run during static teardown
+  const bool conv = which == GenericFatbin::conv2d;
+  std::lock_guard<std::mutex> lock(mutex);
+  Module*& module = modules[conv ? 1 : 0];
+  if (module != nullptr) return *module;
+  const std::string_view fatbin = conv ? generic_conv_fatbin() : generic_fatbin();
+  CompiledProgram program;
+  program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
+  program.program_name = conv ? "conv2d_generic_rt.fatbin" : "ew_generic.fatbin";
+  program.binary.assign(fatbin.begin(), fatbin.end());
+  auto state = std::make_shared<ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
+  module = new Module(std::move(state));
+  return *module;
 }
 
 }  // namespace detail
