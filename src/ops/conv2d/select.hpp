@@ -7,8 +7,9 @@
 // instructions: sm75 has no cp.async, mma.sync for f16 / bf16, TF32; wgmma only on sm90), so the
 // target must be set before anything is selected or planned — conv2d_variant_for_arch (warm, tests)
 // and conv2d_variant_for_device (a call, before its map entry is made) set it; a variant made
-// without either is sm90's. (The pointers' alignment flags are set before the target, by the call's
-// plan_call, for every target at once: set_hmma_alignment.)
+// without either is sm90's. (The pointers' alignment flags, part of the variant as called and so of
+// its map key, are set before the target, by the call's plan_call: set_hmma_alignment evaluates
+// the sm90 plan's forms and makes the flags hold for the other targets' plans too.)
 #include <cuinline/conv2d.hpp>
 #include <optional>
 #include <string>
