@@ -6,12 +6,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 
+#include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tiling.hpp"
+#include "ops/conv2d/tuning.hpp"
 
 namespace {
 
@@ -327,6 +333,229 @@ TEST_F(Conv2dArgs, RejectsBadInputBeforeAnyLaunch) {
   EXPECT_THROW(conv2d(null_in, weight, bias, output, {}, epi), InvalidArgument);
   EXPECT_THROW(conv2d(input, weight, bias, output, Conv2dParams::square(0), epi), InvalidArgument);
   EXPECT_EQ(conv2d_stats().launches, 0u);
+}
+
+// The selector's contract: select_conv2d(v) is what conv2d_tiling, make_request, make_stage_request
+// and kernel_name give, its algorithm agrees with the tiling, and the grid reaches every algorithm.
+TEST(Conv2dSelect, SelectionIsThePublicPartsForEveryAlgorithm) {
+  using conv2d_impl::Conv2dAlgo;
+  struct Shape {
+    int ci, h, w, co, k, stride, pad, groups;
+  };
+  const Shape shapes[] = {{8, 64, 64, 32, 3, 1, 1, 1},      {64, 56, 56, 64, 3, 1, 1, 1},
+                          {64, 28, 28, 256, 1, 1, 0, 1},    {3, 64, 64, 16, 7, 2, 3, 1},
+                          {512, 7, 7, 512, 3, 1, 1, 1},     {32, 28, 28, 32, 3, 1, 1, 32},
+                          {16, 100, 100, 16, 31, 1, 15, 1}, {4, 16, 16, 8, 3, 2, 1, 1}};
+  const Conv2dLayout N = Conv2dLayout::nchw, C = Conv2dLayout::nhwc;
+  std::set<Conv2dAlgo> seen;
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::f32, DType::f16, DType::f64}) {
+      for (Conv2dPrecision precision : {Conv2dPrecision::fp32, Conv2dPrecision::tf32}) {
+        for (Conv2dLayout layout : {N, C}) {
+          for (Conv2dTarget target : {Conv2dTarget::sm90, Conv2dTarget::sm86}) {
+            if (dtype != DType::f32 && precision != Conv2dPrecision::fp32) continue;
+            Conv2dParams params = Conv2dParams::square(s.stride, s.pad);
+            params.groups = s.groups;
+            Conv2dVariant v =
+                make_conv2d_variant(s.ci, s.h, s.w, s.co, s.k, s.k, params, true, Op::chain({}));
+            v.dtype = dtype;
+            v.precision = precision;
+            v.input_layout = v.weight_layout = v.output_layout = layout;
+            v.target = target;
+            const conv2d_impl::Conv2dSelection sel = conv2d_impl::select_conv2d(v);
+            seen.insert(sel.algo);
+            SCOPED_TRACE(v.name() + " " + conv2d_impl::to_string(sel.algo));
+            EXPECT_EQ(sel.kernel_name, kernel_name(v));
+            const cuinline::CompileRequest request = make_request(v);
+            EXPECT_EQ(sel.request.source, request.source);
+            EXPECT_EQ(sel.request.options, request.options);
+            EXPECT_EQ(sel.request.name_expressions, std::vector<std::string>{sel.kernel_name});
+            const std::optional<cuinline::CompileRequest> stage = make_stage_request(v);
+            ASSERT_EQ(sel.stage_request.has_value(), stage.has_value());
+            if (stage) {
+              EXPECT_EQ(sel.stage_request->source, stage->source);
+            }
+            const Conv2dTiling t = conv2d_tiling(v);
+            EXPECT_EQ(sel.tiling.shared_bytes, t.shared_bytes);
+            EXPECT_EQ(sel.tiling.threads(), t.threads());
+            EXPECT_EQ(sel.tiling.block_channels(), t.block_channels());
+            // The algorithm is the tiling's form.
+            const Conv2dTiling& st = sel.tiling;
+            switch (sel.algo) {
+              case Conv2dAlgo::hmma_halo:
+                EXPECT_TRUE(st.halo && st.wgmma && st.stage_channels == 0);
+                break;
+              case Conv2dAlgo::hmma_wgmma:
+                EXPECT_TRUE(st.half_mma && st.wgmma && !st.halo && st.stage_channels == 0);
+                break;
+              case Conv2dAlgo::hmma_staged:
+                EXPECT_TRUE(st.half_mma && st.stage_channels > 0 && sel.stage_request);
+                break;
+              case Conv2dAlgo::hmma_mma:
+                EXPECT_TRUE(st.half_mma && !st.wgmma && !st.pointwise && st.stage_channels == 0);
+                break;
+              case Conv2dAlgo::pointwise:
+                EXPECT_TRUE(st.pointwise && !sel.stage_request);
+                break;
+              case Conv2dAlgo::tf32_wgmma:
+                EXPECT_TRUE(st.tf32_wgmma && st.stage_channels > 0 && sel.stage_request);
+                break;
+              case Conv2dAlgo::fp32_transposed:
+                EXPECT_TRUE(st.transposes() && sel.stage_request);
+                EXPECT_NE(sel.kernel_algo, Conv2dAlgo::fp32_transposed);
+                break;
+              case Conv2dAlgo::generic:
+                EXPECT_TRUE(st.generic && !sel.stage_request);
+                break;
+              case Conv2dAlgo::fp32_mma:
+                EXPECT_TRUE(st.tensor_cores && !st.half_mma && !st.wgmma);
+                break;
+              case Conv2dAlgo::fp32_winograd:
+                EXPECT_TRUE(st.winograd);
+                break;
+              case Conv2dAlgo::fp32_direct:
+                EXPECT_TRUE(!st.tensor_cores && !st.winograd && !st.generic && !st.transposes());
+                break;
+            }
+          }
+        }
+      }
+    }
+  }
+  // (Every form is reached where no knob switches one off; the Winograd knobs keep every form.)
+  for (const conv2d_impl::Conv2dKnobInfo& k : conv2d_impl::conv2d_knob_table()) {
+    const std::string name = k.name;
+    if (name != "CUINLINE_CONV2D_WINOGRAD" && name != "CUINLINE_CONV2D_WINOGRAD_TC" &&
+        std::getenv(k.name) != nullptr) {
+      return;
+    }
+  }
+  EXPECT_EQ(seen.size(), 11u);
+}
+
+// Each knob's parsing: accepted values are taken, anything else is the default.
+TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
+  const auto with = [](std::map<std::string, std::string> env) {
+    static std::map<std::string, std::string> current;
+    current = std::move(env);
+    return conv2d_impl::read_conv2d_knobs([](const char* name) -> const char* {
+      const auto it = current.find(name);
+      return it == current.end() ? nullptr : it->second.c_str();
+    });
+  };
+  const conv2d_impl::Conv2dKnobs d = with({});
+  EXPECT_TRUE(d.hmma && d.wgmma && d.halo && d.window && d.window_tiles && d.batch_tiles && d.tf32_wgmma &&
+              d.pointwise && d.halo_weight_batch && d.winograd_tc && !d.hmma_tile_set && !d.hmma_pipe_set &&
+              !d.tf32x3_chained_sums && !d.target);
+  EXPECT_EQ(d.store_batch, -1);
+  EXPECT_EQ(d.stage, 2);
+  EXPECT_EQ(d.transpose, 2);
+  EXPECT_EQ(d.transpose_log_tile, 11);
+  EXPECT_EQ(d.winograd, -1);
+  EXPECT_EQ(d.tf32x3_kw, 1);
+  EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows, 0);
+  // Every variable of the table is read: its accepted values are taken, any other is the default.
+  using K = conv2d_impl::Conv2dKnobs;
+  const std::pair<std::map<std::string, std::string>, bool (*)(const K&)> cases[] = {
+      {{{"CUINLINE_CONV2D_HMMA", "0"}}, [](const K& k) { return !k.hmma; }},
+      {{{"CUINLINE_CONV2D_HMMA", "off"}}, [](const K& k) { return k.hmma; }},  // (only "0" switches off)
+      {{{"CUINLINE_CONV2D_WGMMA", "0"}}, [](const K& k) { return !k.wgmma; }},
+      {{{"CUINLINE_CONV2D_HALO", "0"}}, [](const K& k) { return !k.halo; }},
+      {{{"CUINLINE_CONV2D_WINDOW", "0"}}, [](const K& k) { return !k.window; }},
+      {{{"CUINLINE_CONV2D_BATCH_TILES", "0"}}, [](const K& k) { return !k.batch_tiles; }},
+      {{{"CUINLINE_CONV2D_TF32_WGMMA", "0"}}, [](const K& k) { return !k.tf32_wgmma; }},
+      {{{"CUINLINE_CONV2D_POINTWISE", "0"}}, [](const K& k) { return !k.pointwise; }},
+      {{{"CUINLINE_CONV2D_HALO_WBATCH", "0"}}, [](const K& k) { return !k.halo_weight_batch; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD_TC", "0"}}, [](const K& k) { return !k.winograd_tc; }},
+      {{{"CUINLINE_CONV2D_STORE_BATCH", "1"}}, [](const K& k) { return k.store_batch == 1; }},
+      {{{"CUINLINE_CONV2D_STORE_BATCH", "2"}}, [](const K& k) { return k.store_batch == -1; }},
+      {{{"CUINLINE_CONV2D_STAGE", "0"}}, [](const K& k) { return k.stage == 0; }},
+      {{{"CUINLINE_CONV2D_STAGE", "yes"}}, [](const K& k) { return k.stage == 2; }},
+      {{{"CUINLINE_CONV2D_TRANSPOSE", "1"}}, [](const K& k) { return k.transpose == 1; }},
+      {{{"CUINLINE_CONV2D_TRANSPOSE_TILE", "12"}}, [](const K& k) { return k.transpose_log_tile == 12; }},
+      {{{"CUINLINE_CONV2D_TRANSPOSE_TILE", "13"}}, [](const K& k) { return k.transpose_log_tile == 11; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD", "4"}}, [](const K& k) { return k.winograd == 4; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD", "3"}}, [](const K& k) { return k.winograd == -1; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD_WARPS", "8"}}, [](const K& k) { return k.winograd_warps == 8; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD_WARPS", "6"}}, [](const K& k) { return k.winograd_warps == 0; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD_ROWS", "4"}}, [](const K& k) { return k.winograd_rows == 4; }},
+      {{{"CUINLINE_CONV2D_HALO_ROWS", "3"}}, [](const K& k) { return k.halo_rows == 0; }},
+      {{{"CUINLINE_CONV2D_TF32X3_KW", "3"}}, [](const K& k) { return k.tf32x3_kw == 3; }},
+      {{{"CUINLINE_CONV2D_TF32X3_KW", "32"}}, [](const K& k) { return k.tf32x3_kw == 1; }},
+      {{{"CUINLINE_CONV2D_TF32X3_SUMS", "chained"}}, [](const K& k) { return k.tf32x3_chained_sums; }},
+      {{{"CUINLINE_CONV2D_WINDOW_ROWS", "0"}},
+       [](const K& k) { return !k.window_tiles && k.window_rows == 0; }},
+      {{{"CUINLINE_CONV2D_WINDOW_ROWS", "2"}},
+       [](const K& k) { return k.window_tiles && k.window_rows == 2; }},
+      {{{"CUINLINE_CONV2D_HMMA_TILE", "4,1,2,4,32,1"}},
+       [](const K& k) { return k.hmma_tile_set && k.hmma_tile[4] == 32; }},
+      {{{"CUINLINE_CONV2D_HMMA_TILE", "4,1,2"}}, [](const K& k) { return !k.hmma_tile_set; }},
+      {{{"CUINLINE_CONV2D_HMMA_PIPE", "3,1"}},
+       [](const K& k) { return k.hmma_pipe_set && k.hmma_pipe_depth == 3 && k.hmma_pipe_l2 == 1; }},
+      {{{"CUINLINE_CONV2D_HMMA_PIPE", "3"}}, [](const K& k) { return !k.hmma_pipe_set; }},
+      {{{"CUINLINE_CONV2D_TARGET", "sm_75"}},
+       [](const K& k) { return k.target == cuinline::Arch::parse("sm_75"); }},
+      {{{"CUINLINE_CONV2D_TARGET", "gpu"}}, [](const K& k) { return !k.target && !k.target_error.empty(); }},
+  };
+  for (const auto& [env, holds] : cases)
+    EXPECT_TRUE(holds(with(env))) << env.begin()->first << "=" << env.begin()->second;
+  // The table names every variable once.
+  std::set<std::string> names;
+  for (const conv2d_impl::Conv2dKnobInfo& k : conv2d_impl::conv2d_knob_table()) {
+    EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
+    EXPECT_TRUE(names.insert(k.name).second) << k.name;
+  }
+  EXPECT_EQ(names.size(), 23u);
+}
+
+// The knobs are read from the environment once, in the process's first plan: each case a fresh
+// process whose selections follow its variables.
+TEST(Conv2dKnobsDeathTest, TheEnvironmentSteersTheSelection) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  using conv2d_impl::Conv2dAlgo;
+  const auto variant = [](DType dtype, Conv2dPrecision precision, int ci, int hw, int co, int k,
+                          Conv2dLayout layout) {
+    Conv2dVariant v =
+        make_conv2d_variant(ci, hw, hw, co, k, k, Conv2dParams::square(1, k / 2), false, Op::chain({}));
+    v.dtype = dtype;
+    v.precision = precision;
+    v.input_layout = v.weight_layout = v.output_layout = layout;
+    return v;
+  };
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_CONV2D_HMMA", "0", 1);
+        setenv("CUINLINE_CONV2D_WINOGRAD", "0", 1);
+        setenv("CUINLINE_CONV2D_TF32_WGMMA", "0", 1);
+        setenv("CUINLINE_CONV2D_TRANSPOSE", "1", 1);
+        const bool ok = conv2d_impl::conv2d_algo(variant(DType::f16, Conv2dPrecision::fp32, 64, 56, 64, 3,
+                                                         Conv2dLayout::nhwc)) == Conv2dAlgo::generic &&
+                        conv2d_impl::conv2d_algo(variant(DType::f32, Conv2dPrecision::fp32, 8, 64, 32, 3,
+                                                         Conv2dLayout::nchw)) == Conv2dAlgo::fp32_direct &&
+                        conv2d_impl::conv2d_algo(variant(DType::f32, Conv2dPrecision::tf32, 64, 56, 64, 3,
+                                                         Conv2dLayout::nchw)) == Conv2dAlgo::fp32_mma &&
+                        conv2d_impl::conv2d_algo(variant(DType::f32, Conv2dPrecision::fp32, 4, 8, 4, 3,
+                                                         Conv2dLayout::nhwc)) == Conv2dAlgo::fp32_transposed;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_CONV2D_STAGE", "0", 1);
+        setenv("CUINLINE_CONV2D_WGMMA", "0", 1);
+        setenv("CUINLINE_CONV2D_TRANSPOSE", "0", 1);
+        setenv("CUINLINE_CONV2D_POINTWISE", "0", 1);
+        const bool ok = conv2d_impl::conv2d_algo(variant(DType::f16, Conv2dPrecision::fp32, 64, 56, 64, 3,
+                                                         Conv2dLayout::nchw)) == Conv2dAlgo::hmma_mma &&
+                        conv2d_impl::conv2d_algo(variant(DType::f16, Conv2dPrecision::fp32, 64, 56, 64, 3,
+                                                         Conv2dLayout::nhwc)) == Conv2dAlgo::hmma_mma &&
+                        conv2d_impl::conv2d_algo(variant(DType::f16, Conv2dPrecision::fp32, 64, 56, 64, 1,
+                                                         Conv2dLayout::nchw)) == Conv2dAlgo::hmma_mma &&
+                        conv2d_impl::conv2d_algo(variant(DType::f32, Conv2dPrecision::fp32, 64, 56, 64, 3,
+                                                         Conv2dLayout::nhwc)) == Conv2dAlgo::generic;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
-#include <optional>
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -381,25 +380,6 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
   return v;
 }
 
-Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
-  v.validate();
-  if (conv2d_impl::hmma_applies(v)) return conv2d_impl::hmma_tiling(v);
-  if (conv2d_impl::pointwise_applies(v)) return conv2d_impl::pointwise_tiling(v);  // (f32)
-  if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::tf32_wgmma_tiling(v);
-  if (conv2d_impl::f32_transposes(v)) {
-    const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
-    Conv2dTiling t = conv2d_impl::f32_kernel_tiling(k);
-    t.transpose_input = v.input_layout == Conv2dLayout::nhwc;
-    t.transpose_weight = v.weight_layout == Conv2dLayout::nhwc;
-    t.transpose_output = v.output_layout == Conv2dLayout::nhwc && k.output_layout == Conv2dLayout::nchw;
-    return t;
-  }
-  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v)) return conv2d_impl::generic_tiling(v);
-  if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::mma_tiling(v);
-  if (conv2d_impl::winograd_applies(v)) return conv2d_impl::winograd_tiling(v);
-  return fp32_plan(v).t;
-}
-
 namespace {
 Fp32Plan fp32_plan(const Conv2dVariant& v) {
   const int oh = static_cast<int>(v.out_height());
@@ -546,22 +526,6 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
 }
 }  // namespace
 
-std::string kernel_name(const Conv2dVariant& v) {
-  if (conv2d_impl::hmma_applies(v) || conv2d_impl::pointwise_applies(v) || conv2d_impl::tf32_wgmma_applies(v))
-    return "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
-  if (conv2d_impl::f32_transposes(v)) {
-    const Conv2dVariant k = conv2d_impl::f32_kernel_variant(v);
-    return k.output_layout == Conv2dLayout::nhwc ? conv2d_impl::kWinogradKernel : kernel_name(k);
-  }
-  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v))
-    return conv2d_impl::kGenericKernel;
-  if (conv2d_impl::uses_tensor_cores(v))
-    return "cuinline_conv2d_mma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
-  return conv2d_impl::winograd_applies(v)
-             ? conv2d_impl::kWinogradKernel
-             : "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
-}
-
 namespace conv2d_impl {
 bool f32_direct_too_large(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || v.uses_generic_kernel() || uses_tensor_cores(v) || winograd_applies(v)) return false;
@@ -637,34 +601,19 @@ std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
   return check("kSmemBytes", t.shared_bytes, "shared bytes") + check("kTilesX", t.tiles_x, "tiles x") +
          check("kTilesY", t.tiles_y, "tiles y") + check("kThreads", t.threads(), "threads");
 }
-}  // namespace conv2d_impl
 
-std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {
-  v.validate();
-  if (conv2d_impl::pointwise_applies(v)) return std::nullopt;  // (f32 too: no copies)
-  if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::make_hmma_stage_request();
-  if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_transpose_request();
-  if (!conv2d_impl::hmma_stages(v)) return std::nullopt;  // (conv2d_tiling(v).stage_channels == 0)
-  return conv2d_impl::make_hmma_stage_request();
+Conv2dTiling fp32_direct_tiling(const Conv2dVariant& v) {
+  return fp32_plan(v).t;
 }
 
-CompileRequest make_request(const Conv2dVariant& v) {
-  if (conv2d_impl::hmma_applies(v)) return conv2d_impl::make_hmma_request(v);
-  if (conv2d_impl::pointwise_applies(v)) return conv2d_impl::make_pointwise_request(v);  // (f32)
-  if (conv2d_impl::tf32_wgmma_applies(v)) return conv2d_impl::make_tf32_wgmma_request(v);
-  // The NCHW kernel of the shape: its module (one cache entry) serves the NCHW variant too.
-  if (conv2d_impl::f32_transposes(v)) return conv2d_impl::make_f32_kernel_request(conv2d_impl::f32_kernel_variant(v));
-  if (v.uses_generic_kernel() || conv2d_impl::f32_direct_too_large(v)) return conv2d_impl::make_generic_request(v);
-  if (conv2d_impl::uses_tensor_cores(v)) return conv2d_impl::make_mma_request(v);
-  v.validate();
-  if (conv2d_impl::winograd_applies(v)) return conv2d_impl::make_winograd_request(v);
+CompileRequest make_fp32_direct_request(const Conv2dVariant& v) {
   const Fp32Plan fp = fp32_plan(v);
   const Conv2dTiling& t = fp.t;
-  const auto c = conv2d_impl::render_constant;
-  std::string src = "// cuinline conv2d variant " + v.name() + "\n" + conv2d_impl::render_target_defines(v) +
+  const auto c = render_constant;
+  std::string src = "// cuinline conv2d variant " + v.name() + "\n" + render_target_defines(v) +
                     "#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
-  src += conv2d_impl::render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
-  src += "\nstruct cuinline_conv2d_shape {\n" + conv2d_impl::render_shape_constants(v);
+  src += render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
+  src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src += c("kTX", t.threads_x) + c("kTY", fp.rows) + c("kTG", t.channel_groups) + c("kTK", fp.k_split);
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", fp.kh_unroll) + c("kMinBlocks", t.min_blocks);
@@ -672,19 +621,20 @@ CompileRequest make_request(const Conv2dVariant& v) {
   if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar stores (only then rendered: keys unchanged)
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
-  src += conv2d_impl::render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);
+  src += render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);
 
   CompileRequest request;
   request.name = "conv2d.cu";
   request.source = std::move(src);
   for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh"}) {
-    request.headers.push_back({header, detail::template_text(header)});
+    request.headers.push_back({header, cuinline::detail::template_text(header)});
   }
   // The conv loop uses explicit __fmaf_rn; no contraction elsewhere, so bias and epilogue round
   // after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
-  request.name_expressions = {kernel_name(v)};
+  request.name_expressions = {"cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"};
   return request;
 }
+}  // namespace conv2d_impl
 
 }  // namespace cuinline::ops

@@ -5,139 +5,38 @@
 // (kernel_templates/conv2d_stage.cuh).
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <cuinline/error.hpp>
 #include <string>
 #include <vector>
 
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/select.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {
 namespace {
 
-
-// CUINLINE_CONV2D_HMMA=0 sends every f16 / bf16 variant to the general direct kernel (read once).
-bool disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HMMA");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_WGMMA=0 keeps the cp.async form on the mma.sync tilings (read once).
-bool wgmma_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WGMMA");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
 // The wgmma tiling (and its halo and window forms) for v: its target is sm90 (227 KiB a block; wgmma
 // where the device is an sm_90) and CUINLINE_CONV2D_WGMMA is not 0. Elsewhere the mma.sync tilings,
 // which need at most 83 KiB.
 bool wgmma_off(const Conv2dVariant& v) {
-  return wgmma_disabled_by_environment() || v.target != Conv2dTarget::sm90;
+  return !conv2d_knobs().wgmma || v.target != Conv2dTarget::sm90;
 }
 
-// CUINLINE_CONV2D_HALO=0 keeps up-to-8-channel variants off the halo tiling (read once).
-bool halo_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_STORE_BATCH=1 (0) issues the 16-bit epilogue's shared loads in batches before
-// their stores everywhere (nowhere) instead of for the halo form's NCHW output only (read once; for
-// measuring); -1 where unset.
-int store_batch_override() {
-  static const int v = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_STORE_BATCH");
-    return e == nullptr ? -1 : std::strcmp(e, "1") == 0 ? 1 : std::strcmp(e, "0") == 0 ? 0 : -1;
-  }();
-  return v;
-}
-
-// CUINLINE_CONV2D_HALO_WBATCH=0 gathers the halo form's weights one chunk at a time instead of in
-// batches (read once; for measuring the two).
-bool halo_weight_batch_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HALO_WBATCH");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_WINDOW=0 keeps the wgmma tiling off its window form (read once).
-bool window_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINDOW");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_WINDOW_ROWS=0 keeps the window form to one tile a block (read once; 1, 2 or 4:
-// the launch's tiles a block, conv2d_launch.cpp).
-bool window_tiles_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINDOW_ROWS");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_HMMA_TILE="wm,wn,mt,nt,bk,min_blocks" (tuning only, read once): that block tiling
-// for every f16 / bf16 variant instead of the planner's (bk must divide the padded channels; a
-// tiling the template rejects fails to compile).
+// CUINLINE_CONV2D_HMMA_TILE (tuning only): that block tiling for every f16 / bf16 variant instead of
+// the planner's (bk must divide the padded channels; a tiling the template rejects fails to compile).
 bool tile_override(int (&f)[6]) {
-  static int o[6] = {0, 0, 0, 0, 0, 0};
-  static const bool set = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_HMMA_TILE");
-    return e != nullptr && std::sscanf(e, "%d,%d,%d,%d,%d,%d", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]) == 6;
-  }();
-  for (int i = 0; i < 6; ++i) f[i] = o[i];
-  return set;
-}
-
-// CUINLINE_CONV2D_BATCH_TILES=0 keeps small planes on per-image tiles (for comparisons; read once).
-bool batch_tiles_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_BATCH_TILES");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
+  const Conv2dKnobs& k = conv2d_knobs();
+  for (int i = 0; i < 6; ++i) f[i] = k.hmma_tile[i];
+  return k.hmma_tile_set;
 }
 
 // Whether the cp.async wgmma tiling of v (steps k steps of its k step) takes batch tiles: an output
 // plane of at most 128 pixels, more than 5 k steps, more than one filter tap.
 bool batch_tiles_apply(const Conv2dVariant& v, int steps) {
   return v.out_height() * v.out_width() <= 128 && steps > 5 && v.kernel_h * v.kernel_w > 1 &&
-         !batch_tiles_disabled_by_environment();
-}
-
-// CUINLINE_CONV2D_TF32_WGMMA=0 keeps tf32 variants on the mma.sync kernel (conv2d_mma.cuh; read once).
-bool tf32_wgmma_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_TF32_WGMMA");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
-// CUINLINE_CONV2D_POINTWISE=0 keeps 1 x 1 convolutions off the pointwise form (read once).
-bool pointwise_disabled_by_environment() {
-  static const bool off = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_POINTWISE");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  return off;
+         conv2d_knobs().batch_tiles;
 }
 
 const char* storage_type(DType dtype) {
@@ -169,21 +68,15 @@ bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
   const int step_words = (t.tile_cols * t.ci_chunk / 2 + t.block_channels() * t.ci_chunk / 2) / t.threads();
   return steps <= 5 && steps * step_words <= 64;
 }
-// CUINLINE_CONV2D_HMMA_PIPE="depth,l2" (tuning only, read once): cp.async buffers (0: the plan's)
-// and 1 for cp.async.cg (L2 only) instead of .ca.
+// CUINLINE_CONV2D_HMMA_PIPE (tuning only): cp.async buffers (0: the plan's) and 1 for cp.async.cg
+// (L2 only) instead of .ca.
 struct Pipe {
   int depth = 0, l2 = 0;
   bool set = false;
 };
 Pipe pipe_override() {
-  static const Pipe p = [] {
-    Pipe q;
-    const char* e = std::getenv("CUINLINE_CONV2D_HMMA_PIPE");
-    if (e == nullptr || std::sscanf(e, "%d,%d", &q.depth, &q.l2) != 2) return Pipe{};
-    q.set = true;
-    return q;
-  }();
-  return p;
+  const Conv2dKnobs& k = conv2d_knobs();
+  return Pipe{k.hmma_pipe_depth, k.hmma_pipe_l2, k.hmma_pipe_set};
 }
 
 // cp.async.cg (L2 only) for the conv's tiles, else .ca: the TF32 kernel with up to 9 filter taps
@@ -351,7 +244,7 @@ int hmma_ci_pad(int in_channels) {
 bool hmma_applies(const Conv2dVariant& v) {
   // (sm_75 has neither bf16 tensor cores nor m16n8k16 and cp.async: the general kernel there.)
   // (Grouped convolutions: the general kernel.)
-  return (v.dtype == DType::f16 || v.dtype == DType::bf16) && !disabled_by_environment() &&
+  return (v.dtype == DType::f16 || v.dtype == DType::bf16) && conv2d_knobs().hmma &&
          v.target != Conv2dTarget::sm75 && v.params.groups == 1;
 }
 
@@ -469,14 +362,14 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // copied within a chunk) and where it fits. Without a residual: its 16-bit output tile overlaps
   // the buffers (the fp32 one of a residual would too, but is not measured).
   const std::int64_t ow = v.out_width();
-  if (!window_disabled_by_environment() && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
+  if (conv2d_knobs().window && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
     if (window_shared_bytes(v, t) > limit) t.window = false;
     // Two or more k chunks (two window buffers): a block computes up to kWindowRowTiles tiles in
     // turn (the launch picks how many, conv2d_launch.cpp), the next tile's first copies issued while
     // this one's outputs are stored, where the output tile's own place fits.
-    if (t.window && ci_pad / bk > 1 && !window_tiles_disabled_by_environment()) {
+    if (t.window && ci_pad / bk > 1 && conv2d_knobs().window_tiles) {
       t.row_tiles = kWindowRowTiles;
       if (window_shared_bytes(v, t) > limit) t.row_tiles = 1;
     }
@@ -499,7 +392,7 @@ constexpr int kHaloRowTiles = 8;
 // wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not
 // eligible (see hmma_halo) or its window does not fit.
 bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
-  if (!hmma_applies(v) || wgmma_off(v) || halo_disabled_by_environment()) return false;
+  if (!hmma_applies(v) || wgmma_off(v) || !conv2d_knobs().halo) return false;
   if (v.in_channels > 8 || v.params.stride_w != 1 || v.has_residual || v.out_width() < 32) return false;
   const int cout = v.out_channels;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
@@ -694,8 +587,8 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   if (t.window && t.row_tiles > 1) src += c("kWindowTiles", 1);
   if (t.pointwise) src += c("kPointwise", 1);
   if (t.batch_tiles) src += c("kBatchTiles", 1);
-  if (t.wgmma && store_batch_override() >= 0) src += c("kStoreBatch", store_batch_override());
-  if (t.halo && halo_weight_batch_disabled_by_environment()) src += c("kHaloWeightBatch", 0);
+  if (t.wgmma && conv2d_knobs().store_batch >= 0) src += c("kStoreBatch", conv2d_knobs().store_batch);
+  if (t.halo && !conv2d_knobs().halo_weight_batch) src += c("kHaloWeightBatch", 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
@@ -722,25 +615,20 @@ CompileRequest request_of(const Conv2dVariant& v, std::string source, bool wgmma
   return request;
 }
 
-// CUINLINE_CONV2D_STAGE: "0" never stages, "1" stages every variant not in hmma_async_layout, unset
-// (or anything else) stages those with at least kStageMinElements input elements an image (read once).
-int stage_setting() {
-  static const int setting = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_STAGE");
-    if (e != nullptr && std::strcmp(e, "0") == 0) return 0;
-    if (e != nullptr && std::strcmp(e, "1") == 0) return 1;
-    return 2;
-  }();
-  return setting;
-}
-
 }  // namespace
 
 bool hmma_uses_wgmma(const Conv2dVariant& v) {
-  // direct_tiling's test, on the variant as called or (staged) on its channels-last copy, which is
-  // always in the cp.async form.
-  return hmma_applies(v) && !wgmma_off(v) &&
-         ((hmma_async_layout(v) && v.inputs_aligned) || hmma_stages(v) || hmma_halo(v));
+  // The selector's forms on the wgmma tiling: the halo and cp.async forms as called, and a staged
+  // variant's conv (its channels-last copy is in the cp.async form) where the wgmma tilings run.
+  switch (conv2d_algo(v)) {
+    case Conv2dAlgo::hmma_halo:
+    case Conv2dAlgo::hmma_wgmma:
+      return true;
+    case Conv2dAlgo::hmma_staged:
+      return !wgmma_off(v);
+    default:
+      return false;
+  }
 }
 
 bool hmma_halo(const Conv2dVariant& v) {
@@ -749,8 +637,15 @@ bool hmma_halo(const Conv2dVariant& v) {
 }
 
 bool hmma_stages(const Conv2dVariant& v) {
-  if (!hmma_applies(v) || (hmma_async_layout(v) && v.inputs_aligned) || hmma_halo(v) || pointwise_applies(v)) return false;
-  const int setting = stage_setting();
+  return conv2d_algo(v) == Conv2dAlgo::hmma_staged;
+}
+
+bool hmma_wgmma_enabled(const Conv2dVariant& v) {
+  return !wgmma_off(v);
+}
+
+bool hmma_stage_rule(const Conv2dVariant& v) {
+  const int setting = conv2d_knobs().stage;
   if (setting != 2) return setting == 1;
   // Small planes with a long reduction over 64+ channels (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
   // the staged copy's wgmma tiling runs them on batch tiles (ResNet-50's 512 x 7 x 7 3 x 3, batch 32:
@@ -871,7 +766,7 @@ bool tf32_wgmma_applies(const Conv2dVariant& v) {
   return v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.params.groups == 1 &&
          v.in_channels >= kTf32WgmmaMinChannels && taps > 1 &&
          work >= kTf32WgmmaMinWork * v.params.stride_h * v.params.stride_w && !wgmma_off(v) &&
-         !tf32_wgmma_disabled_by_environment();
+         conv2d_knobs().tf32_wgmma;
 }
 
 Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v) {
@@ -893,7 +788,7 @@ CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
 
 bool pointwise_shape(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
-  if (pointwise_disabled_by_environment() || v.target == Conv2dTarget::sm75) return false;
+  if (!conv2d_knobs().pointwise || v.target == Conv2dTarget::sm75) return false;
   // f32 in precision tf32 only: 3xTF32 on this form (three products and a split of every operand
   // as it is read) was compute-bound, slower than the fp32 FMA kernels on 4 of 7 measured 1 x 1
   // layers (KernelBench's 16 x 64 x 1024^2 -> 128: 10.43 ms against 7.90; H100).

@@ -119,7 +119,8 @@ CompileRequest make_pointwise_request(const Conv2dVariant& v);
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;
 /// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma, without
-/// planning): the halo form, the cp.async form as called, or staged; unless CUINLINE_CONV2D_WGMMA=0.
+/// planning): the selector's hmma_halo or hmma_wgmma, or hmma_staged where the wgmma tilings are
+/// enabled.
 bool hmma_uses_wgmma(const Conv2dVariant& v);
 /// Whether an f16 / bf16 variant runs the wgmma tiling's halo form (hmma_tiling(v).halo; never
 /// staged): at most 8 input channels, column stride 1, no residual, at least 32 output columns,
@@ -127,10 +128,16 @@ bool hmma_uses_wgmma(const Conv2dVariant& v);
 /// CUINLINE_CONV2D_HALO=0.
 bool hmma_halo(const Conv2dVariant& v);
 /// Whether an f16 / bf16 variant runs as a staging copy into a workspace (channels-last, channels
-/// padded to a multiple of 8) followed by the conv of that copy: hmma_applies(v), not already in
-/// that form, and CUINLINE_CONV2D_STAGE (read once): "0" never, "1" always, else at least
-/// kStageMinElements input elements an image.
+/// padded to a multiple of 8) followed by the conv of that copy: the selector's hmma_staged
+/// (select.hpp: hmma_applies(v), neither pointwise nor the halo form nor already in the cp.async
+/// form, and hmma_stage_rule(v)).
 bool hmma_stages(const Conv2dVariant& v);
+/// The staging rule of an f16 / bf16 variant not already in a form that reads its tensors directly:
+/// CUINLINE_CONV2D_STAGE "0" never, "1" always, else batch-tiled shapes from 64 input channels and
+/// from kStageMinElements input elements an image.
+bool hmma_stage_rule(const Conv2dVariant& v);
+/// Whether the wgmma tilings may run v: an sm90 target, CUINLINE_CONV2D_WGMMA not 0.
+bool hmma_wgmma_enabled(const Conv2dVariant& v);
 /// The variant the conv kernel of a staged call computes: channels-last input and weight with
 /// in_channels rounded up to 8.
 Conv2dVariant hmma_staged_variant(const Conv2dVariant& v);
@@ -168,6 +175,9 @@ Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v);
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v);
 /// The name expression of the general direct kernel (conv2d_generic.cuh).
 inline constexpr const char* kGenericKernel = "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+/// The tiling and request of an f32 variant on the FMA direct kernel (conv2d.cuh).
+Conv2dTiling fp32_direct_tiling(const Conv2dVariant& v);
+CompileRequest make_fp32_direct_request(const Conv2dVariant& v);
 /// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
 Conv2dTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).

@@ -19,6 +19,8 @@
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/plan.hpp"
 #include "ops/conv2d/conv2d_generic_rt.hpp"
+#include "ops/conv2d/select.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "ops/family.hpp"
 #include "ops/specialize.hpp"
 
@@ -84,23 +86,6 @@ std::uint64_t variant_hash(const Conv2dVariant& v) {
   return f.h;
 }
 
-// CUINLINE_CONV2D_TARGET=sm_75 (or any arch name; a testing override, read once): plan every call for
-// that arch's target (Conv2dTarget) where the device has what it plans for (no more shared memory a
-// block, wgmma tilings only on an sm90-class device), e.g. the sm75 kernels on an H100.
-std::optional<Arch> target_override() {
-  static const std::optional<Arch> arch = []() -> std::optional<Arch> {
-    const char* e = std::getenv("CUINLINE_CONV2D_TARGET");
-    if (e == nullptr || *e == '\0') return std::nullopt;
-    try {
-      return Arch::parse(e);
-    } catch (const std::exception& x) {
-      logger()->warn("CUINLINE_CONV2D_TARGET ignored: {}", x.what());
-      return std::nullopt;
-    }
-  }();
-  return arch;
-}
-
 // The target a call on `device` plans for: the device's (conv2d_target_for; a smaller one where the
 // device reports less shared memory a block than its arch's class has), or the override's.
 Conv2dTarget device_target(int device) {
@@ -109,7 +94,16 @@ Conv2dTarget device_target(int device) {
   while (optin > 0 && conv2d_max_shared_bytes(own) > optin && own != Conv2dTarget::sm75) {
     own = own == Conv2dTarget::sm90 ? Conv2dTarget::sm80 : own == Conv2dTarget::sm80 ? Conv2dTarget::sm86 : Conv2dTarget::sm75;
   }
-  const std::optional<Arch> forced = target_override();
+  // CUINLINE_CONV2D_TARGET=sm_75 (or any arch name; a testing override): plan every call for that
+  // arch's target where the device has what it plans for (no more shared memory a block, wgmma
+  // tilings only on an sm90-class device), e.g. the sm75 kernels on an H100.
+  const conv2d_impl::Conv2dKnobs& knobs = conv2d_impl::conv2d_knobs();
+  static const bool parsed = [&] {
+    if (!knobs.target_error.empty()) logger()->warn("CUINLINE_CONV2D_TARGET ignored: {}", knobs.target_error);
+    return true;
+  }();
+  (void)parsed;
+  const std::optional<Arch>& forced = knobs.target;
   if (!forced) return own;
   const Conv2dTarget t = conv2d_target_for(*forced);
   if (conv2d_max_shared_bytes(t) <= conv2d_max_shared_bytes(own) && (t != Conv2dTarget::sm90 || own == Conv2dTarget::sm90)) {
@@ -155,12 +149,19 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
   // Render, hash and compile (or fetch); KernelCache is single-flight per key. A staged variant's
   // module is the conv of the copies (that of hmma_staged_variant(v)); the copy is its own module.
   // The map's key is the variant as called; its kernel is planned for the device.
+  // (The target first: the selection plans for it.)
   const Conv2dVariant v = conv2d_variant_for_device(called, device);
+  v.validate();
+  using conv2d_impl::Conv2dAlgo;
+  const Conv2dAlgo algo = conv2d_impl::conv2d_algo(v);
   Launchable l;
-  l.tiling = conv2d_tiling(v);
-  l.kernel = detail::load_kernel(v, device);
-  if (l.tiling.stage_channels > 0) l.stage = copy_kernel(l.tiling.tf32_wgmma ? kStageCopyTf32 : kStageCopy, device);
-  if (l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
+  l.tiling = conv2d_impl::conv2d_tiling_of(algo, v);
+  Module module = default_cache().get(conv2d_impl::make_request_of(algo, v), device_arch(device));
+  l.kernel = module.kernel(conv2d_impl::kernel_name_of(algo, v));
+  if (algo == Conv2dAlgo::hmma_staged) l.stage = copy_kernel(kStageCopy, device);
+  if (algo == Conv2dAlgo::tf32_wgmma) l.stage = copy_kernel(kStageCopyTf32, device);
+  // (No copy where Winograd writes the only channels-last tensor, the output, itself.)
+  if (algo == Conv2dAlgo::fp32_transposed && l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }
@@ -364,15 +365,6 @@ void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView
   }
 }
 
-// A tuning override of the tiles a block computes in turn, from the environment variable `name`: 1,
-// 2, 4 or 8; 0 where unset or anything else (the launch's rule).
-int rows_from_environment(const char* name) {
-  const char* e = std::getenv(name);
-  if (e == nullptr) return 0;
-  const int r = std::atoi(e);
-  return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
-}
-
 int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, const Launchable& e) {
   if (t.row_tiles <= 1) return 1;
   const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
@@ -399,8 +391,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     return best_rows;
   }
   if (t.winograd) {
-    // (CUINLINE_CONV2D_WINOGRAD_ROWS, read once.)
-    static const int rows = rows_from_environment("CUINLINE_CONV2D_WINOGRAD_ROWS");
+    const int rows = conv2d_impl::conv2d_knobs().winograd_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // A block walks down up to 8 tile rows (its weights transformed once): the most rows that
     // leave at least 24 blocks an SM, else the most that leave 8, else 1. Fewer rows a block keep
@@ -421,7 +412,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     // The window form's blocks compute tiles in turn (each tile's first copies overlap the previous
     // one's stores): the fewest waves x (tiles a block + 1), of 1, 2 and 4 tiles a block (the +1:
     // a block's first copies, which nothing hides).
-    static const int rows = rows_from_environment("CUINLINE_CONV2D_WINDOW_ROWS");  // (read once)
+    const int rows = conv2d_impl::conv2d_knobs().window_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     const std::int64_t slots = std::int64_t{e.resident_blocks} * e.multiprocessors;
     int best = 1;
@@ -438,7 +429,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     return best;
   }
   if (t.halo) {
-    static const int rows = rows_from_environment("CUINLINE_CONV2D_HALO_ROWS");  // (read once)
+    const int rows = conv2d_impl::conv2d_knobs().halo_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // The halo form stages its weights once a block: the most tiles a block (4 for a channels-last
     // output; for an NCHW one 2, or 4 from 4 TB/s of DRAM bandwidth) that leave at least 3 waves of

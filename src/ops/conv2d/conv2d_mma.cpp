@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {
@@ -23,26 +24,10 @@ std::int64_t pipelined_bytes(const Conv2dVariant& v) {
 constexpr int kUnrollTaps = 4;
 constexpr int kUnrolledMma = 144;
 // 3xTF32: filter columns unrolled at most (see mma_tiling): 1 — each filter column an iteration —
-// unless CUINLINE_CONV2D_TF32X3_KW=N (a tuning override, read once; with per-step sums unrolled
-// columns spill and run slower).
-int max_unrolled_kw3() {
-  static const int kw = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_TF32X3_KW");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= 31 ? n : 1;
-  }();
-  return kw;
-}
-// CUINLINE_CONV2D_TF32X3_SUMS=chained (a tuning override, read once): 3xTF32's products chained into
-// the running sum on the tensor cores instead of per-step sums (conv2d_mma.cuh, kSumsFromZero): faster,
-// not fp32-accurate on long reductions.
-bool tf32x3_chained_sums() {
-  static const bool chained = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_TF32X3_SUMS");
-    return e != nullptr && std::strcmp(e, "chained") == 0;
-  }();
-  return chained;
-}
+// unless CUINLINE_CONV2D_TF32X3_KW=N (a tuning override; with per-step sums unrolled columns spill
+// and run slower). CUINLINE_CONV2D_TF32X3_SUMS=chained (a tuning override): 3xTF32's products
+// chained into the running sum on the tensor cores instead of per-step sums (conv2d_mma.cuh,
+// kSumsFromZero): faster, not fp32-accurate on long reductions.
 
 // Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
 // source static_asserts that the shared-memory size agrees).
@@ -239,7 +224,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // and 132 mma, spilled 36-92 bytes at 168 registers and took NVRTC 0.45-0.51 s; rolled, no spill
   // and 0.18 s).
   const int tap_mma = t.m_tiles * t.n_tiles * (v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
-  const int max_kw = v.precision == Conv2dPrecision::tf32x3 ? max_unrolled_kw3() : v.kernel_w;
+  const int max_kw = v.precision == Conv2dPrecision::tf32x3 ? conv2d_knobs().tf32x3_kw : v.kernel_w;
   t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma && v.kernel_w <= max_kw ? v.kernel_w : 1;
   const int body_taps = std::max(1, std::min(kUnrollTaps, kUnrolledMma / tap_mma));
   // 3xTF32 keeps filter rows rolled (no tuned 3xTF32 tiling unrolled them; a 7 x 1 filter's 4 rows
@@ -269,7 +254,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   src += c("kKwUnroll", t.kw_unroll);
   src += c("kMinBlocks", t.min_blocks) + c("kOutStage", t.out_stage);
   src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
-  if (v.precision == Conv2dPrecision::tf32x3 && tf32x3_chained_sums()) src += c("kSumsFromZero", 0);
+  if (v.precision == Conv2dPrecision::tf32x3 && conv2d_knobs().tf32x3_chained_sums) src += c("kSumsFromZero", 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);

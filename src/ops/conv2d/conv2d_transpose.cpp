@@ -1,45 +1,22 @@
 // f32 conv2d with channels-last tensors on the f32 NCHW kernels (direct, Winograd, TF32 tensor
 // cores) between transposing copies (kernel_templates/conv2d_transpose.cuh): which variants, the
 // variant whose kernel runs, the copy's request and launch grid. The launch is conv2d_launch.cpp's.
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {
-namespace {
-
-// CUINLINE_CONV2D_TRANSPOSE: "0" never, "1" every f32 variant with a channels-last tensor, unset (or
-// anything else) those from kTransposeMinMacs multiply-adds an image (read once).
-int transpose_setting() {
-  static const int setting = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_TRANSPOSE");
-    if (e != nullptr && std::strcmp(e, "0") == 0) return 0;
-    if (e != nullptr && std::strcmp(e, "1") == 0) return 1;
-    return 2;
-  }();
-  return setting;
-}
-
-}  // namespace
-
 int transpose_log_tile() {
-  // CUINLINE_CONV2D_TRANSPOSE_TILE: log2 of the elements a block moves, 10-12 (tuning; read once).
-  static const int lt = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_TRANSPOSE_TILE");
-    const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 10 && v <= 12 ? v : kTransposeLogTile;
-  }();
-  return lt;
+  return conv2d_knobs().transpose_log_tile;  // CUINLINE_CONV2D_TRANSPOSE_TILE (10-12; tuning)
 }
 
 bool f32_transposes(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || !v.uses_generic_kernel() || v.params.groups != 1) return false;
   // (Where the NCHW kernel of the shape would be the general kernel too, the copies gain nothing.)
   if (f32_direct_too_large(f32_nchw_variant(v))) return false;
-  const int setting = transpose_setting();
+  const int setting = conv2d_knobs().transpose;  // CUINLINE_CONV2D_TRANSPOSE: 0 never, 1 always
   if (setting != 2) return setting == 1;
   const std::int64_t macs = std::int64_t{v.out_channels} * v.out_height() * v.out_width() * v.in_channels *
                             v.kernel_h * v.kernel_w;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {
@@ -28,43 +29,7 @@ constexpr int kWarpChannels = (32 / kTileLanes) * kChannelsPerThread;
 // (input, output channel).
 constexpr std::int64_t kMaxWeightBytes = 80 * 1024;
 
-// CUINLINE_CONV2D_WINOGRAD (read once per process): 0 turns Winograd off (the direct kernel), 4
-// runs F(4x4, 3x3) instead of F(2x2, 3x3); anything else is the default.
-int environment_setting() {
-  static const int setting = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD");
-    if (e == nullptr) return -1;
-    if (std::strcmp(e, "0") == 0) return 0;
-    if (std::strcmp(e, "4") == 0) return 4;
-    return -1;
-  }();
-  return setting;
-}
-
-// CUINLINE_CONV2D_WINOGRAD_TC=0 (read once): the F(2x2) products in fp32 FMA instead of on tensor
-// cores.
-bool tensor_core_products() {
-  static const bool on = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_TC");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
-  return on;
-}
-
 int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
-// CUINLINE_CONV2D_WINOGRAD_WARPS=4 or 8 (a tuning override, read once): F(2x2) blocks of 4 or 8
-// warps where all 4 channel warps are used; 0 where unset.
-int warps_override() {
-  static const int warps = [] {
-    const char* e = std::getenv("CUINLINE_CONV2D_WINOGRAD_WARPS");
-    if (e == nullptr) return 0;
-    if (std::strcmp(e, "4") == 0) return 4;
-    if (std::strcmp(e, "8") == 0) return 8;
-    return 0;
-  }();
-  return warps;
-}
-
 // Warps a block: F(4x4) 8; F(2x2) with all 4 channel warps 8 (2 along the tiles, 32 tiles) for an
 // NCHW output, 4 (16 tiles) for a channels-last one; else 4. Seed, library, L2 flushed, H100,
 // products on tensor cores: NCHW 0.3976 ms with 2 x 4 warps (4 tile rows a block)
@@ -73,7 +38,7 @@ int warps_override() {
 int block_warps(const Conv2dVariant& v, int m, int warps_c) {
   if (m == 4) return 8;
   if (warps_c != 4) return 4;
-  if (const int w = warps_override(); w != 0) return w;
+  if (const int w = conv2d_knobs().winograd_warps; w != 0) return w;
   return v.output_layout == Conv2dLayout::nhwc ? 4 : 8;
 }
 
@@ -85,7 +50,7 @@ std::int64_t weight_bytes(const Conv2dVariant& v, int m, int warps_c) {
 
 int winograd_tile(const Conv2dVariant& v) {
   (void)v;
-  return environment_setting() == 4 ? 4 : 2;
+  return conv2d_knobs().winograd == 4 ? 4 : 2;
 }
 
 bool winograd_applies(const Conv2dVariant& v) {
@@ -93,7 +58,7 @@ bool winograd_applies(const Conv2dVariant& v) {
   // (NCHW input and weight; the output may be channels-last: the kernel writes either layout.)
   Conv2dVariant nchw_out = v;
   nchw_out.output_layout = Conv2dLayout::nchw;
-  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || environment_setting() == 0) {
+  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || conv2d_knobs().winograd == 0) {
     return false;
   }
   if (v.kernel_h != 3 || v.kernel_w != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
@@ -119,7 +84,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   t.winograd = true;
   t.winograd_tile = m;
   // (sm_75 has no TF32 tensor cores: FMA products there.)
-  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && tensor_core_products() && v.target != Conv2dTarget::sm75;
+  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && conv2d_knobs().winograd_tc && v.target != Conv2dTarget::sm75;
   t.pipeline = 4;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.

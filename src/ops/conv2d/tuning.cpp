@@ -1,0 +1,215 @@
+// The CUINLINE_CONV2D_* knobs as one table: each entry's variable, meaning, accepted values and
+// default, and how its value is parsed. Every default says where it comes from.
+#include "ops/conv2d/tuning.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "ops/conv2d/conv2d_internal.hpp"
+
+namespace cuinline::ops::conv2d_impl {
+namespace {
+
+struct Knob {
+  Conv2dKnobInfo info;
+  /// Applies a set variable's value (never null) to the knobs; a value the knob does not accept
+  /// leaves (or gives) its default.
+  void (*apply)(Conv2dKnobs& k, const char* value);
+};
+
+bool is(const char* value, const char* text) {
+  return std::strcmp(value, text) == 0;
+}
+// "0" switches a form off; anything else keeps it.
+bool on_unless_zero(const char* value) {
+  return !is(value, "0");
+}
+// "0" never, "1" always, anything else the default rule (2).
+int never_always_rule(const char* value) {
+  return is(value, "0") ? 0 : is(value, "1") ? 1 : 2;
+}
+// Tiles a block computes in turn: 1, 2, 4 or 8 (atoi, as the launch has always read them); 0 (the
+// launch's rule) for anything else.
+int tile_rows(const char* value) {
+  const int r = std::atoi(value);
+  return r == 1 || r == 2 || r == 4 || r == 8 ? r : 0;
+}
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> table = {
+      // Default on: f16 / bf16 on tensor cores is the library's fast path; 0 is for comparing with the
+      // general direct kernel.
+      {{"CUINLINE_CONV2D_HMMA", "0: f16 / bf16 on the general direct kernel instead of tensor cores", "0",
+        "tensor cores"},
+       [](Conv2dKnobs& k, const char* e) { k.hmma = on_unless_zero(e); }},
+      // Default on: wgmma is what sm_90 runs fastest (docs/conv2d.md, "wgmma on sm_90a").
+      {{"CUINLINE_CONV2D_WGMMA", "0: the mma.sync tilings on sm90 instead of the wgmma kernel (tf32 too)",
+        "0", "wgmma on sm90"},
+       [](Conv2dKnobs& k, const char* e) { k.wgmma = on_unless_zero(e); }},
+      // Default on: the halo form is the wgmma tiling of up to 8 input channels (the seed's NCHW RGB
+      // layers) without a staging copy.
+      {{"CUINLINE_CONV2D_HALO", "0: up to 8 input channels off the wgmma tiling's halo form (staged instead)",
+        "0", "halo form"},
+       [](Conv2dKnobs& k, const char* e) { k.halo = on_unless_zero(e); }},
+      // Default: the launch's rule (3 waves; 4 tiles on >= 4 TB/s devices, measured on an H200 and an H100).
+      {{"CUINLINE_CONV2D_HALO_ROWS", "most tiles a halo-form block computes in turn (tuning)", "1, 2, 4, 8",
+        "the launch's rule"},
+       [](Conv2dKnobs& k, const char* e) { k.halo_rows = tile_rows(e); }},
+      // Default on: batched weight gathers measured faster on the halo form (for measuring the two).
+      {{"CUINLINE_CONV2D_HALO_WBATCH", "0: the halo form gathers its NCHW weights a chunk at a time", "0",
+        "batched"},
+       [](Conv2dKnobs& k, const char* e) { k.halo_weight_batch = on_unless_zero(e); }},
+      // Default: batched stores for the halo form's NCHW output only (slower on every other shape).
+      {{"CUINLINE_CONV2D_STORE_BATCH", "0 / 1: the 16-bit epilogue's batched stores nowhere / everywhere",
+        "0, 1", "the halo form's NCHW output only"},
+       [](Conv2dKnobs& k, const char* e) { k.store_batch = is(e, "1")   ? 1
+                                                           : is(e, "0") ? 0
+                                                                        : -1; }},
+      // Default on: the window form copies a tile's input once a k chunk instead of once a tap (the
+      // UNet-like 128 -> 128 3 x 3 layer's stalls were mostly those copies).
+      {{"CUINLINE_CONV2D_WINDOW", "0: the wgmma tiling's cp.async form without its window form", "0",
+        "window form"},
+       [](Conv2dKnobs& k, const char* e) { k.window = on_unless_zero(e); }},
+      // Default: the launch's rule (fewest waves x (tiles + 1); 4-7 % faster with tiles in turn).
+      {{"CUINLINE_CONV2D_WINDOW_ROWS",
+        "tiles a window-form block computes in turn; 0 plans one a block (tuning)", "0, 1, 2, 4, 8",
+        "the launch's rule"},
+       [](Conv2dKnobs& k, const char* e) {
+         k.window_tiles = on_unless_zero(e);
+         k.window_rows = tile_rows(e);
+       }},
+      // Default on: batch tiles ran ResNet-50's 7 x 7 layers up to 2x faster (docs/conv2d.md, "Small
+      // planes: batch tiles"); 0 is for comparisons.
+      {{"CUINLINE_CONV2D_BATCH_TILES", "0: output planes of at most 128 pixels keep per-image tiles", "0",
+        "batch tiles"},
+       [](Conv2dKnobs& k, const char* e) { k.batch_tiles = on_unless_zero(e); }},
+      // Default: the planner's tilings, swept on an H200 through this very knob.
+      {{"CUINLINE_CONV2D_HMMA_TILE",
+        "the f16 / bf16 / TF32 block tiling (tuning; a tiling the template rejects "
+        "fails to compile)",
+        "wm,wn,mt,nt,bk,min_blocks", "the planner's"},
+       [](Conv2dKnobs& k, const char* e) {
+         int o[6];
+         if (std::sscanf(e, "%d,%d,%d,%d,%d,%d", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]) != 6) return;
+         k.hmma_tile_set = true;
+         for (int i = 0; i < 6; ++i) k.hmma_tile[i] = o[i];
+       }},
+      // Default: the plan's buffers; .cg only for the TF32 kernel with up to 9 taps (KernelBench L2-54
+      // 3.019 ms against 3.323 with .ca), .ca elsewhere (f16 / bf16: .cg was slower everywhere; H100).
+      {{"CUINLINE_CONV2D_HMMA_PIPE", "cp.async buffers (0: the plan's) and 1 for cp.async.cg (tuning)",
+        "depth,l2", "the plan's"},
+       [](Conv2dKnobs& k, const char* e) {
+         int depth = 0, l2 = 0;
+         if (std::sscanf(e, "%d,%d", &depth, &l2) != 2) return;
+         k.hmma_pipe_set = true;
+         k.hmma_pipe_depth = depth;
+         k.hmma_pipe_l2 = l2;
+       }},
+      // Default on: the TF32 wgmma kernel repays its staging copy from 512 products a staged value
+      // (the sweep in tf32_wgmma_applies, H100).
+      {{"CUINLINE_CONV2D_TF32_WGMMA", "0: f32 in precision tf32 stays on the mma.sync kernel", "0",
+        "TF32 wgmma on sm90"},
+       [](Conv2dKnobs& k, const char* e) { k.tf32_wgmma = on_unless_zero(e); }},
+      // Default on: the pointwise form reads the tensors as they are (no staging copy) for 1 x 1 layers.
+      {{"CUINLINE_CONV2D_POINTWISE", "0: 1 x 1 stride-1 convolutions on an NCHW input off the pointwise form",
+        "0", "pointwise form"},
+       [](Conv2dKnobs& k, const char* e) { k.pointwise = on_unless_zero(e); }},
+      // Default: from kStageMinElements (32768) input elements an image, below which the extra launch
+      // costs more than the gather; batch-tiled variants from 64 NCHW channels.
+      {{"CUINLINE_CONV2D_STAGE", "f16 / bf16 not in the cp.async form: 0 never stages, 1 always", "0, 1",
+        "by size (32768 input elements an image)"},
+       [](Conv2dKnobs& k, const char* e) { k.stage = never_always_rule(e); }},
+      // Default: from kTransposeMinMacs (2^22) multiply-adds an image, where the copies' few launches
+      // cost less than the general kernel's work.
+      {{"CUINLINE_CONV2D_TRANSPOSE",
+        "f32 with a channels-last tensor: 0 never runs the NCHW kernels between "
+        "transposing copies, 1 always",
+        "0, 1", "by work (2^22 multiply-adds an image)"},
+       [](Conv2dKnobs& k, const char* e) { k.transpose = never_always_rule(e); }},
+      // Default 11 (kTransposeLogTile): a tile of 2^11 32-bit words a block.
+      {{"CUINLINE_CONV2D_TRANSPOSE_TILE", "log2 of the elements a transposing copy's block moves (tuning)",
+        "10, 11, 12", "11"},
+       [](Conv2dKnobs& k, const char* e) {
+         const int v = std::atoi(e);
+         k.transpose_log_tile = v >= 10 && v <= 12 ? v : kTransposeLogTile;
+       }},
+      // Default F(2x2): F(4x4) was slower at 8 input channels (0.460 against 0.418 ms on the seed,
+      // H200) and less accurate.
+      {{"CUINLINE_CONV2D_WINOGRAD", "0: the direct kernel instead of Winograd; 4: F(4x4, 3x3)", "0, 4",
+        "F(2x2, 3x3)"},
+       [](Conv2dKnobs& k, const char* e) { k.winograd = is(e, "0")   ? 0
+                                                        : is(e, "4") ? 4
+                                                                     : -1; }},
+      // Default on: F(2x2)'s products on tensor cores in 3xTF32 (fp32 accuracy: rel L2 1.65e-7 against
+      // 1.36e-7 with FMA).
+      {{"CUINLINE_CONV2D_WINOGRAD_TC", "0: Winograd F(2x2)'s products in fp32 FMA instead of on tensor cores",
+        "0", "tensor cores"},
+       [](Conv2dKnobs& k, const char* e) { k.winograd_tc = on_unless_zero(e); }},
+      // Default: 2 x 4 warps for an NCHW output, 1 x 4 for a channels-last one (H100, L2 flushed).
+      {{"CUINLINE_CONV2D_WINOGRAD_WARPS", "warps a Winograd F(2x2) block (tuning)", "4, 8", "the plan's"},
+       [](Conv2dKnobs& k, const char* e) { k.winograd_warps = is(e, "4")   ? 4
+                                                              : is(e, "8") ? 8
+                                                                           : 0; }},
+      // Default: the launch's rule (the most tile rows that leave >= 24 blocks an SM, else >= 8, else 1).
+      {{"CUINLINE_CONV2D_WINOGRAD_ROWS", "tile rows a Winograd block computes in turn (tuning)", "1, 2, 4, 8",
+        "the launch's rule"},
+       [](Conv2dKnobs& k, const char* e) { k.winograd_rows = tile_rows(e); }},
+      // Default 1: with per-step sums unrolled filter columns spill and run slower.
+      {{"CUINLINE_CONV2D_TF32X3_KW", "filter columns the 3xTF32 kernel unrolls (tuning)", "1-31", "1"},
+       [](Conv2dKnobs& k, const char* e) {
+         const int n = std::atoi(e);
+         k.tf32x3_kw = n >= 1 && n <= 31 ? n : 1;
+       }},
+      // Default per-step sums: chained sums are faster but not fp32-accurate on long reductions.
+      {{"CUINLINE_CONV2D_TF32X3_SUMS",
+        "chained: 3xTF32's products chained into the running sum (faster, not "
+        "fp32-accurate on long reductions)",
+        "chained", "per-step sums"},
+       [](Conv2dKnobs& k, const char* e) { k.tf32x3_chained_sums = is(e, "chained"); }},
+      // Default: each call plans for its own device; the override lets one GPU run other GPUs' plans
+      // (ctest's sm75. and sm86. runs).
+      {{"CUINLINE_CONV2D_TARGET",
+        "plan every call for this arch's target where the device has what it plans "
+        "for (testing)",
+        "an arch name (sm_75, sm_86, ...)", "the device's"},
+       [](Conv2dKnobs& k, const char* e) {
+         if (*e == '\0') return;
+         try {
+           k.target = Arch::parse(e);
+         } catch (const std::exception& x) {
+           k.target_error = x.what();
+         }
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+Conv2dKnobs read_conv2d_knobs(const char* (*lookup)(const char* name)) {
+  Conv2dKnobs k;
+  for (const Knob& knob : knobs()) {
+    if (const char* value = lookup(knob.info.name); value != nullptr) knob.apply(k, value);
+  }
+  return k;
+}
+
+const Conv2dKnobs& conv2d_knobs() {
+  static const Conv2dKnobs k =
+      read_conv2d_knobs([](const char* name) -> const char* { return std::getenv(name); });
+  return k;
+}
+
+const std::vector<Conv2dKnobInfo>& conv2d_knob_table() {
+  static const std::vector<Conv2dKnobInfo> table = [] {
+    std::vector<Conv2dKnobInfo> t;
+    for (const Knob& knob : knobs()) t.push_back(knob.info);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace cuinline::ops::conv2d_impl
