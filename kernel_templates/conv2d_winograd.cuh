@@ -1,17 +1,13 @@
 // conv2d_winograd.cuh — fused 3 x 3, stride 1, dilation 1 convolution (NCHW, float32, groups = 1)
-// by Winograd's minimal filtering F(m x m, 3 x 3), m = 2 or 4 (S::kWinoM, 2 where S has none), with a
-// bias and an elementwise epilogue; every shape parameter a compile-time constant (NVRTC).
+// by Winograd's minimal filtering F(m x m, 3 x 3), m = 2, with a bias and an elementwise epilogue;
+// every shape parameter a compile-time constant (NVRTC).
 //
 // Each m x m output tile y of one output channel is A^T [ sum over ci of (G g G^T) . (B^T d B) ] A,
 // d the tile's a x a input patch of channel ci (a = m + 2), g the 3 x 3 filter (co, ci), '.'
-// elementwise: a^2 multiply-adds per tile and input channel where the direct form needs 9 m^2 (m = 2:
-// 16 for 36; m = 4: 36 for 144). The products and sums are fp32 (fused multiply-add), or, with
-// S::kWinoTC (m = 2), 3xTF32 on tensor cores (see WPlan::kTC).
-// * F(2 x 2, 3 x 3): the transforms are additions and exact halvings; relative L2 error ~1.4e-7 on
-//   the seed.
-// * F(4 x 4, 3 x 3), Lavin and Gray's matrices (points 0, +-1, +-2, infinity): G has sixths, so the
-//   transformed weights round once more; relative L2 error ~9e-7 (host emulation, Cin 8), within
-//   the fp32 bar of 1e-5 and the tests' element bound of 1e-4 + 1e-4 |y|.
+// elementwise: a^2 = 16 multiply-adds per tile and input channel where the direct form needs 36.
+// The transforms are additions and exact halvings. The products and sums are 3xTF32 on tensor
+// cores with S::kWinoTC (see WPlan::kTC; relative L2 error ~1.7e-7 on the seed), else fp32 fused
+// multiply-adds (~1.4e-7; the targets without TF32 tensor cores).
 // Where a tile's transformed sums are not finite (a NaN or Inf input or weight, an overflow of the
 // transforms), the tile is recomputed directly, so non-finite values land where the direct
 // convolution puts them.
@@ -25,9 +21,8 @@
 // time: it sums the column's products over the input channels for its kTT tiles x kTCo channels
 // (a * kTT * kTCo registers) and folds the column into the m x m outputs at once (A^T of the
 // column, then its share of the output row sums: m^2 * kTT * kTCo more), in the order y = A^T M A
-// is summed anyway (m = 2: the result of the full 16-position form bit for bit, with half its
-// accumulators). A column is stored as a float4 of rows 0-3 (and, m = 4, a float2 of rows 4-5 in a
-// second plane, so that both loads are contiguous across lanes). The limit is shared-memory
+// is summed anyway (the result of the full 16-position form bit for bit, with half its
+// accumulators). A column is stored as a float4 (fp32 products). The limit is shared-memory
 // bandwidth: a 16-byte load of V feeds 4 * kTCo products, one of U 4 * kTT, and a 16-byte load
 // returns 4 registers a lane, in 4 wavefronts of 128 bytes, unless the lanes n and n ^ 1 (or n and
 // n ^ 2) read the same addresses: then 2. A warp is kLX tile lanes x (32 / kLX) channel lanes,
@@ -43,7 +38,7 @@
 //   kWX, kWC (warps along tiles and along channels), kCiChunk (input channels per stage: kCin, one
 //   stage a tile row), kCiUnroll (unroll of the channel loop),
 //   kMinBlocks (resident blocks per multiprocessor asked of ptxas);
-// optional: kWinoM (2 or 4), kWinoTC (0 or 1), kOutNhwc, kOutAligned.
+// optional: kWinoTC (0 or 1), kOutNhwc, kOutAligned.
 // The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes.
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
@@ -63,16 +58,6 @@ struct OutNhwcOf<S, decltype(void(S::kOutNhwc))> {
   static constexpr int value = S::kOutNhwc;
 };
 
-// S::kWinoM where S has it (the output tile's side), else 2.
-template <class S, class = void>
-struct WinoMOf {
-  static constexpr int value = 2;
-};
-template <class S>
-struct WinoMOf<S, decltype(void(S::kWinoM))> {
-  static constexpr int value = S::kWinoM;
-};
-
 // S::kWinoTC where S has it (1: the products on tensor cores, 3xTF32), else 0.
 template <class S, class = void>
 struct WinoTCOf {
@@ -89,7 +74,7 @@ struct WPlan {
   // consecutive channels of a pixel together (one 16-byte store for 4 where Cout % 4 == 0 and the
   // pointers are 16-byte aligned).
   static constexpr bool kOutNhwc = OutNhwcOf<S>::value != 0;
-  static constexpr int kM = WinoMOf<S>::value;  // output tile side
+  static constexpr int kM = 2;                 // output tile side
   static constexpr int kA = kM + 2;             // input tile side, transformed positions per column
   static constexpr int kMM = kM * kM;           // outputs of a tile
   static constexpr int kLanesC = 32 / S::kLX;   // channel lanes of a warp
@@ -106,22 +91,18 @@ struct WPlan {
   static constexpr int kPitch = (kInCols + 3) / 4 * 4;
   static constexpr bool kVecStage = S::kW % 4 == 0 && S::kPW % 4 == 0 && (kM * kBlockTiles) % 4 == 0;
   static constexpr int kRawFloats = S::kCin * kA * kPitch;
-  // V4[ci][column nu][tile][rows 0-3] (and, m = 4, V2[ci][nu][tile][rows 4-5]): the transformed
-  // input; U4[ci][nu][c][group][rows 0-3] (U2 likewise): the transformed weights, as the products
-  // take them.
+  // V4[ci][column nu][tile][rows 0-3]: the transformed input; U4[ci][nu][c][group][rows 0-3]: the
+  // transformed weights, as the products take them.
   static constexpr int kV4Floats = S::kCin * kA * kBlockTiles * 4;
-  static constexpr int kV2Floats = kA > 4 ? S::kCin * kA * kBlockTiles * 2 : 0;
   static constexpr int kU4Floats = S::kCin * kA * kBlockCout * 4;
-  static constexpr int kU2Floats = kA > 4 ? S::kCin * kA * kBlockCout * 2 : 0;
-  static constexpr int kSmemFloats = kU4Floats + kU2Floats + kV4Floats + kV2Floats + kRawFloats;
+  static constexpr int kSmemFloats = kU4Floats + kV4Floats + kRawFloats;
   static constexpr int kSmemBytes = kSmemFloats * 4;
-  // NCHW stores of a tile row: float4 where m = 4 and OW % 4 == 0, float2 where OW is even, else
-  // one a float (and one a float wherever the output may be misaligned: kOutAligned 0).
+  // NCHW stores of a tile row: float2 where OW is even, else one a float (and one a float wherever
+  // the output may be misaligned: kOutAligned 0).
   static constexpr int kStoreVec = cuinline_conv2d_detail::OutAlignedOf<S>::value == 0 ? 1
-                                   : kM == 4 && S::kOW % 4 == 0                          ? 4
                                    : S::kOW % 2 == 0                                     ? 2
                                                                                          : 1;
-  // The products on tensor cores (S::kWinoTC, m = 2): each transformed position's sums over the
+  // The products on tensor cores (S::kWinoTC): each transformed position's sums over the
   // input channels are a [16 tiles x kCin] x [kCin x 8 channels] product of a warp, mma.sync
   // m16n8k8 in 3xTF32 (each fp32 operand split into a TF32 value and its TF32 remainder, the three
   // products that matter summed in fp32: fp32 accuracy, ~2e-7 relative L2 on the seed). A thread's
@@ -131,11 +112,10 @@ struct WPlan {
   // U[position][channel warp][8-channel half][column][ci], as many floats as the FMA form's. (sm_80
   // and later, as cp.async.)
   static constexpr bool kTC = WinoTCOf<S>::value != 0;
-  static_assert(!kTC || (kM == 2 && S::kLX == 8 && S::kTT == 2 && S::kTCo == 4 && S::kCin % 8 == 0),
-                "tensor-core Winograd: m = 2, 8 tile lanes, 2 tiles x 4 channels a thread, Cin a multiple of 8");
-  static_assert(kM == 2 || kM == 4, "Winograd F(m x m, 3 x 3): m is 2 or 4");
+  static_assert(!kTC || (S::kLX == 8 && S::kTT == 2 && S::kTCo == 4 && S::kCin % 8 == 0),
+                "tensor-core Winograd: 8 tile lanes, 2 tiles x 4 channels a thread, Cin a multiple of 8");
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,
-                "Winograd F(m x m, 3 x 3) needs a 3 x 3 filter, stride 1, dilation 1");
+                "Winograd F(2 x 2, 3 x 3) needs a 3 x 3 filter, stride 1, dilation 1");
   static_assert(32 % S::kLX == 0 && S::kLX <= 16, "kLX must divide 16 (two channel lanes at least)");
   static_assert(S::kCiChunk == S::kCin, "one stage a tile row: kCiChunk must be kCin");
   static_assert(S::kTT * S::kTCo <= 32, "a bit a tile and channel in fix_tiles' mask");
@@ -150,40 +130,24 @@ using cuinline_conv2d_detail::copy_async_commit;
 using cuinline_conv2d_detail::copy_async_wait;
 using cuinline_conv2d_detail::store_streaming;
 
-// Column nu of an a x a transform x (row-major) into the planes at p4 (rows 0-3, a float4) and, m
-// = 4, p2 (rows 4-5, a float2).
-template <int kA>
-__device__ __forceinline__ void store_column(const float (&x)[kA][kA], int nu, float* p4, float* p2) {
+// Column nu of a 4 x 4 transform x (row-major) into a float4 at p4.
+__device__ __forceinline__ void store_column(const float (&x)[4][4], int nu, float* p4) {
   *reinterpret_cast<float4*>(p4) = make_float4(x[0][nu], x[1][nu], x[2][nu], x[3][nu]);
-  if constexpr (kA > 4) *reinterpret_cast<float2*>(p2) = make_float2(x[4][nu], x[5][nu]);
 }
 
-// The columns of G g for one filter column (g0, g1, g2 its rows). m = 2: G = [1 0 0; .5 .5 .5;
-// .5 -.5 .5; 0 0 1]. m = 4: G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
-// 1/24 -1/12 1/6; 0 0 1].
-template <int kM>
-__device__ __forceinline__ void filter_transform(float g0, float g1, float g2, float (&t)[kM + 2]) {
-  if constexpr (kM == 2) {
-    t[0] = g0;
-    t[1] = 0.5f * (g0 + g1 + g2);
-    t[2] = 0.5f * (g0 - g1 + g2);
-    t[3] = g2;
-  } else {
-    const float e = g0 + g2;            // even part
-    const float q = 0.25f * g0 + g2;    // g0 / 4 + g2
-    t[0] = 0.25f * g0;
-    t[1] = -(e + g1) / 6.0f;
-    t[2] = -(e - g1) / 6.0f;
-    t[3] = (q + 0.5f * g1) / 6.0f;
-    t[4] = (q - 0.5f * g1) / 6.0f;
-    t[5] = g2;
-  }
+// The columns of G g for one filter column (g0, g1, g2 its rows): G = [1 0 0; .5 .5 .5;
+// .5 -.5 .5; 0 0 1].
+__device__ __forceinline__ void filter_transform(float g0, float g1, float g2, float (&t)[4]) {
+  t[0] = g0;
+  t[1] = 0.5f * (g0 + g1 + g2);
+  t[2] = 0.5f * (g0 - g1 + g2);
+  t[3] = g2;
 }
 
 // U = G g G^T for every (output channel of the block, input channel). Channels past kCout get
 // zeros.
 template <class S>
-__device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_u4, float* s_u2, int co0) {
+__device__ __forceinline__ void stage_weights(const float* __restrict__ weight, float* s_u4, int co0) {
   using P = WPlan<S>;
   constexpr int kA = P::kA;
 #pragma unroll 1
@@ -197,12 +161,12 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
     for (int k = 0; k < 9; ++k) g[k] = inside ? __ldg(src + k) : 0.0f;
     float gg[3][kA];  // (G g)^T: [filter column j][row r]
 #pragma unroll
-    for (int j = 0; j < 3; ++j) filter_transform<P::kM>(g[j], g[3 + j], g[6 + j], gg[j]);
+    for (int j = 0; j < 3; ++j) filter_transform(g[j], g[3 + j], g[6 + j], gg[j]);
     float u[kA][kA];  // (G g) G^T, [row][column]
 #pragma unroll
     for (int r = 0; r < kA; ++r) {
       float row[kA];
-      filter_transform<P::kM>(gg[0][r], gg[1][r], gg[2][r], row);
+      filter_transform(gg[0][r], gg[1][r], gg[2][r], row);
 #pragma unroll
       for (int c = 0; c < kA; ++c) u[r][c] = row[c];
     }
@@ -220,7 +184,7 @@ __device__ __forceinline__ void stage_weights(const float* __restrict__ weight, 
 #pragma unroll
       for (int nu = 0; nu < kA; ++nu) {
         const int at = ((ci * kA + nu) * S::kTCo + c) * P::kGroups + group;
-        store_column<kA>(u, nu, s_u4 + at * 4, s_u2 + at * 2);
+        store_column(u, nu, s_u4 + at * 4);
       }
     }
   }
@@ -267,33 +231,18 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ in_n, floa
   }
 }
 
-// B^T applied to the a values x of one input column (or row). m = 2: B^T = [1 0 -1 0; 0 1 1 0;
-// 0 -1 1 0; 0 1 0 -1]. m = 4: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
-// 0 2 -1 -2 1 0; 0 4 0 -5 0 1].
-template <int kM>
-__device__ __forceinline__ void data_transform(const float (&x)[kM + 2], float (&t)[kM + 2]) {
-  if constexpr (kM == 2) {
-    t[0] = x[0] - x[2];
-    t[1] = x[1] + x[2];
-    t[2] = x[2] - x[1];
-    t[3] = x[1] - x[3];
-  } else {
-    const float s12 = x[1] + x[2], s34 = x[3] + x[4];
-    const float d12 = x[1] - x[2], d34 = x[4] - x[3];
-    const float e = x[4] - x[2];
-    const float d13 = x[1] - x[3];
-    t[0] = __fmaf_rn(4.0f, x[0], __fmaf_rn(-5.0f, x[2], x[4]));
-    t[1] = __fmaf_rn(-4.0f, s12, s34);
-    t[2] = __fmaf_rn(4.0f, d12, d34);
-    t[3] = __fmaf_rn(-2.0f, d13, e);
-    t[4] = __fmaf_rn(2.0f, d13, e);
-    t[5] = __fmaf_rn(4.0f, x[1], __fmaf_rn(-5.0f, x[3], x[5]));
-  }
+// B^T applied to the 4 values x of one input column (or row): B^T = [1 0 -1 0; 0 1 1 0;
+// 0 -1 1 0; 0 1 0 -1].
+__device__ __forceinline__ void data_transform(const float (&x)[4], float (&t)[4]) {
+  t[0] = x[0] - x[2];
+  t[1] = x[1] + x[2];
+  t[2] = x[2] - x[1];
+  t[3] = x[1] - x[3];
 }
 
 // V = B^T d B for every (channel, tile of the block).
 template <class S>
-__device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4, float* s_v2) {
+__device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4) {
   using P = WPlan<S>;
   constexpr int kA = P::kA;
 #pragma unroll 1
@@ -305,23 +254,12 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
     float d[kA][kA];  // [row][column]
 #pragma unroll
     for (int r = 0; r < kA; ++r) {
-      if constexpr (P::kM == 2) {
-        const float2 a = *reinterpret_cast<const float2*>(src + r * P::kPitch);
-        const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 2);
-        d[r][0] = a.x;
-        d[r][1] = a.y;
-        d[r][2] = b.x;
-        d[r][3] = b.y;
-      } else {
-        const float4 a = *reinterpret_cast<const float4*>(src + r * P::kPitch);
-        const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 4);
-        d[r][0] = a.x;
-        d[r][1] = a.y;
-        d[r][2] = a.z;
-        d[r][3] = a.w;
-        d[r][4] = b.x;
-        d[r][5] = b.y;
-      }
+      const float2 a = *reinterpret_cast<const float2*>(src + r * P::kPitch);
+      const float2 b = *reinterpret_cast<const float2*>(src + r * P::kPitch + 2);
+      d[r][0] = a.x;
+      d[r][1] = a.y;
+      d[r][2] = b.x;
+      d[r][3] = b.y;
     }
     float t[kA][kA];  // B^T d, [row][column]
 #pragma unroll
@@ -329,13 +267,13 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
       float col[kA], out[kA];
 #pragma unroll
       for (int r = 0; r < kA; ++r) col[r] = d[r][j];
-      data_transform<P::kM>(col, out);
+      data_transform(col, out);
 #pragma unroll
       for (int r = 0; r < kA; ++r) t[r][j] = out[r];
     }
     float v[kA][kA];  // (B^T d) B, [row][column]
 #pragma unroll
-    for (int r = 0; r < kA; ++r) data_transform<P::kM>(t[r], v[r]);
+    for (int r = 0; r < kA; ++r) data_transform(t[r], v[r]);
     if constexpr (P::kTC) {
 #pragma unroll
       for (int p = 0; p < kA * kA; ++p) s_v4[(p * P::kBlockTiles + tile) * S::kCin + ci] = v[p % kA][p / kA];
@@ -343,7 +281,7 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
 #pragma unroll
       for (int nu = 0; nu < kA; ++nu) {
         const int at = (ci * kA + nu) * P::kBlockTiles + tile;
-        store_column<kA>(v, nu, s_v4 + at * 4, s_v2 + at * 2);
+        store_column(v, nu, s_v4 + at * 4);
       }
     }
   }
@@ -352,9 +290,9 @@ __device__ __forceinline__ void transform_input(const float* s_raw, float* s_v4,
 // m[t][c][xi] (+)= U[ci][nu][c][xi] * V[ci][nu][t][xi]: column nu (a positions) of channel ci's
 // transformed products; kFresh: m starts at zero (multiply instead).
 template <class S, bool kFresh>
-__device__ __forceinline__ void column_step(const float* s_u4, const float* s_u2, const float* s_v4,
-                                            const float* s_v2, float (&m)[S::kTT][S::kTCo][WPlan<S>::kA],
-                                            int tile0, int group, int ci, int nu) {
+__device__ __forceinline__ void column_step(const float* s_u4, const float* s_v4,
+                                            float (&m)[S::kTT][S::kTCo][WPlan<S>::kA], int tile0, int group,
+                                            int ci, int nu) {
   using P = WPlan<S>;
   constexpr int kA = P::kA;
   float v[S::kTT][kA];
@@ -366,11 +304,6 @@ __device__ __forceinline__ void column_step(const float* s_u4, const float* s_u2
     v[t][1] = a.y;
     v[t][2] = a.z;
     v[t][3] = a.w;
-    if constexpr (kA > 4) {
-      const float2 b = *reinterpret_cast<const float2*>(s_v2 + at * 2);
-      v[t][4] = b.x;
-      v[t][5] = b.y;
-    }
   }
 #pragma unroll
   for (int c = 0; c < S::kTCo; ++c) {
@@ -381,11 +314,6 @@ __device__ __forceinline__ void column_step(const float* s_u4, const float* s_u2
     u[1] = a.y;
     u[2] = a.z;
     u[3] = a.w;
-    if constexpr (kA > 4) {
-      const float2 b = *reinterpret_cast<const float2*>(s_u2 + at * 2);
-      u[4] = b.x;
-      u[5] = b.y;
-    }
 #pragma unroll
     for (int t = 0; t < S::kTT; ++t) {
 #pragma unroll
@@ -397,72 +325,37 @@ __device__ __forceinline__ void column_step(const float* s_u4, const float* s_u2
 // Column nu of M = sum over the input channels of U . V, channel 0 first (kCiUnroll a step: code
 // size and NVRTC time).
 template <class S>
-__device__ __forceinline__ void column_products(const float* s_u4, const float* s_u2, const float* s_v4,
-                                                const float* s_v2, float (&m)[S::kTT][S::kTCo][WPlan<S>::kA],
-                                                int tile0, int group, int nu) {
-  column_step<S, true>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, 0, nu);
+__device__ __forceinline__ void column_products(const float* s_u4, const float* s_v4,
+                                                float (&m)[S::kTT][S::kTCo][WPlan<S>::kA], int tile0, int group,
+                                                int nu) {
+  column_step<S, true>(s_u4, s_v4, m, tile0, group, 0, nu);
 #pragma unroll S::kCiUnroll
-  for (int ci = 1; ci < S::kCin; ++ci) column_step<S, false>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, ci, nu);
+  for (int ci = 1; ci < S::kCin; ++ci) column_step<S, false>(s_u4, s_v4, m, tile0, group, ci, nu);
 }
 
-// Folds column nu of M (m, its a rows) into the tile's m x m outputs y (row-major) of
+// Folds column nu of M (m, its 4 rows) into the tile's 2 x 2 outputs y (row-major) of
 // y = A^T M A: a = A^T m, then y[i][j] += a[i] * A^T[j][nu], summed left to right across the
-// columns (the first column that reaches y[i][j] sets it).
-//   m = 2: A^T = [1 1 1 0; 0 1 -1 -1] (nu = 0 sets column 0, nu = 1 column 1).
-//   m = 4: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1] (nu = 0 sets column 0,
-//   nu = 1 columns 1-3); the weights 2, 4, 8 are powers of two, so each fused multiply-add rounds
-//   as an add would.
-template <int kM>
-__device__ __forceinline__ void fold_column(const float (&m)[kM + 2], float (&y)[kM * kM], int nu) {
-  if constexpr (kM == 2) {
-    const float a0 = m[0] + m[1] + m[2];
-    const float a1 = m[1] - m[2] - m[3];
-    if (nu == 0) {
-      y[0] = a0;
-      y[2] = a1;
-    } else if (nu == 1) {
-      y[0] += a0;
-      y[2] += a1;
-      y[1] = a0;
-      y[3] = a1;
-    } else if (nu == 2) {
-      y[0] += a0;
-      y[2] += a1;
-      y[1] -= a0;
-      y[3] -= a1;
-    } else {
-      y[1] -= a0;
-      y[3] -= a1;
-    }
+// columns (the first column that reaches y[i][j] sets it). A^T = [1 1 1 0; 0 1 -1 -1] (nu = 0 sets
+// column 0, nu = 1 column 1).
+__device__ __forceinline__ void fold_column(const float (&m)[4], float (&y)[4], int nu) {
+  const float a0 = m[0] + m[1] + m[2];
+  const float a1 = m[1] - m[2] - m[3];
+  if (nu == 0) {
+    y[0] = a0;
+    y[2] = a1;
+  } else if (nu == 1) {
+    y[0] += a0;
+    y[2] += a1;
+    y[1] = a0;
+    y[3] = a1;
+  } else if (nu == 2) {
+    y[0] += a0;
+    y[2] += a1;
+    y[1] -= a0;
+    y[3] -= a1;
   } else {
-    const float s12 = m[1] + m[2], d12 = m[1] - m[2];
-    const float s34 = m[3] + m[4], d34 = m[3] - m[4];
-    float a[4];
-    a[0] = s12 + s34 + m[0];
-    a[1] = __fmaf_rn(2.0f, d34, d12);
-    a[2] = __fmaf_rn(4.0f, s34, s12);
-    a[3] = __fmaf_rn(8.0f, d34, d12) + m[5];
-    // A^T[j][nu] for j = 0..3: the column nu of A^T.
-    constexpr float kW[6][4] = {{1, 0, 0, 0}, {1, 1, 1, 1}, {1, -1, 1, -1}, {1, 2, 4, 8}, {1, -2, 4, -8}, {0, 0, 0, 1}};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float w = kW[nu][j];
-        float& o = y[4 * i + j];
-        const bool first = (j == 0 && nu == 0) || (j > 0 && nu == 1);
-        if (w == 0.0f) continue;
-        if (first) {
-          o = w == 1.0f ? a[i] : w * a[i];
-        } else if (w == 1.0f) {
-          o += a[i];
-        } else if (w == -1.0f) {
-          o -= a[i];
-        } else {
-          o = __fmaf_rn(w, a[i], o);
-        }
-      }
-    }
+    y[1] -= a0;
+    y[3] -= a1;
   }
 }
 
@@ -534,9 +427,8 @@ __device__ __forceinline__ void column_products_tc(const float* s_u, const float
 // The tile's m x m outputs (before bias) of each of the thread's kTT tiles x kTCo channels: the a
 // columns of M, each summed over the channels and folded.
 template <class S>
-__device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_u2, const float* s_v4,
-                                             const float* s_v2, float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM],
-                                             int tile0, int group) {
+__device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_v4,
+                                             float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM], int tile0, int group) {
   using P = WPlan<S>;
 #pragma unroll
   for (int nu = 0; nu < P::kA; ++nu) {
@@ -545,12 +437,12 @@ __device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_u
       const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       column_products_tc<S>(s_u4, s_v4, m, warp % S::kWX, warp / S::kWX, lane, nu);
     } else {
-      column_products<S>(s_u4, s_u2, s_v4, s_v2, m, tile0, group, nu);
+      column_products<S>(s_u4, s_v4, m, tile0, group, nu);
     }
 #pragma unroll
     for (int t = 0; t < S::kTT; ++t) {
 #pragma unroll
-      for (int c = 0; c < S::kTCo; ++c) fold_column<P::kM>(m[t][c], y[t][c], nu);
+      for (int c = 0; c < S::kTCo; ++c) fold_column(m[t][c], y[t][c], nu);
     }
   }
 }
@@ -604,9 +496,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ dst, float b, con
       v[j] = ep(v[j], co);
     }
     float* row = dst + i * S::kOW + ox;
-    if constexpr (P::kStoreVec == 4) {
-      store_streaming(reinterpret_cast<float4*>(row), make_float4(v[0], v[1], v[2], v[3]));
-    } else if constexpr (P::kStoreVec == 2) {
+    if constexpr (P::kStoreVec == 2) {
 #pragma unroll
       for (int j = 0; j < kM; j += 2) {
         if (ox + j < S::kOW) store_streaming(reinterpret_cast<float2*>(row + j), make_float2(v[j], v[j + 1]));
@@ -628,13 +518,7 @@ __device__ __forceinline__ unsigned nonfinite_tiles(const float (&y)[S::kTT][S::
   for (int t = 0; t < S::kTT; ++t) {
 #pragma unroll
     for (int c = 0; c < S::kTCo; ++c) {
-      float s = 0.0f;  // m = 2: (y0 + y1) + (y2 + y3), as before the column fold
-      if constexpr (WPlan<S>::kM == 2) {
-        s = (y[t][c][0] + y[t][c][1]) + (y[t][c][2] + y[t][c][3]);
-      } else {
-#pragma unroll
-        for (int q = 0; q < WPlan<S>::kMM; ++q) s += y[t][c][q];
-      }
+      const float s = (y[t][c][0] + y[t][c][1]) + (y[t][c][2] + y[t][c][3]);  // as before the column fold
       if (!isfinite(s)) bad |= 1u << (t * S::kTCo + c);
     }
   }
@@ -776,10 +660,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
   namespace d = cuinline_conv2d_wino_detail;
   extern __shared__ __align__(16) float smem[];
   float* s_u4 = smem;
-  float* s_u2 = s_u4 + P::kU4Floats;
-  float* s_v4 = s_u2 + P::kU2Floats;
-  float* s_v2 = s_v4 + P::kV4Floats;
-  float* s_raw = s_v2 + P::kV2Floats;
+  float* s_v4 = s_u4 + P::kU4Floats;
+  float* s_raw = s_v4 + P::kV4Floats;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -810,20 +692,20 @@ __global__ void __launch_bounds__(cuinline_conv2d_wino_detail::WPlan<S>::kThread
         (S::kHasResidual ? reinterpret_cast<unsigned long long>(residual) : 0ull)) & 15) == 0;
   d::stage_input<S>(in_n, s_raw, P::kM * ty0 - S::kPH, ix0, vec);
   d::copy_async_commit();
-  d::stage_weights<S>(weight, s_u4, s_u2, co0);
+  d::stage_weights<S>(weight, s_u4, co0);
 #pragma unroll 1
   for (int g = 0; g < steps; ++g) {
     const int ty = ty0 + g;
     d::copy_async_wait<0>();
     __syncthreads();  // raw rows of step g (and, at g = 0, U) visible; every thread is done with V
-    d::transform_input<S>(s_raw, s_v4, s_v2);
+    d::transform_input<S>(s_raw, s_v4);
     __syncthreads();  // V visible; every thread is done with the raw rows
     if (g + 1 < steps) {
       d::stage_input<S>(in_n, s_raw, P::kM * (ty + 1) - S::kPH, ix0, vec);
       d::copy_async_commit();
     }
     float y[S::kTT][S::kTCo][P::kMM];
-    d::tile_outputs<S>(s_u4, s_u2, s_v4, s_v2, y, tile0, group);
+    d::tile_outputs<S>(s_u4, s_v4, y, tile0, group);
     const unsigned bad = d::finish<S, E>(y, bias, output, n, co0 + group * S::kTCo, P::kM * ty,
                                          bx * P::kBlockTiles + tile0, residual, vec_out, ep);
     if (bad != 0) {

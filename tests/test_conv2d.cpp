@@ -100,49 +100,51 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
 
 TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   // fp32 3 x 3 stride 1 with 8 input channels: Winograd, the block's 64 channels at once, up to 8
-  // tile rows a block. F(2x2, 3x3) by default: 2 x 4 warps of 16 tiles x 16 channels (an NCHW
-  // output); F(4x4, 3x3) with CUINLINE_CONV2D_WINOGRAD=4 (ctest runs this binary a second time so,
-  // "wino4."): 2 x 4 warps of 8 tiles x 16 channels.
-  const char* env = std::getenv("CUINLINE_CONV2D_WINOGRAD");
-  const bool f2 = env == nullptr || std::string(env) != "4";
+  // tile rows a block. F(2x2, 3x3): 2 x 4 warps of 16 tiles x 16 channels (an NCHW output).
   const Conv2dTiling t = conv2d_tiling(seed_variant());
   EXPECT_TRUE(t.winograd);
   EXPECT_FALSE(t.tensor_cores);
   EXPECT_EQ(t.pipeline, 4);
-  EXPECT_EQ(t.winograd_tile, f2 ? 2 : 4);
-  // F(2x2)'s products on tensor cores (3xTF32) unless CUINLINE_CONV2D_WINOGRAD_TC=0 ("winofma.").
-  const char* tc_env = std::getenv("CUINLINE_CONV2D_WINOGRAD_TC");
-  EXPECT_EQ(t.winograd_tc, f2 && (tc_env == nullptr || std::string(tc_env) != "0"));
+  EXPECT_EQ(t.winograd_tile, 2);
+  EXPECT_TRUE(t.winograd_tc);  // the products on tensor cores (3xTF32)
   EXPECT_EQ(t.threads(), 256);
   EXPECT_EQ(t.block_channels(), 64);
   EXPECT_EQ(t.threads_x, 8);          // tile lanes of a warp
   EXPECT_EQ(t.threads_y, 2);          // warps along the tiles
-  EXPECT_EQ(t.pixels_per_thread, 4);  // F(2x2): 2 tiles of 2 columns; F(4x4): 1 of 4
+  EXPECT_EQ(t.pixels_per_thread, 4);  // 2 tiles of 2 columns
   EXPECT_EQ(t.channels_per_thread, 4);
   EXPECT_EQ(t.ci_chunk, 8);
-  EXPECT_EQ(t.tiles_x, 2);             // 63 tiles across, 32 a block; or 32, 16 a block
-  EXPECT_EQ(t.tiles_y, f2 ? 63 : 32);  // 126 output rows, 2 or 4 a tile row
+  EXPECT_EQ(t.tiles_x, 2);   // 63 tiles across, 32 a block
+  EXPECT_EQ(t.tiles_y, 63);  // 126 output rows, 2 a tile row
   EXPECT_EQ(t.row_tiles, 8);
   EXPECT_EQ(t.ci_unroll, 1);   // the channel loop rolled (NVRTC time)
   EXPECT_EQ(t.min_blocks, 2);           // 16 warps a multiprocessor
   // U (8 x a^2 x 64) + V (8 x a^2 x block tiles) + one raw stage (8 x a x pitch) floats.
-  if (f2) {
-    EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 32 + 8 * 4 * 68) * 4u);
-    // A channels-last output: 1 x 4 warps (16 tiles a block).
-    Conv2dVariant nhwc = seed_variant();
-    nhwc.output_layout = Conv2dLayout::nhwc;
-    const Conv2dTiling tn = conv2d_tiling(nhwc);
-    EXPECT_TRUE(tn.winograd);
-    EXPECT_EQ(tn.threads(), 128);
-    EXPECT_EQ(tn.tiles_x, 4);
-    EXPECT_EQ(tn.min_blocks, 4);
-    EXPECT_EQ(tn.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 8 * 4 * 36) * 4u);
-  } else {
-    EXPECT_EQ(t.shared_bytes, (8 * 36 * 64 + 8 * 36 * 16 + 8 * 6 * 68) * 4u);
-  }
-  // The rendered source names m only where it is not 2.
+  EXPECT_EQ(t.shared_bytes, (8 * 16 * 64 + 8 * 16 * 32 + 8 * 4 * 68) * 4u);
+  // A channels-last output: 1 x 4 warps (16 tiles a block).
+  Conv2dVariant nhwc = seed_variant();
+  nhwc.output_layout = Conv2dLayout::nhwc;
+  const Conv2dTiling tn = conv2d_tiling(nhwc);
+  EXPECT_TRUE(tn.winograd);
+  EXPECT_TRUE(tn.winograd_tc);
+  EXPECT_EQ(tn.threads(), 128);
+  EXPECT_EQ(tn.tiles_x, 4);
+  EXPECT_EQ(tn.min_blocks, 4);
+  EXPECT_EQ(tn.shared_bytes, (8 * 16 * 64 + 8 * 16 * 16 + 8 * 4 * 36) * 4u);
   const cuinline::CompileRequest r = make_request(seed_variant());
-  EXPECT_EQ(r.source.find("kWinoM") != std::string::npos, !f2) << r.source;
+  EXPECT_NE(r.source.find("kWinoTC = 1;"), std::string::npos) << r.source;
+  // sm75 has no TF32 tensor cores: the products in fp32 FMA there, the only target that has them.
+  Conv2dVariant sm75 = seed_variant();
+  sm75.target = Conv2dTarget::sm75;
+  const Conv2dTiling t75 = conv2d_tiling(sm75);
+  EXPECT_TRUE(t75.winograd);
+  EXPECT_FALSE(t75.winograd_tc);
+  EXPECT_EQ(make_request(sm75).source.find("kWinoTC"), std::string::npos);
+  for (const Conv2dTarget target : {Conv2dTarget::sm80, Conv2dTarget::sm86}) {
+    Conv2dVariant v = seed_variant();
+    v.target = target;
+    EXPECT_TRUE(conv2d_tiling(v).winograd_tc) << to_string(target);
+  }
 }
 
 TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
@@ -167,8 +169,8 @@ TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
   EXPECT_FALSE(conv2d_tiling(rect).winograd);
 
   // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's
-  // along the tiles (F(2x2): 4 warps in all; F(4x4): 8, at most 2 along the tiles), fewer where the
-  // row is narrow (38 output columns: F(2x2) 19 tiles, 2 warps of 16; F(4x4) 10, 2 warps of 8).
+  // along the tiles (4 warps in all), fewer where the row is narrow (38 output columns: 19 tiles,
+  // 2 warps of 16).
   const Conv2dTiling a = tiling(8, 32, 3, {});
   EXPECT_EQ(a.channel_groups, 2);
   EXPECT_EQ(a.threads_y, 2);
@@ -422,13 +424,9 @@ TEST(Conv2dSelect, SelectionIsThePublicPartsForEveryAlgorithm) {
       }
     }
   }
-  // (Every form is reached where no knob switches one off; the Winograd knobs keep every form.)
+  // (Every form is reached where no knob switches one off.)
   for (const conv2d_impl::Conv2dKnobInfo& k : conv2d_impl::conv2d_knob_table()) {
-    const std::string name = k.name;
-    if (name != "CUINLINE_CONV2D_WINOGRAD" && name != "CUINLINE_CONV2D_WINOGRAD_TC" &&
-        std::getenv(k.name) != nullptr) {
-      return;
-    }
+    if (std::getenv(k.name) != nullptr) return;
   }
   EXPECT_EQ(seen.size(), 11u);
 }
@@ -445,13 +443,12 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
   };
   const conv2d_impl::Conv2dKnobs d = with({});
   EXPECT_TRUE(d.hmma && d.wgmma && d.halo && d.window && d.window_tiles && d.batch_tiles && d.tf32_wgmma &&
-              d.pointwise && d.halo_weight_batch && d.winograd_tc && !d.hmma_tile_set && !d.hmma_pipe_set &&
+              d.pointwise && d.halo_weight_batch && d.winograd && !d.hmma_tile_set && !d.hmma_pipe_set &&
               !d.tf32x3_chained_sums && !d.target);
   EXPECT_EQ(d.store_batch, -1);
   EXPECT_EQ(d.stage, 2);
   EXPECT_EQ(d.transpose, 2);
   EXPECT_EQ(d.transpose_log_tile, 11);
-  EXPECT_EQ(d.winograd, -1);
   EXPECT_EQ(d.tf32x3_kw, 1);
   EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows, 0);
   // Every variable of the table is read: its accepted values are taken, any other is the default.
@@ -466,7 +463,6 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_TF32_WGMMA", "0"}}, [](const K& k) { return !k.tf32_wgmma; }},
       {{{"CUINLINE_CONV2D_POINTWISE", "0"}}, [](const K& k) { return !k.pointwise; }},
       {{{"CUINLINE_CONV2D_HALO_WBATCH", "0"}}, [](const K& k) { return !k.halo_weight_batch; }},
-      {{{"CUINLINE_CONV2D_WINOGRAD_TC", "0"}}, [](const K& k) { return !k.winograd_tc; }},
       {{{"CUINLINE_CONV2D_STORE_BATCH", "1"}}, [](const K& k) { return k.store_batch == 1; }},
       {{{"CUINLINE_CONV2D_STORE_BATCH", "2"}}, [](const K& k) { return k.store_batch == -1; }},
       {{{"CUINLINE_CONV2D_STAGE", "0"}}, [](const K& k) { return k.stage == 0; }},
@@ -474,8 +470,9 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_TRANSPOSE", "1"}}, [](const K& k) { return k.transpose == 1; }},
       {{{"CUINLINE_CONV2D_TRANSPOSE_TILE", "12"}}, [](const K& k) { return k.transpose_log_tile == 12; }},
       {{{"CUINLINE_CONV2D_TRANSPOSE_TILE", "13"}}, [](const K& k) { return k.transpose_log_tile == 11; }},
-      {{{"CUINLINE_CONV2D_WINOGRAD", "4"}}, [](const K& k) { return k.winograd == 4; }},
-      {{{"CUINLINE_CONV2D_WINOGRAD", "3"}}, [](const K& k) { return k.winograd == -1; }},
+      {{{"CUINLINE_CONV2D_WINOGRAD", "0"}}, [](const K& k) { return !k.winograd; }},
+      // (F(4x4)'s former value: Winograd F(2x2), as any value but "0".)
+      {{{"CUINLINE_CONV2D_WINOGRAD", "4"}}, [](const K& k) { return k.winograd; }},
       {{{"CUINLINE_CONV2D_WINOGRAD_WARPS", "8"}}, [](const K& k) { return k.winograd_warps == 8; }},
       {{{"CUINLINE_CONV2D_WINOGRAD_WARPS", "6"}}, [](const K& k) { return k.winograd_warps == 0; }},
       {{{"CUINLINE_CONV2D_WINOGRAD_ROWS", "4"}}, [](const K& k) { return k.winograd_rows == 4; }},
@@ -505,7 +502,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
     EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
   }
-  EXPECT_EQ(names.size(), 23u);
+  EXPECT_EQ(names.size(), 22u);
 }
 
 // The knobs are read from the environment once, in the process's first plan: each case a fresh

@@ -39,12 +39,10 @@ std::string render_target_defines(const Conv2dVariant& v);
 Conv2dTiling mma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).
 CompileRequest make_mma_request(const Conv2dVariant& v);
-/// Whether an fp32 variant is computed by Winograd F(m x m, 3x3) (conv2d_winograd.cuh): 3 x 3
+/// Whether an fp32 variant is computed by Winograd F(2x2, 3x3) (conv2d_winograd.cuh): 3 x 3
 /// filter, stride 1, dilation 1, 8 input and at least 16 output channels, unless the environment
 /// sets CUINLINE_CONV2D_WINOGRAD=0 (read once). The variant must be valid.
 bool winograd_applies(const Conv2dVariant& v);
-/// The output tile side m of a Winograd variant: 2, or 4 with CUINLINE_CONV2D_WINOGRAD=4.
-int winograd_tile(const Conv2dVariant& v);
 /// Whether a tensor-core variant (tf32, tf32x3) runs on the tensor-core kernel: its tile fits the
 /// shared memory. Otherwise (very large filters with many channels) the fp32 direct kernel computes
 /// it — at fp32 accuracy, better than the mode asked for.

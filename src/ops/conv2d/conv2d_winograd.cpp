@@ -1,5 +1,4 @@
-// fp32 conv2d variants computed by Winograd's F(m x m, 3 x 3), m = 2 (or 4 on request)
-// (kernel_templates/conv2d_winograd.cuh): which variants qualify, their tiling and the rendering of
+// fp32 conv2d variants computed by Winograd's F(2 x 2, 3 x 3) (kernel_templates/conv2d_winograd.cuh): which variants qualify, their tiling and the rendering of
 // the template.
 #include <algorithm>
 #include <cstdlib>
@@ -14,14 +13,10 @@ namespace cuinline::ops::conv2d_impl {
 namespace {
 
 // A warp is 8 tile lanes x 4 channel lanes of 4 output channels each (16 channels); the template's
-// column fold keeps a + m^2 accumulators per tile and channel (a = m + 2).
-// * F(2x2): 2 tiles a thread (64 accumulators), 8 or 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
-//   products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
-//   0.426 with 2 tiles (a standalone harness of the template's tilings, H200).
-// * F(4x4): 1 tile a thread (4 x (6 + 16) = 88 accumulators), 8 warps a block (2 along the tiles):
-//   its best tiling in the harness, 0.460 ms on the seed against F(2x2)'s 0.418 in the same run
-//   (H200; 0.511 against 0.432 through the library with the L2 flushed), so F(2x2) is
-//   the default and F(4x4) runs only with CUINLINE_CONV2D_WINOGRAD=4.
+// column fold keeps a + m^2 = 8 accumulators per tile and channel (a = m + 2 = 4). 2 tiles a
+// thread (64 accumulators), 8 or 4 warps a block (block_warps). 4 tiles a thread (8 loads for 64
+// products instead of 6 for 32) ran slower: seed 0.479 / 0.440 ms at 8 / 12 warps an SM against
+// 0.426 with 2 tiles (a standalone harness of the template's tilings, H200).
 constexpr int kChannelsPerThread = 4;
 constexpr int kTileLanes = 8;
 constexpr int kWarpChannels = (32 / kTileLanes) * kChannelsPerThread;
@@ -29,36 +24,31 @@ constexpr int kWarpChannels = (32 / kTileLanes) * kChannelsPerThread;
 // (input, output channel).
 constexpr std::int64_t kMaxWeightBytes = 80 * 1024;
 
-int tiles_per_thread(int m) { return m == 4 ? 1 : 2; }
-// Warps a block: F(4x4) 8; F(2x2) with all 4 channel warps 8 (2 along the tiles, 32 tiles) for an
+constexpr int kM = 2;  // the output tile's side
+constexpr int kTilesPerThread = 2;
+// Warps a block: with all 4 channel warps 8 (2 along the tiles, 32 tiles) for an
 // NCHW output, 4 (16 tiles) for a channels-last one; else 4. Seed, library, L2 flushed, H100,
 // products on tensor cores: NCHW 0.3976 ms with 2 x 4 warps (4 tile rows a block)
 // against 0.4901 with 1 x 4 (4 rows; 0.5446 with 8); channels-last output 0.4142-0.4195 with 1 x 4
 // against 0.4282-0.4335 with 2 x 4.
-int block_warps(const Conv2dVariant& v, int m, int warps_c) {
-  if (m == 4) return 8;
+int block_warps(const Conv2dVariant& v, int warps_c) {
   if (warps_c != 4) return 4;
   if (const int w = conv2d_knobs().winograd_warps; w != 0) return w;
   return v.output_layout == Conv2dLayout::nhwc ? 4 : 8;
 }
 
-std::int64_t weight_bytes(const Conv2dVariant& v, int m, int warps_c) {
-  return std::int64_t{v.in_channels} * (m + 2) * (m + 2) * kWarpChannels * warps_c * 4;
+std::int64_t weight_bytes(const Conv2dVariant& v, int warps_c) {
+  return std::int64_t{v.in_channels} * (kM + 2) * (kM + 2) * kWarpChannels * warps_c * 4;
 }
 
 }  // namespace
-
-int winograd_tile(const Conv2dVariant& v) {
-  (void)v;
-  return conv2d_knobs().winograd == 4 ? 4 : 2;
-}
 
 bool winograd_applies(const Conv2dVariant& v) {
   const Conv2dParams& p = v.params;
   // (NCHW input and weight; the output may be channels-last: the kernel writes either layout.)
   Conv2dVariant nchw_out = v;
   nchw_out.output_layout = Conv2dLayout::nchw;
-  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || conv2d_knobs().winograd == 0) {
+  if (v.precision != Conv2dPrecision::fp32 || nchw_out.uses_generic_kernel() || !conv2d_knobs().winograd) {
     return false;
   }
   if (v.kernel_h != 3 || v.kernel_w != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
@@ -69,34 +59,35 @@ bool winograd_applies(const Conv2dVariant& v) {
   // 1.18-1.5x faster than the direct kernel; with 16-64 (2-8 stages, each transformed and
   // synchronized on its own) 1.4-2.3x slower. Fewer than 8 channels leave few products per
   // transform (not measured; the direct kernel keeps them).
-  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, winograd_tile(v), 1) <= kMaxWeightBytes &&
+  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, 1) <= kMaxWeightBytes &&
          winograd_tiling(v).shared_bytes <= conv2d_max_shared_bytes(v.target);
 }
 
 Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
-  const int m = winograd_tile(v);
-  const int a = m + 2;
+  constexpr int m = kM;
+  constexpr int a = m + 2;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   const int tiles_across = ceil_div(ow, m);
-  const int warp_tiles = kTileLanes * tiles_per_thread(m);
+  const int warp_tiles = kTileLanes * kTilesPerThread;
   Conv2dTiling t;
   t.winograd = true;
   t.winograd_tile = m;
-  // (sm_75 has no TF32 tensor cores: FMA products there.)
-  t.winograd_tc = m == 2 && v.in_channels % 8 == 0 && conv2d_knobs().winograd_tc && v.target != Conv2dTarget::sm75;
+  // The products in 3xTF32 on tensor cores: 0.3934 ms on the seed against 0.4912 in fp32 FMA
+  // (channels-last output 0.4161 against 0.5046; H200, L2 flushed), as accurate (rel L2 1.65e-7
+  // against 1.36e-7). FMA products only where there are no TF32 tensor cores (sm_75).
+  t.winograd_tc = v.in_channels % 8 == 0 && v.target != Conv2dTarget::sm75;
   t.pipeline = 4;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
   int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
-  while (warps_c > 1 && weight_bytes(v, m, warps_c) > kMaxWeightBytes) warps_c /= 2;
-  int warps_x = std::max(1, block_warps(v, m, warps_c) / warps_c);
-  if (m == 4) warps_x = std::min(warps_x, 2);
+  while (warps_c > 1 && weight_bytes(v, warps_c) > kMaxWeightBytes) warps_c /= 2;
+  int warps_x = std::max(1, block_warps(v, warps_c) / warps_c);
   while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
   t.threads_x = kTileLanes;
   t.threads_y = warps_x;
   t.channel_groups = warps_c;
-  t.pixels_per_thread = m * tiles_per_thread(m);  // output columns of a thread
+  t.pixels_per_thread = m * kTilesPerThread;  // output columns of a thread
   t.channels_per_thread = kChannelsPerThread;
   t.ci_chunk = v.in_channels;  // one stage a tile row (winograd_applies: 8 input channels)
   // The channel loop rolled: NVRTC compiles the seed's variant in ~45 % of the time of the unrolled
@@ -131,16 +122,12 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
 CompileRequest make_winograd_request(const Conv2dVariant& v) {
   const Conv2dTiling t = winograd_tiling(v);
   const auto c = render_constant;
-  const std::string m = std::to_string(t.winograd_tile);
-  std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(" + m + "x" + m +
-                    ", 3x3))\n" + render_target_defines(v) + "#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
+  std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(2x2, 3x3))\n" + render_target_defines(v) + "#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
   src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
   src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
-  // (Only where set: F(2x2) NCHW sources keep their form.)
-  if (t.winograd_tile != 2) src += c("kWinoM", t.winograd_tile);
   if (t.winograd_tc) src += c("kWinoTC", 1);
   if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
   if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar NCHW stores

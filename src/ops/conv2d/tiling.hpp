@@ -40,15 +40,14 @@ struct Conv2dTiling {
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
   int out_stage = 0;
   /// fp32 3 x 3 stride-1 filters with 8 input channels (pipeline 4): Winograd F(m x m, 3x3), m =
-  /// winograd_tile (2; 4 with CUINLINE_CONV2D_WINOGRAD=4). The block is threads_y warps along the
+  /// winograd_tile = 2. The block is threads_y warps along the
   /// tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
   /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / m tiles of m x m outputs
   /// x channels_per_thread channels; tiles_y counts tile rows (m output rows each).
   bool winograd = false;
-  int winograd_tile = 0;  ///< m of a Winograd tiling (2 or 4), else 0
-  /// F(2x2) products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32
-  /// FMA: every F(2x2) tiling unless CUINLINE_CONV2D_WINOGRAD_TC=0 (the Winograd kernel needs sm_80
-  /// either way: cp.async).
+  int winograd_tile = 0;  ///< m of a Winograd tiling (2), else 0
+  /// The products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32 FMA:
+  /// every Winograd tiling but sm75's (no TF32 tensor cores; plain copies for cp.async there).
   bool winograd_tc = false;
   /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
   /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x

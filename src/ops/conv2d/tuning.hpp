@@ -32,8 +32,7 @@ struct Conv2dKnobs {
   int stage = 2;                ///< CUINLINE_CONV2D_STAGE: 0 never, 1 always, 2 by size
   int transpose = 2;            ///< CUINLINE_CONV2D_TRANSPOSE: 0 never, 1 always, 2 by work
   int transpose_log_tile = 11;  ///< CUINLINE_CONV2D_TRANSPOSE_TILE: 10-12 (kTransposeLogTile)
-  int winograd = -1;            ///< CUINLINE_CONV2D_WINOGRAD: 0 off, 4 F(4x4), -1 F(2x2)
-  bool winograd_tc = true;      ///< CUINLINE_CONV2D_WINOGRAD_TC: F(2x2) products on tensor cores (0: FMA)
+  bool winograd = true;         ///< CUINLINE_CONV2D_WINOGRAD: Winograd F(2x2, 3x3) (0: off)
   int winograd_warps = 0;       ///< CUINLINE_CONV2D_WINOGRAD_WARPS: 4 or 8; 0 the plan's
   int tf32x3_kw = 1;            ///< CUINLINE_CONV2D_TF32X3_KW: 1-31 filter columns unrolled (3xTF32)
   bool tf32x3_chained_sums = false;  ///< CUINLINE_CONV2D_TF32X3_SUMS=chained
