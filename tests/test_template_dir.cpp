@@ -2,7 +2,8 @@
 // template another user owns or anyone else can write is refused (it chooses the code compiled and
 // run); a template that is a FIFO, a directory, a symlink, larger than 4 MiB or holding NUL bytes is
 // an error naming the file — never silently skipped or truncated; a template the directory does not
-// have comes from the embedded copy.
+// have comes from the embedded copy. Templates in subfolders (arch/...) are read through folders held
+// to the same rules, and a name never leaves the directory.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -110,6 +111,43 @@ TEST_F(TemplateDir, AFifoADirectoryASymlinkAHugeFileAndNulBytesAreErrorsNamingTh
   write("ew_nary.cuh", std::string("// a\0b\n", 7));
   m = refusal([] { cuinline::detail::template_text("ew_nary.cuh"); });
   EXPECT_NE(m.find("NUL"), std::string::npos) << m;
+}
+
+// A template in a subfolder is overridden by the same path; the subfolder is held to the directory's
+// rules (a symlink is not followed, others may not write it); a name cannot climb out.
+TEST_F(TemplateDir, ASubfolderTemplateIsOverriddenAndItsFolderChecked) {
+  ASSERT_EQ(::mkdir(path("arch").c_str(), 0700), 0);
+  write("arch/mma_sm80.cuh", "// overridden mma\n");
+  EXPECT_EQ(cuinline::detail::template_text("arch/mma_sm80.cuh"), "// overridden mma\n");
+  EXPECT_NE(cuinline::detail::template_text("arch/copy_sm80.cuh").find("cp.async"), std::string::npos);
+  // conv2d_hmma.cuh's program headers follow its includes into the subfolders.
+  const auto headers = cuinline::detail::template_headers({"conv2d_hmma.cuh"});
+  bool mma = false, plan = false;
+  for (const cuinline::Header& h : headers) {
+    mma = mma || (h.name == "arch/mma_sm80.cuh" && h.content == "// overridden mma\n");
+    plan = plan || (h.name == "conv2d_hmma/plan.cuh" && h.content.find("struct Plan") != std::string::npos);
+  }
+  EXPECT_TRUE(mma && plan) << headers.size() << " headers";
+
+  ASSERT_EQ(::chmod(path("arch").c_str(), 0777), 0);
+  std::string m = refusal([] { cuinline::detail::template_text("arch/mma_sm80.cuh"); });
+  EXPECT_NE(m.find("'" + path("arch") + "'"), std::string::npos) << m;
+  EXPECT_NE(m.find("writable by group or others (mode 0777)"), std::string::npos) << m;
+  ASSERT_EQ(::chmod(path("arch").c_str(), 0700), 0);
+
+  ASSERT_EQ(::mkdir(path("elsewhere").c_str(), 0700), 0);
+  write("elsewhere/plan.cuh", "// planted\n");
+  ASSERT_EQ(::symlink(path("elsewhere").c_str(), path("conv2d_hmma").c_str()), 0);
+  m = refusal([] { cuinline::detail::template_text("conv2d_hmma/plan.cuh"); });
+  EXPECT_NE(m.find("symbolic link"), std::string::npos) << m;
+
+  write("ew_ops.cuh", "// not a folder\n");
+  m = refusal([] { cuinline::detail::template_text("ew_ops.cuh/x.cuh"); });
+  EXPECT_NE(m.find("not a directory"), std::string::npos) << m;
+  for (const char* bad : {"../ew_ops.cuh", "arch/../ew_ops.cuh", "/etc/hostname", "arch//mma_sm80.cuh", "./ew_ops.cuh"}) {
+    m = refusal([bad] { cuinline::detail::template_text(bad); });
+    EXPECT_NE(m.find("no kernel template named"), std::string::npos) << bad << ": " << m;
+  }
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace cuinline::detail {
 
 struct EmbeddedTemplate {
-  const char* name;     // file name, e.g. "elementwise.cuh"
+  const char* name;     // path under kernel_templates, e.g. "elementwise.cuh", "arch/mma_sm80.cuh"
   const char* content;  // the file's text
 };
 

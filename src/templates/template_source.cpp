@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cuinline/error.hpp>
 #include <string>
+#include <utility>
 
 #include "cache/directory_walk.hpp"
 #include "templates/embedded.hpp"
@@ -64,7 +65,34 @@ bool read_override(const char* dir, std::string_view name, std::string& text) {
   check_owner(st, "directory " + shown_dir);
   const std::string file = std::string(dir) + "/" + std::string(name);
   const std::string shown = "'" + file + "'";
-  Fd f(::openat(d.fd, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  // A template in a subfolder ("arch/mma_sm80.cuh"): each folder on the way opened without following
+  // a symlink and held to the same owner and mode as the directory.
+  Fd sub(-1);
+  int at = d.fd;
+  std::string_view rest = name;
+  for (std::size_t slash = rest.find('/'); slash != std::string_view::npos; slash = rest.find('/')) {
+    const std::string part(rest.substr(0, slash));
+    rest.remove_prefix(slash + 1);
+    const std::string shown_part = "'" + file.substr(0, file.size() - rest.size() - 1) + "'";
+    Fd next(::openat(at, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.fd < 0) {
+      if (errno == ENOENT) return false;  // not overridden: the embedded template
+      const int open_error = errno;
+      // O_DIRECTORY answers a symlink with ENOTDIR before O_NOFOLLOW's ELOOP: name which it was.
+      struct stat link {};
+      const bool symlink = open_error == ELOOP || (open_error == ENOTDIR &&
+                                                   ::fstatat(at, part.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                                   S_ISLNK(link.st_mode));
+      refuse(shown_part, symlink                 ? std::string("a symbolic link (not followed)")
+                         : open_error == ENOTDIR ? std::string("not a directory")
+                                                 : std::string("cannot open: ") + std::strerror(open_error));
+    }
+    if (::fstat(next.fd, &st) != 0) refuse(shown_part, std::strerror(errno));
+    check_owner(st, "directory " + shown_part);
+    std::swap(sub.fd, next.fd);
+    at = sub.fd;
+  }
+  Fd f(::openat(at, std::string(rest).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (f.fd < 0) {
     if (errno == ENOENT) return false;  // not overridden: the embedded template
     refuse(shown, errno == ELOOP ? std::string("a symbolic link (not followed)")
@@ -91,9 +119,58 @@ bool read_override(const char* dir, std::string_view name, std::string& text) {
   return true;
 }
 
+// A name as the templates include each other: a relative path of plain components ("ew_ops.cuh",
+// "arch/mma_sm80.cuh"), none empty, "." or "..", so an override never reads outside the directory.
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.front() == '/' || name.find('\0') != std::string_view::npos) return false;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = name.find('/', start);
+    const std::string_view part = name.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+bool is_embedded(std::string_view name) {
+  for (std::size_t i = 0; i < kEmbeddedTemplateCount; ++i) {
+    if (kEmbeddedTemplates[i].name != nullptr && name == kEmbeddedTemplates[i].name) return true;
+  }
+  return false;
+}
+
+// The quoted includes of `text` ("#include "x"" at the start of a line, spaces allowed around '#'),
+// whatever conditional they sit in: a header NVRTC is given but does not read changes nothing.
+std::vector<std::string> quoted_includes(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    const auto skip = [&line] {
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    };
+    skip();
+    if (line.empty() || line.front() != '#') continue;
+    line.remove_prefix(1);
+    skip();
+    if (line.substr(0, 7) != "include") continue;
+    line.remove_prefix(7);
+    skip();
+    if (line.empty() || line.front() != '"') continue;
+    const std::size_t close = line.find('"', 1);
+    if (close != std::string_view::npos) names.emplace_back(line.substr(1, close - 1));
+  }
+  return names;
+}
+
 }  // namespace
 
 std::string template_text(std::string_view name) {
+  if (!valid_name(name)) throw InvalidArgument("no kernel template named '" + std::string(name) + "'");
   if (const char* dir = std::getenv("CUINLINE_TEMPLATE_DIR"); dir != nullptr && *dir != '\0') {
     std::string text;
     if (read_override(dir, name, text)) return text;
@@ -104,6 +181,21 @@ std::string template_text(std::string_view name) {
     }
   }
   throw InvalidArgument("no kernel template named '" + std::string(name) + "'");
+}
+
+std::vector<Header> template_headers(std::initializer_list<std::string_view> names) {
+  std::vector<Header> headers;
+  std::vector<std::string> pending(names.begin(), names.end());
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    bool seen = false;
+    for (const Header& h : headers) seen = seen || h.name == pending[i];
+    if (seen) continue;
+    headers.push_back({pending[i], template_text(pending[i])});
+    for (std::string& included : quoted_includes(headers.back().content)) {
+      if (is_embedded(included)) pending.push_back(std::move(included));
+    }
+  }
+  return headers;
 }
 
 std::vector<std::string> embedded_template_names() {

@@ -607,8 +607,8 @@ CompileRequest request_of(const Conv2dVariant& v, std::string source, bool wgmma
   request.arch_specific = wgmma;
   request.name = "conv2d_hmma.cu";
   request.source = std::move(source);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"})
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
+  // conv2d_hmma.cuh and the files it includes (arch/, conv2d_hmma/).
+  request.headers = cuinline::detail::template_headers({"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"});
   // No contraction: bias, residual and epilogue round after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
   request.name_expressions = {kernel_name(v)};
