@@ -4,7 +4,7 @@ encoder/decoder, each as the network runs it after folding batch norm (conv + bi
 where the block adds it, + ReLU where the block has one) in one cuinline call, beside PyTorch eager
 (cuDNN, then its elementwise ops) and torch.compile, in one process, on the same buffers.
 
-Usage: conv2d_networks.py --lib build-shared/libcuinline.so [--nets resnet50,unet] [--dtypes f16,bf16]
+Usage: conv2d_networks.py --lib build-shared/libcuinline.so [--nets resnet50,unet,small_planes] [--dtypes f16,bf16]
                           [--batches 1,8,32] [--compile-batches 32] [--samples 30] [--out networks.md]
                           [--only SUBSTRING]
 
@@ -69,7 +69,13 @@ def unet():
     return layers
 
 
-NETS = {"resnet50": resnet50, "unet": unet}
+def small_planes():
+    """Deep 3 x 3 layers on small planes (7 x 7 to 12 x 12: 49 to 144 output pixels an image), 256 and
+    512 channels: where an image's plane fills less than one tile and the reduction is long."""
+    return [(f"3x3 {c} @{hw}", c, hw, c, 3, 1, 1, "relu") for c in (256, 512) for hw in (7, 8, 9, 10, 11, 12)]
+
+
+NETS = {"resnet50": resnet50, "unet": unet, "small_planes": small_planes}
 
 
 class Tensor(ctypes.Structure):

@@ -315,12 +315,13 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
   EXPECT_FALSE(conv2d_tiling(resnet).window);
 }
 
-// Output planes of at most 128 pixels with more than 5 k steps over more than one tap take batch tiles (a tile of 128
-// pixels across the batch's images; conv2d_hmma.cuh's kBatchTiles): ResNet-50's 7 x 7 layers in
-// f16 / bf16 (channels-last, and NCHW — staged whatever the image's size) and f32 in TF32 with more
-// than one tap; not a short reduction, a larger plane, the 1 x 1 TF32 kernel, or sm_86 (no wgmma).
-// They compile for sm_90 and sm_80 (the same tiling's mma.sync form).
-TEST(Conv2dHmma, SmallPlanesWithLongReductionsTakeBatchTiles) {
+// f16 / bf16 output planes of at most 128 pixels take per-image tiles of one warpgroup of one m64
+// tile (one or two an image): ResNet-50's 7 x 7 layers (channels-last, and NCHW — staged whatever
+// the image's size when the reduction is long) and 11 x 11 planes (two tiles an image); a 12 x 12
+// plane does not. Batch tiles (a tile of 128 pixels across the batch's images; conv2d_hmma.cuh's
+// kBatchTiles) are f32 in TF32 with more than one tap only. They compile for sm_90 and sm_80 (the
+// same tiling's mma.sync form).
+TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
   const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
   const Shape layer4_3x3{"resnet-50 layer4 3x3", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)};
   const Shape layer4_1x1{"resnet-50 layer4 1x1", 512, 7, 7, 2048, 1, 1, {}};
@@ -329,24 +330,34 @@ TEST(Conv2dHmma, SmallPlanesWithLongReductionsTakeBatchTiles) {
       const Conv2dVariant v = variant(layer4_3x3, dt, l, l, l, false);
       SCOPED_TRACE(v.name());
       const Conv2dTiling t = conv2d_tiling(v);
-      EXPECT_TRUE(t.batch_tiles);
+      EXPECT_FALSE(t.batch_tiles);
       EXPECT_TRUE(t.wgmma);
       EXPECT_EQ(t.warps_m, 4);
-      EXPECT_EQ(t.tile_cols, 128);
+      EXPECT_EQ(t.m_tiles, 1);
+      EXPECT_EQ(t.tile_cols, 64);
+      EXPECT_EQ(t.tiles_x, 1);
       EXPECT_EQ(t.stage_channels > 0, l == nchw);  // 25088 input elements an image: staged anyway
-      EXPECT_NE(make_request(v).source.find("kBatchTiles = 1"), std::string::npos);
-      // A 1 x 1 filter keeps per-image tiles (ran slower on batch tiles), and an NCHW input under
-      // the staging threshold (512 x 7 x 7) its register gather.
+      EXPECT_EQ(make_request(v).source.find("kBatchTiles = 1"), std::string::npos);
+      // A 1 x 1 filter too; an NCHW input under the staging threshold (512 x 7 x 7) keeps its
+      // register gather.
       const Conv2dVariant p = variant(layer4_1x1, dt, l, l, l, false);
       EXPECT_FALSE(conv2d_tiling(p).batch_tiles);
       EXPECT_EQ(conv2d_tiling(p).stage_channels, 0);
       EXPECT_EQ(conv2d_tiling(p).wgmma, l == nhwc);
-      // Its per-image tile is no larger than the 49-pixel plane: one warpgroup of one m64 tile.
       if (l == nhwc) {
         EXPECT_EQ(conv2d_tiling(p).warps_m, 4);
         EXPECT_EQ(conv2d_tiling(p).tile_cols, 64);
       }
     }
+    // 11 x 11 = 121 pixels: two m64 tiles an image; 12 x 12 = 144: the larger tiles.
+    const Conv2dTiling t11 =
+        conv2d_tiling(variant({"11x11", 512, 11, 11, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false));
+    EXPECT_EQ(t11.tile_cols, 64);
+    EXPECT_EQ(t11.tiles_x, 2);
+    const Conv2dTiling t12 =
+        conv2d_tiling(variant({"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false));
+    EXPECT_GT(t12.tile_cols, 64);
+    EXPECT_FALSE(t12.batch_tiles);
   }
   expect_compiles_for_sm90_and_sm80(variant(layer4_3x3, DType::f16, nhwc, nhwc, nchw, true));
   // A 1 x 1 filter's NCHW weight is the same bytes as its channels-last one: the kernel reads it as
@@ -374,17 +385,16 @@ TEST(Conv2dHmma, SmallPlanesWithLongReductionsTakeBatchTiles) {
   f = variant(layer4_1x1, DType::f32, nchw, nchw, nchw, false);
   f.precision = Conv2dPrecision::tf32;
   EXPECT_FALSE(conv2d_tiling(f).batch_tiles);
-  // A short reduction (8 channels x 3 x 3: the halo form or one warpgroup), a 12 x 12 plane, sm_86.
-  EXPECT_FALSE(conv2d_tiling(variant({"short", 8, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)}, DType::f16, nhwc,
-                                     nhwc, nhwc, false))
-                   .batch_tiles);
-  EXPECT_FALSE(conv2d_tiling(variant({"12x12", 256, 12, 12, 256, 3, 3, Conv2dParams::square(1, 1)}, DType::f16,
-                                     nhwc, nhwc, nhwc, false))
-                   .batch_tiles);
-  EXPECT_FALSE(
-      conv2d_tiling(conv2d_variant_for_arch(variant(layer4_3x3, DType::f16, nhwc, nhwc, nhwc, false),
-                                            cuinline::Arch::parse("sm_86")))
-          .batch_tiles);
+  // A short reduction (8 channels x 3 x 3), a 12 x 12 plane, sm_86: none in TF32 either.
+  for (const Shape& shape : {Shape{"short", 8, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)},
+                             Shape{"12x12", 256, 12, 12, 256, 3, 3, Conv2dParams::square(1, 1)}}) {
+    f = variant(shape, DType::f32, nchw, nchw, nchw, false);
+    f.precision = Conv2dPrecision::tf32;
+    EXPECT_FALSE(conv2d_tiling(f).batch_tiles) << shape.what;
+  }
+  f = variant(layer4_3x3, DType::f32, nchw, nchw, nchw, false);
+  f.precision = Conv2dPrecision::tf32;
+  EXPECT_FALSE(conv2d_tiling(conv2d_variant_for_arch(f, cuinline::Arch::parse("sm_86"))).batch_tiles);
 }
 
 // Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the

@@ -32,11 +32,16 @@ bool tile_override(int (&f)[6]) {
   return k.hmma_tile_set;
 }
 
-// Whether the cp.async wgmma tiling of v (steps k steps of its k step) takes batch tiles: an output
-// plane of at most 128 pixels, more than 5 k steps, more than one filter tap.
+// Whether v (steps k steps of its k step on the cp.async wgmma tiling) is a long reduction over a small
+// plane: an output plane of at most 128 pixels, more than 5 k steps, more than one filter tap.
+bool long_small_plane(const Conv2dVariant& v, int steps) {
+  return v.out_height() * v.out_width() <= 128 && steps > 5 && v.kernel_h * v.kernel_w > 1;
+}
+
+// Whether the cp.async wgmma tiling of v takes batch tiles: f32 in TF32 on a long small plane (f16 and
+// bf16 take per-image m64 tiles there: see wgmma_tiling).
 bool batch_tiles_apply(const Conv2dVariant& v, int steps) {
-  return v.out_height() * v.out_width() <= 128 && steps > 5 && v.kernel_h * v.kernel_w > 1 &&
-         conv2d_knobs().batch_tiles;
+  return v.dtype == DType::f32 && long_small_plane(v, steps) && conv2d_knobs().batch_tiles;
 }
 
 const char* storage_type(DType dtype) {
@@ -256,11 +261,11 @@ namespace {
 // accumulators spilled 36 bytes at 168). The seed's 64 accumulators: 5 blocks at 96 registers, no
 // spills; unbounded, ptxas took 99 after the stmatrix epilogue and 4 blocks fit (H200, f16: 0.1446
 // ms channels-last against 0.135 at 5).
-int one_group_min_blocks(const Conv2dTiling& t) {
+int one_group_min_blocks(const Conv2dTiling& t, int extra_registers) {
   constexpr int kRegistersPerSm = 65536;
   constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
   const int accumulators = t.m_tiles * t.block_channels() / 2;
-  const int registers = (accumulators + std::max(32, accumulators / 2) + 7) / 8 * 8;
+  const int registers = (accumulators + std::max(32, accumulators / 2) + extra_registers + 7) / 8 * 8;
   const int by_registers = kRegistersPerSm / (t.threads() * registers);
   const int by_shared = kSharedPerSm / static_cast<int>(t.shared_bytes + kSharedReservedPerBlock);
   return std::clamp(std::min(by_registers, by_shared), 1, 8);
@@ -313,18 +318,17 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // tiles against 0.0474-0.0476 / 0.0350-0.0351, KernelBench L2-54 1.819-1.869 against 1.765-1.911;
   // H100.)
   constexpr int kLargeFilter = 16;
-  // Batch tiles (kBatchTiles) where one image's plane fills at most half of a two-warpgroup tile of
-  // 256 pixels: the tile spans images. One warpgroup of two m64 tiles (128 pixels) then, for more
-  // blocks: ResNet-50's last stage (7 x 7, batch 32) gets 13 pixel tiles, not 7. (Filters of more
-  // than one tap: ResNet-50's 7 x 7 3 x 3 layer 0.186 -> 0.087 ms f16, 0.180 -> 0.126 TF32; its 1 x 1
-  // layers ran slower, 0.082 -> 0.107 and 0.100 -> 0.122, with their staging copy; H200.)
+  // Batch tiles (kBatchTiles; TF32 only) where one image's plane fills at most half of a
+  // two-warpgroup tile of 256 pixels: the tile spans images, one warpgroup of two m64 tiles.
+  // (ResNet-50's 7 x 7 3 x 3 layer, batch 32, TF32: 0.180 -> 0.126 ms; H200.)
   const bool batch = batch_tiles_apply(v, steps_at_bk);
-  // A per-image tile no larger than the plane it covers: an output plane of at most 64 pixels (the
-  // batch-tiles rule leaves 1 x 1 filters per image) gets one warpgroup of one m64 tile instead of
-  // 128 or 256 pixels of which at most 64 are used. ResNet-50's last stage (7 x 7, batch 32), f16,
-  // ms against two warpgroups of two tiles in one call: 1 x 1 2048 -> 512 0.080-0.083 / 0.098 (NCHW,
-  // staged), 512 -> 2048 channels-last 0.087-0.088 / 0.125 (H100).
-  const bool small_plane = !f32 && !batch && v.out_height() * v.out_width() <= 64;
+  // f16 / bf16 output planes of at most 128 pixels: per-image tiles of one warpgroup of one m64 tile
+  // (one or two an image) instead of 128 or 256 pixels of which at most 128 are used. A block's k
+  // steps are then a quarter of the work, and the layer's time is its blocks' k loop whatever the
+  // batch: 3 x 3 over 512 channels on 7 x 7 to 11 x 11 planes ran 0.036 ms against 0.070-0.073 on
+  // batch tiles at batch 1, 8 and 32 (256 channels: 0.020 against 0.038; H200, f16). (12 x 12 = 144
+  // pixels, three m64 tiles an image, ran slower at batch 32: 0.100 against 0.072.)
+  const bool small_plane = !f32 && v.out_height() * v.out_width() <= 128;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !small_plane;
   const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || small_plane;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
@@ -380,7 +384,10 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
   }
-  if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t);
+  // (An m64 tile of a filter of several taps keeps 48 registers more for its tap offsets: a 1 x 3
+  // filter over 40 channels into 200 spilled 52 bytes at 5 blocks a multiprocessor on sm_90a, and its
+  // mma.sync form 4 bytes on sm_80 at 4.)
+  if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t, small_plane && taps > 1 ? 48 : 0);
   return t;
 }
 
@@ -419,7 +426,7 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
   if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > conv2d_max_shared_bytes(v.target)) return false;
   t.shared_bytes = shared_bytes(v, t);
-  t.min_blocks = one_group_min_blocks(t);
+  t.min_blocks = one_group_min_blocks(t, 0);
   return true;
 }
 
@@ -648,12 +655,12 @@ bool hmma_stage_rule(const Conv2dVariant& v) {
   const int setting = conv2d_knobs().stage;
   if (setting != 2) return setting == 1;
   // Small planes with a long reduction over 64+ channels (ResNet's 7 x 7 3 x 3 layers) too, whatever the image's size:
-  // the staged copy's wgmma tiling runs them on batch tiles (ResNet-50's 512 x 7 x 7 3 x 3, batch 32:
-  // 0.183 ms gathered, 0.090 staged on per-image tiles, 0.087 on batch tiles; H200).
+  // the staged copy runs on the wgmma tiling (ResNet-50's 512 x 7 x 7 3 x 3, batch 32: 0.183 ms
+  // gathered, 0.090 staged; H200).
   // (k steps of the staged copy's tiling: its channels padded to 16, 64 a step where they divide.)
   const int cp = (v.in_channels + 15) / 16 * 16;
   if (v.in_channels >= 64 &&
-      batch_tiles_apply(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) {
+      long_small_plane(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) {
     return true;  // (a few channels over many taps — a 5 x 5 stem — keeps its gather)
   }
   return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
