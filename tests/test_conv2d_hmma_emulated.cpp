@@ -1,18 +1,17 @@
 // The f16 / bf16 tensor-core conv2d kernel (kernel_templates/conv2d_hmma.cuh) run on the host: each
-// block's threads are std::threads (a barrier for __syncthreads, one a warp for the warp-wide
-// instructions), ldmatrix.x4 (.trans) and mma.sync m16n8k16 emulated from the PTX ISA's layouts,
-// so the kernel's gather, shared-memory layout, fragment addressing and epilogue are checked against
-// a float64 reference without a GPU. The shape constants of each case are the host plan's (checked
-// against conv2d_tiling at run time); outputs are poisoned (NaN) first. Cases: the issue's shapes at
-// small images, odd channel counts, every layout combination, stride, dilation, non-square filters,
-// a residual, channels beyond one block column. The cp.async main loop (channels-last input and
-// weight) runs with its copies landing at their wait (the latest they may) and at issue (the
-// earliest), and compiled for an unaligned input (the register gather the host picks then) or an
-// unaligned output (one element a store), run on pointers misaligned that way. Every global read
-// must fall inside a tensor of the call.
+// block's threads are lanes (fibers, tests/emulated_lanes.hpp: a barrier for __syncthreads, one a
+// warp for the warp-wide instructions), ldmatrix.x4 (.trans) and mma.sync m16n8k16 emulated from
+// the PTX ISA's layouts, so the kernel's gather, shared-memory layout, fragment addressing and
+// epilogue are checked against a float64 reference without a GPU. The shape constants of each case
+// are the host plan's (checked against conv2d_tiling at run time); outputs are poisoned (NaN)
+// first. Cases: the issue's shapes at small images, odd channel counts, every layout combination,
+// stride, dilation, non-square filters, a residual, channels beyond one block column. The cp.async
+// main loop (channels-last input and weight) runs with its copies landing at their wait (the latest
+// they may) and at issue (the earliest), and compiled for an unaligned input (the register gather
+// the host picks then) or an unaligned output (one element a store), run on pointers misaligned
+// that way. Every global read must fall inside a tensor of the call.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,11 +20,11 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "elementwise_reference.hpp"
+#include "emulated_lanes.hpp"
 #include "ops/conv2d/tiling.hpp"
 
 #define CUINLINE_CONV2D_HMMA_EMULATED 1
@@ -40,17 +39,19 @@ namespace {
 struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
-thread_local Dim3 threadIdx, blockIdx, gridDim;
+Dim3 blockIdx, gridDim;
+// (Lane i of a block is its thread i.)
+#define threadIdx (Dim3{static_cast<unsigned>(cuinline::test::lanes::lane_index()), 0, 0})
 
 // One block's shared state: its shared memory, the block barrier, a barrier a warp and the words a
 // warp's lanes exchange in a warp-wide instruction.
 struct Block {
   std::vector<unsigned char> smem;
-  std::unique_ptr<std::barrier<>> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warp;
+  std::unique_ptr<cuinline::test::lanes::LaneBarrier> block;
+  std::vector<std::unique_ptr<cuinline::test::lanes::LaneBarrier>> warp;
   unsigned words[32][32][6];
 };
-thread_local Block* g_block = nullptr;
+Block* g_block = nullptr;
 
 }  // namespace
 
@@ -263,8 +264,15 @@ struct Copy {
   const void* src;
   bool valid;
 };
-thread_local std::vector<Copy> g_uncommitted;
-thread_local std::vector<std::vector<Copy>> g_groups;
+// A thread's copies: not yet committed, and its committed groups (by thread, set up for each block).
+struct ThreadCopies {
+  std::vector<Copy> uncommitted;
+  std::vector<std::vector<Copy>> groups;
+};
+std::vector<ThreadCopies> g_copies;
+inline ThreadCopies& my_copies() {
+  return g_copies[cuinline::test::lanes::lane_index()];
+}
 bool g_copies_at_issue = false;
 inline void perform(const Copy& c) {
   if (c.valid) {
@@ -281,18 +289,20 @@ inline void copy16_async(void* dst, const void* src, bool valid) {
   if (g_copies_at_issue) {
     perform({dst, src, valid});
   } else {
-    g_uncommitted.push_back({dst, src, valid});
+    my_copies().uncommitted.push_back({dst, src, valid});
   }
 }
 inline void copy_commit() {
-  g_groups.push_back(std::move(g_uncommitted));
-  g_uncommitted.clear();
+  ThreadCopies& mine = my_copies();
+  mine.groups.push_back(std::move(mine.uncommitted));
+  mine.uncommitted.clear();
 }
 template <int kPending>
 inline void copy_wait() {
-  while (g_groups.size() > static_cast<std::size_t>(kPending)) {
-    for (const Copy& c : g_groups.front()) perform(c);
-    g_groups.erase(g_groups.begin());
+  std::vector<std::vector<Copy>>& groups = my_copies().groups;
+  while (groups.size() > static_cast<std::size_t>(kPending)) {
+    for (const Copy& c : groups.front()) perform(c);
+    groups.erase(groups.begin());
   }
 }
 
@@ -313,9 +323,17 @@ struct WgmmaOp {
   bool bf16;
   int elem;  // bytes an operand: 2, or 4 (TF32: k8)
 };
-thread_local std::vector<WgmmaOp> g_wg_uncommitted;
-thread_local std::vector<std::vector<WgmmaOp>> g_wg_groups;
-thread_local bool g_wg_fenced = false;
+// A thread's wgmma operations: not yet committed, its committed groups, and whether it fenced
+// (by thread, set up for each block).
+struct ThreadWgmma {
+  std::vector<WgmmaOp> uncommitted;
+  std::vector<std::vector<WgmmaOp>> groups;
+  bool fenced = false;
+};
+std::vector<ThreadWgmma> g_wgmma;
+inline ThreadWgmma& my_wgmma() {
+  return g_wgmma[cuinline::test::lanes::lane_index()];
+}
 
 // An operand of `elem` bytes at shared byte `at`.
 inline double wgmma_value(unsigned at, int elem, bool bf16) {
@@ -363,28 +381,30 @@ inline void wgmma_perform(const WgmmaOp& op) {
 template <class T, int kN>
 struct Wgmma {
   static void run(float (&d)[kN / 8][4], unsigned long long a, unsigned long long b) {
-    EXPECT_TRUE(g_wg_fenced) << "wgmma.fence before the first wgmma of a batch";
+    EXPECT_TRUE(my_wgmma().fenced) << "wgmma.fence before the first wgmma of a batch";
     const WgmmaOp op{a, b, kN, &d[0][0], std::is_same_v<T, ew_bf16>, static_cast<int>(sizeof(T))};
     if (!g_copies_at_issue) {
       wgmma_perform(op);
     } else {
-      g_wg_uncommitted.push_back(op);
+      my_wgmma().uncommitted.push_back(op);
     }
   }
 };
 inline void wgmma_fence() {
-  g_wg_fenced = true;
+  my_wgmma().fenced = true;
 }
 inline void wgmma_commit() {
-  g_wg_groups.push_back(std::move(g_wg_uncommitted));
-  g_wg_uncommitted.clear();
-  g_wg_fenced = false;
+  ThreadWgmma& mine = my_wgmma();
+  mine.groups.push_back(std::move(mine.uncommitted));
+  mine.uncommitted.clear();
+  mine.fenced = false;
 }
 template <int kPending>
 inline void wgmma_wait() {
-  while (g_wg_groups.size() > static_cast<std::size_t>(kPending)) {
-    for (const WgmmaOp& op : g_wg_groups.front()) wgmma_perform(op);
-    g_wg_groups.erase(g_wg_groups.begin());
+  std::vector<std::vector<WgmmaOp>>& groups = my_wgmma().groups;
+  while (groups.size() > static_cast<std::size_t>(kPending)) {
+    for (const WgmmaOp& op : groups.front()) wgmma_perform(op);
+    groups.erase(groups.begin());
   }
 }
 inline void fence_async_shared() {}
@@ -721,7 +741,7 @@ template <class S>
 struct NotPlanned<S, std::void_t<decltype(S::kNotPlanned)>> : std::true_type {};
 
 template <class S>
-void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
+void run_case(std::uint64_t seed, Mode mode) {
   cuinline_conv2d_hmma_detail::g_copies_at_issue = mode == Mode::copies_at_issue;
   using P = cuinline_conv2d_hmma_detail::Plan<S>;
   using T = typename S::storage;
@@ -829,21 +849,22 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
         const unsigned bx = P::kHalo ? grid_x - 1 - i : i;
         Block block;
         block.smem.assign(P::kSmemBytes, 0xA5);  // garbage where nothing was staged
-        block.block = std::make_unique<std::barrier<>>(P::kThreads);
-        for (int w = 0; w < P::kWarps; ++w) block.warp.push_back(std::make_unique<std::barrier<>>(32));
-        std::vector<std::thread> threads;
-        for (unsigned tid = 0; tid < static_cast<unsigned>(P::kThreads); ++tid) {
-          threads.emplace_back([&, tid] {
-            g_block = &block;
-            threadIdx = {tid, 0, 0};
-            blockIdx = {bx, by, z};
-            gridDim = {grid_x, grid_y, grid_z};
-            cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
-                                              yb.data() + out_shift, row_tiles,
-                                              S::kHasResidual ? rb.data() : nullptr, chan);
-          });
+        block.block = std::make_unique<cuinline::test::lanes::LaneBarrier>(P::kThreads);
+        for (int w = 0; w < P::kWarps; ++w) {
+          block.warp.push_back(std::make_unique<cuinline::test::lanes::LaneBarrier>(32));
         }
-        for (std::thread& th : threads) th.join();
+        g_block = &block;
+        blockIdx = {bx, by, z};
+        gridDim = {grid_x, grid_y, grid_z};
+        cuinline_conv2d_hmma_detail::g_copies.assign(P::kThreads, {});
+#ifdef CUINLINE_CONV2D_WGMMA_EMULATED
+        cuinline_conv2d_hmma_detail::g_wgmma.assign(P::kThreads, {});
+#endif
+        cuinline::test::lanes::run_lanes(P::kThreads, [&] {
+          cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
+                                            yb.data() + out_shift, row_tiles,
+                                            S::kHasResidual ? rb.data() : nullptr, chan);
+        });
       }
     }
   }
@@ -886,6 +907,22 @@ void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
   const double err = std::sqrt(num / den);
   EXPECT_LE(err, dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 2e-3 : 1.6e-2);
   std::printf("  %-92s rel L2 %.2e\n", v.name().c_str(), err);
+}
+
+// Runs case S in `mode`. With wgmma emulated (test_conv2d_wgmma_emulated) only the wgmma tilings
+// run: the others (the mma.sync register gather, the pointwise form) contain no wgmma code, so they
+// are the same program as in this file's own binary, which runs them (and are not instantiated there).
+template <class S>
+void check_case(std::uint64_t seed, Mode mode = Mode::copies_at_wait) {
+#ifdef CUINLINE_CONV2D_WGMMA_EMULATED
+  if constexpr (!cuinline_conv2d_hmma_detail::Plan<S>::kWgmma) {
+    (void)seed;
+    (void)mode;
+  } else
+#endif
+  {
+    run_case<S>(seed, mode);
+  }
 }
 
 TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {

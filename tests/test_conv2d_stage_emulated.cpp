@@ -1,18 +1,17 @@
 // The staging copy of the f16 / bf16 conv (kernel_templates/conv2d_stage.cuh) run on the host: each
-// block's 256 threads are std::threads (a barrier for __syncthreads, the kernel's __shared__ array
-// shared by them), blocks one after another over the grid the library launches, with the arguments
-// the launch passes (conv2d_impl::hmma_stage_tensor: run-time shapes, the host's load path and
-// reciprocals). Every case checks the whole workspace element by element — the input's and the
-// weight's channels-last copies with zeros past the real channels — and that nothing before or after
-// them was written, that every read falls inside the source tensor; for NCHW and channels-last
-// sources, the 16-byte load path and the 16-bit one (a source misaligned by one element, pixel counts
-// that are not a multiple of 8), every channel count from 1 to 136. Also: the fast division, which
-// variants the planner stages, that a staged variant's conv module is the channels-last variant's
-// (one kernel) and that the staging module is one request for every staged shape, both compiling for
-// sm_90 without spills.
+// block's 256 threads are lanes (fibers, tests/emulated_lanes.hpp: a barrier for __syncthreads, the
+// kernel's __shared__ array shared by them), blocks one after another over the grid the library
+// launches, with the arguments the launch passes (conv2d_impl::hmma_stage_tensor: run-time shapes,
+// the host's load path and reciprocals). Every case checks the whole workspace element by element —
+// the input's and the weight's channels-last copies with zeros past the real channels — and that
+// nothing before or after them was written, that every read falls inside the source tensor; for
+// NCHW and channels-last sources, the 16-byte load path and the 16-bit one (a source misaligned by
+// one element, pixel counts that are not a multiple of 8), every channel count from 1 to 136. Also:
+// the fast division, which variants the planner stages, that a staged variant's conv module is the
+// channels-last variant's (one kernel) and that the staging module is one request for every staged
+// shape, both compiling for sm_90 without spills.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,10 +25,10 @@
 #include <random>
 #include <regex>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "emulated_lanes.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 
 #define __device__
@@ -43,8 +42,10 @@ namespace {
 struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
-thread_local Dim3 threadIdx, blockIdx;
-std::barrier<>* g_barrier = nullptr;
+Dim3 blockIdx;
+// (Lane i of a block is its thread i.)
+#define threadIdx (Dim3{static_cast<unsigned>(cuinline::test::lanes::lane_index()), 0, 0})
+cuinline::test::lanes::LaneBarrier* g_barrier = nullptr;
 
 // The source tensors of the running case: every read must fall inside one of them.
 struct Extent {
@@ -179,57 +180,22 @@ std::vector<unsigned short> expected_copy(const unsigned short* begin, int image
   return out;
 }
 
-// The grid on 256 threads kept for the whole program (creating 256 threads a case cost more than the
-// copies): each walks every block in turn, a barrier after each (the next block reuses the
-// __shared__ array); `start` and `done` hand a grid over and back.
-class BlockThreads {
- public:
-  BlockThreads() {
-    g_barrier = &block_;
-    for (unsigned tid = 0; tid < 256; ++tid) {
-      threads_.emplace_back([this, tid] {
-        threadIdx = {tid, 0, 0};
-        for (;;) {
-          start_.arrive_and_wait();
-          if (quit_) return;
-          for (unsigned b = 0; b < blocks_; ++b) {
-            blockIdx = {b, 0, 0};
-            if (tf32_) {
-              cuinline_conv2d_stage_tf32(in_, w_, cp_, tc_);
-            } else {
-              cuinline_conv2d_stage(in_, w_, cp_, tc_);
-            }
-            block_.arrive_and_wait();
-          }
-          done_.arrive_and_wait();
-        }
-      });
-    }
-  }
-  ~BlockThreads() {
-    quit_ = true;
-    start_.arrive_and_wait();
-    for (std::thread& t : threads_) t.join();
-  }
-  void run(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc, bool tf32) {
-    blocks_ = blocks, in_ = in, w_ = w, cp_ = cp, tc_ = tc, tf32_ = tf32;
-    start_.arrive_and_wait();  // (the barrier orders these writes before the workers' reads)
-    done_.arrive_and_wait();
-  }
-
- private:
-  std::barrier<> block_{256}, start_{257}, done_{257};
-  bool quit_ = false;
-  bool tf32_ = false;
-  unsigned blocks_ = 0;
-  DeviceTensor in_{}, w_{};
-  int cp_ = 0, tc_ = 0;
-  std::vector<std::thread> threads_;
-};
-
+// The grid's blocks one after another, a block's 256 threads as lanes (the next block reuses the
+// __shared__ array).
 void run_grid(unsigned blocks, const DeviceTensor& in, const DeviceTensor& w, int cp, int tc, bool tf32 = false) {
-  static BlockThreads threads;  // (destroyed at exit: the workers are told to end and joined)
-  threads.run(blocks, in, w, cp, tc, tf32);
+  cuinline::test::lanes::LaneBarrier barrier(256);
+  g_barrier = &barrier;
+  for (unsigned b = 0; b < blocks; ++b) {
+    blockIdx = {b, 0, 0};
+    cuinline::test::lanes::run_lanes(256, [&] {
+      if (tf32) {
+        cuinline_conv2d_stage_tf32(in, w, cp, tc);
+      } else {
+        cuinline_conv2d_stage(in, w, cp, tc);
+      }
+    });
+  }
+  g_barrier = nullptr;
 }
 
 // Which load paths the cases took: [nhwc][vec].

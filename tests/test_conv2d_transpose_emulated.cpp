@@ -1,16 +1,15 @@
 // The transposing copy of the f32 channels-last conv (kernel_templates/conv2d_transpose.cuh) run on
-// the host: each block's 256 threads are std::threads (a barrier for __syncthreads, the kernel's
-// __shared__ array shared by them), blocks one after another over the grid the library launches
-// (conv2d_impl::transpose_grid). Every case checks the whole destination word for word against the
-// transpose, bit patterns included (NaN payloads, -0.0, subnormals), and that nothing past it was
-// written; the source is an exact-size allocation (ASan catches a read past it). Shapes: every
-// column count 1-40 (the narrow tiles), the three copies of the layers and ragged edges.
-// Also: which f32 variants transpose (the multiply-add threshold, CUINLINE_CONV2D_TRANSPOSE), that
-// their conv module is the NCHW variant's, and that the copy's module compiles for sm_90 with no
-// spills and is one request for every transposing variant.
+// the host: each block's 256 threads are lanes (fibers, tests/emulated_lanes.hpp: a barrier for
+// __syncthreads, the kernel's __shared__ array shared by them), blocks one after another over the
+// grid the library launches (conv2d_impl::transpose_grid). Every case checks the whole destination
+// word for word against the transpose, bit patterns included (NaN payloads, -0.0, subnormals), and
+// that nothing past it was written; the source is an exact-size allocation (ASan catches a read
+// past it). Shapes: every column count 1-40 (the narrow tiles), the three copies of the issue's
+// layers and ragged edges. Also: which f32 variants transpose (the multiply-add threshold,
+// CUINLINE_CONV2D_TRANSPOSE), that their conv module is the NCHW variant's, and that the copy's
+// module compiles for sm_90 with no spills and is one request for every transposing variant.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <cuinline/arch.hpp>
@@ -18,9 +17,9 @@
 #include <cuinline/conv2d.hpp>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "emulated_lanes.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 
 #define __device__
@@ -34,8 +33,10 @@ namespace {
 struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
-thread_local Dim3 threadIdx, blockIdx;
-std::barrier<>* g_barrier = nullptr;
+Dim3 blockIdx;
+// (Lane i of a block is its thread i.)
+#define threadIdx (Dim3{static_cast<unsigned>(cuinline::test::lanes::lane_index()), 0, 0})
+cuinline::test::lanes::LaneBarrier* g_barrier = nullptr;
 }  // namespace
 
 inline void __syncthreads() {
@@ -55,19 +56,14 @@ void run_transpose(const std::vector<unsigned>& src, std::vector<unsigned>& dst,
   const impl::TransposeGrid g = impl::transpose_grid(rows, cols, lt);
   ASSERT_GT(g.blocks, 0);
   ASSERT_LE(g.lc, 5);
-  std::barrier<> barrier(256);
+  cuinline::test::lanes::LaneBarrier barrier(256);
   g_barrier = &barrier;
   for (unsigned by = 0; by < batch; ++by) {
     for (unsigned bx = 0; bx < g.blocks; ++bx) {
-      std::vector<std::thread> threads;
-      for (unsigned t = 0; t < 256; ++t) {
-        threads.emplace_back([&, t] {
-          threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
-          cuinline_conv2d_transpose(src.data(), dst.data(), rows, cols, g.col_tiles, g.lc, g.lt);
-        });
-      }
-      for (auto& th : threads) th.join();
+      blockIdx = {bx, by, 0};
+      cuinline::test::lanes::run_lanes(256, [&] {
+        cuinline_conv2d_transpose(src.data(), dst.data(), rows, cols, g.col_tiles, g.lc, g.lt);
+      });
     }
   }
   g_barrier = nullptr;
