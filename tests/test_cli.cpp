@@ -12,6 +12,7 @@
 #include <cuinline/cache.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/host_reference.hpp"
+#include "reference/host_reference.hpp"
 #include "cli_test_support.hpp"
 
 namespace {

@@ -27,7 +27,7 @@
 #include "ops/elementwise/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 #include "ops/variant_map.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "cli/host_reference.hpp"
+#include "reference/host_reference.hpp"
 #include "cli/run_common.hpp"
 #include "cli/util.hpp"
 

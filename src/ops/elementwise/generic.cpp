@@ -14,7 +14,7 @@
 #include "driver/module_state.hpp"
 #include "ops/elementwise/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 
 namespace cuinline::ops::detail {
 namespace {

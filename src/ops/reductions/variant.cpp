@@ -7,7 +7,7 @@
 
 #include "ops/reductions/plan.hpp"
 #include "ops/variant_map.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops {

@@ -6,6 +6,7 @@
 #include "cache/background_writer.hpp"
 #include "common/log.hpp"
 #include "cuinline/error.hpp"
+#include "cuinline/kernel_cache.hpp"
 #include "cuinline/module.hpp"
 #include "cuinline/remote_cache.hpp"
 #include "driver/module_state.hpp"
