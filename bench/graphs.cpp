@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", buf);
   };
 
-  const double raw = host_us([&] { cuLaunchKernel(f, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr); },
-                             200, 50, stream);
+  const double raw =
+      host_us([&] { cuLaunchKernel(f, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr); }, 200,
+              50, stream);
   const double op = host_us([&] { ops::relu(in, out, stream); }, 200, 50, stream);
   const ops::Op leaky = ops::Op::leaky_relu(0.01);
   const double op_leaky = host_us([&] { ops::apply(leaky, in, out, stream); }, 200, 50, stream);

@@ -9,7 +9,6 @@
 #include <random>
 #include <vector>
 
-
 using namespace cuinline;
 using namespace cuinline::ops;
 

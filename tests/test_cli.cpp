@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "reference/host_reference.hpp"
 #include "cli_test_support.hpp"
+#include "reference/host_reference.hpp"
 
 namespace {
 

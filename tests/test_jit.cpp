@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cuinline/cuinline.hpp>
 #include <cuinline/conv2d.hpp>
+#include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
 #include <fstream>
 #include <regex>
@@ -25,9 +25,9 @@
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/generic_fatbin.hpp"
+#include "ops/elementwise/render.hpp"
 #include "ops/specialize.hpp"
 #include "ops/variant_map.hpp"
-#include "ops/elementwise/render.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {

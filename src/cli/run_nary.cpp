@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "reference/host_reference.hpp"
 #include "cli/run_common.hpp"
+#include "reference/host_reference.hpp"
 
 namespace cuinline::cli {
 

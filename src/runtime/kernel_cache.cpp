@@ -1,3 +1,5 @@
+#include "cuinline/kernel_cache.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -6,7 +8,6 @@
 #include "cache/background_writer.hpp"
 #include "common/log.hpp"
 #include "cuinline/error.hpp"
-#include "cuinline/kernel_cache.hpp"
 #include "cuinline/module.hpp"
 #include "cuinline/remote_cache.hpp"
 #include "driver/module_state.hpp"

@@ -14,8 +14,8 @@
 
 #include "driver/module_state.hpp"
 #include "ops/elementwise/generic_fatbin.hpp"
-#include "ops/specialize.hpp"
 #include "ops/elementwise/render.hpp"
+#include "ops/specialize.hpp"
 
 namespace cuinline::ops::conv2d_impl {
 namespace {
