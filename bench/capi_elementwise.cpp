@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 #include <string>

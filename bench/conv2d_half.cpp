@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "../tests/elementwise_reference.hpp"  // float -> f16 / bf16 bits (round to nearest even)
-#include "driver/driver_api.hpp"
 #include "ops/conv2d/tiling.hpp"
 
 using namespace cuinline;
@@ -26,7 +25,6 @@ int main() {
     return 0;
   }
   set_device(0);
-  const auto& api = detail::driver();
   Stream s;
   DeviceBuffer flush(256u << 20);
   struct Shape {
@@ -90,7 +88,7 @@ int main() {
         Event e0, e1;
         std::vector<float> ms;
         for (int i = 0; i < 40; ++i) {
-          check_driver(api.cuMemsetD32Async(flush.ptr(), i, flush.bytes() / 4, s), "flush");
+          flush.fill_u32_async(static_cast<std::uint32_t>(i), s);
           e0.record(s);
           run();
           e1.record(s);

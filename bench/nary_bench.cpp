@@ -12,14 +12,12 @@
 #include <functional>
 #include <vector>
 
-#include "driver/driver_api.hpp"
 
 using namespace cuinline;
 using ops::Op;
 
 namespace {
 
-const detail::DriverApi* api;
 DeviceBuffer* flush;
 
 float median_ms(const Stream& s, const std::function<void()>& f) {
@@ -27,7 +25,7 @@ float median_ms(const Stream& s, const std::function<void()>& f) {
   Event e0, e1;
   std::vector<float> ms;
   for (int i = 0; i < 30; ++i) {
-    check_driver(api->cuMemsetD32Async(flush->ptr(), static_cast<unsigned>(i), flush->bytes() / 4, s), "flush");
+    flush->fill_u32_async(static_cast<std::uint32_t>(i), s);
     e0.record(s);
     f();
     e1.record(s);
@@ -56,7 +54,6 @@ int main() {
     return 0;
   }
   set_device(0);
-  api = &detail::driver();
   Stream s;
   DeviceBuffer flush_buf(256u << 20);
   flush = &flush_buf;
@@ -72,7 +69,7 @@ int main() {
     const std::size_t es = dtype_size(dt), bytes = static_cast<std::size_t>(M) * N * es;
     DeviceBuffer a = filled(bytes), b = filled(bytes), y(bytes), row = filled(N * es);
     // The copy: one tensor read, one written.
-    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), a.ptr(), bytes, s); });
+    const float copy_ms = median_ms(s, [&] { y.copy_from_async(a, bytes, s); });
     const double copy_gbs = 2.0 * bytes / copy_ms / 1e6;
     struct Row {
       const char* name;
@@ -97,7 +94,7 @@ int main() {
     const std::int64_t K = 8192;
     const std::size_t bytes = static_cast<std::size_t>(K) * K * 4;
     DeviceBuffer x = filled(bytes), y(bytes), row = filled(K * 4);
-    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), x.ptr(), bytes, s); });
+    const float copy_ms = median_ms(s, [&] { y.copy_from_async(x, bytes, s); });
     const double copy_gbs = 2.0 * bytes / copy_ms / 1e6;
     const float ms = median_ms(s, [&] { ops::apply(bias_add, {view(x, DType::f32, {K, K}), view(row, DType::f32, {K})},
                                                    {view(y, DType::f32, {K, K})}, s); });
@@ -112,7 +109,7 @@ int main() {
     const std::size_t bytes = static_cast<std::size_t>(R) * C * 4;
     DeviceBuffer x = filled(bytes), y(bytes);
     const TensorView vx = view(x, DType::f32, {R, C}), vy = view(y, DType::f32, {R, C});
-    const float copy_ms = median_ms(s, [&] { api->cuMemcpyDtoDAsync(y.ptr(), x.ptr(), bytes, s); });
+    const float copy_ms = median_ms(s, [&] { y.copy_from_async(x, bytes, s); });
     const float relu_ms = median_ms(s, [&] { ops::relu(vx, vy, s); });
     const Op relu1 = Op::exprs({"x"}, {"x > 0.0f ? x : 0.0f"});
     const float nary_ms = median_ms(s, [&] { ops::apply(relu1, {vx}, {vy}, s); });
@@ -152,14 +149,14 @@ int main() {
     int reps = 1;
     void* params[] = {&args, &n, &head, &reps};
     const CUfunction f = k.function(0);
-    if (api->cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr) != CUDA_SUCCESS) {
+    if (cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr) != CUDA_SUCCESS) {
       std::fprintf(stderr, "nary_bench: the raw launch failed\n");
       return 1;
     }
     for (int r = 0; r < 50; ++r) {
       s.synchronize();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 200; ++i) api->cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr);
+      for (int i = 0; i < 200; ++i) cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, params, nullptr);
       raw.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 200);
     }
     s.synchronize();

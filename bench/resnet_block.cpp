@@ -9,8 +9,6 @@
 #include <random>
 #include <vector>
 
-#include "driver/driver_api.hpp"
-
 using namespace cuinline;
 using namespace cuinline::ops;
 
@@ -20,7 +18,6 @@ int main() {
     return 0;
   }
   set_device(0);
-  const auto& api = detail::driver();
   Stream s;
   DeviceBuffer flush(256u << 20);
   struct Shape {
@@ -49,7 +46,7 @@ int main() {
       Event e0, e1;
       std::vector<float> ms;
       for (int i = 0; i < 40; ++i) {
-        check_driver(api.cuMemsetD32Async(flush.ptr(), i, flush.bytes() / 4, s), "flush");
+        flush.fill_u32_async(static_cast<std::uint32_t>(i), s);
         e0.record(s);
         run();
         e1.record(s);

@@ -7,7 +7,7 @@
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 
-#include "cli/host_reference.hpp"
+#include "reference/host_reference.hpp"
 
 namespace cuinline::test {
 

@@ -18,6 +18,7 @@
 
 #include "cache/disk_cache_impl.hpp"
 #include "cache/entry_auth.hpp"
+#include "cuinline/kernel_cache.hpp"
 #include "cuinline/module.hpp"
 #include "disk_cache_test_util.hpp"
 #include "stress_kernels.hpp"

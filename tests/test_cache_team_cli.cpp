@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 #include <string>

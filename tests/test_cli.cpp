@@ -12,6 +12,7 @@
 #include <cuinline/cache.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 #include <filesystem>
@@ -22,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/host_reference.hpp"
 #include "cli_test_support.hpp"
+#include "reference/host_reference.hpp"
 
 namespace {
 

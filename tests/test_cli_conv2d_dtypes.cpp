@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cuinline/cache.hpp>
 #include <cuinline/conv2d.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <string>
 #include <vector>

@@ -15,6 +15,7 @@
 #include <limits>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <random>
 #include <string>

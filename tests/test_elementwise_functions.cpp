@@ -12,9 +12,9 @@
 #include <cuinline/error.hpp>
 #include <cuinline/ops.hpp>
 
-#include "cli/host_reference.hpp"
 #include "elementwise_reference.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
+#include "reference/host_reference.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline {

@@ -16,8 +16,8 @@
 #include <cuinline/ops.hpp>
 #include <random>
 
-#include "cli/host_reference.hpp"
 #include "elementwise_reference.hpp"
+#include "reference/host_reference.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {

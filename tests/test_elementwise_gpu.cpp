@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cuinline/driver.hpp>
 #include <cuinline/jit.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 #include <random>

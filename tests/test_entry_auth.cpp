@@ -18,6 +18,7 @@
 #include "cache/entry_auth.hpp"
 #include "cache/remote_endpoint.hpp"
 #include "cuinline/error.hpp"
+#include "cuinline/kernel_cache.hpp"
 #include "cuinline/module.hpp"
 #include "cuinline/remote_cache.hpp"
 #include "redis_test_util.hpp"

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cuinline/cuinline.hpp>
 #include <cuinline/conv2d.hpp>
+#include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
 #include <fstream>
 #include <regex>
@@ -24,10 +24,10 @@
 #include "ops/conv2d/conv2d_generic_rt.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/generic.hpp"
+#include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 #include "ops/variant_map.hpp"
-#include "templates/render.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {

@@ -16,7 +16,7 @@
 #include <random>
 #include <set>
 
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 #include "test_support.hpp"
 

@@ -7,6 +7,7 @@
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/jit.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/load_inline.hpp>
 #include <cuinline/log.hpp>
 #include <cuinline/module.hpp>

@@ -92,6 +92,11 @@ class DeviceBuffer {
   /// Fills with a 32-bit pattern (bytes must be a multiple of 4), e.g. to poison outputs; done
   /// when it returns.
   void fill_u32(std::uint32_t pattern);
+  /// Enqueue on `stream` and return at once (for work timed on a stream, e.g. a fill that flushes
+  /// the L2 between timed calls): a fill with a 32-bit pattern (bytes must be a multiple of 4), and
+  /// a copy of the first `bytes` of `src` into this buffer.
+  void fill_u32_async(std::uint32_t pattern, CUstream stream);
+  void copy_from_async(const DeviceBuffer& src, std::size_t bytes, CUstream stream);
 
  private:
   CUdeviceptr ptr_ = 0;

@@ -4,6 +4,7 @@
 /// compiled with NVRTC for the device's exact architecture, cached in memory and on disk, and
 /// returned as a Module whose kernels can be launched.
 
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <filesystem>
 #include <map>

@@ -7,10 +7,10 @@
 
 #include <cstdio>
 #include <cuinline/error.hpp>
+#include <cuinline/signing_key.hpp>
 #include <string>
 #include <vector>
 
-#include "cache/entry_sign.hpp"
 #include "cli/commands.hpp"
 #include "cli/util.hpp"
 
@@ -35,23 +35,19 @@ std::string default_comment() {
 
 int run_key_generate(const KeyOptions& options) {
   if (options.file.empty()) throw InvalidArgument("key generate: an empty file name");
-  const detail::SigningKey key =
-      detail::SigningKey::generate(options.id, options.comment ? *options.comment : default_comment());
-  key.write_file(options.file);
+  const std::string public_line =
+      generate_signing_key(options.file, options.id, options.comment ? *options.comment : default_comment());
   std::fprintf(
       stderr,
       "cuinline key generate: wrote the private key '%s' to %s (mode 0600; keep it on the signing "
       "machine). Its public line, for the trusted keys file of every machine that loads its entries:\n",
-      key.id().c_str(), escape_control(options.file).c_str());
-  std::printf("%s\n", escape_control(key.public_line()).c_str());
+      options.id.c_str(), escape_control(options.file).c_str());
+  std::printf("%s\n", escape_control(public_line).c_str());
   return kExitOk;
 }
 
 int run_key_public(const KeyOptions& options) {
-  std::string error;
-  const auto key = detail::SigningKey::from_file(options.file, &error);
-  if (!key) throw Error(error);
-  std::printf("%s\n", escape_control(key->public_line()).c_str());
+  std::printf("%s\n", escape_control(signing_key_public_line(options.file)).c_str());
   return kExitOk;
 }
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "cli/host_reference.hpp"
 #include "cli/run_common.hpp"
 #include "cli/util.hpp"
+#include "reference/host_reference.hpp"
 
 namespace cuinline::cli {
 namespace {

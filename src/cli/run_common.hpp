@@ -8,6 +8,7 @@
 #include <cuinline/cache.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/tensor.hpp>
 #include <random>

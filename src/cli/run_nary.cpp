@@ -16,9 +16,8 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "cli/host_reference.hpp"
 #include "cli/run_common.hpp"
-#include "driver/driver_api.hpp"
+#include "reference/host_reference.hpp"
 
 namespace cuinline::cli {
 
@@ -285,11 +284,9 @@ Measurement measure(const Planned& p, const NaryRun& r, ToT to_t, FromT from_t) 
     return m;
   }
   // bench: the L2 flushed (a write larger than it) before each timed call; the copy the same way.
-  const detail::DriverApi& api = detail::driver();
   DeviceBuffer flush(flush_bytes);
   auto before = [&](int i) {
-    check_driver(api.cuMemsetD32Async(flush.ptr(), static_cast<unsigned>(i), flush.bytes() / 4, stream.get()),
-                 "flushing the L2");
+    flush.fill_u32_async(static_cast<std::uint32_t>(i), stream.get());
   };
   time_steady(m, stream, r.repeat, launch, before);
   const std::size_t copy_bytes = static_cast<std::size_t>(bytes / 2);  // read + written = the op's bytes
@@ -298,7 +295,7 @@ Measurement measure(const Planned& p, const NaryRun& r, ToT to_t, FromT from_t) 
   Measurement copy;
   time_steady(
       copy, stream, r.repeat,
-      [&] { check_driver(api.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), copy_bytes, stream.get()), "copying"); }, before);
+      [&] { dst.copy_from_async(src, copy_bytes, stream.get()); }, before);
   copy.bytes_moved = 2.0 * static_cast<double>(copy_bytes);
   char line[256];
   std::snprintf(line, sizeof line, "%.4f ms median of the same %s copied (cuMemcpyDtoDAsync): %.0f GB/s; the op is %.1f %% of it",

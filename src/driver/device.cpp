@@ -262,6 +262,21 @@ void DeviceBuffer::fill_u32(std::uint32_t pattern) {
   check_driver(driver().cuStreamSynchronize(CU_STREAM_LEGACY), "finishing a device fill");
 }
 
+void DeviceBuffer::fill_u32_async(std::uint32_t pattern, CUstream stream) {
+  if (bytes_ % 4 != 0) throw InvalidArgument("fill_u32_async: buffer size is not a multiple of 4 bytes");
+  if (bytes_ == 0) return;
+  detail::ScopedContext scope(detail::primary_context(device_));
+  check_driver(driver().cuMemsetD32Async(ptr_, pattern, bytes_ / 4, stream), "filling a device buffer");
+}
+
+void DeviceBuffer::copy_from_async(const DeviceBuffer& src, std::size_t bytes, CUstream stream) {
+  check_range(0, bytes, src.bytes_, "copy from a device buffer");
+  check_range(0, bytes, bytes_, "copy to a device buffer");
+  if (bytes == 0) return;
+  detail::ScopedContext scope(detail::primary_context(device_));
+  check_driver(driver().cuMemcpyDtoDAsync(ptr_, src.ptr_, bytes, stream), "copying device to device");
+}
+
 // ---- Stream / Event ----------------------------------------------------------------------------
 
 Stream::Stream(int device) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuinline/driver.hpp>
+#include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
 #include <cuinline/tensor.hpp>
 #include <initializer_list>

@@ -12,6 +12,7 @@
 #include <exception>
 #include <string>
 
+#include "cuinline/kernel_cache.hpp"
 #include "cuinline/module.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops {

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <string_view>
 
+#include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
-#include "templates/render.hpp"
 
 namespace cuinline::ops::conv2d_impl {
 namespace {

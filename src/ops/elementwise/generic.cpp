@@ -8,9 +8,9 @@
 #include <mutex>
 #include <string>
 
+#include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
-#include "templates/render.hpp"
 
 namespace cuinline::ops::detail {
 namespace {

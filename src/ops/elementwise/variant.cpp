@@ -8,7 +8,7 @@
 #include <cuinline/error.hpp>
 
 #include "ops/elementwise/plan.hpp"
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops {

@@ -5,9 +5,9 @@
 #include <cuinline/reductions.hpp>
 #include <limits>
 
+#include "ops/elementwise/render.hpp"
 #include "ops/reductions/plan.hpp"
 #include "ops/variant_map.hpp"
-#include "templates/render.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops {

@@ -1,5 +1,5 @@
 #pragma once
-// Host-side helpers for `cuinline run` / `bench`: f16/bf16 conversions (round to nearest even),
+// Host reference for `cuinline run --check` and the tests: f16/bf16 conversions (round to nearest even),
 // a CPU reference of the elementwise steps (computed in opmath, rounded after each step as the
 // eager PyTorch ops do), the conv2d check's tolerance, and a parallel loop.
 
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/half_bits.hpp"
+#include "reference/half_bits.hpp"
 
 namespace cuinline::cli {
 

@@ -1,4 +1,4 @@
-#include "templates/render.hpp"
+#include "ops/elementwise/render.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <cuinline/error.hpp>
 
-#include "common/half_bits.hpp"
+#include "reference/half_bits.hpp"
 
 namespace cuinline::detail {
 

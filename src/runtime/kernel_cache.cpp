@@ -1,3 +1,5 @@
+#include "cuinline/kernel_cache.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <future>
