@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/driver_api.hpp"
 #include "driver/tensor_access.hpp"
 #include "ops/elementwise/plan.hpp"
 
@@ -37,12 +38,12 @@ template <class F>
 double host_us(F&& f, int calls = 200, int rounds = 50, CUstream sync = nullptr) {
   std::vector<double> per;
   for (int r = 0; r < rounds; ++r) {
-    if (sync) check_driver(cuStreamSynchronize(sync), "sync");
+    if (sync) check_driver(detail::driver().cuStreamSynchronize(sync), "sync");
     const auto t = Clock::now();
     for (int i = 0; i < calls; ++i) f();
     per.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count() / calls);
   }
-  if (sync) check_driver(cuStreamSynchronize(sync), "sync");
+  if (sync) check_driver(detail::driver().cuStreamSynchronize(sync), "sync");
   return median(per);
 }
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   set_device(0);
+  const auto& api = detail::driver();
   Stream stream;
   const std::int64_t n = 1024;
   DeviceBuffer x(n * 4), y(n * 4);
@@ -94,9 +96,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", buf);
   };
 
-  const double raw =
-      host_us([&] { cuLaunchKernel(f, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr); }, 200,
-              50, stream);
+  const double raw = host_us([&] { api.cuLaunchKernel(f, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr); },
+                             200, 50, stream);
   const double op = host_us([&] { ops::relu(in, out, stream); }, 200, 50, stream);
   const ops::Op leaky = ops::Op::leaky_relu(0.01);
   const double op_leaky = host_us([&] { ops::apply(leaky, in, out, stream); }, 200, 50, stream);

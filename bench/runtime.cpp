@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuinline/cuinline.hpp"
+#include "driver/driver_api.hpp"
 
 using namespace cuinline;
 using Clock = std::chrono::steady_clock;
@@ -183,6 +184,7 @@ int main(int argc, char** argv) {
     KernelCache cache(config);
     Kernel k = load_inline(options_for(0, cache, arch)).kernel("small");
     const CUfunction f = k.function(0);
+    const auto& api = detail::driver();
     Stream stream;
     DeviceBuffer x(4096), y(4096);
     float a = 2.0f;
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 15; ++round) {
       stream.synchronize();
       auto t = Clock::now();
-      for (int i = 0; i < kLaunches; ++i) cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream, args, nullptr);
+      for (int i = 0; i < kLaunches; ++i) api.cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream, args, nullptr);
       raw.push_back(ms_since(t) * 1000.0 / kLaunches);
       stream.synchronize();
       t = Clock::now();
