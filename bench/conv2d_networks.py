@@ -6,7 +6,7 @@ where the block adds it, + ReLU where the block has one) in one cuinline call, b
 
 Usage: conv2d_networks.py --lib build-shared/libcuinline.so [--nets resnet50,unet,small_planes] [--dtypes f16,bf16]
                           [--batches 1,8,32] [--compile-batches 32] [--samples 30] [--out networks.md]
-                          [--only SUBSTRING]
+                          [--only SUBSTRING] [--generic]
 
 Every tensor channels-last (model.to(memory_format=torch.channels_last)). The L2 is flushed (a
 256 MiB write) before every timed call; CUDA events around the call alone, median of --samples after
@@ -16,7 +16,10 @@ is poisoned with NaN first; cuinline and eager are each compared with the same n
 float64 (relative L2). The summary gives, per net, dtype and batch, the geometric mean of
 faster-peer / cuinline, how many configurations are at or ahead of the faster peer, and the lowest.
 torch.compile is timed for the batches in --compile-batches (each configuration a fresh compile:
-static shapes); elsewhere the faster peer is eager.
+static shapes); elsewhere the faster peer is eager. --generic also times each configuration on the
+generic conv2d kernel (the `generic` JIT policy: what a never-seen variant runs on while its
+specialized kernel compiles, docs/jit.md) and checks its output the same way; the summary then adds
+the geometric mean and the largest generic / specialized time.
 """
 import argparse
 import ctypes
@@ -199,6 +202,7 @@ def main():
     ap.add_argument("--compile-batches", default="32", help="batches timed under torch.compile too ('' none)")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--only", default="", help="only layers whose name contains this")
+    ap.add_argument("--generic", action="store_true", help="time the generic conv2d kernel too")
     args = ap.parse_args()
     os.environ.setdefault("CUINLINE_JIT_POLICY", "sync")
     lib = ctypes.CDLL(args.lib)
@@ -216,9 +220,43 @@ def main():
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, channels-last, L2 flushed before "
              f"every timed call, median of {args.samples}", "",
              "| layer | epilogue | cuinline ms | eager ms | torch.compile ms | faster peer / cuinline | "
-             "rel L2 cuinline | rel L2 eager |", "|---|---|---|---|---|---|---|---|"]
+             "rel L2 cuinline | rel L2 eager |" + (" generic ms | generic / cuinline | rel L2 generic |"
+                                                  if args.generic else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.generic else "")]
     print("\n".join(lines), flush=True)
-    summary = {}
+    summary, generic_ratios = {}, {}
+    # --generic: every configuration on the generic kernel first, while its variant is new to the
+    # process (a variant does not include the batch): under `generic` a variant without a loaded
+    # specialized kernel runs on the generic one and nothing compiles; once a sync call has loaded
+    # the specialized kernel, that one serves.
+    generic_runs = {}
+
+    def generic_launches():
+        stats = (ctypes.c_uint64 * 6)()  # cuinline_jit_stats: generic_launches first
+        assert lib.cuinline_get_jit_stats(stats) == 0
+        return stats[0]
+
+    if args.generic:
+        launches = generic_launches()
+        assert lib.cuinline_set_jit_policy(2) == 0
+        for net in nets:
+            for dtype_name in [d for d in args.dtypes.split(",") if d]:
+                for batch in batches:
+                    for layer in NETS[net]():
+                        if args.only and args.only not in layer[0]:
+                            continue
+                        case = Case(layer, batch, dtype_name, lib)
+                        case.y.fill_(float("nan"))
+                        got = case.cuinline().clone()
+                        err_gen = rel_l2(got, case.reference())
+                        del got
+                        generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples),
+                                                                             err_gen)
+                        del case
+                        torch.cuda.empty_cache()
+        assert lib.cuinline_set_jit_policy(1) == 0
+        print(f"generic pass: {len(generic_runs)} configurations, {generic_launches() - launches} generic launches "
+              f"(each configuration: {args.samples + 6} calls)", flush=True)
     for net in nets:
         for dtype_name in [d for d in args.dtypes.split(",") if d]:
             for batch in batches:
@@ -226,6 +264,7 @@ def main():
                     if args.only and args.only not in layer[0]:
                         continue
                     case = Case(layer, batch, dtype_name, lib)
+                    generic = ""
                     case.y.fill_(float("nan"))
                     got = case.cuinline().clone()
                     ref = case.reference()
@@ -243,12 +282,16 @@ def main():
                             t_comp = time_ms(run, flush, args.samples)
                         except Exception as e:  # noqa: BLE001 - a peer that does not run is reported
                             print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+                    if args.generic:
+                        t_gen, err_gen = generic_runs[(net, dtype_name, batch, case.name)]
+                        generic_ratios.setdefault((net, dtype_name, batch), []).append((t_gen / t_cu, case.name))
+                        generic = f" {t_gen:.4f} | {t_gen / t_cu:.2f} | {err_gen:.2e} |"
                     peer = min(t_eager, t_comp) if t_comp is not None else t_eager
                     ratio = peer / t_cu
                     summary.setdefault((net, dtype_name, batch), []).append((ratio, case.name, err <= err_eager * 1.0 + 1e-12))
                     comp = f"{t_comp:.4f}" if t_comp is not None else "-"
                     line = (f"| {case.label()} | {case.epilogue} | {t_cu:.4f} | {t_eager:.4f} | {comp} | "
-                            f"{ratio:.2f}x | {err:.2e} | {err_eager:.2e} |")
+                            f"{ratio:.2f}x | {err:.2e} | {err_eager:.2e} |" + generic)
                     print(line, flush=True)
                     lines.append(line)
                     del case
@@ -264,7 +307,15 @@ def main():
                      f"{sum(r >= 1.0 for r in ratios)} | {low[0]:.2f}x ({low[1]}) | {sum(ok for _, _, ok in rows)} |")
     lines.append(f"| all | | | {len(everything)} | {geomean(everything):.2f}x | {sum(r >= 1.0 for r in everything)} | "
                  f"{min(everything):.2f}x | |" if everything else "| all | | | 0 | | | | |")
-    print("\n".join(lines[-(len(summary) + 3):]), flush=True)
+    n_summary = len(summary) + 3
+    if generic_ratios:
+        lines += ["", "| net | dtype | batch | geomean generic / cuinline | largest |", "|---|---|---|---|---|"]
+        for (net, dtype_name, batch), rows in generic_ratios.items():
+            high = max(rows)
+            lines.append(f"| {net} | {dtype_name} | {batch} | {geomean([r for r, _ in rows]):.2f} | "
+                         f"{high[0]:.2f} ({high[1]}) |")
+        n_summary += len(generic_ratios) + 3
+    print("\n".join(lines[-n_summary:]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -19,6 +19,9 @@
 // 16 bytes a load, and a channels-last weight beside it too. Mode 1 (depthwise with a channels-last input): a thread computes one output
 // channel of one pixel, channels fastest, so a warp reads consecutive input channels.
 // Grid: (blocks over the items, groups x channel tiles a group (mode 0) or 1, N); no shared memory.
+// Each mode is its own kernel (cuinline_conv2d_rt_<dtype> and cuinline_conv2d_rt_dw_<dtype>); f16 and
+// bf16 convs with channels-last 16-byte channel runs take the tensor-core kernel instead
+// (conv2d_generic_rt_mma.cuh, mode 2).
 #ifndef CUINLINE_CONV2D_GENERIC_RT_CUH
 #define CUINLINE_CONV2D_GENERIC_RT_CUH
 
@@ -39,8 +42,9 @@ struct cuinline_conv2d_rt_params {
   int cin_g, cout_g, co_tiles;  // channels a group, channel tiles a group
   int has_bias, has_residual;
   int vec_in;  // a channels-last input read 16 bytes a load (its runs and pointer aligned)
-  int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest
+  int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest; 2: tensor cores (_mma.cuh)
   int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
+  int images;  // mode 2: the images of the launch (its M dimension spans them; grid z is 1)
 };
 
 namespace cuinline_conv2d_rt_detail {
@@ -142,8 +146,10 @@ __device__ __forceinline__ void accumulate(const cuinline_conv2d_rt_params& p, c
 
 /// input, weight, output and residual as p describes them; bias [cout] (read where has_bias);
 /// chan: the epilogue's channel operands. Block: CUINLINE_CONV2D_RT_THREADS or fewer whole warps.
-template <class T>
-__device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ input, const T* __restrict__ weight,
+/// kMode: p.mode as a constant (each work split its own kernel, so the depthwise one is not held to
+/// the registers of the channel-tile one).
+template <class T, int kMode>
+__device__ __forceinline__ void cuinline_conv2d_rt_mode_body(const T* __restrict__ input, const T* __restrict__ weight,
                                                         const T* __restrict__ bias, T* __restrict__ output,
                                                         const T* __restrict__ residual,
                                                         const cuinline_conv2d_chan& chan,
@@ -154,7 +160,7 @@ __device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ in
   const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long n = blockIdx.z;
   const long long pixels = (long long)p.oh * p.ow;
-  if (p.mode == 1) {
+  if (kMode == 1) {
     // Depthwise, channels-last input: output channel co of one pixel; its group's one input channel.
     if (item >= pixels * p.cout) return;
     const long long pix = item / p.cout;
@@ -202,6 +208,20 @@ __device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ in
   for (int c = 0; c < kCo; ++c) {
     if (c >= valid) break;
     finish<T, A>(p, e, chan, bias, residual, output, acc[c], co0 + c, out_pix + (co0 + c) * p.out_c);
+  }
+}
+
+/// The work split p.mode picks at run time (the host emulation's entry).
+template <class T>
+__device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ input, const T* __restrict__ weight,
+                                                        const T* __restrict__ bias, T* __restrict__ output,
+                                                        const T* __restrict__ residual,
+                                                        const cuinline_conv2d_chan& chan,
+                                                        const cuinline_conv2d_rt_params& p, const ewg_program& e) {
+  if (p.mode == 1) {
+    cuinline_conv2d_rt_mode_body<T, 1>(input, weight, bias, output, residual, chan, p, e);
+  } else {
+    cuinline_conv2d_rt_mode_body<T, 0>(input, weight, bias, output, residual, chan, p, e);
   }
 }
 

@@ -217,15 +217,21 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   }
 }
 
-// The conv2d fatbin: the same archs, the four dtypes' kernels in every SASS image.
+// The conv2d fatbin: the same archs, every dtype's direct and depthwise kernels and the f16 / bf16
+// tensor-core kernels in every SASS image.
 TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
   const std::string_view fatbin = detail::generic_conv_fatbin();
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-    const std::string k = ops::conv2d_impl::generic_conv_symbol(dt);
-    EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+    for (int mode : {0, 1, 2}) {
+      if (mode == 2 && dt != DType::f16 && dt != DType::bf16) continue;
+      const std::string k = ops::conv2d_impl::generic_conv_symbol(dt, mode);
+      EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+    }
   }
+  EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 1), "cuinline_conv2d_rt_dw_bf16");
+  EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f16, 2), "cuinline_conv2d_rt_mma_f16");
   EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
 }
 
@@ -379,6 +385,25 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(p.sh, 2);
     EXPECT_EQ(p.dw, 2);
     EXPECT_EQ(ci::generic_conv_grid(v).blocks_y, 12);
+    // On sm_80 and newer the tensor-core kernel: 64 x 64 tiles of pixels x channels.
+    const Arch sm75 = Arch::parse("sm_75"), sm80 = Arch::parse("sm_80"), sm90 = Arch::parse("sm_90");
+    EXPECT_FALSE(ci::generic_conv_mma_applies(v, sm75)) << "no bf16 / m16n8k16 mma on sm_75";
+    EXPECT_TRUE(ci::generic_conv_mma_applies(v, sm80));
+    EXPECT_TRUE(ci::generic_conv_mma_applies(v, sm90));
+    EXPECT_EQ(ci::generic_conv_params(v, true).mode, 2);
+    const ci::GenericConvGrid gm = ci::generic_conv_grid(v, true);
+    EXPECT_EQ(gm.threads, 128);
+    EXPECT_EQ(gm.blocks_x, (oh * oh + 63) / 64);
+    EXPECT_EQ(gm.blocks_y, 2) << "96 channels: two tiles";
+    // Not for f32, an NCHW input, or channel runs that are not whole 16-byte vectors.
+    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 96, 3, q, DType::f32, nhwc, nhwc, nhwc), sm90));
+    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 96, 3, q, DType::f16, nchw, nhwc, nhwc), sm90));
+    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(12, 40, 40, 96, 3, q, DType::f16, nhwc, nhwc, nhwc), sm90));
+    Conv2dParams grouped = q;
+    grouped.groups = 4;  // 16 channels a group: whole vectors; 4 groups x one 64-channel tile of 24
+    const Conv2dVariant vg = variant(64, 40, 40, 96, 3, grouped, DType::bf16, nhwc, nchw, nchw);
+    EXPECT_TRUE(ci::generic_conv_mma_applies(vg, sm90));
+    EXPECT_EQ(ci::generic_conv_grid(vg, true).blocks_y, 4);
   }
   {  // Grouped: 4 groups of 3 -> 5 channels, channels-last f16 input of 12 channels (no 16-byte runs).
     Conv2dParams q;
@@ -407,6 +432,7 @@ TEST(Jit, GenericConvParametersAndGrid) {
     const ci::GenericConvGrid g = ci::generic_conv_grid(v);
     EXPECT_EQ(g.blocks_y, 1);
     EXPECT_EQ(g.blocks_x, (3 * 3 * 64 + 127) / 128);
+    EXPECT_FALSE(ci::generic_conv_mma_applies(v, Arch::parse("sm_90"))) << "depthwise keeps its own kernel";
     // The same with an NCHW input: the pixel-fast form.
     EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);
   }

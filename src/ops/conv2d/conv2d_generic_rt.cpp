@@ -5,6 +5,8 @@
 #include "ops/conv2d/conv2d_generic_rt.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/module.hpp>
 #include <memory>
@@ -34,16 +36,21 @@ std::size_t lowered_steps(const Op& op) {
   return n;
 }
 
-Kernel generic_conv_kernel(DType dtype) {
+Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
-  static Kernel kernels[4];
+  static Kernel kernels[4][3];  // [dtype][mode]
   const auto d = static_cast<std::size_t>(dtype) & 3;
+  Kernel& k = kernels[d][static_cast<std::size_t>(mode) % 3];
   std::lock_guard<std::mutex> lock(mutex);
-  if (!kernels[d]) {
+  if (!k) {
     using cuinline::detail::GenericFatbin;
-    kernels[d] = cuinline::detail::generic_module(GenericFatbin::conv2d).kernel(generic_conv_symbol(dtype));
+    k = cuinline::detail::generic_module(GenericFatbin::conv2d).kernel(generic_conv_symbol(dtype, mode));
   }
-  return kernels[d];
+  return k;
+}
+
+bool aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
 }
 
 // cuinline_conv2d_chan (ew_common.cuh).
@@ -53,11 +60,18 @@ struct ChannelPointers {
 
 }  // namespace
 
-std::string generic_conv_symbol(DType dtype) {
-  return std::string("cuinline_conv2d_rt_") + to_string(dtype);
+std::string generic_conv_symbol(DType dtype, int mode) {
+  return std::string("cuinline_conv2d_rt_") + (mode == 1 ? "dw_" : mode == 2 ? "mma_" : "") + to_string(dtype);
 }
 
-GenericConvParams generic_conv_params(const Conv2dVariant& v) {
+bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch) {
+  if (v.dtype != DType::f16 && v.dtype != DType::bf16) return false;
+  if (arch.major < 8 || depthwise_channels_last(v)) return false;
+  const int cin_g = v.in_channels / v.params.groups;
+  return v.input_layout == Conv2dLayout::nhwc && cin_g % 8 == 0 && v.in_channels % 8 == 0;
+}
+
+GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma) {
   GenericConvParams p;
   const bool in_nhwc = v.input_layout == Conv2dLayout::nhwc;
   const bool w_nhwc = v.weight_layout == Conv2dLayout::nhwc;
@@ -93,13 +107,20 @@ GenericConvParams generic_conv_params(const Conv2dVariant& v) {
   const int vec = static_cast<int>(16 / dtype_size(v.dtype));
   p.vec_in = in_nhwc && p.cin_g % vec == 0 && v.in_channels % vec == 0 ? 1 : 0;
   p.vec_w = p.vec_in && w_nhwc ? 1 : 0;  // (its runs start at multiples of cin_g)
-  p.mode = depthwise_channels_last(v) ? 1 : 0;
+  p.mode = mma ? 2 : depthwise_channels_last(v) ? 1 : 0;
   return p;
 }
 
-GenericConvGrid generic_conv_grid(const Conv2dVariant& v) {
+GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma) {
   GenericConvGrid g;
   const std::int64_t pixels = v.out_height() * v.out_width();
+  if (mma) {
+    const int cout_g = v.out_channels / v.params.groups;
+    g.threads = kGenericConvMmaThreads;
+    g.blocks_x = (pixels + kGenericConvMmaTile - 1) / kGenericConvMmaTile;
+    g.blocks_y = v.params.groups * ((cout_g + kGenericConvMmaTile - 1) / kGenericConvMmaTile);
+    return g;
+  }
   if (depthwise_channels_last(v)) {
     g.threads = kGenericConvThreads;
     g.blocks_x = (pixels * v.out_channels + g.threads - 1) / g.threads;
@@ -150,20 +171,27 @@ ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype
 
 void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* input, const void* weight,
                          const void* bias, void* output, const void* residual, const void* const* chan,
-                         CUstream stream) {
-  const GenericConvGrid g = generic_conv_grid(v);
-  if (g.blocks_x > 0x7fffffffLL || n > 65535) {
+                         CUstream stream, int device) {
+  const std::int64_t mma_tiles = (n * v.out_height() * v.out_width() + kGenericConvMmaTile - 1) / kGenericConvMmaTile;
+  const bool mma =
+      generic_conv_mma_applies(v, device_arch(device)) && aligned16(input) && mma_tiles <= 0x7fffffffLL;
+  GenericConvGrid g = generic_conv_grid(v, mma);
+  if (mma) g.blocks_x = mma_tiles;  // (one M dimension over the batch)
+  if (g.blocks_x > 0x7fffffffLL || (!mma && n > 65535)) {  // (grid z: the images)
     throw InvalidArgument("generic conv2d kernel: variant " + v.name() + " has too many blocks");
   }
-  const GenericConvParams params = generic_conv_params(v);
+  GenericConvParams params = generic_conv_params(v, mma);
+  if (mma && !aligned16(weight)) params.vec_w = 0;  // the weight gathered element by element
+  params.images = static_cast<std::int32_t>(n);
   const ops::detail::GenericProgram program = generic_conv_program(v.epilogue, v.dtype);
   ChannelPointers channels{};
   for (int k = 0; k < kMaxConv2dChannelOperands; ++k) channels.p[k] = chan[k];
   LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(g.blocks_x), static_cast<unsigned>(g.blocks_y), static_cast<unsigned>(n));
+  cfg.grid = Dim3(static_cast<unsigned>(g.blocks_x), static_cast<unsigned>(g.blocks_y),
+                  static_cast<unsigned>(mma ? 1 : n));
   cfg.block = Dim3(static_cast<unsigned>(g.threads));
   cfg.stream = stream;
-  generic_conv_kernel(v.dtype).launch(cfg, input, weight, bias, output, residual, channels, params, program);
+  generic_conv_kernel(v.dtype, params.mode).launch(cfg, input, weight, bias, output, residual, channels, params, program);
   ops::detail::count_generic_launch();
 }
 

@@ -1,19 +1,30 @@
-// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh), compiled by nvcc with the
-// library for every supported arch and embedded as a fatbin beside the generic elementwise kernels'
-// (CMakeLists.txt): a never-seen conv2d variant runs on them with no compile on the call's path. One
-// kernel per storage dtype. Compiled as the specialized conv kernels are (--fmad=false, no
-// CUINLINE_EW_FMAD), so the epilogue's steps round as theirs do.
-#include "conv2d_generic_rt.cuh"
+// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh, conv2d_generic_rt_mma.cuh),
+// compiled by nvcc with the library for every supported arch and embedded as a fatbin beside the
+// generic elementwise kernels' (CMakeLists.txt): a never-seen conv2d variant runs on them with no
+// compile on the call's path. Per storage dtype: the direct kernel (a pixel's tile of output
+// channels a thread), the depthwise one (channels fastest) and, for f16 and bf16, the tensor-core one
+// (sm_80 and newer; the host picks it only there). Compiled as the specialized conv kernels are
+// (--fmad=false, no CUINLINE_EW_FMAD), so the epilogue's steps round as theirs do.
+#include "conv2d_generic_rt_mma.cuh"
 
-#define CUINLINE_CONV2D_RT_KERNEL(name, T)                                                                     \
-  extern "C" __global__ void __launch_bounds__(CUINLINE_CONV2D_RT_THREADS)                                     \
+#define CUINLINE_CONV2D_RT_KERNEL(name, T, body, threads)                                                      \
+  extern "C" __global__ void __launch_bounds__(threads)                                                        \
       name(const T* __restrict__ input, const T* __restrict__ weight, const T* __restrict__ bias,              \
            T* __restrict__ output, const T* __restrict__ residual, cuinline_conv2d_chan chan,                  \
            cuinline_conv2d_rt_params p, ewg_program e) {                                                       \
-    cuinline_conv2d_rt_body<T>(input, weight, bias, output, residual, chan, p, e);                             \
+    body(input, weight, bias, output, residual, chan, p, e);                                                   \
   }
+#define CUINLINE_CONV2D_RT_KERNELS(tag, T)                                                                     \
+  CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_##tag, T, (cuinline_conv2d_rt_mode_body<T, 0>),                 \
+                            CUINLINE_CONV2D_RT_THREADS)                                                        \
+  CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_dw_##tag, T, (cuinline_conv2d_rt_mode_body<T, 1>),              \
+                            CUINLINE_CONV2D_RT_THREADS)
 
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_f32, float)
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_f64, double)
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_f16, ew_half)
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_bf16, ew_bf16)
+CUINLINE_CONV2D_RT_KERNELS(f32, float)
+CUINLINE_CONV2D_RT_KERNELS(f64, double)
+CUINLINE_CONV2D_RT_KERNELS(f16, ew_half)
+CUINLINE_CONV2D_RT_KERNELS(bf16, ew_bf16)
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_f16, ew_half, cuinline_conv2d_rt_mma_body<ew_half>,
+                          CUINLINE_CONV2D_RT_MMA_THREADS)
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_bf16, ew_bf16, cuinline_conv2d_rt_mma_body<ew_bf16>,
+                          CUINLINE_CONV2D_RT_MMA_THREADS)

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <cuinline/arch.hpp>
 #include <cuinline/conv2d.hpp>
 #include <string>
 
@@ -13,6 +14,8 @@ namespace cuinline::ops::conv2d_impl {
 
 inline constexpr int kGenericConvThreads = 128;  // CUINLINE_CONV2D_RT_THREADS
 inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
+inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
+inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
 
 /// cuinline_conv2d_rt_params (conv2d_generic_rt.cuh): same layout.
 struct GenericConvParams {
@@ -24,10 +27,12 @@ struct GenericConvParams {
   std::int32_t cin_g = 0, cout_g = 0, co_tiles = 0;
   std::int32_t has_bias = 0, has_residual = 0;
   std::int32_t vec_in = 0;
-  std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest
+  std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
+                          ///< 2: tensor cores (conv2d_generic_rt_mma.cuh)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
+  std::int32_t images = 1;  ///< mode 2: the launch's images (one M dimension over all of them)
 };
-static_assert(sizeof(GenericConvParams) == 12 * 8 + 22 * 4, "must match cuinline_conv2d_rt_params");
+static_assert(sizeof(GenericConvParams) == 12 * 8 + 23 * 4 + 4, "must match cuinline_conv2d_rt_params");
 
 /// The launch of a variant on the generic kernel for a batch of n images.
 struct GenericConvGrid {
@@ -41,12 +46,20 @@ struct GenericConvGrid {
 /// fits (at most 2^31 - 1 blocks an image).
 bool generic_conv_applies(const Conv2dVariant& v);
 
-/// The kernel's symbol: "cuinline_conv2d_rt_f32", "_f64", "_f16", "_bf16".
-std::string generic_conv_symbol(DType dtype);
+/// Whether the variant can take the tensor-core generic kernel (mode 2) on a device of the arch
+/// where its input is 16-byte aligned: f16 / bf16, sm_80 or newer, not depthwise, a channels-last
+/// input whose groups' channel runs are whole 16-byte vectors.
+bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch);
 
-/// The shape, layouts and work split of a variant.
-GenericConvParams generic_conv_params(const Conv2dVariant& v);
-GenericConvGrid generic_conv_grid(const Conv2dVariant& v);
+/// The kernel's symbol for a work split (GenericConvParams::mode): "cuinline_conv2d_rt_f32",
+/// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", ...
+std::string generic_conv_symbol(DType dtype, int mode = 0);
+
+/// The shape, layouts and work split of a variant (mma: the tensor-core kernel, where
+/// generic_conv_mma_applies; else the direct or depthwise kernel), for one image: the tensor-core
+/// kernel's launch multiplies its pixel tiles (blocks_x) by the batch and sets `images`.
+GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma = false);
+GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma = false);
 
 /// The epilogue as the kernel's program: lower_chain at the opmath dtype (fp32 for f32, f16 and
 /// bf16; fp64 for f64), the specialized conv's rendered functor's steps and constants. Throws
@@ -54,10 +67,11 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v);
 ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype);
 
 /// Runs the variant on the generic kernel (loaded once per process) for n images at the given
-/// device pointers; chan: the epilogue's channel operands (kMaxConv2dChannelOperands, null past
-/// those it reads). Counts a generic launch.
+/// device pointers on device `device` (its arch picks the tensor-core kernel where it applies);
+/// chan: the epilogue's channel operands (kMaxConv2dChannelOperands, null past those it reads).
+/// Counts a generic launch.
 void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* input, const void* weight,
                          const void* bias, void* output, const void* residual, const void* const* chan,
-                         CUstream stream);
+                         CUstream stream, int device);
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -883,7 +883,7 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
       with_tensors(device, [&](const TensorView& in_k, const TensorView& w_k, const TensorView& b_k,
                                const TensorView& out_k, const TensorView& res_k, const ChannelArgs& chan) {
         conv2d_impl::launch_generic_conv(v, n, in_k.data, w_k.data, b_k.data, out_k.data,
-                                         v.has_residual ? res_k.data : nullptr, chan.p, stream);
+                                         v.has_residual ? res_k.data : nullptr, chan.p, stream, device);
       });
       return;
     }
