@@ -236,66 +236,61 @@ def main():
         assert lib.cuinline_get_jit_stats(stats) == 0
         return stats[0]
 
-    if args.generic:
-        launches = generic_launches()
-        assert lib.cuinline_set_jit_policy(2) == 0
+    def configs():
         for net in nets:
             for dtype_name in [d for d in args.dtypes.split(",") if d]:
                 for batch in batches:
                     for layer in NETS[net]():
-                        if args.only and args.only not in layer[0]:
-                            continue
-                        case = Case(layer, batch, dtype_name, lib)
-                        case.y.fill_(float("nan"))
-                        got = case.cuinline().clone()
-                        err_gen = rel_l2(got, case.reference())
-                        del got
-                        generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples),
-                                                                             err_gen)
-                        del case
-                        torch.cuda.empty_cache()
+                        if not args.only or args.only in layer[0]:
+                            yield net, dtype_name, batch, Case(layer, batch, dtype_name, lib)
+
+    if args.generic:
+        launches = generic_launches()
+        assert lib.cuinline_set_jit_policy(2) == 0
+        for net, dtype_name, batch, case in configs():
+            case.y.fill_(float("nan"))
+            got = case.cuinline().clone()
+            err_gen = rel_l2(got, case.reference())
+            del got
+            generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples), err_gen)
+            del case
+            torch.cuda.empty_cache()
         assert lib.cuinline_set_jit_policy(1) == 0
         print(f"generic pass: {len(generic_runs)} configurations, {generic_launches() - launches} generic launches "
               f"(each configuration: {args.samples + 6} calls)", flush=True)
-    for net in nets:
-        for dtype_name in [d for d in args.dtypes.split(",") if d]:
-            for batch in batches:
-                for layer in NETS[net]():
-                    if args.only and args.only not in layer[0]:
-                        continue
-                    case = Case(layer, batch, dtype_name, lib)
-                    generic = ""
-                    case.y.fill_(float("nan"))
-                    got = case.cuinline().clone()
-                    ref = case.reference()
-                    err, err_eager = rel_l2(got, ref), rel_l2(case.eager(), ref)
-                    del ref, got
-                    t_cu = time_ms(case.cuinline, flush, args.samples)
-                    t_eager = time_ms(case.eager, flush, args.samples)
-                    t_comp = None
-                    if batch in compile_batches:
-                        try:
-                            torch._dynamo.reset()
-                            compiled = torch.compile(model, dynamic=False)
-                            run = lambda: compiled(case.x, case.w, case.b, case.r, case.stride, case.pad, case.epilogue)
-                            run()
-                            t_comp = time_ms(run, flush, args.samples)
-                        except Exception as e:  # noqa: BLE001 - a peer that does not run is reported
-                            print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
-                    if args.generic:
-                        t_gen, err_gen = generic_runs[(net, dtype_name, batch, case.name)]
-                        generic_ratios.setdefault((net, dtype_name, batch), []).append((t_gen / t_cu, case.name))
-                        generic = f" {t_gen:.4f} | {t_gen / t_cu:.2f} | {err_gen:.2e} |"
-                    peer = min(t_eager, t_comp) if t_comp is not None else t_eager
-                    ratio = peer / t_cu
-                    summary.setdefault((net, dtype_name, batch), []).append((ratio, case.name, err <= err_eager * 1.0 + 1e-12))
-                    comp = f"{t_comp:.4f}" if t_comp is not None else "-"
-                    line = (f"| {case.label()} | {case.epilogue} | {t_cu:.4f} | {t_eager:.4f} | {comp} | "
-                            f"{ratio:.2f}x | {err:.2e} | {err_eager:.2e} |" + generic)
-                    print(line, flush=True)
-                    lines.append(line)
-                    del case
-                    torch.cuda.empty_cache()
+    for net, dtype_name, batch, case in configs():
+        generic = ""
+        case.y.fill_(float("nan"))
+        got = case.cuinline().clone()
+        ref = case.reference()
+        err, err_eager = rel_l2(got, ref), rel_l2(case.eager(), ref)
+        del ref, got
+        t_cu = time_ms(case.cuinline, flush, args.samples)
+        t_eager = time_ms(case.eager, flush, args.samples)
+        t_comp = None
+        if batch in compile_batches:
+            try:
+                torch._dynamo.reset()
+                compiled = torch.compile(model, dynamic=False)
+                run = lambda: compiled(case.x, case.w, case.b, case.r, case.stride, case.pad, case.epilogue)
+                run()
+                t_comp = time_ms(run, flush, args.samples)
+            except Exception as e:  # noqa: BLE001 - a peer that does not run is reported
+                print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+        if args.generic:
+            t_gen, err_gen = generic_runs[(net, dtype_name, batch, case.name)]
+            generic_ratios.setdefault((net, dtype_name, batch), []).append((t_gen / t_cu, case.name))
+            generic = f" {t_gen:.4f} | {t_gen / t_cu:.2f} | {err_gen:.2e} |"
+        peer = min(t_eager, t_comp) if t_comp is not None else t_eager
+        ratio = peer / t_cu
+        summary.setdefault((net, dtype_name, batch), []).append((ratio, case.name, err <= err_eager * 1.0 + 1e-12))
+        comp = f"{t_comp:.4f}" if t_comp is not None else "-"
+        line = (f"| {case.label()} | {case.epilogue} | {t_cu:.4f} | {t_eager:.4f} | {comp} | "
+                f"{ratio:.2f}x | {err:.2e} | {err_eager:.2e} |" + generic)
+        print(line, flush=True)
+        lines.append(line)
+        del case
+        torch.cuda.empty_cache()
     lines += ["", "| net | dtype | batch | configs | geomean faster peer / cuinline | at or ahead | lowest | "
               "error ≤ eager's |", "|---|---|---|---|---|---|---|---|"]
     everything = []
