@@ -1,7 +1,8 @@
 #pragma once
-// The row reductions' float64 host reference and the checks the GPU and the host-emulated tests
-// share: a problem's host data (rows with a stride, weight, bias, residual, as element bits), the
-// reference of a row, and the comparison of an output (and add_rms_norm's residual) with it.
+// What the row reductions' GPU and host-emulated tests share: a problem's host data (rows with a
+// stride, weight, bias, residual, as element bits), the float64 reference of a row (the one
+// `cuinline run` checks against, src/reference/row_reference.hpp), and the comparison of an
+// output (and add_rms_norm's residual) with it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "elementwise_reference.hpp"
+#include "reference/row_reference.hpp"
 
 namespace cuinline::test {
 
@@ -30,35 +32,10 @@ inline void set_bits(std::vector<unsigned char>& buf, DType dt, std::int64_t i, 
   std::memcpy(buf.data() + i * cuinline::dtype_size(dt), &b, cuinline::dtype_size(dt));
 }
 
-// Relative tolerance: the output's rounding plus the accumulation's error (float for f32 / f16 /
-// bf16 over up to ~1000 sequential terms a thread, double for f64).
-inline double rtol(DType dt) {
-  switch (dt) {
-    case DType::f32:
-      return 1e-4;
-    case DType::f16:
-      return 2e-3;
-    case DType::bf16:
-      return 1e-2;
-    case DType::f64:
-      return 1e-11;
-  }
-  return 0;
-}
-// Absolute tolerance near zero: the dtype's rounding at outputs of O(1) (norms) or O(30)
-// (log_softmax) and the accumulation's error; softmax's probabilities down to the dtype's
-// subnormals (which f16 holds only as multiples of 2^-24).
-inline double atol(RowOp op, DType dt) {
-  if (op == RowOp::softmax) return dt == DType::f16 ? 6e-8 : 1e-300;
-  const double unit = dt == DType::f32 ? 2e-6 : dt == DType::f64 ? 1e-12 : rtol(dt);
-  return unit * (op == RowOp::log_softmax ? 32 : 4);
-}
-
-inline bool within(double got, double want, double rel, double abs) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= abs + rel * std::fabs(want);
-}
+// The reference's tolerances (src/reference/row_reference.hpp).
+inline double rtol(DType dt) { return reference::row_rtol(dt); }
+inline double atol(RowOp op, DType dt) { return reference::row_atol(op, dt); }
+using reference::within;
 
 // One call's host data: x (rows with stride sx), weight, bias, residual (stride sr), all as bits.
 struct Problem {
@@ -145,32 +122,12 @@ inline void reference_row(const Problem& p, std::int64_t row, std::vector<double
       v[static_cast<std::size_t>(i)] = value_of(p.dt, xb);
     }
   }
-  const auto w = [&](std::int64_t i) { return p.has_w() ? value_of(p.dt, get_bits(p.w, p.dt, p.offset + i)) : 1.0; };
-  const auto b = [&](std::int64_t i) { return p.has_b() ? value_of(p.dt, get_bits(p.b, p.dt, p.offset + i)) : 0.0; };
+  std::vector<double> w, b;
+  for (std::int64_t i = 0; p.has_w() && i < n; ++i) w.push_back(value_of(p.dt, get_bits(p.w, p.dt, p.offset + i)));
+  for (std::int64_t i = 0; p.has_b() && i < n; ++i) b.push_back(value_of(p.dt, get_bits(p.b, p.dt, p.offset + i)));
   y.assign(static_cast<std::size_t>(n), 0);
-  if (p.op == RowOp::softmax || p.op == RowOp::log_softmax) {
-    double m = -INFINITY, s = 0;
-    for (double e : v) m = e > m ? e : m;
-    for (double e : v) s += std::exp(e - m);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double e = v[static_cast<std::size_t>(i)];
-      y[static_cast<std::size_t>(i)] = p.op == RowOp::softmax ? std::exp(e - m) / s : (e - m) - std::log(s);
-    }
-  } else if (p.op == RowOp::rms_norm || p.op == RowOp::add_rms_norm) {
-    double ss = 0;
-    for (double e : v) ss += e * e;
-    const double r = 1 / std::sqrt(ss / static_cast<double>(n) + p.eps);
-    for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)] * r * w(i);
-  } else {
-    double sum = 0, sq = 0;
-    for (double e : v) sum += e;
-    const double mean = sum / static_cast<double>(n);
-    for (double e : v) sq += (e - mean) * (e - mean);
-    const double r = 1 / std::sqrt(sq / static_cast<double>(n) + p.eps);
-    for (std::int64_t i = 0; i < n; ++i) {
-      y[static_cast<std::size_t>(i)] = (v[static_cast<std::size_t>(i)] - mean) * r * w(i) + b(i);
-    }
-  }
+  reference::reduce_row(p.op, v.data(), n, p.has_w() ? w.data() : nullptr, p.has_b() ? b.data() : nullptr, p.eps,
+                        y.data());
 }
 
 inline std::string what(const Problem& p) {

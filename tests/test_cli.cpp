@@ -296,16 +296,18 @@ TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
 
 // Row reductions in a spec: warm writes exactly what the ops look up at run time for rows of those
 // lengths (disk hits in this process, no compile) — the warp, block and split forms (the split form's
-// two kernels), another row length of the same class, rows aligned to one element — and a bad entry
-// names its field and compiles nothing.
+// two kernels, and the looped form a split call runs where no workspace can be had), another row
+// length of the same class, rows aligned to one element — and a bad entry names its field and
+// compiles nothing.
 TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   auto spec = write_spec("r.json", R"json({"entries": [
       {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [100, 4096, 20000]},
       {"kind": "reductions", "op": "layer_norm", "dtype": "f32", "row_length": 1000, "vector_width": [1, 4]}]})json");
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
-  EXPECT_CONTAINS(warm.out, "warm: 10 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "warm: 12 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e32,t256> sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled add_rms_norm<bf16,looped,v8> sm_90");
 
   cuinline::CacheConfig config;
   config.directory = cache_;
@@ -318,12 +320,17 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   // class, the dtype and the alignment only.
   const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
   // A hit: on disk, or in memory where this process read the entry already (4000 after 4096).
-  const auto expect_hit = [&](RowVariant v) {
-    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-    cache.get(make_request(v), sm90, &tier);
-    EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
-    if (v.form == RowForm::split_stats) {  // and the split form's second kernel
-      v.form = RowForm::split_write;
+  const auto expect_hit = [&](const RowPlan& plan) {
+    std::vector<RowVariant> run = {plan.variant};
+    if (plan.variant.form == RowForm::split_stats) {  // the split form's second kernel, and its fallback
+      RowVariant write = plan.variant;
+      write.form = RowForm::split_write;
+      run.push_back(write);
+      EXPECT_EQ(plan.fallback.form, RowForm::looped);
+      run.push_back(plan.fallback);
+    }
+    for (const RowVariant& v : run) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
       cache.get(make_request(v), sm90, &tier);
       EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
     }
@@ -333,17 +340,17 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
     const TensorView y = TensorView::contiguous(fake(0x20000000), DType::bf16, {3, n});
     const TensorView r = TensorView::contiguous(fake(0x30000000), DType::bf16, {3, n});
     const TensorView w = TensorView::contiguous(fake(0x40000000), DType::bf16, {n});
-    expect_hit(plan_rows(RowOp::softmax, x, y).variant);
-    expect_hit(plan_rows(RowOp::add_rms_norm, x, y, w, {}, r, 1e-6).variant);
+    expect_hit(plan_rows(RowOp::softmax, x, y));
+    expect_hit(plan_rows(RowOp::add_rms_norm, x, y, w, {}, r, 1e-6));
   }
   for (std::uintptr_t misaligned : {0, 4}) {  // rows aligned to 16 bytes (v4), and to one element (v1)
     const TensorView x = TensorView::contiguous(fake(0x10000000 + misaligned), DType::f32, {5, 1000});
     const TensorView y = TensorView::contiguous(fake(0x20000000 + misaligned), DType::f32, {5, 1000});
-    const RowVariant v = plan_rows(RowOp::layer_norm, x, y, {}, {}, {}, 1e-5).variant;
-    EXPECT_EQ(v.vector_width, misaligned ? 1 : 4);
-    expect_hit(v);
+    const RowPlan plan = plan_rows(RowOp::layer_norm, x, y, {}, {}, {}, 1e-5);
+    EXPECT_EQ(plan.variant.vector_width, misaligned ? 1 : 4);
+    expect_hit(plan);
   }
-  EXPECT_EQ(cache.stats().disk_hits, 10u);  // every entry warm wrote, each read once
+  EXPECT_EQ(cache.stats().disk_hits, 12u);  // every entry warm wrote, each read once
   EXPECT_EQ(cache.stats().compiles, 0u);
 
   const std::size_t entries = entry_files().size();

@@ -1,8 +1,8 @@
 // `cuinline run` / `cuinline bench` with an N-ary op (--inputs): the usage errors — shapes that do
 // not broadcast, too many inputs, an op that needs more inputs or other outputs than given, bad
 // shapes, flags that do not go together — exit 2 before any GPU is looked for (so these pass on a
-// machine without one), compile nothing, and say what was wrong. The runs themselves are in
-// test_cli_nary_gpu.cpp.
+// machine without one), compile nothing, and say what was wrong; so do those of the row reductions.
+// The runs themselves are in test_cli_nary_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <cuinline/driver.hpp>
@@ -75,6 +75,40 @@ TEST_F(CliTest, NaryRunWithoutAGpuSaysSoAfterTheChecks) {
     EXPECT_CONTAINS(r.err, "needs a GPU");
   }
   EXPECT_TRUE(entry_files().empty());
+}
+
+// The row reductions (softmax and the norms): their usage errors exit 2 before any GPU is looked for.
+TEST_F(CliTest, RowReductionMistakesExit2BeforeTheGpu) {
+  const std::vector<Mistake> mistakes = {
+      {{"run", "softmx"}, "unknown step 'softmx'"},
+      {{"run", "softmx"}, "or a row reduction: softmax, log_softmax, rms_norm, add_rms_norm, layer_norm"},
+      {{"run", "softmax", "--shape", "4096"}, "--shape: softmax takes ROWSxCOLS"},
+      {{"run", "rms_norm", "--shape", "8x64x64"}, "--shape: rms_norm takes ROWSxCOLS"},
+      {{"run", "layer_norm", "--shape", "64x0"}, "--shape: expected positive sizes"},
+      {{"run", "rms_norm", "--eps", "-1e-6"}, "--eps: must be finite and >= 0, got -1e-06"},
+      {{"run", "layer_norm", "--eps", "inf"}, "--eps: must be finite and >= 0, got inf"},
+      {{"run", "softmax", "--eps", "1e-5"}, "--eps: softmax takes no eps"},
+      {{"run", "relu", "--eps", "1e-5"}, "--eps: only rms_norm, add_rms_norm and layer_norm take eps"},
+      {{"run", "add_rms_norm", "--dtype", "f8"}, "--dtype: expected one of f32,f16,bf16,f64, got 'f8'"},
+      {{"run", "log_softmax", "--inputs", "64x64"}, "log_softmax takes --shape ROWSxCOLS, not --inputs"},
+      {{"run", "rms_norm", "--precision", "tf32"}, "only conv2d takes them, not 'rms_norm'"},
+      {{"run", "softmax", "--shape", "4000000000x8193"}, "softmax: too many rows for one launch"},
+  };
+  for (const Mistake& m : mistakes) {
+    std::string line;
+    for (const auto& a : m.args) line += a + " ";
+    SCOPED_TRACE(line);
+    const Result r = cli(m.args);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_CONTAINS(r.err, m.says);
+    EXPECT_EQ(r.err.find("needs a GPU"), std::string::npos) << "checked before looking for a GPU";
+  }
+  if (cuinline::device_count() == 0) {  // a valid call: checked, then exit 1 for the missing GPU
+    const Result r = cli({"run", "layer_norm", "--dtype", "f64", "--shape", "8x100000", "--eps", "0"});
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_CONTAINS(r.err, "needs a GPU");
+  }
+  EXPECT_TRUE(entry_files().empty()) << "nothing was compiled";
 }
 
 // A where chain flows through a warm spec's N-ary entries like any chain.

@@ -80,4 +80,17 @@ TEST_F(CliNaryGpu, BenchPrintsTheCopyBeside) {
   EXPECT_CONTAINS(r.out, "ok, bit-exact");
 }
 
+// The row reductions through `cuinline run`: each row against the float64 reference, exit 0.
+TEST_F(CliNaryGpu, RowReductionsPassTheirCheck) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "rms_norm", "--shape", "512x4096", "--repeat", "3"},
+        std::vector<std::string>{"run", "softmax", "--dtype", "bf16", "--shape", "64x100000", "--repeat", "3"}}) {
+    SCOPED_TRACE(args[1]);
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "check      passed: ");
+    EXPECT_CONTAINS(r.out, "GB/s");
+  }
+}
+
 }  // namespace

@@ -85,6 +85,10 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_EQ(p.grid, w.form == RowForm::warp ? 3u : w.form == RowForm::split_stats ? 10u * splits : 10u);
     EXPECT_EQ(p.block, w.form == RowForm::warp ? 128u : static_cast<unsigned>(w.threads));
     EXPECT_EQ(p.workspace_bytes, w.form == RowForm::split_stats ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
+    // Without a workspace a split call runs the looped form at the same width; the others run as planned.
+    const RowVariant looped{RowOp::softmax, w.dt, RowForm::looped, w.v, w.v, 1024};
+    EXPECT_EQ(p.fallback, w.form == RowForm::split_stats ? looped : p.variant);
+    EXPECT_NO_THROW(p.fallback.validate());
   }
 }
 

@@ -93,6 +93,9 @@ struct RowPlan {
   /// The split form's workspace (two accumulation-type values a chunk), 0 for the others. Where it
   /// cannot be had the call runs the looped form instead.
   std::size_t workspace_bytes = 0;
+  /// The variant the call runs where the split form's workspace cannot be had (out of memory, a
+  /// device without memory pools): the looped form; for the other forms the same as `variant`.
+  RowVariant fallback;
 };
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight = {},
                   const TensorView& bias = {}, const TensorView& residual = {}, double eps = 0);

@@ -167,10 +167,12 @@ int dispatch(int argc, char** argv) {
       app.add_subcommand("run", "Run an op on the GPU, check it against a CPU reference, time it");
   run_cmd
       ->add_option("op", run.op,
-                   "relu, leaky_relu, div_leaky_relu, an op string such as 'clamp(0,6)', or conv2d")
+                   "relu, leaky_relu, div_leaky_relu, an op string such as 'clamp(0,6)', conv2d, or a row "
+                   "reduction: softmax, log_softmax, rms_norm, add_rms_norm, layer_norm")
       ->required();
   run_cmd->add_option("--dtype", run.dtype, "f32, f16, bf16 or f64");
-  run_cmd->add_option("--shape", shape, "e.g. 4096x393216, or NxCxHxW for conv2d");
+  run_cmd->add_option("--shape", shape, "e.g. 4096x393216, NxCxHxW for conv2d, ROWSxCOLS for a row reduction");
+  run_cmd->add_option("--eps", run.eps, "rms_norm, add_rms_norm, layer_norm: eps (default 1e-6; layer_norm 1e-5)");
   run_cmd->add_option("--inputs", run.inputs,
                       "An N-ary op's input shapes, one per input: e.g. 8192x28672,28672 ('scalar': a 0-dim tensor)");
   run_cmd->add_option("--outputs", run.outputs, "An N-ary op's outputs (default: the op's)")->check(CLI::Range(1, 4));

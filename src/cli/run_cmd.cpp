@@ -372,12 +372,36 @@ ops::Op op_from_name(const RunOptions& o) {
   if (o.op == "relu") return ops::Op::relu();
   if (o.op == "leaky_relu") return ops::Op::leaky_relu(o.slope);
   if (o.op == "div_leaky_relu") return ops::Op::div_leaky_relu(o.divisor, o.slope);
-  return ops::parse_op(o.op);  // "clamp(0,6)", "div(2)|relu", "expr(...)"
+  try {
+    return ops::parse_op(o.op);  // "clamp(0,6)", "div(2)|relu", "expr(...)"
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(e.what()) +
+                          "; or conv2d, or a row reduction: softmax, log_softmax, rms_norm, add_rms_norm, layer_norm");
+  }
+}
+
+int report(const Measurement& m, const RunOptions& options) {
+  std::printf("%-10s %s on GPU %d (%s)\n", "op", m.what.c_str(), options.device,
+              device_info(options.device).name.c_str());
+  std::printf("%-10s %s\n", "tensor", m.tensor.c_str());
+  std::printf("%-10s %.2f ms (%s)\n", "first call", m.first_call_ms, m.first_call_source.c_str());
+  std::printf("%-10s %s\n", "check", m.check.c_str());
+  std::printf("%-10s %.4f ms median, %.4f ms min over %d launches (CUDA events)\n", "time", m.median_ms,
+              m.min_ms, options.repeat);
+  std::printf("%-10s %.0f GB/s (bytes read + written / median time)\n", "bandwidth", gbps(m));
+  if (m.flops > 0) std::printf("%-10s %.0f GFLOP/s\n", "compute", m.flops / (m.median_ms * 1e6));
+  return m.ok ? kExitOk : kExitFailure;
 }
 
 }  // namespace
 
 int run_op(const RunOptions& options) {
+  if (row_op_named(options.op)) {  // softmax and the norms (run_rows.cpp)
+    const RowRun run = plan_row_run(options);  // bad input: exit 2 before the GPU
+    require_gpu(options.device);
+    return report(measure_rows(run, options.repeat), options);
+  }
+  if (options.eps) throw InvalidArgument("--eps: only rms_norm, add_rms_norm and layer_norm take eps, not '" + options.op + "'");
   if (options.inputs) {  // an N-ary op (run_nary.cpp)
     const bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
     if (conv) throw InvalidArgument("--inputs: conv2d takes --shape, not --inputs (which is for elementwise ops)");
@@ -441,16 +465,7 @@ int run_op(const RunOptions& options) {
     auto shape = options.shape.empty() ? std::vector<std::int64_t>{4096, 393216} : options.shape;
     m = measure_elementwise(op, *dtype, shape, options.repeat);
   }
-  std::printf("%-10s %s on GPU %d (%s)\n", "op", m.what.c_str(), options.device,
-              device_info(options.device).name.c_str());
-  std::printf("%-10s %s\n", "tensor", m.tensor.c_str());
-  std::printf("%-10s %.2f ms (%s)\n", "first call", m.first_call_ms, m.first_call_source.c_str());
-  std::printf("%-10s %s\n", "check", m.check.c_str());
-  std::printf("%-10s %.4f ms median, %.4f ms min over %d launches (CUDA events)\n", "time", m.median_ms,
-              m.min_ms, options.repeat);
-  std::printf("%-10s %.0f GB/s (bytes read + written / median time)\n", "bandwidth", gbps(m));
-  if (m.flops > 0) std::printf("%-10s %.0f GFLOP/s\n", "compute", m.flops / (m.median_ms * 1e6));
-  return m.ok ? kExitOk : kExitFailure;
+  return report(m, options);
 }
 
 int run_bench(const BenchOptions& options) {
@@ -486,6 +501,12 @@ int run_bench(const BenchOptions& options) {
   rows.push_back(measure_conv2d(conv, seed, DType::f32, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
   rows.push_back(measure_conv2d(conv, seed, DType::f16, false, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
   rows.push_back(measure_conv2d(conv, seed, DType::bf16, true, 2, 0.01, ops::Conv2dPrecision::fp32, options.repeat));
+  for (ops::RowOp op : {ops::RowOp::rms_norm, ops::RowOp::softmax}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const double eps = op == ops::RowOp::softmax ? 0.0 : 1e-6;
+      rows.push_back(measure_rows(RowRun{op, dtype, options.quick ? 1024 : 16384, 4096, eps}, options.repeat));
+    }
+  }
 
   std::printf("GPU %d: %s; medians of %d launches (CUDA events)\n\n", options.device,
               device_info(options.device).name.c_str(), options.repeat);

@@ -1,6 +1,7 @@
 #pragma once
 // What `cuinline run` and `cuinline bench` share (run_cmd.cpp: one-input ops and conv2d;
-// run_nary.cpp: N-ary ops): the measurement record, fresh random numbers, timing with CUDA events.
+// run_nary.cpp: N-ary ops; run_rows.cpp: row reductions): the measurement record, fresh random
+// numbers, timing with CUDA events.
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +11,14 @@
 #include <cuinline/error.hpp>
 #include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
+#include <cuinline/reductions.hpp>
 #include <cuinline/tensor.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli/commands.hpp"
 #include "cli/util.hpp"
 
 namespace cuinline::cli {
@@ -123,5 +127,23 @@ inline void require_gpu(int device) {
 inline double gbps(const Measurement& m) {
   return m.bytes_moved / (m.median_ms * 1e6);
 }
+
+/// A row reduction as `cuinline run softmax|log_softmax|rms_norm|add_rms_norm|layer_norm` names it
+/// (run_rows.cpp): rows x row length, the dtype and eps.
+struct RowRun {
+  ops::RowOp op = ops::RowOp::softmax;
+  DType dtype = DType::f32;
+  std::int64_t rows = 0, cols = 0;
+  double eps = 0;
+};
+/// The row reduction of that name, if it is one.
+std::optional<ops::RowOp> row_op_named(const std::string& name);
+/// The options checked (dtype, ROWSxCOLS, eps, flags of other ops) and planned by ops::plan_rows on
+/// fake tensors, before any GPU is touched: InvalidArgument (exit 2) otherwise. options.op must be a
+/// row reduction.
+RowRun plan_row_run(const RunOptions& options);
+/// Fresh random rows (and weight, bias, residual), the op once, every row against the float64
+/// reference, then `repeat` timed launches.
+Measurement measure_rows(const RowRun& run, int repeat);
 
 }  // namespace cuinline::cli

@@ -91,7 +91,8 @@ struct Conv2dEntry {
 /// Row reductions (softmax, log_softmax, rms_norm, add_rms_norm, layer_norm): for each op, dtype, row
 /// length and alignment, the variant ops::plan_rows picks for rows of that length whose pointers and
 /// row strides are aligned to that many elements (each value once; variant(i) builds the i-th). A
-/// row length of the split form stands for its two kernels (split_stats, split_write).
+/// row length of the split form stands for its two kernels (split_stats, split_write) and the looped
+/// form the call runs where no workspace can be had (ops::RowPlan::fallback).
 struct ReductionEntry {
   std::vector<ops::RowOp> ops;
   std::vector<DType> dtypes;

@@ -74,9 +74,9 @@ std::size_t listed_count(const OpEntry& spec, DType dtype) {
   return widths * ((spec.index32 ? 1 : 0) + (spec.index64 ? 1 : 0)) + (spec.strided ? 1 : 0);
 }
 
-// The variant ops::plan_rows picks for one row of `n` elements whose tensors are aligned to `width`
-// elements, 0: to 16 bytes (fake pointers, nothing is touched; the row count is a run-time value).
-ops::RowVariant planned_row_variant(ops::RowOp op, DType dtype, std::int64_t n, int width) {
+// How ops::plan_rows plans one row of `n` elements whose tensors are aligned to `width` elements,
+// 0: to 16 bytes (fake pointers, nothing is touched; the row count is a run-time value).
+ops::RowPlan planned_rows(ops::RowOp op, DType dtype, std::int64_t n, int width) {
   const std::size_t bytes = width == 0 ? 16 : static_cast<std::size_t>(width) * dtype_size(dtype);
   const std::uintptr_t offset = bytes >= 16 ? 0 : bytes;  // aligned to `bytes`, not to twice that
   const auto at = [&](int k) { return reinterpret_cast<void*>((std::uintptr_t{1} << 44) * k + offset); };
@@ -84,12 +84,13 @@ ops::RowVariant planned_row_variant(ops::RowOp op, DType dtype, std::int64_t n, 
   const TensorView out = TensorView::contiguous(at(2), dtype, {1, n});
   const TensorView residual =
       op == ops::RowOp::add_rms_norm ? TensorView::contiguous(at(3), dtype, {1, n}) : TensorView{};
-  return ops::plan_rows(op, x, out, {}, {}, residual, 0.0).variant;
+  return ops::plan_rows(op, x, out, {}, {}, residual, 0.0);
 }
 
-// Variants a row length stands for: the split form's two kernels, one for the others.
+// Variants a row length stands for: for the split form its two kernels and the looped form a call
+// runs where no workspace can be had (RowPlan::fallback); one for the others.
 std::size_t row_parts(DType dtype, std::int64_t n) {
-  return planned_row_variant(ops::RowOp::softmax, dtype, n, 0).form == ops::RowForm::split_stats ? 2 : 1;
+  return planned_rows(ops::RowOp::softmax, dtype, n, 0).variant.form == ops::RowForm::split_stats ? 3 : 1;
 }
 
 // The variants one op of a reductions entry stands for.
@@ -261,8 +262,10 @@ ops::RowVariant ReductionEntry::variant(std::size_t index) const {
         continue;
       }
       const int width = vector_widths.empty() ? 0 : vector_widths[rest / parts];
-      ops::RowVariant v = planned_row_variant(op, dtype, n, width);
+      const ops::RowPlan plan = planned_rows(op, dtype, n, width);
+      ops::RowVariant v = plan.variant;
       if (rest % parts == 1) v.form = ops::RowForm::split_write;  // the split launch's second kernel
+      if (rest % parts == 2) v = plan.fallback;                   // the looped form, without a workspace
       v.validate();
       return v;
     }

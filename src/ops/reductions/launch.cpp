@@ -96,7 +96,10 @@ void layer_norm(const TensorView& in, const TensorView& weight, const TensorView
 
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
                   const TensorView& bias, const TensorView& residual, double eps) {
-  return detail::plan_row_call(op, in, out, weight, bias, residual, eps).plan;
+  const detail::RowCall call = detail::plan_row_call(op, in, out, weight, bias, residual, eps);
+  RowPlan plan = call.plan;
+  plan.fallback = plan.variant.form == RowForm::split_stats ? detail::looped_fallback(call).plan.variant : plan.variant;
+  return plan;
 }
 
 OpsStats reduction_stats() {
