@@ -1,15 +1,17 @@
-// conv2d_generic_rt_mma.cuh — the generic conv2d kernel on tensor cores: f16 / bf16 with a
-// channels-last input whose groups' channel runs are whole 16-byte vectors, every shape, stride,
-// padding, dilation, group count, weight and output layout and the epilogue run-time data (the
-// parameters of conv2d_generic_rt.cuh), built with the library by nvcc
-// (src/ops/conv2d/conv2d_generic_rt.cu) for sm_80 and newer. It serves a never-seen variant of the
-// common tensor-core shapes while the specialized kernel compiles, at a few times the specialized
-// kernel's time instead of the direct kernel's tens.
+// conv2d_generic_rt_mma.cuh — the generic conv2d kernel on tensor cores: f16 / bf16, every shape,
+// layout, stride, padding, dilation and group count with at least 16 output channels a group, the
+// epilogue run-time data (the parameters of conv2d_generic_rt.cuh), built with the library by nvcc
+// (src/ops/conv2d/conv2d_generic_rt.cu) for sm_80 and newer. It serves a never-seen variant while
+// the specialized kernel compiles, at a few times the specialized kernel's time instead of the
+// direct kernel's tens.
 //
 // An implicit GEMM per group: M = the output pixels of all p.images images (a tile may span two
 // images, so small planes and small batches still fill the GPU), N = the group's output channels, K =
 // the filter taps x the group's input channels (tap-major, channels fastest, so a K tile of kBK
-// channels at one tap is one 16-byte-vector run of every pixel's input). A block computes kBM
+// channels at one tap is one 16-byte-vector run of every pixel's input: the vector form, for a
+// channels-last 16-byte aligned input whose groups' channel runs are whole 16-byte vectors; any
+// other input takes the gathered form below, K then running over taps x channels without padding
+// each tap's channels to kBK). A block computes kBM
 // pixels x kBN channels with four warps of 32 x 32 (mma.sync m16n8k16, fp32 accumulators), its
 // tiles staged through shared memory by cp.async kStages deep (zero-filled outside the image and
 // past the channels), read with ldmatrix. A channels-last weight is copied the same way; any other
@@ -102,6 +104,67 @@ __device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, co
   }
 }
 
+// The gathered form (any input layout or channel count; p.vec_in 0): K is the flat index over taps x
+// the group's channels, channels fastest, and a thread reads its 8 consecutive K elements of each of
+// its A and B rows one by one into registers (issued before the tile's products, stored after them).
+template <class T>
+struct Gathered {
+  uint4 a[kRowsPerThread], b[kRowsPerThread];
+};
+
+template <class T>
+__device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, const T* w_g,
+                                            const PixelRows<T>& px, int n0, int kt, int k_total, Gathered<T>& g) {
+  union Vec {
+    uint4 raw;
+    T v[kVec];
+  };
+  const int k0 = kt * kBK + (threadIdx.x % (kBK / kVec)) * kVec;
+  int tap0 = k0 / p.cin_g;
+  int c0 = k0 - tap0 * p.cin_g;
+  int ky[kVec], kx[kVec], c[kVec];
+  bool k_ok[kVec];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {  // (k0 + j)'s tap and channel, stepped from k0's
+    k_ok[j] = k0 + j < k_total;
+    c[j] = c0;
+    ky[j] = tap0 / p.kw;
+    kx[j] = tap0 - ky[j] * p.kw;
+    if (++c0 == p.cin_g) c0 = 0, ++tap0;
+  }
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    Vec va;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int iy = px.iy0[i] + ky[j] * p.dh;
+      const int ix = px.ix0[i] + kx[j] * p.dw;
+      const bool ok = px.valid[i] && k_ok[j] && iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+      va.v[j] = ok ? px.in[i][(long long)c[j] * p.in_c + iy * p.in_y + ix * p.in_x] : T();
+    }
+    g.a[i] = va.raw;
+    const int co = n0 + threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
+    Vec vb;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const bool ok = co < p.cout_g && k_ok[j];
+      vb.v[j] = ok ? w_g[(long long)co * p.w_o + (long long)c[j] * p.w_i + ky[j] * p.w_y + kx[j] * p.w_x] : T();
+    }
+    g.b[i] = vb.raw;
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void store_tile(const Gathered<T>& g, Tiles<T>& t, int s) {
+  const int cc = threadIdx.x % (kBK / kVec);
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int row = threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
+    *reinterpret_cast<uint4*>(&t.a[s][row * kRow + cc * kVec]) = g.a[i];
+    *reinterpret_cast<uint4*>(&t.b[s][row * kRow + cc * kVec]) = g.b[i];
+  }
+}
+
 // The block's kBK-deep product of stage s into the warp's 32 x 32 accumulators.
 template <class T>
 __device__ __forceinline__ void mma_tile(const Tiles<T>& t, int s, int wm, int wn, float (&acc)[2][4][4]) {
@@ -130,12 +193,65 @@ __device__ __forceinline__ void mma_tile(const Tiles<T>& t, int s, int wm, int w
   }
 }
 
+// conv2d_generic_rt.cuh's finish on 8 consecutive output channels co .. co + 7 of one pixel of a
+// channels-last output (the output and residual at `at` 16-byte aligned): element by element the
+// same arithmetic, with 16-byte residual loads and output stores, and each epilogue step
+// dispatched once for the 8 values.
+template <class T>
+__device__ __forceinline__ void finish8(const cuinline_conv2d_rt_params& p, const ewg_program& e,
+                                        const cuinline_conv2d_chan& chan, const T* bias, const T* residual,
+                                        T* output, const float (&acc)[kVec], int co, long long at) {
+  using cuinline_conv2d_generic_detail::load_op;
+  union Vec {
+    uint4 raw;
+    T t[kVec];
+  };
+  float v[kVec];
+#pragma unroll
+  for (int w = 0; w < kVec; ++w) v[w] = acc[w] + (p.has_bias ? load_op(bias + co + w) : 0.f);
+  if (p.has_residual) {
+    Vec r;
+    r.raw = __ldg(reinterpret_cast<const uint4*>(residual + at));
+#pragma unroll
+    for (int w = 0; w < kVec; ++w) v[w] += ew_traits<T>::to_op(r.t[w]);
+  }
+  if (e.steps > 0) {
+    const int last = p.cout - 1;
+    float x0[kVec];
+#pragma unroll
+    for (int w = 0; w < kVec; ++w) x0[w] = v[w];
+    for (int s = 0; s < e.steps; ++s) {
+      const ewg_step& st = e.step[s];
+      const ewg_opmath<float> k(st);
+      float o[kVec], cnd[kVec];
+      if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) {
+#pragma unroll
+        for (int w = 0; w < kVec; ++w) {
+          o[w] = st.operand == 0 ? x0[w] : ew_channel_value<T>(chan.p[st.operand - 1], min(co + w, last));
+        }
+      }
+      if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) {
+#pragma unroll
+        for (int w = 0; w < kVec; ++w) {
+          cnd[w] = st.cond == 0 ? x0[w] : ew_channel_value<T>(chan.p[st.cond - 1], min(co + w, last));
+        }
+      }
+      ewg_step_values<float, kVec, true>(st, k, v, o, cnd);
+    }
+  }
+  Vec out;
+#pragma unroll
+  for (int w = 0; w < kVec; ++w) out.t[w] = ew_traits<T>::from_op(v[w]);
+  *reinterpret_cast<uint4*>(output + at) = out.raw;
+}
+
 }  // namespace cuinline_conv2d_rt_mma_detail
 
-/// The tensor-core generic conv (T = ew_half or ew_bf16; p.vec_in set, the input 16-byte aligned;
-/// vec_w: the channels-last weight read by cp.async, also 16-byte aligned). Arguments as
-/// cuinline_conv2d_rt_body's.
-template <class T>
+/// The tensor-core generic conv (T = ew_half or ew_bf16). kGathered: the gathered form (p.vec_in
+/// 0), else the vector form (p.vec_in set, the input 16-byte aligned; p.vec_w: the channels-last
+/// weight read by cp.async, also 16-byte aligned); each its own kernel, so the vector form keeps
+/// its registers. Arguments as cuinline_conv2d_rt_body's.
+template <class T, bool kGathered>
 __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict__ input, const T* __restrict__ weight,
                                                             const T* __restrict__ bias, T* __restrict__ output,
                                                             const T* __restrict__ residual,
@@ -165,8 +281,10 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
     px.iy0[i] = oy * p.sh - p.ph;
     px.ix0[i] = ox * p.sw - p.pw;
   }
+  constexpr bool gathered = kGathered;
   const int cchunks = (p.cin_g + kBK - 1) / kBK;
-  const int ktiles = p.kh * p.kw * cchunks;
+  const int k_total = p.kh * p.kw * p.cin_g;  // (the gathered form's K)
+  const int ktiles = gathered ? (k_total + kBK - 1) / kBK : p.kh * p.kw * cchunks;
   float acc[2][4][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
@@ -176,21 +294,40 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
   const int warp = threadIdx.x / 32;
   const int wm = warp & 1, wn = warp >> 1;
+  if constexpr (gathered) {
+    Gathered<T> g;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load_tile<T>(p, w_g, px, n0, s, cchunks, vec_w, tiles, s);
-    cuinline_arch::copy_commit();
-  }
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < ktiles) {
+        gather_tile<T>(p, w_g, px, n0, s, k_total, g);
+        store_tile<T>(g, tiles, s);
+      }
+    }
 #pragma unroll 1
-  for (int kt = 0; kt < ktiles; ++kt) {
-    cuinline_arch::copy_wait<kStages - 2>();
-    __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's stage
-    const int next = kt + kStages - 1;
-    if (next < ktiles) load_tile<T>(p, w_g, px, n0, next, cchunks, vec_w, tiles, next % kStages);
-    cuinline_arch::copy_commit();
-    mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
+    for (int kt = 0; kt < ktiles; ++kt) {
+      __syncthreads();  // tile kt stored by every thread; every warp is done with tile kt - 1's stage
+      const int next = kt + kStages - 1;
+      if (next < ktiles) gather_tile<T>(p, w_g, px, n0, next, k_total, g);  // (loads in flight ...)
+      mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
+      if (next < ktiles) store_tile<T>(g, tiles, next % kStages);  // (... over the products)
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < ktiles) load_tile<T>(p, w_g, px, n0, s, cchunks, vec_w, tiles, s);
+      cuinline_arch::copy_commit();
+    }
+#pragma unroll 1
+    for (int kt = 0; kt < ktiles; ++kt) {
+      cuinline_arch::copy_wait<kStages - 2>();
+      __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's stage
+      const int next = kt + kStages - 1;
+      if (next < ktiles) load_tile<T>(p, w_g, px, n0, next, cchunks, vec_w, tiles, next % kStages);
+      cuinline_arch::copy_commit();
+      mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
+    }
+    cuinline_arch::copy_wait<0>();
   }
-  cuinline_arch::copy_wait<0>();
   __syncthreads();  // every warp is done with the tiles: their memory takes the accumulators
   // Lane (g, t) holds rows g and g + 8 of each m16 tile, columns 2t and 2t + 1 of each n8.
   float(*out_tile)[kOutRow] = reinterpret_cast<float(*)[kOutRow]>(&tiles);
@@ -205,17 +342,43 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
         out_tile[wm * 32 + mi * 16 + g + (r >> 1) * 8][wn * 32 + ni * 8 + 2 * t + (r & 1)] = acc[mi][ni][r];
       }
   __syncthreads();
-  // One output a thread at a time, consecutive threads along the output's fastest dimension (the
-  // channels of a channels-last output, else the pixels): one copy of the epilogue's interpreter.
+  // A channels-last output of whole 16-byte channel runs: 8 channels of a pixel a thread, consecutive
+  // threads along the channels, 16-byte stores.
+  const bool vec_out = p.out_c == 1 && p.cout % kVec == 0 && p.cout_g % kVec == 0 &&
+                       (reinterpret_cast<unsigned long long>(output) & 15) == 0 &&
+                       (!p.has_residual || (reinterpret_cast<unsigned long long>(residual) & 15) == 0);
+  if (vec_out) {
+#pragma unroll 1
+    for (int i = threadIdx.x; i < kBM * (kBN / kVec); i += kThreads) {
+      const int r = i / (kBN / kVec);
+      const int c = (i - r * (kBN / kVec)) * kVec;
+      const long long m = m0 + r;
+      const int cl = n0 + c;
+      if (m >= m_end || cl >= p.cout_g) continue;
+      const long long img = m / pixels;
+      const int pm = (int)(m - img * pixels);
+      const int oy = pm / p.ow;
+      const int ox = pm - oy * p.ow;
+      const int co = grp * p.cout_g + cl;
+      float acc8[kVec];
+#pragma unroll
+      for (int w = 0; w < kVec; ++w) acc8[w] = out_tile[r][c + w];
+      finish8<T>(p, e, chan, bias, residual, output, acc8, co, img * p.out_n + oy * p.out_y + ox * p.out_x + co);
+    }
+    return;
+  }
+  // Otherwise one output a thread at a time, consecutive threads along the output's fastest
+  // dimension (the channels of a channels-last output, else the pixels).
   using A = typename ew_traits<T>::op;
   const bool channels_fast = p.out_c == 1;
+  const int rows = (int)min((long long)kBM, m_end - m0);
+  const int cols = min(kBN, p.cout_g - n0);
 #pragma unroll 1
-  for (int i = threadIdx.x; i < kBM * kBN; i += kThreads) {
-    const int r = channels_fast ? i / kBN : i % kBM;
-    const int c = channels_fast ? i % kBN : i / kBM;
+  for (int i = threadIdx.x; i < rows * cols; i += kThreads) {
+    const int r = channels_fast ? i / cols : i % rows;
+    const int c = channels_fast ? i % cols : i / rows;
     const long long m = m0 + r;
     const int cl = n0 + c;
-    if (m >= m_end || cl >= p.cout_g) continue;
     const long long img = m / pixels;
     const int pm = (int)(m - img * pixels);
     const int oy = pm / p.ow;

@@ -224,14 +224,15 @@ TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   const std::string_view fatbin = detail::generic_conv_fatbin();
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-    for (int mode : {0, 1, 2}) {
-      if (mode == 2 && dt != DType::f16 && dt != DType::bf16) continue;
+    for (int mode : {0, 1, 2, 3}) {
+      if (mode >= 2 && dt != DType::f16 && dt != DType::bf16) continue;
       const std::string k = ops::conv2d_impl::generic_conv_symbol(dt, mode);
       EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
     }
   }
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 1), "cuinline_conv2d_rt_dw_bf16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f16, 2), "cuinline_conv2d_rt_mma_f16");
+  EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 3), "cuinline_conv2d_rt_mmag_bf16");
   EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
 }
 
@@ -395,12 +396,20 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(gm.threads, 128);
     EXPECT_EQ(gm.blocks_x, (oh * oh + 63) / 64);
     EXPECT_EQ(gm.blocks_y, 2) << "96 channels: two tiles";
-    // Not for f32, an NCHW input, or channel runs that are not whole 16-byte vectors.
+    // An NCHW input, or channel runs that are not whole 16-byte vectors: the gathered form; not for
+    // f32, or fewer than 16 output channels a group.
+    const Conv2dVariant v_nchw = variant(64, 40, 40, 96, 3, q, DType::f16, nchw, nhwc, nhwc);
+    EXPECT_TRUE(ci::generic_conv_mma_applies(v_nchw, sm90));
+    EXPECT_EQ(ci::generic_conv_params(v_nchw, true).mode, 3);
+    EXPECT_EQ(ci::generic_conv_params(v_nchw, true).vec_in, 0);
+    const Conv2dVariant v_stem = variant(3, 40, 40, 64, 7, q, DType::bf16, nhwc, nhwc, nhwc);
+    EXPECT_TRUE(ci::generic_conv_mma_applies(v_stem, sm80));
+    EXPECT_EQ(ci::generic_conv_params(v_stem, true).mode, 3) << "3 channels: gathered";
     EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 96, 3, q, DType::f32, nhwc, nhwc, nhwc), sm90));
-    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 96, 3, q, DType::f16, nchw, nhwc, nhwc), sm90));
-    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(12, 40, 40, 96, 3, q, DType::f16, nhwc, nhwc, nhwc), sm90));
+    EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 8, 3, q, DType::f16, nhwc, nhwc, nhwc), sm90))
+        << "8 output channels";
     Conv2dParams grouped = q;
-    grouped.groups = 4;  // 16 channels a group: whole vectors; 4 groups x one 64-channel tile of 24
+    grouped.groups = 4;  // 16 input channels a group: whole vectors; 4 groups x one tile of 24 outputs
     const Conv2dVariant vg = variant(64, 40, 40, 96, 3, grouped, DType::bf16, nhwc, nchw, nchw);
     EXPECT_TRUE(ci::generic_conv_mma_applies(vg, sm90));
     EXPECT_EQ(ci::generic_conv_grid(vg, true).blocks_y, 4);

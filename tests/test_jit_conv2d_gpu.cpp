@@ -1,5 +1,5 @@
 // GPU tests of the generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh and, for f16 / bf16
-// channels-last inputs, conv2d_generic_rt_mma.cuh) through ops::conv2d,
+// with 16 or more output channels a group, conv2d_generic_rt_mma.cuh) through ops::conv2d,
 // as an application calls it: under the `generic` policy against a float64 host reference for every
 // dtype, NCHW and channels-last tensors, groups and depthwise, stride / padding / dilation, bias and
 // residual, epilogues with constants and channel operands (outputs poisoned first); under `async` a
@@ -278,12 +278,15 @@ const Case kCases[] = {
     {1, 16, 10, 12, 32, 5, params(2, 2, 1, 16), false, false, false, false, false, &kIdentity},
     {1, 16, 10, 12, 32, 5, params(1, 2, 1, 16), true, true, false, true, false, &kScaleShiftRelu},
     {3, 5, 7, 6, 3, 1, params(1, 0, 1, 1), false, false, true, true, true, &kIdentity},
-    // f16 / bf16 with channels-last inputs of whole 16-byte channel runs take the tensor-core kernel
-    // (sm_80+): partial pixel and channel tiles, an element-wise gathered NCHW weight and an NCHW
-    // output; a partial K tile (40 channels); groups with dilation.
+    // f16 / bf16 with channels-last inputs of whole 16-byte channel runs take the tensor-core
+    // kernel's vector form (sm_80+): partial pixel and channel tiles, tiles spanning images, an
+    // element-wise gathered NCHW weight and an NCHW output; a partial K tile (40 channels); groups
+    // with dilation.
     {3, 64, 15, 13, 72, 3, params(1, 1, 1, 1), true, false, false, true, true, &kSiluScale},
     {2, 40, 12, 12, 48, 1, params(2, 0, 1, 1), true, true, true, true, false, &kDivLeaky},
     {2, 64, 11, 11, 64, 3, params(1, 2, 2, 2), true, true, true, false, true, &kWhereTanh},
+    // Its gathered form (3 input channels: a stem), as the first case (an NCHW input) takes it.
+    {2, 3, 23, 21, 32, 7, params(2, 3, 1, 1), true, true, true, true, false, &kDivLeaky},
 };
 
 class JitConv2dGpu : public ::testing::Test {

@@ -38,9 +38,9 @@ std::size_t lowered_steps(const Op& op) {
 
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
-  static Kernel kernels[4][3];  // [dtype][mode]
+  static Kernel kernels[4][4];  // [dtype][mode]
   const auto d = static_cast<std::size_t>(dtype) & 3;
-  Kernel& k = kernels[d][static_cast<std::size_t>(mode) % 3];
+  Kernel& k = kernels[d][static_cast<std::size_t>(mode) & 3];
   std::lock_guard<std::mutex> lock(mutex);
   if (!k) {
     using cuinline::detail::GenericFatbin;
@@ -61,14 +61,13 @@ struct ChannelPointers {
 }  // namespace
 
 std::string generic_conv_symbol(DType dtype, int mode) {
-  return std::string("cuinline_conv2d_rt_") + (mode == 1 ? "dw_" : mode == 2 ? "mma_" : "") + to_string(dtype);
+  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_"};
+  return std::string("cuinline_conv2d_rt_") + kSplit[mode & 3] + to_string(dtype);
 }
 
 bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch) {
   if (v.dtype != DType::f16 && v.dtype != DType::bf16) return false;
-  if (arch.major < 8 || depthwise_channels_last(v)) return false;
-  const int cin_g = v.in_channels / v.params.groups;
-  return v.input_layout == Conv2dLayout::nhwc && cin_g % 8 == 0 && v.in_channels % 8 == 0;
+  return arch.major >= 8 && v.out_channels / v.params.groups >= kGenericConvMmaMinChannels;
 }
 
 GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma) {
@@ -107,7 +106,7 @@ GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma) {
   const int vec = static_cast<int>(16 / dtype_size(v.dtype));
   p.vec_in = in_nhwc && p.cin_g % vec == 0 && v.in_channels % vec == 0 ? 1 : 0;
   p.vec_w = p.vec_in && w_nhwc ? 1 : 0;  // (its runs start at multiples of cin_g)
-  p.mode = mma ? 2 : depthwise_channels_last(v) ? 1 : 0;
+  p.mode = mma ? (p.vec_in ? 2 : 3) : depthwise_channels_last(v) ? 1 : 0;
   return p;
 }
 
@@ -173,14 +172,14 @@ void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* inp
                          const void* bias, void* output, const void* residual, const void* const* chan,
                          CUstream stream, int device) {
   const std::int64_t mma_tiles = (n * v.out_height() * v.out_width() + kGenericConvMmaTile - 1) / kGenericConvMmaTile;
-  const bool mma =
-      generic_conv_mma_applies(v, device_arch(device)) && aligned16(input) && mma_tiles <= 0x7fffffffLL;
+  const bool mma = generic_conv_mma_applies(v, device_arch(device)) && mma_tiles <= 0x7fffffffLL;
   GenericConvGrid g = generic_conv_grid(v, mma);
   if (mma) g.blocks_x = mma_tiles;  // (one M dimension over the batch)
   if (g.blocks_x > 0x7fffffffLL || (!mma && n > 65535)) {  // (grid z: the images)
     throw InvalidArgument("generic conv2d kernel: variant " + v.name() + " has too many blocks");
   }
   GenericConvParams params = generic_conv_params(v, mma);
+  if (mma && params.mode == 2 && !aligned16(input)) params.mode = 3, params.vec_in = params.vec_w = 0;
   if (mma && !aligned16(weight)) params.vec_w = 0;  // the weight gathered element by element
   params.images = static_cast<std::int32_t>(n);
   const ops::detail::GenericProgram program = generic_conv_program(v.epilogue, v.dtype);

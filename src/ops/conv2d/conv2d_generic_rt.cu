@@ -2,8 +2,8 @@
 // compiled by nvcc with the library for every supported arch and embedded as a fatbin beside the
 // generic elementwise kernels' (CMakeLists.txt): a never-seen conv2d variant runs on them with no
 // compile on the call's path. Per storage dtype: the direct kernel (a pixel's tile of output
-// channels a thread), the depthwise one (channels fastest) and, for f16 and bf16, the tensor-core one
-// (sm_80 and newer; the host picks it only there). Compiled as the specialized conv kernels are
+// channels a thread), the depthwise one (channels fastest) and, for f16 and bf16, the tensor-core
+// ones, its vector and gathered forms (sm_80 and newer; the host picks them only there). Compiled as the specialized conv kernels are
 // (--fmad=false, no CUINLINE_EW_FMAD), so the epilogue's steps round as theirs do.
 #include "conv2d_generic_rt_mma.cuh"
 
@@ -24,7 +24,11 @@ CUINLINE_CONV2D_RT_KERNELS(f32, float)
 CUINLINE_CONV2D_RT_KERNELS(f64, double)
 CUINLINE_CONV2D_RT_KERNELS(f16, ew_half)
 CUINLINE_CONV2D_RT_KERNELS(bf16, ew_bf16)
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_f16, ew_half, cuinline_conv2d_rt_mma_body<ew_half>,
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_f16, ew_half, (cuinline_conv2d_rt_mma_body<ew_half, false>),
                           CUINLINE_CONV2D_RT_MMA_THREADS)
-CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_bf16, ew_bf16, cuinline_conv2d_rt_mma_body<ew_bf16>,
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mma_bf16, ew_bf16, (cuinline_conv2d_rt_mma_body<ew_bf16, false>),
+                          CUINLINE_CONV2D_RT_MMA_THREADS)
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mmag_f16, ew_half, (cuinline_conv2d_rt_mma_body<ew_half, true>),
+                          CUINLINE_CONV2D_RT_MMA_THREADS)
+CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mmag_bf16, ew_bf16, (cuinline_conv2d_rt_mma_body<ew_bf16, true>),
                           CUINLINE_CONV2D_RT_MMA_THREADS)

@@ -16,6 +16,9 @@ inline constexpr int kGenericConvThreads = 128;  // CUINLINE_CONV2D_RT_THREADS
 inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
+/// Output channels a group below which the tensor-core kernel's 64-channel tiles would mostly
+/// compute zeros (depthwise, heads of a few channels): those take the direct or depthwise kernel.
+inline constexpr int kGenericConvMmaMinChannels = 16;
 
 /// cuinline_conv2d_rt_params (conv2d_generic_rt.cuh): same layout.
 struct GenericConvParams {
@@ -28,7 +31,8 @@ struct GenericConvParams {
   std::int32_t has_bias = 0, has_residual = 0;
   std::int32_t vec_in = 0;
   std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
-                          ///< 2: tensor cores (conv2d_generic_rt_mma.cuh)
+                          ///< 2: tensor cores, vector form; 3: tensor cores, gathered form
+                          ///< (conv2d_generic_rt_mma.cuh)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
   std::int32_t images = 1;  ///< mode 2: the launch's images (one M dimension over all of them)
 };
@@ -46,13 +50,14 @@ struct GenericConvGrid {
 /// fits (at most 2^31 - 1 blocks an image).
 bool generic_conv_applies(const Conv2dVariant& v);
 
-/// Whether the variant can take the tensor-core generic kernel (mode 2) on a device of the arch
-/// where its input is 16-byte aligned: f16 / bf16, sm_80 or newer, not depthwise, a channels-last
-/// input whose groups' channel runs are whole 16-byte vectors.
+/// Whether the variant takes the tensor-core generic kernel on a device of the arch: f16 / bf16,
+/// sm_80 or newer, at least kGenericConvMmaMinChannels output channels a group. Its vector form
+/// (mode 2) where the input is channels-last with whole 16-byte channel runs a group (and, at the
+/// launch, 16-byte aligned), else the gathered form (mode 3).
 bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch);
 
 /// The kernel's symbol for a work split (GenericConvParams::mode): "cuinline_conv2d_rt_f32",
-/// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", ...
+/// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", "cuinline_conv2d_rt_mmag_bf16", ...
 std::string generic_conv_symbol(DType dtype, int mode = 0);
 
 /// The shape, layouts and work split of a variant (mma: the tensor-core kernel, where
