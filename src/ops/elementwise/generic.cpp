@@ -85,42 +85,25 @@ GenericProgram generic_program(const Op& op, const NaryKey& key) {
   return p;
 }
 
-GenericLaunch generic_launch(const GenericProgram& program, const NaryPlan& plan) {
+void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream) {
   const NaryKey& key = plan.key;
-  GenericLaunch g;
   // 16-byte vectors where the plan aligned every operand for them, else single elements (head 0).
-  g.vector = key.vector_width == widest_vector(key.dtype);
-  g.light = light_chain(program);
-  g.width = g.vector ? key.vector_width : 1;
-  g.head = g.vector ? plan.head : 0;
-  g.numel = plan.numel;
-  // Vectors a thread (ew_generic.cu): two 16-byte vectors, or 16 bytes of single elements; the
-  // grid covers every vector once.
-  const long long per_thread = g.vector ? 2 : static_cast<long long>(16 / dtype_size(key.dtype));
-  const long long vectors = (g.numel - g.head) / g.width;
+  const bool vector = key.vector_width == widest_vector(key.dtype);
+  const int w = vector ? key.vector_width : 1;
+  const long long head = vector ? plan.head : 0;
+  const long long n = plan.numel;
+  const bool light = light_chain(program);
+  // Vectors a thread (ew_generic.cu): two 16-byte vectors, or 16 bytes of single elements.
+  const long long per_thread = vector ? 2 : static_cast<long long>(16 / dtype_size(key.dtype));
+  const long long vectors = (n - head) / w;
   const long long per_block = static_cast<long long>(kBlock) * per_thread;
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
   if (blocks > 0x7fffffffLL) throw InvalidArgument("generic elementwise kernel: too many elements");
-  g.blocks = static_cast<std::uint32_t>(blocks);
-  for (int k = 0; k < key.inputs && k < kMaxInputs; ++k) {
-    const int pattern = key.patterns[static_cast<std::size_t>(k)];
-    const std::int64_t period = plan.args.period[k];
-    if ((pattern == kRow || pattern == kCol) && period > 0) {
-      g.divisors.m[k] = ~std::uint64_t{0} / static_cast<std::uint64_t>(period);
-    }
-  }
-  return g;
-}
-
-void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream) {
-  const GenericLaunch g = generic_launch(program, plan);
   LaunchConfig cfg;
-  cfg.grid = Dim3(g.blocks);
+  cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(plan.key.dtype, g.vector, g.light)
-      .launch(cfg, plan.args, static_cast<long long>(g.numel), static_cast<long long>(g.head), program,
-              g.divisors);
+  generic_kernel(key.dtype, vector, light).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }
 

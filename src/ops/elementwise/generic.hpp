@@ -29,13 +29,6 @@ struct GenericProgram {
 };
 static_assert(sizeof(GenericProgram) == 8 + 4 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
 
-/// ewg_divisors (ew_generic.cuh): per input, UINT64_MAX / its period for a row or a column (the
-/// kernels' division-free index), else 0.
-struct GenericDivisors {
-  std::uint64_t m[kMaxInputs] = {};
-};
-static_assert(sizeof(GenericDivisors) == 8 * kMaxInputs, "must match ewg_divisors");
-
 /// Whether a planned call can run on a generic kernel: a chain (no expression) with one output, at
 /// most kGenericMaxSteps lowered steps, on the contiguous path; and the kernels are built in.
 bool generic_applies(const Op& op, const NaryKey& key);
@@ -43,19 +36,6 @@ bool generic_applies(const Op& op, const NaryKey& key);
 /// The chain as the generic kernel's program (the constants from lower_chain, as the rendered
 /// functor has them). Call only where generic_applies.
 GenericProgram generic_program(const Op& op, const NaryKey& key);
-
-/// How launch_generic launches a planned call: which kernel (vectors or single elements, light or
-/// full), the scalar head, the grid (every vector once) and the kernels' row / column reciprocals.
-struct GenericLaunch {
-  bool vector = false;  ///< 16-byte vectors (the _v<W> kernel), else single elements (_v1)
-  bool light = false;   ///< no activation or math step: the _light kernel
-  int width = 1;        ///< elements a vector
-  std::int64_t head = 0;
-  std::int64_t numel = 0;
-  std::uint32_t blocks = 0;  ///< of kBlock threads
-  GenericDivisors divisors;
-};
-GenericLaunch generic_launch(const GenericProgram& program, const NaryPlan& plan);
 
 /// Runs the planned call on the generic kernel (loaded once per process).
 void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream);
