@@ -170,30 +170,15 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mode_body(const T* __restrict
     const T* in_c = input + n * p.in_n + (long long)(co / p.cout_g) * p.in_c;
     const T* w_co = weight + co * p.w_o;
     A acc = A(0);
-    // A filter row's taps kDwTaps at a time, their loads issued together (one tap a loop trip
-    // waited out each load's latency). A tap outside the image contributes 0 x 0: acc is never -0
-    // (it starts at +0, and an exact cancellation rounds to +0), so adding +0 leaves it as
-    // skipping the tap would, and no weight (an Inf) meets a padded zero.
-    constexpr int kDwTaps = 4;
 #pragma unroll 1
     for (int kh = 0; kh < p.kh; ++kh) {
       const int iy = oy * p.sh - p.ph + kh * p.dh;
       if (iy < 0 || iy >= p.h) continue;
-      const T* in_row = in_c + iy * p.in_y;
-      const T* w_row = w_co + kh * p.w_y;
 #pragma unroll 1
-      for (int kw0 = 0; kw0 < p.kw; kw0 += kDwTaps) {
-        A xs[kDwTaps], ws[kDwTaps];
-#pragma unroll
-        for (int j = 0; j < kDwTaps; ++j) {
-          const int kw = kw0 + j;
-          const int ix = ox * p.sw - p.pw + kw * p.dw;
-          const bool inside = kw < p.kw && ix >= 0 && ix < p.w;
-          xs[j] = inside ? load_op(in_row + ix * p.in_x) : A(0);
-          ws[j] = inside ? load_op(w_row + kw * p.w_x) : A(0);
-        }
-#pragma unroll
-        for (int j = 0; j < kDwTaps; ++j) acc = fma_op(xs[j], ws[j], acc);
+      for (int kw = 0; kw < p.kw; ++kw) {
+        const int ix = ox * p.sw - p.pw + kw * p.dw;
+        if (ix < 0 || ix >= p.w) continue;
+        acc = fma_op(load_op(in_c + iy * p.in_y + ix * p.in_x), load_op(w_co + kh * p.w_y + kw * p.w_x), acc);
       }
     }
     finish<T, A>(p, e, chan, bias, residual, output, acc, co, n * p.out_n + oy * p.out_y + ox * p.out_x + co * p.out_c);
