@@ -406,6 +406,11 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_TRUE(ci::generic_conv_mma_applies(v_stem, sm80));
     EXPECT_EQ(ci::generic_conv_params(v_stem, true).mode, 3) << "3 channels: gathered";
     EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 96, 3, q, DType::f32, nhwc, nhwc, nhwc), sm90));
+    // A 1 x 1 filter's channels are contiguous in either weight layout: 16-byte weight loads too.
+    const ci::GenericConvParams p1 = ci::generic_conv_params(variant(64, 40, 40, 96, 1, q, DType::f16, nhwc, nchw, nhwc));
+    EXPECT_EQ(p1.w_i, 1);
+    EXPECT_EQ(p1.vec_w, 1);
+    EXPECT_EQ(ci::generic_conv_params(variant(64, 40, 40, 96, 3, q, DType::f16, nhwc, nchw, nhwc)).vec_w, 0);
     EXPECT_FALSE(ci::generic_conv_mma_applies(variant(64, 40, 40, 8, 3, q, DType::f16, nhwc, nhwc, nhwc), sm90))
         << "8 output channels";
     Conv2dParams grouped = q;

@@ -285,6 +285,8 @@ const Case kCases[] = {
     {3, 64, 15, 13, 72, 3, params(1, 1, 1, 1), true, false, false, true, true, &kSiluScale},
     {2, 40, 12, 12, 48, 1, params(2, 0, 1, 1), true, true, true, true, false, &kDivLeaky},
     {2, 64, 11, 11, 64, 3, params(1, 2, 2, 2), true, true, true, false, true, &kWhereTanh},
+    // A 1 x 1 filter with an NCHW weight: its channels contiguous, read 16 bytes a load.
+    {3, 48, 9, 7, 40, 1, params(1, 0, 1, 1), true, false, true, true, true, &kScaleShiftRelu},
     // Its gathered form (3 input channels: a stem), as the first case (an NCHW input) takes it.
     {2, 3, 23, 21, 32, 7, params(2, 3, 1, 1), true, true, true, true, false, &kDivLeaky},
 };

@@ -105,7 +105,10 @@ GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma) {
   // kernel checks the input pointer).
   const int vec = static_cast<int>(16 / dtype_size(v.dtype));
   p.vec_in = in_nhwc && p.cin_g % vec == 0 && v.in_channels % vec == 0 ? 1 : 0;
-  p.vec_w = p.vec_in && w_nhwc ? 1 : 0;  // (its runs start at multiples of cin_g)
+  // The weight's channels are contiguous where it is channels-last, and for a 1 x 1 filter in either
+  // layout (its NCHW and channels-last strides are the same; as the tensor-core kernels read it,
+  // conv2d_hmma.cpp). Its runs start at multiples of cin_g.
+  p.vec_w = p.vec_in && (w_nhwc || taps == 1) ? 1 : 0;
   p.mode = mma ? (p.vec_in ? 2 : 3) : depthwise_channels_last(v) ? 1 : 0;
   return p;
 }
