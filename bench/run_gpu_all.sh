@@ -6,7 +6,8 @@
 #   bench/run_gpu_all.sh a   build; every gpu-labelled test; bench_runtime; the elementwise ops beside
 #                            PyTorch (bench/elementwise_peers.py: exactness, bandwidth, size sweep,
 #                            host cost)                  → gpu_tests.log, summary.md, elementwise_*.md/png
-#   bench/run_gpu_all.sh b   cuinline warm of 200 variants (-j 1/4/16); `cuinline run` of the seed ops;
+#   bench/run_gpu_all.sh b   cuinline warm of 200 variants (-j 1/4/16); whole-process compile / info /
+#                            warm times (bench/cli_process_times.sh); `cuinline run` of the seed ops;
 #                            the fp32 conv2d sweep beside PyTorch (bench/conv2d_peers.py) and NVRTC
 #                            times of its variants          → summary.md, warm_bench.md, conv2d*.md/png
 #   bench/run_gpu_all.sh c   embedding: op host cost and graphs (bench_graphs), N-ary ops beside PyTorch
@@ -99,6 +100,8 @@ phase_b() {
   echo "# GPU run, phase b: $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >"$summary"
   OUT=$OUT timeout 150 bash bench/warm_bench.sh "$build/cuinline" >/dev/null 2>&1 || status=1
   cat "$OUT/warm_bench.md" 2>/dev/null
+  { echo; echo "## cuinline as a whole process (bench/cli_process_times.sh)"; timeout 90 bash bench/cli_process_times.sh "$build"; } \
+    >>"$summary" 2>&1 || status=1
   {
     echo; echo "## cuinline run (random input, checked against a CPU reference)"
     local cache
