@@ -257,9 +257,14 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
                                                             const T* __restrict__ residual,
                                                             const cuinline_conv2d_chan& chan,
                                                             const cuinline_conv2d_rt_params& p, const ewg_program& e) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(CUINLINE_CONV2D_RT_MMA_EMULATED)
   using namespace cuinline_conv2d_rt_mma_detail;
+#ifdef CUINLINE_CONV2D_RT_MMA_EMULATED
+  // (The host emulation, tests/test_conv2d_generic_rt_emulated.cpp: the block's emulated memory.)
+  Tiles<T>& tiles = *reinterpret_cast<Tiles<T>*>(cuinline_emulated_smem());
+#else
   __shared__ __align__(16) Tiles<T> tiles;
+#endif
   const long long pixels = (long long)p.oh * p.ow;
   const long long m_end = pixels * p.images;
   const long long m0 = (long long)blockIdx.x * kBM;

@@ -1,12 +1,16 @@
-// The generic conv2d kernel (kernel_templates/conv2d_generic_rt.cuh) run on the host: its threads one
-// after another over the grid and with the parameters and epilogue program the library launches it
-// with (conv2d_impl::generic_conv_grid / _params / _program), against a float64 reference: every
+// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh, conv2d_generic_rt_mma.cuh) run
+// on the host with the work split, parameters, grid and epilogue program the library launches them
+// with (conv2d_impl::plan_generic_conv, generic_conv_program), against a float64 reference: every
 // dtype, NCHW and channels-last tensors in mixed layouts, groups and depthwise (both work splits),
 // stride / padding / dilation, bias and residual, epilogues with constants and channel operands, the
-// 16-byte channels-last loads. Outputs are poisoned first (NaN) and every read is checked to fall
-// inside a tensor. The step functions are host stand-ins for the ones the cases use (ew_ops.cuh's
-// exact forms run in the GPU tests, test_jit_conv2d_gpu): this checks the kernel's indexing, layouts,
-// work split and epilogue plumbing without a GPU.
+// 16-byte channels-last loads. f16 and bf16 cases run twice: as on sm_75 (the direct and depthwise
+// kernels) and as on sm_90, where the tensor-core kernel's vector or gathered form takes those with
+// 16 or more output channels a group — its blocks' threads as lanes (fibers) with ldmatrix, mma.sync
+// and cp.async emulated (emulated_sm80.hpp), the input misaligned once to take the gathered form.
+// Outputs are poisoned first (NaN) and every read is checked to fall inside a tensor. The step
+// functions are host stand-ins for the ones the cases use (ew_ops.cuh's exact forms run in the GPU
+// tests, test_jit_conv2d_gpu): this checks the kernels' indexing, layouts, work split and epilogue
+// plumbing without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +30,16 @@
 #include "host_emulation.hpp"
 #define CUINLINE_EW_OPS_CUH  // the host stand-ins below instead
 #define CUINLINE_EWG_HOST_EMULATED 1
+// A block's threads are lanes: thread i is lane i (a kernel's barriers and warp-wide instructions
+// switch between them).
+#define threadIdx (Dim3{static_cast<unsigned>(cuinline::test::lanes::lane_index()), 0, 0})
+#include "emulated_sm80.hpp"
+#define CUINLINE_ARCH_MMA_SM80_CUH  // emulated_sm80.hpp's, through the using-directive below
+#define CUINLINE_ARCH_COPY_SM80_CUH
+#define CUINLINE_CONV2D_RT_MMA_EMULATED 1
+namespace cuinline_arch {
+using namespace cuinline_emulated_sm80;
+}
 
 namespace {
 Dim3 blockDim;
@@ -128,7 +142,7 @@ CUINLINE_EMU_UNUSED(ew_hardshrink)
 CUINLINE_EMU_UNUSED(ew_softshrink)
 CUINLINE_EMU_UNUSED(ew_threshold)
 
-#include "../kernel_templates/conv2d_generic_rt.cuh"
+#include "../kernel_templates/conv2d_generic_rt_mma.cuh"
 
 namespace {
 
@@ -187,7 +201,8 @@ struct Case {
 
 // A case on one dtype: random values rounded to the dtype, the kernel over its grid, the reference.
 template <DType D>
-void run_case(const Case& c, std::mt19937_64& rng) {
+void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::parse("sm_75"),
+              bool misaligned_input = false) {
   using T = typename Storage<D>::type;
   Conv2dParams p;
   p.stride_h = p.stride_w = c.stride;
@@ -245,9 +260,19 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   if (c.residual) g_tensors.push_back({sr.data(), sr.size() * sizeof(T)});
   for (const auto& s : sch) g_tensors.push_back({s.data(), s.size() * sizeof(T)});
 
-  // The launch's arguments, packed as launch_generic_conv packs them.
-  const ci::GenericConvParams hp = ci::generic_conv_params(v);
-  const ci::GenericConvGrid g = ci::generic_conv_grid(v);
+  // The launch's arguments, packed as launch_generic_conv packs them. The input's copy shifted by one
+  // element (misaligned) where the case asks for it.
+  std::vector<T> shifted;
+  const T* in = sx.data();
+  if (misaligned_input) {
+    shifted.resize(sx.size() + 1);
+    std::memcpy(shifted.data() + 1, sx.data(), sx.size() * sizeof(T));
+    in = shifted.data() + 1;
+    g_tensors[0] = {in, sx.size() * sizeof(T)};
+  }
+  const ci::GenericConvLaunch l = ci::plan_generic_conv(v, c.n, arch, in, sw.data());
+  const ci::GenericConvParams& hp = l.params;
+  if (hp.mode >= 2) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
   const ops::detail::GenericProgram hprog = ci::generic_conv_program(v.epilogue, D);
   static_assert(sizeof(hp) == sizeof(cuinline_conv2d_rt_params) && sizeof(hprog) == sizeof(ewg_program));
   cuinline_conv2d_rt_params dp;
@@ -256,16 +281,33 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   std::memcpy(&dprog, &hprog, sizeof(dprog));
   cuinline_conv2d_chan chan{};
   for (std::size_t k = 0; k < sch.size(); ++k) chan.p[k] = sch[k].data();
-  blockDim = {static_cast<unsigned>(g.threads), 1, 1};
-  for (unsigned z = 0; z < static_cast<unsigned>(c.n); ++z)
-    for (unsigned y = 0; y < static_cast<unsigned>(g.blocks_y); ++y)
-      for (unsigned bx = 0; bx < static_cast<unsigned>(g.blocks_x); ++bx)
-        for (unsigned t = 0; t < blockDim.x; ++t) {
-          blockIdx = {bx, y, z};
-          threadIdx = {t, 0, 0};
-          cuinline_conv2d_rt_body<T>(sx.data(), sw.data(), c.bias ? sb.data() : nullptr, out.data(),
-                                     c.residual ? sr.data() : nullptr, chan, dp, dprog);
+  const unsigned threads = static_cast<unsigned>(l.grid.threads);
+  blockDim = {threads, 1, 1};
+  using Block = cuinline_emulated_sm80::Block;
+  for (unsigned z = 0; z < l.grid_z; ++z)
+    for (unsigned y = 0; y < static_cast<unsigned>(l.grid.blocks_y); ++y)
+      for (unsigned bx = 0; bx < static_cast<unsigned>(l.grid.blocks_x); ++bx) {
+        blockIdx = {bx, y, z};
+        Block block;
+        block.smem.assign(hp.mode >= 2 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>) : 0, 0xA5);
+        block.block = std::make_unique<cuinline::test::lanes::LaneBarrier>(threads);
+        for (unsigned w = 0; w < threads / 32; ++w) {
+          block.warp.push_back(std::make_unique<cuinline::test::lanes::LaneBarrier>(32));
         }
+        cuinline_emulated_sm80::g_block = &block;
+        cuinline_emulated_sm80::g_copies.assign(threads, {});
+        cuinline::test::lanes::run_lanes(threads, [&] {
+          T* const o = out.data();
+          const T* const bias = c.bias ? sb.data() : nullptr;
+          const T* const res = c.residual ? sr.data() : nullptr;
+          if constexpr (D == DType::f16 || D == DType::bf16) {
+            if (hp.mode == 2) return cuinline_conv2d_rt_mma_body<T, false>(in, sw.data(), bias, o, res, chan, dp, dprog);
+            if (hp.mode == 3) return cuinline_conv2d_rt_mma_body<T, true>(in, sw.data(), bias, o, res, chan, dp, dprog);
+          }
+          cuinline_conv2d_rt_body<T>(in, sw.data(), bias, o, res, chan, dp, dprog);
+        });
+        cuinline_emulated_sm80::g_block = nullptr;
+      }
 
   double num = 0, den = 0;
   for (int i = 0; i < c.n; ++i)
@@ -302,7 +344,7 @@ void run_case(const Case& c, std::mt19937_64& rng) {
         }
   const double err = std::sqrt(num / (den > 0 ? den : 1));
   const double tol = D == DType::f16 ? 2e-3 : D == DType::bf16 ? 1.6e-2 : D == DType::f64 ? 1e-12 : 1e-5;
-  EXPECT_LE(err, tol) << v.name() << " mode " << hp.mode << " vec " << hp.vec_in;
+  EXPECT_LE(err, tol) << v.name() << " mode " << hp.mode << " vec " << hp.vec_in << " on " << arch.name();
 }
 
 const Case kCases[] = {
@@ -316,6 +358,11 @@ const Case kCases[] = {
     {1, 16, 6, 7, 32, 3, 3, 1, 2, 2, 16, true, true, false, true, false, 2},    // x2, channels fastest
     {3, 5, 4, 3, 3, 1, 1, 1, 0, 1, 1, false, false, true, true, true, 0},       // 1 x 1
     {1, 64, 5, 5, 40, 3, 3, 1, 1, 1, 2, true, true, true, true, false, 2},      // grouped, 32-channel runs
+    // For the tensor-core kernel: a 1 x 1 filter's NCHW weight read as vectors; a stem (3 channels,
+    // gathered); tiles across images, a partial K tile (40 channels) and an NCHW output.
+    {3, 24, 5, 7, 32, 1, 1, 1, 0, 1, 1, true, false, true, true, true, 2},
+    {2, 3, 13, 11, 16, 7, 7, 2, 3, 1, 1, true, true, true, true, false, 1},
+    {3, 40, 7, 5, 72, 3, 3, 1, 1, 1, 1, true, true, false, true, true, 3},
 };
 
 TEST(Conv2dGenericRtEmulated, EveryDtypeLayoutGroupingAndEpilogue) {
@@ -327,6 +374,22 @@ TEST(Conv2dGenericRtEmulated, EveryDtypeLayoutGroupingAndEpilogue) {
     run_case<DType::bf16>(c, rng);
     run_case<DType::f64>(c, rng);
   }
+}
+
+// The f16 / bf16 cases as on sm_90: the tensor-core kernel where a group has 16 or more output
+// channels (its vector form, and its gathered form on an input shifted off 16 bytes), else the same
+// kernels as above.
+TEST(Conv2dGenericRtEmulated, TensorCoreFormsOnSm90) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Arch sm90 = Arch::parse("sm_90");
+  int mma_cases = 0;
+  for (const Case& c : kCases) {
+    SCOPED_TRACE("case " + std::to_string(&c - kCases));
+    run_case<DType::f16>(c, rng, sm90);
+    run_case<DType::bf16>(c, rng, sm90, true);
+    if (c.cout / c.groups >= ci::kGenericConvMmaMinChannels) ++mma_cases;
+  }
+  EXPECT_GE(mma_cases, 5) << "cases that take the tensor-core kernel";
 }
 
 }  // namespace

@@ -171,29 +171,37 @@ ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype
   return p;
 }
 
+GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, const Arch& arch, const void* input,
+                                    const void* weight) {
+  const std::int64_t mma_tiles = (n * v.out_height() * v.out_width() + kGenericConvMmaTile - 1) / kGenericConvMmaTile;
+  const bool mma = generic_conv_mma_applies(v, arch) && mma_tiles <= 0x7fffffffLL;
+  GenericConvLaunch l;
+  l.grid = generic_conv_grid(v, mma);
+  if (mma) l.grid.blocks_x = mma_tiles;  // (one M dimension over the batch)
+  if (l.grid.blocks_x > 0x7fffffffLL || (!mma && n > 65535)) {  // (grid z: the images)
+    throw InvalidArgument("generic conv2d kernel: variant " + v.name() + " has too many blocks");
+  }
+  l.grid_z = mma ? 1u : static_cast<unsigned>(n);
+  l.params = generic_conv_params(v, mma);
+  if (mma && l.params.mode == 2 && !aligned16(input)) l.params.mode = 3, l.params.vec_in = l.params.vec_w = 0;
+  if (mma && !aligned16(weight)) l.params.vec_w = 0;  // the weight gathered element by element
+  l.params.images = static_cast<std::int32_t>(n);
+  return l;
+}
+
 void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* input, const void* weight,
                          const void* bias, void* output, const void* residual, const void* const* chan,
                          CUstream stream, int device) {
-  const std::int64_t mma_tiles = (n * v.out_height() * v.out_width() + kGenericConvMmaTile - 1) / kGenericConvMmaTile;
-  const bool mma = generic_conv_mma_applies(v, device_arch(device)) && mma_tiles <= 0x7fffffffLL;
-  GenericConvGrid g = generic_conv_grid(v, mma);
-  if (mma) g.blocks_x = mma_tiles;  // (one M dimension over the batch)
-  if (g.blocks_x > 0x7fffffffLL || (!mma && n > 65535)) {  // (grid z: the images)
-    throw InvalidArgument("generic conv2d kernel: variant " + v.name() + " has too many blocks");
-  }
-  GenericConvParams params = generic_conv_params(v, mma);
-  if (mma && params.mode == 2 && !aligned16(input)) params.mode = 3, params.vec_in = params.vec_w = 0;
-  if (mma && !aligned16(weight)) params.vec_w = 0;  // the weight gathered element by element
-  params.images = static_cast<std::int32_t>(n);
+  const GenericConvLaunch l = plan_generic_conv(v, n, device_arch(device), input, weight);
   const ops::detail::GenericProgram program = generic_conv_program(v.epilogue, v.dtype);
   ChannelPointers channels{};
   for (int k = 0; k < kMaxConv2dChannelOperands; ++k) channels.p[k] = chan[k];
   LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(g.blocks_x), static_cast<unsigned>(g.blocks_y),
-                  static_cast<unsigned>(mma ? 1 : n));
-  cfg.block = Dim3(static_cast<unsigned>(g.threads));
+  cfg.grid = Dim3(static_cast<unsigned>(l.grid.blocks_x), static_cast<unsigned>(l.grid.blocks_y), l.grid_z);
+  cfg.block = Dim3(static_cast<unsigned>(l.grid.threads));
   cfg.stream = stream;
-  generic_conv_kernel(v.dtype, params.mode).launch(cfg, input, weight, bias, output, residual, channels, params, program);
+  generic_conv_kernel(v.dtype, l.params.mode)
+      .launch(cfg, input, weight, bias, output, residual, channels, l.params, program);
   ops::detail::count_generic_launch();
 }
 

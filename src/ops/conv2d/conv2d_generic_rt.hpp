@@ -71,6 +71,18 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma = false);
 /// InvalidArgument for an expression or more than kGenericMaxSteps steps.
 ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype);
 
+/// What launch_generic_conv launches for n images on a device of the arch, given the call's input
+/// and weight pointers (their alignment picks the tensor-core kernel's form and its weight loads):
+/// the work split (params.mode), its parameters and grid. Throws InvalidArgument where the grid
+/// cannot be launched.
+struct GenericConvLaunch {
+  GenericConvParams params;
+  GenericConvGrid grid;   ///< (blocks_x: for the tensor-core kernel, its tiles of all n images)
+  unsigned grid_z = 1;    ///< n for the direct and depthwise kernels, 1 for the tensor-core ones
+};
+GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, const Arch& arch, const void* input,
+                                    const void* weight);
+
 /// Runs the variant on the generic kernel (loaded once per process) for n images at the given
 /// device pointers on device `device` (its arch picks the tensor-core kernel where it applies);
 /// chan: the epilogue's channel operands (kMaxConv2dChannelOperands, null past those it reads).
