@@ -6,20 +6,21 @@
 // direct kernel's tens.
 //
 // An implicit GEMM per group: M = the output pixels of all p.images images (a tile may span two
-// images, so small planes and small batches still fill the GPU), N = the group's output channels, K =
-// the filter taps x the group's input channels (tap-major, channels fastest, so a K tile of kBK
-// channels at one tap is one 16-byte-vector run of every pixel's input: the vector form, for a
-// channels-last 16-byte aligned input whose groups' channel runs are whole 16-byte vectors; any
-// other input takes the gathered form below, K then running over taps x channels without padding
-// each tap's channels to kBK). A block computes kBM
-// pixels x kBN channels with four warps of 32 x 32 (mma.sync m16n8k16, fp32 accumulators), its
-// tiles staged through shared memory by cp.async kStages deep (zero-filled outside the image and
-// past the channels), read with ldmatrix. A channels-last weight is copied the same way; any other
-// weight layout is gathered element by element (weights are small and stay in L2).
+// images, so small planes and small batches still fill the GPU), N = the group's output channels,
+// K = the filter taps x the group's input channels. A block computes kBM pixels x kBN channels with
+// four warps of 32 x 32 (mma.sync m16n8k16, fp32 accumulators), its tiles read from shared memory
+// with ldmatrix. Two forms, each its own kernel:
+// - the vector form, for a channels-last, 16-byte aligned input whose groups' channel runs are whole
+//   16-byte vectors: K tap-major, a K tile kBK channels of one tap (one 16-byte-vector run of each
+//   pixel's input), the tiles copied by cp.async kStages deep, zero-filled outside the image and past
+//   the channels; a channels-last weight (or a 1 x 1 one) copied the same way, any other gathered
+//   element by element (weights are small and stay in L2);
+// - the gathered form, for any other input: K the flat index over taps x channels (no tap's
+//   channels padded to kBK), each thread's elements read one by one into registers.
 //
 // Arithmetic: products of the storage values summed in fp32 by the tensor cores (their order is not
-// the direct kernel's), then conv2d_generic_rt.cuh's finish: + bias, + residual, the epilogue
-// program in fp32, one rounding at the store.
+// the direct kernel's), then conv2d_generic_rt.cuh's finish (finish8 below: the same on 8 channels
+// at once): + bias, + residual, the epilogue program in fp32, one rounding at the store.
 // Grid: (ceil(images x pixels / kBM), groups x ceil(cout_g / kBN), 1); kThreads threads; static shared
 // memory.
 #ifndef CUINLINE_CONV2D_GENERIC_RT_MMA_CUH

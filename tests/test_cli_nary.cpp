@@ -20,7 +20,23 @@ struct Mistake {
   const char* says;
 };
 
-TEST_F(CliTest, NaryMistakesExit2BeforeTheGpu) {
+// Each mistake exits 2 with its message, before the command looks for a GPU.
+class CliMistakes : public CliTest {
+ protected:
+  void expect_usage_errors(const std::vector<Mistake>& mistakes) {
+    for (const Mistake& m : mistakes) {
+      std::string line;
+      for (const auto& a : m.args) line += a + " ";
+      SCOPED_TRACE(line);
+      const Result r = cli(m.args);
+      EXPECT_EQ(r.code, 2) << r.out << r.err;
+      EXPECT_CONTAINS(r.err, m.says);
+      EXPECT_EQ(r.err.find("needs a GPU"), std::string::npos) << "checked before looking for a GPU";
+    }
+  }
+};
+
+TEST_F(CliMistakes, NaryMistakesExit2BeforeTheGpu) {
   const std::vector<Mistake> mistakes = {
       {{"run", "add(in1)|relu", "--inputs", "3x4,5"},
        "--inputs: input 1 [5] does not broadcast with input 0 [3, 4]"},
@@ -51,15 +67,7 @@ TEST_F(CliTest, NaryMistakesExit2BeforeTheGpu) {
       {{"bench", "add(in1)", "--inputs", "64,64", "--quick"}, "--quick: only for the standard table"},
       {{"bench", "--dtype", "bf16"}, "only with an op and --inputs"},
   };
-  for (const Mistake& m : mistakes) {
-    std::string line;
-    for (const auto& a : m.args) line += a + " ";
-    SCOPED_TRACE(line);
-    const Result r = cli(m.args);
-    EXPECT_EQ(r.code, 2) << r.out << r.err;
-    EXPECT_CONTAINS(r.err, m.says);
-    EXPECT_EQ(r.err.find("needs a GPU"), std::string::npos) << "checked before looking for a GPU";
-  }
+  expect_usage_errors(mistakes);
   EXPECT_EQ(cli({"run", "add(in1)", "--inputs", "64,64", "--outputs", "5"}).code, 2);  // CLI11's range
   EXPECT_TRUE(entry_files().empty()) << "nothing was compiled";
 }
@@ -78,7 +86,7 @@ TEST_F(CliTest, NaryRunWithoutAGpuSaysSoAfterTheChecks) {
 }
 
 // The row reductions (softmax and the norms): their usage errors exit 2 before any GPU is looked for.
-TEST_F(CliTest, RowReductionMistakesExit2BeforeTheGpu) {
+TEST_F(CliMistakes, RowReductionMistakesExit2BeforeTheGpu) {
   const std::vector<Mistake> mistakes = {
       {{"run", "softmx"}, "unknown step 'softmx'"},
       {{"run", "softmx"}, "or a row reduction: softmax, log_softmax, rms_norm, add_rms_norm, layer_norm"},
@@ -94,15 +102,7 @@ TEST_F(CliTest, RowReductionMistakesExit2BeforeTheGpu) {
       {{"run", "rms_norm", "--precision", "tf32"}, "only conv2d takes them, not 'rms_norm'"},
       {{"run", "softmax", "--shape", "4000000000x8193"}, "softmax: too many rows for one launch"},
   };
-  for (const Mistake& m : mistakes) {
-    std::string line;
-    for (const auto& a : m.args) line += a + " ";
-    SCOPED_TRACE(line);
-    const Result r = cli(m.args);
-    EXPECT_EQ(r.code, 2) << r.out << r.err;
-    EXPECT_CONTAINS(r.err, m.says);
-    EXPECT_EQ(r.err.find("needs a GPU"), std::string::npos) << "checked before looking for a GPU";
-  }
+  expect_usage_errors(mistakes);
   if (cuinline::device_count() == 0) {  // a valid call: checked, then exit 1 for the missing GPU
     const Result r = cli({"run", "layer_norm", "--dtype", "f64", "--shape", "8x100000", "--eps", "0"});
     EXPECT_EQ(r.code, 1) << r.out << r.err;
