@@ -283,6 +283,13 @@ TEST(Log, LevelsByName) {
   EXPECT_THROW(set_log_level(static_cast<LogLevel>(-1)), InvalidArgument);
 }
 
+TEST(Log, EscapeControlWritesWhatATerminalWouldActOnAsHex) {
+  EXPECT_EQ(escape_control("saxpy_f32"), "saxpy_f32");
+  EXPECT_EQ(escape_control(std::string_view("a\nb\x1b[31m\\\x7f\xc3\xa9\0z", 14)),
+            "a\\x0ab\\x1b[31m\\x5c\\x7f\\xc3\\xa9\\x00z");
+  EXPECT_EQ(escape_control(""), "");
+}
+
 TEST(Log, SinkGetsEveryMessageFromEveryThreadOneAtATime) {
   TempDir dir;
   KernelCache cache(config_in(dir));

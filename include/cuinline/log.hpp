@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace cuinline {
@@ -37,5 +38,11 @@ using LogSink = std::function<void(LogLevel level, std::string_view message)>;
 /// time stamp and the level). The level is not changed. Thread-safe: a message being written when
 /// the sink is replaced finishes in the old one first.
 void set_log_sink(LogSink sink);
+
+/// `text` with control characters, bytes >= 0x7f and the backslash written as \\xNN: how cuinline
+/// shows text from outside (a program name read from a cache entry, a Redis server's reply, a
+/// command-line word) in its messages, so that a name reads the same in a log line and in a
+/// program's own output.
+std::string escape_control(std::string_view text);
 
 }  // namespace cuinline

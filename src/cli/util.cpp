@@ -154,21 +154,4 @@ void write_output_file(const std::filesystem::path& path, std::string_view data)
   if (::rename(temp.c_str(), path.c_str()) != 0) fail("replacing it", errno);
 }
 
-// The library's log escapes the same way (src/common/escape.cpp): a name seen in a log line and in
-// the command's output reads the same.
-std::string escape_control(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 }  // namespace cuinline::cli

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cuinline/cache.hpp>
+#include <cuinline/log.hpp>
 #include <cuinline/remote_cache.hpp>
 #include <memory>
 #include <optional>
@@ -50,8 +51,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// `text` with control characters and bytes >= 0x7f written as \xNN (and a backslash as \x5c):
-/// safe to print to a terminal whatever a file held.
-std::string escape_control(std::string_view text);
+/// Text from a file or the command line printed safely: the library's escaping (a name reads the
+/// same in a log line and in the command's output).
+using cuinline::escape_control;
 
 }  // namespace cuinline::cli

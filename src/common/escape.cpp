@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-namespace cuinline::detail {
+namespace cuinline {
 
 std::string escape_control(std::string_view text) {
   std::string out;
@@ -19,4 +19,4 @@ std::string escape_control(std::string_view text) {
   return out;
 }
 
-}  // namespace cuinline::detail
+}  // namespace cuinline

@@ -1,11 +1,10 @@
 #pragma once
-// Text from outside (a Redis server, a cache entry's program name) made safe to print or log.
-#include <string>
-#include <string_view>
+// Text from outside (a Redis server, a cache entry's program name) made safe to print or log:
+// cuinline::escape_control (include/cuinline/log.hpp), named here for the library's own code.
+#include "cuinline/log.hpp"
 
 namespace cuinline::detail {
 
-/// `text` with control characters, bytes >= 0x7f and the backslash written as \xNN.
-std::string escape_control(std::string_view text);
+using cuinline::escape_control;
 
 }  // namespace cuinline::detail
