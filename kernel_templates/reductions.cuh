@@ -13,6 +13,12 @@
 //       workspace can be had): an online softmax (running max and sum) then one write pass; sums
 //       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
 //
+// Each takes three more template arguments, defaulted to "no chain": P, a prologue functor
+// S -> S applied to every element of x as it is loaded (before add_rms_norm's add), Q, an
+// epilogue functor (ew_nary's: xs[0] the output rounded to S, xs[1..K] the K extra tensors'
+// elements at the same place; ys[0] what is stored), and K. Both are elementwise chains rendered
+// by the elementwise family (ew_ops.cuh), so each of their steps rounds to S as that family's do.
+//
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
 // when every row is aligned to it, else the widest that is). Accumulation is in ew_traits<S>::op:
 // float for f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax
@@ -38,6 +44,18 @@ struct rd_args {
   double eps;
   void* ws;         // the split form's workspace: two accumulation-type values a chunk
   long long chunk;  // the split form's chunk (T * E elements)
+  const void* e[7];  // the epilogue's extra tensors (K of them), the output's shape
+  long long se[7];   // and their row strides
+};
+
+// No prologue: x as loaded. No epilogue: the output as computed.
+struct rd_no_prologue {
+  template <class S>
+  __device__ __forceinline__ S operator()(S x) const { return x; }
+};
+struct rd_no_epilogue {
+  template <class S, int N>
+  __device__ __forceinline__ void operator()(const S (&xs)[N], S (&ys)[1]) const { ys[0] = xs[0]; }
 };
 
 __device__ __forceinline__ float rd_exp(float v) { return expf(v); }
@@ -150,6 +168,38 @@ __device__ __forceinline__ void rd_store(S* p, const A* in) {
   for (int j = 0; j < V; ++j) u.v[j] = ew_traits<S>::from_op(in[j]);
   *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
 }
+// x's elements through the prologue P (on the storage values, as the elementwise op before the
+// reduction would have written them).
+template <class S, int V, class P, class A>
+__device__ __forceinline__ void rd_load_x(const S* p, A* out) {
+  rd_pack<S, V> u;
+  u.raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(p));
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(P()(u.v[j]));
+}
+// The output's V elements at column i of row `row` through the epilogue Q with its K extra
+// tensors (a.e, a.se; the split form passes them shifted to its chunk), stored at p.
+template <class S, int V, class Q, int K, class A>
+__device__ __forceinline__ void rd_store_out(const rd_args& a, long long row, long long i, S* p, const A* in) {
+  rd_pack<S, V> e[K > 0 ? K : 1];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    e[k].raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(
+        static_cast<const S*>(a.e[k]) + row * a.se[k] + i));
+  }
+  rd_pack<S, V> u;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    S xs[K + 1];
+    xs[0] = ew_traits<S>::from_op(in[j]);
+#pragma unroll
+    for (int k = 0; k < K; ++k) xs[k + 1] = e[k].v[j];
+    S ys[1];
+    Q()(xs, ys);
+    u.v[j] = ys[0];
+  }
+  *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
+}
 
 // add_rms_norm's first step on V elements at offset i of the row: z = x + r rounded to S (as
 // PyTorch's x + residual), written back into the residual; v = z.
@@ -167,8 +217,8 @@ __device__ __forceinline__ void rd_add_residual(S* r, A* v) {
 
 // The output of V elements at offset i from their values v and the row's statistics: for softmax
 // (a, b) = (max, sum), log_softmax (max, log(sum)), rms (-, rsqrt), layer_norm (mean, rsqrt).
-template <int kOp, class S, int V, class A>
-__device__ __forceinline__ void rd_finish(const rd_args& a, long long i, A* v, A s0, A s1, S* y) {
+template <int kOp, class S, int V, class Q, int K, class A>
+__device__ __forceinline__ void rd_finish(const rd_args& a, long long row, long long i, A* v, A s0, A s1, S* y) {
   A w[V], b[V];
   if ((kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM || kOp == RD_LAYER_NORM) && a.w != 0) {
     rd_load<S, V>(static_cast<const S*>(a.w) + i, w);
@@ -190,11 +240,11 @@ __device__ __forceinline__ void rd_finish(const rd_args& a, long long i, A* v, A
     }
     v[j] = o;
   }
-  rd_store<S, V>(y + i, v);
+  rd_store_out<S, V, Q, K>(a, row, i, y + i, v);
 }
 
 // The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
-template <int kOp, class S, int V, int E, int T>
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
 __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
@@ -210,7 +260,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < n) {  // n is a multiple of V when V > 1
-      rd_load<S, V>(x + i, v + it * V);
+      rd_load_x<S, V, P>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
     } else {
 #pragma unroll
@@ -276,9 +326,9 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
     if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
 #pragma unroll
       for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;
-      rd_store<S, V>(y + i, v + it * V);
+      rd_store_out<S, V, Q, K>(a, row, i, y + i, v + it * V);
     } else {
-      rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+      rd_finish<kOp, S, V, Q, K>(a, row, i, v + it * V, s0, s1, y);
     }
   }
 }
@@ -287,7 +337,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
 // in registers (the last chunk of a row may be shorter). Writes the chunk's (max, sum of
 // exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
 // its sum of squares, or its (sum, squared deviations from its own mean).
-template <int kOp, class S, int V, int E, int T>
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
 __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
@@ -303,7 +353,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < count) {  // count is a multiple of V when V > 1
-      rd_load<S, V>(x + i, v + it * V);
+      rd_load_x<S, V, P>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) {
         rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
       }
@@ -374,7 +424,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
 // The split form, second kernel (same grid): the row's chunk statistics merged by the block —
 // the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
 // the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
-template <int kOp, class S, int V, int E, int T>
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
 __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
@@ -416,9 +466,11 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
   A v[V];
-  rd_args shifted = a;  // weight and bias at this chunk
+  rd_args shifted = a;  // weight, bias and the epilogue's tensors at this chunk
   if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
   if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+#pragma unroll
+  for (int k = 0; k < K; ++k) shifted.e[k] = static_cast<const S*>(a.e[k]) + base;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
@@ -426,16 +478,16 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
       if (kOp == RD_ADD_RMS_NORM) {
         rd_load<S, V>(r + i, v);  // written by the first kernel: visible to this one
       } else {
-        rd_load<S, V>(x + i, v);
+        rd_load_x<S, V, P>(x + i, v);
       }
-      rd_finish<kOp, S, V>(shifted, i, v, s0, s1, y);
+      rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
     }
   }
 }
 
 // A row of any length: one block of T threads loops over it (each thread the same elements in
 // every pass, so add_rms_norm's second pass reads back what this thread wrote in its first).
-template <int kOp, class S, int V, int T>
+template <int kOp, class S, int V, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
 __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   typedef typename ew_traits<S>::op A;
   __shared__ A sh[32], sh2[32];
@@ -449,7 +501,7 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0)), s = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) rd_online_add(m, s, v[j]);
     }
@@ -459,7 +511,7 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) ss += v[j] * v[j];
@@ -469,14 +521,14 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   } else {
     A sum = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum += v[j];
     }
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
     A sq = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
@@ -491,9 +543,9 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
     if (kOp == RD_ADD_RMS_NORM) {
       rd_load_plain<S, V>(r + i, v);
     } else {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
     }
-    rd_finish<kOp, S, V>(a, i, v, s0, s1, y);
+    rd_finish<kOp, S, V, Q, K>(a, row, i, v, s0, s1, y);
   }
 }
 

@@ -7,6 +7,9 @@
 
 namespace cuinline::ops::detail {
 
+/// The epilogue's extra tensors at most (in1..in7, the elementwise chains' operands).
+constexpr int kMaxEpilogueInputs = kMaxInputs - 1;
+
 /// The kernels' argument (rd_args in kernel_templates/reductions.cuh, field for field).
 struct RowArgs {
   const void* x = nullptr;
@@ -18,8 +21,10 @@ struct RowArgs {
   double eps = 0;
   void* ws = nullptr;   // the split form's workspace
   long long chunk = 0;  // the split form's chunk: kSplitThreads * kSplitPerThread
+  const void* e[kMaxEpilogueInputs] = {};  // the epilogue's extra tensors
+  long long se[kMaxEpilogueInputs] = {};   // their row strides
 };
-static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8 + 8 + 8, "must match rd_args");
+static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8 + 8 + 8 + 2 * 7 * 8, "must match rd_args");
 
 /// Rows of one warp, or one block, and the looped form's block.
 constexpr int kWarpRowsPerBlock = 4;
@@ -39,7 +44,13 @@ struct RowCall {
 
 /// The planner: checks, variant, grid and arguments. plan.rows == 0 (or n == 0): nothing to launch.
 RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
-                      const TensorView& bias, const TensorView& residual, double eps);
+                      const TensorView& bias, const TensorView& residual, double eps, const RowFusion& fusion = {});
+
+/// Whether an op is a chain (not empty); whether a variant has chains; the chains' checks
+/// (RowVariant::validate's part, the planner's first).
+bool has_chain(const Op& op) noexcept;
+bool fused(const RowVariant& variant) noexcept;
+void check_chains(const RowVariant& variant);
 
 /// The looped form of a split call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
