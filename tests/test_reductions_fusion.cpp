@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cuinline/cache.hpp>
 #include <cuinline/compiler.hpp>
+#include <cuinline/cuinline.h>
 #include <cuinline/error.hpp>
 #include <cuinline/reductions.hpp>
 #include <functional>
@@ -155,6 +156,41 @@ TEST(ReductionFusion, MisuseIsRefusedBeforeAnyLaunch) {
                 fusion("", "mul(in1)", {TensorView::strided(fake(kGate), f, {8, 512}, {1024, 1})}))
           .variant;
   EXPECT_EQ(strided.epilogue_inputs, 1);
+}
+
+TEST(ReductionFusion, CApiRowsRun) {
+  const std::int64_t shape[2] = {8, 512}, other[2] = {8, 256}, empty[2] = {0, 512};
+  const cuinline_tensor in{fake(kIn), CUINLINE_F32, 2, shape, nullptr};
+  const cuinline_tensor out{fake(kOut), CUINLINE_F32, 2, shape, nullptr};
+  const cuinline_tensor bad_gate{fake(kGate), CUINLINE_F32, 2, other, nullptr};
+  const auto refused = [](const cuinline_rows_params& p, const char* expect) {
+    EXPECT_EQ(cuinline_rows_run(&p), CUINLINE_ERROR_INVALID_ARGUMENT) << expect;
+    EXPECT_NE(std::string(cuinline_last_error()).find(expect), std::string::npos)
+        << "expected '" << expect << "', got '" << cuinline_last_error() << "'";
+  };
+  cuinline_rows_params p = CUINLINE_ROWS_PARAMS_INIT;
+  p.op = "softmax", p.input = &in, p.output = &out, p.prologue = "mul(0.125)";
+  p.size = 8;
+  refused(p, "params.size is 8, less than the first version's");
+  p.size = sizeof p;
+  p.op = "softmin";
+  refused(p, "op 'softmin' is none of softmax");
+  p.op = "rms_norm", p.epilogue = "mul(in1)";
+  refused(p, "the epilogue mul(in1) takes 1 extra tensor(s) (in1..in1), got 0");
+  p.num_epilogue_inputs = 1;
+  refused(p, "epilogue_inputs is NULL but num_epilogue_inputs is 1");
+  p.epilogue_inputs = &bad_gate;
+  refused(p, "epilogue input in1 f32[8, 256] does not have the input's shape");
+  p.epilogue = "mul(in1";
+  refused(p, "mul(in1");
+  p.op = "softmax", p.epilogue = nullptr, p.num_epilogue_inputs = 0, p.bias = &in;
+  refused(p, "softmax: takes no weight, bias or residual");
+  EXPECT_EQ(cuinline::ops::reduction_stats().launches, 0u);
+  // Empty tensors with chains: nothing to do, success.
+  const cuinline_tensor e{nullptr, CUINLINE_BF16, 2, empty, nullptr};
+  cuinline_rows_params q = CUINLINE_ROWS_PARAMS_INIT;
+  q.op = "layer_norm", q.input = &e, q.output = &e, q.prologue = "mul(2)", q.epilogue = "relu", q.eps = 1e-5;
+  EXPECT_EQ(cuinline_rows_run(&q), CUINLINE_SUCCESS) << cuinline_last_error();
 }
 
 // Each form with chains compiles for sm_90: a prologue, an epilogue with one and two tensors, both,
