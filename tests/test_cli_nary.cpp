@@ -101,6 +101,10 @@ TEST_F(CliMistakes, RowReductionMistakesExit2BeforeTheGpu) {
       {{"run", "log_softmax", "--inputs", "64x64"}, "log_softmax takes --shape ROWSxCOLS, not --inputs"},
       {{"run", "rms_norm", "--precision", "tf32"}, "only conv2d takes them, not 'rms_norm'"},
       {{"run", "softmax", "--shape", "4000000000x8193"}, "softmax: too many rows for one launch"},
+      {{"run", "softmax", "--prologue", "add(in1)"}, "softmax: the prologue add(in1) uses tensor operands"},
+      {{"run", "rms_norm", "--epilogue", "mul(in1"}, "--epilogue: parsing op 'mul(in1': missing ')'"},
+      {{"run", "layer_norm", "--epilogue", "expr(x * 2)"}, "the epilogue expr(x * 2) is an expression"},
+      {{"run", "relu", "--prologue", "mul(2)"}, "--prologue / --epilogue: only the row reductions"},
   };
   expect_usage_errors(mistakes);
   if (cuinline::device_count() == 0) {  // a valid call: checked, then exit 1 for the missing GPU
