@@ -178,8 +178,9 @@ inline void check_rows(const Problem& p, const std::vector<unsigned char>& y, st
   std::memcpy(&poison, &kRowPoison, 4);
   if (es == 8) poison = (std::uint64_t{kRowPoison} << 32) | kRowPoison;
   if (es == 2) poison &= 0xffffu;
-  // An epilogue's tensor operands (each |in_k| <= 2, multiplied in) scale the output's error.
-  const double abs = atol(p.op, p.dt) * static_cast<double>(1 << p.extra.size());
+  // An epilogue's tensor operands (each |in_k| <= 2, multiplied in, one more rounding each) scale
+  // the output's absolute error.
+  const double abs = atol(p.op, p.dt) * static_cast<double>(1 << (2 * p.extra.size()));
   for (std::int64_t row = 0; row < p.rows && bad < 5; ++row) {
     reference_row(p, row, want, z);
     for (std::int64_t i = 0; i < p.n && bad < 5; ++i) {

@@ -120,8 +120,9 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   dy.copy_to_host(y.data(), numel * es);
   if (add) dr.copy_to_host(z.data(), numel * es);  // x + residual, rounded to the dtype
 
-  // An epilogue's tensors (|in_k| <= 2, multiplied in) scale the output's absolute error.
-  const double rel = reference::row_rtol(dtype), abs = reference::row_atol(op, dtype) * (1 << k_extra);
+  // An epilogue's tensors (|in_k| <= 2, multiplied in, one more rounding each) scale the output's
+  // absolute error.
+  const double rel = reference::row_rtol(dtype), abs = reference::row_atol(op, dtype) * (1 << (2 * k_extra));
   const bool pro = !run.prologue.steps.empty(), epi = !run.epilogue.steps.empty();
   std::vector<double> wd(w.size()), bd(b.size());
   for (std::size_t i = 0; i < w.size(); ++i) wd[i] = static_cast<double>(to_t(w[i]));
