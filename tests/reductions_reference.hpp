@@ -56,7 +56,12 @@ struct Problem {
   bool has_b() const { return op == RowOp::layer_norm && bias; }
 };
 
-inline std::vector<unsigned char> random_values(DType dt, std::int64_t count, double lo, double hi, std::mt19937_64& rng);
+inline std::vector<unsigned char> random_values(DType dt, std::int64_t count, double lo, double hi, std::mt19937_64& rng) {
+  std::vector<unsigned char> buf(static_cast<std::size_t>(count) * cuinline::dtype_size(dt));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (std::int64_t i = 0; i < count; ++i) set_bits(buf, dt, i, bits_of(dt, u(rng)));
+  return buf;
+}
 
 // Chains on a problem: the prologue, the epilogue and its `inputs` extra tensors (values in
 // [-2, 2], rows 8 elements further apart than x's, so the accesses stay as wide as x's).
@@ -66,13 +71,6 @@ inline void add_chains(Problem& p, const char* prologue, const char* epilogue, i
   p.se = p.sx + 8;
   p.extra.clear();
   for (int k = 0; k < inputs; ++k) p.extra.push_back(random_values(p.dt, p.span(p.se), -2, 2, rng));
-}
-
-inline std::vector<unsigned char> random_values(DType dt, std::int64_t count, double lo, double hi, std::mt19937_64& rng) {
-  std::vector<unsigned char> buf(static_cast<std::size_t>(count) * cuinline::dtype_size(dt));
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (std::int64_t i = 0; i < count; ++i) set_bits(buf, dt, i, bits_of(dt, u(rng)));
-  return buf;
 }
 
 inline Problem make_problem(RowOp op, DType dt, std::int64_t rows, std::int64_t n, std::mt19937_64& rng,

@@ -471,12 +471,16 @@ cuinline_status cuinline_layer_norm(const cuinline_tensor* input, const cuinline
 cuinline_status cuinline_rows_run(const cuinline_rows_params* params) {
   return guarded([&] {
     using cuinline::ops::RowOp;
-    const cuinline_rows_params p = read_params(params, "cuinline_rows_run", "cuinline_rows_params", kRowsParamsFirstSize);
+    const cuinline_rows_params p =
+        read_params(params, "cuinline_rows_run", "cuinline_rows_params", kRowsParamsFirstSize);
     const std::string name = p.op == nullptr ? "" : p.op;
-    const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
-    const RowOp* op = std::find_if(std::begin(ops), std::end(ops), [&](RowOp o) { return name == cuinline::ops::to_string(o); });
+    const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
+                         RowOp::layer_norm};
+    const RowOp* op = std::find_if(std::begin(ops), std::end(ops),
+                                   [&](RowOp o) { return name == cuinline::ops::to_string(o); });
     if (op == std::end(ops)) {
-      invalid("cuinline_rows_run: op '" + name + "' is none of softmax, log_softmax, rms_norm, add_rms_norm, layer_norm");
+      invalid("cuinline_rows_run: op '" + name +
+              "' is none of softmax, log_softmax, rms_norm, add_rms_norm, layer_norm");
     }
     if (p.num_epilogue_inputs < 0 || p.num_epilogue_inputs > cuinline::ops::kMaxInputs - 1) {
       invalid("cuinline_rows_run: num_epilogue_inputs must be 0-" + std::to_string(cuinline::ops::kMaxInputs - 1) +
@@ -512,7 +516,8 @@ cuinline_status cuinline_rows_run(const cuinline_rows_params* params) {
         return cuinline::ops::rms_norm(in, w, out, p.eps, fusion, s);
       case RowOp::add_rms_norm:
         if (b.data != nullptr) invalid("add_rms_norm: takes no bias");
-        return cuinline::ops::add_rms_norm(in, view_of(p.residual, "add_rms_norm residual"), w, out, p.eps, fusion, s);
+        return cuinline::ops::add_rms_norm(in, view_of(p.residual, "add_rms_norm residual"), w, out, p.eps,
+                                           fusion, s);
       case RowOp::layer_norm:
         if (r.data != nullptr) invalid("layer_norm: takes no residual");
         return cuinline::ops::layer_norm(in, w, b, out, p.eps, fusion, s);

@@ -38,7 +38,9 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   static const char* const extra_names[detail::kMaxEpilogueInputs] = {
       "epilogue input in1", "epilogue input in2", "epilogue input in3", "epilogue input in4",
       "epilogue input in5", "epilogue input in6", "epilogue input in7"};
-  for (std::size_t k = 0; k < fusion.epilogue_inputs.size(); ++k) tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
+  for (std::size_t k = 0; k < fusion.epilogue_inputs.size(); ++k) {
+    tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
+  }
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
     const int device = detail::launch_device(stream, tensors);
@@ -106,7 +108,8 @@ void log_softmax(const TensorView& in, const TensorView& out, const RowFusion& f
   run(RowOp::log_softmax, in, out, {}, {}, {}, 0, fusion, stream);
 }
 
-void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps, const RowFusion& fusion, CUstream stream) {
+void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps,
+              const RowFusion& fusion, CUstream stream) {
   run(RowOp::rms_norm, in, out, weight, {}, {}, eps, fusion, stream);
 }
 
