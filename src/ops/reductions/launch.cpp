@@ -27,6 +27,12 @@ Kernel kernel_for(const RowVariant& variant, int device) {
       [&] { return std::make_pair(variant, detail::load_kernel(variant, device)); });
 }
 
+// No chains (never destroyed: ops may run during static teardown).
+const RowFusion& no_fusion() {
+  static const auto* none = new RowFusion;
+  return *none;
+}
+
 void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight, const TensorView& bias,
          const TensorView& residual, double eps, const RowFusion& fusion, CUstream stream) {
   detail::RowCall call = detail::plan_row_call(op, in, out, weight, bias, residual, eps, fusion);
@@ -79,25 +85,25 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
 }  // namespace
 
 void softmax(const TensorView& in, const TensorView& out, CUstream stream) {
-  run(RowOp::softmax, in, out, {}, {}, {}, 0, {}, stream);
+  run(RowOp::softmax, in, out, {}, {}, {}, 0, no_fusion(), stream);
 }
 
 void log_softmax(const TensorView& in, const TensorView& out, CUstream stream) {
-  run(RowOp::log_softmax, in, out, {}, {}, {}, 0, {}, stream);
+  run(RowOp::log_softmax, in, out, {}, {}, {}, 0, no_fusion(), stream);
 }
 
 void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps, CUstream stream) {
-  run(RowOp::rms_norm, in, out, weight, {}, {}, eps, {}, stream);
+  run(RowOp::rms_norm, in, out, weight, {}, {}, eps, no_fusion(), stream);
 }
 
 void add_rms_norm(const TensorView& in, const TensorView& residual, const TensorView& weight, const TensorView& out,
                   double eps, CUstream stream) {
-  run(RowOp::add_rms_norm, in, out, weight, {}, residual, eps, {}, stream);
+  run(RowOp::add_rms_norm, in, out, weight, {}, residual, eps, no_fusion(), stream);
 }
 
 void layer_norm(const TensorView& in, const TensorView& weight, const TensorView& bias, const TensorView& out,
                 double eps, CUstream stream) {
-  run(RowOp::layer_norm, in, out, weight, bias, {}, eps, {}, stream);
+  run(RowOp::layer_norm, in, out, weight, bias, {}, eps, no_fusion(), stream);
 }
 
 void softmax(const TensorView& in, const TensorView& out, const RowFusion& fusion, CUstream stream) {
@@ -125,7 +131,7 @@ void layer_norm(const TensorView& in, const TensorView& weight, const TensorView
 
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
                   const TensorView& bias, const TensorView& residual, double eps) {
-  return plan_rows(op, in, out, weight, bias, residual, eps, RowFusion{});
+  return plan_rows(op, in, out, weight, bias, residual, eps, no_fusion());
 }
 
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,

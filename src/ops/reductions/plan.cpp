@@ -106,12 +106,14 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     c.bad("the epilogue takes at most " + std::to_string(kMaxEpilogueInputs) + " extra tensors, got " +
           std::to_string(extra.size()));
   }
-  RowVariant chains;
-  chains.op = op;
-  chains.prologue = fusion.prologue;
-  chains.epilogue = fusion.epilogue;
-  chains.epilogue_inputs = static_cast<int>(extra.size());
-  check_chains(chains);
+  RowCall call;
+  RowPlan& p = call.plan;
+  p.variant.op = op;
+  // Copied only where present: an unfused call copies no chain.
+  if (has_chain(fusion.prologue)) p.variant.prologue = fusion.prologue;
+  if (has_chain(fusion.epilogue)) p.variant.epilogue = fusion.epilogue;
+  p.variant.epilogue_inputs = static_cast<int>(extra.size());
+  check_chains(p.variant);
   const auto extra_name = [](std::size_t k) { return "epilogue input in" + std::to_string(k + 1); };
   const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
   const bool add = op == RowOp::add_rms_norm;
@@ -157,9 +159,6 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   if (present(weight)) check_vector(c, weight, "weight", dt, n);
   if (present(bias)) check_vector(c, bias, "bias", dt, n);
 
-  RowCall call;
-  RowPlan& p = call.plan;
-  p.variant = chains;
   p.variant.dtype = dt;
   p.n = n;
   p.in_stride = row_stride(c, in, "input", n);
