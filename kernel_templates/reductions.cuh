@@ -16,7 +16,8 @@
 // Each takes three more template arguments, defaulted to "no chain": P, a prologue functor
 // S -> S applied to every element of x as it is loaded (before add_rms_norm's add), Q, an
 // epilogue functor (ew_nary's: xs[0] the output rounded to S, xs[1..K] the K extra tensors'
-// elements at the same place; ys[0] what is stored), and K. Both are elementwise chains rendered
+// elements at the same place; ys[0] what is stored), and K, the number of those tensors (the
+// argument then carries them after rd_args: rd_args_e<K>). Both are elementwise chains rendered
 // by the elementwise family (ew_ops.cuh), so each of their steps rounds to S as that family's do.
 //
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
@@ -44,9 +45,37 @@ struct rd_args {
   double eps;
   void* ws;         // the split form's workspace: two accumulation-type values a chunk
   long long chunk;  // the split form's chunk (T * E elements)
-  const void* e[7];  // the epilogue's extra tensors (K of them), the output's shape
-  long long se[7];   // and their row strides
 };
+
+// A kernel with K > 0 epilogue tensors takes rd_args followed by K of these (each tensor and its row
+// stride, in elements); one without takes rd_args alone, the argument it always took.
+struct rd_extra {
+  const void* p;
+  long long s;
+};
+template <int K>
+struct rd_args_e : rd_args {
+  rd_extra e[K];
+};
+template <int K>
+struct rd_args_of {
+  typedef rd_args_e<K> type;
+};
+template <>
+struct rd_args_of<0> {
+  typedef rd_args type;
+};
+__device__ __forceinline__ const rd_extra* rd_extras(const rd_args&) { return 0; }
+template <int K>
+__device__ __forceinline__ const rd_extra* rd_extras(const rd_args_e<K>& a) { return a.e; }
+// The split form's write kernel: the epilogue's tensors moved to its chunk.
+template <class S>
+__device__ __forceinline__ void rd_shift_extras(rd_args&, long long) {}
+template <class S, int K>
+__device__ __forceinline__ void rd_shift_extras(rd_args_e<K>& a, long long base) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) a.e[k].p = static_cast<const S*>(a.e[k].p) + base;
+}
 
 // No prologue: x as loaded. No epilogue: the output as computed.
 struct rd_no_prologue {
@@ -178,14 +207,15 @@ __device__ __forceinline__ void rd_load_x(const S* p, A* out) {
   for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(P()(u.v[j]));
 }
 // The output's V elements at column i of row `row` through the epilogue Q with its K extra
-// tensors (a.e, a.se; the split form passes them shifted to its chunk), stored at p.
-template <class S, int V, class Q, int K, class A>
-__device__ __forceinline__ void rd_store_out(const rd_args& a, long long row, long long i, S* p, const A* in) {
+// tensors (rd_extras(a); the split form passes them shifted to its chunk), stored at p.
+template <class S, int V, class Q, int K, class A, class Args>
+__device__ __forceinline__ void rd_store_out(const Args& a, long long row, long long i, S* p, const A* in) {
   rd_pack<S, V> e[K > 0 ? K : 1];
+  const rd_extra* ex = rd_extras(a);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     e[k].raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(
-        static_cast<const S*>(a.e[k]) + row * a.se[k] + i));
+        static_cast<const S*>(ex[k].p) + row * ex[k].s + i));
   }
   rd_pack<S, V> u;
 #pragma unroll
@@ -217,8 +247,8 @@ __device__ __forceinline__ void rd_add_residual(S* r, A* v) {
 
 // The output of V elements at offset i from their values v and the row's statistics: for softmax
 // (a, b) = (max, sum), log_softmax (max, log(sum)), rms (-, rsqrt), layer_norm (mean, rsqrt).
-template <int kOp, class S, int V, class Q, int K, class A>
-__device__ __forceinline__ void rd_finish(const rd_args& a, long long row, long long i, A* v, A s0, A s1, S* y) {
+template <int kOp, class S, int V, class Q, int K, class A, class Args>
+__device__ __forceinline__ void rd_finish(const Args& a, long long row, long long i, A* v, A s0, A s1, S* y) {
   A w[V], b[V];
   if ((kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM || kOp == RD_LAYER_NORM) && a.w != 0) {
     rd_load<S, V>(static_cast<const S*>(a.w) + i, w);
@@ -245,7 +275,7 @@ __device__ __forceinline__ void rd_finish(const rd_args& a, long long row, long 
 
 // The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
+__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32];
@@ -338,7 +368,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
 // exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
 // its sum of squares, or its (sum, squared deviations from its own mean).
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
+__global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32];
@@ -425,7 +455,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
 // the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
 // the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
+__global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32], sh2[32];
@@ -466,11 +496,10 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
   A v[V];
-  rd_args shifted = a;  // weight, bias and the epilogue's tensors at this chunk
+  typename rd_args_of<K>::type shifted = a;  // weight, bias and the epilogue's tensors at this chunk
   if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
   if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
-#pragma unroll
-  for (int k = 0; k < K; ++k) shifted.e[k] = static_cast<const S*>(a.e[k]) + base;
+  rd_shift_extras<S>(shifted, base);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
@@ -488,7 +517,7 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
 // A row of any length: one block of T threads loops over it (each thread the same elements in
 // every pass, so add_rms_norm's second pass reads back what this thread wrote in its first).
 template <int kOp, class S, int V, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T) rd_long(rd_args a) {
+__global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   __shared__ A sh[32], sh2[32];
   const long long row = blockIdx.x, n = a.n;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <functional>
 #include <ucontext.h>
 #include <vector>
@@ -137,8 +138,8 @@ using cuinline::ops::RowOp;
 using cuinline::ops::RowVariant;
 using cuinline::test::Problem;
 
-template <class Kernel>
-void launch(Kernel kernel, unsigned grid, unsigned threads, const rd_args& a) {
+template <class Kernel, class Args>
+void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
   Fibers& f = g_fibers;
   f.contexts.resize(threads);
   f.done.assign(threads, false);
@@ -190,9 +191,23 @@ struct EmuGate {  // "mul(in1)"
 };
 
 // The fused instantiations of the fused cases below.
+using cuinline::ops::detail::RowArgs;
+
+// The planner's arguments as the kernel takes them (rd_args, then its epilogue's tensors).
+template <class Args>
+Args args_of(const RowArgs& planned) {
+  static_assert(std::is_trivially_copyable_v<Args> && sizeof(Args) <= sizeof(RowArgs));
+  Args a;
+  std::memcpy(&a, &planned, sizeof a);
+  return a;
+}
+static_assert(sizeof(rd_args) == cuinline::ops::detail::row_args_bytes(0), "rd_args and RowArgs differ");
+static_assert(sizeof(rd_args_e<1>) == cuinline::ops::detail::row_args_bytes(1), "rd_args_e and RowArgs differ");
+
 template <int kOp, class S>
-bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
   constexpr int W = static_cast<int>(16 / sizeof(S));
+  const rd_args_e<1> a = args_of<rd_args_e<1>>(planned);
   EXPECT_EQ(v.prologue.describe(), "mul(0.125)");
   EXPECT_EQ(v.epilogue.describe(), "mul(in1)");
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
@@ -211,8 +226,9 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const rd_args
 
 // The instantiations the cases below plan to (the test fails on any other).
 template <int kOp, class S>
-bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
-  if (cuinline::ops::detail::fused(v)) return run_fused<kOp, S>(v, grid, block, a);
+bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  if (cuinline::ops::detail::fused(v)) return run_fused<kOp, S>(v, grid, block, planned);
+  const rd_args a = args_of<rd_args>(planned);
   constexpr int W = static_cast<int>(16 / sizeof(S));
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
     return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
@@ -235,7 +251,7 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
 }
 
 template <class S>
-bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const RowArgs& a) {
   switch (op) {
     case RowOp::softmax:
       return run<RD_SOFTMAX, S>(v, grid, block, a);
@@ -273,9 +289,7 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   if (looped) call = cuinline::ops::detail::looped_fallback(call);
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
-  rd_args a;
-  static_assert(sizeof a == sizeof call.args, "rd_args and RowArgs differ");
-  std::memcpy(&a, &call.args, sizeof a);
+  const RowArgs& a = call.args;
   g_tensors = {{p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), res.size()}};
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = false;

@@ -27,6 +27,13 @@ Kernel kernel_for(const RowVariant& variant, int device) {
       [&] { return std::make_pair(variant, detail::load_kernel(variant, device)); });
 }
 
+// One launch with the argument bytes the variant's kernel takes (rd_args, then its epilogue's tensors).
+void launch_rows(const Kernel& kernel, const LaunchConfig& cfg, const detail::RowArgs& args, const RowVariant& v) {
+  void* p = const_cast<detail::RowArgs*>(&args);
+  const std::size_t size = detail::row_args_bytes(v.epilogue_inputs);
+  kernel.launch_raw(cfg, &p, 1, &size);
+}
+
 // No chains (never destroyed: ops may run during static teardown).
 const RowFusion& no_fusion() {
   static const auto* none = new RowFusion;
@@ -62,8 +69,8 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
       cfg.block = Dim3(call.plan.block);
       cfg.stream = stream;
       call.args.ws = reinterpret_cast<void*>(ws);
-      stats.launch(cfg, call.args);
-      writer.launch(cfg, call.args);
+      launch_rows(stats, cfg, call.args, call.plan.variant);
+      launch_rows(writer, cfg, call.args, write);
       return;
     }
     call = detail::looped_fallback(call);
@@ -78,7 +85,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
         cfg.grid = Dim3(call.plan.grid);
         cfg.block = Dim3(call.plan.block);
         cfg.stream = stream;
-        kernel.launch(cfg, call.args);
+        launch_rows(kernel, cfg, call.args, variant);
       });
 }
 

@@ -257,8 +257,8 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   a.sr = p.residual_stride;
   a.eps = eps;
   for (std::size_t k = 0; k < extra.size(); ++k) {
-    a.e[k] = extra[k].data;
-    a.se[k] = extra_stride[k];
+    a.e[k].p = extra[k].data;
+    a.e[k].s = extra_stride[k];
   }
   return call;
 }

@@ -2,6 +2,7 @@
 // The reductions family's planner and variant internals (docs/ops-families.md, docs/reductions.md):
 // from a call's tensors to (RowVariant, launch arguments), every check done before anything is
 // compiled or launched.
+#include <cstddef>
 #include <cstdint>
 #include <cuinline/reductions.hpp>
 
@@ -21,10 +22,20 @@ struct RowArgs {
   double eps = 0;
   void* ws = nullptr;   // the split form's workspace
   long long chunk = 0;  // the split form's chunk: kSplitThreads * kSplitPerThread
-  const void* e[kMaxEpilogueInputs] = {};  // the epilogue's extra tensors
-  long long se[kMaxEpilogueInputs] = {};   // their row strides
+  // The epilogue's tensors (rd_extra): a kernel with K of them takes the first K after the rest
+  // (rd_args_e<K>), one without none (rd_args).
+  struct Extra {
+    const void* p = nullptr;
+    long long s = 0;  // row stride, in elements
+  } e[kMaxEpilogueInputs];
 };
-static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8 + 8 + 8 + 2 * 7 * 8, "must match rd_args");
+static_assert(offsetof(RowArgs, e) == 5 * 8 + 5 * 8 + 8 + 8 + 8, "must match rd_args");
+static_assert(sizeof(RowArgs::Extra) == 16, "must match rd_extra");
+
+/// The bytes of RowArgs a kernel with `extras` epilogue tensors takes.
+constexpr std::size_t row_args_bytes(int extras) {
+  return offsetof(RowArgs, e) + sizeof(RowArgs::Extra) * static_cast<std::size_t>(extras);
+}
 
 /// Rows of one warp, or one block, and the looped form's block.
 constexpr int kWarpRowsPerBlock = 4;
