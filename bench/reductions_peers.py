@@ -92,7 +92,6 @@ class Ops:
         else:
             self._call("cuinline_layer_norm", x, w, b, out, ctypes.c_double(eps))
 
-
     def rows_call(self, op, x, out, w=None, eps=1e-6, prologue=None, epilogue=None, extras=()):
         """A call of cuinline_rows_run with its parameters built once (so a timing holds the call only)."""
         ds = [desc(t)[1] for t in (x, out) + ((w,) if w is not None else ())]
