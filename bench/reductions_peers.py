@@ -11,7 +11,12 @@ Checks (CHECK ok/FAIL; exit 1 on any FAIL):
 Timings: CUDA events, the L2 flushed (a 256 MiB write) before each timed call, median of 30 after
 warm-up; torch.compile (static shapes) in bf16 only, its compile per op and shape being the cost; GB/s counts the bytes each op must move (x read, y written; add_rms_norm also the residual
 read and written).
+Fused chains (cuinline_rows_run): softmax with prologue "mul(0.125)" and rms_norm with epilogue
+"mul(in1)" (a gate tensor) against the plain op, checked against PyTorch's two eager ops, timed as
+above: the fused call's time over the plain call's, and its GB/s over the plain op's (the gate is
+one more tensor to read) — the chain's cost; and the unfused pair (the plain op, then torch's mul).
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
+       [--fused-only]
 """
 import argparse
 import ctypes
@@ -46,6 +51,14 @@ def check(name, ok, detail=""):
         failures += 1
 
 
+class RowsParams(ctypes.Structure):
+    T = ctypes.POINTER(Tensor)
+    _fields_ = [("size", ctypes.c_size_t), ("op", ctypes.c_char_p), ("input", T), ("output", T), ("weight", T),
+                ("bias", T), ("residual", T), ("eps", ctypes.c_double), ("prologue", ctypes.c_char_p),
+                ("epilogue", ctypes.c_char_p), ("num_epilogue_inputs", ctypes.c_int), ("epilogue_inputs", T),
+                ("stream", ctypes.c_void_p)]
+
+
 class Ops:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -57,6 +70,8 @@ class Ops:
         for name, args in sigs.items():
             getattr(self.lib, name).argtypes = args
             getattr(self.lib, name).restype = ctypes.c_int
+        self.lib.cuinline_rows_run.argtypes = [ctypes.POINTER(RowsParams)]
+        self.lib.cuinline_rows_run.restype = ctypes.c_int
 
     def _call(self, name, *args):
         keep = [desc(a) if isinstance(a, torch.Tensor) or a is None else a for a in args]
@@ -76,6 +91,25 @@ class Ops:
             self._call("cuinline_add_rms_norm", x, res, w, out, ctypes.c_double(eps))
         else:
             self._call("cuinline_layer_norm", x, w, b, out, ctypes.c_double(eps))
+
+    def rows_call(self, op, x, out, w=None, eps=1e-6, prologue=None, epilogue=None, extras=()):
+        """A call of cuinline_rows_run with its parameters built once (so a timing holds the call only)."""
+        ds = [desc(t)[1] for t in (x, out) + ((w,) if w is not None else ())]
+        exs = [desc(t)[1] for t in extras]
+        arr = (Tensor * max(len(exs), 1))(*exs)
+        P = ctypes.pointer
+        p = RowsParams(ctypes.sizeof(RowsParams), op.encode(), P(ds[0]), P(ds[1]), P(ds[2]) if w is not None else None,
+                       None, None, eps, prologue.encode() if prologue else None,
+                       epilogue.encode() if epilogue else None, len(exs),
+                       ctypes.cast(arr, ctypes.POINTER(Tensor)) if exs else None,
+                       torch.cuda.current_stream().cuda_stream)
+        keep = (ds, exs, arr, p)
+
+        def call():
+            rc = self.lib.cuinline_rows_run(ctypes.byref(keep[3]))
+            if rc != 0:
+                raise RuntimeError(f"cuinline_rows_run: {rc} {self.lib.cuinline_last_error().decode()}")
+        return call
 
 
 def torch_op(op, x, w=None, b=None, res=None, eps=1e-6):
@@ -221,19 +255,64 @@ def bench(ops, compile_too):
     return lines
 
 
+def fused(ops):
+    """Fused prologue / epilogue against the plain op: checks, then times (see the module's text)."""
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    lines = ["| op | chain | dtype | shape | plain ms | fused ms | fused / plain time | fused / plain GB/s | "
+             "plain + torch mul ms |", "|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for dt in (torch.bfloat16, torch.float32):
+        for rows, n in ((65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)):
+            for op, pro, epi in (("softmax", "mul(0.125)", None), ("rms_norm", None, "mul(in1)")):
+                x, w, _, _ = inputs(op, rows, n, dt)
+                gate = torch.randn(rows, n, device="cuda", dtype=dt) if epi else None
+                extras = (gate,) if epi else ()
+                out, plain = torch.empty_like(x), torch.empty_like(x)
+                run_plain = ops.rows_call(op, x, plain, w, 1e-5)
+                run_fused = ops.rows_call(op, x, out, w, 1e-5, pro, epi, extras)
+                run_fused()
+                if op == "softmax":
+                    ref64, theirs = torch.softmax(x.double() * 0.125, -1), torch.softmax(x * 0.125, -1)
+                else:
+                    ref64 = F.rms_norm(x.double(), (n,), w.double(), 1e-5) * gate.double()
+                    theirs = F.rms_norm(x, (n,), w, 1e-5) * gate
+                torch.cuda.synchronize()
+                floor = {torch.float32: 1e-5, torch.bfloat16: 3.2e-2}[dt]
+                e_ours, e_torch = max_err(out, ref64), max_err(theirs, ref64)
+                name = f"{op} {pro or epi} {str(dt).split('.')[-1]} [{rows}, {n}]"
+                check(name, e_ours <= max(2 * e_torch, floor), f"err {e_ours:.2e} (torch {e_torch:.2e})")
+                t_plain = time_ms(run_plain, flush)
+                t_fused = time_ms(run_fused, flush)
+                t_pair = float("nan")
+                if epi:
+                    t_pair = time_ms(lambda: (run_plain(), torch.mul(plain, gate)), flush)
+                es = x.element_size() * x.numel()
+                gbs_ratio = (es * (3 if epi else 2) / t_fused) / (es * 2 / t_plain)
+                line = (f"| {op} | {pro or epi} | {str(dt).split('.')[-1]} | {rows}x{n} | {t_plain:.4f} | {t_fused:.4f} | "
+                        f"{t_fused / t_plain:.3f} | {gbs_ratio:.3f} | {t_pair:.4f} |")
+                lines.append(line)
+                print(line, flush=True)
+            torch.cuda.empty_cache()
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--table")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--checks-only", action="store_true")
+    ap.add_argument("--fused-only", action="store_true", help="only the fused chains' checks and timings")
     args = ap.parse_args()
     ops = Ops(args.lib)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    checks(ops)
+    if not args.fused_only:
+        checks(ops)
     print(f"checks: {failures} failed", flush=True)
     if not args.checks_only:
-        lines = bench(ops, not args.no_compile)
+        lines = [] if args.fused_only else bench(ops, not args.no_compile)
+        lines += [""] + fused(ops)
+        print(f"checks: {failures} failed", flush=True)
         if args.table:
             with open(args.table, "w") as f:
                 f.write("\n".join(lines) + "\n")

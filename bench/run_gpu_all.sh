@@ -168,7 +168,7 @@ phase_rd() {
   echo "# GPU run, phase rd: $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >"$summary"
   run_ctest "Reductions" 240 reductions_tests.log || status=1
   echo "== reductions peers ($(since))"
-  { CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 330 python3 bench/reductions_peers.py \
+  { CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 420 python3 bench/reductions_peers.py \
       --lib "$build-shared/libcuinline.so" --table "$OUT/reductions_peers.md" \
       $([ "${RD_COMPILE:-1}" = 1 ] || echo --no-compile); } >"$OUT/reductions_peers.log" 2>&1 || status=1
   grep -E "^CHECK FAIL|^checks|^device|Traceback|Error" "$OUT/reductions_peers.log" | cut -c1-240 | head -n 20 | tee -a "$summary"

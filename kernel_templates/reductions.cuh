@@ -13,6 +13,13 @@
 //       workspace can be had): an online softmax (running max and sum) then one write pass; sums
 //       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
 //
+// Each takes three more template arguments, defaulted to "no chain": P, a prologue functor
+// S -> S applied to every element of x as it is loaded (before add_rms_norm's add), Q, an
+// epilogue functor (ew_nary's: xs[0] the output rounded to S, xs[1..K] the K extra tensors'
+// elements at the same place; ys[0] what is stored), and K, the number of those tensors (the
+// argument then carries them after rd_args: rd_args_e<K>). Both are elementwise chains rendered
+// by the elementwise family (ew_ops.cuh), so each of their steps rounds to S as that family's do.
+//
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
 // when every row is aligned to it, else the widest that is). Accumulation is in ew_traits<S>::op:
 // float for f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax
@@ -38,6 +45,46 @@ struct rd_args {
   double eps;
   void* ws;         // the split form's workspace: two accumulation-type values a chunk
   long long chunk;  // the split form's chunk (T * E elements)
+};
+
+// A kernel with K > 0 epilogue tensors takes rd_args followed by K of these (each tensor and its row
+// stride, in elements); one without takes rd_args alone, the argument it always took.
+struct rd_extra {
+  const void* p;
+  long long s;
+};
+template <int K>
+struct rd_args_e : rd_args {
+  rd_extra e[K];
+};
+template <int K>
+struct rd_args_of {
+  typedef rd_args_e<K> type;
+};
+template <>
+struct rd_args_of<0> {
+  typedef rd_args type;
+};
+__device__ __forceinline__ const rd_extra* rd_extras(const rd_args&) { return 0; }
+template <int K>
+__device__ __forceinline__ const rd_extra* rd_extras(const rd_args_e<K>& a) { return a.e; }
+// The split form's write kernel: the epilogue's tensors moved to its chunk.
+template <class S>
+__device__ __forceinline__ void rd_shift_extras(rd_args&, long long) {}
+template <class S, int K>
+__device__ __forceinline__ void rd_shift_extras(rd_args_e<K>& a, long long base) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) a.e[k].p = static_cast<const S*>(a.e[k].p) + base;
+}
+
+// No prologue: x as loaded. No epilogue: the output as computed.
+struct rd_no_prologue {
+  template <class S>
+  __device__ __forceinline__ S operator()(S x) const { return x; }
+};
+struct rd_no_epilogue {
+  template <class S, int N>
+  __device__ __forceinline__ void operator()(const S (&xs)[N], S (&ys)[1]) const { ys[0] = xs[0]; }
 };
 
 __device__ __forceinline__ float rd_exp(float v) { return expf(v); }
@@ -150,6 +197,39 @@ __device__ __forceinline__ void rd_store(S* p, const A* in) {
   for (int j = 0; j < V; ++j) u.v[j] = ew_traits<S>::from_op(in[j]);
   *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
 }
+// x's elements through the prologue P (on the storage values, as the elementwise op before the
+// reduction would have written them).
+template <class S, int V, class P, class A>
+__device__ __forceinline__ void rd_load_x(const S* p, A* out) {
+  rd_pack<S, V> u;
+  u.raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(p));
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(P()(u.v[j]));
+}
+// The output's V elements at column i of row `row` through the epilogue Q with its K extra
+// tensors (rd_extras(a); the split form passes them shifted to its chunk), stored at p.
+template <class S, int V, class Q, int K, class A, class Args>
+__device__ __forceinline__ void rd_store_out(const Args& a, long long row, long long i, S* p, const A* in) {
+  rd_pack<S, V> e[K > 0 ? K : 1];
+  const rd_extra* ex = rd_extras(a);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    e[k].raw = __ldg(reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(
+        static_cast<const S*>(ex[k].p) + row * ex[k].s + i));
+  }
+  rd_pack<S, V> u;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    S xs[K + 1];
+    xs[0] = ew_traits<S>::from_op(in[j]);
+#pragma unroll
+    for (int k = 0; k < K; ++k) xs[k + 1] = e[k].v[j];
+    S ys[1];
+    Q()(xs, ys);
+    u.v[j] = ys[0];
+  }
+  *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
+}
 
 // add_rms_norm's first step on V elements at offset i of the row: z = x + r rounded to S (as
 // PyTorch's x + residual), written back into the residual; v = z.
@@ -167,8 +247,8 @@ __device__ __forceinline__ void rd_add_residual(S* r, A* v) {
 
 // The output of V elements at offset i from their values v and the row's statistics: for softmax
 // (a, b) = (max, sum), log_softmax (max, log(sum)), rms (-, rsqrt), layer_norm (mean, rsqrt).
-template <int kOp, class S, int V, class A>
-__device__ __forceinline__ void rd_finish(const rd_args& a, long long i, A* v, A s0, A s1, S* y) {
+template <int kOp, class S, int V, class Q, int K, class A, class Args>
+__device__ __forceinline__ void rd_finish(const Args& a, long long row, long long i, A* v, A s0, A s1, S* y) {
   A w[V], b[V];
   if ((kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM || kOp == RD_LAYER_NORM) && a.w != 0) {
     rd_load<S, V>(static_cast<const S*>(a.w) + i, w);
@@ -190,12 +270,12 @@ __device__ __forceinline__ void rd_finish(const rd_args& a, long long i, A* v, A
     }
     v[j] = o;
   }
-  rd_store<S, V>(y + i, v);
+  rd_store_out<S, V, Q, K>(a, row, i, y + i, v);
 }
 
 // The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
-template <int kOp, class S, int V, int E, int T>
-__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32];
@@ -210,7 +290,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < n) {  // n is a multiple of V when V > 1
-      rd_load<S, V>(x + i, v + it * V);
+      rd_load_x<S, V, P>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
     } else {
 #pragma unroll
@@ -276,9 +356,9 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
     if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
 #pragma unroll
       for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;
-      rd_store<S, V>(y + i, v + it * V);
+      rd_store_out<S, V, Q, K>(a, row, i, y + i, v + it * V);
     } else {
-      rd_finish<kOp, S, V>(a, i, v + it * V, s0, s1, y);
+      rd_finish<kOp, S, V, Q, K>(a, row, i, v + it * V, s0, s1, y);
     }
   }
 }
@@ -287,8 +367,8 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(rd_args a) {
 // in registers (the last chunk of a row may be shorter). Writes the chunk's (max, sum of
 // exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
 // its sum of squares, or its (sum, squared deviations from its own mean).
-template <int kOp, class S, int V, int E, int T>
-__global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+__global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32];
@@ -303,7 +383,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < count) {  // count is a multiple of V when V > 1
-      rd_load<S, V>(x + i, v + it * V);
+      rd_load_x<S, V, P>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) {
         rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
       }
@@ -374,8 +454,8 @@ __global__ void __launch_bounds__(T) rd_split_stats(rd_args a) {
 // The split form, second kernel (same grid): the row's chunk statistics merged by the block —
 // the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
 // the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
-template <int kOp, class S, int V, int E, int T>
-__global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+__global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
   __shared__ A sh[32], sh2[32];
@@ -416,9 +496,10 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
   A v[V];
-  rd_args shifted = a;  // weight and bias at this chunk
+  typename rd_args_of<K>::type shifted = a;  // weight, bias and the epilogue's tensors at this chunk
   if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
   if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+  rd_shift_extras<S>(shifted, base);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
@@ -426,17 +507,17 @@ __global__ void __launch_bounds__(T) rd_split_write(rd_args a) {
       if (kOp == RD_ADD_RMS_NORM) {
         rd_load<S, V>(r + i, v);  // written by the first kernel: visible to this one
       } else {
-        rd_load<S, V>(x + i, v);
+        rd_load_x<S, V, P>(x + i, v);
       }
-      rd_finish<kOp, S, V>(shifted, i, v, s0, s1, y);
+      rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
     }
   }
 }
 
 // A row of any length: one block of T threads loops over it (each thread the same elements in
 // every pass, so add_rms_norm's second pass reads back what this thread wrote in its first).
-template <int kOp, class S, int V, int T>
-__global__ void __launch_bounds__(T) rd_long(rd_args a) {
+template <int kOp, class S, int V, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+__global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   __shared__ A sh[32], sh2[32];
   const long long row = blockIdx.x, n = a.n;
@@ -449,7 +530,7 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0)), s = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) rd_online_add(m, s, v[j]);
     }
@@ -459,7 +540,7 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) ss += v[j] * v[j];
@@ -469,14 +550,14 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
   } else {
     A sum = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum += v[j];
     }
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
     A sq = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
@@ -491,9 +572,9 @@ __global__ void __launch_bounds__(T) rd_long(rd_args a) {
     if (kOp == RD_ADD_RMS_NORM) {
       rd_load_plain<S, V>(r + i, v);
     } else {
-      rd_load<S, V>(x + i, v);
+      rd_load_x<S, V, P>(x + i, v);
     }
-    rd_finish<kOp, S, V>(a, i, v, s0, s1, y);
+    rd_finish<kOp, S, V, Q, K>(a, row, i, v, s0, s1, y);
   }
 }
 

@@ -37,7 +37,8 @@ inline double rtol(DType dt) { return reference::row_rtol(dt); }
 inline double atol(RowOp op, DType dt) { return reference::row_atol(op, dt); }
 using reference::within;
 
-// One call's host data: x (rows with stride sx), weight, bias, residual (stride sr), all as bits.
+// One call's host data: x (rows with stride sx), weight, bias, residual (stride sr), all as bits;
+// with chains (RowFusion), the prologue, the epilogue and its extra tensors (rows with stride se).
 struct Problem {
   RowOp op = RowOp::softmax;
   DType dt = DType::f32;
@@ -46,6 +47,9 @@ struct Problem {
   bool weight = true, bias = true;
   double eps = 1e-5;
   std::vector<unsigned char> x, w, b, r;
+  ops::Op prologue, epilogue;
+  std::int64_t se = 0;
+  std::vector<std::vector<unsigned char>> extra;
 
   std::int64_t span(std::int64_t stride) const { return offset + (rows - 1) * stride + n; }
   bool has_w() const { return op != RowOp::softmax && op != RowOp::log_softmax && weight; }
@@ -57,6 +61,16 @@ inline std::vector<unsigned char> random_values(DType dt, std::int64_t count, do
   std::uniform_real_distribution<double> u(lo, hi);
   for (std::int64_t i = 0; i < count; ++i) set_bits(buf, dt, i, bits_of(dt, u(rng)));
   return buf;
+}
+
+// Chains on a problem: the prologue, the epilogue and its `inputs` extra tensors (values in
+// [-2, 2], rows 8 elements further apart than x's, so the accesses stay as wide as x's).
+inline void add_chains(Problem& p, const char* prologue, const char* epilogue, int inputs, std::mt19937_64& rng) {
+  p.prologue = *prologue ? ops::parse_op(prologue) : ops::Op{};
+  p.epilogue = *epilogue ? ops::parse_op(epilogue) : ops::Op{};
+  p.se = p.sx + 8;
+  p.extra.clear();
+  for (int k = 0; k < inputs; ++k) p.extra.push_back(random_values(p.dt, p.span(p.se), -2, 2, rng));
 }
 
 inline Problem make_problem(RowOp op, DType dt, std::int64_t rows, std::int64_t n, std::mt19937_64& rng,
@@ -111,7 +125,8 @@ inline void reference_row(const Problem& p, std::int64_t row, std::vector<double
   std::vector<double> v(static_cast<std::size_t>(n));
   z_bits.assign(static_cast<std::size_t>(n), 0);
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t xb = get_bits(p.x, p.dt, p.offset + row * p.sx + i);
+    std::uint64_t xb = get_bits(p.x, p.dt, p.offset + row * p.sx + i);
+    if (!p.prologue.steps.empty()) xb = bits_of(p.dt, reference::apply_chain(p.prologue, p.dt, value_of(p.dt, xb)));
     if (p.op == RowOp::add_rms_norm) {
       const std::uint64_t rb = get_bits(p.r, p.dt, p.offset + row * p.sr + i);
       const std::uint64_t zb = p.dt == DType::f64 ? bits_of(p.dt, value_of(p.dt, xb) + value_of(p.dt, rb))
@@ -128,12 +143,24 @@ inline void reference_row(const Problem& p, std::int64_t row, std::vector<double
   y.assign(static_cast<std::size_t>(n), 0);
   reference::reduce_row(p.op, v.data(), n, p.has_w() ? w.data() : nullptr, p.has_b() ? b.data() : nullptr, p.eps,
                         y.data());
+  if (p.epilogue.steps.empty()) return;
+  double in[8] = {};
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < p.extra.size(); ++k) {
+      in[k + 1] = value_of(p.dt, get_bits(p.extra[k], p.dt, p.offset + row * p.se + i));
+    }
+    double& out = y[static_cast<std::size_t>(i)];
+    out = reference::apply_chain(p.epilogue, p.dt, reference::round_to(p.dt, out), in, static_cast<int>(p.extra.size()));
+  }
 }
 
 inline std::string what(const Problem& p) {
+  std::string chains;
+  if (!p.prologue.steps.empty()) chains += " prologue " + p.prologue.describe();
+  if (!p.epilogue.steps.empty()) chains += " epilogue " + p.epilogue.describe();
   return std::string(cuinline::ops::to_string(p.op)) + " " + cuinline::to_string(p.dt) + " [" + std::to_string(p.rows) +
          ", " + std::to_string(p.n) + "] strides " + std::to_string(p.sx) + "/" + std::to_string(p.sy) + " offset " +
-         std::to_string(p.offset) + " eps " + std::to_string(p.eps);
+         std::to_string(p.offset) + " eps " + std::to_string(p.eps) + chains;
 }
 
 // Checks an output (row stride sy, read back into `y`) and, for add_rms_norm, the residual read
@@ -149,11 +176,14 @@ inline void check_rows(const Problem& p, const std::vector<unsigned char>& y, st
   std::memcpy(&poison, &kRowPoison, 4);
   if (es == 8) poison = (std::uint64_t{kRowPoison} << 32) | kRowPoison;
   if (es == 2) poison &= 0xffffu;
+  // An epilogue's tensor operands (each |in_k| <= 2, multiplied in, one more rounding each) scale
+  // the output's absolute error.
+  const double abs = atol(p.op, p.dt) * static_cast<double>(1 << (2 * p.extra.size()));
   for (std::int64_t row = 0; row < p.rows && bad < 5; ++row) {
     reference_row(p, row, want, z);
     for (std::int64_t i = 0; i < p.n && bad < 5; ++i) {
       const double got = value_of(p.dt, get_bits(y, p.dt, p.offset + row * sy + i));
-      if (!within(got, want[static_cast<std::size_t>(i)], rtol(p.dt), atol(p.op, p.dt))) {
+      if (!within(got, want[static_cast<std::size_t>(i)], rtol(p.dt), abs)) {
         ADD_FAILURE() << what(p) << ": row " << row << " element " << i << " got " << got << " want "
                       << want[static_cast<std::size_t>(i)];
         ++bad;

@@ -210,6 +210,29 @@ int main(void) {
   EXPECT(cuinline_conv2d_run(&cp) == CUINLINE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cuinline_last_error(), "num_channel_operands must be 0-4") != NULL);
   EXPECT(cuinline_get_cache_stats(NULL) == CUINLINE_ERROR_INVALID_ARGUMENT);
+  /* cuinline_rows_run: the same size rule; an epilogue that reads a tensor not given is refused. */
+  {
+    int64_t rs[2] = {4, 128};
+    static float rx[512], ry[512];
+    cuinline_tensor rin = {rx, CUINLINE_F32, 2, rs, NULL}, rout = {ry, CUINLINE_F32, 2, rs, NULL};
+    cuinline_rows_params rp = CUINLINE_ROWS_PARAMS_INIT;
+    struct {
+      cuinline_rows_params known;
+      uint64_t newer_field;
+    } rgrown;
+    rp.op = "rms_norm", rp.input = &rin, rp.output = &rout, rp.eps = 1e-6, rp.epilogue = "mul(in1)";
+    EXPECT(cuinline_rows_run(&rp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cuinline_last_error(), "takes 1 extra tensor(s)") != NULL);
+    memset(&rgrown, 0, sizeof rgrown);
+    rgrown.known = rp;
+    rgrown.known.size = sizeof rgrown;
+    rgrown.newer_field = 1;
+    EXPECT(cuinline_rows_run(&rgrown.known) == CUINLINE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cuinline_last_error(), "cuinline_rows_run: params.size") != NULL);
+    rp.size = 8;
+    EXPECT(cuinline_rows_run(&rp) == CUINLINE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cuinline_last_error(), "less than the first version's") != NULL);
+  }
 
   cuinline_kernel_release(k);
   cuinline_module_release(m);

@@ -364,7 +364,7 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
             "entries[0].vector_width: expected one of 1,2,4 for f32, got number 8"},
            {rd + R"("op": "softmax", "dtype": "f32")", "entries[0].row_length: missing required field"},
            {rd + R"("op": "rms_norm", "dtype": "f32", "row_length": 8, "eps": 1e-6)",
-            "entries[0].eps: unknown field (known fields: kind, op, dtype, row_length, vector_width)"}}) {
+            "entries[0].eps: unknown field (known fields: kind, op, dtype, row_length, vector_width, prologue, epilogue)"}}) {
     auto bad = write_spec("bad.json", R"({"entries": [{)" + json + "}]}");
     Result r = cli({"warm", "--spec", bad.string(), "--arch", "sm_90"});
     EXPECT_EQ(r.code, 2) << json << "\n" << r.out << r.err;

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cuinline/driver.hpp>
+#include <cuinline/kernel_cache.hpp>
+#include <cuinline/reductions.hpp>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,10 @@ TEST_F(CliMistakes, RowReductionMistakesExit2BeforeTheGpu) {
       {{"run", "log_softmax", "--inputs", "64x64"}, "log_softmax takes --shape ROWSxCOLS, not --inputs"},
       {{"run", "rms_norm", "--precision", "tf32"}, "only conv2d takes them, not 'rms_norm'"},
       {{"run", "softmax", "--shape", "4000000000x8193"}, "softmax: too many rows for one launch"},
+      {{"run", "softmax", "--prologue", "add(in1)"}, "softmax: the prologue add(in1) uses tensor operands"},
+      {{"run", "rms_norm", "--epilogue", "mul(in1"}, "--epilogue: parsing op 'mul(in1': missing ')'"},
+      {{"run", "layer_norm", "--epilogue", "expr(x * 2)"}, "the epilogue expr(x * 2) is an expression"},
+      {{"run", "relu", "--prologue", "mul(2)"}, "--prologue / --epilogue: only the row reductions"},
   };
   expect_usage_errors(mistakes);
   if (cuinline::device_count() == 0) {  // a valid call: checked, then exit 1 for the missing GPU
@@ -125,6 +131,46 @@ TEST_F(CliTest, WarmSpecTakesWhereSteps) {
   const Result b = cli({"warm", "--spec", bad.string(), "--arch", "sm_90", "--dry-run"});
   EXPECT_EQ(b.code, 2) << b.out << b.err;
   EXPECT_CONTAINS(b.err, "it uses 3 inputs, 2 given");
+}
+
+// A reductions entry with chains warms the fused variants a call with those chains then finds (its
+// epilogue tensors aligned as x); a chain the ops refuse names its field and compiles nothing.
+TEST_F(CliTest, WarmReductionsWithChains) {
+  auto spec = write_spec("r.json", R"json({"entries": [
+      {"kind": "reductions", "op": "softmax", "dtype": "f32", "row_length": 100, "prologue": "mul(0.125)"},
+      {"kind": "reductions", "op": "rms_norm", "dtype": "bf16", "row_length": 100, "epilogue": "mul(in1)"}]})json");
+  const Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<f32,warp,v4,e4,pro=mul(0.125)> sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  using cuinline::DType;
+  using cuinline::TensorView;
+  const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  const auto rows = [&](std::uintptr_t a, DType dt) { return TensorView::contiguous(fake(a), dt, {3, 100}); };
+  cuinline::ops::RowFusion scale, gate;
+  scale.prologue = cuinline::ops::parse_op("mul(0.125)");
+  gate.epilogue = cuinline::ops::parse_op("mul(in1)");
+  gate.epilogue_inputs = {rows(0x50000000, DType::bf16)};
+  for (const cuinline::ops::RowPlan& plan :
+       {cuinline::ops::plan_rows(cuinline::ops::RowOp::softmax, rows(0x10000000, DType::f32),
+                                 rows(0x20000000, DType::f32), {}, {}, {}, 0, scale),
+        cuinline::ops::plan_rows(cuinline::ops::RowOp::rms_norm, rows(0x10000000, DType::bf16),
+                                 rows(0x20000000, DType::bf16), {}, {}, {}, 1e-6, gate)}) {
+    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+    cache.get(cuinline::ops::make_request(plan.variant), cuinline::Arch::parse("sm_90"), &tier);
+    EXPECT_NE(tier, cuinline::CacheTier::compiled) << plan.variant.name();
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  const std::size_t entries = entry_files().size();
+  auto bad = write_spec("bad.json", R"json({"entries": [{"kind": "reductions", "op": "softmax", "dtype": "f32",
+      "row_length": 100, "prologue": "add(in1)"}]})json");
+  const Result b = cli({"warm", "--spec", bad.string(), "--arch", "sm_90"});
+  EXPECT_EQ(b.code, 2) << b.out << b.err;
+  EXPECT_CONTAINS(b.err, "entries[0].prologue: softmax: the prologue add(in1) uses tensor operands");
+  EXPECT_EQ(entry_files().size(), entries);
 }
 
 TEST_F(CliTest, HelpNamesTheNaryOptions) {

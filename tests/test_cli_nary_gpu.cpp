@@ -84,7 +84,10 @@ TEST_F(CliNaryGpu, BenchPrintsTheCopyBeside) {
 TEST_F(CliNaryGpu, RowReductionsPassTheirCheck) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"run", "rms_norm", "--shape", "512x4096", "--repeat", "3"},
-        std::vector<std::string>{"run", "softmax", "--dtype", "bf16", "--shape", "64x100000", "--repeat", "3"}}) {
+        std::vector<std::string>{"run", "softmax", "--dtype", "bf16", "--shape", "64x100000", "--repeat", "3"},
+        std::vector<std::string>{"run", "softmax", "--prologue", "mul(0.125)", "--shape", "512x4096", "--repeat", "3"},
+        std::vector<std::string>{"run", "add_rms_norm", "--dtype", "f16", "--prologue", "mul(0.5)", "--epilogue",
+                                 "silu|mul(in1)", "--shape", "64x40000", "--repeat", "3"}}) {
     SCOPED_TRACE(args[1]);
     const Result r = cli(args);
     EXPECT_EQ(r.code, 0) << r.out << r.err;

@@ -7,7 +7,8 @@
 // every dtype, in each form — warp (scalar and 16-byte accesses), block (both), split (both),
 // looped (the split form's fallback) — on random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
 // special values with eps 0; against the float64 reference of the GPU tests, every 16-byte load
-// checked for alignment and every read for bounds.
+// checked for alignment and every read for bounds. With chains (RowFusion): prologue "mul(0.125)"
+// and epilogue "mul(in1)" in the warp, block, split and looped forms, special values included.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <functional>
 #include <ucontext.h>
 #include <vector>
@@ -136,8 +138,8 @@ using cuinline::ops::RowOp;
 using cuinline::ops::RowVariant;
 using cuinline::test::Problem;
 
-template <class Kernel>
-void launch(Kernel kernel, unsigned grid, unsigned threads, const rd_args& a) {
+template <class Kernel, class Args>
+void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
   Fibers& f = g_fibers;
   f.contexts.resize(threads);
   f.done.assign(threads, false);
@@ -170,9 +172,63 @@ void launch(Kernel kernel, unsigned grid, unsigned threads, const rd_args& a) {
   }
 }
 
+// Host forms of the chains the fused cases use, as the elementwise family renders them
+// (render_op_functor / render_nary_functor over ew_ops.cuh's ew_mul and ew_mul_tensor): the
+// product in the accumulation type, rounded once to the storage type.
+struct EmuScale {  // "mul(0.125)"
+  template <class S>
+  S operator()(S x) const {
+    typedef ew_traits<S> T;
+    return T::from_op(T::to_op(x) * typename T::op(0.125));
+  }
+};
+struct EmuGate {  // "mul(in1)"
+  template <class S>
+  void operator()(const S (&xs)[2], S (&ys)[1]) const {
+    typedef ew_traits<S> T;
+    ys[0] = T::from_op(T::to_op(xs[0]) * T::to_op(xs[1]));
+  }
+};
+
+// The fused instantiations of the fused cases below.
+using cuinline::ops::detail::RowArgs;
+
+// The planner's arguments as the kernel takes them (rd_args, then its epilogue's tensors).
+template <class Args>
+Args args_of(const RowArgs& planned) {
+  static_assert(std::is_trivially_copyable_v<Args> && sizeof(Args) <= sizeof(RowArgs));
+  Args a;
+  std::memcpy(&a, &planned, sizeof a);
+  return a;
+}
+static_assert(sizeof(rd_args) == cuinline::ops::detail::row_args_bytes(0), "rd_args and RowArgs differ");
+static_assert(sizeof(rd_args_e<1>) == cuinline::ops::detail::row_args_bytes(1), "rd_args_e and RowArgs differ");
+
+template <int kOp, class S>
+bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  constexpr int W = static_cast<int>(16 / sizeof(S));
+  const rd_args_e<1> a = args_of<rd_args_e<1>>(planned);
+  EXPECT_EQ(v.prologue.describe(), "mul(0.125)");
+  EXPECT_EQ(v.epilogue.describe(), "mul(in1)");
+  const auto is = [&](RowForm form, int width, int per_thread, int threads) {
+    return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
+  };
+  if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (is(RowForm::split_stats, 1, 32, 256)) {
+    launch(rd_split_stats<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
+  }
+  return false;
+}
+
 // The instantiations the cases below plan to (the test fails on any other).
 template <int kOp, class S>
-bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  if (cuinline::ops::detail::fused(v)) return run_fused<kOp, S>(v, grid, block, planned);
+  const rd_args a = args_of<rd_args>(planned);
   constexpr int W = static_cast<int>(16 / sizeof(S));
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
     return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
@@ -195,7 +251,7 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
 }
 
 template <class S>
-bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const RowArgs& a) {
   switch (op) {
     case RowOp::softmax:
       return run<RD_SOFTMAX, S>(v, grid, block, a);
@@ -226,15 +282,16 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   const TensorView b = p.has_b() ? TensorView::contiguous(at(p.b), p.dt, {p.n}) : TensorView{};
   std::vector<unsigned char> res = p.r;  // written by add_rms_norm; p.r stays the reference's input
   const TensorView r = p.op == RowOp::add_rms_norm ? rows(res, p.sr) : TensorView{};
-  cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps);
+  cuinline::ops::RowFusion fusion{p.prologue, p.epilogue, {}};
+  for (auto& e : p.extra) fusion.epilogue_inputs.push_back(rows(e, p.se));
+  cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps, fusion);
   EXPECT_EQ(call.plan.variant.form, want_form) << call.plan.variant.name();
   if (looped) call = cuinline::ops::detail::looped_fallback(call);
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
-  rd_args a;
-  static_assert(sizeof a == sizeof call.args, "rd_args and RowArgs differ");
-  std::memcpy(&a, &call.args, sizeof a);
+  const RowArgs& a = call.args;
   g_tensors = {{p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), res.size()}};
+  for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = false;
   switch (p.dt) {
     case DType::f32:
@@ -296,6 +353,20 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         emulate(p, s.form);
         if (s.form == RowForm::split_stats && online) emulate(p, s.form, true);
       }
+      // Fused: prologue and epilogue in the warp, block and split forms, the looped one for each op
+      // in one dtype (the dtypes in turn); special values in the warp form.
+      for (const Shape& s : {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{3, 3000, 16, 8, 0, RowForm::block},
+                             Shape{2, 20001, 0, 1, 1, RowForm::split_stats}}) {
+        Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
+        cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+        emulate(p, s.form);
+        if (s.form == RowForm::split_stats && d == k % 4) emulate(p, s.form, true);
+      }
+      Problem p = cuinline::test::make_problem(op, dt, 7, 1000, rng);
+      p.eps = 0;
+      cuinline::test::add_special_rows(p, rng);
+      cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+      emulate(p, RowForm::warp);
     }
   }
 }

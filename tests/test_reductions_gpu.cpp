@@ -2,7 +2,8 @@
 // every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), fresh random
 // data each run, special values (NaN, ±inf, a row all -inf, -0.0, subnormals, eps 0), outputs
 // poisoned before each launch (gaps between strided rows must stay poisoned), strided and
-// misaligned rows, in place, add_rms_norm's residual bit for bit, and CUDA-graph capture.
+// misaligned rows, in place, add_rms_norm's residual bit for bit, CUDA-graph capture, and fused
+// prologue / epilogue chains (RowFusion) in each form.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +40,8 @@ const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
 struct DeviceProblem {
   cuinline::DeviceBuffer x, y, w, b, r;
   TensorView xv, yv, wv, bv, rv;
+  std::vector<cuinline::DeviceBuffer> e;  // the epilogue's tensors
+  cuinline::ops::RowFusion fusion;
 };
 
 cuinline::DeviceBuffer upload(const std::vector<unsigned char>& host) {
@@ -78,10 +81,30 @@ DeviceProblem to_device(const Problem& p, bool in_place = false) {
     d.r = upload(p.r);
     d.rv = rows_view(d.r, p, p.sr);
   }
+  d.fusion.prologue = p.prologue;
+  d.fusion.epilogue = p.epilogue;
+  for (const auto& host : p.extra) {
+    d.e.push_back(upload(host));
+    d.fusion.epilogue_inputs.push_back(rows_view(d.e.back(), p, p.se));
+  }
   return d;
 }
 
 void call(const Problem& p, const DeviceProblem& d, CUstream stream = nullptr) {
+  if (!p.prologue.steps.empty() || !p.epilogue.steps.empty()) {
+    switch (p.op) {
+      case RowOp::softmax:
+        return cuinline::ops::softmax(d.xv, d.yv, d.fusion, stream);
+      case RowOp::log_softmax:
+        return cuinline::ops::log_softmax(d.xv, d.yv, d.fusion, stream);
+      case RowOp::rms_norm:
+        return cuinline::ops::rms_norm(d.xv, d.wv, d.yv, p.eps, d.fusion, stream);
+      case RowOp::add_rms_norm:
+        return cuinline::ops::add_rms_norm(d.xv, d.rv, d.wv, d.yv, p.eps, d.fusion, stream);
+      case RowOp::layer_norm:
+        return cuinline::ops::layer_norm(d.xv, d.wv, d.bv, d.yv, p.eps, d.fusion, stream);
+    }
+  }
   switch (p.op) {
     case RowOp::softmax:
       return cuinline::ops::softmax(d.xv, d.yv, stream);
@@ -215,6 +238,40 @@ TEST_F(ReductionsGpu, GraphCaptureAndKernelMap) {
       const cuinline::ops::OpsStats after = cuinline::ops::reduction_stats();
       EXPECT_EQ(after.launches - before.launches, 2u);
       EXPECT_GE(after.map_hits - before.map_hits, 1u);
+    }
+  }
+}
+
+// Fused chains in each form (warp, block, split) of each op and dtype, special values in the first
+// rows: a scale before the reduction and a gate after it; a two-step prologue and a three-step
+// epilogue over two tensors (their rows strided apart from x's); the fused kernel is a variant of
+// its own, the unfused call's result unchanged next to it.
+TEST_F(ReductionsGpu, FusedPrologueAndEpilogue) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  struct Chains {
+    const char* prologue;
+    const char* epilogue;
+    int inputs;
+  };
+  const Chains chains[] = {{"mul(0.125)", "mul(in1)", 1}, {"div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2}};
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (std::int64_t n : {7, 3000, 40000}) {
+        for (const Chains& c : chains) {
+          Problem p = make_problem(op, dt, 7, n, rng_, 8, 16, 0);
+          p.eps = 0;
+          cuinline::test::add_special_rows(p, rng_);
+          cuinline::test::add_chains(p, c.prologue, c.epilogue, c.inputs, rng_);
+          const DeviceProblem d = to_device(p);
+          call(p, d);
+          check(p, d);
+        }
+        // The plain op on the same data next to the fused one.
+        Problem plain = make_problem(op, dt, 3, n, rng_);
+        const DeviceProblem d = to_device(plain);
+        call(plain, d);
+        check(plain, d);
+      }
     }
   }
 }

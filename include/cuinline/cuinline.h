@@ -265,6 +265,38 @@ CUINLINE_C_API cuinline_status cuinline_layer_norm(const cuinline_tensor* input,
                                                    const cuinline_tensor* bias, const cuinline_tensor* output,
                                                    double eps, void* stream);
 
+/* Any row reduction, with fused elementwise chains: one struct that grows at its end, under the
+ * size rule of cuinline_conv2d_params (set size = sizeof(cuinline_rows_params), zero the rest
+ * first: = {0}, memset, or CUINLINE_ROWS_PARAMS_INIT). `prologue` is op text applied to every
+ * input element as it is loaded ("mul(0.125)": softmax(x * 0.125)), before add_rms_norm's add;
+ * `epilogue` op text applied to every output element before it is stored, its in1..in7 the
+ * `epilogue_inputs` (each of the output's shape and dtype, its own row stride, last dimension
+ * contiguous, overlapping no written tensor): "mul(in1)" is rms_norm(x, w) * gate. Both are
+ * chains of the elementwise steps, each rounded to the dtype as the eager op. */
+typedef struct cuinline_rows_params {
+  size_t size;                            /* sizeof(cuinline_rows_params) */
+  const char* op;                         /* "softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm" */
+  const cuinline_tensor* input;
+  const cuinline_tensor* output;          /* may be input (in place) */
+  const cuinline_tensor* weight;          /* the norms' [n]; NULL: absent (1) */
+  const cuinline_tensor* bias;            /* layer_norm's [n]; NULL: absent (0) */
+  const cuinline_tensor* residual;        /* add_rms_norm's, read and written */
+  double eps;                             /* the norms' */
+  const char* prologue;                   /* op text; NULL, "": none */
+  const char* epilogue;                   /* op text; NULL, "": none */
+  int num_epilogue_inputs;                /* 0-7, as many as the epilogue reads */
+  const cuinline_tensor* epilogue_inputs; /* the epilogue's in1, in2, ... */
+  void* stream;                           /* CUstream; NULL: the legacy default stream */
+} cuinline_rows_params;
+
+/* A cuinline_rows_params with size set and every other field at its default. */
+#define CUINLINE_ROWS_PARAMS_INIT \
+  { sizeof(cuinline_rows_params), NULL, NULL, NULL, NULL, NULL, NULL, 0.0, NULL, NULL, 0, NULL, NULL }
+
+/** The row reduction of `params`; bad input (the size, the op's name, tensors, text) is refused with
+ *  INVALID_ARGUMENT before anything is compiled or launched. */
+CUINLINE_C_API cuinline_status cuinline_rows_run(const cuinline_rows_params* params);
+
 #ifdef __cplusplus
 }
 #endif

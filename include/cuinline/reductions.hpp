@@ -22,6 +22,11 @@
 /// row holding +inf or all -inf softmaxes to NaN. Empty tensors are a no-op. Bad input throws
 /// InvalidArgument before anything is compiled or launched. The calls can be captured into a CUDA
 /// graph.
+///
+/// Each op also takes a RowFusion: an elementwise chain applied to every input element as it is
+/// loaded (the prologue: softmax(x * 0.125) is prologue "mul(0.125)"), and one applied to every
+/// output element before it is stored (the epilogue: rms_norm(x, w) * gate is epilogue "mul(in1)"
+/// with the gate as its input 1), fused into the one kernel (docs/reductions.md).
 
 #include <cuda.h>
 
@@ -31,6 +36,7 @@
 #include <cuinline/ops.hpp>
 #include <cuinline/tensor.hpp>
 #include <string>
+#include <vector>
 
 namespace cuinline::ops {
 
@@ -43,6 +49,31 @@ void add_rms_norm(const TensorView& in, const TensorView& residual, const Tensor
                   double eps, CUstream stream = nullptr);
 void layer_norm(const TensorView& in, const TensorView& weight, const TensorView& bias, const TensorView& out,
                 double eps, CUstream stream = nullptr);
+
+/// Elementwise chains fused into a reduction, written and rounded as the elementwise family's
+/// (ops.hpp, parse_op): every step computes in the accumulation type and rounds to the dtype, as
+/// the eager PyTorch op before / after the reduction does. An empty Op is no chain.
+///  - prologue: a one-input chain (no tensor operands) on each element of the input as it is read,
+///    before add_rms_norm's add (the residual written back is prologue(x) + residual);
+///  - epilogue: a chain on each output element (rounded to the dtype) before it is stored; its
+///    tensor operands in1..in7 are `epilogue_inputs[0..6]`, each of the output's shape and dtype,
+///    with its own row stride and a contiguous last dimension, overlapping no written tensor.
+///    Their number must be the chain's (the largest k of an ink it names).
+/// Expressions (expr(...)) are not taken; neither is a change of dtype.
+struct RowFusion {
+  Op prologue;
+  Op epilogue;
+  std::vector<TensorView> epilogue_inputs;
+};
+
+void softmax(const TensorView& in, const TensorView& out, const RowFusion& fusion, CUstream stream = nullptr);
+void log_softmax(const TensorView& in, const TensorView& out, const RowFusion& fusion, CUstream stream = nullptr);
+void rms_norm(const TensorView& in, const TensorView& weight, const TensorView& out, double eps,
+              const RowFusion& fusion, CUstream stream = nullptr);
+void add_rms_norm(const TensorView& in, const TensorView& residual, const TensorView& weight, const TensorView& out,
+                  double eps, const RowFusion& fusion, CUstream stream = nullptr);
+void layer_norm(const TensorView& in, const TensorView& weight, const TensorView& bias, const TensorView& out,
+                double eps, const RowFusion& fusion, CUstream stream = nullptr);
 
 enum class RowOp : std::uint8_t { softmax, log_softmax, rms_norm, add_rms_norm, layer_norm };
 /// "softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm".
@@ -63,9 +94,13 @@ struct RowVariant {
   int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
   int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
   int threads = 32;      ///< threads per row: 32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
+  Op prologue;           ///< RowFusion's chains (empty: none)
+  Op epilogue;
+  int epilogue_inputs = 0;  ///< the epilogue's extra tensors (in1..in7)
 
   /// "softmax<f32,warp,v4,e16>", "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
-  /// "softmax<f32,split_stats,v4,e32,t256>".
+  /// "softmax<f32,split_stats,v4,e32,t256>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
+  /// "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
   void validate() const;
@@ -73,8 +108,10 @@ struct RowVariant {
   std::int64_t max_row() const noexcept;
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
-           a.per_thread == b.per_thread && a.threads == b.threads;
+           a.per_thread == b.per_thread && a.threads == b.threads && a.prologue == b.prologue &&
+           a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs;
   }
+  friend bool operator!=(const RowVariant& a, const RowVariant& b) noexcept { return !(a == b); }
 };
 
 /// The program of a variant (kernel_templates/reductions.cuh, one name expression).
@@ -99,6 +136,8 @@ struct RowPlan {
 };
 RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight = {},
                   const TensorView& bias = {}, const TensorView& residual = {}, double eps = 0);
+RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
+                  const TensorView& bias, const TensorView& residual, double eps, const RowFusion& fusion);
 
 /// Counters of the reductions' in-process kernel map.
 OpsStats reduction_stats();

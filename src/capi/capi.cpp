@@ -3,7 +3,9 @@
 // their TensorViews on the stack: no allocation beyond what the C++ call makes.
 #include "cuinline/cuinline.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <cstring>
 #include <cuinline/jit.hpp>
 #include <cuinline/conv2d.hpp>
@@ -112,30 +114,30 @@ cuinline::CacheConfig& pending_config() {
   return *capi_config;
 }
 
-// The first version of cuinline_conv2d_params ends with `stream`; a later version appends fields.
+// The first versions of the params structs end with `stream`; a later version appends fields.
 constexpr std::size_t kConv2dParamsFirstSize = offsetof(cuinline_conv2d_params, stream) + sizeof(void*);
+constexpr std::size_t kRowsParamsFirstSize = offsetof(cuinline_rows_params, stream) + sizeof(void*);
 
 // The caller's struct as this library's version of it (cuinline.h: the size rule): a smaller one from
 // an older header with its missing fields zero (their defaults); a larger one from a newer header only
 // if every byte this library does not know is zero.
-cuinline_conv2d_params read_conv2d_params(const cuinline_conv2d_params* given) {
-  if (given == nullptr) invalid("cuinline_conv2d_run: null params");
+template <class Params>
+Params read_params(const Params* given, const char* call, const char* type, std::size_t first_size) {
+  if (given == nullptr) invalid(std::string(call) + ": null params");
   const std::size_t size = given->size;
-  if (size < kConv2dParamsFirstSize) {
-    invalid("cuinline_conv2d_run: params.size is " + std::to_string(size) +
-            ", less than the first version's " + std::to_string(kConv2dParamsFirstSize) +
-            " bytes: set it to sizeof(cuinline_conv2d_params)");
+  if (size < first_size) {
+    invalid(std::string(call) + ": params.size is " + std::to_string(size) + ", less than the first version's " +
+            std::to_string(first_size) + " bytes: set it to sizeof(" + type + ")");
   }
   const auto* bytes = reinterpret_cast<const unsigned char*>(given);
-  for (std::size_t at = sizeof(cuinline_conv2d_params); at < size; ++at) {
+  for (std::size_t at = sizeof(Params); at < size; ++at) {
     if (bytes[at] != 0) {
-      invalid(
-          "cuinline_conv2d_run: params.size is " + std::to_string(size) + " and byte " + std::to_string(at) +
-          " is not zero, but this library knows the first " + std::to_string(sizeof(cuinline_conv2d_params)) +
-          " bytes only: a field of a newer cuinline.h is set (use a newer libcuinline, or leave it zero)");
+      invalid(std::string(call) + ": params.size is " + std::to_string(size) + " and byte " + std::to_string(at) +
+              " is not zero, but this library knows the first " + std::to_string(sizeof(Params)) +
+              " bytes only: a field of a newer cuinline.h is set (use a newer libcuinline, or leave it zero)");
     }
   }
-  cuinline_conv2d_params p;
+  Params p;
   std::memset(&p, 0, sizeof p);
   std::memcpy(&p, given, size < sizeof p ? size : sizeof p);
   return p;
@@ -353,7 +355,8 @@ cuinline_status cuinline_apply(const char* op, const cuinline_tensor* inputs, in
 
 cuinline_status cuinline_conv2d_run(const cuinline_conv2d_params* params) {
   return guarded([&] {
-    const cuinline_conv2d_params p = read_conv2d_params(params);
+    const cuinline_conv2d_params p =
+        read_params(params, "cuinline_conv2d_run", "cuinline_conv2d_params", kConv2dParamsFirstSize);
     if (p.num_channel_operands < 0 || p.num_channel_operands > cuinline::ops::kMaxConv2dChannelOperands) {
       invalid("cuinline_conv2d_run: num_channel_operands must be 0-" +
               std::to_string(cuinline::ops::kMaxConv2dChannelOperands) + ", got " +
@@ -462,6 +465,63 @@ cuinline_status cuinline_layer_norm(const cuinline_tensor* input, const cuinline
                               weight ? view_of(weight, "layer_norm weight") : cuinline::TensorView{},
                               bias ? view_of(bias, "layer_norm bias") : cuinline::TensorView{},
                               view_of(output, "layer_norm output"), eps, static_cast<CUstream>(stream));
+  });
+}
+
+cuinline_status cuinline_rows_run(const cuinline_rows_params* params) {
+  return guarded([&] {
+    using cuinline::ops::RowOp;
+    const cuinline_rows_params p =
+        read_params(params, "cuinline_rows_run", "cuinline_rows_params", kRowsParamsFirstSize);
+    const std::string name = p.op == nullptr ? "" : p.op;
+    const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
+                         RowOp::layer_norm};
+    const RowOp* op = std::find_if(std::begin(ops), std::end(ops),
+                                   [&](RowOp o) { return name == cuinline::ops::to_string(o); });
+    if (op == std::end(ops)) {
+      invalid("cuinline_rows_run: op '" + name +
+              "' is none of softmax, log_softmax, rms_norm, add_rms_norm, layer_norm");
+    }
+    if (p.num_epilogue_inputs < 0 || p.num_epilogue_inputs > cuinline::ops::kMaxInputs - 1) {
+      invalid("cuinline_rows_run: num_epilogue_inputs must be 0-" + std::to_string(cuinline::ops::kMaxInputs - 1) +
+              ", got " + std::to_string(p.num_epilogue_inputs));
+    }
+    if (p.num_epilogue_inputs > 0 && p.epilogue_inputs == nullptr) {
+      invalid("cuinline_rows_run: epilogue_inputs is NULL but num_epilogue_inputs is " +
+              std::to_string(p.num_epilogue_inputs));
+    }
+    cuinline::ops::RowFusion fusion;
+    if (p.prologue != nullptr && *p.prologue != '\0') fusion.prologue = op_of(p.prologue);
+    if (p.epilogue != nullptr && *p.epilogue != '\0') fusion.epilogue = op_of(p.epilogue);
+    for (int k = 0; k < p.num_epilogue_inputs; ++k) {
+      fusion.epilogue_inputs.push_back(view_of(&p.epilogue_inputs[k], "rows epilogue input"));
+    }
+    const auto opt = [](const cuinline_tensor* t, const char* what) {
+      return t != nullptr ? view_of(t, what) : cuinline::TensorView{};
+    };
+    const cuinline::TensorView in = view_of(p.input, "rows input"), out = view_of(p.output, "rows output");
+    const cuinline::TensorView w = opt(p.weight, "rows weight"), b = opt(p.bias, "rows bias");
+    const cuinline::TensorView r = opt(p.residual, "rows residual");
+    const auto s = static_cast<CUstream>(p.stream);
+    switch (*op) {
+      case RowOp::softmax:
+      case RowOp::log_softmax:
+        if (w.data != nullptr || b.data != nullptr || r.data != nullptr) {
+          invalid(name + ": takes no weight, bias or residual");
+        }
+        return *op == RowOp::softmax ? cuinline::ops::softmax(in, out, fusion, s)
+                                     : cuinline::ops::log_softmax(in, out, fusion, s);
+      case RowOp::rms_norm:
+        if (b.data != nullptr || r.data != nullptr) invalid("rms_norm: takes no bias or residual");
+        return cuinline::ops::rms_norm(in, w, out, p.eps, fusion, s);
+      case RowOp::add_rms_norm:
+        if (b.data != nullptr) invalid("add_rms_norm: takes no bias");
+        return cuinline::ops::add_rms_norm(in, view_of(p.residual, "add_rms_norm residual"), w, out, p.eps,
+                                           fusion, s);
+      case RowOp::layer_norm:
+        if (r.data != nullptr) invalid("layer_norm: takes no residual");
+        return cuinline::ops::layer_norm(in, w, b, out, p.eps, fusion, s);
+    }
   });
 }
 

@@ -89,6 +89,7 @@ struct RunOptions {
   std::optional<std::string> stride, padding, dilation;  ///< conv2d only: "2" or "2x1" (h x w)
   std::optional<int> groups;             ///< conv2d only: F.conv2d's groups (when not given 1)
   std::optional<double> eps;             ///< rms_norm, add_rms_norm, layer_norm (when not given 1e-6, 1e-6, 1e-5)
+  std::optional<std::string> prologue, epilogue;  ///< row reductions: fused chains (op text)
   std::optional<std::string> inputs;     ///< N-ary: "8192x28672,28672" (one shape per input)
   int outputs = 0;                       ///< N-ary: 0 = the op's (op.outputs())
   int repeat = 20;

@@ -173,6 +173,11 @@ int dispatch(int argc, char** argv) {
   run_cmd->add_option("--dtype", run.dtype, "f32, f16, bf16 or f64");
   run_cmd->add_option("--shape", shape, "e.g. 4096x393216, NxCxHxW for conv2d, ROWSxCOLS for a row reduction");
   run_cmd->add_option("--eps", run.eps, "rms_norm, add_rms_norm, layer_norm: eps (default 1e-6; layer_norm 1e-5)");
+  run_cmd->add_option("--prologue", run.prologue,
+                      "A row reduction: a chain fused before it, on each input element, e.g. 'mul(0.125)'");
+  run_cmd->add_option("--epilogue", run.epilogue,
+                      "A row reduction: a chain fused after it, on each output element; in1, in2, ... are extra "
+                      "tensors of the output's shape, e.g. 'mul(in1)'");
   run_cmd->add_option("--inputs", run.inputs,
                       "An N-ary op's input shapes, one per input: e.g. 8192x28672,28672 ('scalar': a 0-dim tensor)");
   run_cmd->add_option("--outputs", run.outputs, "An N-ary op's outputs (default: the op's)")->check(CLI::Range(1, 4));

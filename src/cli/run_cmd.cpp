@@ -402,6 +402,10 @@ int run_op(const RunOptions& options) {
     return report(measure_rows(run, options.repeat), options);
   }
   if (options.eps) throw InvalidArgument("--eps: only rms_norm, add_rms_norm and layer_norm take eps, not '" + options.op + "'");
+  if (options.prologue || options.epilogue) {
+    throw InvalidArgument("--prologue / --epilogue: only the row reductions (softmax, log_softmax, rms_norm, "
+                          "add_rms_norm, layer_norm) take them, not '" + options.op + "'");
+  }
   if (options.inputs) {  // an N-ary op (run_nary.cpp)
     const bool conv = options.op == "conv2d" || options.op == "conv2d_div_leaky_relu";
     if (conv) throw InvalidArgument("--inputs: conv2d takes --shape, not --inputs (which is for elementwise ops)");

@@ -135,6 +135,7 @@ struct RowRun {
   DType dtype = DType::f32;
   std::int64_t rows = 0, cols = 0;
   double eps = 0;
+  ops::Op prologue, epilogue;  ///< fused chains (empty: none); the epilogue's in1.. are random tensors
 };
 /// The row reduction of that name, if it is one.
 std::optional<ops::RowOp> row_op_named(const std::string& name);

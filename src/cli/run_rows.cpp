@@ -2,7 +2,8 @@
 // x row length of fresh random values (weight, bias, residual too), a poisoned output, the op once
 // through the public C++ API (host-timed: that call compiles or loads its kernels), every row checked
 // against the float64 reference (src/reference/row_reference.hpp) within its dtype's tolerance and
-// add_rms_norm's residual bit for bit, then CUDA-event timings.
+// add_rms_norm's residual bit for bit, then CUDA-event timings. --prologue / --epilogue fuse chains
+// (the epilogue's tensors random in [-2, 2]), applied to the reference as the elementwise ops'.
 
 #include <atomic>
 #include <cmath>
@@ -30,6 +31,11 @@ constexpr RowOp kRowOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm
 
 bool takes_eps(RowOp op) {
   return op != RowOp::softmax && op != RowOp::log_softmax;
+}
+
+// The extra tensors an epilogue reads (its in1, in2, ...): the planner refuses any other count.
+int epilogue_inputs(const ops::Op& epilogue) {
+  return epilogue.steps.empty() && epilogue.expression.empty() ? 0 : epilogue.min_inputs() - 1;
 }
 
 // Host data in the dtype's storage S, drawn in [lo, hi) and rounded once (the reference reads what
@@ -63,6 +69,11 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   const std::vector<S> w = random_values<S, T>(weighted ? n : 0, -2, 2, seed + 1, from_t);
   const std::vector<S> b = random_values<S, T>(biased ? n : 0, -1, 1, seed + 2, from_t);
   const std::vector<S> r = random_values<S, T>(add ? numel : 0, -4, 4, seed + 3, from_t);
+  // The epilogue's tensors (in1, in2, ...), in [-2, 2].
+  const int k_extra = epilogue_inputs(run.epilogue);
+  std::vector<std::vector<S>> e;
+  for (int k = 0; k < k_extra; ++k) e.push_back(random_values<S, T>(numel, -2, 2, seed + 4 + k, from_t));
+  m.bytes_moved += static_cast<double>(es) * static_cast<double>(numel) * k_extra;
   const auto upload = [](const std::vector<S>& host) {
     DeviceBuffer buffer((host.size() * sizeof(S) + 3) / 4 * 4);  // fill_u32 writes whole 32-bit words
     if (!host.empty()) buffer.copy_from_host(host.data(), host.size() * sizeof(S));
@@ -74,7 +85,13 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   const TensorView vr = add ? make_view(dr.as<void>(), dtype, {rows, n}) : TensorView{};
   const TensorView vw = weighted ? make_view(dw.as<void>(), dtype, {n}) : TensorView{};
   const TensorView vb = biased ? make_view(db.as<void>(), dtype, {n}) : TensorView{};
-  const ops::RowPlan plan = ops::plan_rows(op, vx, vy, vw, vb, vr, run.eps);
+  std::vector<DeviceBuffer> de;
+  ops::RowFusion fusion{run.prologue, run.epilogue, {}};
+  for (const auto& host : e) {
+    de.push_back(upload(host));
+    fusion.epilogue_inputs.push_back(make_view(de.back().template as<void>(), dtype, {rows, n}));
+  }
+  const ops::RowPlan plan = ops::plan_rows(op, vx, vy, vw, vb, vr, run.eps, fusion);
   char what[160];
   if (takes_eps(op)) {
     std::snprintf(what, sizeof what, "%s eps %g: %s", ops::to_string(op), run.eps, plan.variant.name().c_str());
@@ -87,15 +104,15 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   const auto launch = [&] {
     switch (op) {
       case RowOp::softmax:
-        return ops::softmax(vx, vy, stream);
+        return ops::softmax(vx, vy, fusion, stream);
       case RowOp::log_softmax:
-        return ops::log_softmax(vx, vy, stream);
+        return ops::log_softmax(vx, vy, fusion, stream);
       case RowOp::rms_norm:
-        return ops::rms_norm(vx, vw, vy, run.eps, stream);
+        return ops::rms_norm(vx, vw, vy, run.eps, fusion, stream);
       case RowOp::add_rms_norm:
-        return ops::add_rms_norm(vx, vr, vw, vy, run.eps, stream);
+        return ops::add_rms_norm(vx, vr, vw, vy, run.eps, fusion, stream);
       case RowOp::layer_norm:
-        return ops::layer_norm(vx, vw, vb, vy, run.eps, stream);
+        return ops::layer_norm(vx, vw, vb, vy, run.eps, fusion, stream);
     }
   };
   time_first_call(m, stream, launch);
@@ -103,7 +120,10 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   dy.copy_to_host(y.data(), numel * es);
   if (add) dr.copy_to_host(z.data(), numel * es);  // x + residual, rounded to the dtype
 
-  const double rel = reference::row_rtol(dtype), abs = reference::row_atol(op, dtype);
+  // An epilogue's tensors (|in_k| <= 2, multiplied in, one more rounding each) scale the output's
+  // absolute error.
+  const double rel = reference::row_rtol(dtype), abs = reference::row_atol(op, dtype) * (1 << (2 * k_extra));
+  const bool pro = !run.prologue.steps.empty(), epi = !run.epilogue.steps.empty();
   std::vector<double> wd(w.size()), bd(b.size());
   for (std::size_t i = 0; i < w.size(); ++i) wd[i] = static_cast<double>(to_t(w[i]));
   for (std::size_t i = 0; i < b.size(); ++i) bd[i] = static_cast<double>(to_t(b[i]));
@@ -116,21 +136,28 @@ Measurement measure(const RowRun& run, int repeat, ToT to_t, FromT from_t) {
   parallel_for(numel, [&](std::size_t begin, std::size_t end) {
     const std::size_t un = static_cast<std::size_t>(n);
     std::vector<double> v(un), want(un);
+    double in[8] = {};
     std::size_t l_unwritten = 0, l_beyond = 0, l_residual = 0, l_first = SIZE_MAX;
     double l_max = 0;
     for (std::size_t row = (begin + un - 1) / un; row * un < end; ++row) {
       const std::size_t at = row * un;
       for (std::size_t i = 0; i < un; ++i) {
+        const double xv = static_cast<double>(to_t(x[at + i]));
+        const double px = pro ? reference::apply_chain(run.prologue, dtype, xv) : xv;
         if (!add) {
-          v[i] = static_cast<double>(to_t(x[at + i]));
+          v[i] = px;
           continue;
         }
-        const S sum = from_t(to_t(x[at + i]) + to_t(r[at + i]));  // the kernel adds in the accumulation type
+        const S sum = from_t(static_cast<T>(px) + to_t(r[at + i]));  // the kernel adds in the accumulation type
         if (std::memcmp(&sum, &z[at + i], sizeof(S)) != 0) ++l_residual;
         v[i] = static_cast<double>(to_t(sum));
       }
       reference::reduce_row(op, v.data(), n, weighted ? wd.data() : nullptr, biased ? bd.data() : nullptr, run.eps,
                             want.data());
+      for (std::size_t i = 0; epi && i < un; ++i) {
+        for (int k = 0; k < k_extra; ++k) in[k + 1] = static_cast<double>(to_t(e[static_cast<std::size_t>(k)][at + i]));
+        want[i] = reference::apply_chain(run.epilogue, dtype, reference::round_to(dtype, want[i]), in, k_extra);
+      }
       for (std::size_t i = 0; i < un; ++i) {
         if (std::memcmp(&y[at + i], &poison, sizeof(S)) == 0) ++l_unwritten;
         const double got = static_cast<double>(to_t(y[at + i]));
@@ -226,10 +253,24 @@ RowRun plan_row_run(const RunOptions& o) {
   const auto at = [](int k) { return reinterpret_cast<void*>((std::uintptr_t{1} << 52) * k); };
   const TensorView x = make_view(at(1), run.dtype, {run.rows, run.cols});
   const bool add = run.op == RowOp::add_rms_norm;
+  const auto chain = [](const std::optional<std::string>& text, const char* flag) {
+    if (!text || text->empty()) return ops::Op{};
+    try {
+      return ops::parse_op(*text);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string(flag) + ": " + e.what());
+    }
+  };
+  run.prologue = chain(o.prologue, "--prologue");
+  run.epilogue = chain(o.epilogue, "--epilogue");
+  ops::RowFusion fusion{run.prologue, run.epilogue, {}};
+  for (int k = 0; k < epilogue_inputs(run.epilogue); ++k) {
+    fusion.epilogue_inputs.push_back(make_view(at(6 + k), run.dtype, {run.rows, run.cols}));
+  }
   ops::plan_rows(run.op, x, make_view(at(2), run.dtype, {run.rows, run.cols}),
                  takes_eps(run.op) ? make_view(at(3), run.dtype, {run.cols}) : TensorView{},
                  run.op == RowOp::layer_norm ? make_view(at(4), run.dtype, {run.cols}) : TensorView{},
-                 add ? make_view(at(5), run.dtype, {run.rows, run.cols}) : TensorView{}, run.eps);
+                 add ? make_view(at(5), run.dtype, {run.rows, run.cols}) : TensorView{}, run.eps, fusion);
   return run;
 }
 

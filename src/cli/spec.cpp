@@ -298,7 +298,7 @@ Conv2dEntry parse_conv2d(const JsonField& entry) {
 }
 
 ReductionEntry parse_reductions(const JsonField& entry) {
-  entry.expect_object({"kind", "op", "dtype", "row_length", "vector_width"});
+  entry.expect_object({"kind", "op", "dtype", "row_length", "vector_width", "prologue", "epilogue"});
   ReductionEntry rd;
   using ops::RowOp;
   static const RowOp all[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
@@ -318,6 +318,24 @@ ReductionEntry parse_reductions(const JsonField& entry) {
     push_once(rd.row_lengths, item.as_int(1, std::int64_t{1} << 40));
   }
   if (auto f = entry.find("vector_width")) rd.vector_widths = parse_vector_widths(*f, rd.dtypes);
+  // The chains, checked as the ops check them (a chain, a prologue without tensor operands).
+  for (const char* which : {"prologue", "epilogue"}) {
+    const auto f = entry.find(which);
+    if (!f) continue;
+    ops::Op& chain = *which == 'p' ? rd.prologue : rd.epilogue;
+    chain = parse_op_text(*f);
+    for (RowOp op : rd.ops) {
+      ops::RowVariant v{op, DType::f32, ops::RowForm::warp, 1, 1, 32};
+      v.prologue = rd.prologue;
+      v.epilogue = rd.epilogue;
+      v.epilogue_inputs = rd.epilogue.steps.empty() ? 0 : rd.epilogue.min_inputs() - 1;
+      try {
+        v.validate();
+      } catch (const InvalidArgument& e) {
+        f->fail(e.what());
+      }
+    }
+  }
   return rd;
 }
 

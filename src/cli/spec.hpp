@@ -92,12 +92,14 @@ struct Conv2dEntry {
 /// length and alignment, the variant ops::plan_rows picks for rows of that length whose pointers and
 /// row strides are aligned to that many elements (each value once; variant(i) builds the i-th). A
 /// row length of the split form stands for its two kernels (split_stats, split_write) and the looped
-/// form the call runs where no workspace can be had (ops::RowPlan::fallback).
+/// form the call runs where no workspace can be had (ops::RowPlan::fallback). "prologue" /
+/// "epilogue": the fused chains of ops::RowFusion (op text), the epilogue's tensors aligned as x.
 struct ReductionEntry {
   std::vector<ops::RowOp> ops;
   std::vector<DType> dtypes;
   std::vector<std::int64_t> row_lengths;
   std::vector<int> vector_widths;  ///< empty: rows aligned to 16 bytes (the widest each dtype has)
+  ops::Op prologue, epilogue;      ///< empty: none
 
   std::size_t count() const;  ///< saturating
   /// The i-th variant: op-major, then dtype, row length, vector width (and split part).

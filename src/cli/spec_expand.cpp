@@ -266,6 +266,9 @@ ops::RowVariant ReductionEntry::variant(std::size_t index) const {
       ops::RowVariant v = plan.variant;
       if (rest % parts == 1) v.form = ops::RowForm::split_write;  // the split launch's second kernel
       if (rest % parts == 2) v = plan.fallback;                   // the looped form, without a workspace
+      v.prologue = prologue;
+      v.epilogue = epilogue;
+      v.epilogue_inputs = epilogue.steps.empty() && epilogue.expression.empty() ? 0 : epilogue.min_inputs() - 1;
       v.validate();
       return v;
     }

@@ -1,11 +1,14 @@
 #pragma once
 // The row reductions' float64 host reference (docs/reductions.md) and its tolerances, shared by
 // `cuinline run softmax|log_softmax|rms_norm|add_rms_norm|layer_norm` and the tests (GPU and
-// host-emulated): the reference of one row from its values, and how far an output may be from it.
+// host-emulated): the reference of one row from its values, the fused chains on one value (the
+// elementwise reference's steps), and how far an output may be from it.
 #include <cmath>
 #include <cstdint>
 #include <cuinline/reductions.hpp>
 #include <cuinline/tensor.hpp>
+
+#include "reference/host_reference.hpp"
 
 namespace cuinline::reference {
 
@@ -35,6 +38,32 @@ inline void reduce_row(ops::RowOp op, const double* v, std::int64_t n, const dou
     const double r = 1 / std::sqrt(sq / static_cast<double>(n) + eps);
     for (std::int64_t i = 0; i < n; ++i) y[i] = (v[i] - mean) * r * weight(i) + (b != nullptr ? b[i] : 0.0);
   }
+}
+
+/// `v` (a value of the dtype) rounded to the dtype's storage, as a double.
+inline double round_to(DType dt, double v) {
+  switch (dt) {
+    case DType::f64:
+      return v;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::f16:
+      return static_cast<double>(cli::half_to_float(cli::float_to_half(static_cast<float>(v))));
+    case DType::bf16:
+      return static_cast<double>(cli::bf16_to_float(cli::float_to_bf16(static_cast<float>(v))));
+  }
+  return v;
+}
+
+/// A fused chain (RowFusion's prologue or epilogue) on one value of the dtype: each step in the
+/// accumulation type (float; double for f64), rounded to the dtype, as the kernel's chain and the
+/// eager ops; `inputs[k]` for k in 1..count the value of the chain's input k (the epilogue's tensors).
+inline double apply_chain(const ops::Op& chain, DType dt, double x, const double* inputs = nullptr, int count = 0) {
+  if (dt == DType::f64) return cli::reference_chain(chain.steps, x, cli::NoRounding{}, inputs);
+  float in[8] = {};
+  for (int k = 1; k <= count && k < 8; ++k) in[k] = static_cast<float>(inputs[k]);
+  const auto round = [dt](float v) { return static_cast<float>(round_to(dt, v)); };
+  return cli::reference_chain(chain.steps, static_cast<float>(x), round, inputs != nullptr ? in : nullptr);
 }
 
 /// Relative tolerance: the output's rounding plus the accumulation's error (float for f32 / f16 /

@@ -8,6 +8,7 @@
 #include <cuinline/error.hpp>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "driver/tensor_access.hpp"
 
@@ -98,14 +99,33 @@ int block_max_per_thread(DType dtype) noexcept {
 }
 
 RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
-                      const TensorView& bias, const TensorView& residual, double eps) {
+                      const TensorView& bias, const TensorView& residual, double eps, const RowFusion& fusion) {
   const Checker c{op};
+  const std::vector<TensorView>& extra = fusion.epilogue_inputs;
+  if (extra.size() > static_cast<std::size_t>(kMaxEpilogueInputs)) {
+    c.bad("the epilogue takes at most " + std::to_string(kMaxEpilogueInputs) + " extra tensors, got " +
+          std::to_string(extra.size()));
+  }
+  RowCall call;
+  RowPlan& p = call.plan;
+  p.variant.op = op;
+  // Copied only where present: an unfused call copies no chain.
+  if (has_chain(fusion.prologue)) p.variant.prologue = fusion.prologue;
+  if (has_chain(fusion.epilogue)) p.variant.epilogue = fusion.epilogue;
+  p.variant.epilogue_inputs = static_cast<int>(extra.size());
+  check_chains(p.variant);
+  const auto extra_name = [](std::size_t k) { return "epilogue input in" + std::to_string(k + 1); };
   const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
   const bool add = op == RowOp::add_rms_norm;
   const DType dt = in.dtype;
   const std::size_t es = dtype_size(dt);
   if (es == 0) c.bad("unsupported dtype " + std::to_string(static_cast<int>(dt)));
-  for (const TensorView* t : {&in, &out, &weight, &bias, &residual}) {
+  // Every tensor (no allocation: this runs on every call).
+  const TensorView* all[5 + kMaxEpilogueInputs] = {&in, &out, &weight, &bias, &residual};
+  std::size_t count = 5;
+  for (const TensorView& t : extra) all[count++] = &t;
+  for (std::size_t i = 0; i < count; ++i) {
+    const TensorView* t = all[i];
     if (t->ndim < 0 || t->ndim > TensorView::kMaxDims) c.bad("a tensor has " + std::to_string(t->ndim) + " dimensions");
     for (int d = 0; d < t->ndim; ++d) {
       if (t->shape[d] < 0) c.bad("negative dimension in " + t->describe());
@@ -127,6 +147,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   };
   same_shape(out, "output");
   if (add) same_shape(residual, "residual");
+  for (std::size_t k = 0; k < extra.size(); ++k) same_shape(extra[k], extra_name(k).c_str());
 
   const std::int64_t n = in.ndim == 0 ? 1 : in.shape[in.ndim - 1];
   std::int64_t rows = 1;
@@ -138,14 +159,13 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   if (present(weight)) check_vector(c, weight, "weight", dt, n);
   if (present(bias)) check_vector(c, bias, "bias", dt, n);
 
-  RowCall call;
-  RowPlan& p = call.plan;
-  p.variant.op = op;
   p.variant.dtype = dt;
   p.n = n;
   p.in_stride = row_stride(c, in, "input", n);
   p.out_stride = row_stride(c, out, "output", n);
   if (add) p.residual_stride = row_stride(c, residual, "residual", n);
+  std::int64_t extra_stride[kMaxEpilogueInputs] = {};
+  for (std::size_t k = 0; k < extra.size(); ++k) extra_stride[k] = row_stride(c, extra[k], extra_name(k).c_str(), n);
   if (rows > 1 && n > 0 && p.out_stride < n) {
     c.bad("output " + out.describe() + ": its rows overlap (row stride " + std::to_string(p.out_stride) + " < " +
           std::to_string(n) + ")");
@@ -166,6 +186,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   if (add) check_pointer(residual, "residual");
   if (present(weight)) check_pointer(weight, "weight");
   if (present(bias)) check_pointer(bias, "bias");
+  for (std::size_t k = 0; k < extra.size(); ++k) check_pointer(extra[k], extra_name(k).c_str());
 
   // Aliasing: the output may be the input itself; nothing written may overlap anything else.
   if (!same_view(out, in) && overlap(out, in)) c.bad("the output overlaps the input without being the same view");
@@ -176,16 +197,21 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     if (overlap(residual, out)) c.bad("the residual overlaps the output");
     if (present(weight) && overlap(residual, weight)) c.bad("the residual overlaps the weight");
   }
+  for (std::size_t k = 0; k < extra.size(); ++k) {
+    if (overlap(out, extra[k])) c.bad("the output overlaps the " + extra_name(k));
+    if (add && overlap(residual, extra[k])) c.bad("the residual overlaps the " + extra_name(k));
+  }
 
   // The widest access (<= 16 bytes) that every row of every tensor is aligned to.
   int v = static_cast<int>(16 / es);
   for (; v > 1; v /= 2) {
     const std::uintptr_t vb = es * static_cast<std::uintptr_t>(v);
     bool ok = n % v == 0;
-    for (const TensorView* t : {&in, &out, &weight, &bias, &residual}) {
-      ok = ok && (!present(*t) || reinterpret_cast<std::uintptr_t>(t->data) % vb == 0);
+    for (std::size_t i = 0; i < count; ++i) {
+      ok = ok && (!present(*all[i]) || reinterpret_cast<std::uintptr_t>(all[i]->data) % vb == 0);
     }
     if (rows > 1) ok = ok && p.in_stride % v == 0 && p.out_stride % v == 0 && (!add || p.residual_stride % v == 0);
+    for (std::size_t k = 0; rows > 1 && k < extra.size(); ++k) ok = ok && extra_stride[k] % v == 0;
     if (ok) break;
   }
   RowVariant& var = p.variant;
@@ -230,6 +256,10 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   a.sy = p.out_stride;
   a.sr = p.residual_stride;
   a.eps = eps;
+  for (std::size_t k = 0; k < extra.size(); ++k) {
+    a.e[k].p = extra[k].data;
+    a.e[k].s = extra_stride[k];
+  }
   return call;
 }
 

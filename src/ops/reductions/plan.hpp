@@ -2,10 +2,14 @@
 // The reductions family's planner and variant internals (docs/ops-families.md, docs/reductions.md):
 // from a call's tensors to (RowVariant, launch arguments), every check done before anything is
 // compiled or launched.
+#include <cstddef>
 #include <cstdint>
 #include <cuinline/reductions.hpp>
 
 namespace cuinline::ops::detail {
+
+/// The epilogue's extra tensors at most (in1..in7, the elementwise chains' operands).
+constexpr int kMaxEpilogueInputs = kMaxInputs - 1;
 
 /// The kernels' argument (rd_args in kernel_templates/reductions.cuh, field for field).
 struct RowArgs {
@@ -18,8 +22,20 @@ struct RowArgs {
   double eps = 0;
   void* ws = nullptr;   // the split form's workspace
   long long chunk = 0;  // the split form's chunk: kSplitThreads * kSplitPerThread
+  // The epilogue's tensors (rd_extra): a kernel with K of them takes the first K after the rest
+  // (rd_args_e<K>), one without none (rd_args).
+  struct Extra {
+    const void* p = nullptr;
+    long long s = 0;  // row stride, in elements
+  } e[kMaxEpilogueInputs];
 };
-static_assert(sizeof(RowArgs) == 5 * 8 + 5 * 8 + 8 + 8 + 8, "must match rd_args");
+static_assert(offsetof(RowArgs, e) == 5 * 8 + 5 * 8 + 8 + 8 + 8, "must match rd_args");
+static_assert(sizeof(RowArgs::Extra) == 16, "must match rd_extra");
+
+/// The bytes of RowArgs a kernel with `extras` epilogue tensors takes.
+constexpr std::size_t row_args_bytes(int extras) {
+  return offsetof(RowArgs, e) + sizeof(RowArgs::Extra) * static_cast<std::size_t>(extras);
+}
 
 /// Rows of one warp, or one block, and the looped form's block.
 constexpr int kWarpRowsPerBlock = 4;
@@ -39,7 +55,13 @@ struct RowCall {
 
 /// The planner: checks, variant, grid and arguments. plan.rows == 0 (or n == 0): nothing to launch.
 RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight,
-                      const TensorView& bias, const TensorView& residual, double eps);
+                      const TensorView& bias, const TensorView& residual, double eps, const RowFusion& fusion = {});
+
+/// Whether an op is a chain (not empty); whether a variant has chains; the chains' checks
+/// (RowVariant::validate's part, the planner's first).
+bool has_chain(const Op& op) noexcept;
+bool fused(const RowVariant& variant) noexcept;
+void check_chains(const RowVariant& variant);
 
 /// The looped form of a split call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);

@@ -56,6 +56,8 @@ std::string RowVariant::name() const {
                   std::to_string(vector_width);
   if (form != RowForm::looped) s += ",e" + std::to_string(per_thread);
   if (form != RowForm::warp && form != RowForm::looped) s += ",t" + std::to_string(threads);
+  if (!prologue.steps.empty() || !prologue.expression.empty()) s += ",pro=" + prologue.describe();
+  if (!epilogue.steps.empty() || !epilogue.expression.empty()) s += ",epi=" + epilogue.describe();
   return s + ">";
 }
 
@@ -71,6 +73,7 @@ void RowVariant::validate() const {
   if (!pow2(vector_width) || static_cast<std::size_t>(vector_width) * es > 16) {
     throw InvalidArgument("reduction variant " + name() + ": vector width must be a power of two of at most 16 bytes");
   }
+  detail::check_chains(*this);
   switch (form) {
     case RowForm::warp:
       if (threads != 32 || !pow2(per_thread) || per_thread < vector_width || per_thread > detail::kWarpMaxPerThread) {
@@ -104,28 +107,57 @@ void RowVariant::validate() const {
   throw InvalidArgument("reduction variant: unknown form");
 }
 
+namespace {
+
+// The chains' template arguments (none without chains: the kernel of an unfused variant is the one
+// it always was).
+std::string chain_arguments(const RowVariant& v) {
+  if (!detail::fused(v)) return "";
+  return std::string(detail::has_chain(v.prologue) ? ", rd_prologue" : ", rd_no_prologue") +
+         (detail::has_chain(v.epilogue) ? ", rd_epilogue, " : ", rd_no_epilogue, ") + std::to_string(v.epilogue_inputs);
+}
+
+}  // namespace
+
 std::string kernel_name(const RowVariant& v) {
   const std::string s = cuinline::detail::storage_type(v.dtype);
+  const std::string chains = chain_arguments(v);
   const std::string op = std::to_string(static_cast<int>(v.op));
   if (v.form == RowForm::split_stats || v.form == RowForm::split_write) {
     return std::string(v.form == RowForm::split_stats ? "rd_split_stats<" : "rd_split_write<") + op + ", " + s + ", " +
-           std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) + ", " + std::to_string(v.threads) + ">";
+           std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) + ", " + std::to_string(v.threads) +
+           chains + ">";
   }
   if (v.form == RowForm::looped) {
-    return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) + ">";
+    return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) +
+           chains + ">";
   }
   return "rd_regs<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) +
-         ", " + std::to_string(v.threads) + ">";
+         ", " + std::to_string(v.threads) + chains + ">";
 }
 
 CompileRequest make_request(const RowVariant& v) {
   v.validate();
   CompileRequest request;
   request.name = "reductions.cu";
-  request.source = "// cuinline row reduction: " + v.name() + "\n#include \"reductions.cuh\"\n";
+  request.source = "// cuinline row reduction: " + v.name() + "\n";
+  if (detail::fused(v)) {
+    // The chains' steps as the elementwise family's kernels compiled with contraction on spell
+    // them: each rounding explicit, none contracted into an FMA (ew_ops.cuh).
+    request.source += "#define CUINLINE_EW_FMAD\n#include \"reductions.cuh\"\n#include \"ew_ops.cuh\"\n";
+    if (detail::has_chain(v.prologue)) {
+      request.source += cuinline::detail::render_op_functor(v.prologue, v.dtype, "rd_prologue");
+    }
+    if (detail::has_chain(v.epilogue)) {
+      request.source += cuinline::detail::render_nary_functor(v.epilogue, v.dtype, 1 + v.epilogue_inputs, "rd_epilogue");
+    }
+  } else {
+    request.source += "#include \"reductions.cuh\"\n";
+  }
   for (const char* header : {"ew_common.cuh", "reductions.cuh"}) {
     request.headers.push_back({header, cuinline::detail::template_text(header)});
   }
+  if (detail::fused(v)) request.headers.push_back({"ew_ops.cuh", cuinline::detail::template_text("ew_ops.cuh")});
   // Contraction on, as nvcc compiles PyTorch's kernels (its softmax and norm kernels included).
   request.options = {"--fmad=true", "-minimal"};
   request.name_expressions = {kernel_name(v)};
@@ -133,6 +165,38 @@ CompileRequest make_request(const RowVariant& v) {
 }
 
 namespace detail {
+
+bool has_chain(const Op& op) noexcept {
+  return !op.steps.empty() || !op.expression.empty();
+}
+
+bool fused(const RowVariant& v) noexcept {
+  return has_chain(v.prologue) || has_chain(v.epilogue) || v.epilogue_inputs != 0;
+}
+
+void check_chains(const RowVariant& v) {
+  const std::string what = std::string(to_string(v.op)) + ": the ";
+  for (const Op* chain : {&v.prologue, &v.epilogue}) {
+    if (!has_chain(*chain)) continue;
+    const char* which = chain == &v.prologue ? "prologue" : "epilogue";
+    if (!chain->expression.empty()) {
+      throw InvalidArgument(what + which + " " + chain->describe() +
+                            " is an expression; a reduction takes a chain of elementwise steps");
+    }
+    chain->validate();
+  }
+  if (has_chain(v.prologue) && v.prologue.min_inputs() > 1) {
+    throw InvalidArgument(what + "prologue " + v.prologue.describe() +
+                          " uses tensor operands; a prologue takes scalar steps and functions only");
+  }
+  const int needs = has_chain(v.epilogue) ? v.epilogue.min_inputs() - 1 : 0;
+  if (v.epilogue_inputs != needs) {
+    const std::string uses = needs == 0 ? std::string("no extra tensor")
+                                        : std::to_string(needs) + " extra tensor(s) (in1..in" + std::to_string(needs) + ")";
+    throw InvalidArgument(what + "epilogue " + (has_chain(v.epilogue) ? v.epilogue.describe() : std::string("(none)")) +
+                          " takes " + uses + ", got " + std::to_string(v.epilogue_inputs));
+  }
+}
 
 std::uint64_t hash_of(const RowVariant& v) {
   Fnv f;
@@ -142,6 +206,12 @@ std::uint64_t hash_of(const RowVariant& v) {
   f.value(v.vector_width);
   f.value(v.per_thread);
   f.value(v.threads);
+  if (fused(v)) {
+    f.op(v.prologue);
+    f.value(std::uint8_t{0xff});  // between the two chains
+    f.op(v.epilogue);
+    f.value(v.epilogue_inputs);
+  }
   return f.h;
 }
 
