@@ -611,15 +611,15 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   Conv2dVariant f32 = variant(DType::f32, 512, 7, 512, 3, 1);
   f32.precision = Conv2dPrecision::tf32;
   EXPECT_EQ(most(f32, -1), 0);
-  // Under the default knob (off) no variant is planned in the split form.
-  EXPECT_EQ(conv2d_tiling(variant(DType::f16, 512, 7, 512, 3, 1)).split_k, 0);
+  // The plan follows the process's knob (off unless CUINLINE_CONV2D_SPLIT_K is set).
+  EXPECT_EQ(conv2d_tiling(variant(DType::f16, 512, 7, 512, 3, 1)).split_k > 0, conv2d_impl::conv2d_knobs().split_k != 0);
 }
 
 // The split form is a kernel of its own: with CUINLINE_CONV2D_SPLIT_K=auto a split variant's
-// request is the unsplit one's with kSplitK added and the split kernel's name; every other
-// variant's request is unchanged byte for byte (the same module, cache key and kernel), and the
-// split request compiles for sm_90a. (The knobs are read once a process: the split requests come
-// from a child process, through a file.)
+// request is the one without split-K (=0) with kSplitK added and the split kernel's name; every
+// other variant's request is the same byte for byte (the same module, cache key and kernel), and
+// the split request compiles for sm_90a. (The knobs are read once a process: each setting's
+// requests come from a child process, through a file.)
 TEST(Conv2dSplitKDeathTest, OnlySplitVariantsChangeTheirRequest) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto variant = [](int ci, int hw, int co, int k) {
@@ -629,34 +629,43 @@ TEST(Conv2dSplitKDeathTest, OnlySplitVariantsChangeTheirRequest) {
     v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
     return v;
   };
-  const std::string file = ::testing::TempDir() + "cuinline_split_k_requests.txt";
+  const std::string file = ::testing::TempDir() + "cuinline_split_k_requests";
   const auto text = [](const cuinline::CompileRequest& r) { return r.source + "\n@@ " + r.name_expressions.at(0) + "\n@@@\n"; };
-  EXPECT_EXIT(
-      {
-        setenv("CUINLINE_CONV2D_SPLIT_K", "auto", 1);
-        const Conv2dVariant split = variant(512, 7, 512, 3);
-        const cuinline::CompiledProgram program =
-            cuinline::compile(make_request(split), cuinline::Arch::parse("sm_90"));
-        std::ofstream out(file);
-        out << text(make_request(split)) << text(make_request(variant(64, 56, 64, 3))) << text(make_request(variant(32, 7, 64, 1)));
-        const bool ok = conv2d_tiling(split).split_k > 0 && kernel_name(split) == conv2d_impl::kHmmaSplitKernel &&
-                        program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value() && out.good();
-        std::exit(ok ? 0 : 1);
-      },
-      ::testing::ExitedWithCode(0), "");
-  std::ifstream in(file);
-  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string unsplit = text(make_request(variant(512, 7, 512, 3)));
-  EXPECT_EQ(unsplit.find("kSplitK"), std::string::npos);
-  const std::string plain_name = std::string("@@ ") + conv2d_impl::kHmmaKernel;
-  // (The shape struct's end: kSplitK is its last member.)
-  const std::size_t at = unsplit.find("};\n", unsplit.find("struct cuinline_conv2d_shape"));
+  // The requests of a split variant and of two others (9 k steps; a 1 x 1 of one) under `knob`.
+  const auto requests = [&](const char* knob) {
+    setenv("CUINLINE_CONV2D_SPLIT_K", knob, 1);
+    const Conv2dVariant split = variant(512, 7, 512, 3);
+    std::ofstream out(file + knob);
+    out << text(make_request(split)) << text(make_request(variant(64, 56, 64, 3)))
+        << text(make_request(variant(32, 7, 64, 1)));
+    const bool on = std::strcmp(knob, "0") != 0;
+    bool ok = out.good() && (conv2d_tiling(split).split_k > 0) == on &&
+              kernel_name(split) == (on ? conv2d_impl::kHmmaSplitKernel : conv2d_impl::kHmmaKernel);
+    if (on) {
+      const cuinline::CompiledProgram program = cuinline::compile(make_request(split), cuinline::Arch::parse("sm_90"));
+      ok = ok && program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value();
+    }
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(requests("0"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(requests("auto"), ::testing::ExitedWithCode(0), "");
+  const auto read = [&](const char* knob) {
+    std::ifstream in(file + knob);
+    std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove((file + knob).c_str());
+    return t;
+  };
+  const std::string off = read("0"), on = read("auto");
+  ASSERT_FALSE(off.empty());
+  EXPECT_EQ(off.find("kSplitK"), std::string::npos);
+  // The split variant's: kSplitK the shape struct's last member, the split kernel's name.
+  std::string expected = off;
+  const std::size_t at = expected.find("};\n", expected.find("struct cuinline_conv2d_shape"));
   ASSERT_NE(at, std::string::npos);
-  std::string expected = unsplit;
   expected.insert(at, "  static constexpr int kSplitK = 1;\n");
+  const std::string plain_name = std::string("@@ ") + conv2d_impl::kHmmaKernel;
   expected.replace(expected.find(plain_name), plain_name.size(), std::string("@@ ") + conv2d_impl::kHmmaSplitKernel);
-  EXPECT_EQ(got, expected + text(make_request(variant(64, 56, 64, 3))) + text(make_request(variant(32, 7, 64, 1))));
-  std::remove(file.c_str());
+  EXPECT_EQ(on, expected);
 }
 
 }  // namespace
