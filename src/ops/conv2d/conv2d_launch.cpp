@@ -457,11 +457,6 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   return 1;
 }
 
-// A workspace part's bytes: rounded up to 256, so that every part starts aligned.
-std::int64_t round256(std::int64_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
-
 // The split form's launch (e.tiling.split_k > 0): the slices from the launch's tiles and the device
 // (split_k_slices), a workspace of the partial tiles and the tiles' arrival counters, the counters
 // zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
@@ -524,6 +519,11 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   cfg.shared_bytes = t.shared_bytes;
   cfg.stream = stream;
   e.kernel.launch(cfg, in, w, b, out, row_tiles, res, chan);
+}
+
+// A workspace part's bytes: rounded up to 256, so that every part starts aligned.
+std::int64_t round256(std::int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
 }
 
 // A staged call (e.tiling.stage_channels > 0): a workspace on the stream, the staging copy into it,
