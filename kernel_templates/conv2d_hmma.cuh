@@ -37,7 +37,9 @@
 //   cached in L2 only; 0: .ca), kWgmma (0 or 1: the wgmma tiling above; needs the cp.async form,
 //   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers);
 //   optional: kHalo, kWindow (the wgmma tiling's forms, below), kPointwise (0 or 1: the pointwise
-//   form above; kAsyncDepth buffers). The kernel trusts the two alignment flags.
+//   form above; kAsyncDepth buffers), kSplitK (1: the split form, cuinline_conv2d_hmma_split below;
+//   the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms). The kernel
+//   trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 //
 // Files (each included once, in this order; the sub-files need what the earlier ones declare):
@@ -52,6 +54,7 @@
 //   conv2d_hmma/mainloop_window.cuh      the window form
 //   conv2d_hmma/mainloop_halo.cuh        the halo form
 //   conv2d_hmma/epilogue.cuh             the store paths (bias, residual, E, rounding, vectors)
+//   conv2d_hmma/split.cuh                the split form's partial tiles and their sum
 //   conv2d_hmma/tiles.cuh                a block's tile or tiles: main loop, then epilogue
 // The arch/ wrappers are in namespace cuinline_arch, which the kernel's namespace uses; the
 // host-emulated tests leave them out and supply their own in cuinline_conv2d_hmma_detail.
@@ -98,6 +101,7 @@ using namespace cuinline_arch;
 #include "conv2d_hmma/mainloop_window.cuh"
 #include "conv2d_hmma/mainloop_halo.cuh"
 #include "conv2d_hmma/epilogue.cuh"
+#include "conv2d_hmma/split.cuh"
 #include "conv2d_hmma/tiles.cuh"
 
 /// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
@@ -131,6 +135,39 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
     // (row_tiles: the images, for batch tiles; else unused)
     d::block_tile<S, E>(smem, input, weight, bias, output, residual, row_tiles, ep);
   }
+}
+
+/// The split form (S::kSplitK; split-K: the reduction's k steps cut into `slices` slices): the
+/// arguments of cuinline_conv2d_hmma (the images' slot carries the slices), then the workspace —
+/// `partials`, tiles x slices fp32 tiles of kBM x kBN, and `counters`, one a tile, zero at the
+/// launch (null, like partials, for one slice). Grid: (kTilesX, ceil(kCout / kBN), N x slices);
+/// block z = image x slices + slice computes steps [slice kSteps / slices, (slice + 1) kSteps /
+/// slices) of its tile, and the last block of a tile to arrive sums the slices' partials in slice
+/// order (the same bits run to run) and runs the epilogue (conv2d_hmma/split.cuh). One slice: each
+/// block computes its tile whole.
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads,
+                                  cuinline_conv2d_hmma_detail::Plan<S>::kMinBlocks)
+    cuinline_conv2d_hmma_split(const typename S::storage* __restrict__ input,
+                               const typename S::storage* __restrict__ weight,
+                               const typename S::storage* __restrict__ bias,
+                               typename S::storage* __restrict__ output, int slices,
+                               const typename S::storage* __restrict__ residual,
+                               const cuinline_conv2d_chan chan, float* __restrict__ partials,
+                               unsigned* __restrict__ counters) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  static_assert(S::kSplitK == 1 && P::kHalfEpi && P::kAsync && !P::kWindow && !P::kHalo && !P::kBatchTiles &&
+                    !P::kPointwise,
+                "the split form: the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms");
+  const E ep{chan};
+  namespace d = cuinline_conv2d_hmma_detail;
+#ifdef CUINLINE_CONV2D_HMMA_EMULATED
+  unsigned char* smem = cuinline_emulated_smem();
+#else
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u);
+#endif
+  d::block_tile<S, E, true>(smem, input, weight, bias, output, residual, 1, ep, d::SplitK{partials, counters, slices});
 }
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

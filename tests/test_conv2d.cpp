@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/error.hpp>
@@ -15,6 +17,7 @@
 #include <set>
 #include <string>
 
+#include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tiling.hpp"
 #include "ops/conv2d/tuning.hpp"
@@ -450,7 +453,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
   EXPECT_EQ(d.transpose, 2);
   EXPECT_EQ(d.transpose_log_tile, 11);
   EXPECT_EQ(d.tf32x3_kw, 1);
-  EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows, 0);
+  EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows + d.split_k, 0);  // (split-K off)
   // Every variable of the table is read: its accepted values are taken, any other is the default.
   using K = conv2d_impl::Conv2dKnobs;
   const std::pair<std::map<std::string, std::string>, bool (*)(const K&)> cases[] = {
@@ -490,6 +493,10 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3,1"}},
        [](const K& k) { return k.hmma_pipe_set && k.hmma_pipe_depth == 3 && k.hmma_pipe_l2 == 1; }},
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3"}}, [](const K& k) { return !k.hmma_pipe_set; }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "auto"}}, [](const K& k) { return k.split_k == -1; }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "4"}}, [](const K& k) { return k.split_k == 4; }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "1"}}, [](const K& k) { return k.split_k == 0; }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "9"}}, [](const K& k) { return k.split_k == 0; }},
       {{{"CUINLINE_CONV2D_TARGET", "sm_75"}},
        [](const K& k) { return k.target == cuinline::Arch::parse("sm_75"); }},
       {{{"CUINLINE_CONV2D_TARGET", "gpu"}}, [](const K& k) { return !k.target && !k.target_error.empty(); }},
@@ -502,7 +509,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
     EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
   }
-  EXPECT_EQ(names.size(), 22u);
+  EXPECT_EQ(names.size(), 23u);
 }
 
 // The knobs are read from the environment once, in the process's first plan: each case a fresh
@@ -553,6 +560,112 @@ TEST(Conv2dKnobsDeathTest, TheEnvironmentSteersTheSelection) {
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Split-K's launch rule: no split where the tiles fill more than half of the multiprocessors;
+// else as many slices as keep one block a multiprocessor, at most the variant's; forced: the
+// variant's always.
+TEST(Conv2dSplitK, SlicesFollowTheGridAndTheDevice) {
+  using conv2d_impl::split_k_slices;
+  EXPECT_EQ(split_k_slices(4, 8, 132, false), 8);    // ResNet-50's 512-channel 3 x 3 on 7 x 7, batch 1
+  EXPECT_EQ(split_k_slices(32, 8, 132, false), 4);   // 132 / 32
+  EXPECT_EQ(split_k_slices(66, 8, 132, false), 2);   // half the multiprocessors
+  EXPECT_EQ(split_k_slices(67, 8, 132, false), 1);   // more than half: whole tiles
+  EXPECT_EQ(split_k_slices(128, 8, 132, false), 1);  // batch 32 of the same layer
+  EXPECT_EQ(split_k_slices(4, 3, 132, false), 3);    // the variant's most (its k steps)
+  EXPECT_EQ(split_k_slices(200, 5, 132, true), 5);   // forced
+  EXPECT_EQ(split_k_slices(4, 0, 132, true), 1);     // not the split form
+  EXPECT_EQ(split_k_slices(4, 8, 0, false), 1);      // the device unknown
+}
+
+// Which variants are compiled in the split form (the knob's value given): the f16 / bf16 wgmma
+// tiling with few tiles an image and at least 2 x kSplitKMinSteps k steps; not f32, 1 x 1 layers of
+// few channels, large planes, the halo form.
+TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
+  const auto variant = [](DType dtype, int ci, int hw, int co, int k, int stride) {
+    Conv2dVariant v = make_conv2d_variant(ci, hw, hw, co, k, k, Conv2dParams::square(stride, k / 2), true,
+                                          Op::relu());
+    v.dtype = dtype;
+    v.has_residual = true;
+    v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
+    return v;
+  };
+  const auto most = [](const Conv2dVariant& v, int knob) {
+    const Conv2dTiling t = conv2d_tiling(v);
+    const int steps = v.kernel_h * v.kernel_w * ((v.in_channels + 15) / 16 * 16 / t.ci_chunk);
+    return conv2d_impl::split_k_most(v, t, steps, knob);
+  };
+  // ResNet-50's 512-channel 3 x 3 on 7 x 7 (72 k steps) and its stride-2 twin on 14 x 14; UNet's
+  // 1024-channel 3 x 3 on 16 x 16.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), -1), conv2d_impl::kSplitKMaxSlices);
+    EXPECT_EQ(most(variant(dt, 512, 14, 512, 3, 2), -1), conv2d_impl::kSplitKMaxSlices);
+    EXPECT_EQ(most(variant(dt, 1024, 16, 1024, 3, 1), -1), conv2d_impl::kSplitKMaxSlices);
+    EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 3), 3);  // forced
+    EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 0), 0);  // off
+  }
+  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), -1), 2);  // 18 k steps: 2 slices of 9
+  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), -1), 0);   // 9: one slice of kSplitKMinSteps
+  EXPECT_EQ(most(variant(DType::f16, 32, 7, 64, 1, 1), -1), 0);  // 1 k step
+  EXPECT_EQ(most(variant(DType::f16, 256, 112, 256, 3, 1), -1), 0);  // a large plane: many tiles
+  Conv2dVariant f32 = variant(DType::f32, 512, 7, 512, 3, 1);
+  f32.precision = Conv2dPrecision::tf32;
+  EXPECT_EQ(most(f32, -1), 0);
+  // The plan follows the process's knob (off unless CUINLINE_CONV2D_SPLIT_K is set).
+  EXPECT_EQ(conv2d_tiling(variant(DType::f16, 512, 7, 512, 3, 1)).split_k > 0, conv2d_impl::conv2d_knobs().split_k != 0);
+}
+
+// The split form is a kernel of its own: with CUINLINE_CONV2D_SPLIT_K=auto a split variant's
+// request is the one without split-K (=0) with kSplitK added and the split kernel's name; every
+// other variant's request is the same byte for byte (the same module, cache key and kernel), and
+// the split request compiles for sm_90a. (The knobs are read once a process: each setting's
+// requests come from a child process, through a file.)
+TEST(Conv2dSplitKDeathTest, OnlySplitVariantsChangeTheirRequest) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto variant = [](int ci, int hw, int co, int k) {
+    Conv2dVariant v = make_conv2d_variant(ci, hw, hw, co, k, k, Conv2dParams::square(1, k / 2), true, Op::relu());
+    v.dtype = DType::f16;
+    v.has_residual = true;
+    v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
+    return v;
+  };
+  const std::string file = ::testing::TempDir() + "cuinline_split_k_requests";
+  const auto text = [](const cuinline::CompileRequest& r) { return r.source + "\n@@ " + r.name_expressions.at(0) + "\n@@@\n"; };
+  // The requests of a split variant and of two others (9 k steps; a 1 x 1 of one) under `knob`.
+  const auto requests = [&](const char* knob) {
+    setenv("CUINLINE_CONV2D_SPLIT_K", knob, 1);
+    const Conv2dVariant split = variant(512, 7, 512, 3);
+    std::ofstream out(file + knob);
+    out << text(make_request(split)) << text(make_request(variant(64, 56, 64, 3)))
+        << text(make_request(variant(32, 7, 64, 1)));
+    const bool on = std::strcmp(knob, "0") != 0;
+    bool ok = out.good() && (conv2d_tiling(split).split_k > 0) == on &&
+              kernel_name(split) == (on ? conv2d_impl::kHmmaSplitKernel : conv2d_impl::kHmmaKernel);
+    if (on) {
+      const cuinline::CompiledProgram program = cuinline::compile(make_request(split), cuinline::Arch::parse("sm_90"));
+      ok = ok && program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value();
+    }
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(requests("0"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(requests("auto"), ::testing::ExitedWithCode(0), "");
+  const auto read = [&](const char* knob) {
+    std::ifstream in(file + knob);
+    std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove((file + knob).c_str());
+    return t;
+  };
+  const std::string off = read("0"), on = read("auto");
+  ASSERT_FALSE(off.empty());
+  EXPECT_EQ(off.find("kSplitK"), std::string::npos);
+  // The split variant's: kSplitK the shape struct's last member, the split kernel's name.
+  std::string expected = off;
+  const std::size_t at = expected.find("};\n", expected.find("struct cuinline_conv2d_shape"));
+  ASSERT_NE(at, std::string::npos);
+  expected.insert(at, "  static constexpr int kSplitK = 1;\n");
+  const std::string plain_name = std::string("@@ ") + conv2d_impl::kHmmaKernel;
+  expected.replace(expected.find(plain_name), plain_name.size(), std::string("@@ ") + conv2d_impl::kHmmaSplitKernel);
+  EXPECT_EQ(on, expected);
 }
 
 }  // namespace

@@ -692,6 +692,73 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
   }
 }
 
+// Split-K's layers (ResNet-50's 512-channel 3 x 3 on 7 x 7 and its stride-2 twin on 14 x 14, batch
+// 1: 4 output tiles on a GPU of 100+ multiprocessors) in f16 and bf16, channels-last and NCHW
+// (staged), bias, a residual, leaky ReLU: against float64, every output written; a second call
+// equal bit for bit (the slices' partials summed in a fixed order whichever block is last); and a
+// CUDA graph of the call replayed twice (the workspace allocated in the graph, the tiles' counters
+// zeroed by its memset node) equal bit for bit to the eager call. Skipped where the layers are not
+// planned in the split form (split-K off: CUINLINE_CONV2D_SPLIT_K unset, which the ctest run
+// splitk. sets to auto — 8 slices on a device of 64+ multiprocessors; a target without wgmma).
+TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  {
+    Conv2dVariant probe = make_conv2d_variant(512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+    probe.dtype = DType::f16;
+    probe.input_layout = probe.weight_layout = probe.output_layout = Conv2dLayout::nhwc;
+    if (planned(probe).split_k == 0) GTEST_SKIP() << "split-K not planned (CUINLINE_CONV2D_SPLIT_K unset, or no wgmma)";
+  }
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  const std::vector<Shape> shapes = {{1, 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, true},
+                                     {1, 512, 14, 14, 512, 3, 3, Conv2dParams::square(2, 1), true, true}};
+  const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+  for (const Shape& s : shapes) {
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    for (DType dt : {DType::f16, DType::bf16}) {
+      for (bool nhwc : {true, false}) {
+        const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, nhwc, rng);
+        const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, nhwc, rng);
+        const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+        const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, nhwc, rng);
+        HostTensor y{s.n, s.cout, oh, ow, dt, nhwc, {}};
+        y.values.resize(r.size());
+        DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+        const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
+        const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, dr.view);
+        SCOPED_TRACE(v.name());
+        EXPECT_GT(planned(v).split_k, 0);
+        const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view); };
+        std::vector<unsigned char> first, again(y.bytes()), replay(y.bytes());
+        dy.buffer.fill_u32(0xffffffffu);
+        run();
+        stream.synchronize();
+        const double err = output_error(s, x, wt, b, r, y, dy, 0, &first);
+        std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
+        EXPECT_LE(err, tolerance(dt));  // (NaN, an unwritten output, fails too)
+        dy.buffer.fill_u32(0xffffffffu);
+        run();
+        stream.synchronize();
+        dy.buffer.copy_to_host(again.data(), again.size());
+        EXPECT_EQ(again, first) << "a second call differs";
+        if (nhwc) {
+          Graph graph = Graph::capture(stream.get(), run, CaptureMode::global);
+          for (int replays = 0; replays < 2; ++replays) {
+            dy.buffer.fill_u32(0xffffffffu);
+            graph.launch(stream.get());
+            stream.synchronize();
+            dy.buffer.copy_to_host(replay.data(), replay.size());
+            EXPECT_EQ(replay, first) << "replay " << replays << " of the captured call differs";
+          }
+        }
+      }
+    }
+  }
+}
+
 // Real layers past the limits conv2d once had (conv2d_past_limits.hpp: a ViT-B/32 patch
 // embedding, ASPP dilations of 24 and 36, FCN's padding of 100, strides of 40, 4100 / 4200
 // channels, 41- and 51-tap filters, a 1-D audio filter) in f32, f16 and bf16, all-NCHW and

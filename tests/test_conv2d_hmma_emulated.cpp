@@ -133,6 +133,21 @@ inline float4 __ldg(const float4* p) {
   EXPECT_TRUE(in_a_tensor(p, 16)) << "a read outside every tensor";
   return *p;
 }
+// The split form's workspace accesses (blocks run one after another here: a plain load, store and
+// increment; no fence needed).
+inline void __stcg(float4* p, float4 v) {
+  *p = v;
+}
+inline float4 __ldcg(const float4* p) {
+  return *p;
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+inline void __threadfence() {}
+
 #include "emulated_sm80.hpp"
 using cuinline_emulated_sm80::Block;
 using cuinline_emulated_sm80::g_block;
@@ -386,6 +401,21 @@ HMMA_CASE(DeepSmall1x1Reg, ew_half, 384, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0,
 WGMMA_CASE(DeepSmall1x1, DeepSmall1x1Reg, 4, 1, 16, 64, 4, 2)
 HMMA_CASE(DeepSmall1x1ResReg, ew_bf16, 256, 5, 6, 40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 2, 2, 4, 4, 256, 64, 2)
 WGMMA_CASE(DeepSmall1x1Res, DeepSmall1x1ResReg, 4, 1, 8, 64, 4, 3)
+// The split form (kSplitK: the reduction cut into slices, each a block; the last block of a tile to
+// arrive sums the partials in slice order and runs the epilogue): a 3 x 3 filter over 64 channels
+// in k steps of 32 (18 steps; 4 slices of 4, 5, 4 and 5 steps) on a 6 x 7 plane (one m64 tile), 40
+// of a 64-channel block, bias and a residual into an NCHW output. Not the host's plan unless
+// CUINLINE_CONV2D_SPLIT_K is set (kNotPlanned). run_case runs it with g_split_slices slices, the
+// blocks in the order g_split_reverse gives.
+HMMA_CASE(SplitPlaneReg, ew_half, 64, 6, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 2, 2, 4, 64, 64, 3)
+struct SplitPlane : SplitPlaneReg {
+  static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = 1, kNT = 8, kBK = 32, kMinBlocks = 2, kAsyncDepth = 4,
+                       kWgmma = 1, kSplitK = 1, kNotPlanned = 1;
+};
+int g_split_slices = 1;
+bool g_split_reverse = false;
+std::vector<unsigned char> g_split_output;  // the output's bytes after the last split run
+
 // One warpgroup for a long reduction (the planner's before two; a tuning candidate,
 // CUINLINE_CONV2D_HMMA_TILE="4,1,..."): only run through the kernel (check_case skips the plan
 // comparison for it).
@@ -574,6 +604,11 @@ template <class S, class = void>
 struct NotPlanned : std::false_type {};
 template <class S>
 struct NotPlanned<S, std::void_t<decltype(S::kNotPlanned)>> : std::true_type {};
+// Whether case S is in the split form (S::kSplitK).
+template <class S, class = void>
+struct SplitCase : std::false_type {};
+template <class S>
+struct SplitCase<S, std::void_t<decltype(S::kSplitK)>> : std::true_type {};
 
 template <class S>
 void run_case(std::uint64_t seed, Mode mode) {
@@ -672,11 +707,18 @@ void run_case(std::uint64_t seed, Mode mode) {
       P::kBatchTiles    ? static_cast<unsigned>((batch * P::kPixels + P::kBM - 1) / P::kBM)
       : P::kWindowTiles ? static_cast<unsigned>((P::kTilesX + row_tiles - 1) / row_tiles)
                         : static_cast<unsigned>(P::kTilesX * ((P::kTilesY + row_tiles - 1) / row_tiles));
-  const unsigned grid_z = P::kBatchTiles ? 1u : static_cast<unsigned>(batch);
+  // The split form: z is image x slices + slice; a workspace of the partial tiles and the tiles'
+  // counters (zero, as the launch leaves them).
+  constexpr bool kSplit = SplitCase<S>::value;
+  const int slices = kSplit ? g_split_slices : 1;
+  const unsigned grid_z = P::kBatchTiles ? 1u : static_cast<unsigned>(batch * slices);
   // (The pointwise form's channel blocks are part of x: one block column.)
   const unsigned grid_y = P::kPointwise ? 1u : static_cast<unsigned>((S::kCout + P::kBN - 1) / P::kBN);
+  const std::size_t split_tiles = std::size_t(grid_x) * grid_y * batch;
+  std::vector<float> partials(kSplit ? split_tiles * slices * P::kBM * P::kBN : 0, std::nanf(""));
+  std::vector<unsigned> counters(kSplit ? split_tiles : 0, 0u);
   for (unsigned zi = 0; zi < grid_z; ++zi) {
-    const unsigned z = P::kHalo ? batch - 1 - zi : zi;
+    const unsigned z = P::kHalo || (kSplit && g_split_reverse) ? grid_z - 1 - zi : zi;
     for (unsigned by = 0; by < grid_y; ++by) {
       for (unsigned i = 0; i < grid_x; ++i) {
         // (The halo form's blocks from the last: a store past a row's end into the next row, already
@@ -696,9 +738,17 @@ void run_case(std::uint64_t seed, Mode mode) {
         cuinline_conv2d_hmma_detail::g_wgmma.assign(P::kThreads, {});
 #endif
         cuinline::test::lanes::run_lanes(P::kThreads, [&] {
-          cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
-                                            yb.data() + out_shift, row_tiles,
-                                            S::kHasResidual ? rb.data() : nullptr, chan);
+          if constexpr (kSplit) {
+            cuinline_conv2d_hmma_split<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
+                                                    yb.data() + out_shift, slices,
+                                                    S::kHasResidual ? rb.data() : nullptr, chan,
+                                                    slices > 1 ? partials.data() : nullptr,
+                                                    slices > 1 ? counters.data() : nullptr);
+          } else {
+            cuinline_conv2d_hmma<S, Epilogue>(xb.data() + shift, wb.data(), S::kHasBias ? bb.data() : nullptr,
+                                              yb.data() + out_shift, row_tiles,
+                                              S::kHasResidual ? rb.data() : nullptr, chan);
+          }
         });
       }
     }
@@ -737,6 +787,16 @@ void run_case(std::uint64_t seed, Mode mode) {
         }
   EXPECT_EQ(unwritten, 0);
   if (out_shift) EXPECT_TRUE(is_poison(yb[0])) << "a store before the output";
+  if constexpr (kSplit) {
+    // Every tile's last block reset its counter (the next launch, or a graph's replay, starts at 0);
+    // with slices, every block wrote its partial tile (the workspace starts as NaNs).
+    for (unsigned c : counters) EXPECT_EQ(c, 0u) << "a split-K counter left set";
+    std::size_t unwritten_partials = 0;
+    for (float f : partials) unwritten_partials += std::isnan(f) ? 1 : 0;
+    if (slices > 1) EXPECT_EQ(unwritten_partials, 0u);
+    g_split_output.assign(reinterpret_cast<const unsigned char*>(yb.data()),
+                          reinterpret_cast<const unsigned char*>(yb.data() + yb.size()));
+  }
   // One rounding to the dtype (the sums are exact products added in fp32): about 2e-4 (f16) and
   // 1.6e-3 (bf16); the GPU test's bounds. f32 (the emulation's products exact): fp32 sums only.
   const double err = std::sqrt(num / den);
@@ -805,6 +865,28 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
 // The cp.async main loop (channels-last input and weight, channels a multiple of 8) with the copies
 // landing as early as they may; the register gather compiled for an unaligned input; scalar stores
 // compiled for an unaligned output.
+// The split form: whole tiles (one slice), then 4 slices with the blocks arriving in grid order
+// and in reverse (the last block of a tile slice 3, then slice 0): each against the float64
+// reference, and the two split runs equal bit for bit (the partials summed in slice order whoever
+// sums them). With wgmma emulated its copies also land at once.
+TEST(Conv2dHmmaEmulated, SplitKSlicesMatchTheReferenceInAnyArrivalOrder) {
+  using cuinline_conv2d_hmma_detail::Plan;
+  static_assert(Plan<SplitPlane>::kSteps == 18 && Plan<SplitPlane>::kTilesX == 1);
+  const std::uint64_t seed = 77;
+  g_split_slices = 1;
+  check_case<SplitPlane>(seed);
+  g_split_slices = 4;
+  g_split_reverse = false;
+  check_case<SplitPlane>(seed);
+  const std::vector<unsigned char> in_order = g_split_output;
+  g_split_reverse = true;
+  check_case<SplitPlane>(seed, Mode::copies_at_issue);
+  EXPECT_EQ(g_split_output, in_order);
+  g_split_reverse = false;
+  g_split_slices = 1;
+  cuinline_conv2d_hmma_detail::g_copies_at_issue = false;
+}
+
 TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   using cuinline_conv2d_hmma_detail::Plan;
   static_assert(Plan<SeedNhwc>::kAsync);

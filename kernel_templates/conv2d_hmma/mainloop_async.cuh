@@ -10,13 +10,15 @@ namespace cuinline_conv2d_hmma_detail {
 // step k + kStages - 1's copies issued while step k computes. Thread `tid` copies chunk tid %
 // kChunks of A rows tid / kChunks + r * (kThreads / kChunks) and the same of the B rows. Chunks of
 // channels >= kCin (kCin % 8 == 0: a chunk is all real or all padding) and of taps outside the image
-// are zero-filled.
+// are zero-filled. The wgmma tiling computes k steps [step_begin, step_end) (the split form: a
+// slice of the reduction; else all of them).
 template <class S>
 __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], unsigned short* s_stage,
                                                unsigned a_row, unsigned b_row,
                                                const typename S::storage* __restrict__ in_n,
                                                const typename S::storage* __restrict__ weight, int p0,
-                                               int co0, int images = 1) {
+                                               int co0, int images = 1, int step_begin = 0,
+                                               int step_end = Plan<S>::kSteps) {
   using P = Plan<S>;
   constexpr int kRowStep = P::kThreads / P::kChunks;  // rows a pass of the block covers
   constexpr int kARowsAsync = P::kBM / kRowStep;
@@ -94,25 +96,27 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     // buffer of step k - 2, whose wgmma every thread has waited for (wgmma_wait<1> at the end of
     // step k - 1) before the barrier of step k.
     constexpr int kAhead = P::kStages - 2;
+    // (k counts the block's steps from step_begin: buffer k % kStages.)
+    const int steps = step_end - step_begin;
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
-      if (s < P::kSteps) issue(s, s);
+      if (s < steps) issue(step_begin + s, s);
       copy_commit();
     }
     const unsigned base = smem_address(s_stage);
     const int warpgroup = (int)(threadIdx.x / 128);  // (kWarpsN = 1)
     (void)warpgroup;
 #pragma unroll 1
-    for (int step = 0; step < P::kSteps; ++step) {
+    for (int k = 0; k < steps; ++k) {
       copy_wait<kAhead - 1>();  // this thread's copies of this step have landed
 #if CUINLINE_CONV2D_HMMA_WGMMA
       fence_async_shared();     // ... and are visible to the tensor cores' reads
 #endif
       __syncthreads();
-      const int next = step + kAhead;
-      if (next < P::kSteps) issue(next, next % P::kStages);
+      const int next = k + kAhead;
+      if (next < steps) issue(step_begin + next, next % P::kStages);
       copy_commit();
-      const unsigned stage = base + (step % P::kStages) * kStageBytes;
+      const unsigned stage = base + (k % P::kStages) * kStageBytes;
 #if CUINLINE_CONV2D_HMMA_WGMMA
       wgmma_fence();
 #pragma unroll
@@ -143,7 +147,9 @@ __device__ __forceinline__ void mainloop_async(float (&acc)[S::kMT][S::kNT][4], 
     __syncthreads();  // every warp's reads of the stages are done before the epilogue reuses them
     (void)a_row, (void)b_row;
   } else {
-    // (Not instantiated for the wgmma tiling: less for NVRTC, and no unreachable code.)
+    // (Not instantiated for the wgmma tiling: less for NVRTC, and no unreachable code. All the steps:
+    // the split form is the wgmma tiling's.)
+    (void)step_begin, (void)step_end;
 #pragma unroll
     for (int s = 0; s < P::kAsyncStages - 1; ++s) {
       if (s < P::kSteps) issue(s, s);

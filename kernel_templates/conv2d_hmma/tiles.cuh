@@ -7,13 +7,16 @@
 namespace cuinline_conv2d_hmma_detail {
 
 // One block's tile of kBM pixels of the flattened plane x kBN channels (every form but the halo's).
-template <class S, class E>
+// kSplit (the split form, cuinline_conv2d_hmma_split): blockIdx.z is image x split.slices + slice;
+// the block computes its slice's k steps, and only the last block of a tile to arrive
+// (split_reduce) runs the epilogue, on the sum of the slices.
+template <class S, class E, bool kSplit = false>
 __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S::storage* __restrict__ input,
                                            const typename S::storage* __restrict__ weight,
                                            const typename S::storage* __restrict__ bias,
                                            typename S::storage* __restrict__ output,
                                            const typename S::storage* __restrict__ residual, int images,
-                                           const E& ep) {
+                                           const E& ep, const SplitK split = SplitK{}) {
   using P = Plan<S>;
   using T = typename S::storage;
   unsigned short* s_stage = reinterpret_cast<unsigned short*>(smem);
@@ -25,7 +28,9 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   const int wn = warp / S::kWarpsM;
   const int p0 = (int)(P::kPointwise ? blockIdx.x / P::kCoBlocks : blockIdx.x) * P::kBM;
   const int co0 = (int)(P::kPointwise ? blockIdx.x % P::kCoBlocks : blockIdx.y) * P::kBN;
-  const long long n = P::kBatchTiles ? 0 : blockIdx.z;  // (batch tiles: p0 counts the batch's pixels)
+  // (batch tiles: p0 counts the batch's pixels)
+  const long long n = P::kBatchTiles ? 0 : kSplit ? blockIdx.z / split.slices : blockIdx.z;
+  const int slice = kSplit ? (int)(blockIdx.z - n * split.slices) : 0;
   const T* in_n = input + n * P::kInN;
   const long long p_end = P::kBatchTiles ? (long long)images * P::kPixels : P::kPixels;
 
@@ -48,10 +53,20 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   if constexpr (P::kWindow) {
     mainloop_window<S>(acc, s_stage, in_n, weight, p0, co0);
     (void)a_row, (void)b_row;
+  } else if constexpr (kSplit) {
+    // (The slices' steps: as even as the division makes them.)
+    mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images, slice * P::kSteps / split.slices,
+                      (slice + 1) * P::kSteps / split.slices);
   } else if constexpr (P::kAsync) {
     mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images);
   } else {
     mainloop_registers<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0);
+  }
+  if constexpr (kSplit) {
+    if (split.slices > 1) {
+      const long long tile = (n * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+      if (!split_reduce<S>(acc, smem, split, slice, tile)) return;
+    }
   }
 
   T* out_n = output + n * P::kOutN;

@@ -388,6 +388,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // filter over 40 channels into 200 spilled 52 bytes at 5 blocks a multiprocessor on sm_90a, and its
   // mma.sync form 4 bytes on sm_80 at 4.)
   if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t, small_plane && taps > 1 ? 48 : 0);
+  t.split_k = split_k_most(v, t, steps, conv2d_knobs().split_k);
   return t;
 }
 
@@ -594,6 +595,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   if (t.window && t.row_tiles > 1) src += c("kWindowTiles", 1);
   if (t.pointwise) src += c("kPointwise", 1);
   if (t.batch_tiles) src += c("kBatchTiles", 1);
+  if (t.split_k > 0) src += c("kSplitK", 1);
   if (t.wgmma && conv2d_knobs().store_batch >= 0) src += c("kStoreBatch", conv2d_knobs().store_batch);
   if (t.halo && !conv2d_knobs().halo_weight_batch) src += c("kHaloWeightBatch", 0);
   src += "};\n\n";
@@ -608,17 +610,17 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   return src;
 }
 
-CompileRequest request_of(const Conv2dVariant& v, std::string source, bool wgmma) {
+CompileRequest request_of(std::string source, const Conv2dTiling& t) {
   CompileRequest request;
   // wgmma: sm_90a on an sm_90 device (the template keeps mma.sync for every other arch).
-  request.arch_specific = wgmma;
+  request.arch_specific = t.wgmma;
   request.name = "conv2d_hmma.cu";
   request.source = std::move(source);
   // conv2d_hmma.cuh and the files it includes (arch/, conv2d_hmma/).
   request.headers = cuinline::detail::template_headers({"ew_common.cuh", "ew_ops.cuh", "conv2d_hmma.cuh"});
   // No contraction: bias, residual and epilogue round after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
-  request.name_expressions = {kernel_name(v)};
+  request.name_expressions = {hmma_kernel_name(t)};
   return request;
 }
 
@@ -734,12 +736,12 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
 
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v) {
   const Conv2dTiling t = hmma_direct_tiling(v);
-  return request_of(v, direct_source(v, t), t.wgmma);
+  return request_of(direct_source(v, t), t);
 }
 
 CompileRequest make_hmma_request(const Conv2dVariant& v) {
   const Conv2dTiling t = hmma_tiling(v);  // validates
-  if (t.stage_channels == 0) return request_of(v, direct_source(v, t), t.wgmma);
+  if (t.stage_channels == 0) return request_of(direct_source(v, t), t);
   // The conv of the channels-last copies: exactly the staged variant's own request (the staging
   // copy is a module of its own, make_hmma_stage_request), so NCHW variants that stage to the same
   // shape, and that channels-last variant, share one cache entry.
@@ -790,7 +792,7 @@ CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
   // The conv of the channels-last copies: one entry for every tf32 variant staged to that shape.
   const Conv2dVariant s = hmma_staged_variant(v);
   const Conv2dTiling t = wgmma_tiling(s);
-  return request_of(s, direct_source(s, t), true);
+  return request_of(direct_source(s, t), t);
 }
 
 bool pointwise_shape(const Conv2dVariant& v) {
@@ -822,7 +824,7 @@ Conv2dTiling pointwise_tiling(const Conv2dVariant& v) {
 
 CompileRequest make_pointwise_request(const Conv2dVariant& v) {
   const Conv2dTiling t = pointwise_tiling(v);  // validates
-  return request_of(v, direct_source(v, t), false);
+  return request_of(direct_source(v, t), t);
 }
 
 }  // namespace cuinline::ops::conv2d_impl

@@ -211,6 +211,34 @@ inline constexpr int kTransposeLogTile = 11;
 int transpose_log_tile();
 /// The grid of one transposing copy of batch x [rows][cols] with tiles of 2^lt elements.
 TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = transpose_log_tile());
+/// Split-K (the f16 / bf16 wgmma tiling's split form; docs/conv2d.md, "Split-K"): the most slices
+/// a reduction is cut into, and the fewest k steps a slice.
+inline constexpr int kSplitKMaxSlices = 8;
+inline constexpr int kSplitKMinSteps = 8;
+/// Most output tiles an image for which a variant is compiled in the split form: larger ones fill a
+/// GPU from one image on (an H200 has 132 multiprocessors), and the launch would never split them.
+inline constexpr int kSplitKMaxImageTiles = 64;
+/// The most slices the split form of tiling `t` of v may cut its k steps into (what
+/// Conv2dTiling::split_k records), or 0 where v is not compiled in that form: `knob` (the
+/// CUINLINE_CONV2D_SPLIT_K value: 0 off, -1 auto, N forced) not 0; the f16 / bf16 wgmma tiling as
+/// block_tile runs it (not the halo, window, batch-tile or pointwise forms); at most
+/// kSplitKMaxImageTiles tiles an image; at least 2 kSplitKMinSteps k steps. Forced: N, or fewer
+/// where the steps allow fewer slices of kSplitKMinSteps; auto: up to kSplitKMaxSlices.
+int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int knob);
+/// The slices a launch of a split-form kernel cuts its reduction into (1: no split; the kernel then
+/// runs its tiles whole). `tiles`: the launch's output tiles (pixel tiles x channel blocks x
+/// images); `most`: Conv2dTiling::split_k; `forced`: the knob gives the number (most, always).
+/// Auto: only where the tiles fill at most half of the multiprocessors (a larger grid already
+/// keeps most of them busy, and every slice costs a write and a read of its fp32 tile), as many
+/// slices as keep the blocks within one wave of one a multiprocessor, at most `most`.
+int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool forced);
+/// The workspace of a split launch: the fp32 partial tiles (tiles x slices x block pixels x block
+/// channels), then one arrival counter a tile, each part aligned to 256 bytes.
+struct SplitKWorkspace {
+  std::int64_t partial_bytes = 0, counter_bytes = 0;
+};
+SplitKWorkspace split_k_workspace(const Conv2dTiling& t, std::int64_t tiles, int slices);
+
 /// The name expression of the Winograd kernel (conv2d_winograd.cuh).
 inline constexpr const char* kWinogradKernel = "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The tiling of a Winograd variant (winograd_applies(v)).

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/log.hpp"
+#include "driver/driver_api.hpp"
 #include "driver/tensor_access.hpp"
 #include "driver/workspace.hpp"
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -175,7 +176,7 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
   l.tiling = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
   Module module = default_cache().get(
       f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), device_arch(device));
-  l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : kernel_name(v));
+  l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : conv2d_impl::hmma_kernel_name(l.tiling));
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }
@@ -456,11 +457,53 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   return 1;
 }
 
+// The split form's launch (e.tiling.split_k > 0): the slices from the launch's tiles and the device
+// (split_k_slices), a workspace of the partial tiles and the tiles' arrival counters, the counters
+// zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
+// block of a tile also resets its counter), the grid's z axis images x slices. One slice (a grid
+// that fills the GPU), or no workspace to be had: the same kernel runs its tiles whole.
+void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
+                  const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
+  const Conv2dTiling& t = e.tiling;
+  const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
+  const std::int64_t tiles = std::int64_t{t.tiles_x} * channel_blocks * n;
+  const int forced = conv2d_impl::conv2d_knobs().split_k;
+  int slices = conv2d_impl::split_k_slices(tiles, t.split_k, e.multiprocessors, forced > 0);
+  if (n * slices > 65535) slices = 1;  // (past the grid's z extent: whole tiles)
+  CUdeviceptr ws = 0;
+  conv2d_impl::SplitKWorkspace parts;
+  if (slices > 1) {
+    parts = conv2d_impl::split_k_workspace(t, tiles, slices);
+    ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(parts.partial_bytes + parts.counter_bytes),
+                                           stream);
+    if (ws == 0) slices = 1;
+  }
+  cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launch (or a throw)
+  float* partials = slices > 1 ? reinterpret_cast<float*>(ws) : nullptr;
+  unsigned* counters = slices > 1 ? reinterpret_cast<unsigned*>(ws + static_cast<CUdeviceptr>(parts.partial_bytes)) : nullptr;
+  if (slices > 1) {
+    check_driver(cuinline::detail::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters), 0,
+                                                              static_cast<std::size_t>(tiles), stream),
+                 "zeroing the split-K counters");
+  }
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x), static_cast<unsigned>(channel_blocks),
+                  static_cast<unsigned>(n * slices));
+  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
+  cfg.shared_bytes = t.shared_bytes;
+  cfg.stream = stream;
+  e.kernel.launch(cfg, in, w, b, out, slices, res, chan, partials, counters);
+}
+
 // The conv kernel of `e` on the given tensors (device pointers of the variant's dtype; a staged
 // call passes its copies).
 void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
-                 const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream) {
+                 const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
+  if (t.split_k > 0) {
+    launch_split(e, v, n, in, w, b, out, res, chan, stream, device);
+    return;
+  }
   // (Batch tiles: the kernel's row_tiles is the number of images; one block row spans the batch.)
   const int row_tiles = t.batch_tiles ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
   const std::int64_t batch_blocks = t.batch_tiles ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
@@ -521,7 +564,7 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   cfg.stream = stream;
   e.stage.launch(cfg, in_args, w_args, cp, conv2d_impl::hmma_stage_tile_channels(cp));
   launch_conv(e, v, n, t.stage_input ? in_ws : input.data, t.stage_weight ? w_ws : weight.data, bias.data,
-              output.data, residual.data, chan, stream);
+              output.data, residual.data, chan, stream, device);
   return true;
 }
 
@@ -575,7 +618,7 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   if (t.transpose_weight) copy(weight.data, w_ws, v.out_channels, taps, v.in_channels);
   if (res) copy(residual.data, res_ws, n, out_pixels, v.out_channels);
   launch_conv(e, v, n, t.transpose_input ? in_ws : input.data, t.transpose_weight ? w_ws : weight.data, bias.data,
-              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, chan, stream);
+              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, chan, stream, device);
   // NCHW [N][Cout][OH*OW] -> the channels-last output [N][OH*OW][Cout].
   if (t.transpose_output) copy(out_ws, output.data, n, v.out_channels, out_pixels);
   return true;
@@ -587,7 +630,7 @@ void run_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const
               const TensorView& weight, const TensorView& bias, const TensorView& output,
               const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device, std::uint64_t hash) {
   if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
-    launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+    launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream, device);
     return;
   }
   if (e.tiling.stage_channels > 0
@@ -597,7 +640,7 @@ void run_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const
   }
   const Launchable direct = direct_map().find_or_make(
       hash, device, [&](const Conv2dVariant& d) { return d == v; }, [&] { return make_direct_launchable(v, device); });
-  launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream);
+  launch_conv(direct, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream, device);
 }
 
 }  // namespace

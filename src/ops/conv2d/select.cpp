@@ -134,7 +134,7 @@ std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v) {
     case Conv2dAlgo::hmma_mma:
     case Conv2dAlgo::pointwise:
     case Conv2dAlgo::tf32_wgmma:
-      return kHmmaKernel;
+      return hmma_kernel_name(conv2d_tiling_of(algo, v));
     case Conv2dAlgo::fp32_transposed: {
       const Conv2dVariant k = f32_kernel_variant(v);
       return k.output_layout == Conv2dLayout::nhwc ? kWinogradKernel : kernel_name_of(conv2d_algo(k), k);

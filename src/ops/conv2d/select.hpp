@@ -40,6 +40,13 @@ const char* to_string(Conv2dAlgo algo) noexcept;
 /// The name expression of the f16 / bf16 / TF32 tensor-core kernel (conv2d_hmma.cuh).
 inline constexpr const char* kHmmaKernel =
     "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+/// Its split form's (Conv2dTiling::split_k > 0): the kernel with the split-K workspace arguments.
+inline constexpr const char* kHmmaSplitKernel =
+    "cuinline_conv2d_hmma_split<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+/// The kernel of a conv2d_hmma.cuh tiling.
+inline const char* hmma_kernel_name(const Conv2dTiling& t) {
+  return t.split_k > 0 ? kHmmaSplitKernel : kHmmaKernel;
+}
 
 /// A variant's kernel: its algorithm, tiling, compile request (the conv's module), the staging or
 /// transposing copy's request where the algorithm has one, and the kernel's name expression in

@@ -108,6 +108,17 @@ const std::vector<Knob>& knobs() {
          k.hmma_pipe_depth = depth;
          k.hmma_pipe_l2 = l2;
        }},
+      // Default off until measured: split-K (docs/conv2d.md, "Split-K") is written for layers whose
+      // tiles fill few multiprocessors (3 x 3 over 256-1024 channels on 7 x 7 to 16 x 16 planes) and
+      // has not been timed on a GPU yet; "auto" takes the launch's rule, N forces N slices.
+      {{"CUINLINE_CONV2D_SPLIT_K",
+        "auto: f16 / bf16 layers whose tiles fill few multiprocessors split their reduction "
+        "(split-K); N: N slices wherever the form applies; 0: off",
+        "0, auto, 2-8", "off"},
+       [](Conv2dKnobs& k, const char* e) {
+         const int n = std::atoi(e);
+         k.split_k = is(e, "auto") ? -1 : n >= 2 && n <= kSplitKMaxSlices ? n : 0;
+       }},
       // Default on: the TF32 wgmma kernel repays its staging copy from 512 products a staged value
       // (the sweep in tf32_wgmma_applies, H100).
       {{"CUINLINE_CONV2D_TF32_WGMMA", "0: f32 in precision tf32 stays on the mma.sync kernel", "0",

@@ -1,0 +1,74 @@
+// conv2d_hmma/split.cuh — the split form's reduction (kSplitK): a block's fp32 partial tile to the
+// workspace, and the last block of a tile to arrive sums the partials in slice order.
+
+#ifndef CUINLINE_CONV2D_HMMA_SPLIT_CUH
+#define CUINLINE_CONV2D_HMMA_SPLIT_CUH
+
+namespace cuinline_conv2d_hmma_detail {
+
+// A split launch's workspace (conv2d_launch.cpp's launch_split): partials, tiles x slices x kBM x
+// kBN floats (a slice's tile as its threads hold it: float4 q of thread t at q kThreads + t, so a
+// warp's accesses are 512 contiguous bytes); counters, one a tile, zero before the launch.
+struct SplitK {
+  float* partials;
+  unsigned* counters;
+  int slices;
+};
+
+// Block `slice` of tile `tile` (linear over the grid's x, y and images) after its k steps: writes
+// its accumulators, and returns true in the block that arrives last at the tile, with acc the sum
+// of every slice's partial in the order 0, 1, ..., slices - 1 (the same bits whichever block is
+// last; the first term as it is, not added to zero, so one slice would give its own bits), its
+// tile's counter reset to zero; false in the others, which store nothing. A block-wide decision
+// (every thread returns the same), so the epilogue's barriers are reached by the whole block. The
+// shared memory's first word carries it (after the main loop's last barrier, before the epilogue's).
+template <class S>
+__device__ __forceinline__ bool split_reduce(float (&acc)[S::kMT][S::kNT][4], unsigned char* smem, const SplitK& split,
+                                             int slice, long long tile) {
+  using P = Plan<S>;
+  constexpr int kVecs = S::kMT * S::kNT;  // float4s a thread
+  const int tid = (int)threadIdx.x;
+  float4* tile_parts = reinterpret_cast<float4*>(split.partials) + tile * split.slices * kVecs * P::kThreads;
+  float4* mine = tile_parts + (long long)slice * kVecs * P::kThreads + tid;
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      __stcg(mine + (i * S::kNT + j) * P::kThreads, make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
+    }
+  }
+  // Every thread's partial is visible device-wide before the block counts itself in (the
+  // threadFenceReduction pattern); the block that then sees slices - 1 arrivals before its own
+  // reads them all from L2.
+  __threadfence();
+  __syncthreads();
+  unsigned* s_last = reinterpret_cast<unsigned*>(smem);
+  if (tid == 0) *s_last = atomicAdd(split.counters + tile, 1u) == (unsigned)(split.slices - 1) ? 1u : 0u;
+  __syncthreads();
+  const bool last = *s_last != 0u;
+  __syncthreads();  // every thread has read the word before the epilogue writes the shared memory
+  if (!last) return false;
+  __threadfence();
+#pragma unroll
+  for (int i = 0; i < S::kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNT; ++j) {
+      // (Its own slice read back too: the accumulators are dead from their store on, which keeps
+      // the registers of a two-warpgroup tile's reduction from spilling.)
+      const float4* at = tile_parts + (i * S::kNT + j) * P::kThreads + tid;
+      float4 sum = __ldcg(at);
+#pragma unroll 1
+      for (int s = 1; s < split.slices; ++s) {
+        const float4 part = __ldcg(at + (long long)s * kVecs * P::kThreads);
+        sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
+      }
+      acc[i][j][0] = sum.x, acc[i][j][1] = sum.y, acc[i][j][2] = sum.z, acc[i][j][3] = sum.w;
+    }
+  }
+  if (tid == 0) split.counters[tile] = 0u;  // (the launch zeroes them too; a replayed graph's memset)
+  return true;
+}
+
+}  // namespace cuinline_conv2d_hmma_detail
+
+#endif  // CUINLINE_CONV2D_HMMA_SPLIT_CUH
