@@ -604,8 +604,12 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
     EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 3), 3);  // forced
     EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 0), 0);  // off
   }
-  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), -1), 2);  // 18 k steps: 2 slices of 9
-  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), -1), 0);   // 9: one slice of kSplitKMinSteps
+  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), 8), 2);  // 18 k steps: 2 slices of 9
+  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), 8), 0);   // 9: one slice of kSplitKMinSteps
+  // auto: only reductions of kSplitKAutoMinSteps steps (256 channels: 36, not split; 512: 72).
+  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), -1), 0);
+  EXPECT_EQ(most(variant(DType::f16, 256, 14, 256, 3, 1), -1), 0);
+  EXPECT_EQ(most(variant(DType::f16, 256, 14, 256, 3, 1), 4), 4);
   EXPECT_EQ(most(variant(DType::f16, 32, 7, 64, 1, 1), -1), 0);  // 1 k step
   EXPECT_EQ(most(variant(DType::f16, 256, 112, 256, 3, 1), -1), 0);  // a large plane: many tiles
   Conv2dVariant f32 = variant(DType::f32, 512, 7, 512, 3, 1);

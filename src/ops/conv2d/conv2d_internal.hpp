@@ -215,6 +215,10 @@ TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = tran
 /// a reduction is cut into, and the fewest k steps a slice.
 inline constexpr int kSplitKMaxSlices = 8;
 inline constexpr int kSplitKMinSteps = 8;
+/// The fewest k steps a reduction has for auto (CUINLINE_CONV2D_SPLIT_K=auto) to compile the split
+/// form: on an H200, 3 x 3 layers of 128 and 256 channels (18 and 36 steps) ran 5-19 % slower split,
+/// 512 and 1024 channels (72 and 144) up to 1.8x faster (docs/conv2d.md, "Split-K").
+inline constexpr int kSplitKAutoMinSteps = 64;
 /// Most output tiles an image for which a variant is compiled in the split form: larger ones fill a
 /// GPU from one image on (an H200 has 132 multiprocessors), and the launch would never split them.
 inline constexpr int kSplitKMaxImageTiles = 64;
@@ -223,7 +227,8 @@ inline constexpr int kSplitKMaxImageTiles = 64;
 /// CUINLINE_CONV2D_SPLIT_K value: 0 off, -1 auto, N forced) not 0; the f16 / bf16 wgmma tiling as
 /// block_tile runs it (not the halo, window, batch-tile or pointwise forms); at most
 /// kSplitKMaxImageTiles tiles an image; at least 2 kSplitKMinSteps k steps. Forced: N, or fewer
-/// where the steps allow fewer slices of kSplitKMinSteps; auto: up to kSplitKMaxSlices.
+/// where the steps allow fewer slices of kSplitKMinSteps; auto: up to kSplitKMaxSlices, for
+/// reductions of kSplitKAutoMinSteps k steps or more.
 int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int knob);
 /// The slices a launch of a split-form kernel cuts its reduction into (1: no split; the kernel then
 /// runs its tiles whole). `tiles`: the launch's output tiles (pixel tiles x channel blocks x

@@ -14,7 +14,8 @@ int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int
   // (Fewer than 2 slices of kSplitKMinSteps steps: nothing to split.)
   const int by_steps = std::min(k_steps / kSplitKMinSteps, kSplitKMaxSlices);
   if (by_steps < 2) return 0;
-  return knob > 0 ? std::min(knob, by_steps) : by_steps;
+  if (knob > 0) return std::min(knob, by_steps);
+  return k_steps >= kSplitKAutoMinSteps ? by_steps : 0;
 }
 
 int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool forced) {
