@@ -14,6 +14,8 @@
 #include <limits>
 #include <string>
 
+#include "reductions_views.hpp"
+
 namespace {
 
 using cuinline::DType;
@@ -25,34 +27,15 @@ using cuinline::ops::RowOp;
 using cuinline::ops::RowPlan;
 using cuinline::ops::RowVariant;
 
-void* fake(std::uintptr_t address) {
-  return reinterpret_cast<void*>(address);
-}
-constexpr std::uintptr_t kIn = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
-constexpr std::uintptr_t kOut = 0x7f1000000000;
-constexpr std::uintptr_t kW = 0x7f2000000000;
-constexpr std::uintptr_t kB = 0x7f3000000000;
-constexpr std::uintptr_t kRes = 0x7f4000000000;
-
-TensorView rows_of(std::uintptr_t at, DType dt, std::int64_t rows, std::int64_t n) {
-  return TensorView::contiguous(fake(at), dt, {rows, n});
-}
-TensorView vec(std::uintptr_t at, DType dt, std::int64_t n) {
-  return TensorView::contiguous(fake(at), dt, {n});
-}
-
-// The message of the InvalidArgument `f` throws ("" when it throws nothing or something else).
-template <class F>
-std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not InvalidArgument: ") + e.what();
-  }
-  return "";
-}
+using cuinline::test::fake;
+using cuinline::test::kB;
+using cuinline::test::kIn;
+using cuinline::test::kOut;
+using cuinline::test::kRes;
+using cuinline::test::kW;
+using cuinline::test::refusal;
+using cuinline::test::rows_of;
+using cuinline::test::vec;
 
 TEST(ReductionPlan, FormByRowLength) {
   struct Want {

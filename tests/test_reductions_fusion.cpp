@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "reductions_views.hpp"
+
 namespace {
 
 using cuinline::DType;
@@ -26,30 +28,14 @@ using cuinline::ops::RowFusion;
 using cuinline::ops::RowOp;
 using cuinline::ops::RowVariant;
 
-void* fake(std::uintptr_t address) {
-  return reinterpret_cast<void*>(address);
-}
-constexpr std::uintptr_t kIn = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
-constexpr std::uintptr_t kOut = 0x7f1000000000;
-constexpr std::uintptr_t kW = 0x7f2000000000;
-constexpr std::uintptr_t kRes = 0x7f4000000000;
-constexpr std::uintptr_t kGate = 0x7f5000000000;
-
-TensorView rows_of(std::uintptr_t at, DType dt, std::int64_t rows, std::int64_t n) {
-  return TensorView::contiguous(fake(at), dt, {rows, n});
-}
-
-template <class F>
-std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not InvalidArgument: ") + e.what();
-  }
-  return "";
-}
+using cuinline::test::fake;
+using cuinline::test::kGate;
+using cuinline::test::kIn;
+using cuinline::test::kOut;
+using cuinline::test::kRes;
+using cuinline::test::kW;
+using cuinline::test::refusal;
+using cuinline::test::rows_of;
 
 RowFusion fusion(const char* prologue, const char* epilogue, std::vector<TensorView> inputs = {}) {
   RowFusion f;
