@@ -10,7 +10,9 @@
 // module is compiled as a chain with activation steps is (contraction on, CUINLINE_EW_FMAD: the
 // arithmetic steps spell their rounding out), so the generic kernel computes the specialized one's
 // results bit for bit. Loads and stores are the specialized kernel's 16-byte vectors (W elements);
-// the steps run as an outer loop, each dispatched once for the thread's W elements.
+// the steps run as an outer loop, each dispatched once for the thread's W elements. Indices are of
+// type I: 32-bit where the tensor allows (fewer instructions an element, and 32 registers a thread
+// for full occupancy), 64-bit past 2^31 elements.
 #ifndef CUINLINE_EW_GENERIC_CUH
 #define CUINLINE_EW_GENERIC_CUH
 
@@ -23,8 +25,8 @@
 #define EWG_COL EWN_COL
 
 // Input k's W elements e .. e + W - 1 (aligned for FULL and ROW: the host's plan).
-template <class S, int W>
-__device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int k, long long e, S (&x)[W]) {
+template <class S, int W, class I>
+__device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int k, I e, S (&x)[W]) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   union V {
     R raw;
@@ -36,31 +38,30 @@ __device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else if (pattern == EWG_COL) {
-    const S s = ewn_ldg1(in + e / a.period[k]);
+    const S s = ewn_ldg1(in + e / static_cast<I>(a.period[k]));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else {
     V u;
-    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWG_ROW ? e % a.period[k] : e)));
+    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWG_ROW ? e % static_cast<I>(a.period[k]) : e)));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = u.s[w];
   }
 }
 
 // Input k's element i (the scalar head and tail).
-template <class S>
-__device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, int pattern, int k, long long i) {
+template <class S, class I>
+__device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, int pattern, int k, I i) {
   const S* in = static_cast<const S*>(a.in[k]);
   return pattern == EWG_SCALAR ? in[0]
-         : pattern == EWG_COL  ? in[i / a.period[k]]
-         : pattern == EWG_ROW  ? in[i % a.period[k]]
+         : pattern == EWG_COL  ? in[i / static_cast<I>(a.period[k])]
+         : pattern == EWG_ROW  ? in[i % static_cast<I>(a.period[k])]
                                : in[i];
 }
 
 // Input k's W elements at e: a vector (W > 1, aligned by the host's plan) or one element.
-template <class S, int W>
-__device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, long long e,
-                                            S (&x)[W]) {
+template <class S, int W, class I>
+__device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
   if (W == 1) {
     x[0] = ewg_load_one<S>(a, p.pattern[k], k, e);
   } else {
@@ -71,14 +72,14 @@ __device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_pro
 // The chain on W elements at e: y holds input 0 and receives the result. A tensor operand is loaded
 // where a step uses it (few live registers: the occupancy a memory-bound chain needs). Functions:
 // the activation / math steps are compiled in (the light kernels run chains without them).
-template <class S, int W, bool Functions>
-__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, long long e, S (&y)[W]) {
+template <class S, int W, bool Functions, class I>
+__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W]) {
   for (int s = 0; s < p.steps; ++s) {
     const ewg_step& st = p.step[s];
     const ewg_opmath<S> k(st);
     S o[W], c[W];
-    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) ewg_operand<S, W>(a, p, st.operand, e, o);
-    if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) ewg_operand<S, W>(a, p, st.cond, e, c);
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.operand, e, o);
+    if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) ewg_operand<S, W, I>(a, p, st.cond, e, c);
     ewg_step_values<S, W, Functions>(st, k, y, o, c);
   }
 }
@@ -86,13 +87,15 @@ __device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program
 // The generic kernel: contiguous output, n elements; `head` (< W) scalar elements, then whole
 // vectors of W, each thread kUnroll (16 bytes a thread, ew_nary's) times Reps block-strided vectors,
 // every load issued first, then the scalar tail in the last block. The grid covers the vectors once.
-template <class S, int W, bool Functions, int Reps>
-__device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n, long long head,
+// I: the index type (the host passes 32-bit kernels only n < 2^31).
+template <class S, int W, bool Functions, int Reps, class I>
+__device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n64, long long head64,
                                                 const ewg_program& p) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   enum { kUnroll = ew_tile<S, W>::kUnroll * Reps };
-  const long long nv = (n - head) / W;
-  const long long first = static_cast<long long>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
+  const I n = static_cast<I>(n64), head = static_cast<I>(head64);
+  const I nv = (n - head) / W;
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
   union V {
     R raw;
     S s[W];
@@ -100,24 +103,24 @@ __device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long
   V y[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {  // every load issued first
-    const long long v = first + static_cast<long long>(u) * EW_BLOCK;
-    if (v < nv) ewg_operand<S, W>(a, p, 0, head + v * W, y[u].s);
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
+    if (v < nv) ewg_operand<S, W, I>(a, p, 0, head + v * W, y[u].s);
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const long long v = first + static_cast<long long>(u) * EW_BLOCK;
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
     if (v >= nv) break;
-    ewg_run<S, W, Functions>(a, p, head + v * W, y[u].s);
+    ewg_run<S, W, Functions, I>(a, p, head + v * W, y[u].s);
     EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, y[u].raw);
   }
   if (W > 1 && blockIdx.x == gridDim.x - 1) {
-    const long long tail = head + nv * W;
-    const long long t = threadIdx.x;
+    const I tail = head + nv * W;
+    const I t = threadIdx.x;
     if (t < head + (n - tail)) {
-      const long long i = t < head ? t : tail + (t - head);
+      const I i = t < head ? t : tail + (t - head);
       S x[1];
       x[0] = ewg_load_one<S>(a, p.pattern[0], 0, i);
-      ewg_run<S, 1, Functions>(a, p, i, x);
+      ewg_run<S, 1, Functions, I>(a, p, i, x);
       static_cast<S*>(a.out[0])[i] = x[0];
     }
   }

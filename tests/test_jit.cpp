@@ -202,8 +202,8 @@ std::size_t occurrences(std::string_view text, const std::string& what) {
   return count;
 }
 
-// SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 16 kernels (full and light) in
-// every SASS image.
+// SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 32 kernels (full and light, 32-
+// and 64-bit indices) in every SASS image.
 TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
   const std::string_view fatbin = detail::generic_fatbin();
@@ -211,7 +211,7 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   for (const std::string base :
        {"cuinline_ewg_f32_v4", "cuinline_ewg_f32_v1", "cuinline_ewg_f64_v2", "cuinline_ewg_f64_v1",
         "cuinline_ewg_f16_v8", "cuinline_ewg_f16_v1", "cuinline_ewg_bf16_v8", "cuinline_ewg_bf16_v1"}) {
-    for (const std::string k : {base, base + "_light"}) {
+    for (const std::string k : {base, base + "_light", base + "_i64", base + "_light_i64"}) {
       EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
     }
   }

@@ -177,6 +177,47 @@ TEST_F(JitGpu, GenericEqualsSpecializedBitForBit) {
   }
 }
 
+// Past 2^31 elements the generic kernels index in 64 bits (the _i64 kernels): bf16 [32769, 65536]
+// (4.3 GB a tensor) with a broadcast row, a light chain and one with an activation step, generic
+// against specialized over every element. The input repeats one random row, so each output row
+// also equals the first (which catches an index that wrapped in both kernels alike).
+TEST_F(JitGpu, GenericPast2To31ElementsEqualsSpecialized) {
+  const std::int64_t rows = 32769, cols = 65536, n = rows * cols;
+  const std::size_t bytes = static_cast<std::size_t>(n) * 2;
+  if (device_info(0).total_memory < 3 * bytes + (std::size_t{4} << 30)) {
+    GTEST_SKIP() << "needs " << (3 * bytes >> 30) + 4 << " GiB of device memory";
+  }
+  const auto row = random_bytes(DType::bf16, static_cast<std::size_t>(cols), rng_, -6, 6);
+  const auto bias = random_bytes(DType::bf16, static_cast<std::size_t>(cols), rng_, -6, 6);
+  DeviceBuffer in(bytes), bias_buf(bias.size()), out_generic(bytes), out_specialized(bytes);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    in.copy_from_host(row.data(), row.size(), static_cast<std::size_t>(r) * row.size());
+  }
+  bias_buf.copy_from_host(bias.data(), bias.size());
+  const auto vin = TensorView::contiguous(in.as<void>(), DType::bf16, {rows, cols});
+  const auto vbias = TensorView::contiguous(bias_buf.as<void>(), DType::bf16, {1, cols});
+  for (const char* text : {"mul(0.5)|leaky_relu(0.02)", "add(in1)|gelu"}) {
+    const Op op = ops::parse_op(text);
+    const bool two = op.min_inputs() == 2;
+    std::vector<std::vector<unsigned char>> got;
+    for (auto [buf, policy] : {std::pair{&out_generic, JitPolicy::generic}, {&out_specialized, JitPolicy::sync}}) {
+      buf->fill_u32(0xA5A5A5A5u);
+      TensorView out = TensorView::contiguous(buf->as<void>(), DType::bf16, {rows, cols});
+      const TensorView ins[] = {vin, vbias};
+      ScopedJitPolicy guard(policy);
+      ops::apply(op, ops::TensorList(ins, two ? 2 : 1), ops::TensorList(&out, 1), nullptr);
+      check_driver_sync();
+      got.emplace_back(bytes);
+      buf->copy_to_host(got.back().data(), bytes);
+    }
+    ASSERT_EQ(std::memcmp(got[0].data(), got[1].data(), bytes), 0) << text << ": generic and specialized differ";
+    for (std::int64_t r = 1; r < rows; ++r) {
+      ASSERT_EQ(std::memcmp(got[0].data() + r * cols * 2, got[0].data(), static_cast<std::size_t>(cols) * 2), 0)
+          << text << ": row " << r << " differs from row 0";
+    }
+  }
+}
+
 // A chain no earlier call compiled: a constant drawn at random.
 Op never_seen(std::mt19937_64& rng, const char* tail) {
   const double k = 1.0 + static_cast<double>(rng() % 1000000) * 1e-7;

@@ -26,10 +26,10 @@ int widest_vector(DType dtype) {
   return static_cast<int>(16 / dtype_size(dtype));
 }
 
-// "cuinline_ewg_bf16_v8_light" (src/ops/elementwise/ew_generic.cu).
-std::string kernel_symbol(DType dtype, bool vector, bool light) {
+// "cuinline_ewg_bf16_v8_light", "cuinline_ewg_f32_v1_i64" (src/ops/elementwise/ew_generic.cu).
+std::string kernel_symbol(DType dtype, bool vector, bool light, bool wide_index) {
   return std::string("cuinline_ewg_") + to_string(dtype) + "_v" +
-         std::to_string(vector ? widest_vector(dtype) : 1) + (light ? "_light" : "");
+         std::to_string(vector ? widest_vector(dtype) : 1) + (light ? "_light" : "") + (wide_index ? "_i64" : "");
 }
 
 // Whether a chain runs on the light kernels: no activation or math step.
@@ -40,16 +40,16 @@ bool light_chain(const GenericProgram& p) {
   return true;
 }
 
-Kernel generic_kernel(DType dtype, bool vector, bool light) {
+Kernel generic_kernel(DType dtype, bool vector, bool light, bool wide_index) {
   static std::mutex mutex;
-  static Kernel kernels[4][2][2];  // [dtype][vector][light]
+  static Kernel kernels[4][2][2][2];  // [dtype][vector][light][wide_index]
   const auto d = static_cast<std::size_t>(dtype) & 3;
   std::lock_guard<std::mutex> lock(mutex);
-  Kernel& k = kernels[d][vector ? 1 : 0][light ? 1 : 0];
+  Kernel& k = kernels[d][vector ? 1 : 0][light ? 1 : 0][wide_index ? 1 : 0];
   if (!k) {
     using cuinline::detail::GenericFatbin;
     k = cuinline::detail::generic_module(GenericFatbin::elementwise)
-            .kernel(kernel_symbol(dtype, vector, light));
+            .kernel(kernel_symbol(dtype, vector, light, wide_index));
   }
   return k;
 }
@@ -93,8 +93,12 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   const long long head = vector ? plan.head : 0;
   const long long n = plan.numel;
   const bool light = light_chain(program);
-  // Vectors a thread (ew_generic.cu): two 16-byte vectors, or 16 bytes of single elements.
-  const long long per_thread = vector ? 2 : static_cast<long long>(16 / dtype_size(key.dtype));
+  // 32-bit indices below 2^31 elements (every index the kernel forms is at most n).
+  const bool wide_index = n >= (1LL << 31);
+  // Vectors a thread (ew_generic.cu): one 16-byte vector (two in the 64-bit kernels), or 16 bytes
+  // of single elements.
+  const long long per_thread =
+      vector ? (wide_index ? 2 : 1) : static_cast<long long>(16 / dtype_size(key.dtype));
   const long long vectors = (n - head) / w;
   const long long per_block = static_cast<long long>(kBlock) * per_thread;
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
@@ -103,7 +107,7 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(key.dtype, vector, light).launch(cfg, plan.args, n, head, program);
+  generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }
 
