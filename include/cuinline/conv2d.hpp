@@ -214,6 +214,13 @@ std::string kernel_name(const Conv2dVariant& variant);
 /// one cache entry an arch, for every such variant — and `cuinline warm` compiles it beside them;
 /// std::nullopt for every other variant.
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& variant);
+/// The split-K form of `variant` (docs/conv2d.md, "Split-K"), a second kernel beside
+/// make_request(variant): for f16 / bf16 variants on the sm_90 wgmma tiling with few output tiles an
+/// image and a long reduction (512 channels and more on a 3 x 3), the kernel a launch runs where its
+/// tiles fill at most half of the multiprocessors (a small batch), its reduction cut into slices.
+/// One name expression, cuinline_conv2d_hmma_split<...>. std::nullopt for every other variant, and
+/// for every variant under CUINLINE_CONV2D_SPLIT_K=0. `cuinline warm` compiles it beside the variant.
+std::optional<CompileRequest> make_split_request(const Conv2dVariant& variant);
 
 /// The most images one launch of a conv kernel takes (its grid's limit): conv2d runs a larger batch as
 /// consecutive launches on slices of it.
