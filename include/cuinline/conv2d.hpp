@@ -287,9 +287,10 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
 
 /// Counters of the conv2d in-process kernel maps (in front of the KernelCache), the same fields as
 /// the elementwise ops' OpsStats: launches and map_hits count conv2d calls (one a call);
-/// cache_lookups counts every module a call fetched from the KernelCache — the conv's, and the
-/// shape-generic staging or transposing copy (make_stage_request) or the direct kernel of a call
-/// that got no scratch memory, each fetched once a device.
+/// cache_lookups counts every module a call fetched from the KernelCache — the conv's, its split-K
+/// form (make_split_request) where a launch first wanted it, and the shape-generic staging or
+/// transposing copy (make_stage_request) or the direct kernel of a call that got no scratch memory,
+/// each fetched once a device.
 using Conv2dStats = OpsStats;
 Conv2dStats conv2d_stats();
 /// Empties the in-process maps, the copies' included (the next call of each variant goes to

@@ -258,9 +258,9 @@ void submit_split_specialization(const Conv2dVariant& v, std::uint64_t hash, int
 
 // The kernel a launch of `plain` (its variant's plain kernel, ready) over n images runs: the split
 // form with its slices where the launch's tiles fill at most half of the multiprocessors and that
-// form is loaded, else `plain`. A launch that wants the split form and finds it absent loads it
-// first under sync (a capture's default; `waited` set), submits it under async (this call runs
-// plain), and leaves it under generic. A split form that failed to compile or load stays failed:
+// form is loaded, else `plain`. A launch that wants the split form and finds it not loaded loads it
+// first under sync (a capture's default; `waited` set), submits it under async unless it is
+// already pending (this call runs plain), and leaves it under generic. A split form that failed to compile or load stays failed:
 // its calls run plain and never throw for it.
 Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::int64_t n, std::uint64_t hash,
                          int device, CUstream stream, bool& waited) {
@@ -274,9 +274,10 @@ Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::i
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
   Launchable split;
   std::optional<ConvMap::State> state = split_map().find(hash, device, equal, &split);
-  if (!state) {
+  if (state != ConvMap::State::ready && state != ConvMap::State::failed) {
+    // (Absent, or pending in the background: sync loads it itself, as the plain kernel's wait does.)
     const JitPolicy policy = detail::effective_policy(stream);
-    if (policy == JitPolicy::async) submit_split_specialization(v, hash, device);
+    if (policy == JitPolicy::async && !state) submit_split_specialization(v, hash, device);
     if (policy == JitPolicy::sync) {
       waited = true;
       try {
