@@ -165,6 +165,10 @@ int main(int argc, char** argv) {
   std::vector<Job> jobs;
   for (const Conv2dVariant& v : variants) {
     jobs.push_back({v.name() + " " + to_string(v.precision), make_request(v)});
+    // (A variant with a split-K form compiles it too: a second module, make_split_request.)
+    if (std::optional<cuinline::CompileRequest> split = make_split_request(v)) {
+      jobs.push_back({v.name() + " " + to_string(v.precision) + " split-K", *split});
+    }
   }
   if (stage) jobs.push_back({"conv2d staging copy (every staged f16/bf16 variant, compiled once)", *stage});
   for (Job& job : jobs) {

@@ -10,6 +10,7 @@
 #include <cuinline/conv2d.hpp>
 #include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,51 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
     }
   }
   EXPECT_EQ(cache.stats().compiles, 0u);
+}
+
+// A variant with a split-K form (f16 / bf16 on the wgmma tiling, few tiles an image, 512+ channels
+// on a 3 x 3) launches it at small batches: warm compiles it beside the plain kernel, so neither
+// needs NVRTC at run time; a second warm finds everything cached. Channels-last ResNet-50 layer 4,
+// and UNet's 1024-channel layer in NCHW (staged: its split form is the channels-last conv's).
+TEST_F(CliTest, WarmConv2dAlsoCompilesTheSplitKForm) {
+  for (const char* knob : {"CUINLINE_CONV2D_SPLIT_K", "CUINLINE_CONV2D_STAGE", "CUINLINE_CONV2D_WGMMA"}) {
+    if (std::getenv(knob) != nullptr) GTEST_SKIP() << knob << " is set";
+  }
+  auto spec = write_spec("s.json", R"json({"entries": [
+      {"kind": "conv2d", "input": [512, 7, 7], "filters": [512, 3, 3], "padding": 1, "bias": true,
+       "epilogue": "relu", "dtype": "f16", "layout": "nhwc"},
+      {"kind": "conv2d", "input": [1024, 16, 16], "filters": [1024, 3, 3], "padding": 1, "dtype": "bf16"}]})json");
+  Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
+  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
+  EXPECT_CONTAINS(warm.out, "warm: 5 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,512x7x7,512x3x3,s1x1,p1x1,d1x1,bias,x:nhwc,w:nhwc,y:nhwc>[relu] split-K sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,1024x16x16,1024x3x3,s1x1,p1x1,d1x1>[identity] split-K sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
+  cuinline::CacheConfig config;
+  config.directory = cache_;
+  cuinline::KernelCache cache(config);
+  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
+  const Conv2dVariant resnet = conv2d_variant_for(
+      view(0x10000000, DType::f16, true, 1, 512, 7, 7), view(0x20000000, DType::f16, true, 512, 512, 3, 3),
+      TensorView::contiguous(fake(0x30000000), DType::f16, {512}), view(0x40000000, DType::f16, true, 1, 512, 7, 7),
+      Conv2dParams::square(1, 1), Op::relu());
+  const Conv2dVariant unet = conv2d_variant_for(
+      view(0x10000000, DType::bf16, false, 1, 1024, 16, 16), view(0x20000000, DType::bf16, false, 1024, 1024, 3, 3),
+      TensorView{}, view(0x40000000, DType::bf16, false, 1, 1024, 16, 16), Conv2dParams::square(1, 1), Op::chain({}));
+  for (const Conv2dVariant& v : {resnet, unet}) {
+    const std::optional<cuinline::CompileRequest> split = make_split_request(v);
+    ASSERT_TRUE(split.has_value()) << v.name();
+    for (const auto& request : {make_request(v), *split}) {
+      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+      cache.get(request, sm90, &tier);
+      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name_expressions.at(0);
+      cache.clear_memory();
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  Result again = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_CONTAINS(again.out, "warm: 0 compiled, 5 already cached, 0 failed");
 }
 
 // f32 in tf32 on the TF32 wgmma kernel (16+ channels, sm_90): always staged; warm compiles the conv of

@@ -453,7 +453,9 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
   EXPECT_EQ(d.transpose, 2);
   EXPECT_EQ(d.transpose_log_tile, 11);
   EXPECT_EQ(d.tf32x3_kw, 1);
-  EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows + d.split_k, 0);  // (split-K off)
+  EXPECT_EQ(d.winograd_warps + d.winograd_rows + d.window_rows + d.halo_rows, 0);
+  EXPECT_EQ(d.split_k, -1);  // (split-K auto)
+  EXPECT_TRUE(d.split_k_error.empty());
   // Every variable of the table is read: its accepted values are taken, any other is the default.
   using K = conv2d_impl::Conv2dKnobs;
   const std::pair<std::map<std::string, std::string>, bool (*)(const K&)> cases[] = {
@@ -493,10 +495,20 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3,1"}},
        [](const K& k) { return k.hmma_pipe_set && k.hmma_pipe_depth == 3 && k.hmma_pipe_l2 == 1; }},
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3"}}, [](const K& k) { return !k.hmma_pipe_set; }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "auto"}}, [](const K& k) { return k.split_k == -1; }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "4"}}, [](const K& k) { return k.split_k == 4; }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "1"}}, [](const K& k) { return k.split_k == 0; }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "9"}}, [](const K& k) { return k.split_k == 0; }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "auto"}}, [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "0"}}, [](const K& k) { return k.split_k == 0 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "2"}}, [](const K& k) { return k.split_k == 2 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "8"}}, [](const K& k) { return k.split_k == 8 && k.split_k_error.empty(); }},
+      // Any other value: auto, and the warning that says what was refused and what is accepted.
+      {{{"CUINLINE_CONV2D_SPLIT_K", "1"}},
+       [](const K& k) {
+         return k.split_k == -1 && k.split_k_error.find("'1' is not 0 (off), auto or a number of slices from 2 to 8") !=
+                                       std::string::npos;
+       }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "9"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "4x"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "on"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", ""}}, [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
       {{{"CUINLINE_CONV2D_TARGET", "sm_75"}},
        [](const K& k) { return k.target == cuinline::Arch::parse("sm_75"); }},
       {{{"CUINLINE_CONV2D_TARGET", "gpu"}}, [](const K& k) { return !k.target && !k.target_error.empty(); }},
@@ -592,6 +604,7 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   };
   const auto most = [](const Conv2dVariant& v, int knob) {
     const Conv2dTiling t = conv2d_tiling(v);
+    EXPECT_EQ(t.split_k, 0) << v.name();  // (the plain tiling: the split form is a second kernel)
     const int steps = v.kernel_h * v.kernel_w * ((v.in_channels + 15) / 16 * 16 / t.ci_chunk);
     return conv2d_impl::split_k_most(v, t, steps, knob);
   };
@@ -615,16 +628,81 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   Conv2dVariant f32 = variant(DType::f32, 512, 7, 512, 3, 1);
   f32.precision = Conv2dPrecision::tf32;
   EXPECT_EQ(most(f32, -1), 0);
-  // The plan follows the process's knob (off unless CUINLINE_CONV2D_SPLIT_K is set).
-  EXPECT_EQ(conv2d_tiling(variant(DType::f16, 512, 7, 512, 3, 1)).split_k > 0, conv2d_impl::conv2d_knobs().split_k != 0);
+  // The split form follows the process's knob (auto unless CUINLINE_CONV2D_SPLIT_K says otherwise);
+  // only the variants that have one get a split request.
+  const bool on = conv2d_impl::conv2d_knobs().split_k != 0;
+  EXPECT_EQ(make_split_request(variant(DType::f16, 512, 7, 512, 3, 1)).has_value(), on);
+  EXPECT_EQ(make_split_request(variant(DType::bf16, 1024, 16, 1024, 3, 1)).has_value(), on);
+  EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 14, 256, 3, 1)).has_value());
+  EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
+  EXPECT_FALSE(make_split_request(f32).has_value());
+  Conv2dVariant sm80 = variant(DType::f16, 512, 7, 512, 3, 1);
+  sm80.target = Conv2dTarget::sm80;  // (no wgmma: no split form)
+  EXPECT_FALSE(make_split_request(sm80).has_value());
 }
 
-// The split form is a kernel of its own: with CUINLINE_CONV2D_SPLIT_K=auto a split variant's
-// request is the one without split-K (=0) with kSplitK added and the split kernel's name; every
-// other variant's request is the same byte for byte (the same module, cache key and kernel), and
-// the split request compiles for sm_90a. (The knobs are read once a process: each setting's
-// requests come from a child process, through a file.)
-TEST(Conv2dSplitKDeathTest, OnlySplitVariantsChangeTheirRequest) {
+// The launch's choice between a variant's two kernels, on an H200's 132 multiprocessors: the split
+// form where the tiles fill at most half of them and it is loaded, else the plain kernel — never the
+// split kernel over whole tiles. ResNet-50's 512-channel 3 x 3 on 7 x 7 and UNet's 1024-channel 3 x 3
+// on 16 x 16 (f16 and bf16, channels-last, bias, residual, ReLU), batches 1, 8 and 32.
+TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
+  const auto variant = [](DType dtype, int ci, int hw, int co) {
+    Conv2dVariant v = make_conv2d_variant(ci, hw, hw, co, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+    v.dtype = dtype;
+    v.has_residual = true;
+    v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
+    return v;
+  };
+  struct Case {
+    int ci, hw, co;
+    std::int64_t batch;
+    std::int64_t tiles;
+    int slices;  // 1: the plain kernel
+  };
+  // ResNet-50's layer: 4 tiles an image (64 pixels x 128 channels); UNet's: 8 (256 x 128).
+  const Case cases[] = {
+      {512, 7, 512, 1, 4, 8},   {512, 7, 512, 8, 32, 4},   {512, 7, 512, 32, 128, 1},
+      {1024, 16, 1024, 1, 8, 8}, {1024, 16, 1024, 8, 64, 2}, {1024, 16, 1024, 32, 256, 1},
+  };
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (const Case& c : cases) {
+      const Conv2dVariant v = variant(dt, c.ci, c.hw, c.co);
+      const Conv2dTiling plain = conv2d_tiling(v);
+      const std::optional<Conv2dTiling> split =
+          conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+      ASSERT_TRUE(split.has_value()) << v.name();
+      EXPECT_EQ(split->split_k, conv2d_impl::kSplitKMaxSlices) << v.name();
+      const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);
+      EXPECT_EQ(tiles, c.tiles) << v.name() << " batch " << c.batch;
+      EXPECT_EQ(conv2d_impl::split_k_tiles(*split, v.out_channels, c.batch), tiles);  // (the same tiles)
+      const conv2d_impl::SplitKChoice loaded =
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, true);
+      EXPECT_EQ(loaded.split, c.slices > 1) << v.name() << " batch " << c.batch;
+      EXPECT_EQ(loaded.wanted, c.slices > 1);
+      EXPECT_EQ(loaded.slices, c.slices) << v.name() << " batch " << c.batch;
+      // Not loaded yet (async: compiling in the background; generic: never): the plain kernel.
+      const conv2d_impl::SplitKChoice absent =
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, false);
+      EXPECT_EQ(absent.wanted, c.slices > 1);
+      EXPECT_FALSE(absent.split);
+      EXPECT_EQ(absent.slices, 1);
+      // Forced (CUINLINE_CONV2D_SPLIT_K=N, the variant's most being N): split at every batch.
+      const conv2d_impl::SplitKChoice forced = conv2d_impl::split_k_choice(tiles, c.batch, 3, 132, true, true);
+      EXPECT_TRUE(forced.split && forced.slices == 3);
+    }
+  }
+  // A variant without a split form, the device unknown, and a grid past its z extent: plain.
+  EXPECT_FALSE(conv2d_impl::split_k_choice(4, 1, 0, 132, false, true).wanted);
+  EXPECT_FALSE(conv2d_impl::split_k_choice(4, 1, 8, 0, false, true).wanted);
+  EXPECT_FALSE(conv2d_impl::split_k_choice(40000, 20000, 8, 132, true, true).split);
+}
+
+// The split form is a second kernel of its own: by default (CUINLINE_CONV2D_SPLIT_K unset, or
+// auto) a variant that has one gets a split request, the plain one's with kSplitK added and the
+// split kernel's name; every variant's plain request is the same byte for byte as with split-K off
+// (=0: the same module, cache key and kernel), and the split request compiles for sm_90a. (The
+// knobs are read once a process: each setting's requests come from a child process, through a file.)
+TEST(Conv2dSplitKDeathTest, TheSplitFormIsASecondRequest) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto variant = [](int ci, int hw, int co, int k) {
     Conv2dVariant v = make_conv2d_variant(ci, hw, hw, co, k, k, Conv2dParams::square(1, k / 2), true, Op::relu());
@@ -633,43 +711,62 @@ TEST(Conv2dSplitKDeathTest, OnlySplitVariantsChangeTheirRequest) {
     v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
     return v;
   };
-  const std::string file = ::testing::TempDir() + "cuinline_split_k_requests";
+  const std::string file = ::testing::TempDir() + "cuinline_split_k_requests_";
   const auto text = [](const cuinline::CompileRequest& r) { return r.source + "\n@@ " + r.name_expressions.at(0) + "\n@@@\n"; };
-  // The requests of a split variant and of two others (9 k steps; a 1 x 1 of one) under `knob`.
-  const auto requests = [&](const char* knob) {
-    setenv("CUINLINE_CONV2D_SPLIT_K", knob, 1);
+  // The plain requests of a split variant and of two others (9 k steps; a 1 x 1 of one), then the
+  // split variant's split request, under `knob` (nullptr: unset).
+  const auto requests = [&](const char* knob, const char* tag) {
+    if (knob == nullptr) {
+      unsetenv("CUINLINE_CONV2D_SPLIT_K");
+    } else {
+      setenv("CUINLINE_CONV2D_SPLIT_K", knob, 1);
+    }
     const Conv2dVariant split = variant(512, 7, 512, 3);
-    std::ofstream out(file + knob);
+    std::ofstream out(file + tag);
     out << text(make_request(split)) << text(make_request(variant(64, 56, 64, 3)))
         << text(make_request(variant(32, 7, 64, 1)));
-    const bool on = std::strcmp(knob, "0") != 0;
-    bool ok = out.good() && (conv2d_tiling(split).split_k > 0) == on &&
-              kernel_name(split) == (on ? conv2d_impl::kHmmaSplitKernel : conv2d_impl::kHmmaKernel);
-    if (on) {
-      const cuinline::CompiledProgram program = cuinline::compile(make_request(split), cuinline::Arch::parse("sm_90"));
-      ok = ok && program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value();
+    const bool on = knob == nullptr || std::strcmp(knob, "0") != 0;
+    const std::optional<cuinline::CompileRequest> s = make_split_request(split);
+    bool ok = s.has_value() == on && kernel_name(split) == conv2d_impl::kHmmaKernel &&
+              conv2d_tiling(split).split_k == 0 && !make_split_request(variant(64, 56, 64, 3)) &&
+              !make_split_request(variant(32, 7, 64, 1));
+    if (s) {
+      out << "####\n" << text(*s);
+      if (knob == nullptr) {  // (one compile: auto's request is the same)
+        const cuinline::CompiledProgram program = cuinline::compile(*s, cuinline::Arch::parse("sm_90"));
+        ok = ok && program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value();
+      }
     }
+    ok = ok && out.good();
     std::exit(ok ? 0 : 1);
   };
-  EXPECT_EXIT(requests("0"), ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(requests("auto"), ::testing::ExitedWithCode(0), "");
-  const auto read = [&](const char* knob) {
-    std::ifstream in(file + knob);
+  EXPECT_EXIT(requests("0", "off"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(requests(nullptr, "unset"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(requests("auto", "auto"), ::testing::ExitedWithCode(0), "");
+  const auto read = [&](const char* tag) {
+    std::ifstream in(file + tag);
     std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::remove((file + knob).c_str());
+    std::remove((file + tag).c_str());
     return t;
   };
-  const std::string off = read("0"), on = read("auto");
+  const std::string off = read("off"), unset = read("unset"), on = read("auto");
   ASSERT_FALSE(off.empty());
   EXPECT_EQ(off.find("kSplitK"), std::string::npos);
-  // The split variant's: kSplitK the shape struct's last member, the split kernel's name.
-  std::string expected = off;
+  EXPECT_EQ(off.find("####"), std::string::npos);
+  EXPECT_EQ(unset, on);
+  // The plain requests: the same bytes with split-K on by default as off.
+  const std::size_t mark = on.find("####\n");
+  ASSERT_NE(mark, std::string::npos);
+  EXPECT_EQ(on.substr(0, mark), off);
+  // The split request: the split variant's plain one with kSplitK the shape struct's last member
+  // and the split kernel's name.
+  std::string expected = off.substr(0, off.find("@@@\n") + 4);
   const std::size_t at = expected.find("};\n", expected.find("struct cuinline_conv2d_shape"));
   ASSERT_NE(at, std::string::npos);
   expected.insert(at, "  static constexpr int kSplitK = 1;\n");
   const std::string plain_name = std::string("@@ ") + conv2d_impl::kHmmaKernel;
   expected.replace(expected.find(plain_name), plain_name.size(), std::string("@@ ") + conv2d_impl::kHmmaSplitKernel);
-  EXPECT_EQ(on, expected);
+  EXPECT_EQ(on.substr(mark + 5), expected);
 }
 
 }  // namespace

@@ -15,15 +15,20 @@
 #include <limits>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
+#include <cuinline/jit.hpp>
 #include <cuinline/kernel_cache.hpp>
 #include <cuinline/module.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "conv2d_past_limits.hpp"
 #include "elementwise_reference.hpp"
+#include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tiling.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -151,6 +156,11 @@ Conv2dTarget device_target() {
 }
 Conv2dTiling planned(const Conv2dVariant& v) {
   return conv2d_tiling(conv2d_variant_for_device(v, current_device()));
+}
+// The split-K form's tiling of v on this device (split_k: its most slices), where v has one.
+std::optional<Conv2dTiling> planned_split(const Conv2dVariant& v) {
+  const Conv2dVariant d = conv2d_variant_for_device(v, current_device());
+  return conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(d), d);
 }
 
 // Whether the halo form is switched off (CUINLINE_CONV2D_HMMA, _WGMMA or _HALO = 0), or not planned
@@ -697,16 +707,16 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
 // (staged), bias, a residual, leaky ReLU: against float64, every output written; a second call
 // equal bit for bit (the slices' partials summed in a fixed order whichever block is last); and a
 // CUDA graph of the call replayed twice (the workspace allocated in the graph, the tiles' counters
-// zeroed by its memset node) equal bit for bit to the eager call. Skipped where the layers are not
-// planned in the split form (split-K off: CUINLINE_CONV2D_SPLIT_K unset, which the ctest run
-// splitk. sets to auto — 8 slices on a device of 64+ multiprocessors; a target without wgmma).
+// zeroed by its memset node) equal bit for bit to the eager call. Skipped where the layers have no
+// split form (CUINLINE_CONV2D_SPLIT_K=0; a target without wgmma). By default 8 slices on a device of
+// 64+ multiprocessors; the ctest run splitk. forces 4 (CUINLINE_CONV2D_SPLIT_K=4).
 TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   {
     Conv2dVariant probe = make_conv2d_variant(512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
     probe.dtype = DType::f16;
     probe.input_layout = probe.weight_layout = probe.output_layout = Conv2dLayout::nhwc;
-    if (planned(probe).split_k == 0) GTEST_SKIP() << "split-K not planned (CUINLINE_CONV2D_SPLIT_K unset, or no wgmma)";
+    if (!planned_split(probe)) GTEST_SKIP() << "no split-K form (CUINLINE_CONV2D_SPLIT_K=0, or no wgmma)";
   }
   const std::uint64_t seed = test::fresh_seed();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
@@ -730,7 +740,8 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         const TensorView bias = TensorView::contiguous(db.view.data, dt, {s.cout});
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, dr.view);
         SCOPED_TRACE(v.name());
-        EXPECT_GT(planned(v).split_k, 0);
+        ASSERT_TRUE(planned_split(v).has_value());
+        EXPECT_TRUE(make_split_request(conv2d_variant_for_device(v, current_device())).has_value());
         const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view); };
         std::vector<unsigned char> first, again(y.bytes()), replay(y.bytes());
         dy.buffer.fill_u32(0xffffffffu);
@@ -756,6 +767,110 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         }
       }
     }
+  }
+}
+
+// Split-K chosen at the launch, under sync (the kernels loaded by the call that first wants them):
+// ResNet-50's 512-channel 3 x 3 on 7 x 7 (f16, channels-last) and its stride-2 twin on 14 x 14 (bf16,
+// NCHW: staged), batch 32 then batch 1 after the maps are emptied. Batch 32 (128 tiles, more than half
+// of an H200's multiprocessors) runs the plain kernel and loads nothing else; batch 1 (4 tiles) then
+// loads the split form and runs it (8 slices). Each output against float64 (images 0 and 31 of the
+// batch), and image 0 of the two calls — the plain and the split kernel, on the same image — within
+// tolerance of each other. Under a forced CUINLINE_CONV2D_SPLIT_K=N (the splitk. run) both batches
+// split, and the split form is loaded by the first call.
+TEST(Conv2dDtypesGpu, SplitKRunsOnlyWhereTheTilesAreFew) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  ScopedJitPolicy sync(JitPolicy::sync);
+  struct Case {
+    Shape s;
+    DType dt;
+    bool nhwc;
+  };
+  const Case cases[] = {{{32, 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, true}, DType::f16, true},
+                        {{32, 512, 14, 14, 512, 3, 3, Conv2dParams::square(2, 1), true, true}, DType::bf16, false}};
+  const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+  const int multiprocessors = device_info(current_device()).multiprocessors;
+  const int knob = conv2d_impl::conv2d_knobs().split_k;
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
+    const int ow = static_cast<int>(conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w));
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, c.dt, c.nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, c.dt, c.nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, c.dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, oh, ow, c.dt, c.nhwc, rng);
+    HostTensor y{s.n, s.cout, oh, ow, c.dt, c.nhwc, {}};
+    y.values.resize(r.size());
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+    const TensorView bias = TensorView::contiguous(db.view.data, c.dt, {s.cout});
+    // Image 0 alone: views of the batch's first image (the same bytes).
+    const auto first = [](TensorView t) {
+      t.shape[0] = 1;
+      return t;
+    };
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, dr.view);
+    SCOPED_TRACE(v.name());
+    const std::optional<Conv2dTiling> split = planned_split(v);
+    if (!split) GTEST_SKIP() << "no split-K form (CUINLINE_CONV2D_SPLIT_K=0, or no wgmma)";
+    const Conv2dTiling plain = planned(v);
+    const auto wanted = [&](std::int64_t n) {
+      return conv2d_impl::split_k_choice(conv2d_impl::split_k_tiles(plain, s.cout, n), n, split->split_k,
+                                         multiprocessors, knob > 0, true);
+    };
+    const conv2d_impl::SplitKChoice at32 = wanted(32), at1 = wanted(1);
+    EXPECT_TRUE(at1.split);
+    if (knob < 0 && multiprocessors < 256) EXPECT_FALSE(at32.split) << "128 tiles on " << multiprocessors << " SMs";
+    std::printf("  %-100s batch 32: %d slice(s), batch 1: %d\n", v.name().c_str(), at32.slices, at1.slices);
+
+    // The modules a call fetches: the plain kernel (and the staging copy), and the split form where
+    // the call wants it and it is not loaded yet.
+    const std::uint64_t copies = plain.stage_channels > 0 ? 1 : 0;
+    clear_conv2d_kernel_map();
+    std::uint64_t lookups = conv2d_stats().cache_lookups;
+    dy.buffer.fill_u32(0xffffffffu);
+    conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view);
+    stream.synchronize();
+    EXPECT_EQ(conv2d_stats().cache_lookups - lookups, 1 + copies + (at32.split ? 1u : 0u)) << "batch 32";
+    std::vector<unsigned char> batch(y.bytes());
+    dy.buffer.copy_to_host(batch.data(), batch.size());
+    lookups = conv2d_stats().cache_lookups;
+    dy.buffer.fill_u32(0xffffffffu);
+    conv2d(first(dx.view), dw.view, bias, first(dy.view), s.p, epi, stream, Conv2dPrecision::fp32, first(dr.view));
+    stream.synchronize();
+    EXPECT_EQ(conv2d_stats().cache_lookups - lookups, at1.split && !at32.split ? 1u : 0u) << "batch 1";
+    std::vector<unsigned char> one(y.bytes());
+    dy.buffer.copy_to_host(one.data(), one.size());
+
+    // Against float64 (images 0 and 31 of the batch; image 0 of the single call), and the two
+    // calls' image 0 against each other.
+    const auto error = [&](const std::vector<unsigned char>& raw, int n) {
+      double num = 0, den = 0;
+      for (int co = 0; co < s.cout; ++co)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
+            const double got = y.read(raw, n, co, oy, ox);
+            num += (got - ref) * (got - ref);
+            den += ref * ref;
+          }
+      return std::sqrt(num / (den > 0 ? den : 1));  // (NaN where an output was left unwritten)
+    };
+    EXPECT_LE(error(batch, 0), tolerance(c.dt)) << "batch 32, image 0";
+    EXPECT_LE(error(batch, 31), tolerance(c.dt)) << "batch 32, image 31";
+    EXPECT_LE(error(one, 0), tolerance(c.dt)) << "batch 1";
+    double num = 0, den = 0;
+    for (int co = 0; co < s.cout; ++co)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const double p = y.read(batch, 0, co, oy, ox), q = y.read(one, 0, co, oy, ox);
+          num += (p - q) * (p - q);
+          den += p * p;
+        }
+    EXPECT_LE(std::sqrt(num / (den > 0 ? den : 1)), tolerance(c.dt)) << "the two kernels' image 0";
   }
 }
 

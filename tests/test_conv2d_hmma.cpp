@@ -70,9 +70,9 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
           EXPECT_TRUE(t.tensor_cores);
           EXPECT_FALSE(t.generic || t.winograd);
           EXPECT_TRUE(v.uses_generic_kernel());  // (outside the f32 NCHW kernels)
-          // (The split form's kernel under CUINLINE_CONV2D_SPLIT_K.)
-          EXPECT_EQ(kernel_name(v), t.split_k > 0 ? conv2d_impl::kHmmaSplitKernel
-                                                  : "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+          // (The plain kernel: a split-K form is a second request, make_split_request.)
+          EXPECT_EQ(t.split_k, 0);
+          EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
           EXPECT_EQ(make_request(v).name_expressions.at(0), kernel_name(v));
         }
       }

@@ -404,8 +404,9 @@ WGMMA_CASE(DeepSmall1x1Res, DeepSmall1x1ResReg, 4, 1, 8, 64, 4, 3)
 // The split form (kSplitK: the reduction cut into slices, each a block; the last block of a tile to
 // arrive sums the partials in slice order and runs the epilogue): a 3 x 3 filter over 64 channels
 // in k steps of 32 (18 steps; 4 slices of 4, 5, 4 and 5 steps) on a 6 x 7 plane (one m64 tile), 40
-// of a 64-channel block, bias and a residual into an NCHW output. Not the host's plan unless
-// CUINLINE_CONV2D_SPLIT_K is set (kNotPlanned). run_case runs it with g_split_slices slices, the
+// of a 64-channel block, bias and a residual into an NCHW output. Not the host's plan (kNotPlanned:
+// 18 k steps have a split form only under a forced CUINLINE_CONV2D_SPLIT_K, and conv2d_tiling is
+// the plain kernel's). run_case runs it with g_split_slices slices, the
 // blocks in the order g_split_reverse gives.
 HMMA_CASE(SplitPlaneReg, ew_half, 64, 6, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 2, 2, 4, 64, 64, 3)
 struct SplitPlane : SplitPlaneReg {

@@ -4,7 +4,8 @@
 // dtype, NCHW and channels-last tensors, groups and depthwise, stride / padding / dilation, bias and
 // residual, epilogues with constants and channel operands (outputs poisoned first); under `async` a
 // never-seen variant served at once by the generic kernel, then, after wait_for_specializations(), by
-// the specialized one (both within tolerance of the reference and of each other); a graph capture
+// the specialized one (both within tolerance of the reference and of each other), and a variant's
+// split-K form swapped in after its plain kernel; a graph capture
 // waits for the specialized kernel (sync); an expression epilogue compiles under every policy.
 #include <gtest/gtest.h>
 
@@ -351,6 +352,49 @@ TEST_F(JitConv2dGpu, AsyncServesAtOnceThenSwapsTheSpecializedKernelIn) {
       EXPECT_LE(distance(first, second), 2 * tolerance(dt)) << describe(c, dt) << " generic vs specialized";
     }
   }
+}
+
+// A variant with a split-K form (ResNet-50's 512-channel 3 x 3 on 7 x 7, f16 channels-last, batch
+// 1: 4 tiles, a launch that wants the split form) under `async`: the first call runs the generic
+// kernel and submits the plain one; once that is loaded, the next call runs it and submits the
+// split form; once that is loaded, calls run it and submit nothing. Every output within tolerance
+// of the reference. Skipped where the variant has no split form on this device (no wgmma, or
+// CUINLINE_CONV2D_SPLIT_K=0).
+TEST_F(JitConv2dGpu, AsyncSwapsTheSplitKFormInAfterThePlainKernel) {
+  Case c{1, 512, 7, 7, 512, 3, params(1, 1, 1, 1), true, true, true, true, true, &kDivLeaky};
+  const Problem p(c, DType::f16, rng_);
+  const double scale = fresh_scale();
+  const ops::Op epilogue = p.epilogue(scale);
+  const ops::Conv2dVariant v = ops::conv2d_variant_for(p.dx.view, p.dw.view, p.db.view, p.output().view, c.p, epilogue,
+                                                       ops::Conv2dPrecision::fp32, p.dr.view);
+  if (!ops::make_split_request(ops::conv2d_variant_for_device(v, current_device()))) {
+    GTEST_SKIP() << "no split-K form on this device";
+  }
+  const std::vector<double> ref = p.reference(scale);
+  const JitStats before = jit_stats();
+  const std::vector<double> generic = p.run(epilogue, JitPolicy::async);
+  EXPECT_EQ(jit_stats().generic_launches, before.generic_launches + 1);
+  EXPECT_EQ(jit_stats().submitted, before.submitted + 1) << "the plain kernel";
+  wait_for_specializations();
+  const JitStats plain_loaded = jit_stats();
+  const std::vector<double> plain = p.run(epilogue, JitPolicy::async);
+  const JitStats after_plain = jit_stats();
+  EXPECT_EQ(after_plain.generic_launches, plain_loaded.generic_launches) << "the plain kernel runs";
+  EXPECT_EQ(after_plain.submitted, plain_loaded.submitted + 1) << "the split form";
+  EXPECT_EQ(after_plain.sync_waits, plain_loaded.sync_waits);
+  wait_for_specializations();
+  const JitStats split_loaded = jit_stats();
+  EXPECT_EQ(split_loaded.swaps, before.swaps + 2);
+  EXPECT_EQ(split_loaded.background_failures, before.background_failures);
+  const std::vector<double> split = p.run(epilogue, JitPolicy::async);
+  const JitStats after_split = jit_stats();
+  EXPECT_EQ(after_split.submitted, split_loaded.submitted) << "nothing more to compile";
+  EXPECT_EQ(after_split.generic_launches, split_loaded.generic_launches);
+  EXPECT_EQ(after_split.sync_waits, split_loaded.sync_waits);
+  EXPECT_LE(distance(generic, ref), tolerance(DType::f16)) << "generic (seed " << seed_ << ")";
+  EXPECT_LE(distance(plain, ref), tolerance(DType::f16)) << "plain (seed " << seed_ << ")";
+  EXPECT_LE(distance(split, ref), tolerance(DType::f16)) << "split (seed " << seed_ << ")";
+  EXPECT_LE(distance(split, plain), 2 * tolerance(DType::f16)) << "split vs plain";
 }
 
 // Inside a capture `async` waits for the specialized kernel (no generic launch recorded); `generic`

@@ -214,6 +214,13 @@ std::string kernel_name(const Conv2dVariant& variant);
 /// one cache entry an arch, for every such variant — and `cuinline warm` compiles it beside them;
 /// std::nullopt for every other variant.
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& variant);
+/// The split-K form of `variant` (docs/conv2d.md, "Split-K"), a second kernel beside
+/// make_request(variant): for f16 / bf16 variants on the sm_90 wgmma tiling with few output tiles an
+/// image and a long reduction (512 channels and more on a 3 x 3), the kernel a launch runs where its
+/// tiles fill at most half of the multiprocessors (a small batch), its reduction cut into slices.
+/// One name expression, cuinline_conv2d_hmma_split<...>. std::nullopt for every other variant, and
+/// for every variant under CUINLINE_CONV2D_SPLIT_K=0. `cuinline warm` compiles it beside the variant.
+std::optional<CompileRequest> make_split_request(const Conv2dVariant& variant);
 
 /// The most images one launch of a conv kernel takes (its grid's limit): conv2d runs a larger batch as
 /// consecutive launches on slices of it.
@@ -280,9 +287,10 @@ Conv2dVariant conv2d_variant_for(const TensorView& input, const TensorView& weig
 
 /// Counters of the conv2d in-process kernel maps (in front of the KernelCache), the same fields as
 /// the elementwise ops' OpsStats: launches and map_hits count conv2d calls (one a call);
-/// cache_lookups counts every module a call fetched from the KernelCache — the conv's, and the
-/// shape-generic staging or transposing copy (make_stage_request) or the direct kernel of a call
-/// that got no scratch memory, each fetched once a device.
+/// cache_lookups counts every module a call fetched from the KernelCache — the conv's, its split-K
+/// form (make_split_request) where a launch first wanted it, and the shape-generic staging or
+/// transposing copy (make_stage_request) or the direct kernel of a call that got no scratch memory,
+/// each fetched once a device.
 using Conv2dStats = OpsStats;
 Conv2dStats conv2d_stats();
 /// Empties the in-process maps, the copies' included (the next call of each variant goes to

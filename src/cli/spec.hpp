@@ -175,11 +175,12 @@ class SpecExpansion {
   std::unique_ptr<SpecConfinement> confinement_;
 };
 
-/// The shape-generic copy modules that conv2d variants launch beside their convs (the f16 / bf16
+/// The modules that conv2d variants launch beside their convs, for the archs whose targets launch
+/// them, so a warmed cache needs no NVRTC at run time: the shape-generic copies (the f16 / bf16
 /// staging copy, which also holds the TF32 wgmma variants' copy; the f32 channels-last transposing
-/// copy), once a spec each, for the archs whose targets launch them, so a warmed cache needs no
-/// NVRTC at run time. add() every variant of the spec first; the modules are not counted against
-/// --max-variants (at most one of each kind).
+/// copy), once a spec each, and the split-K form of each variant that has one (ops::make_split_request;
+/// labelled "<variant> split-K"). add() every variant of the spec first; the modules are not counted
+/// against --max-variants (a copy of each kind, a split form at most a variant).
 class CopyModules {
  public:
   void add(const Variant& variant);
@@ -187,7 +188,8 @@ class CopyModules {
 
  private:
   std::vector<Variant> modules_;
-  std::vector<std::shared_ptr<std::array<bool, 4>>> targets_;  ///< per module: the targets launching it
+  /// per module: the targets launching it (a copy module's; null for a split form's)
+  std::vector<std::shared_ptr<std::array<bool, 4>>> targets_;
 };
 
 /// The largest spec, .cu file or header the CLI reads (bytes).

@@ -367,6 +367,18 @@ Variant SpecExpansion::at(std::size_t index) const {
 
 void CopyModules::add(const Variant& variant) {
   if (!variant.conv2d) return;
+  // The split-K form of a variant that has one (sm_90's wgmma tiling only: other archs get none):
+  // a module of its own beside the variant's, which a launch of few tiles loads.
+  ops::Conv2dVariant on_sm90 = *variant.conv2d;
+  on_sm90.target = ops::Conv2dTarget::sm90;
+  if (ops::make_split_request(on_sm90)) {
+    Variant split{variant.label + " split-K", variant.entry_path, {}, nullptr, std::nullopt};
+    split.for_arch = [v = *variant.conv2d](const Arch& arch) {
+      return ops::make_split_request(ops::conv2d_variant_for_arch(v, arch));
+    };
+    modules_.push_back(std::move(split));
+    targets_.push_back(nullptr);  // (one variant's: no targets shared with other variants)
+  }
   constexpr ops::Conv2dTarget kTargets[] = {ops::Conv2dTarget::sm90, ops::Conv2dTarget::sm80, ops::Conv2dTarget::sm86,
                                             ops::Conv2dTarget::sm75};
   for (ops::Conv2dTarget target : kTargets) {

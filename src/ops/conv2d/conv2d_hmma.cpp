@@ -388,7 +388,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // filter over 40 channels into 200 spilled 52 bytes at 5 blocks a multiprocessor on sm_90a, and its
   // mma.sync form 4 bytes on sm_80 at 4.)
   if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t, small_plane && taps > 1 ? 48 : 0);
-  t.split_k = split_k_most(v, t, steps, conv2d_knobs().split_k);
+  // (split_k stays 0: the split form is a second kernel of the variant, hmma_split_tiling.)
   return t;
 }
 
@@ -746,6 +746,22 @@ CompileRequest make_hmma_request(const Conv2dVariant& v) {
   // copy is a module of its own, make_hmma_stage_request), so NCHW variants that stage to the same
   // shape, and that channels-last variant, share one cache entry.
   return make_hmma_request(hmma_staged_variant(v));
+}
+
+Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
+  Conv2dTiling t = hmma_tiling(v);  // validates
+  // (split_k_most refuses every form but the cp.async wgmma tiling; a staged variant's conv is that
+  // of its channels-last copy.)
+  const Conv2dVariant conv = t.stage_channels > 0 ? hmma_staged_variant(v) : v;
+  t.split_k = split_k_most(conv, t, k_steps(conv, t), conv2d_knobs().split_k);
+  return t;
+}
+
+std::optional<CompileRequest> make_hmma_split_request(const Conv2dVariant& v) {
+  const Conv2dTiling t = hmma_split_tiling(v);
+  if (t.split_k == 0) return std::nullopt;
+  if (t.stage_channels > 0) return make_hmma_split_request(hmma_staged_variant(v));
+  return request_of(direct_source(v, t), t);
 }
 
 CompileRequest make_hmma_stage_request() {

@@ -81,6 +81,13 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v);
 /// channels-last variant with as many channels shares the entry. The staging copy is a module of
 /// its own, make_hmma_stage_request().
 CompileRequest make_hmma_request(const Conv2dVariant& v);
+/// The tiling of the split-K form of an f16 / bf16 variant on the tensor-core kernel: hmma_tiling(v)
+/// with split_k the most slices (split_k_most under the process's knob; 0 where v has no split form).
+Conv2dTiling hmma_split_tiling(const Conv2dVariant& v);
+/// The split form's CompileRequest (kSplitK, the kernel kHmmaSplitKernel; a staged variant's is that
+/// of hmma_staged_variant(v)), or nullopt where hmma_split_tiling(v).split_k is 0. A second module
+/// beside make_hmma_request(v), which is the same with or without split-K.
+std::optional<CompileRequest> make_hmma_split_request(const Conv2dVariant& v);
 /// The staging copy's CompileRequest (kernel_templates/conv2d_stage.cuh, the one kernel
 /// kHmmaStageKernel): shape-generic, the same for every staged variant (one cache entry an arch).
 CompileRequest make_hmma_stage_request();
@@ -215,7 +222,7 @@ TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = tran
 /// a reduction is cut into, and the fewest k steps a slice.
 inline constexpr int kSplitKMaxSlices = 8;
 inline constexpr int kSplitKMinSteps = 8;
-/// The fewest k steps a reduction has for auto (CUINLINE_CONV2D_SPLIT_K=auto) to compile the split
+/// The fewest k steps a reduction has for auto (CUINLINE_CONV2D_SPLIT_K unset or auto) to have a split
 /// form: on an H200, 3 x 3 layers of 128 and 256 channels (18 and 36 steps) ran 5-19 % slower split,
 /// 512 and 1024 channels (72 and 144) up to 1.8x faster (docs/conv2d.md, "Split-K").
 inline constexpr int kSplitKAutoMinSteps = 64;
@@ -237,6 +244,20 @@ int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int
 /// keeps most of them busy, and every slice costs a write and a read of its fp32 tile), as many
 /// slices as keep the blocks within one wave of one a multiprocessor, at most `most`.
 int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool forced);
+/// The output tiles of a launch of tiling `t` (the cp.async wgmma tiling, not batch tiles) over
+/// `images` images: pixel tiles x channel blocks x images.
+std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t images);
+/// The launch's choice between a variant's two kernels (docs/conv2d.md, "Split-K"): `wanted` where
+/// split_k_slices gives more than one slice (and the grid's z extent, images x slices, holds them);
+/// then the split kernel with those slices where it is loaded (`split_loaded`), else the plain
+/// kernel (slices 1). One slice is always the plain kernel, never the split one over whole tiles.
+struct SplitKChoice {
+  bool wanted = false;  ///< the split form is worth having for this launch
+  bool split = false;   ///< launch the split kernel
+  int slices = 1;       ///< its slices (1: the plain kernel)
+};
+SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, int multiprocessors, bool forced,
+                            bool split_loaded);
 /// The workspace of a split launch: the fp32 partial tiles (tiles x slices x block pixels x block
 /// channels), then one arrival counter a tile, each part aligned to 256 bytes.
 struct SplitKWorkspace {

@@ -36,6 +36,11 @@ struct Launchable {
   int multiprocessors = 0;
   int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
   double memory_bandwidth = 0;  ///< the device's peak DRAM bandwidth (bytes/s; 0: unknown)
+  /// The plain kernel's: the most slices of its variant's split-K form (0: it has none).
+  int split_most = 0;
+  /// The split kernel's (tiling.split_k > 0): the slices this launch cuts its reduction into, set on
+  /// the launch's copy by the launch's choice (split_k_choice).
+  int slices = 1;
 };
 
 // Every conv2d kernel's last argument (ew_common.cuh's cuinline_conv2d_chan): the epilogue's
@@ -49,6 +54,14 @@ using ConvMap = detail::VariantMap<Conv2dVariant, Launchable>;
 ConvMap& kernel_map() {
   // Never destroyed: launches may run during static teardown.
   static auto* map = new ConvMap;
+  return *map;
+}
+
+// The split-K forms of the variants that have one (docs/conv2d.md, "Split-K"): a second kernel
+// beside kernel_map's, keyed by the same variant, loaded when a launch first wants it (sync), in
+// the background (async), or never (generic); a failed one stays failed and its calls run plain.
+ConvMap& split_map() {
+  static auto* map = new ConvMap;  // never destroyed, as kernel_map
   return *map;
 }
 
@@ -163,6 +176,24 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
   if (algo == Conv2dAlgo::tf32_wgmma) l.stage = copy_kernel(kStageCopyTf32, device);
   // (No copy where Winograd writes the only channels-last tensor, the output, itself.)
   if (algo == Conv2dAlgo::fp32_transposed && l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
+  if (const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v)) l.split_most = split->split_k;
+  finish_launchable(l, device);
+  return std::make_pair(called, l);
+}
+
+// The split-K form of a variant whose plain kernel has one (split_most > 0): its kernel (the staging
+// copy beside it for a staged variant), its tiling, its occupancy.
+std::pair<Conv2dVariant, Launchable> make_split_launchable(const Conv2dVariant& called, int device) {
+  const Conv2dVariant v = conv2d_variant_for_device(called, device);
+  const conv2d_impl::Conv2dAlgo algo = conv2d_impl::conv2d_algo(v);
+  const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v);
+  const std::optional<CompileRequest> request = make_split_request(v);
+  if (!split || !request) throw Error("conv2d variant " + v.name() + " has no split-K form");
+  Launchable l;
+  l.tiling = *split;
+  Module module = default_cache().get(*request, device_arch(device));
+  l.kernel = module.kernel(conv2d_impl::kHmmaSplitKernel);
+  if (algo == conv2d_impl::Conv2dAlgo::hmma_staged) l.stage = copy_kernel(kStageCopy, device);
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }
@@ -201,6 +232,70 @@ void submit_conv_specialization(const Conv2dVariant& v, std::uint64_t hash, int 
     }
   };
   if (!detail::submit_specialization(std::move(job))) kernel_map().cancel_pending(hash, device, equal);
+}
+
+// Queues the split-K form of v on `device` on the background pool, once (as
+// submit_conv_specialization): calls run the plain kernel until it is loaded; a failure leaves them
+// there for good, counted and logged once.
+void submit_split_specialization(const Conv2dVariant& v, std::uint64_t hash, int device) {
+  const auto equal = [&](const Conv2dVariant& e) { return e == v; };
+  if (!split_map().begin_pending(hash, device, equal, v)) return;
+  auto job = [hash, device, v]() noexcept {
+    const auto same = [&](const Conv2dVariant& e) { return e == v; };
+    try {
+      const std::pair<Conv2dVariant, Launchable> made = make_split_launchable(v, device);
+      split_map().finish_pending(hash, device, same, &made.second);
+      detail::count_swap();
+    } catch (const std::exception& e) {
+      split_map().finish_pending(hash, device, same, nullptr);
+      detail::count_background_failure();
+      logger()->warn("background compile of the split-K form of {} on device {} failed; its calls keep the unsplit kernel: {}",
+                     v.name(), device, e.what());
+    }
+  };
+  if (!detail::submit_specialization(std::move(job))) split_map().cancel_pending(hash, device, equal);
+}
+
+// The kernel a launch of `plain` (its variant's plain kernel, ready) over n images runs: the split
+// form with its slices where the launch's tiles fill at most half of the multiprocessors and that
+// form is loaded, else `plain`. A launch that wants the split form and finds it not loaded loads it
+// first under sync (a capture's default; `waited` set), submits it under async unless it is
+// already pending (this call runs plain), and leaves it under generic. A split form that failed to compile or load stays failed:
+// its calls run plain and never throw for it.
+Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::int64_t n, std::uint64_t hash,
+                         int device, CUstream stream, bool& waited) {
+  if (plain.split_most == 0) return plain;
+  const int knob = conv2d_impl::conv2d_knobs().split_k;
+  const std::int64_t tiles = conv2d_impl::split_k_tiles(plain.tiling, v.out_channels, n);
+  const auto choose = [&](bool loaded) {
+    return conv2d_impl::split_k_choice(tiles, n, plain.split_most, plain.multiprocessors, knob > 0, loaded);
+  };
+  if (!choose(false).wanted) return plain;
+  const auto equal = [&](const Conv2dVariant& e) { return e == v; };
+  Launchable split;
+  std::optional<ConvMap::State> state = split_map().find(hash, device, equal, &split);
+  if (state != ConvMap::State::ready && state != ConvMap::State::failed) {
+    // (Absent, or pending in the background: sync loads it itself, as the plain kernel's wait does.)
+    const JitPolicy policy = detail::effective_policy(stream);
+    if (policy == JitPolicy::async && !state) submit_split_specialization(v, hash, device);
+    if (policy == JitPolicy::sync) {
+      waited = true;
+      try {
+        split = split_map().find_or_make(hash, device, equal, [&] { return make_split_launchable(v, device); });
+        state = ConvMap::State::ready;
+      } catch (const std::exception& e) {
+        if (split_map().begin_pending(hash, device, equal, v)) {
+          split_map().finish_pending(hash, device, equal, nullptr);
+          logger()->warn("the split-K form of {} on device {} failed to compile or load; its calls keep the unsplit kernel: {}",
+                         v.name(), device, e.what());
+        }
+      }
+    }
+  }
+  if (state != ConvMap::State::ready) return plain;
+  // (The split form's tiling is the plain one's with split_k: the same tiles.)
+  split.slices = choose(true).slices;
+  return split;
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -457,19 +552,17 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   return 1;
 }
 
-// The split form's launch (e.tiling.split_k > 0): the slices from the launch's tiles and the device
-// (split_k_slices), a workspace of the partial tiles and the tiles' arrival counters, the counters
+// The split form's launch (e.tiling.split_k > 0): the slices the launch chose (e.slices,
+// launch_choice), a workspace of the partial tiles and the tiles' arrival counters, the counters
 // zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
-// block of a tile also resets its counter), the grid's z axis images x slices. One slice (a grid
-// that fills the GPU), or no workspace to be had: the same kernel runs its tiles whole.
+// block of a tile also resets its counter), the grid's z axis images x slices. No workspace to be
+// had (out of memory): the same kernel runs its tiles whole.
 void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
                   const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
   const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
-  const std::int64_t tiles = std::int64_t{t.tiles_x} * channel_blocks * n;
-  const int forced = conv2d_impl::conv2d_knobs().split_k;
-  int slices = conv2d_impl::split_k_slices(tiles, t.split_k, e.multiprocessors, forced > 0);
-  if (n * slices > 65535) slices = 1;  // (past the grid's z extent: whole tiles)
+  const std::int64_t tiles = conv2d_impl::split_k_tiles(t, v.out_channels, n);
+  int slices = e.slices;
   CUdeviceptr ws = 0;
   conv2d_impl::SplitKWorkspace parts;
   if (slices > 1) {
@@ -931,14 +1024,15 @@ void conv2d(const TensorView& input, const TensorView& weight, const TensorView&
       return;
     }
   }
-  if (state != ConvMap::State::ready) {
-    detail::count_sync_wait();
-    e = kernel_map().find_or_make(hash, device, equal, [&] { return make_launchable(v, device); });
-  }
+  bool waited = state != ConvMap::State::ready;
+  if (waited) e = kernel_map().find_or_make(hash, device, equal, [&] { return make_launchable(v, device); });
+  // The plain kernel, or its variant's split-K form where this launch's tiles are few.
+  const Launchable chosen = launch_choice(e, v, n, hash, device, stream, waited);
+  if (waited) detail::count_sync_wait();
   kernel_map().count_launch();
   with_tensors(device, [&](const TensorView& in_k, const TensorView& w_k, const TensorView& b_k,
                            const TensorView& out_k, const TensorView& res_k, const ChannelArgs& chan) {
-    run_conv(e, v, n, in_k, w_k, b_k, out_k, res_k, chan, stream, device, hash);
+    run_conv(chosen, v, n, in_k, w_k, b_k, out_k, res_k, chan, stream, device, hash);
   });
 }
 
@@ -952,12 +1046,14 @@ Conv2dStats conv2d_stats() {
   // Launches and map hits are the calls' (one a call); the lookups count every module a call
   // fetched from the KernelCache: the conv's, a no-workspace call's direct kernel, the copies.
   Conv2dStats s = kernel_map().counts();
-  s.cache_lookups += direct_map().counts().cache_lookups + copy_map().counts().cache_lookups;
+  s.cache_lookups += direct_map().counts().cache_lookups + copy_map().counts().cache_lookups +
+                     split_map().counts().cache_lookups;
   return s;
 }
 
 void clear_conv2d_kernel_map() {
   kernel_map().clear();
+  split_map().clear();
   direct_map().clear();
   copy_map().clear();
 }

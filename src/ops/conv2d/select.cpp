@@ -151,6 +151,13 @@ std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v) {
   return "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 }
 
+std::optional<Conv2dTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v) {
+  if (algo != Conv2dAlgo::hmma_wgmma && algo != Conv2dAlgo::hmma_staged) return std::nullopt;
+  Conv2dTiling t = hmma_split_tiling(v);
+  if (t.split_k == 0) return std::nullopt;
+  return t;
+}
+
 Conv2dSelection select_conv2d(const Conv2dVariant& v) {
   v.validate();
   Conv2dSelection s;
@@ -180,6 +187,13 @@ std::string kernel_name(const Conv2dVariant& v) {
 
 CompileRequest make_request(const Conv2dVariant& v) {
   return conv2d_impl::make_request_of(conv2d_impl::conv2d_algo(v), v);
+}
+
+std::optional<CompileRequest> make_split_request(const Conv2dVariant& v) {
+  v.validate();
+  const conv2d_impl::Conv2dAlgo algo = conv2d_impl::conv2d_algo(v);
+  if (!conv2d_impl::split_tiling_of(algo, v)) return std::nullopt;
+  return conv2d_impl::make_hmma_split_request(v);
 }
 
 std::optional<CompileRequest> make_stage_request(const Conv2dVariant& v) {

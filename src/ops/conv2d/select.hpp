@@ -73,5 +73,10 @@ Conv2dTiling conv2d_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v);
 CompileRequest make_request_of(Conv2dAlgo algo, const Conv2dVariant& v);
 std::optional<CompileRequest> make_stage_request_of(Conv2dAlgo algo);
 std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v);
+/// The split-K form's tiling (split_k > 0: its most slices; docs/conv2d.md, "Split-K") of a variant
+/// whose algorithm `algo` has one (hmma_wgmma, and hmma_staged on the wgmma tiling) and whose
+/// reduction the process's CUINLINE_CONV2D_SPLIT_K splits; nullopt for every other variant. The
+/// plain tiling, request and kernel (the parts above) are the same either way.
+std::optional<Conv2dTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v);
 
 }  // namespace cuinline::ops::conv2d_impl

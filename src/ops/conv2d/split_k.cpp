@@ -1,5 +1,6 @@
-// Split-K for the f16 / bf16 wgmma tiling: which variants are compiled in the split form, how many
-// slices a launch cuts the reduction into, and the workspace it needs (docs/conv2d.md, "Split-K").
+// Split-K for the f16 / bf16 wgmma tiling: which variants have a split form beside their plain
+// kernel, which of the two a launch runs and over how many slices, and the workspace it needs
+// (docs/conv2d.md, "Split-K").
 #include <algorithm>
 
 #include "ops/conv2d/conv2d_internal.hpp"
@@ -23,6 +24,24 @@ int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool force
   if (forced) return most;
   if (multiprocessors <= 0 || 2 * tiles > multiprocessors) return 1;
   return static_cast<int>(std::min<std::int64_t>(most, multiprocessors / tiles));
+}
+
+std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t images) {
+  const std::int64_t channel_blocks = (out_channels + t.block_channels() - 1) / t.block_channels();
+  return std::int64_t{t.tiles_x} * channel_blocks * images;
+}
+
+SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, int multiprocessors, bool forced,
+                            bool split_loaded) {
+  constexpr std::int64_t kMaxGridZ = 65535;
+  const int slices = split_k_slices(tiles, most, multiprocessors, forced);
+  SplitKChoice c;
+  c.wanted = slices > 1 && images * slices <= kMaxGridZ;
+  if (c.wanted && split_loaded) {
+    c.split = true;
+    c.slices = slices;
+  }
+  return c;
 }
 
 SplitKWorkspace split_k_workspace(const Conv2dTiling& t, std::int64_t tiles, int slices) {

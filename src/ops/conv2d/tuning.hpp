@@ -40,9 +40,11 @@ struct Conv2dKnobs {
   int winograd_rows = 0;  ///< CUINLINE_CONV2D_WINOGRAD_ROWS
   int window_rows = 0;    ///< CUINLINE_CONV2D_WINDOW_ROWS
   int halo_rows = 0;      ///< CUINLINE_CONV2D_HALO_ROWS
-  /// CUINLINE_CONV2D_SPLIT_K: the split-K form of the f16 / bf16 wgmma tiling. 0 off, -1 auto (the
-  /// launch's rule, split_k_slices), 2-8 that many slices wherever the form applies.
-  int split_k = 0;
+  /// CUINLINE_CONV2D_SPLIT_K: the split-K form of the f16 / bf16 wgmma tiling. -1 auto (unset: the
+  /// launch's rule, split_k_choice), 0 off, 2-8 that many slices wherever the form applies. Any other
+  /// value leaves auto, split_k_error saying why (conv2d_knobs() warns once).
+  int split_k = -1;
+  std::string split_k_error;
   /// CUINLINE_CONV2D_TARGET (an arch name): every call planned for that arch's target where the
   /// device has what it plans for; a name Arch::parse rejects is ignored (target_error: why; the
   /// launch warns once, the first time a call plans for a device).
