@@ -15,8 +15,11 @@ Fused chains (cuinline_rows_run): softmax with prologue "mul(0.125)" and rms_nor
 "mul(in1)" (a gate tensor) against the plain op, checked against PyTorch's two eager ops, timed as
 above: the fused call's time over the plain call's, and its GB/s over the plain op's (the gate is
 one more tensor to read) — the chain's cost; and the unfused pair (the plain op, then torch's mul).
+Liger-Kernel (--liger, the liger-kernel package installed): its Triton forward of each op but
+log_softmax (LigerSoftmaxFunction, LigerRMSNormFunction with casting mode "llama",
+LigerFusedAddRMSNormFunction, LigerLayerNormFunction) in one more column, timed the same way.
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
-       [--fused-only]
+       [--fused-only | --no-fused] [--liger]
 """
 import argparse
 import ctypes
@@ -224,13 +227,34 @@ def time_ms(fn, flush):
     return ms[len(ms) // 2]
 
 
-def bench(ops, compile_too):
+def liger_op(op):
+    """Liger-Kernel's forward for op (Triton), or None where it has none (log_softmax) or is not installed."""
+    try:
+        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    except ImportError:
+        return None
+    if op == "softmax":
+        return lambda x, w, b, res, eps: LigerSoftmaxFunction.apply(x)
+    if op == "rms_norm":
+        return lambda x, w, b, res, eps: LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False)
+    if op == "add_rms_norm":
+        return lambda x, w, b, res, eps: LigerFusedAddRMSNormFunction.apply(x, res, w, eps)
+    if op == "layer_norm":
+        return lambda x, w, b, res, eps: LigerLayerNormFunction.apply(x, w, b, eps)
+    return None
+
+
+def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32)):
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
     shapes = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
-    lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |"
+             + (" Liger-Kernel GB/s |" if liger else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if liger else "")]
     print("\n".join(lines), flush=True)
-    for dt in (torch.bfloat16, torch.float32):
+    for dt in dtypes:
         for rows, n in shapes:
             for op in OPS:
                 x, w, b, res = inputs(op, rows, n, dt)
@@ -245,10 +269,18 @@ def bench(ops, compile_too):
                 if compile_too and dt == torch.bfloat16:  # one dtype: a compile per op and shape
                     compiled = torch.compile(fn)
                     comp = time_ms(compiled, flush)
+                lig = float("nan")
+                lf = liger_op(op) if liger else None
+                if lf is not None:
+                    try:
+                        with torch.no_grad():
+                            lig = time_ms(lambda: lf(x, w, b, res, 1e-5), flush)
+                    except RuntimeError as err:  # Liger refuses rows past its Triton block (65536)
+                        print(f"Liger-Kernel {op} [{rows}, {n}]: {str(err).splitlines()[0][:120]}", flush=True)
                 gbs = lambda ms, b=nbytes: b / ms / 1e6
                 copy_gbs = 2 * x.numel() * x.element_size() / copy / 1e6
                 line = (f"| {op} | {str(dt).split('.')[-1]} | {rows}x{n} | {copy_gbs:.0f} | {gbs(ours):.0f} | "
-                        f"{gbs(eager):.0f} | {gbs(comp):.0f} |")
+                        f"{gbs(eager):.0f} | {gbs(comp):.0f} |" + (f" {gbs(lig):.0f} |" if liger else ""))
                 lines.append(line)
                 print(line, flush=True)
             torch.cuda.empty_cache()
@@ -303,6 +335,9 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--checks-only", action="store_true")
     ap.add_argument("--fused-only", action="store_true", help="only the fused chains' checks and timings")
+    ap.add_argument("--no-fused", action="store_true", help="no fused chains")
+    ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes")
+    ap.add_argument("--liger", action="store_true", help="Liger-Kernel's forward beside (liger-kernel installed)")
     args = ap.parse_args()
     ops = Ops(args.lib)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
@@ -310,8 +345,10 @@ def main():
         checks(ops)
     print(f"checks: {failures} failed", flush=True)
     if not args.checks_only:
-        lines = [] if args.fused_only else bench(ops, not args.no_compile)
-        lines += [""] + fused(ops)
+        dtypes = [{"bf16": torch.bfloat16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
+        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes)
+        if not args.no_fused:
+            lines += [""] + fused(ops)
         print(f"checks: {failures} failed", flush=True)
         if args.table:
             with open(args.table, "w") as f:
