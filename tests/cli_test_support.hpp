@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cuinline/kernel_cache.hpp>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -124,7 +126,27 @@ class CliTest : public ::testing::Test {
     return total;
   }
 
+  // A KernelCache over the cache directory (made on first use: after the warm that filled it).
+  cuinline::KernelCache& warmed_cache() {
+    if (!warmed_) {
+      cuinline::CacheConfig config;
+      config.directory = cache_;
+      warmed_ = std::make_unique<cuinline::KernelCache>(config);
+    }
+    return *warmed_;
+  }
+  // The tier warmed_cache() serves `request` for `arch` from (CacheTier::compiled: it had to compile
+  // it). Its memory tier is emptied after, so each lookup reads what is on disk.
+  cuinline::CacheTier tier_of(const cuinline::CompileRequest& request,
+                              const cuinline::Arch& arch = cuinline::Arch::parse("sm_90")) {
+    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
+    warmed_cache().get(request, arch, &tier);
+    warmed_cache().clear_memory();
+    return tier;
+  }
+
   fs::path dir_, cache_;
+  std::unique_ptr<cuinline::KernelCache> warmed_;
 };
 const std::string kSeeds = std::string(CUINLINE_SOURCE_DIR) + "/examples/specs/seeds.json";
 

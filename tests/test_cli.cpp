@@ -160,9 +160,6 @@ TEST_F(CliTest, WarmGroupedConv2d) {
   EXPECT_CONTAINS(warm.out, "conv2d<f32,64x14x14,128x3x3,s1x1,p1x1,d1x1,g8>[identity] sm_90");
   // The library's variant of such a call (tensors with those strides) has that key: a disk hit.
   using namespace cuinline::ops;
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   Conv2dParams p = Conv2dParams::square(1, 1);
   p.groups = 32;
   const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
@@ -173,9 +170,7 @@ TEST_F(CliTest, WarmGroupedConv2d) {
   const cuinline::TensorView y = cuinline::TensorView::strided(fake(0x400000), cuinline::DType::f16, {2, 32, 28, 28},
                                                                {28 * 28 * 32, 1, 28 * 32, 32});
   const Conv2dVariant v = conv2d_variant_for(x, w, b, y, p, Op::relu());
-  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-  cache.get(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90"))), cuinline::Arch::parse("sm_90"), &tier);
-  EXPECT_EQ(tier, cuinline::CacheTier::disk);
+  EXPECT_EQ(tier_of(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90")))), cuinline::CacheTier::disk);
 }
 
 // Epilogues over per-channel operands (KernelBench's conv -> relu -> + bias (C, 1, 1)): a warm spec
@@ -191,9 +186,6 @@ TEST_F(CliTest, WarmConv2dWithChannelOperands) {
   EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "conv2d<f16,64x30x30,128x3x3,s1x1,p0x0,d1x1,bias>[relu|add(in1)] sm_90");
   using namespace cuinline::ops;
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
   const auto f16 = cuinline::DType::f16;
   const cuinline::TensorView x = cuinline::TensorView::contiguous(fake(0x100000), f16, {4, 64, 30, 30});
@@ -202,9 +194,7 @@ TEST_F(CliTest, WarmConv2dWithChannelOperands) {
   const cuinline::TensorView y = cuinline::TensorView::contiguous(fake(0x400000), f16, {4, 128, 28, 28});
   const cuinline::TensorView b2 = cuinline::TensorView::contiguous(fake(0x500000), f16, {128, 1, 1});
   const Conv2dVariant v = conv2d_variant_for(x, w, b, y, {}, parse_op("relu|add(in1)"), Conv2dPrecision::fp32, {}, {b2});
-  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-  cache.get(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90"))), cuinline::Arch::parse("sm_90"), &tier);
-  EXPECT_EQ(tier, cuinline::CacheTier::disk);
+  EXPECT_EQ(tier_of(make_request(conv2d_variant_for_arch(v, cuinline::Arch::parse("sm_90")))), cuinline::CacheTier::disk);
 
   auto bad = write_spec("bad.json", R"json({"entries": [{"kind": "conv2d", "input": [8, 16, 16], "filters": [4, 3, 3],
                                             "epilogue": "expr([x, m] x * m | x + m)"}]})json");
@@ -245,20 +235,15 @@ TEST_F(CliTest, WarmCompilesOneConv2dVariantPerPrecision) {
   }
 
   // What the library asks for at run time, in each mode, is a disk hit.
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   using cuinline::ops::Conv2dPrecision;
   for (Conv2dPrecision precision : {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3}) {
     auto variant = cuinline::ops::make_conv2d_variant(8, 32, 32, 16, 3, 3, {}, false,
                                                       cuinline::ops::div_leaky_relu_epilogue(2, 0.01));
     variant.precision = precision;
-    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-    cache.get(cuinline::ops::make_request(variant), cuinline::Arch::parse("sm_90"), &tier);
-    EXPECT_EQ(tier, cuinline::CacheTier::disk) << variant.name();
+    EXPECT_EQ(tier_of(cuinline::ops::make_request(variant)), cuinline::CacheTier::disk) << variant.name();
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
-  EXPECT_EQ(cache.stats().disk_hits, 3u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().disk_hits, 3u);
 }
 
 // N-ary ops in a spec ("inputs" with shapes): warm writes exactly what ops::apply looks up for

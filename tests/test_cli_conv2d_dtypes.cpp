@@ -48,9 +48,6 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
   EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,8x32x32,16x3x3,s1x1,p1x1,d1x1,bias,x:nhwc,w:nhwc,y:nhwc>[relu]");
 
   // What conv2d() asks for with such tensors (f16 / bf16, contiguous or channels-last) is a disk hit.
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   for (DType dt : {DType::f16, DType::bf16}) {
     for (bool nhwc : {false, true}) {
       for (bool w_nhwc : {false, true}) {
@@ -63,15 +60,13 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
         // the run-time lookup for sm_90.
         EXPECT_TRUE(conv2d_tiling(v).halo) << v.name();
         EXPECT_TRUE(make_request(v).arch_specific) << v.name();
-        cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-        cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
-        EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+        EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
       }
     }
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
-  EXPECT_EQ(cache.stats().wrong_arch_entries, 0u);
-  EXPECT_EQ(cache.stats().disk_hits, 8u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().wrong_arch_entries, 0u);
+  EXPECT_EQ(warmed_cache().stats().disk_hits, 8u);
   Result list = cli({"cache", "list"});
   EXPECT_CONTAINS(list.out, "sm_90a");
 }
@@ -87,15 +82,10 @@ TEST_F(CliTest, WarmConv2dWeightLayoutDefaultsToTheLayout) {
   EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,8x16x16,8x3x3,s1x1,p0x0,d1x1>[identity] sm_90");
   EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,8x16x16,8x3x3,s1x1,p0x0,d1x1,x:nhwc,w:nhwc,y:nhwc>[identity] sm_90");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   const Conv2dVariant v = conv2d_variant_for(view(0x100000, DType::f16, true, 2, 8, 16, 16),
                                              view(0x200000, DType::f16, true, 8, 8, 3, 3), TensorView{},
                                              view(0x400000, DType::f16, true, 2, 8, 14, 14), {}, Op::chain({}));
-  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-  cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
-  EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+  EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
 }
 
 // One input channel: channels-last strides are the contiguous ones, so the library names the input
@@ -107,15 +97,10 @@ TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 1 compiled");
   EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,1x20x20,4x3x3,s1x1,p0x0,d1x1,y:nhwc>[identity] sm_90");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
   const Conv2dVariant v = conv2d_variant_for(view(0x100000, DType::bf16, true, 2, 1, 20, 20),
                                              view(0x200000, DType::bf16, false, 4, 1, 3, 3), TensorView{},
                                              view(0x400000, DType::bf16, true, 2, 4, 18, 18), {}, Op::chain({}));
-  cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-  cache.get(make_request(v), cuinline::Arch::parse("sm_90"), &tier);
-  EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
+  EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
 }
 
 // Staged f16 / bf16 variants (NCHW, or channels-last with Cin % 8 != 0, from kStageMinElements input
@@ -131,10 +116,6 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 3 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
-  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   // (16 channels NCHW; 3 channels channels-last at stride 2: neither is the halo form's.)
   const Conv2dVariant nchw = conv2d_variant_for(
       view(0x100000, DType::f16, false, 4, 16, 64, 64), view(0x200000, DType::f16, false, 16, 16, 3, 3),
@@ -145,13 +126,10 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   for (const Conv2dVariant& v : {nchw, rgb}) {
     ASSERT_EQ(conv2d_tiling(v).stage_channels, v.in_channels <= 8 ? 8 : 16) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
-      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-      cache.get(request, sm90, &tier);
-      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
-      cache.clear_memory();
+      EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name;
     }
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
 }
 
 // A variant with a split-K form (f16 / bf16 on the wgmma tiling, few tiles an image, 512+ channels
@@ -172,10 +150,6 @@ TEST_F(CliTest, WarmConv2dAlsoCompilesTheSplitKForm) {
   EXPECT_CONTAINS(warm.out, "compiled conv2d<f16,512x7x7,512x3x3,s1x1,p1x1,d1x1,bias,x:nhwc,w:nhwc,y:nhwc>[relu] split-K sm_90");
   EXPECT_CONTAINS(warm.out, "compiled conv2d<bf16,1024x16x16,1024x3x3,s1x1,p1x1,d1x1>[identity] split-K sm_90");
   EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
-  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   const Conv2dVariant resnet = conv2d_variant_for(
       view(0x10000000, DType::f16, true, 1, 512, 7, 7), view(0x20000000, DType::f16, true, 512, 512, 3, 3),
       TensorView::contiguous(fake(0x30000000), DType::f16, {512}), view(0x40000000, DType::f16, true, 1, 512, 7, 7),
@@ -187,13 +161,10 @@ TEST_F(CliTest, WarmConv2dAlsoCompilesTheSplitKForm) {
     const std::optional<cuinline::CompileRequest> split = make_split_request(v);
     ASSERT_TRUE(split.has_value()) << v.name();
     for (const auto& request : {make_request(v), *split}) {
-      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-      cache.get(request, sm90, &tier);
-      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name_expressions.at(0);
-      cache.clear_memory();
+      EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name_expressions.at(0);
     }
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
   Result again = cli({"warm", "--spec", spec.string(), "--arch", "sm_90"});
   ASSERT_EQ(again.code, 0) << again.out << again.err;
   EXPECT_CONTAINS(again.out, "warm: 0 compiled, 5 already cached, 0 failed");
@@ -213,10 +184,6 @@ TEST_F(CliTest, WarmConv2dTf32CompilesTheConvOfTheStagedCopyAndTheStagingModule)
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 2 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled conv2d staging copy (f16/bf16, f32 tf32) sm_90");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
-  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   for (bool nhwc : {false, true}) {
     const Conv2dVariant v = conv2d_variant_for(
         view(0x100000, DType::f32, nhwc, 2, 32, 40, 48), view(0x200000, DType::f32, nhwc, 64, 32, 5, 7), TensorView{},
@@ -224,13 +191,10 @@ TEST_F(CliTest, WarmConv2dTf32CompilesTheConvOfTheStagedCopyAndTheStagingModule)
         Conv2dPrecision::tf32);
     ASSERT_TRUE(conv2d_tiling(v).tf32_wgmma) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
-      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-      cache.get(request, sm90, &tier);
-      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
-      cache.clear_memory();
+      EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name;
     }
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
 }
 
 // f32 with channels-last tensors past 2^22 multiply-adds an image runs the f32 NCHW kernel between
@@ -247,10 +211,6 @@ TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
   EXPECT_CONTAINS(warm.out, "compiled conv2d transposing copy (f32 channels-last) sm_90");
   // Winograd NCHW, Winograd with a channels-last output, the direct kernel, the copy.
   EXPECT_CONTAINS(warm.out, "warm: 4 compiled");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
-  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   const Conv2dVariant a = conv2d_variant_for(
       view(0x100000, DType::f32, true, 2, 8, 64, 64), view(0x200000, DType::f32, true, 32, 8, 3, 3),
       TensorView{}, view(0x400000, DType::f32, true, 2, 32, 64, 64), Conv2dParams::square(1, 1), Op::chain({}));
@@ -260,13 +220,10 @@ TEST_F(CliTest, WarmConv2dF32ChannelsLastAlsoCompilesTheTransposingCopy) {
   for (const Conv2dVariant& v : {a, b}) {
     ASSERT_TRUE(conv2d_tiling(v).transposes()) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
-      cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-      cache.get(request, sm90, &tier);
-      EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name() << " " << request.name;
-      cache.clear_memory();
+      EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name;
     }
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
 }
 
 // f64 entries warm the general kernel's double variants (both layouts, grouped too): the calls on
@@ -280,22 +237,15 @@ TEST_F(CliTest, WarmConv2dF64) {
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "conv2d<f64,16x20x20,8x3x3,s1x1,p1x1,d1x1,bias>[gelu]");
   EXPECT_CONTAINS(warm.out, "warm: 3 compiled");
-  cuinline::CacheConfig config;
-  config.directory = cache_;
-  cuinline::KernelCache cache(config);
-  const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   for (bool nhwc : {false, true}) {
     const Conv2dVariant v = conv2d_variant_for(
         view(0x100000, DType::f64, nhwc, 2, 16, 20, 20), view(0x200000, DType::f64, nhwc, 8, 16, 3, 3),
         TensorView::contiguous(fake(0x300000), DType::f64, {8}), view(0x400000, DType::f64, nhwc, 2, 8, 20, 20),
         Conv2dParams::square(1, 1), parse_op("gelu"));
     EXPECT_TRUE(conv2d_tiling(v).generic) << v.name();
-    cuinline::CacheTier tier = cuinline::CacheTier::compiled;
-    cache.get(make_request(v), sm90, &tier);
-    EXPECT_EQ(tier, cuinline::CacheTier::disk) << v.name();
-    cache.clear_memory();
+    EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
   }
-  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(warmed_cache().stats().compiles, 0u);
 }
 
 TEST_F(CliTest, WarmConv2dRejectsUnknownDtypesAndLayouts) {

@@ -212,48 +212,41 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
   return std::make_pair(called, l);
 }
 
-// Queues the specialized kernel of v on `device` (with its staging or transposing copy: all of
-// make_launchable) on the background pool, once: later calls find it in the map when loaded. A
-// failure leaves the generic kernel in use for v, counted and logged once.
-void submit_conv_specialization(const Conv2dVariant& v, std::uint64_t hash, int device) {
+// Queues make(v, device) on the background pool, once per variant and device of `map`: calls find
+// it in the map when loaded. A failure leaves their kernel as it is, counted and logged once
+// ("background <what> of v on device d failed; its calls keep <keeps>").
+template <class Make>
+void submit_background(ConvMap& map, const Conv2dVariant& v, std::uint64_t hash, int device, Make make,
+                       const char* what, const char* keeps) {
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
-  if (!kernel_map().begin_pending(hash, device, equal, v)) return;
-  auto job = [hash, device, v]() noexcept {
+  if (!map.begin_pending(hash, device, equal, v)) return;
+  auto job = [&map, hash, device, v, make, what, keeps]() noexcept {
     const auto same = [&](const Conv2dVariant& e) { return e == v; };
     try {
-      const std::pair<Conv2dVariant, Launchable> made = make_launchable(v, device);
-      kernel_map().finish_pending(hash, device, same, &made.second);
+      const std::pair<Conv2dVariant, Launchable> made = make(v, device);
+      map.finish_pending(hash, device, same, &made.second);
       detail::count_swap();
     } catch (const std::exception& e) {
-      kernel_map().finish_pending(hash, device, same, nullptr);
+      map.finish_pending(hash, device, same, nullptr);
       detail::count_background_failure();
-      logger()->warn("background specialization of {} on device {} failed; its calls keep the generic kernel: {}",
-                     v.name(), device, e.what());
+      logger()->warn("background {} of {} on device {} failed; its calls keep {}: {}", what, v.name(), device, keeps,
+                     e.what());
     }
   };
-  if (!detail::submit_specialization(std::move(job))) kernel_map().cancel_pending(hash, device, equal);
+  if (!detail::submit_specialization(std::move(job))) map.cancel_pending(hash, device, equal);
 }
 
-// Queues the split-K form of v on `device` on the background pool, once (as
-// submit_conv_specialization): calls run the plain kernel until it is loaded; a failure leaves them
-// there for good, counted and logged once.
+// Queues the specialized kernel of v on `device` (with its staging or transposing copy: all of
+// make_launchable); until it is loaded, v's calls run the generic kernel.
+void submit_conv_specialization(const Conv2dVariant& v, std::uint64_t hash, int device) {
+  submit_background(kernel_map(), v, hash, device, make_launchable, "specialization", "the generic kernel");
+}
+
+// Queues the split-K form of v on `device`: calls run the plain kernel until it is loaded, and for
+// good if it fails.
 void submit_split_specialization(const Conv2dVariant& v, std::uint64_t hash, int device) {
-  const auto equal = [&](const Conv2dVariant& e) { return e == v; };
-  if (!split_map().begin_pending(hash, device, equal, v)) return;
-  auto job = [hash, device, v]() noexcept {
-    const auto same = [&](const Conv2dVariant& e) { return e == v; };
-    try {
-      const std::pair<Conv2dVariant, Launchable> made = make_split_launchable(v, device);
-      split_map().finish_pending(hash, device, same, &made.second);
-      detail::count_swap();
-    } catch (const std::exception& e) {
-      split_map().finish_pending(hash, device, same, nullptr);
-      detail::count_background_failure();
-      logger()->warn("background compile of the split-K form of {} on device {} failed; its calls keep the unsplit kernel: {}",
-                     v.name(), device, e.what());
-    }
-  };
-  if (!detail::submit_specialization(std::move(job))) split_map().cancel_pending(hash, device, equal);
+  submit_background(split_map(), v, hash, device, make_split_launchable, "compile of the split-K form",
+                    "the unsplit kernel");
 }
 
 // The kernel a launch of `plain` (its variant's plain kernel, ready) over n images runs: the split
