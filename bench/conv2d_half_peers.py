@@ -25,6 +25,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from gpu_timing import l2_flush_buffer, time_ms
 
 SHAPES = [  # name, N, Cin, H=W, Cout, K, stride, padding
     ("seed", 128, 8, 128, 64, 3, 1, 0),
@@ -43,23 +44,6 @@ def load_lib(path):
         ctypes.c_double, ctypes.c_double, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     lib.cuinline_conv2d_last_error.restype = ctypes.c_char_p
     return lib
-
-
-def time_ms(fn, flush, samples):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(samples):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 def model(x, w, b, stride, pad):
@@ -131,7 +115,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     lib = load_lib(args.lib)
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, L2 flushed before every timed call, "
              f"median of {args.samples}",
              "",
@@ -149,8 +133,8 @@ def main():
                 err = rel_l2(got, ref)
                 err_eager = rel_l2(case.eager(), ref)
                 del ref
-                t_cu = time_ms(lambda: case.cuinline(lib), flush, args.samples)
-                t_eager = time_ms(case.eager, flush, args.samples)
+                t_cu = time_ms(lambda: case.cuinline(lib), flush, args.samples, warmup=5)
+                t_eager = time_ms(case.eager, flush, args.samples, warmup=5)
                 t_comp, comp_s = None, None
                 if not args.no_compile:
                     try:
@@ -162,7 +146,7 @@ def main():
                         compiled(case.x, case.w, case.b, case.stride, case.pad)
                         torch.cuda.synchronize()
                         comp_s = time.time() - t0
-                        t_comp = time_ms(lambda: compiled(case.x, case.w, case.b, case.stride, case.pad), flush, args.samples)
+                        t_comp = time_ms(lambda: compiled(case.x, case.w, case.b, case.stride, case.pad), flush, args.samples, warmup=5)
                     except Exception as e:  # noqa: BLE001 - a peer that does not run is reported, not fatal
                         print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
                 comp = f"{t_comp:.4f} ({comp_s:.0f})" if t_comp is not None else "-"

@@ -30,6 +30,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from gpu_timing import l2_flush_buffer, time_ms
 
 F32, F16, BF16 = 0, 1, 2
 DTYPES = {"f16": (torch.float16, F16), "bf16": (torch.bfloat16, BF16)}
@@ -102,23 +103,6 @@ def desc(t, code):
     d = Tensor(t.data_ptr(), code, t.dim(), shape, strides)
     d._keep = (shape, strides)
     return d
-
-
-def time_ms(fn, flush, samples):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(samples):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 def model(x, w, b, r, stride, pad, epilogue):
@@ -216,7 +200,7 @@ def main():
             sys.exit(f"unknown net {n} ({', '.join(NETS)})")
     batches = [int(b) for b in args.batches.split(",") if b]
     compile_batches = {int(b) for b in args.compile_batches.split(",") if b}
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, channels-last, L2 flushed before "
              f"every timed call, median of {args.samples}", "",
              "| layer | epilogue | cuinline ms | eager ms | torch.compile ms | faster peer / cuinline | "
@@ -252,7 +236,7 @@ def main():
             got = case.cuinline().clone()
             err_gen = rel_l2(got, case.reference())
             del got
-            generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples), err_gen)
+            generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples, warmup=5), err_gen)
             del case
             torch.cuda.empty_cache()
         assert lib.cuinline_set_jit_policy(1) == 0
@@ -265,8 +249,8 @@ def main():
         ref = case.reference()
         err, err_eager = rel_l2(got, ref), rel_l2(case.eager(), ref)
         del ref, got
-        t_cu = time_ms(case.cuinline, flush, args.samples)
-        t_eager = time_ms(case.eager, flush, args.samples)
+        t_cu = time_ms(case.cuinline, flush, args.samples, warmup=5)
+        t_eager = time_ms(case.eager, flush, args.samples, warmup=5)
         t_comp = None
         if batch in compile_batches:
             try:
@@ -274,7 +258,7 @@ def main():
                 compiled = torch.compile(model, dynamic=False)
                 run = lambda: compiled(case.x, case.w, case.b, case.r, case.stride, case.pad, case.epilogue)
                 run()
-                t_comp = time_ms(run, flush, args.samples)
+                t_comp = time_ms(run, flush, args.samples, warmup=5)
             except Exception as e:  # noqa: BLE001 - a peer that does not run is reported
                 print(f"torch.compile failed: {str(e).splitlines()[0][:100]}", file=sys.stderr)
         if args.generic:

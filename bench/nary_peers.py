@@ -3,26 +3,11 @@ the same shapes, timed the same way (L2 flushed with a 256 MiB write before each
 events, median of 30 after warm-up), beside a copy. Run in the same GPU call as the C++ bench."""
 import torch
 import torch.nn.functional as F
-
-
-def time_ms(fn, flush):
-    for _ in range(3):
-        fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(30):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
+from gpu_timing import l2_flush_buffer, time_ms
 
 
 def main():
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     m, n = 8192, 28672
     exprs = {
         "SwiGLU silu(a) * b": lambda a, b, row: F.silu(a) * b,

@@ -27,6 +27,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from gpu_timing import l2_flush_buffer, time_ms
 
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
 failures = 0
@@ -211,22 +212,6 @@ def checks(ops):
         check(f"{op} torch.cuda.graph replay", torch.equal(out, expect) and (res is None or torch.equal(res, res1)))
 
 
-def time_ms(fn, flush):
-    for _ in range(3):
-        fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(30):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
-
-
 def liger_op(op):
     """Liger-Kernel's forward for op (Triton), or None where it has none (log_softmax) or is not installed."""
     try:
@@ -248,7 +233,7 @@ def liger_op(op):
 
 
 def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32)):
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     shapes = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
     lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |"
              + (" Liger-Kernel GB/s |" if liger else ""),
@@ -289,7 +274,7 @@ def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32))
 
 def fused(ops):
     """Fused prologue / epilogue against the plain op: checks, then times (see the module's text)."""
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     lines = ["| op | chain | dtype | shape | plain ms | fused ms | fused / plain time | fused / plain GB/s | "
              "plain + torch mul ms |", "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)

@@ -4,21 +4,7 @@ timed call, CUDA events, median of 40 after warm-up. Run in the same GPU call as
 import torch
 import torch.nn.functional as F
 
-
-def time_ms(fn, flush):
-    for _ in range(5):
-        fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(40):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
+from gpu_timing import l2_flush_buffer, time_ms
 
 
 def block(x, w, b, r):
@@ -26,7 +12,7 @@ def block(x, w, b, r):
 
 
 def main():
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     compiled = torch.compile(block)
     print("| shape | eager TF32 off | eager TF32 on | torch.compile TF32 off | torch.compile TF32 on |")
     print("|---|---|---|---|---|")
@@ -41,7 +27,7 @@ def main():
             for tf32 in (False, True):
                 torch.backends.cudnn.allow_tf32 = tf32
                 torch.backends.cuda.matmul.allow_tf32 = tf32
-                row.append(time_ms(lambda: fn(x, w, b, r), flush))
+                row.append(time_ms(lambda: fn(x, w, b, r), flush, samples=40, warmup=5))
         print(f"| {n}x{c}x{hw}^2 | {row[0]:.4f} | {row[1]:.4f} | {row[2]:.4f} | {row[3]:.4f} |")
 
 
