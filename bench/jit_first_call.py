@@ -24,6 +24,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from gpu_timing import time_ms
 
 F32, F16, BF16, F64 = 0, 1, 2, 3
 DTYPES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16, torch.float64: F64}
@@ -143,18 +144,7 @@ def main():
     # ---- bandwidth: generic vs specialized ---------------------------------------------------------
 
     def timed(fn, reps=30):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(reps):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        return statistics.median(times)
+        return time_ms(fn, flush, samples=reps)
 
     def bits_equal(a, b):
         if a.dtype == torch.bfloat16 or a.dtype == torch.float16:
@@ -208,18 +198,7 @@ def conv_section(lib, stats, flush):
             raise RuntimeError(f"cuinline_conv2d_grouped({epilogue}): {lib.cuinline_last_error().decode()}")
 
     def timed(fn, reps=30):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(reps):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        return statistics.median(times)
+        return time_ms(fn, flush, samples=reps)
 
     shapes = [("2x12x50^2 -> 20 3x3 f32", 2, 12, 50, 20, 1, torch.float32, False),
               ("8x64x40^2 -> 96 3x3 f16 NHWC", 8, 64, 40, 96, 1, torch.float16, True),
