@@ -18,7 +18,7 @@
 #                            policy; first calls of never-seen variants (elementwise and conv2d), the
 #                            generic conv2d kernel's time, and generic vs specialized bandwidth beside
 #                            PyTorch (bench/jit_first_call.py, fresh cache); where an elementwise
-#                            compile's time goes (bench_compile_phases); the C API from PyTorch
+#                            compile's time goes (cuinline bench --compile); the C API from PyTorch
 #                                                         → jit_tests.log, jit_first_call.log, summary.md
 #   bench/run_gpu_all.sh rd  the row reductions (docs/reductions.md): their gpu tests; the C API on PyTorch
 #                            tensors against torch.softmax / F.rms_norm / F.layer_norm, then their bandwidth
@@ -156,7 +156,7 @@ phase_jit() {
       ${JIT_ARGS:-}; } >"$OUT/jit_first_call.log" 2>&1 || status=1
   cat "$OUT/jit_first_call.log" >>"$summary"
   echo "== compile phases ($(since))"
-  { echo; echo "## bench_compile_phases (this host)"; CUDA_CACHE_DISABLE=1 timeout 120 "$build/bench/bench_compile_phases" --arch sm_90 --repeat 5; } \
+  { echo; echo "## cuinline bench --compile (this host)"; CUDA_CACHE_DISABLE=1 timeout 150 "$build/cuinline" bench --compile --arch sm_90 --repeat 5; } \
     >>"$summary" 2>&1 || status=1
   echo "== C API from PyTorch ($(since))"
   { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 200 python3 bench/torch_capi_check.py "$build-shared/libcuinline.so"; } \

@@ -2,9 +2,12 @@
 // not broadcast, too many inputs, an op that needs more inputs or other outputs than given, bad
 // shapes, flags that do not go together — exit 2 before any GPU is looked for (so these pass on a
 // machine without one), compile nothing, and say what was wrong; so do those of the row reductions.
-// The runs themselves are in test_cli_nary_gpu.cpp.
+// The runs themselves are in test_cli_nary_gpu.cpp. And `cuinline bench --compile`, which needs no
+// GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cuinline/driver.hpp>
 #include <cuinline/kernel_cache.hpp>
 #include <cuinline/reductions.hpp>
@@ -115,6 +118,48 @@ TEST_F(CliMistakes, RowReductionMistakesExit2BeforeTheGpu) {
     EXPECT_CONTAINS(r.err, "needs a GPU");
   }
   EXPECT_TRUE(entry_files().empty()) << "nothing was compiled";
+}
+
+// cuinline bench --compile: each family's rows, each compile split into NVRTC's phases (front end,
+// NVVM and ptxas all reported, so the --time report was read), through a memory-only cache: nothing
+// is written to the cache directory. Its usage errors exit 2 and compile nothing.
+TEST_F(CliMistakes, BenchCompileSplitsCompilesIntoNvrtcPhases) {
+  const Result r = cli({"bench", "--compile", "--arch", "sm_90", "--repeat", "1", "--family", "elementwise,reductions"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "NVRTC ");
+  EXPECT_CONTAINS(r.out, "first compile in this process (elementwise f32)");
+  for (const char* row : {"elementwise f32 mul(k)|gelu", "elementwise bf16 mul(k)|leaky_relu(0.02)",
+                          "elementwise f64 mul(k)|gelu", "reductions bf16 rms_norm, rows of 4096, prologue mul(k)"}) {
+    const std::size_t at = r.out.find(row);
+    ASSERT_NE(at, std::string::npos) << row << " in\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    // "<row>   <wall>  (<front> / <nvvm> / <ptxas>)"
+    const std::size_t paren = line.find('(', line.find(row) + std::string(row).size());
+    ASSERT_NE(paren, std::string::npos) << line;
+    const std::string before = line.substr(0, line.find_last_not_of(' ', paren - 1) + 1);
+    const double wall = std::atof(before.c_str() + before.rfind(' ') + 1);
+    double front = 0, nvvm = 0, ptxas = 0;
+    ASSERT_EQ(std::sscanf(line.c_str() + paren, "( %lf / %lf / %lf", &front, &nvvm, &ptxas), 3) << line;
+    EXPECT_GT(front, 0) << line;
+    EXPECT_GT(nvvm, 0) << line;
+    EXPECT_GT(ptxas, 0) << line;
+    EXPECT_GE(wall, front) << line;
+  }
+  EXPECT_EQ(r.out.find("conv2d"), std::string::npos) << "only the families asked for";
+  EXPECT_TRUE(entry_files().empty()) << "a memory-only cache";
+  expect_usage_errors({
+      {{"bench", "--compile", "--arch", "sm_90", "--family", "conv3d"},
+       "--family 'conv3d': the families are elementwise, nary, conv2d and reductions"},
+      {{"bench", "--family", "conv2d"}, "bench: --arch and --family go with --compile"},
+      {{"bench", "--arch", "sm_90"}, "bench: --arch and --family go with --compile"},
+      {{"bench", "--compile", "--arch", "sm_90", "relu", "--inputs", "8x8"}, "it takes no op or --inputs"},
+      {{"bench", "--compile", "--arch", "sm_9x"}, "--arch: "},
+  });
+  if (cuinline::device_count() == 0) {
+    const Result no_arch = cli({"bench", "--compile"});
+    EXPECT_EQ(no_arch.code, 2) << no_arch.out << no_arch.err;
+    EXPECT_CONTAINS(no_arch.err, "no GPU to take the architecture from; pass --arch");
+  }
 }
 
 // A where chain flows through a warm spec's N-ary entries like any chain.

@@ -105,8 +105,15 @@ struct BenchOptions {
   std::string dtype = "f32";
   std::optional<std::string> inputs;
   int outputs = 0;
+  bool compile = false;  ///< where compiles' time goes (bench_compile.cpp) instead of kernels' time
+  std::string arch;      ///< --compile's target (empty: GPU `device`'s)
+  std::string families = "elementwise,nary,conv2d,reductions";  ///< --compile's families
 };
 int run_bench(const BenchOptions& options);
+/// cuinline bench --compile: each family's variants compiled `repeat` times with a new constant,
+/// split into NVRTC's front end / NVVM / ptxas (and the module load with a GPU). Exit 2 on a bad
+/// --family or --arch.
+int run_bench_compile(const BenchOptions& options);
 
 /// An N-ary op as `cuinline run OP --inputs ...` / `cuinline bench OP --inputs ...` name it. Parsed
 /// and planned (ops::make_request on fake tensors) before any GPU is touched: bad shapes, too many

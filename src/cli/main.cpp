@@ -204,6 +204,12 @@ int dispatch(int argc, char** argv) {
   bench_cmd->add_option("--repeat", bench.repeat, "Timed launches per op")->check(CLI::Range(1, 100000));
   bench_cmd->add_option("--device", bench.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   bench_cmd->add_flag("--quick", bench.quick, "Smaller sizes");
+  bench_cmd->add_flag("--compile", bench.compile,
+                      "Where compiles' time goes: each family's variants compiled --repeat times (default 5) with a "
+                      "new constant, split into NVRTC's front end / NVVM / ptxas (and the load with a GPU)");
+  bench_cmd->add_option("--arch", bench.arch, "With --compile: the target arch, e.g. sm_90 (default: the GPU's)");
+  bench_cmd->add_option("--family", bench.families,
+                        "With --compile: families, comma-separated (elementwise, nary, conv2d, reductions; default all)");
   // run and bench time the specialized kernels: their calls wait for them unless asked otherwise.
   std::string jit_policy = "sync";
   const char* jit_help =
@@ -272,6 +278,18 @@ int dispatch(int argc, char** argv) {
   if (*run_cmd) {
     if (!shape.empty()) run.shape = parse_shape(shape);
     return run_op(run);
+  }
+  if (*bench_cmd && !bench.compile && (bench_cmd->count("--arch") > 0 || bench_cmd->count("--family") > 0)) {
+    std::fprintf(stderr, "cuinline: error: bench: --arch and --family go with --compile\n");
+    return kExitUsage;
+  }
+  if (*bench_cmd && bench.compile && (!bench.op.empty() || bench.inputs)) {
+    std::fprintf(stderr, "cuinline: error: bench --compile times the families' compiles; it takes no op or --inputs\n");
+    return kExitUsage;
+  }
+  if (*bench_cmd && bench.compile) {
+    if (bench_cmd->count("--repeat") == 0) bench.repeat = 5;
+    return run_bench_compile(bench);
   }
   if (*bench_cmd) return run_bench(bench);
   return kExitUsage;
