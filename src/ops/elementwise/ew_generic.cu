@@ -5,8 +5,15 @@
 // (_light), with 32-bit indices and, for 2^31 elements and more, 64-bit ones (_i64).
 #include "ew_generic.cuh"
 
+// Resident blocks asked of ptxas: sm_75 holds at most 1024 threads (4 blocks) a multiprocessor.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define CUINLINE_EWG_BLOCKS(b) ((b) > 4 ? 4 : (b))
+#else
+#define CUINLINE_EWG_BLOCKS(b) (b)
+#endif
+
 #define CUINLINE_EWG_KERNEL(name, S, W, Functions, reps, blocks, I)                                        \
-  extern "C" __global__ void __launch_bounds__(EW_BLOCK, blocks)                                           \
+  extern "C" __global__ void __launch_bounds__(EW_BLOCK, CUINLINE_EWG_BLOCKS(blocks))                      \
       name(ew_nary_args a, long long n, long long head, ewg_program p) {                                   \
     ew_generic_body<S, W, Functions, reps, I>(a, n, head, p);                                              \
   }
