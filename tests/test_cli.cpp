@@ -286,7 +286,7 @@ TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
 // compiles nothing.
 TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   auto spec = write_spec("r.json", R"json({"entries": [
-      {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [100, 4096, 20000]},
+      {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [100, 4096, 40000]},
       {"kind": "reductions", "op": "layer_norm", "dtype": "f32", "row_length": 1000, "vector_width": [1, 4]}]})json");
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
@@ -320,7 +320,7 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
       EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
     }
   };
-  for (std::int64_t n : {100, 4096, 4000, 20000}) {  // 4000: the block form's class of 4096
+  for (std::int64_t n : {100, 4096, 4000, 40000}) {  // 4000: the block form's class of 4096
     const TensorView x = TensorView::contiguous(fake(0x10000000), DType::bf16, {3, n});
     const TensorView y = TensorView::contiguous(fake(0x20000000), DType::bf16, {3, n});
     const TensorView r = TensorView::contiguous(fake(0x30000000), DType::bf16, {3, n});

@@ -215,7 +215,11 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
   };
   if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
   if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
-  if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if constexpr (sizeof(S) == 8) {  // f64 holds at most 8 a thread; the others at least 16
+    if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512, EmuScale, EmuGate, 1>, grid, block, a), true;
+  } else {
+    if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
+  }
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024, EmuScale, EmuGate, 1>, grid, block, a), true;
   if (is(RowForm::split_stats, 1, 32, 256)) {
     launch(rd_split_stats<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a);
@@ -235,8 +239,13 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
   };
   if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32>, grid, block, a), true;
   if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32>, grid, block, a), true;
-  if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512>, grid, block, a), true;
-  if (is(RowForm::block, 1, 8, 256)) return launch(rd_regs<kOp, S, 1, 8, 256>, grid, block, a), true;
+  if constexpr (sizeof(S) == 8) {
+    if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512>, grid, block, a), true;
+    if (is(RowForm::block, 1, 8, 256)) return launch(rd_regs<kOp, S, 1, 8, 256>, grid, block, a), true;
+  } else {
+    if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256>, grid, block, a), true;
+    if (is(RowForm::block, 1, 16, 128)) return launch(rd_regs<kOp, S, 1, 16, 128>, grid, block, a), true;
+  }
   if (is(RowForm::looped, W, W, 1024)) return launch(rd_long<kOp, S, W, 1024>, grid, block, a), true;
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024>, grid, block, a), true;
   if (is(RowForm::split_stats, W, 32, 256)) {
@@ -333,7 +342,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       const Shape shapes[] = {
           {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
           {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
-          {2, 20000, 8, 16, 0, RowForm::split_stats}, {2, 20001, 0, 1, 1, RowForm::split_stats},
+          {2, 33000, 8, 16, 0, RowForm::split_stats}, {2, 33001, 0, 1, 1, RowForm::split_stats},
       };
       for (const Shape& s : shapes) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
@@ -346,7 +355,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       // costly part here).
       const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
                           (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
-      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 20000, 0, 0, 0, RowForm::split_stats}}) {
+      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, RowForm::split_stats}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng);
@@ -356,7 +365,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       // Fused: prologue and epilogue in the warp, block and split forms, the looped one for each op
       // in one dtype (the dtypes in turn); special values in the warp form.
       for (const Shape& s : {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{3, 3000, 16, 8, 0, RowForm::block},
-                             Shape{2, 20001, 0, 1, 1, RowForm::split_stats}}) {
+                             Shape{2, 33001, 0, 1, 1, RowForm::split_stats}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);

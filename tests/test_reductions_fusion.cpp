@@ -81,6 +81,27 @@ TEST(ReductionFusion, UnfusedRequestAndKeyAreUnchanged) {
       plan_rows(RowOp::rms_norm, in, out, w, {}, {}, 1e-6, fusion("", "mul(in1)", {gate})).variant;
   EXPECT_EQ(gated.name(), "rms_norm<f32,warp,v4,e16,epi=mul(in1)>");
   EXPECT_EQ(cuinline::ops::kernel_name(gated), "rd_regs<2, float, 4, 16, 32, rd_no_prologue, rd_epilogue, 1>");
+
+  // A row of 32768 is one block of 1024 threads holding 32 each, fused or not; but a layer_norm with
+  // a chain, or an epilogue of more than two tensors, holds at most 16 a thread: the row is split.
+  const TensorView long_in = rows_of(kIn, DType::f32, 8, 32768), long_out = rows_of(kOut, DType::f32, 8, 32768);
+  const TensorView long_w = TensorView::contiguous(fake(kW), DType::f32, {32768});
+  const TensorView g1 = rows_of(kGate, DType::f32, 8, 32768), g2 = rows_of(kGate + (1u << 24), DType::f32, 8, 32768),
+                   g3 = rows_of(kGate + (2u << 24), DType::f32, 8, 32768);
+  EXPECT_EQ(plan_rows(RowOp::softmax, long_in, long_out).variant.name(), "softmax<f32,block,v4,e32,t1024>");
+  EXPECT_EQ(plan_rows(RowOp::softmax, long_in, long_out, {}, {}, {}, 0, fusion("mul(0.125)", "")).variant.name(),
+            "softmax<f32,block,v4,e32,t1024,pro=mul(0.125)>");
+  EXPECT_EQ(plan_rows(RowOp::rms_norm, long_in, long_out, long_w, {}, {}, 1e-6,
+                      fusion("", "mul(in1)|add(in2)", {g1, g2}))
+                .variant.per_thread,
+            32);
+  EXPECT_EQ(plan_rows(RowOp::rms_norm, long_in, long_out, long_w, {}, {}, 1e-6,
+                      fusion("", "mul(in1)|add(in2)|mul(in3)", {g1, g2, g3}))
+                .variant.form,
+            RowForm::split_stats);
+  EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5, fusion("", "silu")).variant.form,
+            RowForm::split_stats);
+  EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5).variant.per_thread, 32);
 }
 
 TEST(ReductionFusion, MisuseIsRefusedBeforeAnyLaunch) {
@@ -191,7 +212,10 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
   };
   const Case cases[] = {
       {{RowOp::softmax, DType::f32, RowForm::warp, 4, 32, 32}, "mul(0.125)", "", 0},
-      {{RowOp::rms_norm, DType::bf16, RowForm::block, 8, 16, 1024}, "", "mul(in1)", 1},
+      {{RowOp::rms_norm, DType::bf16, RowForm::block, 8, 32, 1024}, "mul(0.5)", "gelu|mul(in1)|add(in2)", 2},
+      {{RowOp::softmax, DType::f32, RowForm::block, 4, 32, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::f32, RowForm::block, 4, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
+      {{RowOp::add_rms_norm, DType::bf16, RowForm::block, 8, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
       {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 32, 256}, "div(2)", "silu|mul(in1)", 1},
       {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 32, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
       {{RowOp::log_softmax, DType::f64, RowForm::looped, 2, 2, 1024}, "clamp(-30,30)", "add(in1)", 1},
@@ -202,9 +226,18 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
     if (*c.epilogue) v.epilogue = parse_op(c.epilogue);
     v.epilogue_inputs = c.inputs;
     SCOPED_TRACE(v.name());
-    const cuinline::CompiledProgram program = cuinline::compile(cuinline::ops::make_request(v), sm90);
+    cuinline::CompileRequest request = cuinline::ops::make_request(v);
+    request.options.push_back("--ptxas-options=-v");
+    const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
     EXPECT_FALSE(program.binary.empty());
     EXPECT_TRUE(program.lowered_name(cuinline::ops::kernel_name(v)));
+    // The chains' operands fit beside a row held in registers: no spills.
+    EXPECT_NE(program.log.find(" bytes spill stores"), std::string::npos) << "ptxas -v's report: " << program.log;
+    for (std::size_t at = program.log.find(" bytes spill stores"); at != std::string::npos;
+         at = program.log.find(" bytes spill stores", at + 1)) {
+      const std::size_t start = program.log.rfind(' ', at - 1) + 1;
+      EXPECT_EQ(program.log.substr(start, at - start), "0") << program.log;
+    }
   }
 }
 

@@ -95,6 +95,15 @@ std::int64_t pow2_at_least(std::int64_t v) {
 }  // namespace
 
 int block_max_per_thread(DType dtype) noexcept {
+  return dtype == DType::f64 ? 8 : 32;
+}
+
+int block_max_per_thread(const RowVariant& v) noexcept {
+  const bool heavy = (v.op == RowOp::layer_norm && fused(v)) || v.epilogue_inputs > 2;
+  return v.dtype == DType::f64 ? 8 : heavy ? 16 : 32;
+}
+
+int block_min_per_thread(DType dtype) noexcept {
   return dtype == DType::f64 ? 8 : 16;
 }
 
@@ -223,10 +232,14 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + 31) / 32)));
     grid = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
     p.block = 32 * kWarpRowsPerBlock;
-  } else if (n <= std::int64_t{1024} * block_max_per_thread(dt)) {
-    // At least 8 elements a thread (two 16-byte accesses in f32) before more threads.
+  } else if (n <= std::int64_t{1024} * block_max_per_thread(p.variant)) {
+    // At least 16 elements a thread (8 in f64) before more threads: a thread's loads are all in
+    // flight before the row's reductions stall it, so fewer, fuller threads keep more bytes in
+    // flight per SM (docs/reductions.md, "Forms, by row length").
     var.form = RowForm::block;
-    var.threads = static_cast<int>(std::min<std::int64_t>(1024, std::max<std::int64_t>(128, pow2_at_least((n + 7) / 8))));
+    const std::int64_t least = block_min_per_thread(dt);
+    var.threads = static_cast<int>(
+        std::min<std::int64_t>(1024, std::max<std::int64_t>(128, pow2_at_least((n + least - 1) / least))));
     var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + var.threads - 1) / var.threads)));
     p.block = static_cast<std::uint32_t>(var.threads);
   } else {

@@ -45,8 +45,13 @@ constexpr int kLoopedThreads = 1024;
 constexpr int kSplitThreads = 256;
 constexpr int kSplitPerThread = 32;
 
-/// The most elements a thread of the block form holds (f64 keeps half: its registers are twice as wide).
+/// The most elements a thread of the block form holds: 32, f64 8 (its registers are twice as wide);
+/// a variant whose chains keep many registers through the row's write 16 — layer_norm with any chain,
+/// or an epilogue of more than two tensor operands (each spills at 32; ptxas's report, sm_90). Then
+/// the fewest a thread takes before the block has more threads.
 int block_max_per_thread(DType dtype) noexcept;
+int block_max_per_thread(const RowVariant& variant) noexcept;
+int block_min_per_thread(DType dtype) noexcept;
 
 struct RowCall {
   RowPlan plan;

@@ -83,10 +83,13 @@ void RowVariant::validate() const {
       return;
     case RowForm::block:
       if (threads < 128 || threads > 1024 || !pow2(threads) || !pow2(per_thread) || per_thread < vector_width ||
-          per_thread > detail::block_max_per_thread(dtype)) {
+          per_thread > detail::block_max_per_thread(*this)) {
         throw InvalidArgument("reduction variant " + name() + ": the block form has 128-1024 threads (a power of two) and " +
                               "a power of two of elements a thread, from the vector width to " +
-                              std::to_string(detail::block_max_per_thread(dtype)));
+                              std::to_string(detail::block_max_per_thread(*this)) +
+                              (detail::block_max_per_thread(*this) < detail::block_max_per_thread(dtype)
+                                   ? " for these chains"
+                                   : ""));
       }
       return;
     case RowForm::looped:
