@@ -90,6 +90,19 @@ inline ProcessResult run_process(const std::vector<std::string>& argv,
   return result;
 }
 
+// The byte counts of ptxas -v's "N bytes spill stores" lines in a compile log, one a function
+// compiled; empty when the log holds no report.
+inline std::vector<long> spill_stores(const std::string& log) {
+  std::vector<long> bytes;
+  for (std::size_t at = log.find(" bytes spill stores"); at != std::string::npos;
+       at = log.find(" bytes spill stores", at + 1)) {
+    std::size_t start = at;
+    while (start > 0 && log[start - 1] >= '0' && log[start - 1] <= '9') --start;
+    bytes.push_back(start < at ? std::stol(log.substr(start, at - start)) : -1);
+  }
+  return bytes;
+}
+
 inline std::string tool_path(const std::string& name) {
   return std::string(CUINLINE_TEST_TOOLS_DIR) + "/" + name;
 }
