@@ -100,7 +100,7 @@ int block_max_per_thread(DType dtype) noexcept {
 
 int block_max_per_thread(const RowVariant& v) noexcept {
   const bool heavy = (v.op == RowOp::layer_norm && fused(v)) || v.epilogue_inputs > 2;
-  return v.dtype == DType::f64 ? 8 : heavy ? 16 : 32;
+  return heavy ? std::min(16, block_max_per_thread(v.dtype)) : block_max_per_thread(v.dtype);
 }
 
 int block_min_per_thread(DType dtype) noexcept {

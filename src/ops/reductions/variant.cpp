@@ -81,17 +81,16 @@ void RowVariant::validate() const {
                               "a power of two of elements a thread, from the vector width to 32");
       }
       return;
-    case RowForm::block:
+    case RowForm::block: {
+      const int most = detail::block_max_per_thread(*this);
       if (threads < 128 || threads > 1024 || !pow2(threads) || !pow2(per_thread) || per_thread < vector_width ||
-          per_thread > detail::block_max_per_thread(*this)) {
+          per_thread > most) {
         throw InvalidArgument("reduction variant " + name() + ": the block form has 128-1024 threads (a power of two) and " +
-                              "a power of two of elements a thread, from the vector width to " +
-                              std::to_string(detail::block_max_per_thread(*this)) +
-                              (detail::block_max_per_thread(*this) < detail::block_max_per_thread(dtype)
-                                   ? " for these chains"
-                                   : ""));
+                              "a power of two of elements a thread, from the vector width to " + std::to_string(most) +
+                              (most < detail::block_max_per_thread(dtype) ? " for these chains" : ""));
       }
       return;
+    }
     case RowForm::looped:
       if (threads != detail::kLoopedThreads || per_thread != vector_width) {
         throw InvalidArgument("reduction variant " + name() + ": the looped form has " +
