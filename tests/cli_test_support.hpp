@@ -108,6 +108,15 @@ class CliTest : public ::testing::Test {
     write_file(path, json);
     return path;
   }
+  // A spec of seven elementwise variants (sm_90): for tests that need a cache with entries in it, not
+  // the seed spec's conv compiles (WarmSeedsThenANewProcessGetsDiskHits warms that spec itself).
+  std::string small_spec() {
+    return write_spec("small.json",
+                      R"({"entries": [{"kind": "op", "op": "relu", "dtype": "f32", "shape": [4096, 1024]},
+                                      {"kind": "op", "op": "leaky_relu", "slope": 0.01, "dtype": "f16",
+                                       "shape": [4096, 1024]}]})")
+        .string();
+  }
   // Entry files (64 hex digits) in the cache directory.
   std::vector<fs::path> entry_files() const {
     std::vector<fs::path> out;

@@ -65,7 +65,7 @@ TEST_F(CliTest, KillingWarmKillsItsWorkers) {
 }
 
 TEST_F(CliTest, ClearLeavesALiveWritersTempFile) {
-  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
+  Result warm = cli({"warm", "--spec", small_spec(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.err;
   ASSERT_FALSE(entry_files().empty());
   // A writer at work (its temp file just created) and one that died long ago.
@@ -98,7 +98,7 @@ TEST_F(CliTest, InspectionCreatesNothing) {
   EXPECT_CONTAINS(cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run"}).out,
                   "would be compiled into " + cache_.string() + " (does not exist yet)");
   // An existing directory with entries but no lock file: inspected, and still no lock file.
-  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
+  Result warm = cli({"warm", "--spec", small_spec(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.err;
   ASSERT_TRUE(fs::remove(cache_ / "lock"));
   const std::size_t entries = entry_files().size();
@@ -109,12 +109,12 @@ TEST_F(CliTest, InspectionCreatesNothing) {
   }
   EXPECT_CONTAINS(cli({"cache", "verify"}).out, std::to_string(entries) + " entries checked, 0 bad");
   EXPECT_CONTAINS(cli({"info"}).out, std::to_string(entries) + " entries");
-  EXPECT_CONTAINS(cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "--dry-run"}).out,
+  EXPECT_CONTAINS(cli({"warm", "--spec", small_spec(), "--arch", "sm_90", "--dry-run"}).out,
                   std::to_string(entries) + " already cached");
 }
 
 TEST_F(CliTest, VerifyReportsPlantedEntriesAndFixRemovesThem) {
-  Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_90", "-j", "2"});
+  Result warm = cli({"warm", "--spec", small_spec(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.err;
   const std::vector<fs::path> entries = entry_files();
   ASSERT_GE(entries.size(), 2u);
