@@ -65,14 +65,14 @@ TEST_F(CliTest, WarmSeedsThenANewProcessGetsDiskHits) {
 // Other GPUs: the seed conv planned for each arch's target (sm_75: no cp.async or bf16/TF32 tensor
 // cores, 64 KiB a block; sm_86 and sm_120: 99 KiB; sm_80: 163 KiB) compiles for it, and the library on
 // such a GPU looks up exactly what warm wrote (a key of its own per target). The whole seed spec for
-// sm_75; its conv entry alone for the others (the elementwise templates differ only below sm_80, and
-// sm_90's compile in the other tests).
+// sm_75; for the others the seed conv variant probed below alone (the elementwise templates differ
+// only below sm_80, and sm_90's compile in the other tests).
 TEST_F(CliTest, WarmForOtherArchsPlansForTheirTargets) {
   Result warm = cli({"warm", "--spec", kSeeds, "--arch", "sm_75", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "0 failed");
   const fs::path conv = write_spec("conv.json", R"json({"entries": [{"kind": "conv2d", "input": [128, 8, 128, 128],
-      "filters": [64, 3, 3], "bias": [true, false], "epilogue": ["div(2)|leaky_relu(0.01)", "div(2)"]}]})json");
+      "filters": [64, 3, 3], "bias": true, "epilogue": "div(2)|leaky_relu(0.01)"}]})json");
   Result others = cli({"warm", "--spec", conv.string(), "--arch", "sm_80,sm_86,sm_120", "-j", "2"});
   ASSERT_EQ(others.code, 0) << others.out << others.err;
   EXPECT_CONTAINS(others.out, "0 failed");
