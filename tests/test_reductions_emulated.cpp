@@ -5,15 +5,20 @@
 // another over the grid the launch uses, with the variant,
 // arguments and grid the planner gives for host buffers (ops/reductions/plan.hpp). Every op in
 // every dtype, in each form — warp (scalar and 16-byte accesses), block (both), split (both),
-// looped (the split form's fallback) — on random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
-// special values with eps 0; against the float64 reference of the GPU tests, every 16-byte load
-// checked for alignment and every read for bounds. With chains (RowFusion): prologue "mul(0.125)"
-// and epilogue "mul(in1)" in the warp, block, split and looped forms, special values included.
+// looped (the split form's fallback) — on random rows with strides and gaps, misaligned rows, and
+// rows of special values with eps 0; against the float64 reference of the GPU tests, every 16-byte
+// load checked for alignment and every read for bounds, every shuffle for the whole warp's presence
+// (its mask), and nothing written outside the output's rows nor the residual's (the gaps and the
+// rows past the last, poisoned, must keep their poison). With chains (RowFusion): prologue
+// "mul(0.125)" and epilogue "mul(in1)" in the warp, block, split and looped forms, special values
+// included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <type_traits>
@@ -35,7 +40,8 @@
 
 namespace {
 // The fibers of one block, run in rounds by the scheduler (launch below); `words` are the values a
-// warp's lanes exchange in a shuffle.
+// warp's lanes exchange in a shuffle, `at` the number of each lane's shuffle that wrote its word
+// (`shuffles`: how many each thread has made in this block).
 struct Fibers {
   ucontext_t scheduler;
   std::vector<ucontext_t> contexts;
@@ -44,6 +50,9 @@ struct Fibers {
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
   double words[32][32];
+  unsigned at[32][32];
+  unsigned shuffles[1024];
+  int missing_reports = 0;
   // AddressSanitizer follows the stack switches when told (its fiber interface): the scheduler's
   // stack, and each context's fake stack while it is switched out.
   const void* scheduler_bottom = nullptr;
@@ -113,13 +122,24 @@ inline float rsqrtf(float v) {
 inline double rsqrt(double v) {
   return 1.0 / std::sqrt(v);
 }
+// A lane reads the word of lane ^ o. The mask names the whole warp, so every lane of it must be at
+// the same shuffle: a lane that returned early leaves an older count.
 template <class A>
 A __shfl_xor_sync(unsigned mask, A v, int o) {
   EXPECT_EQ(mask, 0xffffffffu);
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  g_fibers.words[warp][lane] = static_cast<double>(v);
+  EXPECT_TRUE(o > 0 && o < 32) << "xor offset " << o;
+  Fibers& f = g_fibers;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = ++f.shuffles[threadIdx.x];
+  f.words[warp][lane] = static_cast<double>(v);
+  f.at[warp][lane] = k;
   barrier();
-  const A r = static_cast<A>(g_fibers.words[warp][lane ^ static_cast<unsigned>(o)]);
+  unsigned present = 0;
+  for (unsigned l = 0; l < 32; ++l) present += f.at[warp][l] == k;
+  if (present != 32 && f.missing_reports++ < 3) {
+    ADD_FAILURE() << "shuffle " << k << " of thread " << threadIdx.x << " (block " << blockIdx.x
+                  << "): " << 32 - present << " lanes of its warp are not there";
+  }
+  const A r = static_cast<A>(f.words[warp][lane ^ static_cast<unsigned>(o)]);
   barrier();  // every lane has read before the next shuffle writes
   return r;
 }
@@ -148,6 +168,8 @@ void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
   const std::function<void()> body = [&] { kernel(a); };
   f.body = &body;
   for (unsigned b = 0; b < grid; ++b) {
+    std::fill(std::begin(f.shuffles), std::end(f.shuffles), 0u);
+    std::fill(&f.at[0][0], &f.at[0][0] + 32 * 32, 0u);
     for (unsigned t = 0; t < threads; ++t) {
       getcontext(&f.contexts[t]);
       f.contexts[t].uc_stack.ss_sp = f.stacks[t].data();
@@ -276,12 +298,34 @@ bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const 
   return false;
 }
 
-// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
-// split form's two over a workspace, or its looped fallback when `looped`), checks the result.
-void emulate(Problem& p, RowForm want_form, bool looped = false) {
+// Every element of `buf` (`before` as it was) outside the rows of p laid out `stride` apart is
+// unchanged: the gaps between rows and what follows the last.
+void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
+                      const std::vector<unsigned char>& before, std::int64_t stride, const char* name) {
   const std::size_t es = cuinline::dtype_size(p.dt);
-  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * es);
+  int bad = 0;
+  for (std::size_t e = 0; e < buf.size() / es && bad < 3; ++e) {
+    const std::int64_t i = static_cast<std::int64_t>(e) - p.offset;
+    const bool in_a_row = i >= 0 && i / stride < p.rows && i % stride < p.n;
+    if (!in_a_row && std::memcmp(&buf[e * es], &before[e * es], es) != 0) {
+      ADD_FAILURE() << cuinline::test::what(p) << ": the " << name
+                    << " was written outside its rows, at element " << e << " ("
+                    << (i >= 0 && i / stride >= p.rows ? "past the last row" : "a gap") << ")";
+      ++bad;
+    }
+  }
+}
+
+// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
+// split form's two over a workspace, or its looped fallback when `looped`), checks the result and
+// returns the variant run. The output and the residual run on past their last row by the rows a
+// warp-form block holds (one row for the other forms), poisoned: nothing may be written there.
+RowVariant emulate(Problem& p, RowForm want_form, bool looped = false) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
+  const std::int64_t tail_rows = p.n <= 1024 ? cuinline::ops::detail::kWarpRowsPerBlock : 1;
+  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy) + tail_rows * p.sy) * es);
   for (std::size_t i = 0; i + 4 <= y.size(); i += 4) std::memcpy(&y[i], &cuinline::test::kRowPoison, 4);
+  const std::vector<unsigned char> y_before = y;
   const auto at = [&](std::vector<unsigned char>& buf) { return buf.data() + p.offset * es; };
   const auto rows = [&](std::vector<unsigned char>& buf, std::int64_t stride) {
     return TensorView::strided(at(buf), p.dt, {p.rows, p.n}, {stride, 1});
@@ -289,7 +333,10 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   const TensorView x = rows(p.x, p.sx), out = rows(y, p.sy);
   const TensorView w = p.has_w() ? TensorView::contiguous(at(p.w), p.dt, {p.n}) : TensorView{};
   const TensorView b = p.has_b() ? TensorView::contiguous(at(p.b), p.dt, {p.n}) : TensorView{};
-  std::vector<unsigned char> res = p.r;  // written by add_rms_norm; p.r stays the reference's input
+  // Written by add_rms_norm (p.r stays the reference's input), poisoned past its last row.
+  std::vector<unsigned char> res = p.r;
+  res.resize(p.r.size() + static_cast<std::size_t>(tail_rows * p.sr) * es, 0x5a);
+  const std::vector<unsigned char> res_before = res;
   const TensorView r = p.op == RowOp::add_rms_norm ? rows(res, p.sr) : TensorView{};
   cuinline::ops::RowFusion fusion{p.prologue, p.epilogue, {}};
   for (auto& e : p.extra) fusion.epilogue_inputs.push_back(rows(e, p.se));
@@ -299,7 +346,8 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
   const RowArgs& a = call.args;
-  g_tensors = {{p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), res.size()}};
+  g_tensors = {
+      {p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), p.r.size()}};
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = false;
   switch (p.dt) {
@@ -317,7 +365,12 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
       break;
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
-  if (ran) cuinline::test::check_rows(p, y, p.sy, res, true);
+  if (ran) {
+    cuinline::test::check_rows(p, y, p.sy, res, true);
+    expect_untouched(p, y, y_before, p.sy, "output");
+    expect_untouched(p, res, res_before, p.sr, "residual");
+  }
+  return call.plan.variant;
 }
 
 TEST(ReductionsEmulated, EveryFormOpAndDtype) {
