@@ -1,8 +1,9 @@
 // reductions.cuh — row reductions over the last dimension: softmax, log_softmax, rms_norm,
 // add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in four forms (docs/reductions.md):
 //
-//   rd_regs<op, S, V, E, T> with T == 32: one warp per row, 4 rows per block of 128 threads, the
-//       row in registers (E elements a lane: rows up to 32 * E);
+//   rd_regs<op, S, V, E, T> with T <= 32 (the warp form): T lanes of a warp per row (T = 1, 2, 4,
+//       8, 16 or 32), 128 / T rows per block of 128 threads, the row in registers (E elements a
+//       lane: rows up to T * E; E == V when T < 32);
 //   rd_regs<op, S, V, E, T> with T >= 128: one block of T threads per row, the row in registers
 //       (rows up to T * E);
 //   rd_split_stats<op, S, V, E, T> then rd_split_write<op, S, V, E, T>: long rows split into
@@ -31,6 +32,8 @@
 #include "ew_common.cuh"
 
 enum { RD_SOFTMAX = 0, RD_LOG_SOFTMAX = 1, RD_RMS_NORM = 2, RD_ADD_RMS_NORM = 3, RD_LAYER_NORM = 4 };
+// The warp form's block (src/ops/reductions/plan.hpp's kWarpBlock): 128 / T rows of T lanes.
+enum { RD_WARP_BLOCK = 128 };
 
 // The launch arguments (one struct, as src/ops/reductions/plan.hpp lays it out): x is read, y
 // written (may be x), w / b are the weight and bias (null: absent), r the residual of
@@ -108,14 +111,16 @@ struct rd_max {
   __device__ __forceinline__ A operator()(A a, A b) const { return b > a ? b : a; }
 };
 
-// The reduction of v over the T threads of a row (a warp for T == 32, the block otherwise); every
-// thread gets the result. `sh` holds one value per warp; the second barrier lets the caller reuse
-// it at once. Every thread of the block must call it (no early exit before it in the block forms).
+// The reduction of v over the T threads of a row; every thread gets the result. T <= 32: an aligned
+// group of T lanes of a warp (xor offsets T / 2 .. 1 stay inside it), but the shuffles name the
+// whole warp, so every lane of the warp must call it, whatever its group's row. T >= 128: the block;
+// `sh` holds one value per warp, the second barrier lets the caller reuse it at once, and every
+// thread of the block must call it (no early exit before it in the block forms).
 template <int T, class A, class F>
 __device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
-  if (T == 32) return v;
+  for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
+  if (T <= 32) return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) sh[warp] = v;
   __syncthreads();
@@ -149,11 +154,13 @@ __device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
   s = s * rd_rescale(m, mm) + s2 * rd_rescale(m2, mm);
   m = mm;
 }
+// As rd_reduce, for the online softmax's (max, sum) pairs.
 template <int T, class A>
 __device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
-  if (T == 32) return;
+  for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1)
+    rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
+  if (T <= 32) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
     shm[warp] = m;
@@ -274,14 +281,21 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 }
 
 // The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
+// T <= 32 (the warp form): row blockIdx.x * (128 / T) + threadIdx.x / T, lane threadIdx.x % T.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(typename rd_args_of<K>::type a) {
+__global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T) rd_regs(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
-  enum { kIters = E / V };
+  enum { kIters = E / V, kRowsPerBlock = T <= 32 ? RD_WARP_BLOCK / T : 1 };
   __shared__ A sh[32];
-  const int t = T == 32 ? (threadIdx.x & 31) : threadIdx.x;
-  const long long row = T == 32 ? static_cast<long long>(blockIdx.x) * 4 + (threadIdx.x >> 5) : blockIdx.x;
-  if (T == 32 && row >= a.rows) return;  // a whole warp: the warp form has no block barrier
+  const int t = T <= 32 ? (threadIdx.x & (T - 1)) : threadIdx.x;
+  const long long mine =
+      T <= 32 ? static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / T : blockIdx.x;
+  if (T == 32 && mine >= a.rows) return;  // a whole warp: the warp form has no block barrier
+  // A group of fewer lanes past the last row shares its warp with groups that shuffle over the whole
+  // warp's mask, so it stays to the end: on the last row's pointers, loading nothing (it would race
+  // with add_rms_norm's write-back of that row's residual) and storing nothing. (Constant for T >= 32.)
+  const bool live = T >= 32 || mine < a.rows;
+  const long long row = live ? mine : a.rows - 1;
   const int n = static_cast<int>(a.n);
   const S* x = static_cast<const S*>(a.x) + row * a.sx;
   S* y = static_cast<S*>(a.y) + row * a.sy;
@@ -289,7 +303,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(typename rd_args_of
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
-    if (i < n) {  // n is a multiple of V when V > 1
+    if (live && i < n) {  // n is a multiple of V when V > 1
       rd_load_x<S, V, P>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
     } else {
@@ -352,7 +366,7 @@ __global__ void __launch_bounds__(T == 32 ? 128 : T) rd_regs(typename rd_args_of
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
-    if (i >= n) continue;
+    if (!live || i >= n) continue;
     if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
 #pragma unroll
       for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;

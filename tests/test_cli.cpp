@@ -287,17 +287,18 @@ TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
 }
 
 // Row reductions in a spec: warm writes exactly what the ops look up at run time for rows of those
-// lengths (disk hits in this process, no compile) — the warp, block and split forms (the split form's
-// two kernels, and the looped form a split call runs where no workspace can be had), another row
-// length of the same class, rows aligned to one element — and a bad entry names its field and
-// compiles nothing.
+// lengths (disk hits in this process, no compile) — the warp form with a whole warp and with fewer
+// lanes a row, the block and split forms (the split form's two kernels, and the looped form a split
+// call runs where no workspace can be had), other row lengths of the same classes, rows aligned to one
+// element — and a bad entry names its field and compiles nothing.
 TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   auto spec = write_spec("r.json", R"json({"entries": [
-      {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [100, 4096, 40000]},
+      {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [64, 100, 4096, 40000]},
       {"kind": "reductions", "op": "layer_norm", "dtype": "f32", "row_length": 1000, "vector_width": [1, 4]}]})json");
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
-  EXPECT_CONTAINS(warm.out, "warm: 12 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "warm: 14 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,warp,v8,e8,t8> sm_90");  // 8 lanes a row
   EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e32,t256> sm_90");
   EXPECT_CONTAINS(warm.out, "compiled add_rms_norm<bf16,looped,v8> sm_90");
 
@@ -311,7 +312,7 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   // Other (4 KiB-aligned) pointers and row counts than warm's: the variant depends on the row length
   // class, the dtype and the alignment only.
   const auto fake = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
-  // A hit: on disk, or in memory where this process read the entry already (4000 after 4096).
+  // A hit: on disk, or in memory where this process read the entry already (48 after 64, 4000 after 4096).
   const auto expect_hit = [&](const RowPlan& plan) {
     std::vector<RowVariant> run = {plan.variant};
     if (plan.variant.form == RowForm::split_stats) {  // the split form's second kernel, and its fallback
@@ -327,7 +328,8 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
       EXPECT_NE(tier, cuinline::CacheTier::compiled) << v.name();
     }
   };
-  for (std::int64_t n : {100, 4096, 4000, 40000}) {  // 4000: the block form's class of 4096
+  // 48: 8 lanes a row, as 64; 4000: the block form's class of 4096.
+  for (std::int64_t n : {64, 48, 100, 4096, 4000, 40000}) {
     const TensorView x = TensorView::contiguous(fake(0x10000000), DType::bf16, {3, n});
     const TensorView y = TensorView::contiguous(fake(0x20000000), DType::bf16, {3, n});
     const TensorView r = TensorView::contiguous(fake(0x30000000), DType::bf16, {3, n});
@@ -342,7 +344,7 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
     EXPECT_EQ(plan.variant.vector_width, misaligned ? 1 : 4);
     expect_hit(plan);
   }
-  EXPECT_EQ(cache.stats().disk_hits, 12u);  // every entry warm wrote, each read once
+  EXPECT_EQ(cache.stats().disk_hits, 14u);  // every entry warm wrote, each read once
   EXPECT_EQ(cache.stats().compiles, 0u);
 
   const std::size_t entries = entry_files().size();

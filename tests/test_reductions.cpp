@@ -47,8 +47,8 @@ TEST(ReductionPlan, FormByRowLength) {
     int v, per_thread, threads;
   };
   const Want wants[] = {
-      {DType::f32, 1, RowForm::warp, 1, 1, 32},          {DType::f32, 7, RowForm::warp, 1, 1, 32},
-      {DType::f32, 64, RowForm::warp, 4, 4, 32},         {DType::f32, 128, RowForm::warp, 4, 4, 32},
+      {DType::f32, 1, RowForm::warp, 1, 1, 1},           {DType::f32, 7, RowForm::warp, 1, 1, 8},
+      {DType::f32, 64, RowForm::warp, 4, 4, 16},         {DType::f32, 128, RowForm::warp, 4, 4, 32},
       {DType::f32, 1000, RowForm::warp, 4, 32, 32},      {DType::f16, 1024, RowForm::warp, 8, 32, 32},
       {DType::f32, 1025, RowForm::block, 1, 16, 128},    {DType::f32, 4096, RowForm::block, 4, 16, 256},
       {DType::bf16, 4096, RowForm::block, 8, 16, 256},   {DType::f32, 16384, RowForm::block, 4, 16, 1024},
@@ -69,13 +69,65 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_EQ(p.rows, 10);
     EXPECT_EQ(p.n, w.n);
     const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
-    EXPECT_EQ(p.grid, w.form == RowForm::warp ? 3u : w.form == RowForm::split_stats ? 10u * splits : 10u);
+    const unsigned warp_grid = (10 + 128 / w.threads - 1) / (128 / w.threads);  // 128 / T rows a block
+    EXPECT_EQ(p.grid, w.form == RowForm::warp          ? warp_grid
+                      : w.form == RowForm::split_stats ? 10u * splits
+                                                       : 10u);
     EXPECT_EQ(p.block, w.form == RowForm::warp ? 128u : static_cast<unsigned>(w.threads));
     EXPECT_EQ(p.workspace_bytes, w.form == RowForm::split_stats ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
     // Without a workspace a split call runs the looped form at the same width; the others run as planned.
     const RowVariant looped{RowOp::softmax, w.dt, RowForm::looped, w.v, w.v, 1024};
     EXPECT_EQ(p.fallback, w.form == RowForm::split_stats ? looped : p.variant);
     EXPECT_NO_THROW(p.fallback.validate());
+  }
+}
+
+// The warp form's lanes a row: the fewest, a power of two, whose accesses of the vector width cover
+// the row (one access a lane; a whole warp with more where 32 are too few), whatever the op; a block
+// of 128 threads holds 128 / T rows, so the grid covers the rows with the last block's groups past the
+// last row (they store nothing).
+TEST(ReductionPlan, SubWarpLanesByDtypeAndRowLength) {
+  struct Want {
+    DType dt;
+    std::int64_t n;
+    int v, lanes, per_thread;
+  };
+  const Want wants[] = {
+      {DType::bf16, 128, 8, 16, 8}, {DType::bf16, 64, 8, 8, 8},    {DType::f32, 128, 4, 32, 4},
+      {DType::f16, 32, 8, 4, 8},    {DType::bf16, 8, 8, 1, 8},     {DType::f32, 8, 4, 2, 4},
+      {DType::f64, 8, 2, 4, 2},     {DType::f16, 24, 8, 4, 8},     {DType::f32, 24, 4, 8, 4},
+      {DType::f64, 24, 2, 16, 2},   {DType::f32, 20, 4, 8, 4},     {DType::f16, 6, 2, 4, 2},
+      {DType::f32, 3, 1, 4, 1},     {DType::f64, 1, 1, 1, 1},      {DType::f32, 33, 1, 32, 2},
+      {DType::bf16, 200, 8, 32, 8}, {DType::bf16, 264, 8, 32, 16}, {DType::f64, 64, 2, 32, 2},
+      {DType::f64, 128, 2, 32, 4},  {DType::f16, 256, 8, 32, 8},   {DType::f32, 1024, 4, 32, 32},
+  };
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
+                       RowOp::layer_norm};
+  int k = 0;
+  for (const Want& w : wants) {
+    const std::int64_t per_block = 128 / w.lanes;
+    // One row, fewer than a block holds, a whole number of blocks, one row more, and many.
+    for (const std::int64_t rows :
+         {std::int64_t{1}, std::int64_t{7}, 3 * per_block, 3 * per_block + 1, std::int64_t{65537}}) {
+      const RowOp op = ops[k++ % 5];
+      const bool add = op == RowOp::add_rms_norm;
+      const RowPlan p = plan_rows(op, rows_of(kIn, w.dt, rows, w.n), rows_of(kOut, w.dt, rows, w.n), {}, {},
+                                  add ? rows_of(kRes, w.dt, rows, w.n) : TensorView{}, 1e-6);
+      SCOPED_TRACE(p.variant.name() + " rows " + std::to_string(rows));
+      EXPECT_EQ(p.variant.form, RowForm::warp);
+      EXPECT_EQ(p.variant.vector_width, w.v);
+      EXPECT_EQ(p.variant.threads, w.lanes);
+      EXPECT_EQ(p.variant.per_thread, w.per_thread);
+      EXPECT_GE(p.variant.max_row(), w.n);
+      EXPECT_LT(p.variant.max_row() / 2, w.n) << "more than twice the lanes or elements the row needs";
+      EXPECT_NO_THROW(p.variant.validate());
+      EXPECT_EQ(p.block, 128u);
+      EXPECT_EQ(p.grid, static_cast<unsigned>((rows + per_block - 1) / per_block));
+      EXPECT_EQ(p.variant.name().find(",t"), w.lanes < 32
+                                                 ? p.variant.name().find(",t" + std::to_string(w.lanes) + ">")
+                                                 : std::string::npos);
+      EXPECT_EQ(p.fallback, p.variant);
+    }
   }
 }
 
@@ -215,7 +267,21 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e32,t256>");
   EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 32, 256>");
   EXPECT_NO_THROW(split.validate());
+  // The warp form names its lanes a row where fewer than 32.
+  const RowVariant sub{RowOp::rms_norm, DType::bf16, RowForm::warp, 8, 8, 16};
+  EXPECT_EQ(sub.name(), "rms_norm<bf16,warp,v8,e8,t16>");
+  EXPECT_EQ(cuinline::ops::kernel_name(sub), "rd_regs<2, ew_bf16, 8, 8, 16>");
+  EXPECT_EQ(sub.max_row(), 128);
+  EXPECT_NO_THROW(sub.validate());
+  const RowVariant whole{RowOp::rms_norm, DType::bf16, RowForm::warp, 8, 8, 32};
+  EXPECT_EQ(whole.name(), "rms_norm<bf16,warp,v8,e8>");
+  EXPECT_EQ(cuinline::ops::kernel_name(whole), "rd_regs<2, ew_bf16, 8, 8, 32>");
+  EXPECT_NO_THROW((RowVariant{RowOp::softmax, DType::f32, RowForm::warp, 1, 1, 1}).validate());
   const RowVariant bads[] = {
+      {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 64},  // more lanes than a warp
+      {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 12},  // not a power of two
+      {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 0},
+      {RowOp::softmax, DType::f32, RowForm::warp, 4, 8, 16},     // two accesses a lane with fewer than 32
       {RowOp::softmax, DType::f32, RowForm::warp, 8, 8, 32},     // 32 bytes an access
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 2, 32},     // fewer elements than one access
       {RowOp::softmax, DType::f32, RowForm::warp, 1, 64, 32},    // beyond the warp form's registers
@@ -241,11 +307,13 @@ TEST(ReductionVariant, NamesAndChecks) {
 
 // Every form (warp, block, split's two kernels, looped; 16-byte and scalar accesses) of every dtype
 // compiles for sm_90 at its largest register footprint (the most elements a thread), the five ops in
-// turn; and each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in turn. (One kernel is
-// 0.2-0.9 s of ptxas: the test keeps to 24.)
+// turn, and the warp form with fewer lanes a row (1, 2, 8 and 16 across the dtypes; 4 in
+// test_reductions_fusion.cpp); and each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in
+// turn. (One kernel is 0.2-0.9 s of ptxas: the test keeps to 28.)
 TEST(ReductionVariant, EveryFormCompiles) {
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90"), sm75 = cuinline::Arch::parse("sm_75");
+  const int sub_warp_lanes[] = {2, 8, 16, 1};
   int k = 0, d = 0;
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     const int v = static_cast<int>(16 / cuinline::dtype_size(dt));
@@ -256,6 +324,7 @@ TEST(ReductionVariant, EveryFormCompiles) {
         {RowOp::softmax, dt, RowForm::split_stats, v, 32, 256},
         {RowOp::softmax, dt, RowForm::split_write, scalar_split, 32, 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
+        {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
     };
     for (const RowVariant& form : forms) {
       RowVariant var = form;

@@ -4,16 +4,22 @@
 // them, so a round is a barrier — the kernel's __shared__ arrays shared by them, blocks one after
 // another over the grid the launch uses, with the variant,
 // arguments and grid the planner gives for host buffers (ops/reductions/plan.hpp). Every op in
-// every dtype, in each form — warp (scalar and 16-byte accesses), block (both), split (both),
-// looped (the split form's fallback) — on random rows with strides and gaps (which must keep their poison), misaligned rows, and rows of
-// special values with eps 0; against the float64 reference of the GPU tests, every 16-byte load
-// checked for alignment and every read for bounds. With chains (RowFusion): prologue "mul(0.125)"
-// and epilogue "mul(in1)" in the warp, block, split and looped forms, special values included.
+// every dtype, in each form — warp (a whole warp a row, scalar and 16-byte accesses; and 1, 2, 4, 8
+// and 16 lanes a row, row counts leaving groups past the last row in the last block), block (both),
+// split (both), looped (the split form's fallback) — on random rows with strides and gaps, misaligned
+// rows, and rows of special values with eps 0; against the float64 reference of the GPU tests, every
+// 16-byte load checked for alignment and every read for bounds, every shuffle for the whole warp's
+// presence (its mask), and nothing written outside the output's rows nor the residual's (the gaps
+// and the rows past the last, poisoned, must keep their poison). With chains (RowFusion): prologue
+// "mul(0.125)" and epilogue "mul(in1)" in the warp (whole and fewer lanes), block, split and looped
+// forms, special values included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <type_traits>
@@ -35,7 +41,8 @@
 
 namespace {
 // The fibers of one block, run in rounds by the scheduler (launch below); `words` are the values a
-// warp's lanes exchange in a shuffle.
+// warp's lanes exchange in a shuffle, `at` the number of each lane's shuffle that wrote its word
+// (`shuffles`: how many each thread has made in this block).
 struct Fibers {
   ucontext_t scheduler;
   std::vector<ucontext_t> contexts;
@@ -44,6 +51,9 @@ struct Fibers {
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
   double words[32][32];
+  unsigned at[32][32];
+  unsigned shuffles[1024];
+  int missing_reports = 0;
   // AddressSanitizer follows the stack switches when told (its fiber interface): the scheduler's
   // stack, and each context's fake stack while it is switched out.
   const void* scheduler_bottom = nullptr;
@@ -113,13 +123,25 @@ inline float rsqrtf(float v) {
 inline double rsqrt(double v) {
   return 1.0 / std::sqrt(v);
 }
+// A lane reads the word of lane ^ o, which for the warp form's groups of T lanes (o < T) is in its
+// own group. The mask names the whole warp, so every lane of it must be at the same shuffle, a group
+// whose row is past the last one included: a lane that returned early leaves an older count.
 template <class A>
 A __shfl_xor_sync(unsigned mask, A v, int o) {
   EXPECT_EQ(mask, 0xffffffffu);
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  g_fibers.words[warp][lane] = static_cast<double>(v);
+  EXPECT_TRUE(o > 0 && o < 32) << "xor offset " << o;
+  Fibers& f = g_fibers;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = ++f.shuffles[threadIdx.x];
+  f.words[warp][lane] = static_cast<double>(v);
+  f.at[warp][lane] = k;
   barrier();
-  const A r = static_cast<A>(g_fibers.words[warp][lane ^ static_cast<unsigned>(o)]);
+  unsigned present = 0;
+  for (unsigned l = 0; l < 32; ++l) present += f.at[warp][l] == k;
+  if (present != 32 && f.missing_reports++ < 3) {
+    ADD_FAILURE() << "shuffle " << k << " of thread " << threadIdx.x << " (block " << blockIdx.x
+                  << "): " << 32 - present << " lanes of its warp are not there";
+  }
+  const A r = static_cast<A>(f.words[warp][lane ^ static_cast<unsigned>(o)]);
   barrier();  // every lane has read before the next shuffle writes
   return r;
 }
@@ -144,10 +166,14 @@ void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
   f.contexts.resize(threads);
   f.done.assign(threads, false);
   f.fakes.assign(threads, nullptr);
+  static_assert(RD_WARP_BLOCK == cuinline::ops::detail::kWarpBlock,
+                "the kernel's warp-form block and the planner's differ");
   if (f.stacks.size() < threads) f.stacks.resize(threads, std::vector<char>(128 << 10));
   const std::function<void()> body = [&] { kernel(a); };
   f.body = &body;
   for (unsigned b = 0; b < grid; ++b) {
+    std::fill(std::begin(f.shuffles), std::end(f.shuffles), 0u);
+    std::fill(&f.at[0][0], &f.at[0][0] + 32 * 32, 0u);
     for (unsigned t = 0; t < threads; ++t) {
       getcontext(&f.contexts[t]);
       f.contexts[t].uc_stack.ss_sp = f.stacks[t].data();
@@ -204,6 +230,22 @@ Args args_of(const RowArgs& planned) {
 static_assert(sizeof(rd_args) == cuinline::ops::detail::row_args_bytes(0), "rd_args and RowArgs differ");
 static_assert(sizeof(rd_args_e<1>) == cuinline::ops::detail::row_args_bytes(1), "rd_args_e and RowArgs differ");
 
+// The warp form with T < 32 lanes a row (V elements a lane), for T among Ts: rd_regs plain (Args
+// rd_args) or with the fused cases' chains (rd_args_e<1>).
+template <int kOp, class S, int V, int T, class Args>
+void launch_lanes(unsigned grid, unsigned block, const Args& a) {
+  if constexpr (std::is_same_v<Args, rd_args>) {
+    launch(rd_regs<kOp, S, V, V, T>, grid, block, a);
+  } else {
+    launch(rd_regs<kOp, S, V, V, T, EmuScale, EmuGate, 1>, grid, block, a);
+  }
+}
+template <int kOp, class S, int V, int... Ts, class Args>
+bool run_lanes(const RowVariant& v, unsigned grid, unsigned block, const Args& a) {
+  if (v.form != RowForm::warp || v.vector_width != V || v.per_thread != V) return false;
+  return ((v.threads == Ts && (launch_lanes<kOp, S, V, Ts>(grid, block, a), true)) || ...);
+}
+
 template <int kOp, class S>
 bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
   constexpr int W = static_cast<int>(16 / sizeof(S));
@@ -213,7 +255,9 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
     return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
   };
-  if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (run_lanes<kOp, S, 1, 8>(v, grid, block, a) || run_lanes<kOp, S, W, 4, 8>(v, grid, block, a)) {
+    return true;
+  }
   if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
   if constexpr (sizeof(S) == 8) {  // f64 holds at most 8 a thread; the others at least 16
     if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512, EmuScale, EmuGate, 1>, grid, block, a), true;
@@ -237,7 +281,9 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
     return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
   };
-  if (is(RowForm::warp, 1, 1, 32)) return launch(rd_regs<kOp, S, 1, 1, 32>, grid, block, a), true;
+  if (run_lanes<kOp, S, 1, 8>(v, grid, block, a) || run_lanes<kOp, S, W, 1, 2, 4, 8, 16>(v, grid, block, a)) {
+    return true;
+  }
   if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32>, grid, block, a), true;
   if constexpr (sizeof(S) == 8) {
     if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512>, grid, block, a), true;
@@ -276,12 +322,34 @@ bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const 
   return false;
 }
 
-// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
-// split form's two over a workspace, or its looped fallback when `looped`), checks the result.
-void emulate(Problem& p, RowForm want_form, bool looped = false) {
+// Every element of `buf` (`before` as it was) outside the rows of p laid out `stride` apart is
+// unchanged: the gaps between rows and what follows the last.
+void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
+                      const std::vector<unsigned char>& before, std::int64_t stride, const char* name) {
   const std::size_t es = cuinline::dtype_size(p.dt);
-  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * es);
+  int bad = 0;
+  for (std::size_t e = 0; e < buf.size() / es && bad < 3; ++e) {
+    const std::int64_t i = static_cast<std::int64_t>(e) - p.offset;
+    const bool in_a_row = i >= 0 && i / stride < p.rows && i % stride < p.n;
+    if (!in_a_row && std::memcmp(&buf[e * es], &before[e * es], es) != 0) {
+      ADD_FAILURE() << cuinline::test::what(p) << ": the " << name
+                    << " was written outside its rows, at element " << e << " ("
+                    << (i >= 0 && i / stride >= p.rows ? "past the last row" : "a gap") << ")";
+      ++bad;
+    }
+  }
+}
+
+// Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
+// split form's two over a workspace, or its looped fallback when `looped`), checks the result and
+// returns the variant run. The output and the residual run on past their last row by the rows a
+// warp-form block holds (one row for the other forms), poisoned: nothing may be written there.
+RowVariant emulate(Problem& p, RowForm want_form, bool looped = false) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
+  const std::int64_t tail_rows = p.n <= 1024 ? cuinline::ops::detail::kWarpBlock : 1;
+  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy) + tail_rows * p.sy) * es);
   for (std::size_t i = 0; i + 4 <= y.size(); i += 4) std::memcpy(&y[i], &cuinline::test::kRowPoison, 4);
+  const std::vector<unsigned char> y_before = y;
   const auto at = [&](std::vector<unsigned char>& buf) { return buf.data() + p.offset * es; };
   const auto rows = [&](std::vector<unsigned char>& buf, std::int64_t stride) {
     return TensorView::strided(at(buf), p.dt, {p.rows, p.n}, {stride, 1});
@@ -289,7 +357,10 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   const TensorView x = rows(p.x, p.sx), out = rows(y, p.sy);
   const TensorView w = p.has_w() ? TensorView::contiguous(at(p.w), p.dt, {p.n}) : TensorView{};
   const TensorView b = p.has_b() ? TensorView::contiguous(at(p.b), p.dt, {p.n}) : TensorView{};
-  std::vector<unsigned char> res = p.r;  // written by add_rms_norm; p.r stays the reference's input
+  // Written by add_rms_norm (p.r stays the reference's input), poisoned past its last row.
+  std::vector<unsigned char> res = p.r;
+  res.resize(p.r.size() + static_cast<std::size_t>(tail_rows * p.sr) * es, 0x5a);
+  const std::vector<unsigned char> res_before = res;
   const TensorView r = p.op == RowOp::add_rms_norm ? rows(res, p.sr) : TensorView{};
   cuinline::ops::RowFusion fusion{p.prologue, p.epilogue, {}};
   for (auto& e : p.extra) fusion.epilogue_inputs.push_back(rows(e, p.se));
@@ -299,7 +370,8 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
   const RowArgs& a = call.args;
-  g_tensors = {{p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), res.size()}};
+  g_tensors = {
+      {p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), p.r.size()}};
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = false;
   switch (p.dt) {
@@ -317,7 +389,12 @@ void emulate(Problem& p, RowForm want_form, bool looped = false) {
       break;
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
-  if (ran) cuinline::test::check_rows(p, y, p.sy, res, true);
+  if (ran) {
+    cuinline::test::check_rows(p, y, p.sy, res, true);
+    expect_untouched(p, y, y_before, p.sy, "output");
+    expect_untouched(p, res, res_before, p.sr, "residual");
+  }
+  return call.plan.variant;
 }
 
 TEST(ReductionsEmulated, EveryFormOpAndDtype) {
@@ -350,32 +427,58 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         emulate(p, s.form);
         if (s.form == RowForm::split_stats && s.offset != 0) emulate(p, s.form, true);  // the looped fallback
       }
+      // The warp form with fewer lanes a row, one access of W (16 bytes) each: 1 to 16 lanes, some
+      // idle (3 of 4, 5 of 8, 12 of 16), strided rows, rows a block (128 / T) a whole number of times
+      // and not, one row; the last block's groups past the last row meet their warp's shuffles and
+      // write nothing. (9, 7 above: scalar accesses, 8 lanes.)
+      struct Lanes {
+        std::int64_t rows, accesses, pad_x, pad_y;  // pads in accesses
+        int lanes;
+      };
+      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+      for (const Lanes& s :
+           {Lanes{130, 1, 0, 0, 1}, Lanes{67, 2, 1, 2, 2}, Lanes{64, 2, 0, 0, 2}, Lanes{33, 3, 0, 1, 4},
+            Lanes{19, 5, 2, 0, 8}, Lanes{1, 16, 0, 0, 16}, Lanes{11, 12, 1, 1, 16}}) {
+        Problem p =
+            cuinline::test::make_problem(op, dt, s.rows, s.accesses * W, rng, s.pad_x * W, s.pad_y * W);
+        p.weight = s.rows != 64;
+        const RowVariant v = emulate(p, RowForm::warp);
+        EXPECT_EQ(v.threads, s.lanes) << v.name();
+        EXPECT_EQ(v.per_thread, W) << v.name();
+      }
       // Special values in the warp and split forms for all; in the looped form (the online softmax)
       // for softmax in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the
       // costly part here).
       const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
                           (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
-      for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, RowForm::split_stats}}) {
+      for (const Shape& s :
+           {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
+            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, RowForm::split_stats}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng);
         emulate(p, s.form);
         if (s.form == RowForm::split_stats && online) emulate(p, s.form, true);
       }
-      // Fused: prologue and epilogue in the warp, block and split forms, the looped one for each op
-      // in one dtype (the dtypes in turn); special values in the warp form.
-      for (const Shape& s : {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{3, 3000, 16, 8, 0, RowForm::block},
-                             Shape{2, 33001, 0, 1, 1, RowForm::split_stats}}) {
+      // Fused: prologue and epilogue in the warp (8 lanes a row, scalar and 16-byte accesses), block
+      // and split forms, the looped one for each op in one dtype (the dtypes in turn); special values
+      // in the warp form (a whole warp a row and 4 lanes).
+      for (const Shape& s :
+           {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
+            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, RowForm::split_stats}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);
         if (s.form == RowForm::split_stats && d == k % 4) emulate(p, s.form, true);
       }
-      Problem p = cuinline::test::make_problem(op, dt, 7, 1000, rng);
-      p.eps = 0;
-      cuinline::test::add_special_rows(p, rng);
-      cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
-      emulate(p, RowForm::warp);
+      for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
+        Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
+        p.eps = 0;
+        cuinline::test::add_special_rows(p, rng);
+        cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+        const RowVariant v = emulate(p, RowForm::warp);
+        EXPECT_EQ(v.threads, n == 1000 ? 32 : 4) << v.name();
+      }
     }
   }
 }

@@ -201,8 +201,8 @@ TEST(ReductionFusion, CApiRowsRun) {
   EXPECT_EQ(cuinline_rows_run(&q), CUINLINE_SUCCESS) << cuinline_last_error();
 }
 
-// Each form with chains compiles for sm_90: a prologue, an epilogue with one and two tensors, both,
-// across the dtypes (five kernels).
+// Each form with chains compiles for sm_90: a prologue, an epilogue with one and more tensors, both,
+// across the dtypes, the warp form with a whole warp and with 4 and 16 lanes a row (ten kernels).
 TEST(ReductionFusion, EveryFormCompilesWithChains) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   struct Case {
@@ -213,6 +213,8 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
   };
   const Case cases[] = {
       {{RowOp::softmax, DType::f32, RowForm::warp, 4, 32, 32}, "mul(0.125)", "", 0},
+      {{RowOp::add_rms_norm, DType::bf16, RowForm::warp, 8, 8, 16}, "mul(0.5)", "mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::f16, RowForm::warp, 8, 8, 4}, "div(2)", "silu|mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
       {{RowOp::rms_norm, DType::bf16, RowForm::block, 8, 32, 1024}, "mul(0.5)", "gelu|mul(in1)|add(in2)", 2},
       {{RowOp::softmax, DType::f32, RowForm::block, 4, 32, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::layer_norm, DType::f32, RowForm::block, 4, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},

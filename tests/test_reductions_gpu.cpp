@@ -1,9 +1,10 @@
 // GPU tests of the row reductions against a float64 reference computed on the host: every op in
-// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), fresh random
-// data each run, special values (NaN, ±inf, a row all -inf, -0.0, subnormals, eps 0), outputs
-// poisoned before each launch (gaps between strided rows must stay poisoned), strided and
-// misaligned rows, in place, add_rms_norm's residual bit for bit, CUDA-graph capture, and fused
-// prologue / epilogue chains (RowFusion) in each form.
+// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), short rows on
+// fewer lanes of a warp (sub-warp rows, the output and residual past the last row poisoned and
+// kept so), fresh random data each run, special values (NaN, ±inf, a row all -inf, -0.0,
+// subnormals, eps 0), outputs poisoned before each launch (gaps between strided rows must stay
+// poisoned), strided and misaligned rows, in place, add_rms_norm's residual bit for bit, CUDA-graph
+// capture, and fused prologue / epilogue chains (RowFusion) in each form.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,13 +56,23 @@ TensorView rows_view(const cuinline::DeviceBuffer& buf, const Problem& p, std::i
   return TensorView::strided(at, p.dt, {p.rows, p.n}, {stride, 1});
 }
 
-// Device copies of p; the output poisoned, `in_place`: the output is x.
-DeviceProblem to_device(const Problem& p, bool in_place = false) {
+// The residual's host bits followed by `tail` poisoned bytes.
+std::vector<unsigned char> with_tail(const std::vector<unsigned char>& host, std::size_t tail) {
+  std::vector<unsigned char> out = host;
+  out.resize(host.size() + tail, 0x5a);  // kPoison's bytes
+  return out;
+}
+
+// Device copies of p; the output poisoned, `in_place`: the output is x. The output and the residual
+// run on `tail_rows` rows past the last, poisoned (check_tails).
+DeviceProblem to_device(const Problem& p, bool in_place = false, std::int64_t tail_rows = 0) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
   DeviceProblem d;
   d.x = upload(p.x);
   d.xv = rows_view(d.x, p, p.sx);
   if (!in_place) {
-    d.y = cuinline::DeviceBuffer((static_cast<std::size_t>(p.span(p.sy)) * cuinline::dtype_size(p.dt) + 3) / 4 * 4);
+    d.y =
+        cuinline::DeviceBuffer((static_cast<std::size_t>(p.span(p.sy) + tail_rows * p.sy) * es + 3) / 4 * 4);
     d.y.fill_u32(kPoison);
     d.yv = rows_view(d.y, p, p.sy);
   } else {
@@ -78,7 +89,7 @@ DeviceProblem to_device(const Problem& p, bool in_place = false) {
                                   p.dt, {p.n});
   }
   if (p.op == RowOp::add_rms_norm) {
-    d.r = upload(p.r);
+    d.r = upload(with_tail(p.r, static_cast<std::size_t>(tail_rows * p.sr) * es));
     d.rv = rows_view(d.r, p, p.sr);
   }
   d.fusion.prologue = p.prologue;
@@ -132,6 +143,24 @@ void check(const Problem& p, const DeviceProblem& d, bool in_place = false) {
   cuinline::test::check_rows(p, y, in_place ? p.sx : p.sy, r, !in_place);
 }
 
+// What follows the output's and the residual's last row (tail_rows rows of each, to_device's) kept
+// its poison.
+void check_tails(const Problem& p, const DeviceProblem& d, std::int64_t tail_rows) {
+  const std::size_t es = cuinline::dtype_size(p.dt);
+  const auto check = [&](const cuinline::DeviceBuffer& buf, std::int64_t stride, const char* name) {
+    const std::size_t end = static_cast<std::size_t>(p.span(stride)) * es;
+    std::vector<unsigned char> host(end + static_cast<std::size_t>(tail_rows * stride) * es);
+    buf.copy_to_host(host.data(), host.size());
+    const auto first = std::find_if(host.begin() + static_cast<std::ptrdiff_t>(end), host.end(),
+                                    [](unsigned char c) { return c != 0x5a; });
+    EXPECT_EQ(first, host.end()) << cuinline::test::what(p) << ": the " << name
+                                 << " was written past its last row, at byte "
+                                 << (first - host.begin()) - static_cast<std::ptrdiff_t>(end) << " after it";
+  };
+  check(d.y, p.sy, "output");
+  if (p.op == RowOp::add_rms_norm) check(d.r, p.sr, "residual");
+}
+
 class ReductionsGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -158,6 +187,30 @@ TEST_F(ReductionsGpu, RowLengthsDtypesAndOps) {
         const DeviceProblem d = to_device(p);
         call(p, d);
         check(p, d);
+      }
+    }
+  }
+}
+
+// Short rows on fewer lanes of a warp (sub-warp rows: 1 to 16 lanes a row, 128 / lanes rows a block)
+// and on a whole warp (200), each op and dtype, one row, a few, and a last block mostly past the last
+// row (65537); nothing written past the output's or the residual's last row (a block's worth of
+// rows after each, poisoned).
+TEST_F(ReductionsGpu, SubWarpRows) {
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
+  const std::int64_t tail_rows = 128;
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (std::int64_t n : {8, 24, 64, 128, 200}) {
+        for (std::int64_t rows : {1, 7, 65537}) {
+          Problem p = make_problem(op, dt, rows, n, rng_);
+          p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
+          p.weight = rows != 7;  // the norms without a weight too
+          const DeviceProblem d = to_device(p, false, tail_rows);
+          call(p, d);
+          check(p, d);
+          check_tails(p, d, tail_rows);
+        }
       }
     }
   }
@@ -202,7 +255,7 @@ TEST_F(ReductionsGpu, SpecialValues) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   for (DType dt : kDtypes) {
     for (RowOp op : kOps) {
-      for (std::int64_t n : {7, 256, 3000, 20000}) {
+      for (std::int64_t n : {7, 24, 256, 3000, 20000}) {  // 7, 24: sub-warp rows
         const std::int64_t rows = 7;
         Problem p = make_problem(op, dt, rows, n, rng_);
         p.eps = 0;
@@ -242,10 +295,10 @@ TEST_F(ReductionsGpu, GraphCaptureAndKernelMap) {
   }
 }
 
-// Fused chains in each form (warp, block, split) of each op and dtype, special values in the first
-// rows: a scale before the reduction and a gate after it; a two-step prologue and a three-step
-// epilogue over two tensors (their rows strided apart from x's); the fused kernel is a variant of
-// its own, the unfused call's result unchanged next to it.
+// Fused chains in each form (warp with fewer lanes and with a whole warp, block, split) of each op
+// and dtype, special values in the first rows: a scale before the reduction and a gate after it; a
+// two-step prologue and a three-step epilogue over two tensors (their rows strided apart from x's);
+// the fused kernel is a variant of its own, the unfused call's result unchanged next to it.
 TEST_F(ReductionsGpu, FusedPrologueAndEpilogue) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   struct Chains {
@@ -256,7 +309,7 @@ TEST_F(ReductionsGpu, FusedPrologueAndEpilogue) {
   const Chains chains[] = {{"mul(0.125)", "mul(in1)", 1}, {"div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2}};
   for (DType dt : kDtypes) {
     for (RowOp op : kOps) {
-      for (std::int64_t n : {7, 3000, 40000}) {
+      for (std::int64_t n : {7, 64, 3000, 40000}) {  // 7 and (but for f64) 64: sub-warp rows
         for (const Chains& c : chains) {
           Problem p = make_problem(op, dt, 7, n, rng_, 8, 16, 0);
           p.eps = 0;

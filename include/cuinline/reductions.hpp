@@ -79,10 +79,11 @@ enum class RowOp : std::uint8_t { softmax, log_softmax, rms_norm, add_rms_norm, 
 /// "softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm".
 const char* to_string(RowOp op) noexcept;
 
-/// How a row is reduced: a warp per row (4 rows a block), a block per row (both with the row in
-/// registers), long rows split into chunks of a block each — two kernels, split_stats writing each
-/// chunk's statistics to a workspace, split_write merging a row's and writing the chunk — or, where
-/// no workspace can be had, a block looping over a row of any length.
+/// How a row is reduced: lanes of a warp per row (1 to 32, as few as cover the row; 128 / lanes rows
+/// a block), a block per row (both with the row in registers), long rows split into chunks of a
+/// block each — two kernels, split_stats writing each chunk's statistics to a workspace, split_write
+/// merging a row's and writing the chunk — or, where no workspace can be had, a block looping over a
+/// row of any length.
 enum class RowForm : std::uint8_t { warp, block, looped, split_stats, split_write };
 
 /// What selects one compiled reduction kernel (the row length, row count, strides, eps and pointers
@@ -93,12 +94,13 @@ struct RowVariant {
   RowForm form = RowForm::warp;
   int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
   int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
-  int threads = 32;      ///< threads per row: 32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
+  int threads = 32;      ///< threads per row: 1-32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
   Op prologue;           ///< RowFusion's chains (empty: none)
   Op epilogue;
   int epilogue_inputs = 0;  ///< the epilogue's extra tensors (in1..in7)
 
-  /// "softmax<f32,warp,v4,e16>", "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
+  /// "softmax<f32,warp,v4,e16>" (a whole warp a row), "softmax<bf16,warp,v8,e8,t16>" (fewer lanes),
+  /// "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
   /// "softmax<f32,split_stats,v4,e32,t256>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
   /// "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
   std::string name() const;

@@ -227,11 +227,15 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   var.vector_width = v;
   std::int64_t grid = rows;
   if (n <= std::int64_t{32} * kWarpMaxPerThread) {
+    // The fewest lanes whose accesses of v cover the row (one access each), else a whole warp with
+    // more elements a lane.
     var.form = RowForm::warp;
-    var.threads = 32;
-    var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + 31) / 32)));
-    grid = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
-    p.block = 32 * kWarpRowsPerBlock;
+    const std::int64_t lanes = std::clamp<std::int64_t>(pow2_at_least((n + v - 1) / v), kWarpMinLanes, 32);
+    var.threads = static_cast<int>(lanes);
+    var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + lanes - 1) / lanes)));
+    const std::int64_t rows_per_block = kWarpBlock / lanes;
+    grid = (rows + rows_per_block - 1) / rows_per_block;
+    p.block = kWarpBlock;
   } else if (n <= std::int64_t{1024} * block_max_per_thread(p.variant)) {
     // At least 16 elements a thread (8 in f64) before more threads: a thread's loads are all in
     // flight before the row's reductions stall it, so fewer, fuller threads keep more bytes in

@@ -37,9 +37,14 @@ constexpr std::size_t row_args_bytes(int extras) {
   return offsetof(RowArgs, e) + sizeof(RowArgs::Extra) * static_cast<std::size_t>(extras);
 }
 
-/// Rows of one warp, or one block, and the looped form's block.
-constexpr int kWarpRowsPerBlock = 4;
-constexpr int kWarpMaxPerThread = 32;  // warp form: rows up to 32 * 32
+/// The warp form: a block of 128 threads (reductions.cuh's RD_WARP_BLOCK) holds 128 / T rows of T
+/// lanes each, T a power of two from kWarpMinLanes to 32: the fewest whose accesses cover the row,
+/// so that every lane of a short row holds data (a lane's one access is all it has in flight, and
+/// bytes in flight are what a short row's bandwidth is bound by). Rows up to 32 * 32 elements.
+constexpr int kWarpBlock = 128;
+constexpr int kWarpMinLanes = 1;
+constexpr int kWarpMaxPerThread = 32;
+/// The looped form's block.
 constexpr int kLoopedThreads = 1024;
 // The split form: a block of 256 threads a chunk of 8192 elements (32 a thread, in registers).
 constexpr int kSplitThreads = 256;

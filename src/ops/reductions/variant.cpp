@@ -55,7 +55,10 @@ std::string RowVariant::name() const {
   std::string s = std::string(to_string(op)) + "<" + to_string(dtype) + "," + form_text(form) + ",v" +
                   std::to_string(vector_width);
   if (form != RowForm::looped) s += ",e" + std::to_string(per_thread);
-  if (form != RowForm::warp && form != RowForm::looped) s += ",t" + std::to_string(threads);
+  // The warp form's lanes a row only where fewer than a warp's: its whole-warp names are unchanged.
+  if (form != RowForm::looped && (form != RowForm::warp || threads != 32)) {
+    s += ",t" + std::to_string(threads);
+  }
   if (!prologue.steps.empty() || !prologue.expression.empty()) s += ",pro=" + prologue.describe();
   if (!epilogue.steps.empty() || !epilogue.expression.empty()) s += ",epi=" + epilogue.describe();
   return s + ">";
@@ -76,9 +79,14 @@ void RowVariant::validate() const {
   detail::check_chains(*this);
   switch (form) {
     case RowForm::warp:
-      if (threads != 32 || !pow2(per_thread) || per_thread < vector_width || per_thread > detail::kWarpMaxPerThread) {
-        throw InvalidArgument("reduction variant " + name() + ": the warp form has 32 threads and " +
-                              "a power of two of elements a thread, from the vector width to 32");
+      if (!pow2(threads) || threads < detail::kWarpMinLanes || threads > 32 || !pow2(per_thread) ||
+          per_thread < vector_width || per_thread > detail::kWarpMaxPerThread ||
+          (threads < 32 && per_thread != vector_width)) {
+        throw InvalidArgument("reduction variant " + name() + ": the warp form has " +
+                              std::to_string(detail::kWarpMinLanes) + "-32 lanes a row (a power of two) " +
+                              "and a power of two of elements a lane, from the vector width to " +
+                              std::to_string(detail::kWarpMaxPerThread) +
+                              "; fewer than 32 lanes hold one access (the vector width) each");
       }
       return;
     case RowForm::block: {
