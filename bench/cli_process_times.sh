@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Whole-process times of the cuinline command on this host: `compile` of a 4-line kernel for an
-# explicit arch (no driver touched; NVRTC's start-up included), `info`, and `warm` of the seed spec
+# explicit arch (no driver touched; NVRTC's start-up included) beside a program of NVRTC's calls
+# alone compiling the same file (bench_nvrtc_process), `info`, and `warm` of the seed spec
 # into an empty cache with 16 and 4 workers (CUDA_CACHE_DISABLE=1: no driver compute cache).
 # Usage: bench/cli_process_times.sh [BUILD_DIR]   (default build-gpu; prints seconds a run)
 set -uo pipefail
@@ -13,6 +14,12 @@ TIMEFORMAT=%R
 echo "cuinline compile saxpy.cu --arch sm_90, a fresh process each (s):"
 for _ in 1 2 3 4 5; do
   { time CUDA_CACHE_DISABLE=1 "$build/cuinline" compile "$work/saxpy.cu" --arch sm_90 -o "$work/saxpy.cubin" >/dev/null; } 2>&1
+done | tr '\n' ' '
+echo
+# The floor: a program of NVRTC's calls alone compiling the same file (bench/nvrtc_process.cpp).
+echo "bench_nvrtc_process saxpy.cu sm_90, a fresh process each (s):"
+for _ in 1 2 3 4 5; do
+  { time "$build/bench/bench_nvrtc_process" "$work/saxpy.cu" sm_90 >/dev/null; } 2>&1
 done | tr '\n' ' '
 echo
 echo "cuinline info (s):"
