@@ -90,8 +90,26 @@ struct rd_no_epilogue {
   __device__ __forceinline__ void operator()(const S (&xs)[N], S (&ys)[1]) const { ys[0] = xs[0]; }
 };
 
-__device__ __forceinline__ float rd_exp(float v) { return expf(v); }
-__device__ __forceinline__ double rd_exp(double v) { return exp(v); }
+// e^v in opmath, for an output of storage type S. A 16-bit output (f16, bf16) takes __expf, the
+// hardware's 2^x of v * log2(e): a relative error of at most a few 1e-6 (the product's rounding when
+// |v| nears 88) under the output's own rounding of 2^-9 (bf16) or 2^-12 (f16), for a tenth of expf's
+// instructions. An exp an element is what bounds softmax on 16-bit rows (more bandwidth on H200 bf16
+// rows: 13 % on rows of 128, 18 % on 1024, 31 % on the split form's 4 million; docs/reductions.md).
+// float and double outputs take the accurate expf / exp, as PyTorch's kernels do.
+template <class S>
+__device__ __forceinline__ float rd_exp(float v) {
+  return sizeof(S) == 2 ? __expf(v) : expf(v);
+}
+template <class S>
+__device__ __forceinline__ double rd_exp(double v) {
+  return exp(v);
+}
+// x / d for an output of storage type S: a 16-bit output multiplies by the reciprocal (1.5 ulp of
+// fp32 at most, under its rounding; one division a row instead of one an element).
+template <class S, class A>
+__device__ __forceinline__ A rd_div(A x, A d) {
+  return sizeof(S) == 2 ? x * (A(1) / d) : x / d;
+}
 __device__ __forceinline__ float rd_log(float v) { return logf(v); }
 __device__ __forceinline__ double rd_log(double v) { return log(v); }
 __device__ __forceinline__ float rd_rsqrt(float v) { return rsqrtf(v); }
@@ -135,31 +153,31 @@ __device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
 // when mi == m: so a row's -inf elements count 1 each while the max is -inf and vanish (factor 0)
 // once a finite element raises it, and a row all -inf ends with max -inf, hence NaN outputs (x -
 // max = NaN), as PyTorch's two passes give; +inf in a row makes the sum NaN (exp(inf - inf)).
-template <class A>
+template <class S, class A>
 __device__ __forceinline__ A rd_rescale(A mi, A m) {
-  return mi == m ? A(1) : rd_exp(mi - m);
+  return mi == m ? A(1) : rd_exp<S>(mi - m);
 }
-template <class A>
+template <class S, class A>
 __device__ __forceinline__ void rd_online_add(A& m, A& s, A v) {
   if (v > m) {
-    s = s * rd_exp(m - v) + rd_exp(v - v);
+    s = s * rd_exp<S>(m - v) + rd_exp<S>(v - v);
     m = v;
   } else {
-    s += (v == m && v == rd_neg_inf(v)) ? A(1) : rd_exp(v - m);
+    s += (v == m && v == rd_neg_inf(v)) ? A(1) : rd_exp<S>(v - m);
   }
 }
-template <class A>
+template <class S, class A>
 __device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
   const A mm = m2 > m ? m2 : m;
-  s = s * rd_rescale(m, mm) + s2 * rd_rescale(m2, mm);
+  s = s * rd_rescale<S>(m, mm) + s2 * rd_rescale<S>(m2, mm);
   m = mm;
 }
 // As rd_reduce, for the online softmax's (max, sum) pairs.
-template <int T, class A>
+template <class S, int T, class A>
 __device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
 #pragma unroll
   for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1)
-    rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
+    rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
   if (T <= 32) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
@@ -170,7 +188,7 @@ __device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
   m = lane < T / 32 ? shm[lane] : rd_neg_inf(m);
   s = lane < T / 32 ? shs[lane] : A(0);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) rd_online_merge(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
+  for (int o = 16; o > 0; o >>= 1) rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
   __syncthreads();
 }
 
@@ -264,7 +282,7 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     A o;
-    if (kOp == RD_SOFTMAX) o = rd_exp(v[j] - s0) / s1;
+    if (kOp == RD_SOFTMAX) o = rd_div<S>(rd_exp<S>(v[j] - s0), s1);
     if (kOp == RD_LOG_SOFTMAX) o = (v[j] - s0) - s1;
     if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
       o = v[j] * s1;
@@ -328,7 +346,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T) rd_regs(typename 
       if ((it * T + t) * V < n) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const A e = rd_exp(v[it * V + j] - m);
+          const A e = rd_exp<S>(v[it * V + j] - m);
           if (kOp == RD_SOFTMAX) v[it * V + j] = e;  // kept for the output: one exp an element
           s += e;
         }
@@ -369,7 +387,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T) rd_regs(typename 
     if (!live || i >= n) continue;
     if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[it * V + j] = v[it * V + j] / s1;
+      for (int j = 0; j < V; ++j) v[it * V + j] = rd_div<S>(v[it * V + j], s1);
       rd_store_out<S, V, Q, K>(a, row, i, y + i, v + it * V);
     } else {
       rd_finish<kOp, S, V, Q, K>(a, row, i, v + it * V, s0, s1, y);
@@ -425,7 +443,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A e = v[it * V + j];
-          s += (m == ninf && e == ninf) ? A(1) : rd_exp(e - m);
+          s += (m == ninf && e == ninf) ? A(1) : rd_exp<S>(e - m);
         }
       }
     }
@@ -482,8 +500,8 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
   A s0 = A(0), s1 = A(0);
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0)), s = A(0);
-    for (long long k = t; k < splits; k += T) rd_online_merge(m, s, ws[2 * k], ws[2 * k + 1]);
-    rd_online_reduce<T>(m, s, sh, sh2);
+    for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, ws[2 * k], ws[2 * k + 1]);
+    rd_online_reduce<S, T>(m, s, sh, sh2);
     s0 = m;
     s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
@@ -546,9 +564,9 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
     for (long long i = first; i < n; i += step) {
       rd_load_x<S, V, P>(x + i, v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) rd_online_add(m, s, v[j]);
+      for (int j = 0; j < V; ++j) rd_online_add<S>(m, s, v[j]);
     }
-    rd_online_reduce<T>(m, s, sh, sh2);
+    rd_online_reduce<S, T>(m, s, sh, sh2);
     s0 = m;
     s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {

@@ -117,6 +117,10 @@ R __ldg(const R* p) {
   std::memcpy(&v, p, sizeof(R));
   return v;
 }
+// The hardware exp that the kernels take for 16-bit outputs (rd_exp): 2^x of x * log2(e), in float.
+inline float __expf(float v) {
+  return std::exp2(v * 1.44269504f);
+}
 inline float rsqrtf(float v) {
   return 1.0f / std::sqrt(v);
 }
