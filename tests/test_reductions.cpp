@@ -69,7 +69,8 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_EQ(p.rows, 10);
     EXPECT_EQ(p.n, w.n);
     const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
-    const unsigned warp_grid = (10 + 128 / w.threads - 1) / (128 / w.threads);  // 128 / T rows a block
+    const unsigned warp_rows = w.form == RowForm::warp ? 128 / w.threads : 1;  // 128 / T rows a block
+    const unsigned warp_grid = (10 + warp_rows - 1) / warp_rows;
     EXPECT_EQ(p.grid, w.form == RowForm::warp          ? warp_grid
                       : w.form == RowForm::split_stats ? 10u * splits
                                                        : 10u);
