@@ -92,8 +92,8 @@ struct rd_no_epilogue {
 
 // e^v in opmath, for an output of storage type S. A 16-bit output (f16, bf16) takes __expf, the
 // hardware's 2^x of v * log2(e): a relative error of at most a few 1e-6 (the product's rounding when
-// |v| nears 88) under the output's own rounding of 2^-9 (bf16) or 2^-12 (f16), for a tenth of expf's
-// instructions. An exp an element is what bounds softmax on 16-bit rows (more bandwidth on H200 bf16
+// |v| nears 88) under the output's own rounding of 2^-9 (bf16) or 2^-12 (f16), in fewer instructions
+// than expf. An exp an element is what bounds softmax on 16-bit rows (more bandwidth on H200 bf16
 // rows: 13 % on rows of 128, 18 % on 1024, 31 % on the split form's 4 million; docs/reductions.md).
 // float and double outputs take the accurate expf / exp, as PyTorch's kernels do.
 template <class S>
