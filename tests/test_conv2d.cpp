@@ -617,11 +617,12 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
     EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 3), 3);  // forced
     EXPECT_EQ(most(variant(dt, 512, 7, 512, 3, 1), 0), 0);  // off
   }
-  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), 8), 2);  // 18 k steps: 2 slices of 9
-  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), 8), 0);   // 9: one slice of kSplitKMinSteps
-  // auto: only reductions of kSplitKAutoMinSteps steps (256 channels: 36, not split; 512: 72).
-  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), -1), 0);
-  EXPECT_EQ(most(variant(DType::f16, 256, 14, 256, 3, 1), -1), 0);
+  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), 8), 4);  // 18 k steps: 4 slices of 4-5
+  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), 8), 2);   // 9: 2 slices of 4-5
+  // auto: only reductions of kSplitKAutoMinSteps steps (64 channels: 9, not split; 128: 18; 256: 36).
+  EXPECT_EQ(most(variant(DType::f16, 64, 7, 64, 3, 1), -1), 0);
+  EXPECT_EQ(most(variant(DType::f16, 128, 7, 64, 3, 1), -1), 4);
+  EXPECT_EQ(most(variant(DType::f16, 256, 14, 256, 3, 1), -1), conv2d_impl::kSplitKMaxSlices);
   EXPECT_EQ(most(variant(DType::f16, 256, 14, 256, 3, 1), 4), 4);
   EXPECT_EQ(most(variant(DType::f16, 32, 7, 64, 1, 1), -1), 0);  // 1 k step
   EXPECT_EQ(most(variant(DType::f16, 256, 112, 256, 3, 1), -1), 0);  // a large plane: many tiles
@@ -633,7 +634,8 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   const bool on = conv2d_impl::conv2d_knobs().split_k != 0;
   EXPECT_EQ(make_split_request(variant(DType::f16, 512, 7, 512, 3, 1)).has_value(), on);
   EXPECT_EQ(make_split_request(variant(DType::bf16, 1024, 16, 1024, 3, 1)).has_value(), on);
-  EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 14, 256, 3, 1)).has_value());
+  EXPECT_EQ(make_split_request(variant(DType::f16, 256, 14, 256, 3, 1)).has_value(), on);
+  EXPECT_FALSE(make_split_request(variant(DType::f16, 64, 7, 64, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(f32).has_value());
   Conv2dVariant sm80 = variant(DType::f16, 512, 7, 512, 3, 1);

@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/select.hpp"
+#include "ops/conv2d/tuning.hpp"
 
 namespace {
 
@@ -209,6 +211,33 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
     }
   }
   EXPECT_GT(compiled, 20);
+}
+
+// The split forms (split-K: conv2d_hmma/split.cuh sums every slice's partial with all of a chunk's
+// loads in flight) of a one-warpgroup tile (ResNet-50's 512-channel 3 x 3 on 7 x 7), a two-warpgroup
+// one (UNet's 1024 channels on 16 x 16) and the shortest reduction auto splits (128 channels: 18 k
+// steps) compile for sm_90 (as sm_90a) without spills.
+TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  const Conv2dLayout nhwc = Conv2dLayout::nhwc;
+  const Shape shapes[] = {{"resnet L4", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)},
+                          {"unet enc4", 1024, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
+                          {"resnet L2", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)}};
+  for (const Shape& s : shapes) {
+    const Conv2dVariant v = variant(s, DType::bf16, nhwc, nhwc, nhwc, true);
+    SCOPED_TRACE(v.name());
+    std::optional<cuinline::CompileRequest> request = make_split_request(v);
+    if (cuinline::ops::conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
+    ASSERT_TRUE(request.has_value());
+    request->options.push_back("-Xptxas=-v");
+    const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
+    int reports = 0;
+    for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
+         ++it, ++reports) {
+      EXPECT_EQ((*it)[1], "0") << program.log;
+    }
+    EXPECT_GT(reports, 0) << program.log;
+  }
 }
 
 // v compiled for sm_90 (as sm_90a where it uses wgmma) and sm_80 (the mma.sync form): no warnings,

@@ -221,11 +221,13 @@ TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = tran
 /// Split-K (the f16 / bf16 wgmma tiling's split form; docs/conv2d.md, "Split-K"): the most slices
 /// a reduction is cut into, and the fewest k steps a slice.
 inline constexpr int kSplitKMaxSlices = 8;
-inline constexpr int kSplitKMinSteps = 8;
+static_assert(kSplitKMaxSlices <= 8, "conv2d_hmma/split.cuh sums at most kSplitMaxSlices (8) slices");
+inline constexpr int kSplitKMinSteps = 4;
 /// The fewest k steps a reduction has for auto (CUINLINE_CONV2D_SPLIT_K unset or auto) to have a split
-/// form: on an H200, 3 x 3 layers of 128 and 256 channels (18 and 36 steps) ran 5-19 % slower split,
-/// 512 and 1024 channels (72 and 144) up to 1.8x faster (docs/conv2d.md, "Split-K").
-inline constexpr int kSplitKAutoMinSteps = 64;
+/// form: on an H200, 3 x 3 layers of 256 channels (36 steps) on 7-14 planes at batch 1 ran 0.57-0.64
+/// of their unsplit time in 8 slices of 4-5 steps, 128 channels (18 steps) 0.93-0.95 at batch 1 and
+/// within 3 % at batch 8 (docs/conv2d.md, "Split-K").
+inline constexpr int kSplitKAutoMinSteps = 16;
 /// Most output tiles an image for which a variant is compiled in the split form: larger ones fill a
 /// GPU from one image on (an H200 has 132 multiprocessors), and the launch would never split them.
 inline constexpr int kSplitKMaxImageTiles = 64;
