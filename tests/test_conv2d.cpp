@@ -638,6 +638,23 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   EXPECT_FALSE(make_split_request(variant(DType::f16, 64, 7, 64, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(f32).has_value());
+  // A window-form variant (no residual, rows of a multiple of 64 columns): its split form is its
+  // cp.async tiling without the window, over the same tiles. UNet's 512 -> 256 on 64 x 64.
+  Conv2dVariant window = make_conv2d_variant(512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+  window.dtype = DType::bf16;
+  window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
+  const Conv2dTiling window_plain = conv2d_tiling(window);
+  ASSERT_TRUE(window_plain.window);
+  const std::optional<Conv2dTiling> window_split =
+      conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
+  ASSERT_EQ(window_split.has_value(), on);
+  if (window_split) {
+    EXPECT_FALSE(window_split->window);
+    EXPECT_EQ(window_split->split_k, conv2d_impl::kSplitKMaxSlices);
+    EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1), conv2d_impl::split_k_tiles(window_plain, 256, 1));
+    EXPECT_EQ(window_split->tile_cols, window_plain.tile_cols);
+    EXPECT_EQ(window_split->block_channels(), window_plain.block_channels());
+  }
   Conv2dVariant sm80 = variant(DType::f16, 512, 7, 512, 3, 1);
   sm80.target = Conv2dTarget::sm80;  // (no wgmma: no split form)
   EXPECT_FALSE(make_split_request(sm80).has_value());

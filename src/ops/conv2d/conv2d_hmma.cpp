@@ -287,8 +287,9 @@ constexpr int kWindowRowTiles = 4;
 // a 128-channel block lets the UNet-like layer read its input tile once; two warpgroups gained the
 // long reductions 2-7 % (ms NCHW staged / NHWC: UNet-like 0.123 / 0.0999 -> 0.121 / 0.0950,
 // ResNet-like 0.0469 / 0.0371 -> 0.0459 / 0.0345) and lost on the seed, whose time is its epilogue,
-// not its 5 k steps.
-Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
+// not its 5 k steps. `window`: whether the window form may be chosen (the split form is the
+// cp.async form without it, hmma_split_tiling).
+Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
   const bool f32 = v.dtype == DType::f32;
@@ -366,7 +367,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v) {
   // copied within a chunk) and where it fits. Without a residual: its 16-bit output tile overlaps
   // the buffers (the fp32 one of a residual would too, but is not measured).
   const std::int64_t ow = v.out_width();
-  if (conv2d_knobs().window && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
+  if (window && conv2d_knobs().window && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
     if (window_shared_bytes(v, t) > limit) t.window = false;
@@ -753,6 +754,15 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
   // (split_k_most refuses every form but the cp.async wgmma tiling; a staged variant's conv is that
   // of its channels-last copy.)
   const Conv2dVariant conv = t.stage_channels > 0 ? hmma_staged_variant(v) : v;
+  // A window-form variant's split form is its cp.async tiling without the window: the same tiles
+  // (the window form keeps the cp.async form's pixels and channels a tile), so the launch chooses
+  // between the two kernels as for any other (UNet's 512 -> 256 on 64 x 64 at batch 1, H200: 0.065 ms
+  // on 32 blocks of the window form's 72 k steps; docs/conv2d.md, "Split-K").
+  if (t.window && t.wgmma && t.half_mma) {
+    const Conv2dTiling window = t;
+    t = wgmma_tiling(conv, false);
+    t.stage_channels = window.stage_channels, t.stage_input = window.stage_input, t.stage_weight = window.stage_weight;
+  }
   t.split_k = split_k_most(conv, t, k_steps(conv, t), conv2d_knobs().split_k);
   return t;
 }
