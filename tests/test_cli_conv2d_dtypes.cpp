@@ -132,7 +132,7 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
   EXPECT_EQ(warmed_cache().stats().compiles, 0u);
 }
 
-// A variant with a split-K form (f16 / bf16 on the wgmma tiling, few tiles an image, 512+ channels
+// A variant with a split-K form (f16 / bf16 on the wgmma tiling, few tiles an image, 128+ channels
 // on a 3 x 3) launches it at small batches: warm compiles it beside the plain kernel, so neither
 // needs NVRTC at run time; a second warm finds everything cached. Channels-last ResNet-50 layer 4,
 // and UNet's 1024-channel layer in NCHW (staged: its split form is the channels-last conv's).
