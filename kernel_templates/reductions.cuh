@@ -223,15 +223,17 @@ __device__ __forceinline__ void rd_store(S* p, const A* in) {
   *reinterpret_cast<typename ew_raw<sizeof(S) * V>::type*>(p) = u.raw;
 }
 // x's elements through the prologue P (on the storage values, as the elementwise op before the
-// reduction would have written them). Plain loads: the same kernels moved 5-42 % more bytes a
-// second than through the non-coherent path (__ldg) on bf16 rows of 512-32768, 1 % more on f32
-// ones (H200, L2 flushed; softmax bf16 x 8192 3570 against 2973 GB/s, layer_norm 2547 against
-// 1795). x may be y (in place): every element is read by the thread that writes it, before it
-// writes it.
-template <class S, int V, class P, class A>
+// reduction would have written them), kNc: through the non-coherent path (__ldg). The forms that
+// hold the row in registers (rd_regs) use plain loads: they moved 5-42 % more bytes a second than
+// through __ldg on bf16 rows of 512-32768, 1 % more on f32 ones (H200, L2 flushed; softmax bf16
+// x 8192 3570 against 2973 GB/s, layer_norm 2547 against 1795). The split and looped forms keep
+// __ldg (not measured with plain loads; the looped form's f64 chains spill with them). x may be y
+// (in place): every element is read by the thread that writes it, before it writes it.
+template <class S, int V, class P, bool kNc, class A>
 __device__ __forceinline__ void rd_load_x(const S* p, A* out) {
+  typedef typename ew_raw<sizeof(S) * V>::type R;
   rd_pack<S, V> u;
-  u.raw = *reinterpret_cast<const typename ew_raw<sizeof(S) * V>::type*>(p);
+  u.raw = kNc ? __ldg(reinterpret_cast<const R*>(p)) : *reinterpret_cast<const R*>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j) out[j] = ew_traits<S>::to_op(P()(u.v[j]));
 }
@@ -326,7 +328,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T) rd_regs(typename 
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (live && i < n) {  // n is a multiple of V when V > 1
-      rd_load_x<S, V, P>(x + i, v + it * V);
+      rd_load_x<S, V, P, false>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
     } else {
 #pragma unroll
@@ -419,7 +421,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < count) {  // count is a multiple of V when V > 1
-      rd_load_x<S, V, P>(x + i, v + it * V);
+      rd_load_x<S, V, P, true>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) {
         rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
       }
@@ -543,7 +545,7 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
       if (kOp == RD_ADD_RMS_NORM) {
         rd_load<S, V>(r + i, v);  // written by the first kernel: visible to this one
       } else {
-        rd_load_x<S, V, P>(x + i, v);
+        rd_load_x<S, V, P, true>(x + i, v);
       }
       rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
     }
@@ -566,7 +568,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0)), s = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load_x<S, V, P>(x + i, v);
+      rd_load_x<S, V, P, true>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) rd_online_add<S>(m, s, v[j]);
     }
@@ -576,7 +578,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load_x<S, V, P>(x + i, v);
+      rd_load_x<S, V, P, true>(x + i, v);
       if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) ss += v[j] * v[j];
@@ -586,14 +588,14 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
   } else {
     A sum = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load_x<S, V, P>(x + i, v);
+      rd_load_x<S, V, P, true>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum += v[j];
     }
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
     A sq = A(0);
     for (long long i = first; i < n; i += step) {
-      rd_load_x<S, V, P>(x + i, v);
+      rd_load_x<S, V, P, true>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
@@ -608,7 +610,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
     if (kOp == RD_ADD_RMS_NORM) {
       rd_load_plain<S, V>(r + i, v);
     } else {
-      rd_load_x<S, V, P>(x + i, v);
+      rd_load_x<S, V, P, true>(x + i, v);
     }
     rd_finish<kOp, S, V, Q, K>(a, row, i, v, s0, s1, y);
   }
