@@ -224,7 +224,9 @@ TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
   const Shape shapes[] = {{"resnet L4", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)},
                           {"unet enc4", 1024, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
                           {"resnet L2", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)},
-                          {"unet dec1 (window form)", 512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1)}};
+                          {"unet dec1 (window form)", 512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1)},
+                          {"128 -> 64 on 7x7", 128, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)},
+                          {"128 -> 32 on 8x8", 128, 8, 8, 32, 3, 3, Conv2dParams::square(1, 1)}};
   for (const Shape& s : shapes) {
     // (No residual for the window form's variant: the window form takes none.)
     const Conv2dVariant v = variant(s, DType::bf16, nhwc, nhwc, nhwc, s.cin != 512 || s.h != 64);
