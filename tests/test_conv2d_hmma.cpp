@@ -217,7 +217,7 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
 // loads in flight) of a one-warpgroup tile (ResNet-50's 512-channel 3 x 3 on 7 x 7), a two-warpgroup
 // one (UNet's 1024 channels on 16 x 16), the shortest reduction auto splits (128 channels: 18 k
 // steps) and a window-form variant's (the cp.async tiling without the window) compile for sm_90 (as
-// sm_90a) without spills.
+// sm_90a) without spills or warnings.
 TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
   const std::regex spill(R"((\d+) bytes spill stores)");
   const Conv2dLayout nhwc = Conv2dLayout::nhwc;
@@ -236,6 +236,7 @@ TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
     ASSERT_TRUE(request.has_value());
     request->options.push_back("-Xptxas=-v");
     const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
+    EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
     int reports = 0;
     for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
          ++it, ++reports) {
