@@ -758,7 +758,7 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
   // (the window form keeps the cp.async form's pixels and channels a tile), so the launch chooses
   // between the two kernels as for any other (UNet's 512 -> 256 on 64 x 64 at batch 1, H200: 0.065 ms
   // on 32 blocks of the window form's 72 k steps; docs/conv2d.md, "Split-K").
-  if (t.window && t.wgmma && t.half_mma) {
+  if (t.window) {
     const Conv2dTiling window = t;
     t = wgmma_tiling(conv, false);
     t.stage_channels = window.stage_channels, t.stage_input = window.stage_input, t.stage_weight = window.stage_weight;
