@@ -216,23 +216,27 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
 // The split forms (split-K: conv2d_hmma/split.cuh sums every slice's partial with all of a chunk's
 // loads in flight) of a one-warpgroup tile (ResNet-50's 512-channel 3 x 3 on 7 x 7), a two-warpgroup
 // one (UNet's 1024 channels on 16 x 16), the shortest reduction auto splits (128 channels: 18 k
-// steps) and a window-form variant's (the cp.async tiling without the window) compile for sm_90 (as
-// sm_90a) without spills or warnings.
+// steps), a window-form variant's (the cp.async tiling without the window) and small planes' one-m64
+// tiles of 64 and 32 channels compile for sm_90 (as sm_90a) without spills or warnings.
 TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
+  if (cuinline::ops::conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
   const std::regex spill(R"((\d+) bytes spill stores)");
   const Conv2dLayout nhwc = Conv2dLayout::nhwc;
-  const Shape shapes[] = {{"resnet L4", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)},
-                          {"unet enc4", 1024, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
-                          {"resnet L2", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)},
-                          {"unet dec1 (window form)", 512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1)},
-                          {"128 -> 64 on 7x7", 128, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)},
-                          {"128 -> 32 on 8x8", 128, 8, 8, 32, 3, 3, Conv2dParams::square(1, 1)}};
-  for (const Shape& s : shapes) {
-    // (No residual for the window form's variant: the window form takes none.)
-    const Conv2dVariant v = variant(s, DType::bf16, nhwc, nhwc, nhwc, s.cin != 512 || s.h != 64);
+  struct Case {
+    Shape s;
+    bool residual;  // (none for the window form, which takes none)
+  };
+  const Case cases[] = {{{"resnet L4", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)}, true},
+                        {{"unet enc4", 1024, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)}, true},
+                        {{"resnet L2", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)}, true},
+                        {{"unet dec1 (window form)", 512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1)}, false},
+                        {{"128 -> 64 on 7x7", 128, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)}, true},
+                        {{"128 -> 32 on 8x8", 128, 8, 8, 32, 3, 3, Conv2dParams::square(1, 1)}, true}};
+  for (const Case& c : cases) {
+    const Shape& s = c.s;
+    const Conv2dVariant v = variant(s, DType::bf16, nhwc, nhwc, nhwc, c.residual);
     SCOPED_TRACE(v.name());
     std::optional<cuinline::CompileRequest> request = make_split_request(v);
-    if (cuinline::ops::conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
     ASSERT_TRUE(request.has_value());
     request->options.push_back("-Xptxas=-v");
     const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
