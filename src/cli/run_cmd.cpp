@@ -508,7 +508,7 @@ int run_bench(const BenchOptions& options) {
   for (ops::RowOp op : {ops::RowOp::rms_norm, ops::RowOp::softmax}) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       const double eps = op == ops::RowOp::softmax ? 0.0 : 1e-6;
-      rows.push_back(measure_rows(RowRun{op, dtype, options.quick ? 1024 : 16384, 4096, eps}, options.repeat));
+      rows.push_back(measure_rows(RowRun{op, dtype, options.quick ? 1024 : 16384, 4096, eps, {}, {}}, options.repeat));
     }
   }
 

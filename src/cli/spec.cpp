@@ -325,7 +325,8 @@ ReductionEntry parse_reductions(const JsonField& entry) {
     ops::Op& chain = *which == 'p' ? rd.prologue : rd.epilogue;
     chain = parse_op_text(*f);
     for (RowOp op : rd.ops) {
-      ops::RowVariant v{op, DType::f32, ops::RowForm::warp, 1, 1, 32};
+      ops::RowVariant v;
+      v.op = op;
       v.prologue = rd.prologue;
       v.epilogue = rd.epilogue;
       v.epilogue_inputs = rd.epilogue.steps.empty() ? 0 : rd.epilogue.min_inputs() - 1;

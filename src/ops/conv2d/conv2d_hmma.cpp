@@ -12,6 +12,7 @@
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tuning.hpp"
+#include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops::conv2d_impl {
@@ -42,10 +43,6 @@ bool long_small_plane(const Conv2dVariant& v, int steps) {
 // bf16 take per-image m64 tiles there: see wgmma_tiling).
 bool batch_tiles_apply(const Conv2dVariant& v, int steps) {
   return v.dtype == DType::f32 && long_small_plane(v, steps) && conv2d_knobs().batch_tiles;
-}
-
-const char* storage_type(DType dtype) {
-  return dtype == DType::f32 ? "float" : dtype == DType::f16 ? "ew_half" : "ew_bf16";
 }
 
 // The padded input channels of the kernel's K axis: f16 / bf16 hmma_ci_pad; f32 (TF32, always a
@@ -583,7 +580,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_hmma.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
-  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(storage_type(v.dtype)) + " storage;\n";
+  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) + " storage;\n";
   src += render_shape_constants(v);
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kWNhwc", hmma_weight_channels_last(v) ? 1 : 0) +
