@@ -213,6 +213,61 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
   EXPECT_GT(compiled, 20);
 }
 
+// Deep 1 x 1 layers (f16 / bf16, stride 1, 512+ channels in k steps of 64, planes up to 28 x 28:
+// ResNet-50's 1024 -> 256 and 1024 -> 512 on 14 x 14, 512 -> 128 and 512 -> 256 on 28 x 28) take
+// per-image tiles of one warpgroup of one m64 tile; shallower ones, larger planes, stride 2 and
+// k steps of 16 keep warpgroups of two m64 tiles. Two of the deep ones compile for sm_90
+// (as sm_90a) without spills, with and without a residual.
+TEST(Conv2dHmma, DeepPointwiseLayersTakeOneM64TileAnImage) {
+  const Conv2dLayout nhwc = Conv2dLayout::nhwc;
+  const Shape deep[] = {{"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
+                        {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
+                        {"512 -> 128 on 28x28", 512, 28, 28, 128, 1, 1, {}},
+                        {"512 -> 256 on 28x28", 512, 28, 28, 256, 1, 1, {}}};
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (const Shape& s : deep) {
+      const Conv2dVariant v = variant(s, dt, nhwc, nhwc, nhwc, false);
+      SCOPED_TRACE(v.name());
+      const Conv2dTiling t = conv2d_tiling(v);
+      EXPECT_TRUE(t.wgmma);
+      EXPECT_FALSE(t.pointwise || t.window || t.halo || t.batch_tiles);
+      EXPECT_EQ(t.threads(), 128);
+      EXPECT_EQ(t.m_tiles, 1);
+      EXPECT_EQ(t.tile_cols, 64);
+      EXPECT_EQ(t.block_channels(), 128);
+      EXPECT_EQ(t.ci_chunk, 64);
+      EXPECT_GE(t.min_blocks, 2);
+    }
+  }
+  const Shape kept[] = {{"256 -> 1024 on 14x14 (4 k steps)", 256, 14, 14, 1024, 1, 1, {}},
+                        {"512 -> 128 on 56x56 (a larger plane)", 512, 56, 56, 128, 1, 1, {}},
+                        {"1024 -> 512, stride 2", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)},
+                        {"520 -> 256 on 14x14 (k steps of 16)", 520, 14, 14, 256, 1, 1, {}}};
+  for (const Shape& s : kept) {
+    const Conv2dVariant v = variant(s, DType::f16, nhwc, nhwc, nhwc, false);
+    SCOPED_TRACE(v.name());
+    const Conv2dTiling t = conv2d_tiling(v);
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_EQ(t.m_tiles, 2);
+    EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
+  }
+  const std::regex spill(R"((\d+) bytes spill stores)");
+  for (const bool residual : {true, false}) {
+    const Conv2dVariant v = variant(deep[residual ? 0 : 1], residual ? DType::f16 : DType::bf16, nhwc, nhwc,
+                                    residual ? nhwc : Conv2dLayout::nchw, residual);
+    SCOPED_TRACE(v.name());
+    cuinline::CompileRequest request = make_request(v);
+    request.options.push_back("-Xptxas=-v");
+    const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse("sm_90"));
+    int reports = 0;
+    for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
+         ++it, ++reports) {
+      EXPECT_EQ((*it)[1], "0") << program.log;
+    }
+    EXPECT_GT(reports, 0) << program.log;
+  }
+}
+
 // The split forms (split-K: conv2d_hmma/split.cuh sums every slice's partial with all of a chunk's
 // loads in flight) of a one-warpgroup tile (ResNet-50's 512-channel 3 x 3 on 7 x 7), a two-warpgroup
 // one (UNet's 1024 channels on 16 x 16), the shortest reduction auto splits (128 channels: 18 k

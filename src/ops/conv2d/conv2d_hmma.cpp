@@ -326,9 +326,19 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   // batch: 3 x 3 over 512 channels on 7 x 7 to 11 x 11 planes ran 0.036 ms against 0.070-0.073 on
   // batch tiles at batch 1, 8 and 32 (256 channels: 0.020 against 0.038; H200, f16). (12 x 12 = 144
   // pixels, three m64 tiles an image, ran slower at batch 32: 0.100 against 0.072.)
-  const bool small_plane = !f32 && v.out_height() * v.out_width() <= 128;
-  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !small_plane;
-  const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || small_plane;
+  const std::int64_t plane = v.out_height() * v.out_width();
+  const bool small_plane = !f32 && plane <= 128;
+  // f16 / bf16 stride-1 1 x 1 filters over 512+ channels in k steps of 64 on planes of at most 28 x
+  // 28 take them too: 256-pixel tiles left such a launch a few large blocks, each with the whole
+  // reduction (1024 -> 256 channels on 14 x 14: two an image), at 0.64-0.85x eager's speed at batches
+  // 1 and 8 (docs/conv2d.md, "Tile shapes"). Shallower 1 x 1 filters keep the larger tiles: m64 tiles
+  // won there at batch 1 and lost at 32, and the batch is not part of the variant. (k steps of 16
+  // over 136 channels spilled at the five blocks a multiprocessor that m64 tiles allow.)
+  const bool deep_pointwise = !f32 && taps == 1 && v.params.stride_h == 1 && v.params.stride_w == 1 &&
+                              bk == 64 && steps_at_bk >= 8 && plane <= 28 * 28;
+  const bool per_image_m64 = small_plane || deep_pointwise;
+  const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
+  const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || per_image_m64;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
