@@ -213,19 +213,24 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
   EXPECT_GT(compiled, 20);
 }
 
-// Deep 1 x 1 layers (f16 / bf16, stride 1, 512+ channels in k steps of 64, planes up to 28 x 28:
-// ResNet-50's 1024 -> 256 and 1024 -> 512 on 14 x 14, 512 -> 128 and 512 -> 256 on 28 x 28) take
-// per-image tiles of one warpgroup of one m64 tile; shallower ones, larger planes, stride 2 and
-// k steps of 16 keep warpgroups of two m64 tiles. Two of the deep ones compile for sm_90
-// (as sm_90a) without spills, with and without a residual.
-TEST(Conv2dHmma, DeepPointwiseLayersTakeOneM64TileAnImage) {
+// Planes of 14 x 14 to 28 x 28 with 8 to 36 k steps of 64 channels (ResNet-50's 1024 -> 256 and
+// 1024 -> 512 1 x 1 on 14 x 14, 512 -> 128 and 512 -> 256 on 28 x 28, its 3 x 3 over 128 channels on
+// 28 x 28 and 256 on 14 x 14, and a stride-2 1 x 1 into 14 x 14) take per-image tiles of one
+// warpgroup of one m64 tile, in f16 and bf16; shorter and longer reductions, a 12 x 12 plane, a
+// larger one, k steps of 16 and rows the window form may take keep warpgroups of two m64 tiles.
+// Two 1 x 1 and a 3 x 3 compile for sm_90 (as sm_90a) without spills, with and without a residual.
+TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImage) {
   const Conv2dLayout nhwc = Conv2dLayout::nhwc;
-  const Shape deep[] = {{"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
-                        {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
-                        {"512 -> 128 on 28x28", 512, 28, 28, 128, 1, 1, {}},
-                        {"512 -> 256 on 28x28", 512, 28, 28, 256, 1, 1, {}}};
+  const Shape m64[] = {{"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
+                       {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
+                       {"512 -> 128 on 28x28", 512, 28, 28, 128, 1, 1, {}},
+                       {"512 -> 256 on 28x28", 512, 28, 28, 256, 1, 1, {}},
+                       {"3x3 128 on 28x28", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)},
+                       {"3x3 256 on 14x14", 256, 14, 14, 256, 3, 3, Conv2dParams::square(1, 1)},
+                       {"3x3 256, stride 2, into 14x14", 256, 28, 28, 256, 3, 3, Conv2dParams::square(2, 1)},
+                       {"1024 -> 512, stride 2, into 14x14", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)}};
   for (DType dt : {DType::f16, DType::bf16}) {
-    for (const Shape& s : deep) {
+    for (const Shape& s : m64) {
       const Conv2dVariant v = variant(s, dt, nhwc, nhwc, nhwc, false);
       SCOPED_TRACE(v.name());
       const Conv2dTiling t = conv2d_tiling(v);
@@ -241,8 +246,10 @@ TEST(Conv2dHmma, DeepPointwiseLayersTakeOneM64TileAnImage) {
   }
   const Shape kept[] = {{"256 -> 1024 on 14x14 (4 k steps)", 256, 14, 14, 1024, 1, 1, {}},
                         {"512 -> 128 on 56x56 (a larger plane)", 512, 56, 56, 128, 1, 1, {}},
-                        {"1024 -> 512, stride 2", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)},
-                        {"520 -> 256 on 14x14 (k steps of 16)", 520, 14, 14, 256, 1, 1, {}}};
+                        {"3x3 512 on 16x16 (72 k steps)", 512, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
+                        {"3x3 256 on 12x12 (a smaller plane)", 256, 12, 12, 256, 3, 3, Conv2dParams::square(1, 1)},
+                        {"520 -> 256 on 14x14 (k steps of 16)", 520, 14, 14, 256, 1, 1, {}},
+                        {"3x3 128 on 6x64 (rows the window form takes)", 128, 6, 64, 128, 3, 3, Conv2dParams::square(1, 1)}};
   for (const Shape& s : kept) {
     const Conv2dVariant v = variant(s, DType::f16, nhwc, nhwc, nhwc, false);
     SCOPED_TRACE(v.name());
@@ -252,8 +259,9 @@ TEST(Conv2dHmma, DeepPointwiseLayersTakeOneM64TileAnImage) {
     EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
   }
   const std::regex spill(R"((\d+) bytes spill stores)");
-  for (const bool residual : {true, false}) {
-    const Conv2dVariant v = variant(deep[residual ? 0 : 1], residual ? DType::f16 : DType::bf16, nhwc, nhwc,
+  for (const int i : {0, 1, 5}) {
+    const bool residual = i != 1;
+    const Conv2dVariant v = variant(m64[i], i == 0 ? DType::f16 : DType::bf16, nhwc, nhwc,
                                     residual ? nhwc : Conv2dLayout::nchw, residual);
     SCOPED_TRACE(v.name());
     cuinline::CompileRequest request = make_request(v);

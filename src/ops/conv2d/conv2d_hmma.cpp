@@ -328,15 +328,20 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   // pixels, three m64 tiles an image, ran slower at batch 32: 0.100 against 0.072.)
   const std::int64_t plane = v.out_height() * v.out_width();
   const bool small_plane = !f32 && plane <= 128;
-  // f16 / bf16 stride-1 1 x 1 filters over 512+ channels in k steps of 64 on planes of at most 28 x
-  // 28 take them too: 256-pixel tiles left such a launch a few large blocks, each with the whole
-  // reduction (1024 -> 256 channels on 14 x 14: two an image), at 0.64-0.85x eager's speed at batches
-  // 1 and 8 (docs/conv2d.md, "Tile shapes"). Shallower 1 x 1 filters keep the larger tiles: m64 tiles
-  // won there at batch 1 and lost at 32, and the batch is not part of the variant. (k steps of 16
-  // over 136 channels spilled at the five blocks a multiprocessor that m64 tiles allow.)
-  const bool deep_pointwise = !f32 && taps == 1 && v.params.stride_h == 1 && v.params.stride_w == 1 &&
-                              bk == 64 && steps_at_bk >= 8 && plane <= 28 * 28;
-  const bool per_image_m64 = small_plane || deep_pointwise;
+  // Planes of 14 x 14 to 28 x 28 with a reduction of 8 to 36 k steps of 64 channels (ResNet-50's
+  // 3 x 3 layers over 128 and 256 channels, its 1 x 1 layers from 512 and 1024) take them too:
+  // tiles of 256 pixels left such a launch a few large blocks, each with the whole reduction (1024 ->
+  // 256 channels on 14 x 14: two an image), at 0.64-0.85x eager's speed at batches 1 and 8. Longer
+  // reductions (UNet's 512 and 1024 channels on 16 x 16), smaller planes (12 x 12) and shorter
+  // reductions lost at batch 8 or 32 on m64 tiles, and the batch is not part of the variant
+  // (docs/conv2d.md, "Small planes"). (k steps of 16 over 136 channels spilled at the five blocks a
+  // multiprocessor that m64 tiles allow.) Rows of a multiple of 64 columns under a filter of several
+  // taps at column stride 1 keep their tiles: the window form may take them, and it was measured on
+  // its own tiles only.
+  const bool window_shape = taps > 1 && v.params.stride_w == 1 && v.out_width() % 64 == 0;
+  const bool mid_plane = !f32 && bk == 64 && steps_at_bk >= 8 && steps_at_bk <= 36 && plane >= 14 * 14 &&
+                         plane <= 28 * 28 && !window_shape;
+  const bool per_image_m64 = small_plane || mid_plane;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
   const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || per_image_m64;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
@@ -395,7 +400,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   // (An m64 tile of a filter of several taps keeps 48 registers more for its tap offsets: a 1 x 3
   // filter over 40 channels into 200 spilled 52 bytes at 5 blocks a multiprocessor on sm_90a, and its
   // mma.sync form 4 bytes on sm_80 at 4.)
-  if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t, small_plane && taps > 1 ? 48 : 0);
+  if (!two_groups && !overridden) t.min_blocks = one_group_min_blocks(t, per_image_m64 && taps > 1 ? 48 : 0);
   // (split_k stays 0: the split form is a second kernel of the variant, hmma_split_tiling.)
   return t;
 }
