@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "cache/directory_walk.hpp"
 #include "cache/disk_cache_io.hpp"
 

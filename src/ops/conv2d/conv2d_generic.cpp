@@ -106,7 +106,8 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_generic.cuh\"\n\n";
   src += render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
-  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) + " storage;\n";
+  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) +
+         " storage;\n";
   src += render_shape_constants(v);
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +

@@ -595,7 +595,8 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_hmma.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
-  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) + " storage;\n";
+  src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) +
+         " storage;\n";
   src += render_shape_constants(v);
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kWNhwc", hmma_weight_channels_last(v) ? 1 : 0) +
