@@ -21,14 +21,45 @@
 namespace cuinline_emulated_sm80 {
 
 // One block's shared state: its shared memory, the block barrier, a barrier a warp and the words a
-// warp's lanes exchange in a warp-wide instruction.
+// warp's lanes exchange in a warp-wide instruction. The exchanges use two sets of words in turn (a
+// lane's turn flips at each of its warp-wide instructions), so one barrier an instruction is enough:
+// a lane writes the next instruction's words into the other set, and cannot reach a third
+// instruction before every lane of its warp has arrived at the second, i.e. has read the first's.
 struct Block {
   std::vector<unsigned char> smem;
   std::unique_ptr<cuinline::test::lanes::LaneBarrier> block;
   std::vector<std::unique_ptr<cuinline::test::lanes::LaneBarrier>> warp;
-  unsigned words[32][32][6];
+  unsigned words[2][32][32][6];
+  unsigned char turn[1024] = {};
 };
 inline Block* g_block = nullptr;
+
+// The running lane's words for its next warp-wide instruction: its warp's set of this turn.
+inline unsigned (&exchange_words(Block& b, int warp))[32][6] {
+  unsigned char& turn = b.turn[threadIdx.x];
+  unsigned(&words)[32][6] = b.words[turn][warp];
+  turn ^= 1;
+  return words;
+}
+
+// Whether the `bytes` at shared byte `at` are inside the block's shared memory (a failure otherwise).
+inline bool in_smem(unsigned at, unsigned bytes) {
+  if (at + bytes <= g_block->smem.size()) return true;
+  ADD_FAILURE() << "shared bytes " << at << " + " << bytes << " past the block's " << g_block->smem.size();
+  return false;
+}
+// The T at shared byte `at` (inside the shared memory: in_smem), assembled from its bytes (a plain
+// load for the sanitizers to check, where a small memcpy costs a call).
+template <class T>
+inline T load_smem(unsigned at) {
+  static_assert(sizeof(T) <= 8);
+  const unsigned char* p = g_block->smem.data() + at;
+  unsigned long long v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<unsigned long long>(p[i]) << (8 * i);
+  T t;
+  std::memcpy(&t, &v, sizeof(T));
+  return t;
+}
 
 }  // namespace cuinline_emulated_sm80
 
@@ -49,33 +80,31 @@ inline unsigned smem_address(const void* p) {
 inline void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   Block& b = *g_block;
-  EXPECT_EQ(addr % 16, 0u) << "ldmatrix row addresses are 16-byte aligned";
-  b.words[warp][lane][0] = addr;
+  if (addr % 16 != 0) ADD_FAILURE() << "ldmatrix row addresses are 16-byte aligned: " << addr;
+  unsigned(&words)[32][6] = exchange_words(b, warp);
+  words[lane][0] = addr;
   b.warp[warp]->arrive_and_wait();
   for (int j = 0; j < 4; ++j) {
-    const unsigned row = b.words[warp][8 * j + lane / 4][0];
-    EXPECT_LE(row + 16, b.smem.size());
-    std::memcpy(&r[j], b.smem.data() + row + (lane % 4) * 4, 4);
+    const unsigned row = words[8 * j + lane / 4][0];
+    r[j] = in_smem(row, 16) ? load_smem<unsigned>(row + (lane % 4) * 4) : 0u;
   }
-  b.warp[warp]->arrive_and_wait();
 }
 // Transposed: a lane receives rows 2 (lane % 4) and 2 (lane % 4) + 1 of column lane / 4 (low, high).
 inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   Block& b = *g_block;
-  EXPECT_EQ(addr % 16, 0u) << "ldmatrix row addresses are 16-byte aligned";
-  b.words[warp][lane][0] = addr;
+  if (addr % 16 != 0) ADD_FAILURE() << "ldmatrix row addresses are 16-byte aligned: " << addr;
+  unsigned(&words)[32][6] = exchange_words(b, warp);
+  words[lane][0] = addr;
   b.warp[warp]->arrive_and_wait();
   for (int j = 0; j < 4; ++j) {
     unsigned short h[2];
     for (int e = 0; e < 2; ++e) {
-      const unsigned row = b.words[warp][8 * j + 2 * (lane % 4) + e][0];
-      EXPECT_LE(row + 16, b.smem.size());
-      std::memcpy(&h[e], b.smem.data() + row + (lane / 4) * 2, 2);
+      const unsigned row = words[8 * j + 2 * (lane % 4) + e][0];
+      h[e] = in_smem(row, 16) ? load_smem<unsigned short>(row + (lane / 4) * 2) : 0;
     }
     r[j] = h[0] | static_cast<unsigned>(h[1]) << 16;
   }
-  b.warp[warp]->arrive_and_wait();
 }
 // m16n8k16, A row-major: a0 (row g, k 2t, 2t + 1), a1 (g + 8, same k), a2 (g, k + 8), a3 (g + 8,
 // k + 8); B column-major: b0 (k 2t, 2t + 1, column g), b1 (k + 8); C/D: c0, c1 (row g, columns 2t,
@@ -89,22 +118,22 @@ struct Mma {
   static void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     Block& b = *g_block;
-    for (int q = 0; q < 4; ++q) b.words[warp][lane][q] = a[q];
-    b.words[warp][lane][4] = b0;
-    b.words[warp][lane][5] = b1;
+    unsigned(&words)[32][6] = exchange_words(b, warp);
+    for (int q = 0; q < 4; ++q) words[lane][q] = a[q];
+    words[lane][4] = b0;
+    words[lane][5] = b1;
     b.warp[warp]->arrive_and_wait();
     const int g = lane / 4, t = lane % 4;
     for (int q = 0; q < 4; ++q) {
       const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
       double sum = d[q];
       for (int k = 0; k < 16; ++k) {
-        const unsigned aw = b.words[warp][(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
-        const unsigned bw = b.words[warp][col * 4 + (k % 8) / 2][k >= 8 ? 5 : 4];
+        const unsigned aw = words[(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+        const unsigned bw = words[col * 4 + (k % 8) / 2][k >= 8 ? 5 : 4];
         sum += element(aw, k) * element(bw, k);
       }
       d[q] = static_cast<float>(sum);
     }
-    b.warp[warp]->arrive_and_wait();
   }
 };
 
@@ -120,30 +149,27 @@ struct MmaTf32 {
   static void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     Block& b = *g_block;
-    for (int q = 0; q < 4; ++q) b.words[warp][lane][q] = a[q];
-    b.words[warp][lane][4] = b0;
-    b.words[warp][lane][5] = b1;
+    unsigned(&words)[32][6] = exchange_words(b, warp);
+    for (int q = 0; q < 4; ++q) words[lane][q] = a[q];
+    words[lane][4] = b0;
+    words[lane][5] = b1;
     b.warp[warp]->arrive_and_wait();
     const int g = lane / 4, t = lane % 4;
     for (int q = 0; q < 4; ++q) {
       const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
       double sum = d[q];
       for (int k = 0; k < 8; ++k) {
-        const unsigned aw = b.words[warp][(row % 8) * 4 + k % 4][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)];
-        const unsigned bw = b.words[warp][col * 4 + k % 4][k >= 4 ? 5 : 4];
+        const unsigned aw = words[(row % 8) * 4 + k % 4][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)];
+        const unsigned bw = words[col * 4 + k % 4][k >= 4 ? 5 : 4];
         sum += static_cast<double>(value(aw)) * value(bw);
       }
       d[q] = static_cast<float>(sum);
     }
-    b.warp[warp]->arrive_and_wait();
   }
 };
 inline unsigned lds32(unsigned addr) {
-  EXPECT_EQ(addr % 4, 0u) << "a 4-byte shared load must be aligned";
-  EXPECT_LE(addr + 4, g_block->smem.size());
-  unsigned v;
-  std::memcpy(&v, g_block->smem.data() + addr, 4);
-  return v;
+  if (addr % 4 != 0) ADD_FAILURE() << "a 4-byte shared load must be aligned: " << addr;
+  return in_smem(addr, 4) ? load_smem<unsigned>(addr) : 0u;
 }
 
 // cp.async: a thread's copies are queued and committed in groups; g_copies_at_issue performs them

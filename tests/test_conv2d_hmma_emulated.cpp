@@ -187,14 +187,9 @@ inline ThreadWgmma& my_wgmma() {
 
 // An operand of `elem` bytes at shared byte `at`.
 inline double wgmma_value(unsigned at, int elem, bool bf16) {
-  EXPECT_LE(at + elem, g_block->smem.size());
-  if (elem == 4) {
-    float f;
-    std::memcpy(&f, g_block->smem.data() + at, 4);
-    return f;
-  }
-  unsigned short h;
-  std::memcpy(&h, g_block->smem.data() + at, 2);
+  if (!in_smem(at, static_cast<unsigned>(elem))) return 0;
+  if (elem == 4) return load_smem<float>(at);
+  const unsigned short h = load_smem<unsigned short>(at);
   return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
 }
 inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16, int elem) {
@@ -215,15 +210,29 @@ inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16, 
   const unsigned physical = logical ^ (((logical >> 7) & (row_bytes / 16 - 1)) << 4);
   return wgmma_value(physical, elem, bf16);
 }
+// The thread's accumulators: each A row and B column it needs read once (its 2 rows, its n / 4
+// columns), then the sums in k order.
 inline void wgmma_perform(const WgmmaOp& op) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int ks = 32 / op.elem;  // k16, or k8 for TF32
+  if (op.n % 8 != 0 || op.n > 256) {
+    ADD_FAILURE() << "wgmma n" << op.n << ": a multiple of 8 up to 256";
+    return;
+  }
+  double a[2][16], b[256 / 4][16];
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < ks; ++k) a[h][k] = wgmma_element(op.a, 16 * warp + lane / 4 + 8 * h, k, op.bf16, op.elem);
+  }
+  for (int c = 0; c < op.n / 4; ++c) {
+    const int col = 8 * (c / 2) + 2 * (lane % 4) + c % 2;
+    for (int k = 0; k < ks; ++k) b[c][k] = wgmma_element(op.b, col, k, op.bf16, op.elem);
+  }
   for (int j = 0; j < op.n / 8; ++j) {
     for (int q = 0; q < 4; ++q) {
-      const int row = 16 * warp + lane / 4 + 8 * (q / 2), col = 8 * j + 2 * (lane % 4) + q % 2;
+      const double* ar = a[q / 2];
+      const double* bc = b[2 * j + q % 2];
       double sum = op.d[4 * j + q];
-      for (int k = 0; k < 32 / op.elem; ++k) {  // k16, or k8 for TF32
-        sum += wgmma_element(op.a, row, k, op.bf16, op.elem) * wgmma_element(op.b, col, k, op.bf16, op.elem);
-      }
+      for (int k = 0; k < ks; ++k) sum += ar[k] * bc[k];
       op.d[4 * j + q] = static_cast<float>(sum);
     }
   }
@@ -264,19 +273,20 @@ inline void fence_operand(float&) {}
 inline void stmatrix_x4_any(unsigned addr, const unsigned (&r)[4], bool trans) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   Block& b = *g_block;
-  EXPECT_EQ(addr % 16, 0u) << "stmatrix row addresses are 16-byte aligned";
-  b.words[warp][lane][0] = addr;
+  if (addr % 16 != 0) ADD_FAILURE() << "stmatrix row addresses are 16-byte aligned: " << addr;
+  unsigned(&words)[32][6] = exchange_words(b, warp);
+  words[lane][0] = addr;
   b.warp[warp]->arrive_and_wait();
   const int g = lane / 4, t = lane % 4;
   for (int j = 0; j < 4; ++j) {
     for (int e = 0; e < 2; ++e) {
       const unsigned short h = static_cast<unsigned short>(r[j] >> (16 * e));
-      const unsigned at = trans ? b.words[warp][8 * j + 2 * t + e][0] + 2 * g : b.words[warp][8 * j + g][0] + 2 * (2 * t + e);
-      EXPECT_LE(at + 2, b.smem.size());
-      std::memcpy(b.smem.data() + at, &h, 2);
+      const unsigned at = trans ? words[8 * j + 2 * t + e][0] + 2 * g : words[8 * j + g][0] + 2 * (2 * t + e);
+      if (!in_smem(at, 2)) continue;
+      b.smem[at] = static_cast<unsigned char>(h);
+      b.smem[at + 1] = static_cast<unsigned char>(h >> 8);
     }
   }
-  b.warp[warp]->arrive_and_wait();
 }
 inline void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
   stmatrix_x4_any(addr, r, false);

@@ -1,5 +1,5 @@
 // The row-reduction kernels (kernel_templates/reductions.cuh) run on the host: each block's threads
-// are fibers (ucontext) run in rounds by one scheduler — a thread runs until its next
+// are lanes (fibers, emulated_lanes.hpp) run in rounds by one scheduler — a thread runs until its next
 // __syncthreads or shuffle, where it yields; every thread of a block meets the same sequence of
 // them, so a round is a barrier — the kernel's __shared__ arrays shared by them, blocks one after
 // another over the grid the launch uses, with the variant,
@@ -24,14 +24,9 @@
 #include <random>
 #include <type_traits>
 #include <functional>
-#include <ucontext.h>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
-#define RD_ASAN_FIBERS 1
-#endif
-
+#include "emulated_lanes.hpp"
 #include "ops/reductions/plan.hpp"
 #include "reductions_reference.hpp"
 #include "test_support.hpp"
@@ -40,60 +35,21 @@
 #include "host_emulation.hpp"
 
 namespace {
-// The fibers of one block, run in rounds by the scheduler (launch below); `words` are the values a
-// warp's lanes exchange in a shuffle, `at` the number of each lane's shuffle that wrote its word
-// (`shuffles`: how many each thread has made in this block).
-struct Fibers {
-  ucontext_t scheduler;
-  std::vector<ucontext_t> contexts;
-  std::vector<std::vector<char>> stacks;
-  std::vector<bool> done;
-  unsigned current = 0;
-  const std::function<void()>* body = nullptr;
+// A warp's shuffles: `words` are the values its lanes exchange, `at` the number of each lane's
+// shuffle that wrote its word (`shuffles`: how many each thread has made in this block).
+struct Shuffles {
   double words[32][32];
   unsigned at[32][32];
   unsigned shuffles[1024];
   int missing_reports = 0;
-  // AddressSanitizer follows the stack switches when told (its fiber interface): the scheduler's
-  // stack, and each context's fake stack while it is switched out.
-  const void* scheduler_bottom = nullptr;
-  std::size_t scheduler_size = 0;
-  void* scheduler_fake = nullptr;
-  std::vector<void*> fakes;
 };
-Fibers g_fibers;
+Shuffles g_shuffles;
 
-// Around each swapcontext: the stack being switched to (null fake_save: this context ends).
-void switching_to(void** fake_save, const void* bottom, std::size_t size) {
-#ifdef RD_ASAN_FIBERS
-  __sanitizer_start_switch_fiber(fake_save, bottom, size);
-#else
-  (void)fake_save, (void)bottom, (void)size;
-#endif
-}
-void switched(void* fake, const void** bottom_old, std::size_t* size_old) {
-#ifdef RD_ASAN_FIBERS
-  __sanitizer_finish_switch_fiber(fake, bottom_old, size_old);
-#else
-  (void)fake, (void)bottom_old, (void)size_old;
-#endif
-}
-
-void fiber_entry() {
-  Fibers& f = g_fibers;
-  switched(nullptr, &f.scheduler_bottom, &f.scheduler_size);
-  (*f.body)();
-  f.done[f.current] = true;
-  switching_to(nullptr, f.scheduler_bottom, f.scheduler_size);  // then back to the scheduler (uc_link)
-}
-
-// Every thread of the block gets here before any goes on (see above).
+// Every thread of the block gets here before any goes on (see above): the block's threads are lanes
+// (emulated_lanes.hpp) run in rounds, each to its next barrier, where it yields.
 void barrier() {
-  Fibers& f = g_fibers;
-  const unsigned t = f.current;
-  switching_to(&f.fakes[t], f.scheduler_bottom, f.scheduler_size);
-  swapcontext(&f.contexts[t], &f.scheduler);
-  switched(f.fakes[t], nullptr, nullptr);
+  cuinline::test::lanes::yield();
+  threadIdx.x = static_cast<unsigned>(cuinline::test::lanes::lane_index());
 }
 }  // namespace
 
@@ -134,7 +90,7 @@ template <class A>
 A __shfl_xor_sync(unsigned mask, A v, int o) {
   EXPECT_EQ(mask, 0xffffffffu);
   EXPECT_TRUE(o > 0 && o < 32) << "xor offset " << o;
-  Fibers& f = g_fibers;
+  Shuffles& f = g_shuffles;
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = ++f.shuffles[threadIdx.x];
   f.words[warp][lane] = static_cast<double>(v);
   f.at[warp][lane] = k;
@@ -166,39 +122,19 @@ using cuinline::test::Problem;
 
 template <class Kernel, class Args>
 void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
-  Fibers& f = g_fibers;
-  f.contexts.resize(threads);
-  f.done.assign(threads, false);
-  f.fakes.assign(threads, nullptr);
   static_assert(RD_WARP_BLOCK == cuinline::ops::detail::kWarpBlock,
                 "the kernel's warp-form block and the planner's differ");
-  if (f.stacks.size() < threads) f.stacks.resize(threads, std::vector<char>(128 << 10));
-  const std::function<void()> body = [&] { kernel(a); };
-  f.body = &body;
-  for (unsigned b = 0; b < grid; ++b) {
+  Shuffles& f = g_shuffles;
+  unsigned b = 0;
+  const std::function<void()> body = [&] {
+    threadIdx.x = static_cast<unsigned>(cuinline::test::lanes::lane_index());
+    blockIdx.x = b;
+    kernel(a);
+  };
+  for (; b < grid; ++b) {
     std::fill(std::begin(f.shuffles), std::end(f.shuffles), 0u);
     std::fill(&f.at[0][0], &f.at[0][0] + 32 * 32, 0u);
-    for (unsigned t = 0; t < threads; ++t) {
-      getcontext(&f.contexts[t]);
-      f.contexts[t].uc_stack.ss_sp = f.stacks[t].data();
-      f.contexts[t].uc_stack.ss_size = f.stacks[t].size();
-      f.contexts[t].uc_link = &f.scheduler;
-      makecontext(&f.contexts[t], fiber_entry, 0);
-      f.done[t] = false;
-    }
-    for (bool live = true; live;) {  // one round: every live thread to its next barrier or its end
-      live = false;
-      for (unsigned t = 0; t < threads; ++t) {
-        if (f.done[t]) continue;
-        live = true;
-        f.current = t;
-        threadIdx.x = t;
-        blockIdx.x = b;
-        switching_to(&f.scheduler_fake, f.stacks[t].data(), f.stacks[t].size());
-        swapcontext(&f.scheduler, &f.contexts[t]);
-        switched(f.scheduler_fake, nullptr, nullptr);
-      }
-    }
+    cuinline::test::lanes::run_lanes(threads, body);
   }
 }
 
