@@ -5,8 +5,10 @@
 // invariants (whole warps, at most 1024 threads, shared memory within sm_90's 227 KiB) and NVRTC
 // compiles it for sm_90 (register spills counted and printed); each shape is also planned for one of
 // the other targets (sm_75, sm_80, sm_86, sm_120: their shared memory and instructions) and compiled
-// for that arch; the tuned shapes compile without spills.
-//   CUINLINE_CONV2D_SHAPES=N        variants to try (default 60: CI)
+// for that arch; the tuned shapes compile without spills. Ten times as many random variants are
+// planned and rendered without compiling (the planner under the sanitizers, where the compiling
+// sweeps do not run: tests/CMakeLists.txt).
+//   CUINLINE_CONV2D_SHAPES=N        variants to compile (default 60: CI; 10N planned and rendered)
 //   CUINLINE_CONV2D_SHAPES_SEED=S   seed (default: a fixed one in CI; "random" draws one)
 // scripts/conv2d-shapes runs a longer randomized sweep before a conv change.
 #include <gtest/gtest.h>
@@ -76,12 +78,13 @@ std::uint64_t seed_from_env() {
   return std::strtoull(s, nullptr, 10);
 }
 
-TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
+// `count` random variants from the seed, each planned, its invariants checked and its source
+// rendered (with its no-workspace kernel's); `compile`: NVRTC compiles each too.
+void random_valid_variants(int count, bool compile) {
   const std::uint64_t seed = seed_from_env();
-  const char* count_env = std::getenv("CUINLINE_CONV2D_SHAPES");
-  const int count = count_env ? std::atoi(count_env) : 60;
-  std::printf("conv2d shapes: %d variants, seed %llu (CUINLINE_CONV2D_SHAPES_SEED=%llu to repeat)\n", count,
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::printf("conv2d shapes: %d variants, seed %llu (CUINLINE_CONV2D_SHAPES_SEED=%llu to repeat)%s\n", count,
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
+              compile ? "" : ", planned and rendered");
   std::mt19937_64 rng(seed);
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   int failures = 0;
@@ -151,23 +154,26 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         ++generic_variants;
       }
       cuinline::CompileRequest req = make_request(v);
-      req.options.push_back("--ptxas-options=-v");
-      const cuinline::CompiledProgram prog = cuinline::compile(req, arch);
-      // ptxas's "N bytes spill stores, M bytes spill loads" lines.
-      int reports = 0;
-      bool spilled = false;
-      for (std::size_t at = prog.log.find(" bytes spill "); at != std::string::npos;
-           at = prog.log.find(" bytes spill ", at + 1), ++reports) {
-        std::size_t start = at;
-        while (start > 0 && std::isdigit(static_cast<unsigned char>(prog.log[start - 1]))) --start;
-        spilled = spilled || prog.log.substr(start, at - start) != "0";
+      EXPECT_FALSE(req.source.empty());
+      if (compile) {
+        req.options.push_back("--ptxas-options=-v");
+        const cuinline::CompiledProgram prog = cuinline::compile(req, arch);
+        // ptxas's "N bytes spill stores, M bytes spill loads" lines.
+        int reports = 0;
+        bool spilled = false;
+        for (std::size_t at = prog.log.find(" bytes spill "); at != std::string::npos;
+             at = prog.log.find(" bytes spill ", at + 1), ++reports) {
+          std::size_t start = at;
+          while (start > 0 && std::isdigit(static_cast<unsigned char>(prog.log[start - 1]))) --start;
+          spilled = spilled || prog.log.substr(start, at - start) != "0";
+        }
+        // Spills cost speed, not correctness: counted and printed (the tensor-core kernel spills on
+        // some tiles, mostly 3xTF32's three products per operand pair; the fp32 direct kernel on a
+        // few odd shapes). The tuned shapes are checked for none in NoSpillsOnTheTunedShapes.
+        (t.tensor_cores ? tensor_core_spills : fp32_spills) += spilled;
+        if (spilled) std::printf("  spills: %s %s\n", v.name().c_str(), to_string(v.precision));
+        EXPECT_GT(reports, 0) << "no ptxas report in the log:\n" << prog.log;
       }
-      // Spills cost speed, not correctness: counted and printed (the tensor-core kernel spills on
-      // some tiles, mostly 3xTF32's three products per operand pair; the fp32 direct kernel on a few
-      // odd shapes). The tuned shapes are checked for none in NoSpillsOnTheTunedShapes.
-      (t.tensor_cores ? tensor_core_spills : fp32_spills) += spilled;
-      if (spilled) std::printf("  spills: %s %s\n", v.name().c_str(), to_string(v.precision));
-      EXPECT_GT(reports, 0) << "no ptxas report in the log:\n" << prog.log;
       // Where no workspace can be had (the device's memory used up, no pool support), a staged or
       // transposing call runs a direct kernel on the tensors as they are: it compiles too.
       if (t.stage_channels > 0 || t.transposes()) {
@@ -179,7 +185,10 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
         EXPECT_FALSE(dt.transposes());
         EXPECT_EQ(dt.threads() % 32, 0) << "whole warps";
         EXPECT_LE(dt.shared_bytes, conv2d_max_shared_bytes(v.target));
-        cuinline::compile(f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), arch);
+        const cuinline::CompileRequest direct =
+            f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v);
+        EXPECT_FALSE(direct.source.empty());
+        if (compile) cuinline::compile(direct, arch);
         ++fallback_variants;
       }
     } catch (const std::exception& e) {
@@ -212,9 +221,25 @@ TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
   }
   std::printf("conv2d shapes: register spills in %d tensor-core and %d direct-kernel variants of %d (%d on the "
               "general kernel, %d f32 channels-last between transposing copies; %d no-workspace kernels "
-              "compiled; %d planned for sm75)\n",
+              "%s; %d planned for sm75)\n",
               tensor_core_spills, fp32_spills, 3 * count, generic_variants, transposing_variants, fallback_variants,
-              target_variants);
+              compile ? "compiled" : "rendered", target_variants);
+}
+
+int shapes_from_env(int fallback) {
+  const char* count_env = std::getenv("CUINLINE_CONV2D_SHAPES");
+  return count_env ? std::atoi(count_env) : fallback;
+}
+
+// An NVRTC sweep (tests/CMakeLists.txt): its time is the compiles.
+TEST(Conv2dShapes, RandomValidVariantsPlanAndCompile) {
+  random_valid_variants(shapes_from_env(60), true);
+}
+
+// Ten times as many variants (the first 60 those of the compiled sweep), planned and rendered only:
+// the planner over many shapes in every tree, the sanitized ones included.
+TEST(Conv2dShapes, RandomValidVariantsPlanAndRender) {
+  random_valid_variants(10 * shapes_from_env(60), false);
 }
 
 // The no-workspace kernel of a staged f16 NCHW call whose staged copy runs on wgmma: the direct
