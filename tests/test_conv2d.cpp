@@ -716,6 +716,66 @@ TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
   EXPECT_FALSE(conv2d_impl::split_k_choice(40000, 20000, 8, 132, true, true).split);
 }
 
+// A mid plane's split form has tiles of its own (few_tiles: per-image m64 tiles), which the launch
+// runs where the plain kernel's tiles fill at most half of the multiprocessors, in one slice or
+// more over its own tiles; else the plain kernel. ResNet-50's 1 x 1 1024 -> 512 on 14 x 14 (plain: 4
+// tiles an image; its own: 16, 16 k steps) and its 3 x 3 over 128 channels on 28 x 28 (plain: 4; its
+// own: 13, 18 k steps) at batches 1, 8 and 32, on an H200's 132 multiprocessors.
+TEST(Conv2dSplitK, MidPlanesRunTheirOwnTilesWhereThePlainTilesAreFew) {
+  if (conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
+  struct Case {
+    int ci, hw, co, k;
+    std::int64_t batch;
+    std::int64_t plain_tiles, own_tiles;
+    bool few;    // the split form runs
+    int slices;  // over its own tiles
+  };
+  const Case cases[] = {
+      {1024, 14, 512, 1, 1, 4, 16, true, 4},   {1024, 14, 512, 1, 8, 32, 128, true, 1},
+      {1024, 14, 512, 1, 32, 128, 512, false, 1}, {128, 28, 128, 3, 1, 4, 13, true, 4},
+      {128, 28, 128, 3, 8, 32, 104, true, 1},  {128, 28, 128, 3, 32, 128, 416, false, 1},
+  };
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (const Case& c : cases) {
+      Conv2dVariant v = make_conv2d_variant(c.ci, c.hw, c.hw, c.co, c.k, c.k, Conv2dParams::square(1, c.k / 2), true,
+                                            Op::relu());
+      v.dtype = dt;
+      v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
+      SCOPED_TRACE(v.name() + " batch " + std::to_string(c.batch));
+      const Conv2dTiling plain = conv2d_tiling(v);
+      const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+      ASSERT_TRUE(split.has_value());
+      EXPECT_TRUE(split->few_tiles);
+      EXPECT_EQ(split->split_k, 4);
+      const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);
+      const std::int64_t own = conv2d_impl::split_k_tiles(*split, v.out_channels, c.batch);
+      EXPECT_EQ(tiles, c.plain_tiles);
+      EXPECT_EQ(own, c.own_tiles);
+      const conv2d_impl::SplitKChoice loaded =
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, true, true, own);
+      EXPECT_EQ(loaded.wanted, c.few);
+      EXPECT_EQ(loaded.split, c.few);
+      EXPECT_EQ(loaded.slices, c.slices);
+      const conv2d_impl::SplitKChoice absent =
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, false, true, own);
+      EXPECT_EQ(absent.wanted, c.few);
+      EXPECT_FALSE(absent.split);
+      // Forced: the split form at every batch, its most slices.
+      const conv2d_impl::SplitKChoice forced =
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, true, true, true, own);
+      EXPECT_TRUE(forced.split);
+      EXPECT_EQ(forced.slices, 4);
+    }
+  }
+  // A form of its own tiles with one slice at most (a 1 x 1 from 512 channels to 1024 on 28 x 28: 8 k
+  // steps, 104 tiles an image; plain: 32): whole tiles where the plain ones are few.
+  const conv2d_impl::SplitKChoice whole = conv2d_impl::split_k_choice(32, 1, 1, 132, false, true, true, 104);
+  EXPECT_TRUE(whole.split);
+  EXPECT_EQ(whole.slices, 1);
+  EXPECT_FALSE(conv2d_impl::split_k_choice(32, 1, 0, 132, false, true, true, 104).wanted);  // no split form
+  EXPECT_FALSE(conv2d_impl::split_k_choice(32, 1, 1, 0, false, true, true, 104).wanted);   // the device unknown
+}
+
 // The split form is a second kernel of its own: by default (CUINLINE_CONV2D_SPLIT_K unset, or
 // auto) a variant that has one gets a split request, the plain one's with kSplitK added and the
 // split kernel's name; every variant's plain request is the same byte for byte as with split-K off

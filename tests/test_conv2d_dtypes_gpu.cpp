@@ -703,7 +703,8 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
 }
 
 // Split-K's layers (ResNet-50's 512-channel 3 x 3 on 7 x 7 and its stride-2 twin on 14 x 14, batch
-// 1: 4 output tiles on a GPU of 100+ multiprocessors) in f16 and bf16, channels-last and NCHW
+// 1: 4 output tiles on a GPU of 100+ multiprocessors; a window-form layer; two mid planes, whose
+// split form has tiles of its own) in f16 and bf16, channels-last and NCHW
 // (staged), bias, a residual, leaky ReLU: against float64, every output written; a second call
 // equal bit for bit (the slices' partials summed in a fixed order whichever block is last); and a
 // CUDA graph of the call replayed twice (the workspace allocated in the graph, the tiles' counters
@@ -723,10 +724,14 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
   std::mt19937_64 rng(seed);
   Stream stream;
   // (The third: a window-form layer, rows of 64 columns and no residual, whose split form is the
-  // cp.async tiling without the window.)
+  // cp.async tiling without the window. The last two: mid planes, whose split form has tiles of its
+  // own, per-image m64 tiles: ResNet-50's 1 x 1 1024 -> 512 on 14 x 14 at batch 1, in slices, and its
+  // 3 x 3 over 128 channels on 28 x 28 at batch 8, in one slice on 132 multiprocessors.)
   const std::vector<Shape> shapes = {{1, 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, true},
                                      {1, 512, 14, 14, 512, 3, 3, Conv2dParams::square(2, 1), true, true},
-                                     {1, 128, 8, 64, 64, 3, 3, Conv2dParams::square(1, 1), true, false}};
+                                     {1, 128, 8, 64, 64, 3, 3, Conv2dParams::square(1, 1), true, false},
+                                     {1, 1024, 14, 14, 512, 1, 1, Conv2dParams::square(1, 0), true, true},
+                                     {8, 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1), true, true}};
   const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
   for (const Shape& s : shapes) {
     const int oh = static_cast<int>(conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h));
@@ -746,6 +751,7 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         SCOPED_TRACE(v.name());
         ASSERT_TRUE(planned_split(v).has_value());
         if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window);
+        if (&s >= &shapes[3]) EXPECT_TRUE(planned_split(v)->few_tiles);
         EXPECT_TRUE(make_split_request(conv2d_variant_for_device(v, current_device())).has_value());
         const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res); };
         std::vector<unsigned char> first, again(y.bytes()), replay(y.bytes());

@@ -215,11 +215,14 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
 
 // Planes of 14 x 14 to 28 x 28 with 8 to 36 k steps of 64 channels (ResNet-50's 1024 -> 256 and
 // 1024 -> 512 1 x 1 on 14 x 14, 512 -> 128 and 512 -> 256 on 28 x 28, its 3 x 3 over 128 channels on
-// 28 x 28 and 256 on 14 x 14, and a stride-2 1 x 1 into 14 x 14) take per-image tiles of one
-// warpgroup of one m64 tile, in f16 and bf16; shorter and longer reductions, a 12 x 12 plane, a
-// larger one, k steps of 16 and rows the window form may take keep warpgroups of two m64 tiles.
-// Two 1 x 1 and a 3 x 3 compile for sm_90 (as sm_90a) without spills, with and without a residual.
-TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImage) {
+// 28 x 28 and 256 on 14 x 14, and a stride-2 1 x 1 into 14 x 14) keep the plain kernel's tiles of
+// two m64 tiles a warpgroup, and have a split form of their own tiles (few_tiles: a launch of few
+// plain tiles runs it, in one slice or more), per-image tiles of one warpgroup of one m64 tile, in
+// f16 and bf16; shorter and longer reductions, a 12 x 12 plane, a larger one, k steps of 16 and rows
+// the window form may take have no such form. Two 1 x 1 and a 3 x 3 split forms compile for sm_90
+// (as sm_90a) without spills, with and without a residual.
+TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew) {
+  if (cuinline::ops::conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
   const Conv2dLayout nhwc = Conv2dLayout::nhwc;
   const Shape m64[] = {{"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
                        {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
@@ -229,11 +232,22 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImage) {
                        {"3x3 256 on 14x14", 256, 14, 14, 256, 3, 3, Conv2dParams::square(1, 1)},
                        {"3x3 256, stride 2, into 14x14", 256, 28, 28, 256, 3, 3, Conv2dParams::square(2, 1)},
                        {"1024 -> 512, stride 2, into 14x14", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)}};
+  using cuinline::ops::conv2d_impl::conv2d_algo;
+  using cuinline::ops::conv2d_impl::split_tiling_of;
   for (DType dt : {DType::f16, DType::bf16}) {
     for (const Shape& s : m64) {
       const Conv2dVariant v = variant(s, dt, nhwc, nhwc, nhwc, false);
       SCOPED_TRACE(v.name());
-      const Conv2dTiling t = conv2d_tiling(v);
+      const Conv2dTiling plain = conv2d_tiling(v);
+      EXPECT_TRUE(plain.wgmma);
+      EXPECT_FALSE(plain.few_tiles);
+      EXPECT_EQ(plain.m_tiles, 2);
+      EXPECT_EQ(plain.tile_cols, plain.threads());
+      const std::optional<Conv2dTiling> split = split_tiling_of(conv2d_algo(v), v);
+      ASSERT_TRUE(split.has_value());
+      const Conv2dTiling& t = *split;
+      EXPECT_TRUE(t.few_tiles);
+      EXPECT_GE(t.split_k, 1);
       EXPECT_TRUE(t.wgmma);
       EXPECT_FALSE(t.pointwise || t.window || t.halo || t.batch_tiles);
       EXPECT_EQ(t.threads(), 128);
@@ -257,6 +271,8 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImage) {
     EXPECT_TRUE(t.wgmma);
     EXPECT_EQ(t.m_tiles, 2);
     EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
+    const std::optional<Conv2dTiling> split = split_tiling_of(conv2d_algo(v), v);
+    if (split) EXPECT_FALSE(split->few_tiles);
   }
   const std::regex spill(R"((\d+) bytes spill stores)");
   for (const int i : {0, 1, 5}) {
@@ -264,9 +280,10 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImage) {
     const Conv2dVariant v = variant(m64[i], i == 0 ? DType::f16 : DType::bf16, nhwc, nhwc,
                                     residual ? nhwc : Conv2dLayout::nchw, residual);
     SCOPED_TRACE(v.name());
-    cuinline::CompileRequest request = make_request(v);
-    request.options.push_back("-Xptxas=-v");
-    const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse("sm_90"));
+    std::optional<cuinline::CompileRequest> request = make_split_request(v);
+    ASSERT_TRUE(request.has_value());
+    request->options.push_back("-Xptxas=-v");
+    const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
     int reports = 0;
     for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
          ++it, ++reports) {

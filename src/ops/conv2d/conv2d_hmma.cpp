@@ -285,8 +285,10 @@ constexpr int kWindowRowTiles = 4;
 // long reductions 2-7 % (ms NCHW staged / NHWC: UNet-like 0.123 / 0.0999 -> 0.121 / 0.0950,
 // ResNet-like 0.0469 / 0.0371 -> 0.0459 / 0.0345) and lost on the seed, whose time is its epilogue,
 // not its 5 k steps. `window`: whether the window form may be chosen (the split form is the
-// cp.async form without it, hmma_split_tiling).
-Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
+// cp.async form without it, hmma_split_tiling). `few_tiles`: the tiling of the split form, which a
+// launch runs where the plain tiles are few (a small batch): mid planes take per-image m64 tiles
+// there (below).
+Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_tiles = false) {
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
   const bool f32 = v.dtype == DType::f32;
@@ -329,18 +331,20 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   const std::int64_t plane = v.out_height() * v.out_width();
   const bool small_plane = !f32 && plane <= 128;
   // Planes of 14 x 14 to 28 x 28 with a reduction of 8 to 36 k steps of 64 channels (ResNet-50's
-  // 3 x 3 layers over 128 and 256 channels, its 1 x 1 layers from 512 and 1024) take them too:
-  // tiles of 256 pixels left such a launch a few large blocks, each with the whole reduction (1024 ->
-  // 256 channels on 14 x 14: two an image), at 0.64-0.85x eager's speed at batches 1 and 8. Longer
-  // reductions (UNet's 512 and 1024 channels on 16 x 16), smaller planes (12 x 12) and shorter
-  // reductions lost at batch 8 or 32 on m64 tiles, and the batch is not part of the variant
-  // (docs/conv2d.md, "Small planes"). (k steps of 16 over 136 channels spilled at the five blocks a
+  // 3 x 3 layers over 128 and 256 channels, its 1 x 1 layers from 512 and 1024) take them in the
+  // split form (few_tiles), which a launch runs where the plain tiles fill at most half of the
+  // multiprocessors: tiles of 256 pixels left such a launch a few large blocks, each with the whole
+  // reduction (1024 -> 256 channels on 14 x 14: two an image), at 0.64-0.85x eager's speed at
+  // batches 1 and 8, where m64 tiles ran 0.5-0.7x their time; at batch 32 the 256-pixel tiles were
+  // faster on five of the seven layers (docs/conv2d.md, "Small planes"). Longer reductions (UNet's
+  // 512 and 1024 channels on 16 x 16), smaller planes (12 x 12) and shorter reductions lost at batch
+  // 8 or 32 on m64 tiles. (k steps of 16 over 136 channels spilled at the five blocks a
   // multiprocessor that m64 tiles allow.) Rows of a multiple of 64 columns under a filter of several
   // taps at column stride 1 keep their tiles: the window form may take them, and it was measured on
   // its own tiles only.
   const bool window_shape = taps > 1 && v.params.stride_w == 1 && v.out_width() % 64 == 0;
-  const bool mid_plane = !f32 && bk == 64 && steps_at_bk >= 8 && steps_at_bk <= 36 && plane >= 14 * 14 &&
-                         plane <= 28 * 28 && !window_shape;
+  const bool mid_plane = few_tiles && !f32 && bk == 64 && steps_at_bk >= 8 && steps_at_bk <= 36 &&
+                         plane >= 14 * 14 && plane <= 28 * 28 && !window_shape;
   const bool per_image_m64 = small_plane || mid_plane;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
   const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || per_image_m64;
@@ -393,6 +397,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true) {
   }
   t.shared_bytes = shared_bytes(v, t);
   t.batch_tiles = batch && !t.window && !overridden;
+  t.few_tiles = mid_plane;
   if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
@@ -771,12 +776,22 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
   // (the window form keeps the cp.async form's pixels and channels a tile), so the launch chooses
   // between the two kernels as for any other (UNet's 512 -> 256 on 64 x 64 at batch 1, H200: 0.065 ms
   // on 32 blocks of the window form's 72 k steps; docs/conv2d.md, "Split-K").
-  if (t.window) {
-    const Conv2dTiling window = t;
-    t = wgmma_tiling(conv, false);
-    t.stage_channels = window.stage_channels, t.stage_input = window.stage_input, t.stage_weight = window.stage_weight;
+  // A mid plane's split form is its per-image m64 tiles (wgmma_tiling's few_tiles): the launch runs
+  // it, in one slice or more, where the plain tiles are few.
+  const bool wgmma_form = t.wgmma && t.half_mma && !t.halo && !t.batch_tiles && !t.pointwise;
+  if (t.window || wgmma_form) {
+    const Conv2dTiling plain = t;
+    const Conv2dTiling few = wgmma_tiling(conv, false, true);
+    if (t.window || few.few_tiles) {
+      t = few.few_tiles ? few : wgmma_tiling(conv, false);
+      t.stage_channels = plain.stage_channels, t.stage_input = plain.stage_input, t.stage_weight = plain.stage_weight;
+    }
   }
-  t.split_k = split_k_most(conv, t, k_steps(conv, t), conv2d_knobs().split_k);
+  const int knob = conv2d_knobs().split_k;
+  t.split_k = split_k_most(conv, t, k_steps(conv, t), knob);
+  // (Its own tiles are worth a launch in one slice: at least 1 there, unless the knob turns the
+  // split form off.)
+  if (t.few_tiles && knob != 0) t.split_k = std::max(t.split_k, 1);
   return t;
 }
 

@@ -252,14 +252,17 @@ std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t
 /// The launch's choice between a variant's two kernels (docs/conv2d.md, "Split-K"): `wanted` where
 /// split_k_slices gives more than one slice (and the grid's z extent, images x slices, holds them);
 /// then the split kernel with those slices where it is loaded (`split_loaded`), else the plain
-/// kernel (slices 1). One slice is always the plain kernel, never the split one over whole tiles.
+/// kernel (slices 1). One slice is the plain kernel, never the split one over the same tiles. A
+/// split form of its own tiles (`few_tiles`, Conv2dTiling::few_tiles): wanted where the plain
+/// kernel's `tiles` fill at most half of the multiprocessors (or `forced`), in the slices
+/// split_k_slices gives over its own `split_tiles` (1 or more).
 struct SplitKChoice {
   bool wanted = false;  ///< the split form is worth having for this launch
   bool split = false;   ///< launch the split kernel
-  int slices = 1;       ///< its slices (1: the plain kernel)
+  int slices = 1;       ///< its slices (1: the plain kernel, or the few-tiles form whole)
 };
 SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, int multiprocessors, bool forced,
-                            bool split_loaded);
+                            bool split_loaded, bool few_tiles = false, std::int64_t split_tiles = 0);
 /// The workspace of a split launch: the fp32 partial tiles (tiles x slices x block pixels x block
 /// channels), then one arrival counter a tile, each part aligned to 256 bytes.
 struct SplitKWorkspace {

@@ -137,7 +137,11 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
   if (algo == Conv2dAlgo::tf32_wgmma) l.stage = copy_kernel(kStageCopyTf32, device);
   // (No copy where Winograd writes the only channels-last tensor, the output, itself.)
   if (algo == Conv2dAlgo::fp32_transposed && l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
-  if (const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v)) l.split_most = split->split_k;
+  if (const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v)) {
+    l.split_most = split->split_k;
+    l.split_few_tiles = split->few_tiles;
+    l.split_image_tiles = static_cast<int>(conv2d_impl::split_k_tiles(*split, v.out_channels, 1));  // (<= 64 k)
+  }
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }
@@ -212,7 +216,8 @@ Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::i
   const int knob = conv2d_impl::conv2d_knobs().split_k;
   const std::int64_t tiles = conv2d_impl::split_k_tiles(plain.tiling, v.out_channels, n);
   const auto choose = [&](bool loaded) {
-    return conv2d_impl::split_k_choice(tiles, n, plain.split_most, plain.multiprocessors, knob > 0, loaded);
+    return conv2d_impl::split_k_choice(tiles, n, plain.split_most, plain.multiprocessors, knob > 0, loaded,
+                                       plain.split_few_tiles, std::int64_t{plain.split_image_tiles} * n);
   };
   if (!choose(false).wanted) return plain;
   const auto equal = [&](const Conv2dVariant& e) { return e == v; };
@@ -237,7 +242,7 @@ Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::i
     }
   }
   if (state != ConvMap::State::ready) return plain;
-  // (The split form's tiling is the plain one's with split_k: the same tiles.)
+  // (The split form's tiling is the plain one's with split_k, the same tiles, or its own few_tiles.)
   split.slices = choose(true).slices;
   return split;
 }

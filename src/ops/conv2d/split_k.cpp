@@ -32,11 +32,19 @@ std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t
 }
 
 SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, int multiprocessors, bool forced,
-                            bool split_loaded) {
+                            bool split_loaded, bool few_tiles, std::int64_t split_tiles) {
   constexpr std::int64_t kMaxGridZ = 65535;
-  const int slices = split_k_slices(tiles, most, multiprocessors, forced);
   SplitKChoice c;
-  c.wanted = slices > 1 && images * slices <= kMaxGridZ;
+  int slices = 1;
+  if (!few_tiles) {
+    slices = split_k_slices(tiles, most, multiprocessors, forced);
+    c.wanted = slices > 1;
+  } else {
+    const bool few = forced || (multiprocessors > 0 && tiles > 0 && 2 * tiles <= multiprocessors);
+    slices = most < 2 ? 1 : split_k_slices(split_tiles, most, multiprocessors, forced);
+    c.wanted = most > 0 && few;
+  }
+  c.wanted = c.wanted && images * slices <= kMaxGridZ;
   if (c.wanted && split_loaded) {
     c.split = true;
     c.slices = slices;

@@ -93,13 +93,16 @@ struct Conv2dTiling {
   /// launch's grid: ceil(N x OH x OW / tile_cols) blocks along x, one along z (tiles_x stays the
   /// per-image count).
   bool batch_tiles = false;
+  /// The split form's tiles are its own, not the plain kernel's: per-image m64 tiles of a mid plane
+  /// (wgmma_tiling), which a launch whose plain tiles are few runs whole (1 slice) or split.
+  bool few_tiles = false;
   /// The wgmma tiling's split form (conv2d_hmma.cuh's kSplitK; f16 / bf16, few tiles an image, a
   /// long reduction): 0 (every variant's own tiling, conv2d_tiling), or in the split form's tiling
   /// (split_tiling_of, the variant's second kernel) the most slices its k steps may be cut into.
   /// The launch runs it where its tiles are few (split_k_choice) with 2 or more slices: the grid's
   /// z axis is images x slices, each block sums its slice's k steps, writes its fp32 partial tile
   /// to a workspace, and the last block of a tile to arrive sums the partials in slice order and
-  /// runs the epilogue.
+  /// runs the epilogue. With few_tiles (above), in 1 slice or more.
   int split_k = 0;
   /// f32 variants in precision tf32 with at least 16 input channels, a filter of more than one tap
   /// and Cout x taps / (stride_h x stride_w) >= 512 on an sm90-class target (unless
