@@ -12,11 +12,17 @@
 // before the write it needs in one order or the other. One run_lanes at a time, on one thread.
 // Under AddressSanitizer the switches are announced (__sanitizer_start/finish_switch_fiber), so it
 // follows the stacks (stack-use-after-return included).
+// On x86-64 a switch saves the callee-saved registers, MXCSR and the x87 control word on the
+// running stack and loads the other's (switch_stacks below): glibc's swapcontext also sets the
+// signal mask, a system call at every switch (a third of the mma.sync emulation's time under ASan).
+// Elsewhere the lanes are ucontext contexts.
 #ifndef CUINLINE_TESTS_EMULATED_LANES_HPP
 #define CUINLINE_TESTS_EMULATED_LANES_HPP
 
 #include <sys/mman.h>
 #include <ucontext.h>
+
+#include <cstdint>
 
 #include <cstddef>
 #include <cstdlib>
@@ -35,6 +41,45 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#if defined(__x86_64__) && defined(__linux__)
+#define CUINLINE_LANES_OWN_SWITCH 1
+// cuinline_lanes_switch_stacks(from, to): pushes the callee-saved registers and MXCSR / the x87
+// control word on the running stack, stores its top in *from, loads `to` as the stack and pops the
+// same from it (a stack it left, or a new lane's, which run_lanes prepares), then returns on it.
+// (.weak: the header may be in several files of one program.)
+extern "C" void cuinline_lanes_switch_stacks(void** from, void* to);
+asm(R"(
+  .pushsection .text
+  .weak cuinline_lanes_switch_stacks
+  .type cuinline_lanes_switch_stacks, @function
+  .p2align 4
+cuinline_lanes_switch_stacks:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size cuinline_lanes_switch_stacks, .-cuinline_lanes_switch_stacks
+  .popsection
+)");
+#endif
+
 namespace cuinline::test::lanes {
 
 // A lane's stack: 128 KiB (a kernel's frames plus the sanitizers' redzones) above a page that
@@ -45,7 +90,11 @@ inline constexpr std::size_t kGuardBytes = 4096;
 // A lane runs body() each time it is started, then waits (done) to be started again: it never
 // returns, so its stack, and AddressSanitizer's fake stack for it, are made once.
 struct Lane {
+#ifdef CUINLINE_LANES_OWN_SWITCH
+  void* sp = nullptr;  // the lane's stack top while it is switched out
+#else
   ucontext_t context;  // (never moved: a saved context points into itself)
+#endif
   char* stack = nullptr;
   void* fake_stack = nullptr;  // AddressSanitizer's fake stack while the lane is switched out
   bool done = true;
@@ -54,7 +103,11 @@ struct Lane {
 struct State {
   std::vector<std::unique_ptr<Lane>> lanes;
   std::size_t running = 0;
+#ifdef CUINLINE_LANES_OWN_SWITCH
+  void* scheduler_sp = nullptr;
+#else
   ucontext_t scheduler;
+#endif
   const std::function<void()>* body = nullptr;
   const void* scheduler_stack = nullptr;
   std::size_t scheduler_stack_bytes = 0;
@@ -72,7 +125,11 @@ inline void yield() {
 #ifdef CUINLINE_LANES_ASAN
   __sanitizer_start_switch_fiber(&lane.fake_stack, s.scheduler_stack, s.scheduler_stack_bytes);
 #endif
+#ifdef CUINLINE_LANES_OWN_SWITCH
+  cuinline_lanes_switch_stacks(&lane.sp, s.scheduler_sp);
+#else
   swapcontext(&lane.context, &s.scheduler);
+#endif
 #ifdef CUINLINE_LANES_ASAN
   __sanitizer_finish_switch_fiber(lane.fake_stack, &s.scheduler_stack, &s.scheduler_stack_bytes);
 #endif
@@ -98,6 +155,21 @@ inline void run_lanes(std::size_t n, const std::function<void()>& body) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED || mprotect(p, kGuardBytes, PROT_NONE) != 0) std::abort();
     lane->stack = static_cast<char*>(p) + kGuardBytes;
+#ifdef CUINLINE_LANES_OWN_SWITCH
+    // The first switch to the lane pops a frame that returns into lane_main, on a stack aligned as
+    // after a call: MXCSR and the x87 control word (the scheduler's), six registers, the return
+    // address, and lane_main's own (none: it never returns) at the 16-byte aligned top.
+    auto* top = reinterpret_cast<std::uint64_t*>(lane->stack + kStackBytes);
+    std::uint64_t* sp = top - 9;
+    std::uint32_t mxcsr = 0;
+    std::uint16_t fpucw = 0;
+    asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fpucw));
+    sp[0] = mxcsr | std::uint64_t{fpucw} << 32;
+    for (int r = 1; r <= 6; ++r) sp[r] = 0;
+    sp[7] = reinterpret_cast<std::uint64_t>(&lane_main);
+    sp[8] = 0;
+    lane->sp = sp;
+#else
     getcontext(&lane->context);
     lane->context.uc_stack.ss_sp = lane->stack;
     lane->context.uc_stack.ss_size = kStackBytes;
@@ -109,6 +181,7 @@ inline void run_lanes(std::size_t n, const std::function<void()>& body) {
     // has placed the stack: the context names none from here on.
     lane->context.uc_stack.ss_sp = nullptr;
     lane->context.uc_stack.ss_size = 0;
+#endif
 #endif
     s.lanes.push_back(std::move(lane));
   }
@@ -125,7 +198,11 @@ inline void run_lanes(std::size_t n, const std::function<void()>& body) {
       void* fake = nullptr;
       __sanitizer_start_switch_fiber(&fake, lane.stack, kStackBytes);
 #endif
+#ifdef CUINLINE_LANES_OWN_SWITCH
+      cuinline_lanes_switch_stacks(&s.scheduler_sp, lane.sp);
+#else
       swapcontext(&s.scheduler, &lane.context);
+#endif
 #ifdef CUINLINE_LANES_ASAN
       __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "emulated_lanes.hpp"
@@ -109,11 +110,30 @@ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
 // m16n8k16, A row-major: a0 (row g, k 2t, 2t + 1), a1 (g + 8, same k), a2 (g, k + 8), a3 (g + 8,
 // k + 8); B column-major: b0 (k 2t, 2t + 1, column g), b1 (k + 8); C/D: c0, c1 (row g, columns 2t,
 // 2t + 1), c2, c3 (row g + 8); lane = 4g + t, the lower k in the lower 16 bits.
+// Every f16 value as the kernels' conversion gives it, looked up (the conversion is arithmetic on
+// the host: most of an emulated mma's time).
+inline const std::vector<float>& half_values() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v(65536);
+    for (unsigned i = 0; i < 65536; ++i) v[i] = ew_traits<ew_half>::to_op(ew_half{static_cast<unsigned short>(i)});
+    return v;
+  }();
+  return values;
+}
+// The value of 16-bit operand `bits` of type T (ew_half or ew_bf16).
+template <class T>
+inline double operand_value(unsigned short bits) {
+  if constexpr (std::is_same_v<T, ew_half>) {
+    return half_values()[bits];
+  } else {
+    return ew_traits<T>::to_op(T{bits});
+  }
+}
+
 template <class T>
 struct Mma {
   static double element(unsigned word, int k) {
-    T h{static_cast<unsigned short>(word >> (16 * (k % 2)))};
-    return ew_traits<T>::to_op(h);
+    return operand_value<T>(static_cast<unsigned short>(word >> (16 * (k % 2))));
   }
   static void run(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -124,14 +144,17 @@ struct Mma {
     words[lane][5] = b1;
     b.warp[warp]->arrive_and_wait();
     const int g = lane / 4, t = lane % 4;
-    for (int q = 0; q < 4; ++q) {
-      const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
-      double sum = d[q];
+    // This lane's two rows of A (g, g + 8) and two columns of B (2t, 2t + 1), each read once.
+    double av[2][16], bv[2][16];
+    for (int h = 0; h < 2; ++h) {
       for (int k = 0; k < 16; ++k) {
-        const unsigned aw = words[(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
-        const unsigned bw = words[col * 4 + (k % 8) / 2][k >= 8 ? 5 : 4];
-        sum += element(aw, k) * element(bw, k);
+        av[h][k] = element(words[g * 4 + (k % 8) / 2][h + (k >= 8 ? 2 : 0)], k);
+        bv[h][k] = element(words[(2 * t + h) * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k);
       }
+    }
+    for (int q = 0; q < 4; ++q) {
+      double sum = d[q];
+      for (int k = 0; k < 16; ++k) sum += av[q / 2][k] * bv[q % 2][k];
       d[q] = static_cast<float>(sum);
     }
   }

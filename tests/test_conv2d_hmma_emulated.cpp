@@ -190,7 +190,7 @@ inline double wgmma_value(unsigned at, int elem, bool bf16) {
   if (!in_smem(at, static_cast<unsigned>(elem))) return 0;
   if (elem == 4) return load_smem<float>(at);
   const unsigned short h = load_smem<unsigned short>(at);
-  return bf16 ? ew_traits<ew_bf16>::to_op(ew_bf16{h}) : ew_traits<ew_half>::to_op(ew_half{h});
+  return bf16 ? operand_value<ew_bf16>(h) : operand_value<ew_half>(h);
 }
 inline double wgmma_element(unsigned long long desc, int row, int k, bool bf16, int elem) {
   const unsigned start = static_cast<unsigned>(desc & 0x3FFF) << 4;
