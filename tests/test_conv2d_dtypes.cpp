@@ -170,6 +170,7 @@ TEST(Conv2dDtypes, F64RunsTheGeneralKernelInDouble) {
     }
     EXPECT_EQ(r.source.find("float"), std::string::npos) << "no fp32 arithmetic in an f64 variant:\n" << r.source;
     r.options.push_back("-Xptxas=-v");
+    r.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
     const cuinline::CompiledProgram out = cuinline::compile(r, sm90);
     const std::regex spill(R"((\d+) bytes spill stores)");
     int reports = 0;

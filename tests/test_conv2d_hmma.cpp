@@ -198,6 +198,7 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
         EXPECT_TRUE(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v));
         cuinline::CompileRequest request = make_request(v);
         request.options.push_back("-Xptxas=-v");
+        request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
         for (const char* arch : {"sm_90", "sm_80"}) {
           if (std::string(arch) == "sm_80" && compiled % 4 != 0) continue;
           const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
@@ -283,6 +284,7 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
     std::optional<cuinline::CompileRequest> request = make_split_request(v);
     ASSERT_TRUE(request.has_value());
     request->options.push_back("-Xptxas=-v");
+    request->options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
     const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
     int reports = 0;
     for (auto it = std::sregex_iterator(program.log.begin(), program.log.end(), spill); it != std::sregex_iterator();
@@ -319,6 +321,7 @@ TEST(Conv2dHmma, SplitFormsCompileWithoutSpills) {
     std::optional<cuinline::CompileRequest> request = make_split_request(v);
     ASSERT_TRUE(request.has_value());
     request->options.push_back("-Xptxas=-v");
+    request->options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
     const cuinline::CompiledProgram program = cuinline::compile(*request, cuinline::Arch::parse("sm_90"));
     EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
     int reports = 0;
@@ -340,6 +343,7 @@ void expect_compiles_for_sm90_and_sm80(const Conv2dVariant& v) {
   const std::regex spill(R"((\d+) bytes spill stores)");
   cuinline::CompileRequest request = make_request(v);
   request.options.push_back("-Xptxas=-v");
+  request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
   for (const char* arch : {"sm_90", "sm_80"}) {
     const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse(arch));
     EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;
@@ -542,6 +546,7 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       SCOPED_TRACE(v.name());
       cuinline::CompileRequest request = make_request(v);
       request.options.push_back("-Xptxas=-v");
+      request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
       const auto start = std::chrono::steady_clock::now();
       const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
       const double ms =

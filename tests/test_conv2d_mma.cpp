@@ -216,6 +216,7 @@ TEST(Conv2dMma, ShapesCompileForSm90) {
       SCOPED_TRACE(v.name());
       cuinline::CompileRequest request = make_request(v);
       request.options.push_back("-Xptxas=-v");
+      request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
       const auto start = std::chrono::steady_clock::now();
       const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
       const double ms =
@@ -280,6 +281,7 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
       SCOPED_TRACE(arch);
       cuinline::CompileRequest req = r;
       req.options.push_back("-Xptxas=-v");
+      req.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
       const cuinline::CompiledProgram program = cuinline::compile(req, cuinline::Arch::parse(arch));
       EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
       std::smatch m;

@@ -29,6 +29,7 @@ Conv2dVariant pointwise(DType dtype, Conv2dPrecision precision, int cin, int h, 
 // ptxas's spill stores for the kernel of `r` compiled for `arch` (-Xptxas=-v).
 std::string spill_stores(cuinline::CompileRequest r, const char* arch, const std::string& name) {
   r.options.push_back("-Xptxas=-v");
+  r.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
   const cuinline::CompiledProgram program = cuinline::compile(r, cuinline::Arch::parse(arch));
   EXPECT_TRUE(program.lowered_name(name).has_value());
   std::smatch m;

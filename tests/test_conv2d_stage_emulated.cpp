@@ -457,6 +457,7 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
 // One kernel in each module: ptxas's report for it, no spills.
 void expect_kernels_without_spills(cuinline::CompileRequest request, const std::vector<std::string>& names) {
   request.options.push_back("-Xptxas=-v");
+  request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
   const cuinline::CompiledProgram c =
       cuinline::compile(request, cuinline::Arch::parse("sm_90"));  // throws on error
   EXPECT_EQ(c.lowered_names.size(), names.size());

@@ -333,6 +333,7 @@ TEST(ReductionVariant, EveryFormCompiles) {
       SCOPED_TRACE(var.name());
       cuinline::CompileRequest request = cuinline::ops::make_request(var);
       request.options.push_back("--ptxas-options=-v");
+      request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
       const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
       EXPECT_EQ(program.kind, cuinline::BinaryKind::cubin);
       EXPECT_FALSE(program.binary.empty());

@@ -231,6 +231,7 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
     SCOPED_TRACE(v.name());
     cuinline::CompileRequest request = cuinline::ops::make_request(v);
     request.options.push_back("--ptxas-options=-v");
+    request.options.push_back("--no-cache");  // (no compute-cache hit: ptxas runs and reports)
     const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
     EXPECT_FALSE(program.binary.empty());
     EXPECT_TRUE(program.lowered_name(cuinline::ops::kernel_name(v)));
