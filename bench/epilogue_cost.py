@@ -21,8 +21,8 @@ FNS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu":
        "selu": F.selu, "hardswish": F.hardswish, "exp": torch.exp, "logsigmoid": F.logsigmoid, "softsign": F.softsign,
        "tanhshrink": F.tanhshrink, "celu": F.celu}
 
-# The formulas of the elementwise kernels (log1pf, expm1f) as conv epilogues: what softplus, elu and
-# logsigmoid cost a conv before session 24 gave the epilogue its short forms (--old-forms).
+# The elementwise kernels' formulas (log1pf, expm1f) as conv epilogues: what softplus, elu and
+# logsigmoid cost a conv without the epilogue's short forms (--old-forms).
 OLD_FORMS = ["expr(x > 20.0f ? x : log1pf(expf(x)))", "expr(x > 0.0f ? x : expm1f(x))",
              "expr((x < 0.0f ? x : 0.0f) - log1pf(expf(-fabsf(x))))"]
 
