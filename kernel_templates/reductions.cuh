@@ -166,10 +166,19 @@ __device__ __forceinline__ void rd_online_add(A& m, A& s, A v) {
     s += (v == m && v == rd_neg_inf(v)) ? A(1) : rd_exp<S>(v - m);
   }
 }
+// The merge's sum of two products rounds as one FMA, spelled out: contracted by the compiler, which
+// product the FMA took would depend on the code around the merge, and the kernels that merge (the
+// split form's write kernel, the looped form, the generic kernels) would round it differently.
+__device__ __forceinline__ float rd_fma_of_products(float a, float b, float c, float d) {
+  return __fmaf_rn(a, b, __fmul_rn(c, d));
+}
+__device__ __forceinline__ double rd_fma_of_products(double a, double b, double c, double d) {
+  return __fma_rn(a, b, __dmul_rn(c, d));
+}
 template <class S, class A>
 __device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
   const A mm = m2 > m ? m2 : m;
-  s = s * rd_rescale<S>(m, mm) + s2 * rd_rescale<S>(m2, mm);
+  s = rd_fma_of_products(s, rd_rescale<S>(m, mm), s2, rd_rescale<S>(m2, mm));
   m = mm;
 }
 // As rd_reduce, for the online softmax's (max, sum) pairs.
