@@ -18,19 +18,30 @@ one more tensor to read) — the chain's cost; and the unfused pair (the plain o
 Liger-Kernel (--liger, the liger-kernel package installed): its Triton forward of each op but
 log_softmax (LigerSoftmaxFunction, LigerRMSNormFunction with casting mode "llama",
 LigerFusedAddRMSNormFunction, LigerLayerNormFunction) in one more column, timed the same way.
+The timings run under the sync JIT policy (CUINLINE_JIT_POLICY, unless set): every call runs the
+specialized kernel.
+--jit (alone, in a fresh process with an empty CUINLINE_CACHE_DIR): the JIT's no-wait path
+(docs/jit.md): the first call of never-seen variants (a new prologue constant each) under async and
+sync, wall time of call + synchronize; then each op's generic kernel (the generic policy, before the
+specialized one exists in the process) against its specialized kernel (sync), CUDA events as above,
+and whether their outputs are the same bits.
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
-       [--fused-only | --no-fused] [--liger]
+       [--fused-only | --no-fused] [--liger] [--jit]
 """
 import argparse
 import ctypes
+import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
 from gpu_timing import l2_flush_buffer, time_ms
 
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
+ASYNC, SYNC, GENERIC = 0, 1, 2
 failures = 0
+os.environ.setdefault("CUINLINE_JIT_POLICY", "sync")  # read once, at the library's first use
 
 
 class Tensor(ctypes.Structure):
@@ -96,14 +107,14 @@ class Ops:
         else:
             self._call("cuinline_layer_norm", x, w, b, out, ctypes.c_double(eps))
 
-    def rows_call(self, op, x, out, w=None, eps=1e-6, prologue=None, epilogue=None, extras=()):
+    def rows_call(self, op, x, out, w=None, eps=1e-6, prologue=None, epilogue=None, extras=(), b=None, res=None):
         """A call of cuinline_rows_run with its parameters built once (so a timing holds the call only)."""
-        ds = [desc(t)[1] for t in (x, out) + ((w,) if w is not None else ())]
+        ds = [desc(t)[1] if t is not None else None for t in (x, out, w, b, res)]
         exs = [desc(t)[1] for t in extras]
         arr = (Tensor * max(len(exs), 1))(*exs)
-        P = ctypes.pointer
-        p = RowsParams(ctypes.sizeof(RowsParams), op.encode(), P(ds[0]), P(ds[1]), P(ds[2]) if w is not None else None,
-                       None, None, eps, prologue.encode() if prologue else None,
+        P = lambda d: ctypes.pointer(d) if d is not None else None
+        p = RowsParams(ctypes.sizeof(RowsParams), op.encode(), P(ds[0]), P(ds[1]), P(ds[2]),
+                       P(ds[3]), P(ds[4]), eps, prologue.encode() if prologue else None,
                        epilogue.encode() if epilogue else None, len(exs),
                        ctypes.cast(arr, ctypes.POINTER(Tensor)) if exs else None,
                        torch.cuda.current_stream().cuda_stream)
@@ -313,6 +324,89 @@ def fused(ops):
     return lines
 
 
+class JitStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("generic_launches", "submitted", "pending", "swaps", "background_failures", "sync_waits")]
+
+
+def jit(ops):
+    """First calls under async and sync, then the generic kernels against the specialized ones."""
+    lib = ops.lib
+    lib.cuinline_prewarm()
+    torch.cuda.synchronize()
+    time.sleep(1.0)  # NVRTC's start-up done: the figures are the calls'
+    seq = [0]
+
+    def fresh():
+        seq[0] += 1
+        return f"mul({1.0 + seq[0] * 2.0 ** -20:.9f})"
+
+    def stats():
+        st = JitStats()
+        assert lib.cuinline_get_jit_stats(ctypes.byref(st)) == 0
+        return st
+
+    print("\nfirst call of a never-seen variant (a new prologue constant; call + synchronize, ms)")
+    print(f"{'variant':<40} {'async':>8} {'sync':>8}")
+    for op, dt, rows, n in (("rms_norm", torch.bfloat16, 4096, 4096), ("softmax", torch.float32, 4096, 1024),
+                            ("layer_norm", torch.bfloat16, 16384, 1024), ("add_rms_norm", torch.float16, 256, 8192),
+                            ("softmax", torch.bfloat16, 4, 1 << 22)):
+        x, w, b, res = inputs(op, rows, n, dt)
+        out = torch.empty_like(x)
+        row = []
+        for policy in (ASYNC, SYNC):
+            call = ops.rows_call(op, x, out, w, 1e-5, fresh(), None, (), b, res)
+            assert lib.cuinline_set_jit_policy(policy) == 0
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            call()
+            torch.cuda.synchronize()
+            row.append((time.perf_counter() - t0) * 1e3)
+        name = f"{op} {str(dt).split('.')[-1]} [{rows}, {n}]"
+        print(f"{name:<40} {row[0]:8.2f} {row[1]:8.2f}", flush=True)
+    lib.cuinline_wait_for_specializations()
+    st = stats()
+    print(f"(jit_stats: generic launches {st.generic_launches}, swaps {st.swaps}, failures {st.background_failures})")
+
+    flush = l2_flush_buffer()
+    lines = ["| op | dtype | shape | copy GB/s | generic GB/s (% of copy) | specialized GB/s (% of copy) | "
+             "generic / specialized time | same bits |", "|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for dt in (torch.bfloat16, torch.float32):
+        for rows, n in ((65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)):
+            for op in OPS:
+                x, w, b, res = inputs(op, rows, n, dt)
+                out, ref = torch.empty_like(x), torch.empty_like(x)
+                y = torch.empty_like(x)
+                nbytes = x.numel() * x.element_size() * (4 if op == "add_rms_norm" else 2)
+                copy = time_ms(lambda: y.copy_(x), flush)
+                r0 = res.clone() if res is not None else None
+                assert lib.cuinline_set_jit_policy(GENERIC) == 0
+                t_gen = time_ms(lambda: ops.run(op, x, out, w, b, res, 1e-5), flush)
+                if res is not None:
+                    res.copy_(r0)
+                ops.run(op, x, out, w, b, res, 1e-5)  # each from the same residual, for the bits below
+                assert lib.cuinline_set_jit_policy(SYNC) == 0
+                if res is not None:
+                    res.copy_(r0)
+                ops.run(op, x, ref, w, b, res, 1e-5)
+                torch.cuda.synchronize()
+                iv = {2: torch.int16, 4: torch.int32}[x.element_size()]
+                same = bool(((out.view(iv) == ref.view(iv)) | (torch.isnan(out) & torch.isnan(ref))).all())
+                t_spec = time_ms(lambda: ops.run(op, x, ref, w, b, res, 1e-5), flush)
+                gbs = lambda ms, b=nbytes: b / ms / 1e6
+                copy_gbs = 2 * x.numel() * x.element_size() / copy / 1e6
+                line = (f"| {op} | {str(dt).split('.')[-1]} | {rows}x{n} | {copy_gbs:.0f} | "
+                        f"{gbs(t_gen):.0f} ({gbs(t_gen) / copy_gbs * 100:.0f} %) | "
+                        f"{gbs(t_spec):.0f} ({gbs(t_spec) / copy_gbs * 100:.0f} %) | {t_gen / t_spec:.2f} | "
+                        f"{'yes' if same else 'no'} |")
+                lines.append(line)
+                print(line, flush=True)
+            torch.cuda.empty_cache()
+    assert lib.cuinline_set_jit_policy(SYNC) == 0
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -323,9 +417,16 @@ def main():
     ap.add_argument("--no-fused", action="store_true", help="no fused chains")
     ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes")
     ap.add_argument("--liger", action="store_true", help="Liger-Kernel's forward beside (liger-kernel installed)")
+    ap.add_argument("--jit", action="store_true", help="only the JIT's first calls and generic kernels")
     args = ap.parse_args()
     ops = Ops(args.lib)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    if args.jit:
+        lines = jit(ops)
+        if args.table:
+            with open(args.table, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
     if not args.fused_only:
         checks(ops)
     print(f"checks: {failures} failed", flush=True)

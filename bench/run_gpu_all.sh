@@ -13,13 +13,14 @@
 #   bench/run_gpu_all.sh c   embedding: op host cost and graphs (bench_graphs), N-ary ops beside PyTorch
 #                            eager / torch.compile, the fused ResNet block beside them, the C API from
 #                            PyTorch (bench/torch_capi_check.py)                        → summary.md
-#   bench/run_gpu_all.sh jit  the JIT policies (docs/jit.md): the generic kernels' gpu tests (elementwise
-#                            and conv2d) and the elementwise / graph suites under the default async
-#                            policy; first calls of never-seen variants (elementwise and conv2d), the
-#                            generic conv2d kernel's time, and generic vs specialized bandwidth beside
-#                            PyTorch (bench/jit_first_call.py, fresh cache); where an elementwise
+#   bench/run_gpu_all.sh jit  the JIT policies (docs/jit.md): the generic kernels' gpu tests (elementwise,
+#                            conv2d and row reductions) and the elementwise / graph suites under the
+#                            default async policy; first calls of never-seen variants (elementwise and
+#                            conv2d), the generic conv2d kernel's time, and generic vs specialized
+#                            bandwidth beside PyTorch (bench/jit_first_call.py, fresh cache); the same for
+#                            the row reductions (bench/reductions_peers.py --jit); where an elementwise
 #                            compile's time goes (cuinline bench --compile); the C API from PyTorch
-#                                                         → jit_tests.log, jit_first_call.log, summary.md
+#                                  → jit_tests.log, jit_first_call.log, reductions_jit.log, summary.md
 #   bench/run_gpu_all.sh rd  the row reductions (docs/reductions.md): their gpu tests; the C API on PyTorch
 #                            tensors against torch.softmax / F.rms_norm / F.layer_norm, then their bandwidth
 #                            beside PyTorch eager, torch.compile and a copy (bench/reductions_peers.py;
@@ -66,6 +67,7 @@ build_all() {
   { cmake -S . -B "$build-shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCUINLINE_BUILD_TESTS=OFF \
       -DCUINLINE_GENERIC_FATBIN="$PWD/$build/generated/ew_generic.fatbin" \
       -DCUINLINE_GENERIC_CONV_FATBIN="$PWD/$build/generated/conv2d_generic_rt.fatbin" \
+      -DCUINLINE_GENERIC_ROWS_FATBIN="$PWD/$build/generated/rd_generic.fatbin" \
       -DCUINLINE_BUILD_BENCH=OFF -DCUINLINE_BUILD_EXAMPLES=OFF -DCUINLINE_BUILD_CLI=OFF -DCUINLINE_WITH_REDIS=OFF &&
     cmake --build "$build-shared" -j"$(nproc)"; } >>"$log" 2>&1 || { tail -n 20 "$log"; exit 1; }
 }
@@ -150,11 +152,15 @@ phase_c() {
 
 phase_jit() {
   echo "# GPU run, phase jit: $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >"$summary"
-  run_ctest "JitGpu|JitConv2dGpu|ElementwiseGpu|FunctionsGpu|NaryGpu|GraphsGpu|MisuseGpu" 300 jit_tests.log || status=1
+  run_ctest "JitGpu|JitConv2dGpu|ElementwiseGpu|FunctionsGpu|NaryGpu|GraphsGpu|MisuseGpu|ReductionsGpu" 300 jit_tests.log || status=1
   echo "== first calls and generic bandwidth ($(since))"
   { CUINLINE_CACHE_DIR=$(mktemp -d) timeout 240 python3 bench/jit_first_call.py "$build-shared/libcuinline.so" \
       ${JIT_ARGS:-}; } >"$OUT/jit_first_call.log" 2>&1 || status=1
   cat "$OUT/jit_first_call.log" >>"$summary"
+  echo "== row reductions: first calls, generic kernels ($(since))"
+  { CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 240 python3 bench/reductions_peers.py \
+      --lib "$build-shared/libcuinline.so" --jit; } >"$OUT/reductions_jit.log" 2>&1 || status=1
+  cat "$OUT/reductions_jit.log" >>"$summary"
   echo "== compile phases ($(since))"
   { echo; echo "## cuinline bench --compile (this host)"; CUDA_CACHE_DISABLE=1 timeout 150 "$build/cuinline" bench --compile --arch sm_90 --repeat 5; } \
     >>"$summary" 2>&1 || status=1

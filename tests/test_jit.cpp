@@ -26,6 +26,7 @@
 #include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
+#include "ops/reductions/generic.hpp"
 #include "ops/specialize.hpp"
 #include "ops/variant_map.hpp"
 #include "test_support.hpp"
@@ -206,7 +207,7 @@ std::size_t occurrences(std::string_view text, const std::string& what) {
 // and 64-bit indices) in every SASS image.
 TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
-  const std::string_view fatbin = detail::generic_fatbin();
+  const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::elementwise);
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (const std::string base :
        {"cuinline_ewg_f32_v4", "cuinline_ewg_f32_v1", "cuinline_ewg_f64_v2", "cuinline_ewg_f64_v1",
@@ -221,7 +222,7 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
 // tensor-core kernels in every SASS image.
 TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
-  const std::string_view fatbin = detail::generic_conv_fatbin();
+  const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::conv2d);
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     for (int mode : {0, 1, 2, 3}) {
@@ -234,6 +235,20 @@ TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f16, 2), "cuinline_conv2d_rt_mma_f16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 3), "cuinline_conv2d_rt_mmag_bf16");
   EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
+}
+
+// The row-reduction fatbin: the same archs, one kernel per op and dtype in every SASS image.
+TEST(Jit, GenericRowsFatbinHoldsEveryKernelForEveryArch) {
+  if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::reductions);
+  EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
+  for (const char* op : {"softmax", "log_softmax", "rms_norm", "add_rms_norm", "layer_norm"}) {
+    for (const char* dt : {"f32", "f64", "f16", "bf16"}) {
+      const std::string k = std::string("cuinline_rdg_") + op + "_" + dt;
+      EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+    }
+  }
+  EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the row kernels";
 }
 
 // The program of every step kind holds exactly the constants the rendered specialized source holds:
@@ -309,6 +324,63 @@ TEST(Jit, WhatTheGenericKernelsServe) {
   ops::detail::NaryKey two_outputs = key;
   two_outputs.outputs = 2;
   EXPECT_FALSE(ops::detail::generic_applies(ops::parse_op("relu"), two_outputs));
+}
+
+// The generic row kernels: what they serve, and the launch a planned call becomes — the planned
+// variant's lanes, accesses and grid (the split form in two phases, its looped fallback whole rows
+// on 1024 lanes) and its chains lowered (host buffers: planning touches no device).
+TEST(Jit, WhatTheGenericRowKernelsServe) {
+  namespace d = ops::detail;
+  std::vector<std::uint16_t> x(4 * 40000), y(x.size()), w(40000);
+  const auto plan = [&](std::int64_t rows, std::int64_t n, const char* prologue) {
+    const TensorView xv = TensorView::contiguous(x.data(), DType::bf16, {rows, n});
+    const TensorView yv = TensorView::contiguous(y.data(), DType::bf16, {rows, n});
+    const TensorView wv = TensorView::contiguous(w.data(), DType::bf16, {n});
+    ops::RowFusion fusion;
+    if (*prologue != '\0') fusion.prologue = ops::parse_op(prologue);
+    return d::plan_row_call(ops::RowOp::rms_norm, xv, yv, wv, {}, {}, 1e-6, fusion);
+  };
+  const bool built = generic_kernels_built();
+  const d::RowCall warp = plan(37, 1000, "mul(0.125)");
+  ASSERT_EQ(warp.plan.variant.form, ops::RowForm::warp);
+  EXPECT_EQ(d::generic_rows_apply(warp.plan.variant), built);
+  const d::GenericRowLaunch lw = d::generic_rows_launch(warp);
+  EXPECT_EQ(lw.shape.threads, warp.plan.variant.threads);
+  EXPECT_EQ(lw.shape.vector, warp.plan.variant.vector_width);
+  EXPECT_EQ(lw.shape.iters, warp.plan.variant.per_thread / warp.plan.variant.vector_width);
+  EXPECT_EQ(lw.shape.phase, 0);
+  EXPECT_FALSE(lw.split);
+  EXPECT_EQ(lw.grid, warp.plan.grid);
+  EXPECT_EQ(lw.block, warp.plan.block);
+  ASSERT_EQ(lw.prologue.steps, 1);
+  EXPECT_EQ(lw.prologue.step[0].fn, static_cast<int>(cuinline::detail::LoweredFn::mul));
+  EXPECT_EQ(lw.prologue.step[0].c[0], 0.125);
+  EXPECT_EQ(lw.epilogue.steps, 0);
+
+  const d::RowCall split = plan(4, 40000, "");
+  ASSERT_EQ(split.plan.variant.form, ops::RowForm::split_stats);
+  const d::GenericRowLaunch ls = d::generic_rows_launch(split);
+  EXPECT_TRUE(ls.split);
+  EXPECT_EQ(ls.shape.phase, 1);
+  EXPECT_EQ(ls.shape.threads, split.plan.variant.threads);
+  EXPECT_EQ(ls.grid, split.plan.grid);
+  const d::GenericRowLaunch whole = d::generic_rows_launch(split, true);
+  EXPECT_FALSE(whole.split);
+  EXPECT_EQ(whole.shape.phase, 0);
+  EXPECT_EQ(whole.shape.threads, 1024);
+  EXPECT_EQ(whole.block, 1024u);
+  EXPECT_EQ(whole.grid, 4u);
+  EXPECT_EQ(whole.shape.iters, (40000 + 1024 * whole.shape.vector - 1) / (1024 * whole.shape.vector));
+
+  ops::RowVariant v = warp.plan.variant;
+  v.prologue = ops::Op::expr("x * 2");
+  EXPECT_FALSE(d::generic_rows_apply(v)) << "expressions compile";
+  std::string chain = "relu";
+  for (int i = 0; i < 31; ++i) chain += "|mul(2)";
+  v.prologue = ops::parse_op(chain);
+  EXPECT_EQ(d::generic_rows_apply(v), built) << "32 steps";
+  v.epilogue = ops::parse_op(chain + "|mul(2)");
+  EXPECT_FALSE(d::generic_rows_apply(v)) << "over 32 steps";
 }
 
 namespace conv {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "emulated_lanes.hpp"
+#include "ops/reductions/generic.hpp"
 #include "ops/reductions/plan.hpp"
 #include "reductions_reference.hpp"
 #include "test_support.hpp"
@@ -77,6 +78,18 @@ R __ldg(const R* p) {
 inline float __expf(float v) {
   return std::exp2(v * 1.44269504f);
 }
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline double __fma_rn(double a, double b, double c) {
+  return std::fma(a, b, c);
+}
+inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+inline double __dmul_rn(double a, double b) {
+  return a * b;
+}
 inline float rsqrtf(float v) {
   return 1.0f / std::sqrt(v);
 }
@@ -110,6 +123,57 @@ inline void __syncthreads() {
 }
 
 #include "../kernel_templates/reductions.cuh"
+
+// The generic kernels' step interpreter over host stand-ins of the two step functions the fused
+// cases use, with the arithmetic of EmuScale and EmuGate below (the others are never called).
+#define CUINLINE_EW_OPS_CUH
+#define CUINLINE_EWG_HOST_EMULATED 1
+#define __noinline__
+template <class S>
+S ew_mul(S x, typename ew_traits<S>::op c) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * c);
+}
+template <class S>
+S ew_mul_tensor(S x, S o) {
+  return ew_traits<S>::from_op(ew_traits<S>::to_op(x) * ew_traits<S>::to_op(o));
+}
+#define CUINLINE_EMU_UNUSED(name)        \
+  template <class S, class... A>         \
+  S name(S v, A...) {                    \
+    ADD_FAILURE() << #name " called";    \
+    return v;                            \
+  }
+CUINLINE_EMU_UNUSED(ew_add)
+CUINLINE_EMU_UNUSED(ew_sub)
+CUINLINE_EMU_UNUSED(ew_relu)
+CUINLINE_EMU_UNUSED(ew_leaky_relu)
+CUINLINE_EMU_UNUSED(ew_clamp)
+CUINLINE_EMU_UNUSED(ew_add_tensor)
+CUINLINE_EMU_UNUSED(ew_sub_tensor)
+CUINLINE_EMU_UNUSED(ew_div_tensor)
+CUINLINE_EMU_UNUSED(ew_where)
+CUINLINE_EMU_UNUSED(ew_sigmoid)
+CUINLINE_EMU_UNUSED(ew_tanh)
+CUINLINE_EMU_UNUSED(ew_silu)
+CUINLINE_EMU_UNUSED(ew_gelu)
+CUINLINE_EMU_UNUSED(ew_gelu_tanh)
+CUINLINE_EMU_UNUSED(ew_mish)
+CUINLINE_EMU_UNUSED(ew_softplus)
+CUINLINE_EMU_UNUSED(ew_elu)
+CUINLINE_EMU_UNUSED(ew_hardswish)
+CUINLINE_EMU_UNUSED(ew_hardsigmoid)
+CUINLINE_EMU_UNUSED(ew_exp)
+CUINLINE_EMU_UNUSED(ew_log)
+CUINLINE_EMU_UNUSED(ew_sqrt)
+CUINLINE_EMU_UNUSED(ew_abs)
+CUINLINE_EMU_UNUSED(ew_neg)
+CUINLINE_EMU_UNUSED(ew_softsign)
+CUINLINE_EMU_UNUSED(ew_tanhshrink)
+CUINLINE_EMU_UNUSED(ew_logsigmoid)
+CUINLINE_EMU_UNUSED(ew_hardshrink)
+CUINLINE_EMU_UNUSED(ew_softshrink)
+CUINLINE_EMU_UNUSED(ew_threshold)
+#include "../kernel_templates/reductions_generic.cuh"
 
 namespace {
 
@@ -262,6 +326,55 @@ bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const 
   return false;
 }
 
+// The generic kernel of (op, S) with the launch the library computes for a planned call
+// (generic_rows_launch): the row's split and the lowered chains as run-time data.
+struct GenericArgs {
+  rd_args_e<7> a;
+  rdg_shape shape;
+  rdg_chain pro, epi;
+};
+static_assert(sizeof(rd_args_e<7>) == sizeof(RowArgs), "rd_args_e<7> and RowArgs differ");
+static_assert(sizeof(rdg_shape) == sizeof(cuinline::ops::detail::GenericRowShape), "rdg_shape differs");
+static_assert(sizeof(rdg_chain) == sizeof(cuinline::ops::detail::GenericRowChain), "rdg_chain differs");
+
+template <int kOp, class S>
+void generic_kernel(const GenericArgs& g) {
+  rd_generic_body<kOp, S>(g.a, g.shape, g.pro, g.epi);
+}
+
+template <class S>
+void run_generic(RowOp op, const cuinline::ops::detail::RowCall& call) {
+  const cuinline::ops::detail::GenericRowLaunch l = cuinline::ops::detail::generic_rows_launch(call);
+  GenericArgs g;
+  std::memcpy(&g.a, &call.args, sizeof g.a);
+  std::memcpy(&g.shape, &l.shape, sizeof g.shape);
+  std::memcpy(&g.pro, &l.prologue, sizeof g.pro);
+  std::memcpy(&g.epi, &l.epilogue, sizeof g.epi);
+  void (*kernel)(const GenericArgs&) = nullptr;
+  switch (op) {
+    case RowOp::softmax:
+      kernel = generic_kernel<RD_SOFTMAX, S>;
+      break;
+    case RowOp::log_softmax:
+      kernel = generic_kernel<RD_LOG_SOFTMAX, S>;
+      break;
+    case RowOp::rms_norm:
+      kernel = generic_kernel<RD_RMS_NORM, S>;
+      break;
+    case RowOp::add_rms_norm:
+      kernel = generic_kernel<RD_ADD_RMS_NORM, S>;
+      break;
+    case RowOp::layer_norm:
+      kernel = generic_kernel<RD_LAYER_NORM, S>;
+      break;
+  }
+  launch(kernel, l.grid, l.block, g);
+  if (l.split) {  // the chunks' statistics are in the workspace: merge and write
+    g.shape.phase = 2;
+    launch(kernel, l.grid, l.block, g);
+  }
+}
+
 // Every element of `buf` (`before` as it was) outside the rows of p laid out `stride` apart is
 // unchanged: the gaps between rows and what follows the last.
 void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
@@ -281,10 +394,12 @@ void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
 }
 
 // Plans p on host buffers (the output poisoned, its rows p.sy apart), runs the planned kernel (the
-// split form's two over a workspace, or its looped fallback when `looped`), checks the result and
-// returns the variant run. The output and the residual run on past their last row by the rows a
+// split form's two over a workspace, or its looped fallback when `looped`; the generic kernel when
+// `generic`), checks the result and returns the variant run (the output and the residual in y_out
+// and r_out where given). The output and the residual run on past their last row by the rows a
 // warp-form block holds (one row for the other forms), poisoned: nothing may be written there.
-RowVariant emulate(Problem& p, RowForm want_form, bool looped = false) {
+RowVariant emulate(Problem& p, RowForm want_form, bool looped = false, bool generic = false,
+                   std::vector<unsigned char>* y_out = nullptr, std::vector<unsigned char>* r_out = nullptr) {
   const std::size_t es = cuinline::dtype_size(p.dt);
   const std::int64_t tail_rows = p.n <= 1024 ? cuinline::ops::detail::kWarpBlock : 1;
   std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy) + tail_rows * p.sy) * es);
@@ -313,19 +428,28 @@ RowVariant emulate(Problem& p, RowForm want_form, bool looped = false) {
   g_tensors = {
       {p.x.data(), p.x.size()}, {p.w.data(), p.w.size()}, {p.b.data(), p.b.size()}, {res.data(), p.r.size()}};
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
-  bool ran = false;
+  bool ran = true;
+  const RowVariant& v = call.plan.variant;
+  const auto run_dtype = [&](auto storage) {
+    using S = decltype(storage);
+    if (generic) {
+      run_generic<S>(p.op, call);
+    } else {
+      ran = run_op<S>(p.op, v, call.plan.grid, call.plan.block, a);
+    }
+  };
   switch (p.dt) {
     case DType::f32:
-      ran = run_op<float>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      run_dtype(float{});
       break;
     case DType::f16:
-      ran = run_op<ew_half>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      run_dtype(ew_half{});
       break;
     case DType::bf16:
-      ran = run_op<ew_bf16>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      run_dtype(ew_bf16{});
       break;
     case DType::f64:
-      ran = run_op<double>(p.op, call.plan.variant, call.plan.grid, call.plan.block, a);
+      run_dtype(double{});
       break;
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
@@ -334,6 +458,8 @@ RowVariant emulate(Problem& p, RowForm want_form, bool looped = false) {
     expect_untouched(p, y, y_before, p.sy, "output");
     expect_untouched(p, res, res_before, p.sr, "residual");
   }
+  if (y_out != nullptr) *y_out = std::move(y);
+  if (r_out != nullptr) *r_out = std::move(res);
   return call.plan.variant;
 }
 
@@ -418,6 +544,59 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         const RowVariant v = emulate(p, RowForm::warp);
         EXPECT_EQ(v.threads, n == 1000 ? 32 : 4) << v.name();
+      }
+    }
+  }
+}
+
+// The generic kernels (reductions_generic.cuh, the JIT's no-wait path) on the split the library
+// computes for each planned call: against the float64 reference, and bit for bit the specialized
+// kernel's output (and residual), whose element order, reductions, chunks and formulas the generic
+// kernel follows. Every op in every dtype (under AddressSanitizer each op in one dtype, in turn);
+// scalar and 16-byte accesses, 1-32 lanes a row, the block form, misaligned rows, the split form
+// (two launches over the workspace), special values with eps 0, and the fused chains.
+TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+  for (int d = 0; d < 4; ++d) {
+    for (int k = 0; k < 5; ++k) {
+      const DType dt = dtypes[d];
+      const RowOp op = ops[k];
+#ifdef RD_ASAN_FIBERS
+      if (d != k % 4) continue;
+#endif
+      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+      struct Case {
+        std::int64_t rows, n, pad_x, pad_y, offset;
+        RowForm form;
+        bool special, chains;
+      };
+      const Case cases[] = {
+          {9, 7, 0, 3, 0, RowForm::warp, false, false},        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
+          {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false}, {6, 1000, 0, 8, 0, RowForm::warp, false, false},
+          {3, 3000, 16, 8, 0, RowForm::block, false, false},  {3, 2001, 2, 0, 1, RowForm::block, false, false},
+          {2, 33001, 0, 1, 1, RowForm::split_stats, false, false}, {6, 33000, 0, 0, 0, RowForm::split_stats, true, false},
+          {7, 1000, 0, 0, 0, RowForm::warp, true, false},
+          {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},     {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
+          {7, 3000, 0, 0, 0, RowForm::block, true, true},
+      };
+      for (const Case& c : cases) {
+        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
+        p.weight = c.offset == 0;
+        if (c.special) {
+          p.eps = 0;
+          cuinline::test::add_special_rows(p, rng);
+        }
+        if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+        std::vector<unsigned char> y_generic, r_generic;
+        const RowVariant v = emulate(p, c.form, false, true, &y_generic, &r_generic);
+        std::vector<unsigned char> y, r;
+        emulate(p, c.form, false, false, &y, &r);
+        EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
       }
     }
   }

@@ -4,13 +4,16 @@
 // kept so), fresh random data each run, special values (NaN, ±inf, a row all -inf, -0.0,
 // subnormals, eps 0), outputs poisoned before each launch (gaps between strided rows must stay
 // poisoned), strided and misaligned rows, in place, add_rms_norm's residual bit for bit, CUDA-graph
-// capture, and fused prologue / epilogue chains (RowFusion) in each form.
+// capture, and fused prologue / epilogue chains (RowFusion) in each form. The suite runs under the
+// sync policy (tests/CMakeLists.txt): every call runs the specialized kernel; the generic kernels
+// (the JIT's no-wait path) have their own cases at the end, under the policies they serve.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cuinline/driver.hpp>
+#include <cuinline/jit.hpp>
 #include <cuinline/reductions.hpp>
 #include <random>
 #include <string>
@@ -327,6 +330,122 @@ TEST_F(ReductionsGpu, FusedPrologueAndEpilogue) {
       }
     }
   }
+}
+
+// The output's rows (the input's where in place) read back.
+std::vector<unsigned char> output_bytes(const Problem& p, const DeviceProblem& d) {
+  std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * cuinline::dtype_size(p.dt));
+  d.y.copy_to_host(y.data(), y.size());
+  return y;
+}
+
+// The generic kernels (the generic policy, the variant's specialized kernel not in the process) on
+// every op and dtype, each form's row lengths, special values with eps 0, strided and misaligned
+// rows, and fused chains: against the float64 reference, and bit for bit the specialized kernel's
+// output and residual (sync, on a second copy of the same data), whose element order, reductions,
+// chunks and formulas the generic kernel follows.
+TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
+  if (!cuinline::generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
+  struct Case {
+    std::int64_t rows, n, pad_x, pad_y, offset;
+    bool special;
+    const char* prologue;
+    const char* epilogue;
+    int inputs;
+  };
+  const Case cases[] = {
+      {37, 7, 0, 3, 0, false, "", "", 0},         {300, 64, 0, 0, 0, false, "", "", 0},
+      {37, 1000, 8, 0, 0, false, "", "", 0},      {17, 4096, 0, 8, 0, false, "", "", 0},
+      {9, 32768, 0, 0, 0, false, "", "", 0},      {5, 2001, 2, 0, 1, false, "", "", 0},
+      // Split rows of 257 chunks: the write kernel's lanes merge two chunks each.
+      {3, 262144, 0, 0, 0, false, "", "", 0},     {2, (1 << 21) + 8192 + 3, 0, 0, 0, false, "", "", 0},
+      {2, (1 << 21) + 8192, 0, 0, 0, false, "", "", 0},
+      {7, 1000, 0, 0, 0, true, "", "", 0},        {7, 40000, 0, 0, 0, true, "", "", 0},
+      {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
+      {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},
+  };
+  for (DType dt : kDtypes) {
+    for (RowOp op : kOps) {
+      for (const Case& c : cases) {
+        Problem p = make_problem(op, dt, c.rows, c.n, rng_, c.pad_x, c.pad_y, c.offset);
+        p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
+        p.weight = c.offset == 0;
+        if (c.special) {
+          p.eps = 0;
+          cuinline::test::add_special_rows(p, rng_);
+        }
+        if (*c.prologue != '\0') cuinline::test::add_chains(p, c.prologue, c.epilogue, c.inputs, rng_);
+        const DeviceProblem g = to_device(p), s = to_device(p);
+        cuinline::ops::clear_reduction_map();  // no specialized kernel of the variant in the process
+        const cuinline::JitStats before = cuinline::jit_stats();
+        {
+          cuinline::ScopedJitPolicy generic(cuinline::JitPolicy::generic);
+          call(p, g);
+        }
+        EXPECT_EQ(cuinline::jit_stats().generic_launches, before.generic_launches + 1) << cuinline::test::what(p);
+        check(p, g);
+        call(p, s);  // sync (the suite's policy): the specialized kernel
+        EXPECT_TRUE(output_bytes(p, g) == output_bytes(p, s))
+            << cuinline::test::what(p) << ": the generic kernel's output differs from the specialized one's";
+        if (op == RowOp::add_rms_norm) {
+          std::vector<unsigned char> rg(p.r.size()), rs(p.r.size());
+          g.r.copy_to_host(rg.data(), rg.size());
+          s.r.copy_to_host(rs.data(), rs.size());
+          EXPECT_TRUE(rg == rs) << cuinline::test::what(p) << ": the residuals differ";
+        }
+      }
+    }
+  }
+}
+
+// Under async a never-seen variant runs on the generic kernel at once and its specialized kernel is
+// compiled in the background, then swapped in (the split form: both its kernels); a capture while
+// a specialization is pending waits for it and records the specialized kernel, and its replays
+// give the eager results.
+TEST_F(ReductionsGpu, AsyncServesAtOnceThenSwapsTheSpecializedKernelIn) {
+  if (!cuinline::generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  cuinline::wait_for_specializations();
+  // A prologue constant of this run: a variant no earlier test compiled.
+  const std::string scale = "mul(" + std::to_string(1.0 + static_cast<double>(rng_() % 100000) / 1e6) + ")";
+  for (const std::int64_t n : {std::int64_t{1000}, std::int64_t{200000}}) {  // the warp and the split form
+    Problem p = make_problem(RowOp::rms_norm, DType::bf16, 9, n, rng_);
+    cuinline::test::add_chains(p, scale.c_str(), "", 0, rng_);
+    DeviceProblem d = to_device(p);
+    cuinline::ScopedJitPolicy async(cuinline::JitPolicy::async);
+    const cuinline::JitStats before = cuinline::jit_stats();
+    call(p, d);
+    const cuinline::JitStats first = cuinline::jit_stats();
+    EXPECT_EQ(first.generic_launches, before.generic_launches + 1);
+    EXPECT_EQ(first.submitted, before.submitted + 1);
+    check(p, d);
+    cuinline::wait_for_specializations();
+    const cuinline::JitStats drained = cuinline::jit_stats();
+    EXPECT_EQ(drained.pending, 0u);
+    EXPECT_EQ(drained.swaps, before.swaps + 1);
+    EXPECT_EQ(drained.background_failures, before.background_failures);
+    d.y.fill_u32(kPoison);
+    call(p, d);
+    const cuinline::JitStats second = cuinline::jit_stats();
+    EXPECT_EQ(second.generic_launches, drained.generic_launches) << "the specialized kernel runs now";
+    EXPECT_EQ(second.submitted, drained.submitted);
+    check(p, d);
+  }
+  // A capture of a never-seen variant under async: compiled there (as under sync), never generic.
+  Problem p = make_problem(RowOp::layer_norm, DType::f16, 6, 3000, rng_);
+  cuinline::test::add_chains(p, ("mul(" + std::to_string(2.0 + static_cast<double>(rng_() % 100000) / 1e6) + ")").c_str(),
+                             "", 0, rng_);
+  DeviceProblem d = to_device(p);
+  cuinline::ScopedJitPolicy async(cuinline::JitPolicy::async);
+  const cuinline::JitStats before = cuinline::jit_stats();
+  cuinline::Stream stream;
+  cuinline::Graph graph = cuinline::Graph::capture(stream, [&] { call(p, d, stream); });
+  EXPECT_EQ(cuinline::jit_stats().generic_launches, before.generic_launches);
+  EXPECT_EQ(cuinline::jit_stats().sync_waits, before.sync_waits + 1);
+  graph.launch(stream);
+  stream.synchronize();
+  check(p, d);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The fatbins nvcc built from src/ops/elementwise/ew_generic.cu and src/ops/conv2d/conv2d_generic_rt.cu
-// (CMakeLists.txt), embedded with the assembler's .incbin: no generated source of megabytes, and the bytes
+// The fatbins nvcc built from src/ops/elementwise/ew_generic.cu, src/ops/conv2d/conv2d_generic_rt.cu and
+// src/ops/reductions/rd_generic.cu (CMakeLists.txt), embedded with the assembler's .incbin: no generated source of megabytes, and the bytes
 // stay in .rodata.
 #include "ops/generic_fatbin.hpp"
 
@@ -30,11 +30,22 @@ __asm__(
     ".globl cuinline_convg_fatbin_end\n"
     ".hidden cuinline_convg_fatbin_end\n"
     "cuinline_convg_fatbin_end:\n"
+    ".balign 16\n"
+    ".globl cuinline_rdg_fatbin_begin\n"
+    ".hidden cuinline_rdg_fatbin_begin\n"
+    "cuinline_rdg_fatbin_begin:\n"
+    ".incbin \"" CUINLINE_GENERIC_ROWS_FATBIN_PATH
+    "\"\n"
+    ".globl cuinline_rdg_fatbin_end\n"
+    ".hidden cuinline_rdg_fatbin_end\n"
+    "cuinline_rdg_fatbin_end:\n"
     ".previous\n");
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_begin[];
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_ewg_fatbin_end[];
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_convg_fatbin_begin[];
 extern "C" __attribute__((visibility("hidden"))) const char cuinline_convg_fatbin_end[];
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_rdg_fatbin_begin[];
+extern "C" __attribute__((visibility("hidden"))) const char cuinline_rdg_fatbin_end[];
 #endif
 
 namespace cuinline {
@@ -49,35 +60,37 @@ bool generic_fatbin_built() noexcept {
   return CUINLINE_HAVE_GENERIC_KERNELS != 0;
 }
 
-std::string_view generic_fatbin() noexcept {
+std::string_view generic_fatbin(GenericFatbin which) noexcept {
 #if CUINLINE_HAVE_GENERIC_KERNELS
-  return std::string_view(cuinline_ewg_fatbin_begin,
-                          static_cast<std::size_t>(cuinline_ewg_fatbin_end - cuinline_ewg_fatbin_begin));
+  const auto span = [](const char* begin, const char* end) {
+    return std::string_view(begin, static_cast<std::size_t>(end - begin));
+  };
+  switch (which) {
+    case GenericFatbin::elementwise:
+      return span(cuinline_ewg_fatbin_begin, cuinline_ewg_fatbin_end);
+    case GenericFatbin::conv2d:
+      return span(cuinline_convg_fatbin_begin, cuinline_convg_fatbin_end);
+    case GenericFatbin::reductions:
+      return span(cuinline_rdg_fatbin_begin, cuinline_rdg_fatbin_end);
+  }
 #else
-  return {};
+  (void)which;
 #endif
-}
-
-std::string_view generic_conv_fatbin() noexcept {
-#if CUINLINE_HAVE_GENERIC_KERNELS
-  return std::string_view(cuinline_convg_fatbin_begin,
-                          static_cast<std::size_t>(cuinline_convg_fatbin_end - cuinline_convg_fatbin_begin));
-#else
   return {};
-#endif
 }
 
 const Module& generic_module(GenericFatbin which) {
   static std::mutex mutex;
-  static Module* modules[2] = {};  // never destroyed: ops may run during static teardown
-  const bool conv = which == GenericFatbin::conv2d;
+  static Module* modules[3] = {};  // never destroyed: ops may run during static teardown
+  static const char* const names[3] = {"ew_generic.fatbin", "conv2d_generic_rt.fatbin", "rd_generic.fatbin"};
+  const auto index = static_cast<std::size_t>(which);
   std::lock_guard<std::mutex> lock(mutex);
-  Module*& module = modules[conv ? 1 : 0];
+  Module*& module = modules[index];
   if (module != nullptr) return *module;
-  const std::string_view fatbin = conv ? generic_conv_fatbin() : generic_fatbin();
+  const std::string_view fatbin = generic_fatbin(which);
   CompiledProgram program;
   program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
-  program.program_name = conv ? "conv2d_generic_rt.fatbin" : "ew_generic.fatbin";
+  program.program_name = names[index];
   program.binary.assign(fatbin.begin(), fatbin.end());
   auto state = std::make_shared<ModuleState>(std::move(program), CacheKey{}, CacheTier::memory);
   module = new Module(std::move(state));

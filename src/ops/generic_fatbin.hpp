@@ -1,7 +1,7 @@
 #pragma once
-// The generic kernels' fatbins, embedded at build time (CUINLINE_GENERIC_KERNELS): the elementwise
-// kernels' and the conv2d kernels' (compiled with different options: two fatbins), and the one
-// module each family loads its kernels from.
+// The generic kernels' fatbins, embedded at build time (CUINLINE_GENERIC_KERNELS): the elementwise,
+// conv2d and row-reduction kernels' (one fatbin a family), and the one module each family loads its
+// kernels from.
 #include <cuinline/module.hpp>
 #include <string_view>
 
@@ -9,12 +9,10 @@ namespace cuinline::detail {
 
 /// Whether this build embeds the generic kernels.
 bool generic_fatbin_built() noexcept;
-/// The elementwise fatbin (empty where not built).
-std::string_view generic_fatbin() noexcept;
-/// The conv2d fatbin (empty where not built).
-std::string_view generic_conv_fatbin() noexcept;
+enum class GenericFatbin { elementwise, conv2d, reductions };
 
-enum class GenericFatbin { elementwise, conv2d };
+/// A family's fatbin (empty where not built).
+std::string_view generic_fatbin(GenericFatbin which) noexcept;
 
 /// The module of one embedded fatbin, made on the first call (thread-safe) and then the same for
 /// every call and every device: cuLibraryLoadData is context-independent, and the driver picks the

@@ -1,13 +1,17 @@
 // The reductions at run time: the planner (plan.cpp), then the family's launch sequence
-// (ops/family.hpp): device, tensor access checks, the in-process map of (variant, device),
-// Kernel::launch with one rd_args — the split form's two kernels with a workspace, or the looped
+// (ops/family.hpp): device, tensor access checks, the in-process map of (variant, device) — a
+// variant not in it yet runs on the generic kernel under the async and generic policies (generic.cpp)
+// —, Kernel::launch with one rd_args: the split form's two kernels with a workspace, or the looped
 // form where none can be had. Only a miss renders the source and goes to KernelCache::get.
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 
+#include "common/log.hpp"
 #include "driver/workspace.hpp"
 #include "ops/family.hpp"
+#include "ops/reductions/generic.hpp"
 #include "ops/reductions/plan.hpp"
+#include "ops/specialize.hpp"
 
 namespace cuinline::ops {
 namespace {
@@ -40,6 +44,35 @@ const RowFusion& no_fusion() {
   return *none;
 }
 
+// Loads a variant's specialized kernels in the background (async): the split form's write kernel
+// first, then the variant's own, whose entry the calls look up.
+void submit_specialization(const RowVariant& variant, std::uint64_t hash, int device) {
+  auto job = [hash, device, v = variant]() noexcept {
+    auto same = [&](const RowVariant& e) { return e == v; };
+    try {
+      if (v.form == RowForm::split_stats) {
+        RowVariant write = v;
+        write.form = RowForm::split_write;
+        kernel_for(write, device);
+      }
+      const Kernel specialized = detail::load_kernel(v, device);
+      reduction_map().finish_pending(hash, device, same, &specialized);
+      detail::count_swap();
+    } catch (const std::exception& e) {
+      reduction_map().finish_pending(hash, device, same, nullptr);
+      detail::count_background_failure();
+      logger()->warn("background specialization of {} on device {} failed; its calls keep the generic kernel: {}",
+                     v.name(), device, e.what());
+    }
+  };
+  auto same = [&](const RowVariant& e) { return e == variant; };
+  if (!detail::submit_specialization(std::move(job))) reduction_map().cancel_pending(hash, device, same);
+}
+
+// The family's launch sequence (ops/family.hpp) with the JIT policy (include/cuinline/jit.hpp): a
+// variant whose specialized kernel is not in the map runs on the generic kernel where it applies —
+// at once, while the specialized kernel compiles on the background pool (async), or for good
+// (generic); otherwise, and under sync or a capture, the call loads or compiles it first.
 void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView& weight, const TensorView& bias,
          const TensorView& residual, double eps, const RowFusion& fusion, CUstream stream) {
   detail::RowCall call = detail::plan_row_call(op, in, out, weight, bias, residual, eps, fusion);
@@ -54,9 +87,34 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   for (std::size_t k = 0; k < fusion.epilogue_inputs.size(); ++k) {
     tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
   }
+  const int device = detail::launch_device(stream, tensors);
+  {
+    const RowVariant& variant = call.plan.variant;
+    const std::uint64_t hash = detail::hash_of(variant);
+    auto equal = [&](const RowVariant& v) { return v == variant; };
+    Kernel ready;
+    const auto state = reduction_map().find(hash, device, equal, &ready);
+    if (state != ReductionMap::State::ready) {
+      if (detail::generic_rows_apply(variant)) {
+        const JitPolicy policy = detail::effective_policy(stream);
+        if (policy == JitPolicy::async && !state && reduction_map().begin_pending(hash, device, equal, variant)) {
+          submit_specialization(variant, hash, device);
+        }
+        if (policy != JitPolicy::sync) {
+          reduction_map().count_launch();
+          detail::launch_generic_rows(call, device, stream);
+          return;
+        }
+      }
+      detail::count_sync_wait();
+    }
+  }
+  LaunchConfig cfg;
+  cfg.grid = Dim3(call.plan.grid);
+  cfg.block = Dim3(call.plan.block);
+  cfg.stream = stream;
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
-    const int device = detail::launch_device(stream, tensors);
     const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
     if (ws != 0) {
       cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
@@ -64,29 +122,18 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
       write.form = RowForm::split_write;
       const Kernel stats = kernel_for(call.plan.variant, device), writer = kernel_for(write, device);
       reduction_map().count_launch();
-      LaunchConfig cfg;
-      cfg.grid = Dim3(call.plan.grid);
-      cfg.block = Dim3(call.plan.block);
-      cfg.stream = stream;
       call.args.ws = reinterpret_cast<void*>(ws);
       launch_rows(stats, cfg, call.args, call.plan.variant);
       launch_rows(writer, cfg, call.args, write);
       return;
     }
     call = detail::looped_fallback(call);
+    cfg.grid = Dim3(call.plan.grid);
+    cfg.block = Dim3(call.plan.block);
   }
-  const RowVariant& variant = call.plan.variant;
-  detail::launch_variant(
-      reduction_map(), stream, tensors, detail::hash_of(variant),
-      [&](const RowVariant& v) { return v == variant; },
-      [&](int device) { return std::make_pair(variant, detail::load_kernel(variant, device)); },
-      [&](const Kernel& kernel, int) {
-        LaunchConfig cfg;
-        cfg.grid = Dim3(call.plan.grid);
-        cfg.block = Dim3(call.plan.block);
-        cfg.stream = stream;
-        launch_rows(kernel, cfg, call.args, variant);
-      });
+  const Kernel kernel = kernel_for(call.plan.variant, device);
+  reduction_map().count_launch();
+  launch_rows(kernel, cfg, call.args, call.plan.variant);
 }
 
 }  // namespace

@@ -1,0 +1,127 @@
+// The generic row-reduction kernels: a call's variant as run-time arguments (the row's split and the
+// lowered chains, from the lowering the rendered functors are printed from), and their launch. The
+// kernels are a fatbin nvcc built with the library, loaded once for every device
+// (src/ops/generic_fatbin.cpp).
+#include "ops/reductions/generic.hpp"
+
+#include <cuinline/error.hpp>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "driver/workspace.hpp"
+#include "ops/elementwise/render.hpp"
+#include "ops/generic_fatbin.hpp"
+#include "ops/specialize.hpp"
+
+namespace cuinline::ops::detail {
+namespace {
+
+// Lowered steps of a chain (div_leaky_relu is two).
+std::size_t lowered_steps(const Op& op) {
+  std::size_t n = 0;
+  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
+  return n;
+}
+
+GenericRowChain lower(const Op& chain, DType dtype) {
+  GenericRowChain c;
+  if (!has_chain(chain)) return c;
+  const std::vector<cuinline::detail::LoweredStep> steps = cuinline::detail::lower_chain(chain, dtype);
+  if (steps.size() > static_cast<std::size_t>(kGenericMaxSteps)) {
+    throw InvalidArgument("generic row kernel: a chain of " + std::to_string(steps.size()) + " steps (at most " +
+                          std::to_string(kGenericMaxSteps) + ")");
+  }
+  c.steps = static_cast<std::int32_t>(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const cuinline::detail::LoweredStep& s = steps[i];
+    GenericStep& g = c.step[i];
+    g.fn = static_cast<std::int32_t>(s.fn);
+    g.operand = s.operand;
+    g.cond = s.cond;
+    for (int k = 0; k < 3; ++k) g.c[k] = cuinline::detail::opmath_value(s.c[k], dtype);
+    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, dtype);
+  }
+  return c;
+}
+
+// "cuinline_rdg_layer_norm_bf16" (src/ops/reductions/rd_generic.cu).
+std::string kernel_symbol(RowOp op, DType dtype) {
+  return std::string("cuinline_rdg_") + to_string(op) + "_" + to_string(dtype);
+}
+
+Kernel generic_kernel(RowOp op, DType dtype) {
+  static std::mutex mutex;
+  static Kernel kernels[5][4];  // [op][dtype]
+  std::lock_guard<std::mutex> lock(mutex);
+  Kernel& k = kernels[static_cast<std::size_t>(op) % 5][static_cast<std::size_t>(dtype) & 3];
+  if (!k) {
+    k = cuinline::detail::generic_module(cuinline::detail::GenericFatbin::reductions).kernel(kernel_symbol(op, dtype));
+  }
+  return k;
+}
+
+}  // namespace
+
+bool generic_rows_apply(const RowVariant& v) {
+  if (!cuinline::detail::generic_fatbin_built()) return false;
+  for (const Op* chain : {&v.prologue, &v.epilogue}) {
+    if (!chain->expression.empty() || !chain->more_outputs.empty()) return false;
+    if (lowered_steps(*chain) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
+  }
+  return v.epilogue_inputs >= 0 && v.epilogue_inputs <= kMaxEpilogueInputs;
+}
+
+GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
+  const RowPlan& p = call.plan;
+  const RowVariant& v = p.variant;
+  GenericRowLaunch g;
+  g.shape.vector = v.vector_width;
+  if (v.form == RowForm::warp || v.form == RowForm::block || (v.form == RowForm::split_stats && !whole_rows)) {
+    // The specialized kernel's split: its lanes and accesses, its grid and block.
+    g.shape.threads = v.threads;
+    g.shape.iters = v.per_thread / v.vector_width;
+    g.grid = p.grid;
+    g.block = p.block;
+    g.split = v.form == RowForm::split_stats;
+    g.shape.phase = g.split ? 1 : 0;
+  } else {
+    const std::int64_t per_pass = std::int64_t{kLoopedThreads} * v.vector_width;
+    g.shape.threads = kLoopedThreads;
+    g.shape.iters = static_cast<std::int32_t>((p.n + per_pass - 1) / per_pass);
+    g.grid = static_cast<std::uint32_t>(p.rows);
+    g.block = kLoopedThreads;
+  }
+  g.prologue = lower(v.prologue, v.dtype);
+  g.epilogue = lower(v.epilogue, v.dtype);
+  return g;
+}
+
+void launch_generic_rows(RowCall call, int device, CUstream stream) {
+  const Kernel kernel = generic_kernel(call.plan.variant.op, call.plan.variant.dtype);
+  GenericRowLaunch g = generic_rows_launch(call);
+  LaunchConfig cfg;
+  cfg.stream = stream;
+  // The kernel takes rd_args_e<7>: every epilogue slot, the unused ones null.
+  if (g.split) {
+    const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
+    if (ws != 0) {
+      cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
+      call.args.ws = reinterpret_cast<void*>(ws);
+      cfg.grid = Dim3(g.grid);
+      cfg.block = Dim3(g.block);
+      kernel.launch(cfg, call.args, g.shape, g.prologue, g.epilogue);
+      g.shape.phase = 2;
+      kernel.launch(cfg, call.args, g.shape, g.prologue, g.epilogue);
+      count_generic_launch();
+      return;
+    }
+    g = generic_rows_launch(call, true);
+  }
+  cfg.grid = Dim3(g.grid);
+  cfg.block = Dim3(g.block);
+  kernel.launch(cfg, call.args, g.shape, g.prologue, g.epilogue);
+  count_generic_launch();
+}
+
+}  // namespace cuinline::ops::detail
