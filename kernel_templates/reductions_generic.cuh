@@ -3,8 +3,8 @@
 // prologue and epilogue chains as run-time data, so that a never-seen variant runs at once while
 // its specialized kernel (reductions.cuh) compiles.
 //
-// rd_generic_body<op, S>(a, g, pro, epi), the body of one __global__ kernel per op and dtype
-// (src/ops/reductions/rd_generic.cu): lane t of a row's g.threads lanes takes the elements
+// rd_generic_body<S>(a, g, pro, epi), the body of one __global__ kernel per dtype, the op among the
+// run-time data (src/ops/reductions/rd_generic.cu): lane t of a row's g.threads lanes takes the elements
 // (it * T + t) * V + j, it < g.iters, j < V, in that order — the order in which the specialized
 // warp and block forms (rd_regs) hold and sum them, with the same reductions (xor shuffles within a
 // warp, then one value a warp through shared memory) and formulas. T <= 32: 128 / T rows a block of
@@ -44,6 +44,7 @@ struct rdg_shape {
   int vector;
   int iters;
   int phase;
+  int op;  // RD_SOFTMAX .. RD_LAYER_NORM
 };
 
 // The most elements of one access (16 bytes).
@@ -52,32 +53,19 @@ struct rdg_widest {
   enum { value = 16 / sizeof(S) };
 };
 
-// The prologue on one storage value.
-template <class S>
-__device__ __noinline__ S rdg_prologue(const rdg_chain& p, S x) {
-  S y[1] = {x};
-  const S none[1] = {x};
-  for (int s = 0; s < p.steps; ++s) {
-    const ewg_step& st = p.step[s];
-    const ewg_opmath<S> k(st);
-    ewg_step_values<S, 1, true>(st, k, y, none, none);
-  }
-  return y[0];
-}
-
-// Operand `k` of the epilogue at column i of `row`: 0 is the output value the chain started from,
-// 1..K the extra tensors.
+// Operand `k` of a chain at column i of `row`: 0 is the value the chain started from, 1..K the
+// epilogue's extra tensors (a prologue has no tensor operand).
 template <class S>
 __device__ __forceinline__ S rdg_operand(const rd_args_e<7>& a, int k, long long row, long long i, S first) {
   if (k == 0) return first;
   return static_cast<const S*>(a.e[k - 1].p)[row * a.e[k - 1].s + i];
 }
 
-// The epilogue on the output value v (opmath) at column i: rounded to S, then the chain.
+// A chain on one storage value: the prologue on an element of x as loaded, the epilogue on an output
+// rounded to S (with its tensors' elements at column i of `row`). One function a dtype for both.
 template <class S>
-__device__ __noinline__ S rdg_epilogue(const rd_args_e<7>& a, const rdg_chain& p, long long row, long long i,
-                                          typename ew_traits<S>::op v) {
-  const S first = ew_traits<S>::from_op(v);
+__device__ __noinline__ S rdg_chain_value(const rd_args_e<7>& a, const rdg_chain& p, long long row, long long i,
+                                          S first) {
   S y[1] = {first};
   for (int s = 0; s < p.steps; ++s) {
     const ewg_step& st = p.step[s];
@@ -140,8 +128,8 @@ __device__ __forceinline__ void rdg_store(S* p, int V, const S (&s)[rdg_widest<S
 // The access at i (of `count` elements from x) as opmath values (rd_regs's v): x through the
 // prologue and, for add_rms_norm, plus the residual rounded to S (written back in the first pass
 // only; the later passes read that back); zeros where the lane has no row or i is past the end.
-template <int kOp, class S>
-__device__ __forceinline__ void rdg_values(const rd_args_e<7>& a, const rdg_chain& pro, const S* x, S* r, bool live,
+template <class S>
+__device__ __forceinline__ void rdg_values(int kOp, const rd_args_e<7>& a, const rdg_chain& pro, const S* x, S* r, bool live,
                                            long long i, long long count, int V, bool first_pass,
                                            typename ew_traits<S>::op (&v)[rdg_widest<S>::value]) {
   typedef typename ew_traits<S>::op A;
@@ -159,7 +147,7 @@ __device__ __forceinline__ void rdg_values(const rd_args_e<7>& a, const rdg_chai
     if (pro.steps > 0) {
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        if (j < V) s[j] = rdg_prologue<S>(pro, s[j]);
+        if (j < V) s[j] = rdg_chain_value<S>(a, pro, 0, 0, s[j]);
       }
     }
     if (kOp == RD_ADD_RMS_NORM) {
@@ -193,9 +181,10 @@ __device__ __forceinline__ void rdg_online_reduce(A& m, A& s, A* shm, A* shs, in
   __syncthreads();
 }
 
-template <int kOp, class S>
+template <class S>
 __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg_shape& g, const rdg_chain& pro,
                                                 const rdg_chain& epi) {
+  const int kOp = g.op;
   typedef typename ew_traits<S>::op A;
   enum { W = rdg_widest<S>::value };
   __shared__ A sh[32], sh2[32];
@@ -262,7 +251,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
-        rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, true, v);
+        rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           if (j < V) m = rd_max()(m, v[j]);
@@ -274,7 +263,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
-        rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, false, v);
+        rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           // A chunk's -inf elements count 1 each while its max is -inf (rd_split_stats), so the
@@ -290,7 +279,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     A ss = A(0);
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
-      rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, true, v);
+      rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         if (j < V) ss += v[j] * v[j];  // the padding is 0, as rd_regs sums it
@@ -303,7 +292,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     A sum = A(0);
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
-      rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, true, v);
+      rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         if (j < V) sum += v[j];
@@ -315,7 +304,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
-        rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, false, v);
+        rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           if (j < V) {
@@ -345,7 +334,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
   for (int it = 0; it < iters; ++it) {
     const long long i = (static_cast<long long>(it) * T + t) * V;
     if (i >= count) break;
-    rdg_values<kOp, S>(a, pro, x, r, live, i, count, V, false, v);
+    rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
     S ws[W], bs[W], out[W];
     const bool has_w = (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM || kOp == RD_LAYER_NORM) && w != 0;
     const bool has_b = kOp == RD_LAYER_NORM && b != 0;
@@ -366,7 +355,8 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         if (has_w) o = o * ew_traits<S>::to_op(ws[j]);
         if (has_b) o = o + ew_traits<S>::to_op(bs[j]);
       }
-      out[j] = epi.steps > 0 ? rdg_epilogue<S>(a, epi, row, base + i + j, o) : ew_traits<S>::from_op(o);
+      out[j] = epi.steps > 0 ? rdg_chain_value<S>(a, epi, row, base + i + j, ew_traits<S>::from_op(o))
+                              : ew_traits<S>::from_op(o);
     }
     rdg_store<S>(y + i, V, out);
   }

@@ -326,8 +326,8 @@ bool run_op(RowOp op, const RowVariant& v, unsigned grid, unsigned block, const 
   return false;
 }
 
-// The generic kernel of (op, S) with the launch the library computes for a planned call
-// (generic_rows_launch): the row's split and the lowered chains as run-time data.
+// The generic kernel of S with the launch the library computes for a planned call
+// (generic_rows_launch): the op, the row's split and the lowered chains as run-time data.
 struct GenericArgs {
   rd_args_e<7> a;
   rdg_shape shape;
@@ -337,41 +337,23 @@ static_assert(sizeof(rd_args_e<7>) == sizeof(RowArgs), "rd_args_e<7> and RowArgs
 static_assert(sizeof(rdg_shape) == sizeof(cuinline::ops::detail::GenericRowShape), "rdg_shape differs");
 static_assert(sizeof(rdg_chain) == sizeof(cuinline::ops::detail::GenericRowChain), "rdg_chain differs");
 
-template <int kOp, class S>
+template <class S>
 void generic_kernel(const GenericArgs& g) {
-  rd_generic_body<kOp, S>(g.a, g.shape, g.pro, g.epi);
+  rd_generic_body<S>(g.a, g.shape, g.pro, g.epi);
 }
 
 template <class S>
-void run_generic(RowOp op, const cuinline::ops::detail::RowCall& call) {
+void run_generic(const cuinline::ops::detail::RowCall& call) {
   const cuinline::ops::detail::GenericRowLaunch l = cuinline::ops::detail::generic_rows_launch(call);
   GenericArgs g;
   std::memcpy(&g.a, &call.args, sizeof g.a);
   std::memcpy(&g.shape, &l.shape, sizeof g.shape);
   std::memcpy(&g.pro, &l.prologue, sizeof g.pro);
   std::memcpy(&g.epi, &l.epilogue, sizeof g.epi);
-  void (*kernel)(const GenericArgs&) = nullptr;
-  switch (op) {
-    case RowOp::softmax:
-      kernel = generic_kernel<RD_SOFTMAX, S>;
-      break;
-    case RowOp::log_softmax:
-      kernel = generic_kernel<RD_LOG_SOFTMAX, S>;
-      break;
-    case RowOp::rms_norm:
-      kernel = generic_kernel<RD_RMS_NORM, S>;
-      break;
-    case RowOp::add_rms_norm:
-      kernel = generic_kernel<RD_ADD_RMS_NORM, S>;
-      break;
-    case RowOp::layer_norm:
-      kernel = generic_kernel<RD_LAYER_NORM, S>;
-      break;
-  }
-  launch(kernel, l.grid, l.block, g);
+  launch(generic_kernel<S>, l.grid, l.block, g);
   if (l.split) {  // the chunks' statistics are in the workspace: merge and write
     g.shape.phase = 2;
-    launch(kernel, l.grid, l.block, g);
+    launch(generic_kernel<S>, l.grid, l.block, g);
   }
 }
 
@@ -433,7 +415,7 @@ RowVariant emulate(Problem& p, RowForm want_form, bool looped = false, bool gene
   const auto run_dtype = [&](auto storage) {
     using S = decltype(storage);
     if (generic) {
-      run_generic<S>(p.op, call);
+      run_generic<S>(call);
     } else {
       ran = run_op<S>(p.op, v, call.plan.grid, call.plan.block, a);
     }
@@ -584,6 +566,11 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
           {7, 3000, 0, 0, 0, RowForm::block, true, true},
       };
       for (const Case& c : cases) {
+#ifdef RD_ASAN_FIBERS
+        // Under AddressSanitizer: one row length a form (the misaligned block and split rows, the
+        // whole-warp rows and the 2-access lanes only in the release build).
+        if (c.offset != 0 || c.n == 1000 || c.rows == 67) continue;
+#endif
         Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
         p.weight = c.offset == 0;
         if (c.special) {

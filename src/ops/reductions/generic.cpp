@@ -45,19 +45,17 @@ GenericRowChain lower(const Op& chain, DType dtype) {
   return c;
 }
 
-// "cuinline_rdg_layer_norm_bf16" (src/ops/reductions/rd_generic.cu).
-std::string kernel_symbol(RowOp op, DType dtype) {
-  return std::string("cuinline_rdg_") + to_string(op) + "_" + to_string(dtype);
+// "cuinline_rdg_bf16" (src/ops/reductions/rd_generic.cu).
+std::string kernel_symbol(DType dtype) {
+  return std::string("cuinline_rdg_") + to_string(dtype);
 }
 
-Kernel generic_kernel(RowOp op, DType dtype) {
+Kernel generic_kernel(DType dtype) {
   static std::mutex mutex;
-  static Kernel kernels[5][4];  // [op][dtype]
+  static Kernel kernels[4];
   std::lock_guard<std::mutex> lock(mutex);
-  Kernel& k = kernels[static_cast<std::size_t>(op) % 5][static_cast<std::size_t>(dtype) & 3];
-  if (!k) {
-    k = cuinline::detail::generic_module(cuinline::detail::GenericFatbin::reductions).kernel(kernel_symbol(op, dtype));
-  }
+  Kernel& k = kernels[static_cast<std::size_t>(dtype) & 3];
+  if (!k) k = cuinline::detail::generic_module(cuinline::detail::GenericFatbin::reductions).kernel(kernel_symbol(dtype));
   return k;
 }
 
@@ -76,6 +74,9 @@ GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
   const RowPlan& p = call.plan;
   const RowVariant& v = p.variant;
   GenericRowLaunch g;
+  static_assert(static_cast<int>(RowOp::softmax) == 0 && static_cast<int>(RowOp::layer_norm) == 4,
+                "RowOp's values are reductions.cuh's RD_* ops");
+  g.shape.op = static_cast<std::int32_t>(v.op);
   g.shape.vector = v.vector_width;
   if (v.form == RowForm::warp || v.form == RowForm::block || (v.form == RowForm::split_stats && !whole_rows)) {
     // The specialized kernel's split: its lanes and accesses, its grid and block.
@@ -98,7 +99,7 @@ GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
 }
 
 void launch_generic_rows(RowCall call, int device, CUstream stream) {
-  const Kernel kernel = generic_kernel(call.plan.variant.op, call.plan.variant.dtype);
+  const Kernel kernel = generic_kernel(call.plan.variant.dtype);
   GenericRowLaunch g = generic_rows_launch(call);
   LaunchConfig cfg;
   cfg.stream = stream;

@@ -19,9 +19,9 @@ struct GenericRowChain {
 static_assert(sizeof(GenericRowChain) == 8 + 48 * kGenericMaxSteps, "must match rdg_chain");
 
 /// rdg_shape: lanes a row, elements an access, accesses a lane; the phase (0: whole rows; 1, 2: the
-/// split form's chunk statistics, then the chunks merged and written).
+/// split form's chunk statistics, then the chunks merged and written); the op (RowOp's value: RD_*).
 struct GenericRowShape {
-  std::int32_t threads = 0, vector = 0, iters = 0, phase = 0;
+  std::int32_t threads = 0, vector = 0, iters = 0, phase = 0, op = 0;
 };
 
 /// The arguments of a generic launch: the planned variant's split (its lanes, access width and
@@ -42,8 +42,8 @@ bool generic_rows_apply(const RowVariant& variant);
 /// rows without a workspace). Call only where generic_rows_apply(call.plan.variant).
 GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows = false);
 
-/// Runs a planned call on `device` (the stream's) on the generic kernel of its op and dtype (loaded
-/// once per process); the split form's over a stream-ordered workspace, or whole rows where none can
+/// Runs a planned call on `device` (the stream's) on the generic kernel of its dtype (loaded once per
+/// process); the split form's over a stream-ordered workspace, or whole rows where none can
 /// be had.
 void launch_generic_rows(RowCall call, int device, CUstream stream);
 
