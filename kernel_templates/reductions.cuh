@@ -133,9 +133,10 @@ struct rd_max {
 // group of T lanes of a warp (xor offsets T / 2 .. 1 stay inside it), but the shuffles name the
 // whole warp, so every lane of the warp must call it, whatever its group's row. T >= 128: the block;
 // `sh` holds one value per warp, the second barrier lets the caller reuse it at once, and every
-// thread of the block must call it (no early exit before it in the block forms).
-template <int T, class A, class F>
-__device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
+// thread of the block must call it (no early exit before it in the block forms). rd_reduce_n takes
+// T at run time (the generic kernels, reductions_generic.cuh); rd_reduce<T> is it with T a constant.
+template <class A, class F>
+__device__ __forceinline__ A rd_reduce_n(A v, F f, A identity, A* sh, int T) {
 #pragma unroll
   for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
   if (T <= 32) return v;
@@ -147,6 +148,10 @@ __device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
   for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
   __syncthreads();
   return v;
+}
+template <int T, class A, class F>
+__device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
+  return rd_reduce_n(v, f, identity, sh, T);
 }
 
 // Online softmax state (running max m, sum s of exp(x - m)). A factor exp(mi - m) is exactly 1
@@ -181,9 +186,9 @@ __device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
   s = rd_fma_of_products(s, rd_rescale<S>(m, mm), s2, rd_rescale<S>(m2, mm));
   m = mm;
 }
-// As rd_reduce, for the online softmax's (max, sum) pairs.
-template <class S, int T, class A>
-__device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
+// As rd_reduce_n / rd_reduce, for the online softmax's (max, sum) pairs.
+template <class S, class A>
+__device__ __forceinline__ void rd_online_reduce_n(A& m, A& s, A* shm, A* shs, int T) {
 #pragma unroll
   for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1)
     rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
@@ -199,6 +204,10 @@ __device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
   __syncthreads();
+}
+template <class S, int T, class A>
+__device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
+  rd_online_reduce_n<S>(m, s, shm, shs, T);
 }
 
 // V elements as one access of sizeof(S) * V bytes (the planner chose V so that it is aligned).

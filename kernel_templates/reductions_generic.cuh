@@ -78,20 +78,6 @@ __device__ __noinline__ S rdg_chain_value(const rd_args_e<7>& a, const rdg_chain
   return y[0];
 }
 
-// rd_reduce with the lanes a row at run time.
-template <class A, class F>
-__device__ __forceinline__ A rdg_reduce(A v, F f, A identity, A* sh, int T) {
-  for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
-  if (T <= 32) return v;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  v = lane < T / 32 ? sh[lane] : identity;
-  for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
-  __syncthreads();
-  return v;
-}
-
 // The V storage values at p: one 16-byte access where V is the widest, else V single loads. Plain
 // loads (p may be written by this lane: x == y, the residual).
 template <class S>
@@ -164,23 +150,6 @@ __device__ __forceinline__ void rdg_values(int kOp, const rd_args_e<7>& a, const
   for (int j = 0; j < W; ++j) v[j] = j < V ? ew_traits<S>::to_op(s[j]) : A(0);
 }
 
-// rd_online_reduce with the lanes a row at run time.
-template <class S, class A>
-__device__ __forceinline__ void rdg_online_reduce(A& m, A& s, A* shm, A* shs, int T) {
-  for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
-  if (T <= 32) return;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) {
-    shm[warp] = m;
-    shs[warp] = s;
-  }
-  __syncthreads();
-  m = lane < T / 32 ? shm[lane] : rd_neg_inf(m);
-  s = lane < T / 32 ? shs[lane] : A(0);
-  for (int o = 16; o > 0; o >>= 1) rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
-  __syncthreads();
-}
-
 template <class S>
 __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg_shape& g, const rdg_chain& pro,
                                                 const rdg_chain& epi) {
@@ -222,18 +191,18 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
       A m = rd_neg_inf(A(0)), s = A(0);
       for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, ws[2 * k], ws[2 * k + 1]);
-      rdg_online_reduce<S>(m, s, sh, sh2, T);
+      rd_online_reduce_n<S>(m, s, sh, sh2, T);
       s0 = m;
       s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
     } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
       A ss = A(0);
       for (long long k = t; k < splits; k += T) ss += ws[2 * k];
-      ss = rdg_reduce(ss, rd_add(), A(0), sh, T);
+      ss = rd_reduce_n(ss, rd_add(), A(0), sh, T);
       s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
     } else {
       A sum = A(0);
       for (long long k = t; k < splits; k += T) sum += ws[2 * k];
-      const A mean = rdg_reduce(sum, rd_add(), A(0), sh, T) / static_cast<A>(n);
+      const A mean = rd_reduce_n(sum, rd_add(), A(0), sh, T) / static_cast<A>(n);
       A m2 = A(0);
       for (long long k = t; k < splits; k += T) {
         const long long lk = n - k * a.chunk;
@@ -241,7 +210,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         const A d = ws[2 * k] / nk - mean;
         m2 += ws[2 * k + 1] + nk * d * d;
       }
-      const A var = rdg_reduce(m2, rd_add(), A(0), sh, T) / static_cast<A>(n);
+      const A var = rd_reduce_n(m2, rd_add(), A(0), sh, T) / static_cast<A>(n);
       s0 = mean;
       s1 = rd_rsqrt(var + static_cast<A>(a.eps));
     }
@@ -258,7 +227,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         }
       }
     }
-    m = rdg_reduce(m, rd_max(), ninf, sh, T);
+    m = rd_reduce_n(m, rd_max(), ninf, sh, T);
     A s = A(0);
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
@@ -272,7 +241,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         }
       }
     }
-    s = rdg_reduce(s, rd_add(), A(0), sh, T);
+    s = rd_reduce_n(s, rd_add(), A(0), sh, T);
     s0 = m;
     s1 = kOp == RD_SOFTMAX || g.phase == 1 ? s : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
@@ -285,7 +254,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         if (j < V) ss += v[j] * v[j];  // the padding is 0, as rd_regs sums it
       }
     }
-    ss = rdg_reduce(ss, rd_add(), A(0), sh, T);
+    ss = rd_reduce_n(ss, rd_add(), A(0), sh, T);
     s0 = ss;
     s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
   } else {
@@ -298,7 +267,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         if (j < V) sum += v[j];
       }
     }
-    sum = rdg_reduce(sum, rd_add(), A(0), sh, T);
+    sum = rd_reduce_n(sum, rd_add(), A(0), sh, T);
     const A mean = sum / static_cast<A>(count);
     A sq = A(0);
     for (int it = 0; it < iters; ++it) {
@@ -314,7 +283,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         }
       }
     }
-    sq = rdg_reduce(sq, rd_add(), A(0), sh, T);
+    sq = rd_reduce_n(sq, rd_add(), A(0), sh, T);
     s0 = g.phase == 1 ? sum : mean;
     s1 = g.phase == 1 ? sq : rd_rsqrt(sq / static_cast<A>(n) + static_cast<A>(a.eps));
   }

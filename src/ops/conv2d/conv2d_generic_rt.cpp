@@ -29,13 +29,6 @@ bool depthwise_channels_last(const Conv2dVariant& v) {
   return v.params.groups > 1 && v.in_channels == v.params.groups && v.input_layout == Conv2dLayout::nhwc;
 }
 
-// Lowered steps of a chain (div_leaky_relu is two).
-std::size_t lowered_steps(const Op& op) {
-  std::size_t n = 0;
-  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
-  return n;
-}
-
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
   static Kernel kernels[4][4];  // [dtype][mode]
@@ -140,7 +133,7 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma) {
 bool generic_conv_applies(const Conv2dVariant& v) {
   if (!cuinline::detail::generic_fatbin_built()) return false;
   if (!v.epilogue.expression.empty() || !v.epilogue.more_outputs.empty()) return false;
-  if (lowered_steps(v.epilogue) > static_cast<std::size_t>(ops::detail::kGenericMaxSteps)) return false;
+  if (ops::detail::lowered_step_count(v.epilogue) > static_cast<std::size_t>(ops::detail::kGenericMaxSteps)) return false;
   if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64) return false;
   const GenericConvGrid g = generic_conv_grid(v);
   return g.blocks_x >= 1 && g.blocks_x <= 0x7fffffffLL && g.blocks_y >= 1 && g.blocks_y <= 65535;
@@ -159,15 +152,7 @@ ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype
   ops::detail::GenericProgram p;
   p.steps = static_cast<std::int32_t>(steps.size());
   p.inputs = conv2d_epilogue_operands(epilogue) + 1;  // the conv value and the channel operands
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const cuinline::detail::LoweredStep& s = steps[i];
-    ops::detail::GenericStep& g = p.step[i];
-    g.fn = static_cast<std::int32_t>(s.fn);
-    g.operand = s.operand;
-    g.cond = s.cond;
-    for (int c = 0; c < 3; ++c) g.c[c] = cuinline::detail::opmath_value(s.c[c], a);
-    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, a);
-  }
+  for (std::size_t i = 0; i < steps.size(); ++i) p.step[i] = ops::detail::generic_step(steps[i], a);
   return p;
 }
 

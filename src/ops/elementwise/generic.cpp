@@ -15,13 +15,6 @@
 namespace cuinline::ops::detail {
 namespace {
 
-// Lowered steps of a chain, or 0 if it has an expression.
-std::size_t lowered_steps(const Op& op) {
-  std::size_t n = 0;
-  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
-  return n;
-}
-
 int widest_vector(DType dtype) {
   return static_cast<int>(16 / dtype_size(dtype));
 }
@@ -56,10 +49,26 @@ Kernel generic_kernel(DType dtype, bool vector, bool light, bool wide_index) {
 
 }  // namespace
 
+std::size_t lowered_step_count(const Op& op) {
+  std::size_t n = 0;
+  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
+  return n;
+}
+
+GenericStep generic_step(const cuinline::detail::LoweredStep& step, DType dtype) {
+  GenericStep g;
+  g.fn = static_cast<std::int32_t>(step.fn);
+  g.operand = step.operand;
+  g.cond = step.cond;
+  for (int c = 0; c < 3; ++c) g.c[c] = cuinline::detail::opmath_value(step.c[c], dtype);
+  if (step.has_storage) g.storage = cuinline::detail::scalar_storage_bits(step.storage, dtype);
+  return g;
+}
+
 bool generic_applies(const Op& op, const NaryKey& key) {
   if (!cuinline::detail::generic_fatbin_built()) return false;
   if (!op.expression.empty() || !op.more_outputs.empty() || key.outputs != 1 || key.strided) return false;
-  if (op.steps.empty() || lowered_steps(op) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
+  if (op.steps.empty() || lowered_step_count(op) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
   return key.inputs >= 1 && key.inputs <= kMaxInputs;
 }
 
@@ -73,15 +82,7 @@ GenericProgram generic_program(const Op& op, const NaryKey& key) {
   p.steps = static_cast<std::int32_t>(steps.size());
   p.inputs = key.inputs;
   for (int k = 0; k < kMaxInputs; ++k) p.pattern[k] = key.patterns[static_cast<std::size_t>(k)];
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const cuinline::detail::LoweredStep& s = steps[i];
-    GenericStep& g = p.step[i];
-    g.fn = static_cast<std::int32_t>(s.fn);
-    g.operand = s.operand;
-    g.cond = s.cond;
-    for (int c = 0; c < 3; ++c) g.c[c] = cuinline::detail::opmath_value(s.c[c], key.dtype);
-    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, key.dtype);
-  }
+  for (std::size_t i = 0; i < steps.size(); ++i) p.step[i] = generic_step(steps[i], key.dtype);
   return p;
 }
 

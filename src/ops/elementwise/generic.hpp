@@ -6,6 +6,7 @@
 #include <cuinline/ops.hpp>
 
 #include "ops/elementwise/plan.hpp"
+#include "ops/elementwise/render.hpp"
 
 namespace cuinline::ops::detail {
 
@@ -28,6 +29,14 @@ struct GenericProgram {
   GenericStep step[kGenericMaxSteps];
 };
 static_assert(sizeof(GenericProgram) == 8 + 4 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
+
+/// The steps a chain lowers to (div_leaky_relu is two), without lowering it: what every family's
+/// generic kernel checks against kGenericMaxSteps.
+std::size_t lowered_step_count(const Op& op);
+
+/// One lowered step as the generic kernels take it: its constants as opmath values of `dtype` (as
+/// the rendered functor's literals), its storage constant's bits.
+GenericStep generic_step(const cuinline::detail::LoweredStep& step, DType dtype);
 
 /// Whether a planned call can run on a generic kernel: a chain (no expression) with one output, at
 /// most kGenericMaxSteps lowered steps, on the contiguous path; and the kernels are built in.

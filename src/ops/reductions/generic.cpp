@@ -17,13 +17,6 @@
 namespace cuinline::ops::detail {
 namespace {
 
-// Lowered steps of a chain (div_leaky_relu is two).
-std::size_t lowered_steps(const Op& op) {
-  std::size_t n = 0;
-  for (const Step& s : op.steps) n += s.kind == StepKind::div_leaky_relu ? 2 : 1;
-  return n;
-}
-
 GenericRowChain lower(const Op& chain, DType dtype) {
   GenericRowChain c;
   if (!has_chain(chain)) return c;
@@ -33,15 +26,7 @@ GenericRowChain lower(const Op& chain, DType dtype) {
                           std::to_string(kGenericMaxSteps) + ")");
   }
   c.steps = static_cast<std::int32_t>(steps.size());
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const cuinline::detail::LoweredStep& s = steps[i];
-    GenericStep& g = c.step[i];
-    g.fn = static_cast<std::int32_t>(s.fn);
-    g.operand = s.operand;
-    g.cond = s.cond;
-    for (int k = 0; k < 3; ++k) g.c[k] = cuinline::detail::opmath_value(s.c[k], dtype);
-    if (s.has_storage) g.storage = cuinline::detail::scalar_storage_bits(s.storage, dtype);
-  }
+  for (std::size_t i = 0; i < steps.size(); ++i) c.step[i] = generic_step(steps[i], dtype);
   return c;
 }
 
@@ -65,7 +50,7 @@ bool generic_rows_apply(const RowVariant& v) {
   if (!cuinline::detail::generic_fatbin_built()) return false;
   for (const Op* chain : {&v.prologue, &v.epilogue}) {
     if (!chain->expression.empty() || !chain->more_outputs.empty()) return false;
-    if (lowered_steps(*chain) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
+    if (lowered_step_count(*chain) > static_cast<std::size_t>(kGenericMaxSteps)) return false;
   }
   return v.epilogue_inputs >= 0 && v.epilogue_inputs <= kMaxEpilogueInputs;
 }
