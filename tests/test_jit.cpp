@@ -348,7 +348,6 @@ TEST(Jit, WhatTheGenericRowKernelsServe) {
   EXPECT_EQ(lw.shape.iters, warp.plan.variant.per_thread / warp.plan.variant.vector_width);
   EXPECT_EQ(lw.shape.phase, 0);
   EXPECT_EQ(lw.shape.op, 2) << "RD_RMS_NORM";
-  EXPECT_FALSE(lw.split);
   EXPECT_EQ(lw.grid, warp.plan.grid);
   EXPECT_EQ(lw.block, warp.plan.block);
   ASSERT_EQ(lw.prologue.steps, 1);
@@ -359,12 +358,10 @@ TEST(Jit, WhatTheGenericRowKernelsServe) {
   const d::RowCall split = plan(4, 40000, "");
   ASSERT_EQ(split.plan.variant.form, ops::RowForm::split_stats);
   const d::GenericRowLaunch ls = d::generic_rows_launch(split);
-  EXPECT_TRUE(ls.split);
   EXPECT_EQ(ls.shape.phase, 1);
   EXPECT_EQ(ls.shape.threads, split.plan.variant.threads);
   EXPECT_EQ(ls.grid, split.plan.grid);
   const d::GenericRowLaunch whole = d::generic_rows_launch(split, true);
-  EXPECT_FALSE(whole.split);
   EXPECT_EQ(whole.shape.phase, 0);
   EXPECT_EQ(whole.shape.threads, 1024);
   EXPECT_EQ(whole.block, 1024u);

@@ -351,7 +351,7 @@ void run_generic(const cuinline::ops::detail::RowCall& call) {
   std::memcpy(&g.pro, &l.prologue, sizeof g.pro);
   std::memcpy(&g.epi, &l.epilogue, sizeof g.epi);
   launch(generic_kernel<S>, l.grid, l.block, g);
-  if (l.split) {  // the chunks' statistics are in the workspace: merge and write
+  if (l.shape.phase == 1) {  // the chunks' statistics are in the workspace: merge and write
     g.shape.phase = 2;
     launch(generic_kernel<S>, l.grid, l.block, g);
   }

@@ -69,8 +69,7 @@ GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
     g.shape.iters = v.per_thread / v.vector_width;
     g.grid = p.grid;
     g.block = p.block;
-    g.split = v.form == RowForm::split_stats;
-    g.shape.phase = g.split ? 1 : 0;
+    g.shape.phase = v.form == RowForm::split_stats ? 1 : 0;
   } else {
     const std::int64_t per_pass = std::int64_t{kLoopedThreads} * v.vector_width;
     g.shape.threads = kLoopedThreads;
@@ -89,7 +88,7 @@ void launch_generic_rows(RowCall call, int device, CUstream stream) {
   LaunchConfig cfg;
   cfg.stream = stream;
   // The kernel takes rd_args_e<7>: every epilogue slot, the unused ones null.
-  if (g.split) {
+  if (g.shape.phase == 1) {  // the split form
     const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
     if (ws != 0) {
       cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)

@@ -25,13 +25,13 @@ struct GenericRowShape {
 };
 
 /// The arguments of a generic launch: the planned variant's split (its lanes, access width and
-/// accesses a lane, its grid and block), the split form's in two phases over its workspace; the
-/// looped form's rows whole on 1024 lanes with as many accesses a lane as the row needs.
+/// accesses a lane, its grid and block), the split form's in two phases over its workspace
+/// (shape.phase 1, then 2); the looped form's rows whole on 1024 lanes with as many accesses a lane
+/// as the row needs.
 struct GenericRowLaunch {
   GenericRowShape shape;
   GenericRowChain prologue, epilogue;
   std::uint32_t grid = 0, block = 0;
-  bool split = false;  ///< phases 1 then 2 over call.plan.workspace_bytes (shape.phase is 1)
 };
 
 /// Whether a planned variant can run on a generic kernel: its chains are chains (no expression) of
