@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/log.hpp"
 #include "driver/module_state.hpp"
 
 #if CUINLINE_HAVE_GENERIC_KERNELS
@@ -87,6 +88,12 @@ const Module& generic_module(GenericFatbin which) {
   std::lock_guard<std::mutex> lock(mutex);
   Module*& module = modules[index];
   if (module != nullptr) return *module;
+#if CUINLINE_HAVE_GENERIC_KERNELS && CUINLINE_GENERIC_UNOPTIMIZED
+  // (CMakeLists.txt: a build that only checks that the kernels compile.)
+  logger()->warn("the generic kernels ({}) were built with CUINLINE_GENERIC_UNOPTIMIZED=ON (NVVM and ptxas at "
+                 "-O0): correct, but far slower than a release build's",
+                 names[index]);
+#endif
   const std::string_view fatbin = generic_fatbin(which);
   CompiledProgram program;
   program.kind = BinaryKind::cubin;  // a fatbin: the driver picks the device's code
