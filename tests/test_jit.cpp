@@ -139,6 +139,22 @@ TEST(Jit, ExitWithSpecializationsPendingIsClean) {
   EXPECT_NE(r.output.find("queued 200"), std::string::npos) << r.output;
 }
 
+// prewarm() loads the generic kernels' libraries only where the process already has the CUDA
+// driver loaded (here, on a machine with one, after an application's first CUDA call: every library
+// loaded; test_jit_gpu.cpp checks them there); it never loads the driver itself, so a process that
+// forks after start-up keeps CUDA usable in its children.
+TEST(Jit, PrewarmLoadsTheGenericLibrariesOnlyWhereTheDriverIsLoaded) {
+  const test::ProcessResult r = test::run_process({CUINLINE_TEST_TOOLS_DIR "/jit_tool", "prewarm"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("generic libraries loaded: 0 0 0"), std::string::npos) << r.output;
+  const test::ProcessResult with_driver =
+      test::run_process({CUINLINE_TEST_TOOLS_DIR "/jit_tool", "prewarm", "driver"});
+  EXPECT_EQ(with_driver.exit_code, 0) << with_driver.output;
+  if (with_driver.output.find("no driver") == std::string::npos && cuinline::generic_kernels_built()) {
+    EXPECT_NE(with_driver.output.find("generic libraries loaded: 1 1 1"), std::string::npos) << with_driver.output;
+  }
+}
+
 TEST(Jit, VariantMapPendingStates) {
   ops::detail::VariantMap<int, int> map;
   using State = ops::detail::VariantMap<int, int>::State;

@@ -133,7 +133,9 @@ CUINLINE_C_API cuinline_status cuinline_set_jit_policy(int policy);
 CUINLINE_C_API cuinline_status cuinline_set_thread_jit_policy(int policy);
 /** The process's policy. */
 CUINLINE_C_API int cuinline_get_jit_policy(void);
-/** Starts NVRTC's one-time start-up in the background and returns at once. */
+/** Starts NVRTC's one-time start-up in the background and returns at once, after loading the
+    generic kernels' libraries there where the process already has the CUDA driver loaded
+    (cuinline::prewarm). */
 CUINLINE_C_API void cuinline_prewarm(void);
 /** Blocks until every background specialization submitted so far has finished (call before a capture). */
 CUINLINE_C_API cuinline_status cuinline_wait_for_specializations(void);

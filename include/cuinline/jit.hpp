@@ -44,9 +44,12 @@ class ScopedJitPolicy {
 };
 
 /// Starts NVRTC's one-time start-up (its first compile in a process costs hundreds of
-/// milliseconds) on a background thread and returns at once; a later compile finds it done. Called
-/// by the first op call that would compile; call it earlier (at start-up) to take all of it off the
-/// request path. Idempotent; CUINLINE_PREWARM=0 makes it a no-op.
+/// milliseconds) on a background thread and returns at once; a later compile finds it done. Where
+/// the process already has the CUDA driver loaded, the generic kernels' libraries are loaded there
+/// first (a family's first generic call then skips it); the driver itself is never loaded or
+/// initialized by this. Called by the first op call that would compile; call it earlier (at
+/// start-up, after the application's first CUDA call) to take all of it off the request path.
+/// Idempotent; CUINLINE_PREWARM=0 makes it a no-op.
 void prewarm() noexcept;
 
 /// Blocks until every background specialization submitted so far has finished (loaded or failed).

@@ -107,6 +107,8 @@ class Module {
   CacheTier tier() const;
   /// Loads the binary now (cuLibraryLoadData) instead of on first kernel() call.
   void load() const;
+  /// Whether the binary is loaded (by load() or a kernel() call, in this process).
+  bool loaded() const noexcept;
 
   explicit operator bool() const noexcept { return state_ != nullptr; }
 

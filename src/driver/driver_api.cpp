@@ -125,6 +125,13 @@ const DriverApi& driver() {
   return d.api;
 }
 
+bool driver_in_use() noexcept {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) return false;
+  dlclose(handle);  // (RTLD_NOLOAD took a reference)
+  return true;
+}
+
 const std::string& driver_load_error() {
   return loaded().error;
 }

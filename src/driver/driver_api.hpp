@@ -100,6 +100,10 @@ const DriverApi* driver_or_null() noexcept;
 // The loaded driver; throws DriverError("no CUDA driver found (libcuda.so.1): ...") otherwise.
 const DriverApi& driver();
 
+// Whether the process has the CUDA driver loaded already (libcuda.so.1 is in it: this library or
+// the application, e.g. PyTorch's first CUDA call, loaded it). Loads and initializes nothing.
+bool driver_in_use() noexcept;
+
 // Why driver_or_null() is null ("" when it is not).
 const std::string& driver_load_error();
 

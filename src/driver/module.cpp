@@ -86,6 +86,11 @@ CacheTier Module::tier() const {
 void Module::load() const {
   checked(state_).library();
 }
+bool Module::loaded() const noexcept {
+  if (state_ == nullptr) return false;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->library_ != nullptr;
+}
 
 Kernel Module::kernel(std::string_view name_or_expression) const {
   const detail::ModuleState& m = checked(state_);

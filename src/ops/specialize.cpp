@@ -26,6 +26,7 @@
 
 #include "common/log.hpp"
 #include "driver/driver_api.hpp"
+#include "ops/generic_fatbin.hpp"
 
 namespace cuinline {
 namespace {
@@ -170,6 +171,20 @@ void nvrtc_start_up() noexcept {
   (void)nvrtcDestroyProgram(&program);
 }
 
+// The generic kernels' libraries (cuLibraryLoadData of a fatbin of 2-8 MB: most of a process's
+// first generic call of a family). A failure is left to the call that needs the kernel, which says
+// why.
+void load_generic_libraries() noexcept {
+  for (const detail::GenericFatbin which : {detail::GenericFatbin::elementwise,
+                                                 detail::GenericFatbin::reductions,
+                                                 detail::GenericFatbin::conv2d}) {
+    try {
+      detail::generic_module(which).load();
+    } catch (...) {
+    }
+  }
+}
+
 }  // namespace
 
 const char* to_string(JitPolicy policy) noexcept {
@@ -206,6 +221,10 @@ void prewarm() noexcept {
   // On the pool's worker, ahead of any specialization: exit joins it like any job (a detached
   // thread still inside NVRTC when the process tears down would crash it).
   try {
+    // First the generic kernels' libraries, where the process already has the CUDA driver loaded
+    // (prewarm never loads or initializes it: a process that forks after start-up keeps CUDA usable
+    // in its children); milliseconds, where NVRTC's start-up takes hundreds.
+    if (generic_kernels_built() && detail::driver_in_use()) Pool::instance().submit(load_generic_libraries, false);
     Pool::instance().submit(nvrtc_start_up, false);
   } catch (...) {
     // No thread: the first compile pays the start-up, as without prewarm.

@@ -3,12 +3,19 @@
 //   jit_tool exit     after NVRTC's start-up, queues 200 slow background jobs and exits from main
 //                     while one runs: exit must drop the queue, wait for the running job and end
 //                     cleanly
+//   jit_tool prewarm [driver]
+//                     prewarm(), then waits for the background jobs and prints whether each generic
+//                     library (elementwise, conv2d, row reductions) is loaded; with "driver", the
+//                     CUDA driver is loaded and initialized first, as an application's first CUDA
+//                     call does ("no driver" where it cannot be)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <cuinline/jit.hpp>
 #include <thread>
 
+#include "driver/driver_api.hpp"
+#include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 
 int main(int argc, char** argv) {
@@ -33,6 +40,22 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return 0;  // 200 x 100 ms would be 20 s: exit must not wait for the queue
   }
-  std::fprintf(stderr, "usage: jit_tool policy | exit\n");
+  if ((argc == 2 || argc == 3) && std::strcmp(argv[1], "prewarm") == 0) {
+    if (argc == 3 && cuinline::detail::driver_or_null() == nullptr) {
+      std::printf("no driver\n");
+      return 0;
+    }
+    cuinline::prewarm();
+    cuinline::wait_for_specializations();
+    using cuinline::detail::GenericFatbin;
+    const bool built = cuinline::generic_kernels_built();
+    std::printf("generic libraries loaded:");
+    for (GenericFatbin which : {GenericFatbin::elementwise, GenericFatbin::conv2d, GenericFatbin::reductions}) {
+      std::printf(" %d", built && cuinline::detail::generic_module(which).loaded() ? 1 : 0);
+    }
+    std::printf("\n");
+    return 0;
+  }
+  std::fprintf(stderr, "usage: jit_tool policy | exit | prewarm [driver]\n");
   return 2;
 }
