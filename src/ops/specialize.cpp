@@ -175,9 +175,8 @@ void nvrtc_start_up() noexcept {
 // first generic call of a family). A failure is left to the call that needs the kernel, which says
 // why.
 void load_generic_libraries() noexcept {
-  for (const detail::GenericFatbin which : {detail::GenericFatbin::elementwise,
-                                                 detail::GenericFatbin::reductions,
-                                                 detail::GenericFatbin::conv2d}) {
+  using detail::GenericFatbin;
+  for (const GenericFatbin which : {GenericFatbin::elementwise, GenericFatbin::reductions, GenericFatbin::conv2d}) {
     try {
       detail::generic_module(which).load();
     } catch (...) {
