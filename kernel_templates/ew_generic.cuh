@@ -24,26 +24,38 @@
 #define EWG_ROW EWN_ROW
 #define EWG_COL EWN_COL
 
+// e / period of input k: the host's multiply-shift divisor where it set one (32-bit indices).
+template <class I>
+__device__ __forceinline__ I ewg_quotient(const ew_nary_args& a, const ewg_program& p, int k, I e) {
+  if (sizeof(I) == 4 && p.div_mul[k] != 0) {
+    return static_cast<I>(__umulhi(static_cast<unsigned>(e), p.div_mul[k]) >> p.div_shift[k]);
+  }
+  return e / static_cast<I>(a.period[k]);
+}
+
 // Input k's W elements e .. e + W - 1 (aligned for FULL and ROW: the host's plan).
 template <class S, int W, class I>
-__device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int k, I e, S (&x)[W]) {
+__device__ __forceinline__ void ewg_load(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
   typedef typename ew_raw<sizeof(S) * W>::type R;
   union V {
     R raw;
     S s[W];
   };
+  const int pattern = p.pattern[k];
   const S* in = static_cast<const S*>(a.in[k]);
   if (pattern == EWG_SCALAR) {
     const S s = ewn_ldg1(in);
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else if (pattern == EWG_COL) {
-    const S s = ewn_ldg1(in + e / static_cast<I>(a.period[k]));
+    const S s = ewn_ldg1(in + ewg_quotient(a, p, k, e));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else {
     V u;
-    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWG_ROW ? e % static_cast<I>(a.period[k]) : e)));
+    I i = e;
+    if (pattern == EWG_ROW) i = e - ewg_quotient(a, p, k, e) * static_cast<I>(a.period[k]);
+    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + i));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = u.s[w];
   }
@@ -51,11 +63,12 @@ __device__ __forceinline__ void ewg_load(const ew_nary_args& a, int pattern, int
 
 // Input k's element i (the scalar head and tail).
 template <class S, class I>
-__device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, int pattern, int k, I i) {
+__device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, const ewg_program& p, int k, I i) {
+  const int pattern = p.pattern[k];
   const S* in = static_cast<const S*>(a.in[k]);
   return pattern == EWG_SCALAR ? in[0]
-         : pattern == EWG_COL  ? in[i / static_cast<I>(a.period[k])]
-         : pattern == EWG_ROW  ? in[i % static_cast<I>(a.period[k])]
+         : pattern == EWG_COL  ? in[ewg_quotient(a, p, k, i)]
+         : pattern == EWG_ROW  ? in[i - ewg_quotient(a, p, k, i) * static_cast<I>(a.period[k])]
                                : in[i];
 }
 
@@ -63,9 +76,9 @@ __device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, int pattern, in
 template <class S, int W, class I>
 __device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
   if (W == 1) {
-    x[0] = ewg_load_one<S>(a, p.pattern[k], k, e);
+    x[0] = ewg_load_one<S>(a, p, k, e);
   } else {
-    ewg_load<S, W>(a, p.pattern[k], k, e, x);
+    ewg_load<S, W>(a, p, k, e, x);
   }
 }
 
@@ -77,10 +90,14 @@ __device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program
   for (int s = 0; s < p.steps; ++s) {
     const ewg_step& st = p.step[s];
     const ewg_opmath<S> k(st);
-    S o[W], c[W];
-    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.operand, e, o);
-    if (st.fn == EWG_WHERE_T || st.fn == EWG_WHERE_S) ewg_operand<S, W, I>(a, p, st.cond, e, c);
-    ewg_step_values<S, W, Functions>(st, k, y, o, c);
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_S) {  // a tensor operand or a condition
+      S o[W], c[W];
+      if (st.fn <= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.operand, e, o);
+      if (st.fn >= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.cond, e, c);
+      ewg_step_values<S, W, false>(st, k, y, o, c);
+    } else {
+      ewg_step_values<S, W, Functions>(st, k, y, y, y);
+    }
   }
 }
 
@@ -119,7 +136,98 @@ __device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long
     if (t < head + (n - tail)) {
       const I i = t < head ? t : tail + (t - head);
       S x[1];
-      x[0] = ewg_load_one<S>(a, p.pattern[0], 0, i);
+      x[0] = ewg_load_one<S>(a, p, 0, i);
+      ewg_run<S, 1, Functions, I>(a, p, i, x);
+      static_cast<S*>(a.out[0])[i] = x[0];
+    }
+  }
+}
+
+// Input k's vectors of a thread: U block-strided vectors of W elements (vector u at head + (first +
+// u * EW_BLOCK) * W), zero past the last one (nv). The input's pattern is tested once for all U.
+template <class S, int W, int U, class I>
+__device__ __forceinline__ void ewg_load_vectors(const ew_nary_args& a, const ewg_program& p, int k, I head, I first,
+                                                 I nv, S (&x)[U * W]) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  union V {
+    R raw;
+    S s[W];
+  };
+  const int pattern = p.pattern[k];
+  const S* in = static_cast<const S*>(a.in[k]);
+  if (pattern == EWG_SCALAR) {
+    const S s = ewn_ldg1(in);
+#pragma unroll
+    for (int i = 0; i < U * W; ++i) x[i] = s;
+    return;
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
+    const I e = head + v * W;
+    V r;
+    if (v >= nv) {
+#pragma unroll
+      for (int w = 0; w < W; ++w) r.s[w] = ewg_storage<S>(0);
+    } else if (pattern == EWG_FULL) {
+      r.raw = EW_LOAD(reinterpret_cast<const R*>(in + e));
+    } else if (pattern == EWG_ROW) {
+      r.raw = EW_LOAD(reinterpret_cast<const R*>(in + (e - ewg_quotient(a, p, k, e) * static_cast<I>(a.period[k]))));
+    } else {
+      const S s = ewn_ldg1(in + ewg_quotient(a, p, k, e));
+#pragma unroll
+      for (int w = 0; w < W; ++w) r.s[w] = s;
+    }
+#pragma unroll
+    for (int w = 0; w < W; ++w) x[u * W + w] = r.s[w];
+  }
+}
+
+// The kernel with the steps as the outer loop: each step dispatched once for all of a thread's
+// kUnroll vectors (kUnroll * W values), its tensor operand loaded for all of them before its first
+// use. Values past the last vector are zero and never stored.
+template <class S, int W, bool Functions, int Reps, class I>
+__device__ __forceinline__ void ew_generic_body_wide(const ew_nary_args& a, long long n64, long long head64,
+                                                     const ewg_program& p) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  enum { kUnroll = ew_tile<S, W>::kUnroll * Reps, kN = kUnroll * W };
+  const I n = static_cast<I>(n64), head = static_cast<I>(head64);
+  const I nv = (n - head) / W;
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
+  S y[kN];
+  ewg_load_vectors<S, W, kUnroll, I>(a, p, 0, head, first, nv, y);  // every load issued first
+  for (int s = 0; s < p.steps; ++s) {
+    const ewg_step& st = p.step[s];
+    const ewg_opmath<S> k(st);
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_S) {  // a tensor operand or a condition
+      S o[kN], c[kN];
+      if (st.fn <= EWG_WHERE_T) ewg_load_vectors<S, W, kUnroll, I>(a, p, st.operand, head, first, nv, o);
+      if (st.fn >= EWG_WHERE_T) ewg_load_vectors<S, W, kUnroll, I>(a, p, st.cond, head, first, nv, c);
+      ewg_step_values<S, kN, false>(st, k, y, o, c);
+    } else {
+      ewg_step_values<S, kN, Functions>(st, k, y, y, y);
+    }
+  }
+  union V {
+    R raw;
+    S s[W];
+  };
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
+    if (v >= nv) break;
+    V r;
+#pragma unroll
+    for (int w = 0; w < W; ++w) r.s[w] = y[u * W + w];
+    EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, r.raw);
+  }
+  if (W > 1 && blockIdx.x == gridDim.x - 1) {
+    const I tail = head + nv * W;
+    const I t = threadIdx.x;
+    if (t < head + (n - tail)) {
+      const I i = t < head ? t : tail + (t - head);
+      S x[1];
+      x[0] = ewg_load_one<S>(a, p, 0, i);
       ewg_run<S, 1, Functions, I>(a, p, i, x);
       static_cast<S*>(a.out[0])[i] = x[0];
     }

@@ -60,10 +60,15 @@ struct ewg_step {
   unsigned long long storage;
 };
 
+// div_mul / div_shift: input k's period as a multiply-shift divisor (q = umulhi(e, div_mul) >>
+// div_shift, exact for e and the period under 2^31), set by the host for the elementwise kernels
+// with 32-bit indices; div_mul 0: a plain division.
 struct ewg_program {
   int steps;
   int inputs;
   int pattern[EWG_MAX_INPUTS];  // EWN_FULL / EWN_SCALAR / EWN_ROW / EWN_COL (ew_nary.cuh)
+  unsigned div_mul[EWG_MAX_INPUTS];
+  unsigned div_shift[EWG_MAX_INPUTS];
   ewg_step step[EWG_MAX_STEPS];
 };
 

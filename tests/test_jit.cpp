@@ -17,7 +17,9 @@
 #include <cuinline/cuinline.hpp>
 #include <cuinline/ops.hpp>
 #include <fstream>
+#include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -219,19 +221,58 @@ std::size_t occurrences(std::string_view text, const std::string& what) {
   return count;
 }
 
-// SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 32 kernels (full and light, 32-
-// and 64-bit indices) in every SASS image.
+// SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 32 kernels the host launches (full
+// and light, vectors and single elements, 32- and 64-bit indices: the names it builds, which carry
+// the vector kernels' vectors a thread) in every SASS image.
 TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
   const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::elementwise);
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
-  for (const std::string base :
-       {"cuinline_ewg_f32_v4", "cuinline_ewg_f32_v1", "cuinline_ewg_f64_v2", "cuinline_ewg_f64_v1",
-        "cuinline_ewg_f16_v8", "cuinline_ewg_f16_v1", "cuinline_ewg_bf16_v8", "cuinline_ewg_bf16_v1"}) {
-    for (const std::string k : {base, base + "_light", base + "_i64", base + "_light_i64"}) {
-      EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+  std::set<std::string> names;
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (bool vector : {false, true}) {
+      for (bool light : {false, true}) {
+        for (bool wide_index : {false, true}) {
+          const std::string k = ops::detail::generic_kernel_symbol(dt, vector, light, wide_index);
+          names.insert(k);
+          EXPECT_GE(occurrences(fatbin, k + '\0'), 3u) << k << " in every SASS image";
+        }
+      }
     }
   }
+  EXPECT_EQ(names.size(), 32u);
+  EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f32, true, false, false), "cuinline_ewg_f32_v4_r4");
+  EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::bf16, true, true, false), "cuinline_ewg_bf16_v8_r1_light");
+  EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f64, false, false, true), "cuinline_ewg_f64_v1_i64");
+}
+
+// The rows' and columns' multiply-shift divisor: e / d for every e under 2^31, checked at the edges
+// and on random dividends, for divisors from 2 to 2^31 - 1; 1 and out-of-range divisors get none.
+TEST(Jit, GenericFastDivisorDividesExactly) {
+  EXPECT_EQ(ops::detail::fast_divisor(1), (std::pair<std::uint32_t, std::uint32_t>{0, 0}));
+  EXPECT_EQ(ops::detail::fast_divisor(0), (std::pair<std::uint32_t, std::uint32_t>{0, 0}));
+  EXPECT_EQ(ops::detail::fast_divisor(std::int64_t{1} << 31), (std::pair<std::uint32_t, std::uint32_t>{0, 0}));
+  std::mt19937 rng(7);
+  std::vector<std::int64_t> divisors = {2, 3, 7, 28672, 4096, 1000003, (std::int64_t{1} << 30) + 1, std::int64_t{1} << 30,
+                                        (std::int64_t{1} << 31) - 1};
+  for (int i = 0; i < 200; ++i) divisors.push_back(2 + static_cast<std::int64_t>(rng() % ((1u << 31) - 3)));
+  for (int i = 2; i < 300; ++i) divisors.push_back(i);
+  long long bad = 0;
+  for (const std::int64_t d : divisors) {
+    const auto [mul, shift] = ops::detail::fast_divisor(d);
+    ASSERT_NE(mul, 0u) << d;
+    const auto check = [&](std::uint32_t e) {
+      const std::uint32_t q = static_cast<std::uint32_t>((std::uint64_t{e} * mul) >> 32) >> shift;
+      if (q != e / static_cast<std::uint64_t>(d)) ++bad;
+    };
+    for (std::int64_t e : {std::int64_t{0}, std::int64_t{1}, d - 1, d, d + 1, 2 * d - 1, (std::int64_t{1} << 31) - 1,
+                           (std::int64_t{1} << 31) - 2, ((std::int64_t{1} << 31) - 1) / d * d,
+                           ((std::int64_t{1} << 31) - 1) / d * d - 1}) {
+      if (e >= 0 && e < (std::int64_t{1} << 31)) check(static_cast<std::uint32_t>(e));
+    }
+    for (int i = 0; i < 2000; ++i) check(rng() >> 1);
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 // The conv2d fatbin: the same archs, every dtype's direct and depthwise kernels and the f16 / bf16

@@ -12,33 +12,42 @@
 #define CUINLINE_EWG_BLOCKS(b) (b)
 #endif
 
-#define CUINLINE_EWG_KERNEL(name, S, W, Functions, reps, blocks, I)                                        \
+#define CUINLINE_EWG_KERNEL(name, body, S, W, Functions, reps, blocks, I)                                  \
   extern "C" __global__ void __launch_bounds__(EW_BLOCK, CUINLINE_EWG_BLOCKS(blocks))                      \
       name(ew_nary_args a, long long n, long long head, ewg_program p) {                                   \
-    ew_generic_body<S, W, Functions, reps, I>(a, n, head, p);                                              \
+    body<S, W, Functions, reps, I>(a, n, head, p);                                                         \
   }
 
-// Under 2^31 elements (the kernels without a suffix): 32-bit indices, one 16-byte vector a thread
-// (16 bytes of single elements in the _v1 kernels) and eight resident blocks (32 registers), the
-// specialized kernel's shape. Against two vectors a thread at four blocks with 64-bit indices (the
-// _i64 kernels, for larger tensors), NVIDIA H200, [8192, 28672], L2 flushed, median of 30:
-// relu / mul(0.5)|leaky_relu(0.02) / add(in1)|gelu took 0.232 / 0.241 / 0.485 ms against 0.289 /
-// 0.328 / 0.595 in bf16, 0.229 / 0.239 / 0.469 against 0.285 / 0.322 / 0.602 in f16, 0.442 /
-// 0.455 / 0.689 against 0.446 / 0.471 / 0.759 in f32 (the specialized kernels 0.222 / 0.222 / 0.338
-// bf16, 0.441 / 0.441 f32 on the memory-bound chains). Chains of arithmetic, clamps, tensor
-// operands and selects run on the light kernels (no activation or math step compiled in); chains
-// with one on the full kernels. The host's grid follows (src/ops/elementwise/generic.cpp).
-#define CUINLINE_EWG_KERNELS(tag, S, W)                                                          \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W, S, W, true, 1, 8, unsigned)                     \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, S, 1, true, 1, 8, unsigned)                       \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light, S, W, false, 1, 8, unsigned)            \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, S, 1, false, 1, 8, unsigned)                \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_i64, S, W, true, 2, 4, long long)              \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_i64, S, 1, true, 1, 4, long long)                  \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_light_i64, S, W, false, 2, 4, long long)       \
-  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light_i64, S, 1, false, 1, 4, long long)
+// Kernels per dtype. The 16-byte-vector kernels name their vectors a thread (_r<reps>), which the
+// host's grid follows (vectors_per_thread, src/ops/elementwise/generic.cpp: a kernel of another
+// count is not found). Under 2^31 elements (no suffix): 32-bit indices (fewer instructions an
+// element, and 32 registers a thread for full occupancy); from 2^31, 64-bit ones (_i64), two vectors
+// a thread at four blocks.
+// - The light kernels (chains of arithmetic, clamps, tensor operands and selects: no activation or
+//   math step compiled in) and the 16-bit and f64 full kernels: one vector a thread, eight resident
+//   blocks, the specialized kernel's shape. The light ones run the steps over the thread's values
+//   with each input's pattern tested once (ew_generic_body_wide).
+// - The f32 full kernel (a chain with an activation or math step): four vectors a thread at four
+//   blocks (64 registers), each step dispatched once for 16 values.
+// NVIDIA H200, [8192, 28672], L2 flushed, median of 30, against the previous shape (one vector, every
+// load testing its pattern, each step dispatched per vector): f32 add(row)|gelu 0.521 ms against
+// 0.571 (the specialized kernel 0.453); bf16 relu / mul(0.5)|leaky_relu(0.02) on the light kernel
+// 0.234 / 0.242 against 0.253 / 0.279 (the specialized 0.224, a copy 0.222); f32 relu and
+// mul|leaky_relu within 1 % either way. The 16-bit full kernels stayed on one vector a thread:
+// bf16 add(row)|gelu 0.449 ms there, 0.458-0.494 on two vectors or one with the light kernels' loads.
+// Row and column operands divide by their period with the host's multiply-shift divisor.
+#define CUINLINE_EWG_KERNELS(tag, S, W, full_body, full_reps, full_blocks)                                      \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r##full_reps, full_body, S, W, true, full_reps, full_blocks, \
+                      unsigned)                                                                                 \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1, ew_generic_body, S, 1, true, 1, 8, unsigned)                     \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r1_light, ew_generic_body_wide, S, W, false, 1, 8, unsigned) \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light, ew_generic_body, S, 1, false, 1, 8, unsigned)             \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r2_i64, ew_generic_body, S, W, true, 2, 4, long long)        \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_i64, ew_generic_body, S, 1, true, 1, 4, long long)               \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r2_light_i64, ew_generic_body, S, W, false, 2, 4, long long) \
+  CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light_i64, ew_generic_body, S, 1, false, 1, 4, long long)
 
-CUINLINE_EWG_KERNELS(f32, float, 4)
-CUINLINE_EWG_KERNELS(f64, double, 2)
-CUINLINE_EWG_KERNELS(f16, ew_half, 8)
-CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8)
+CUINLINE_EWG_KERNELS(f32, float, 4, ew_generic_body_wide, 4, 4)
+CUINLINE_EWG_KERNELS(f64, double, 2, ew_generic_body, 1, 8)
+CUINLINE_EWG_KERNELS(f16, ew_half, 8, ew_generic_body, 1, 8)
+CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8, ew_generic_body, 1, 8)

@@ -7,6 +7,7 @@
 #include <cuinline/error.hpp>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
@@ -19,11 +20,20 @@ int widest_vector(DType dtype) {
   return static_cast<int>(16 / dtype_size(dtype));
 }
 
-// "cuinline_ewg_bf16_v8_light", "cuinline_ewg_f32_v1_i64" (src/ops/elementwise/ew_generic.cu).
-std::string kernel_symbol(DType dtype, bool vector, bool light, bool wide_index) {
-  return std::string("cuinline_ewg_") + to_string(dtype) + "_v" +
-         std::to_string(vector ? widest_vector(dtype) : 1) + (light ? "_light" : "") + (wide_index ? "_i64" : "");
+}  // namespace
+
+int generic_vectors_per_thread(DType dtype, bool light, bool wide_index) {
+  if (wide_index) return 2;
+  return !light && dtype == DType::f32 ? 4 : 1;
 }
+
+std::string generic_kernel_symbol(DType dtype, bool vector, bool light, bool wide_index) {
+  std::string s = std::string("cuinline_ewg_") + to_string(dtype) + "_v" + std::to_string(vector ? widest_vector(dtype) : 1);
+  if (vector) s += "_r" + std::to_string(generic_vectors_per_thread(dtype, light, wide_index));
+  return s + (light ? "_light" : "") + (wide_index ? "_i64" : "");
+}
+
+namespace {
 
 // Whether a chain runs on the light kernels: no activation or math step.
 bool light_chain(const GenericProgram& p) {
@@ -42,7 +52,7 @@ Kernel generic_kernel(DType dtype, bool vector, bool light, bool wide_index) {
   if (!k) {
     using cuinline::detail::GenericFatbin;
     k = cuinline::detail::generic_module(GenericFatbin::elementwise)
-            .kernel(kernel_symbol(dtype, vector, light, wide_index));
+            .kernel(generic_kernel_symbol(dtype, vector, light, wide_index));
   }
   return k;
 }
@@ -72,6 +82,16 @@ bool generic_applies(const Op& op, const NaryKey& key) {
   return key.inputs >= 1 && key.inputs <= kMaxInputs;
 }
 
+std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d) {
+  if (d < 2 || d >= (std::int64_t{1} << 31)) return {0, 0};
+  std::uint32_t log2 = 0;  // ceil(log2(d))
+  while ((std::int64_t{1} << log2) < d) ++log2;
+  const std::uint32_t p = 31 + log2;
+  const std::uint64_t multiplier =
+      ((std::uint64_t{1} << p) + static_cast<std::uint64_t>(d) - 1) / static_cast<std::uint64_t>(d);
+  return {static_cast<std::uint32_t>(multiplier), p - 32};
+}
+
 GenericProgram generic_program(const Op& op, const NaryKey& key) {
   GenericProgram p;
   const std::vector<cuinline::detail::LoweredStep> steps = cuinline::detail::lower_chain(op, key.dtype);
@@ -96,19 +116,27 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   const bool light = light_chain(program);
   // 32-bit indices below 2^31 elements (every index the kernel forms is at most n).
   const bool wide_index = n >= (1LL << 31);
-  // Vectors a thread (ew_generic.cu): one 16-byte vector (two in the 64-bit kernels), or 16 bytes
-  // of single elements.
-  const long long per_thread =
-      vector ? (wide_index ? 2 : 1) : static_cast<long long>(16 / dtype_size(key.dtype));
+  // Vectors a thread: the kernel's (its name says it), or 16 bytes of single elements.
+  const long long per_thread = vector ? generic_vectors_per_thread(key.dtype, light, wide_index)
+                                      : static_cast<long long>(16 / dtype_size(key.dtype));
   const long long vectors = (n - head) / w;
   const long long per_block = static_cast<long long>(kBlock) * per_thread;
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
   if (blocks > 0x7fffffffLL) throw InvalidArgument("generic elementwise kernel: too many elements");
+  // The 32-bit kernels divide by a row's or a column's period with a multiply and a shift.
+  GenericProgram p = program;
+  if (!wide_index) {
+    for (int k = 0; k < p.inputs && k < kMaxInputs; ++k) {
+      if (p.pattern[k] == kRow || p.pattern[k] == kCol) {
+        std::tie(p.div_mul[k], p.div_shift[k]) = fast_divisor(plan.args.period[k]);
+      }
+    }
+  }
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, program);
+  generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, p);
   count_generic_launch();
 }
 

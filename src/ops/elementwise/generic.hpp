@@ -2,6 +2,8 @@
 // The generic elementwise kernels (kernel_templates/ew_generic.cuh): which planned calls they can
 // run, the program a chain becomes, and the launch.
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <cuinline/module.hpp>
 #include <cuinline/ops.hpp>
 
@@ -26,9 +28,26 @@ struct GenericProgram {
   std::int32_t steps = 0;
   std::int32_t inputs = 0;
   std::int32_t pattern[kMaxInputs] = {};
+  /// Each input's period as a multiply-shift divisor (launch_generic sets them for the 32-bit
+  /// kernels; 0: a plain division).
+  std::uint32_t div_mul[kMaxInputs] = {};
+  std::uint32_t div_shift[kMaxInputs] = {};
   GenericStep step[kGenericMaxSteps];
 };
-static_assert(sizeof(GenericProgram) == 8 + 4 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
+static_assert(sizeof(GenericProgram) == 8 + 12 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
+
+/// A divisor d in [2, 2^31) as (multiplier, shift) with e / d == umulhi(e, multiplier) >> shift for
+/// every e in [0, 2^31) (CUTLASS's FastDivmod); d = 1 (or out of range) gives (0, 0): a plain
+/// division.
+std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d);
+
+/// 16-byte vectors a thread of the vector kernel for `dtype`: light (no activation or math step)
+/// or not, 32- or 64-bit indices (src/ops/elementwise/ew_generic.cu).
+int generic_vectors_per_thread(DType dtype, bool light, bool wide_index);
+
+/// The generic kernel's symbol: "cuinline_ewg_f32_v4_r4", "cuinline_ewg_bf16_v8_r1_light",
+/// "cuinline_ewg_f64_v1_i64" (vector: 16-byte vectors, else single elements).
+std::string generic_kernel_symbol(DType dtype, bool vector, bool light, bool wide_index);
 
 /// The steps a chain lowers to (div_leaky_relu is two), without lowering it: what every family's
 /// generic kernel checks against kGenericMaxSteps.
