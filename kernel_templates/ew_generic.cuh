@@ -6,13 +6,14 @@
 //
 // Each step calls the same ew_ops.cuh function the specialized kernel's functor calls, with the same
 // opmath constants (the host lowers a chain once, detail::lower_chain in src/templates/render.cpp,
-// for both), and the
-// module is compiled as a chain with activation steps is (contraction on, CUINLINE_EW_FMAD: the
-// arithmetic steps spell their rounding out), so the generic kernel computes the specialized one's
-// results bit for bit. Loads and stores are the specialized kernel's 16-byte vectors (W elements);
-// the steps run as an outer loop, each dispatched once for the thread's W elements. Indices are of
-// type I: 32-bit where the tensor allows (fewer instructions an element, and 32 registers a thread
-// for full occupancy), 64-bit past 2^31 elements.
+// for both), and the module is compiled as a chain with activation steps is (contraction on,
+// CUINLINE_EW_FMAD: the arithmetic steps spell their rounding out), so the generic kernel computes
+// the specialized one's results bit for bit. Loads and stores are the specialized kernel's 16-byte
+// vectors (W elements). Two bodies: ew_generic_body runs the steps on one vector at a time (each
+// dispatched once for its W elements); ew_generic_body_wide runs each step once over all of a
+// thread's vectors, each input's pattern tested once for them (ew_generic.cu says which kernel
+// takes which). Indices are of type I: 32-bit where the tensor allows (fewer instructions an
+// element, and 32 registers a thread for full occupancy), 64-bit past 2^31 elements.
 #ifndef CUINLINE_EW_GENERIC_CUH
 #define CUINLINE_EW_GENERIC_CUH
 
