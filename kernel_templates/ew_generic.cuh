@@ -34,34 +34,6 @@ __device__ __forceinline__ I ewg_quotient(const ew_nary_args& a, const ewg_progr
   return e / static_cast<I>(a.period[k]);
 }
 
-// Input k's W elements e .. e + W - 1 (aligned for FULL and ROW: the host's plan).
-template <class S, int W, class I>
-__device__ __forceinline__ void ewg_load(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
-  typedef typename ew_raw<sizeof(S) * W>::type R;
-  union V {
-    R raw;
-    S s[W];
-  };
-  const int pattern = p.pattern[k];
-  const S* in = static_cast<const S*>(a.in[k]);
-  if (pattern == EWG_SCALAR) {
-    const S s = ewn_ldg1(in);
-#pragma unroll
-    for (int w = 0; w < W; ++w) x[w] = s;
-  } else if (pattern == EWG_COL) {
-    const S s = ewn_ldg1(in + ewg_quotient(a, p, k, e));
-#pragma unroll
-    for (int w = 0; w < W; ++w) x[w] = s;
-  } else {
-    V u;
-    I i = e;
-    if (pattern == EWG_ROW) i = e - ewg_quotient(a, p, k, e) * static_cast<I>(a.period[k]);
-    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + i));
-#pragma unroll
-    for (int w = 0; w < W; ++w) x[w] = u.s[w];
-  }
-}
-
 // Input k's element i (the scalar head and tail).
 template <class S, class I>
 __device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, const ewg_program& p, int k, I i) {
@@ -71,77 +43,6 @@ __device__ __forceinline__ S ewg_load_one(const ew_nary_args& a, const ewg_progr
          : pattern == EWG_COL  ? in[ewg_quotient(a, p, k, i)]
          : pattern == EWG_ROW  ? in[i - ewg_quotient(a, p, k, i) * static_cast<I>(a.period[k])]
                                : in[i];
-}
-
-// Input k's W elements at e: a vector (W > 1, aligned by the host's plan) or one element.
-template <class S, int W, class I>
-__device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
-  if (W == 1) {
-    x[0] = ewg_load_one<S>(a, p, k, e);
-  } else {
-    ewg_load<S, W>(a, p, k, e, x);
-  }
-}
-
-// The chain on W elements at e: y holds input 0 and receives the result. A tensor operand is loaded
-// where a step uses it (few live registers: the occupancy a memory-bound chain needs). Functions:
-// the activation / math steps are compiled in (the light kernels run chains without them).
-template <class S, int W, bool Functions, class I>
-__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W]) {
-  for (int s = 0; s < p.steps; ++s) {
-    const ewg_step& st = p.step[s];
-    const ewg_opmath<S> k(st);
-    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_S) {  // a tensor operand or a condition
-      S o[W], c[W];
-      if (st.fn <= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.operand, e, o);
-      if (st.fn >= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.cond, e, c);
-      ewg_step_values<S, W, false>(st, k, y, o, c);
-    } else {
-      ewg_step_values<S, W, Functions>(st, k, y, y, y);
-    }
-  }
-}
-
-// The generic kernel: contiguous output, n elements; `head` (< W) scalar elements, then whole
-// vectors of W, each thread kUnroll (16 bytes a thread, ew_nary's) times Reps block-strided vectors,
-// every load issued first, then the scalar tail in the last block. The grid covers the vectors once.
-// I: the index type (the host passes 32-bit kernels only n < 2^31).
-template <class S, int W, bool Functions, int Reps, class I>
-__device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n64, long long head64,
-                                                const ewg_program& p) {
-  typedef typename ew_raw<sizeof(S) * W>::type R;
-  enum { kUnroll = ew_tile<S, W>::kUnroll * Reps };
-  const I n = static_cast<I>(n64), head = static_cast<I>(head64);
-  const I nv = (n - head) / W;
-  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
-  union V {
-    R raw;
-    S s[W];
-  };
-  V y[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {  // every load issued first
-    const I v = first + static_cast<I>(u) * EW_BLOCK;
-    if (v < nv) ewg_operand<S, W, I>(a, p, 0, head + v * W, y[u].s);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const I v = first + static_cast<I>(u) * EW_BLOCK;
-    if (v >= nv) break;
-    ewg_run<S, W, Functions, I>(a, p, head + v * W, y[u].s);
-    EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, y[u].raw);
-  }
-  if (W > 1 && blockIdx.x == gridDim.x - 1) {
-    const I tail = head + nv * W;
-    const I t = threadIdx.x;
-    if (t < head + (n - tail)) {
-      const I i = t < head ? t : tail + (t - head);
-      S x[1];
-      x[0] = ewg_load_one<S>(a, p, 0, i);
-      ewg_run<S, 1, Functions, I>(a, p, i, x);
-      static_cast<S*>(a.out[0])[i] = x[0];
-    }
-  }
 }
 
 // Input k's vectors of a thread: U block-strided vectors of W elements (vector u at head + (first +
@@ -184,6 +85,81 @@ __device__ __forceinline__ void ewg_load_vectors(const ew_nary_args& a, const ew
   }
 }
 
+// Input k's W elements at e: a vector (W > 1, aligned by the host's plan) or one element.
+template <class S, int W, class I>
+__device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_program& p, int k, I e, S (&x)[W]) {
+  if (W == 1) {
+    x[0] = ewg_load_one<S>(a, p, k, e);
+  } else {
+    ewg_load_vectors<S, W, 1, I>(a, p, k, e, I(0), I(1), x);
+  }
+}
+
+// The chain on W elements at e: y holds input 0 and receives the result. A tensor operand is loaded
+// where a step uses it (few live registers: the occupancy a memory-bound chain needs). Functions:
+// the activation / math steps are compiled in (the light kernels run chains without them).
+template <class S, int W, bool Functions, class I>
+__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W]) {
+  for (int s = 0; s < p.steps; ++s) {
+    const ewg_step& st = p.step[s];
+    const ewg_opmath<S> k(st);
+    if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_S) {  // a tensor operand or a condition
+      S o[W], c[W];
+      if (st.fn <= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.operand, e, o);
+      if (st.fn >= EWG_WHERE_T) ewg_operand<S, W, I>(a, p, st.cond, e, c);
+      ewg_step_values<S, W, false>(st, k, y, o, c);
+    } else {
+      ewg_step_values<S, W, Functions>(st, k, y, y, y);
+    }
+  }
+}
+
+// The scalar head (`head` elements) and tail (from `tail` to n) of a vector kernel, one element a
+// thread of the last block (fewer than 2W in all).
+template <class S, bool Functions, class I>
+__device__ __forceinline__ void ewg_ends(const ew_nary_args& a, const ewg_program& p, I n, I head, I tail) {
+  const I t = threadIdx.x;
+  if (t < head + (n - tail)) {
+    const I i = t < head ? t : tail + (t - head);
+    S x[1];
+    x[0] = ewg_load_one<S>(a, p, 0, i);
+    ewg_run<S, 1, Functions, I>(a, p, i, x);
+    static_cast<S*>(a.out[0])[i] = x[0];
+  }
+}
+
+// The generic kernel: contiguous output, n elements; `head` (< W) scalar elements, then whole
+// vectors of W, each thread kUnroll (16 bytes a thread, ew_nary's) times Reps block-strided vectors,
+// every load issued first, then the scalar tail in the last block. The grid covers the vectors once.
+// I: the index type (the host passes 32-bit kernels only n < 2^31).
+template <class S, int W, bool Functions, int Reps, class I>
+__device__ __forceinline__ void ew_generic_body(const ew_nary_args& a, long long n64, long long head64,
+                                                const ewg_program& p) {
+  typedef typename ew_raw<sizeof(S) * W>::type R;
+  enum { kUnroll = ew_tile<S, W>::kUnroll * Reps };
+  const I n = static_cast<I>(n64), head = static_cast<I>(head64);
+  const I nv = (n - head) / W;
+  const I first = static_cast<I>(blockIdx.x) * (EW_BLOCK * kUnroll) + threadIdx.x;
+  union V {
+    R raw;
+    S s[W];
+  };
+  V y[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {  // every load issued first
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
+    if (v < nv) ewg_operand<S, W, I>(a, p, 0, head + v * W, y[u].s);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const I v = first + static_cast<I>(u) * EW_BLOCK;
+    if (v >= nv) break;
+    ewg_run<S, W, Functions, I>(a, p, head + v * W, y[u].s);
+    EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, y[u].raw);
+  }
+  if (W > 1 && blockIdx.x == gridDim.x - 1) ewg_ends<S, Functions, I>(a, p, n, head, head + nv * W);
+}
+
 // The kernel with the steps as the outer loop: each step dispatched once for all of a thread's
 // kUnroll vectors (kUnroll * W values), its tensor operand loaded for all of them before its first
 // use. Values past the last vector are zero and never stored.
@@ -222,17 +198,7 @@ __device__ __forceinline__ void ew_generic_body_wide(const ew_nary_args& a, long
     for (int w = 0; w < W; ++w) r.s[w] = y[u * W + w];
     EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, r.raw);
   }
-  if (W > 1 && blockIdx.x == gridDim.x - 1) {
-    const I tail = head + nv * W;
-    const I t = threadIdx.x;
-    if (t < head + (n - tail)) {
-      const I i = t < head ? t : tail + (t - head);
-      S x[1];
-      x[0] = ewg_load_one<S>(a, p, 0, i);
-      ewg_run<S, 1, Functions, I>(a, p, i, x);
-      static_cast<S*>(a.out[0])[i] = x[0];
-    }
-  }
+  if (W > 1 && blockIdx.x == gridDim.x - 1) ewg_ends<S, Functions, I>(a, p, n, head, head + nv * W);
 }
 
 #endif  // CUINLINE_EW_GENERIC_CUH
