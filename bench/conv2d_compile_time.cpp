@@ -10,6 +10,13 @@
 //                64 3x3 pad 1, UNet-like 128x128^2 -> 128 3x3 pad 1; f16 and bf16; NCHW and NHWC
 //                (input, weight and output alike); bias; epilogue div(2)|leaky_relu(0.01)
 //   --set tf32   the same three shapes in fp32 NCHW, precision tf32 and tf32x3 (--set all: both sets)
+//   --set cover  every kernel form the planner picks: seed, ResNet-50, UNet, deep 3 x 3 (split-K),
+//                depthwise, grouped, halo, window, pointwise, batch-tile, odd and unaligned shapes in
+//                f32 (fp32, tf32, tf32x3), f16, bf16 and f64, both layouts, bias / residual epilogues,
+//                each planned for --arch (conv2d_variant_for_arch). With --cubin-dir, --repeat 1 and
+//                --no-ptx: the CUBINs to compare before and after a change that must leave them alone
+//                (the knob-dependent forms: run again under CUINLINE_CONV2D_STORE_BATCH,
+//                CUINLINE_CONV2D_HALO_WBATCH=0, CUINLINE_CONV2D_TF32X3_SUMS=chained).
 //   --filter     only variants whose name (with precision) contains TEXT
 //   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
 //   --option X   appends NVRTC option X to every request (repeatable; e.g. --option --time=phases.csv)
@@ -99,6 +106,77 @@ Conv2dVariant variant(const Shape& s, DType dt, Conv2dLayout l, Conv2dPrecision 
   return v;
 }
 
+// The --set cover variants (see the header), planned for `arch`.
+std::vector<Conv2dVariant> cover_variants(const cuinline::Arch& arch) {
+  struct C {
+    int cin, h, w, cout, kh, kw;
+    Conv2dParams p;
+    bool residual;
+  };
+  const auto sq = [](int s, int pad, int dil = 1) { return Conv2dParams::square(s, pad, dil); };
+  Conv2dParams grouped = sq(1, 1), depthwise3 = sq(1, 1), depthwise9 = sq(1, 4), odd = {2, 1, 1, 2, 1, 2, 1};
+  grouped.groups = 4;
+  depthwise3.groups = 96;
+  depthwise9.groups = 32;
+  const C shapes[] = {
+      {8, 128, 128, 64, 3, 3, sq(1, 0), false},       // the seed
+      {64, 56, 56, 64, 3, 3, sq(1, 1), true},         // ResNet 3 x 3 + residual
+      {128, 64, 64, 128, 3, 3, sq(1, 1), false},      // UNet-like
+      {3, 224, 224, 64, 7, 7, sq(2, 3), false},       // ResNet-50 stem
+      {64, 56, 56, 256, 1, 1, sq(1, 0), true},        // 1 x 1 + residual
+      {1024, 14, 14, 2048, 1, 1, sq(2, 0), false},    // strided 1 x 1
+      {2048, 7, 7, 512, 1, 1, sq(1, 0), false},       // deep 1 x 1
+      {512, 7, 7, 512, 3, 3, sq(1, 1), false},        // deep 3 x 3 (split-K)
+      {256, 14, 14, 256, 3, 3, sq(1, 1), true},       // mid plane
+      {96, 56, 56, 96, 3, 3, depthwise3, false},      // depthwise
+      {32, 28, 28, 32, 9, 9, depthwise9, false},      // depthwise, many taps
+      {64, 28, 28, 64, 3, 3, grouped, false},         // grouped
+      {5, 9, 11, 24, 3, 5, odd, true},                // odd strides and padding
+      {8, 6, 40, 64, 3, 3, sq(1, 0), false},          // halo
+      {128, 6, 64, 128, 3, 3, sq(1, 1), false},       // window
+      {64, 7, 7, 48, 3, 3, sq(1, 1), false},          // a small plane (batch tiles)
+      {24, 14, 14, 40, 3, 3, sq(1, 2, 2), false},     // dilated
+  };
+  std::vector<Conv2dVariant> out;
+  for (const C& c : shapes) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+      for (Conv2dLayout l : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+        std::vector<Conv2dPrecision> precisions = {Conv2dPrecision::fp32};
+        if (dt == DType::f32) precisions = {Conv2dPrecision::fp32, Conv2dPrecision::tf32, Conv2dPrecision::tf32x3};
+        if (dt == DType::f64 && l == Conv2dLayout::nhwc) continue;
+        for (Conv2dPrecision prec : precisions) {
+          Conv2dVariant v = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw, c.p, true,
+                                                Op::chain({Step::relu()}));
+          v.has_residual = c.residual;
+          v.dtype = dt;
+          v.input_layout = v.weight_layout = v.output_layout = l;
+          v.precision = prec;
+          out.push_back(conv2d_variant_for_arch(v, arch));
+        }
+      }
+    }
+  }
+  // Mixed layouts and unaligned tensors.
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    Conv2dVariant v = make_conv2d_variant(64, 20, 20, 64, 3, 3, sq(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01));
+    v.dtype = dt;
+    v.input_layout = Conv2dLayout::nhwc;
+    out.push_back(conv2d_variant_for_arch(v, arch));
+    v.input_layout = Conv2dLayout::nchw;
+    v.output_layout = Conv2dLayout::nhwc;
+    out.push_back(conv2d_variant_for_arch(v, arch));
+    for (Conv2dLayout l : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
+      v.input_layout = v.weight_layout = v.output_layout = l;
+      v.output_aligned = false;
+      out.push_back(conv2d_variant_for_arch(v, arch));
+      v.inputs_aligned = false;
+      out.push_back(conv2d_variant_for_arch(v, arch));
+      v.output_aligned = v.inputs_aligned = true;
+    }
+  }
+  return out;
+}
+
 double median(std::vector<double> x) {
   std::sort(x.begin(), x.end());
   const std::size_t n = x.size();
@@ -135,6 +213,7 @@ int main(int argc, char** argv) {
   }
   const cuinline::Arch arch = cuinline::Arch::parse(arch_name);
   std::vector<Conv2dVariant> variants;
+  if (set == "cover") variants = cover_variants(arch);
   for (const Shape& s : kShapes) {
     if (set == "hmma" || set == "all") {
       for (DType dt : {DType::f16, DType::bf16}) {
@@ -189,7 +268,7 @@ int main(int argc, char** argv) {
       cubin.push_back(ms_since(t0));
       if (ptx) ptxv.push_back(ptx_ms(request, arch));
     }
-    const cuinline::CompiledProgram report = cuinline::compile(verbose, arch);
+    const cuinline::CompiledProgram report = set == "cover" ? program : cuinline::compile(verbose, arch);
     std::smatch m;
     std::string regs = "?", spill = "?";
     if (std::regex_search(report.log, m, std::regex(R"(Used (\d+) registers)"))) regs = m[1];

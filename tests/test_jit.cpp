@@ -259,7 +259,8 @@ TEST(Jit, GenericFastDivisorDividesExactly) {
   for (int i = 2; i < 300; ++i) divisors.push_back(i);
   long long bad = 0;
   for (const std::int64_t d : divisors) {
-    const auto [mul, shift] = ops::detail::fast_divisor(d);
+    const std::pair<std::uint32_t, std::uint32_t> divisor = ops::detail::fast_divisor(d);
+    const std::uint32_t mul = divisor.first, shift = divisor.second;
     ASSERT_NE(mul, 0u) << d;
     const auto check = [&](std::uint32_t e) {
       const std::uint32_t q = static_cast<std::uint32_t>((std::uint64_t{e} * mul) >> 32) >> shift;
