@@ -31,7 +31,9 @@
 //                  double-buffered; a block computes the kernel argument `row_tiles` row tiles in
 //                  turn, copying the next tile while computing this one;
 //              2 = channel-chunk pipeline: input and weights of chunk k + 1 are copied while chunk
-//                  k is computed (two buffers of each).
+//                  k is computed (two buffers of each);
+//   kOutAligned (1: the output and residual pointers are 16-byte aligned, so the output is stored in
+//     vectors; 0: one value a store).
 // The batch size and row_tiles are run-time arguments.
 // Shared memory is dynamic: Plan<S>::kSmemBytes (the host mirrors the formula).
 // No standard or toolkit headers: NVRTC's built-ins (float4, __ldg, __stcs) are enough.
@@ -40,17 +42,6 @@
 #define CUINLINE_CONV2D_CUH
 
 namespace cuinline_conv2d_detail {
-
-// S::kOutAligned where S has it (0: the output or residual pointer is not 16-byte aligned; the host
-// renders it only then), else 1. Vector stores of the output need it.
-template <class S, class = void>
-struct OutAlignedOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct OutAlignedOf<S, decltype(void(S::kOutAligned))> {
-  static constexpr int value = S::kOutAligned;
-};
 
 template <class S>
 struct Plan {
@@ -166,7 +157,7 @@ struct Plan {
   static constexpr int kCiSlice = S::kCiChunk / S::kTK;  // channels of a chunk one thread set sums
   // (Vector stores only where the output pointer is 16-byte aligned: conv2d.cpp renders kOutAligned 0
   // otherwise, e.g. a contiguous batch slice of an odd-sized plane.)
-  static constexpr int kStoreVec = OutAlignedOf<S>::value == 0                ? 1
+  static constexpr int kStoreVec = S::kOutAligned == 0                ? 1
                                    : (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
                                    : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
                                                                           : 1;

@@ -19,14 +19,18 @@
 // their weights (warp-wide broadcast loads), and with a channels-last input the inner loop over
 // input channels reads consecutive elements.
 //
-// Grouped convolutions (optional S::kGroups, else 1): output channel co reads input channels
+// Grouped convolutions (S::kGroups > 1): output channel co reads input channels
 // [g kCin / kGroups, (g + 1) kCin / kGroups) of group g = co / (kCout / kGroups), and the weight is
 // [kCout][kCin / kGroups][kKH][kKW]; a thread's kCoTile channels lie in one group.
 //
 // Required members of S:
 //   typedef storage (float, ew_half, ew_bf16 or double);
 //   static constexpr int kCin, kH, kW, kCout, kKH, kKW, kSH, kSW, kPH, kPW, kDH, kDW, kOH, kOW,
-//     kHasBias, kHasResidual, kInNhwc, kWNhwc, kOutNhwc (0 or 1), kThreads, kCoTile.
+//     kHasBias, kHasResidual, kInNhwc, kWNhwc, kOutNhwc (0 or 1), kThreads, kCoTile, kGroups (1: not
+//     grouped), kChannelFast (1: threads along the output channels first) with kPixPerThread (the
+//     consecutive output columns such a thread computes; 1 otherwise), kRowFast (1: a thread computes
+//     kRowsPerThread output rows of one column, the columns fastest) with kRowsPerThread (1
+//     otherwise).
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 
 #ifndef CUINLINE_CONV2D_GENERIC_CUH
@@ -36,42 +40,6 @@
 
 namespace cuinline_conv2d_generic_detail {
 
-// S::kChannelFast where S has it (1: threads along the output channels first), else 0; and
-// S::kPixPerThread (the consecutive output columns a channel-fast thread computes), else 1.
-template <class S, class = void>
-struct ChannelFastOf {
-  static constexpr int value = 0;
-  static constexpr int pixels = 1;
-};
-template <class S>
-struct ChannelFastOf<S, decltype(void(S::kChannelFast))> {
-  static constexpr int value = S::kChannelFast;
-  static constexpr int pixels = S::kPixPerThread;
-};
-
-// S::kRowFast where S has it (1: a thread computes kRowsPerThread output rows of one column, the
-// columns fastest), else 0; and S::kRowsPerThread, else 1.
-template <class S, class = void>
-struct RowFastOf {
-  static constexpr int value = 0;
-  static constexpr int rows = 1;
-};
-template <class S>
-struct RowFastOf<S, decltype(void(S::kRowFast))> {
-  static constexpr int value = S::kRowFast;
-  static constexpr int rows = S::kRowsPerThread;
-};
-
-// S::kGroups where S has it, else 1.
-template <class S, class = void>
-struct GroupsOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct GroupsOf<S, decltype(void(S::kGroups))> {
-  static constexpr int value = S::kGroups;
-};
-
 // Storage elements in 16 bytes.
 template <class T>
 struct Vec16 {
@@ -80,7 +48,7 @@ struct Vec16 {
 
 template <class S>
 struct Plan {
-  static constexpr int kGroups = GroupsOf<S>::value;
+  static constexpr int kGroups = S::kGroups;
   static constexpr int kCinG = S::kCin / kGroups;    // input channels a group (the weight's)
   static constexpr int kCoutG = S::kCout / kGroups;  // output channels a group
   static constexpr int kThreads = S::kThreads;
@@ -89,15 +57,15 @@ struct Plan {
   // channels fastest, so a warp reads consecutive input channels; one output channel a thread.
   // A channel-fast thread computes kPix consecutive columns of one output row (its filter taps'
   // weights loaded once, kept in registers).
-  static constexpr bool kChannelFast = ChannelFastOf<S>::value != 0;
-  static constexpr int kPix = ChannelFastOf<S>::pixels;
+  static constexpr bool kChannelFast = S::kChannelFast != 0;
+  static constexpr int kPix = S::kPixPerThread;
   static constexpr int kColGroups = (S::kOW + kPix - 1) / kPix;  // column groups a row
   // Row-fast (one input channel a group, up to 49 taps): a thread is kRows consecutive output rows
   // of one column of one output channel, columns fastest for an NCHW input and channels fastest for
   // a channels-last one (a warp's loads are consecutive elements); each input row it loads serves
   // every one of its rows that the filter reaches, and its taps' weights are loaded once.
-  static constexpr bool kRowFast = RowFastOf<S>::value != 0;
-  static constexpr int kRows = RowFastOf<S>::rows;
+  static constexpr bool kRowFast = S::kRowFast != 0;
+  static constexpr int kRows = S::kRowsPerThread;
   static constexpr int kRowGroups = (S::kOH + kRows - 1) / kRows;  // row groups a column
   static constexpr long long kItems = kChannelFast ? (long long)S::kOH * kColGroups * S::kCout
                                       : kRowFast   ? (long long)(S::kCout / S::kCoTile) * kRowGroups * S::kOW
@@ -120,7 +88,7 @@ struct Plan {
   static constexpr long long kWX = S::kWNhwc ? kCinG : 1;
   static_assert(S::kCin % kGroups == 0 && S::kCout % kGroups == 0, "groups divide the channels");
   // (Except a row-fast thread's channel pair: two groups of one channel, below.)
-  static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0 || (RowFastOf<S>::value != 0 && kCoutG == 1),
+  static_assert(kGroups == 1 || kCoutG % S::kCoTile == 0 || (S::kRowFast != 0 && kCoutG == 1),
                 "a thread's channels in one group");
   static_assert(!kChannelFast || (S::kCoTile == 1 && kCinG == 1 && kPix >= 1 && kPix <= 8),
                 "channel-fast (depthwise): one output channel of up to 8 columns a thread");

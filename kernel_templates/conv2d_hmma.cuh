@@ -35,10 +35,14 @@
 //   aligned, 0 or 1), kOutAligned (the output pointer aligned to 2 * the vector kOutVec would be
 //   with it, 0 or 1), kAsyncDepth (cp.async buffers; 0: the default), kCopyL2 (1: cp.async.cg,
 //   cached in L2 only; 0: .ca), kWgmma (0 or 1: the wgmma tiling above; needs the cp.async form,
-//   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers);
-//   optional: kHalo, kWindow (the wgmma tiling's forms, below), kPointwise (0 or 1: the pointwise
-//   form above; kAsyncDepth buffers), kSplitK (1: the split form, cuinline_conv2d_hmma_split below;
-//   the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms). The kernel
+//   4 x 1 or 8 x 1 warps, kBM a multiple of 64, kBN of 16, 32, 64 or 128, at least 3 buffers),
+//   kHalo, kWindow (0 or 1: the wgmma tiling's forms, below), kWindowTiles (0 or 1: the window
+//   form's blocks compute several tiles in turn, the next tile's first copies issued while this
+//   one's outputs are stored), kPointwise (0 or 1: the pointwise form above; kAsyncDepth buffers),
+//   kBatchTiles (0 or 1: the cp.async wgmma tiling's batch tiles, plan.cuh), kHaloWeightBatch (0 or
+//   1: the halo form's weight gather in batches), kStoreBatch (0 or 1: store_tile_half's loads and
+//   stores in batches). The split kernel (cuinline_conv2d_hmma_split below) also needs kSplitK = 1
+//   (the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms). The kernel
 //   trusts the two alignment flags.
 // No standard or toolkit headers (ew_common.cuh has the half types and their conversions).
 //

@@ -25,7 +25,9 @@
 //   kPipeline (0, 1, 2 as in conv2d.cuh, or 3: row streaming, below), kSplit (1 or 3), kOutStage
 //   (0: fragments are stored straight to global memory; 1, 2 or 4, row streaming only: through a
 //   per-warp shared-memory tile, as aligned float4 runs, in that many passes over the warp's
-//   channel tiles).
+//   channel tiles), kSumsFromZero (kSplit 3: 1 sums each k8 step's products from zero and adds them
+//   to the running sum in fp32; 0 chains them into the running sum on the tensor cores, the
+//   CUINLINE_CONV2D_TF32X3_SUMS=chained A/B).
 //
 // kPipeline = 3 (row streaming, all channels staged): a block computes `row_tiles` steps of kTY
 // (1 to 4; the host picks 1 or 2) consecutive output rows of one column tile. The weights are staged once; the input rows
@@ -80,18 +82,6 @@ __host__ __device__ constexpr int weight_pitch(int cout) {
   return p;
 }
 
-// S::kSumsFromZero (optional, default 1): 3xTF32 sums each k8 step's products from zero and adds
-// them to the running sum in fp32 (the accumulation loop); 0 chains them into the running sum on the
-// tensor cores (a tuning override's A/B: CUINLINE_CONV2D_TF32X3_SUMS=chained).
-template <class S, class = void>
-struct SumsFromZeroOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct SumsFromZeroOf<S, decltype(void(S::kSumsFromZero))> {
-  static constexpr int value = S::kSumsFromZero;
-};
-
 template <class S>
 struct Plan {
   static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
@@ -104,7 +94,7 @@ struct Plan {
   // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
-  static constexpr bool kSumsFromZero = SumsFromZeroOf<S>::value != 0;
+  static constexpr bool kSumsFromZero = S::kSumsFromZero != 0;
   // Row streaming: a step computes kTY output rows; kStepRows input rows further each step;
   // kWindow input rows read by one step; kNew rows each further step stages; kRing rows held.
   static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;

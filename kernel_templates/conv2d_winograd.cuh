@@ -37,8 +37,9 @@
 //   kTT, kTCo (tiles and output channels of a thread), kLX (tile lanes of a warp),
 //   kWX, kWC (warps along tiles and along channels), kCiChunk (input channels per stage: kCin, one
 //   stage a tile row), kCiUnroll (unroll of the channel loop),
-//   kMinBlocks (resident blocks per multiprocessor asked of ptxas);
-// optional: kWinoTC (0 or 1), kOutNhwc, kOutAligned.
+//   kMinBlocks (resident blocks per multiprocessor asked of ptxas), kWinoTC (1: the products on
+//   tensor cores, 3xTF32; 0: FMA), kOutNhwc (1: a channels-last output, conv2d.cpp's transposing f32
+//   calls), kOutAligned (as in conv2d.cuh).
 // The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes.
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
@@ -48,32 +49,12 @@
 
 namespace cuinline_conv2d_wino_detail {
 
-// S::kOutNhwc where S has it (a channels-last output: conv2d.cpp's transposing f32 calls), else 0.
-template <class S, class = void>
-struct OutNhwcOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct OutNhwcOf<S, decltype(void(S::kOutNhwc))> {
-  static constexpr int value = S::kOutNhwc;
-};
-
-// S::kWinoTC where S has it (1: the products on tensor cores, 3xTF32), else 0.
-template <class S, class = void>
-struct WinoTCOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct WinoTCOf<S, decltype(void(S::kWinoTC))> {
-  static constexpr int value = S::kWinoTC;
-};
-
 template <class S>
 struct WPlan {
   // The output (and the residual) channels-last, [N][OH][OW][Cout]: a thread stores its kTCo
   // consecutive channels of a pixel together (one 16-byte store for 4 where Cout % 4 == 0 and the
   // pointers are 16-byte aligned).
-  static constexpr bool kOutNhwc = OutNhwcOf<S>::value != 0;
+  static constexpr bool kOutNhwc = S::kOutNhwc != 0;
   static constexpr int kM = 2;                 // output tile side
   static constexpr int kA = kM + 2;             // input tile side, transformed positions per column
   static constexpr int kMM = kM * kM;           // outputs of a tile
@@ -99,7 +80,7 @@ struct WPlan {
   static constexpr int kSmemBytes = kSmemFloats * 4;
   // NCHW stores of a tile row: float2 where OW is even, else one a float (and one a float wherever
   // the output may be misaligned: kOutAligned 0).
-  static constexpr int kStoreVec = cuinline_conv2d_detail::OutAlignedOf<S>::value == 0 ? 1
+  static constexpr int kStoreVec = S::kOutAligned == 0 ? 1
                                    : S::kOW % 2 == 0                                     ? 2
                                                                                          : 1;
   // The products on tensor cores (S::kWinoTC): each transformed position's sums over the
@@ -111,7 +92,7 @@ struct WPlan {
   // fold and the stores stay as they are. Shared memory: V[position][tile][ci] and
   // U[position][channel warp][8-channel half][column][ci], as many floats as the FMA form's. (sm_80
   // and later, as cp.async.)
-  static constexpr bool kTC = WinoTCOf<S>::value != 0;
+  static constexpr bool kTC = S::kWinoTC != 0;
   static_assert(!kTC || (S::kLX == 8 && S::kTT == 2 && S::kTCo == 4 && S::kCin % 8 == 0),
                 "tensor-core Winograd: 8 tile lanes, 2 tiles x 4 channels a thread, Cin a multiple of 8");
   static_assert(S::kKH == 3 && S::kKW == 3 && S::kSH == 1 && S::kSW == 1 && S::kDH == 1 && S::kDW == 1,

@@ -334,7 +334,9 @@ float channel_shift(int co) {
                          kPH = ph, kPW = pw, kDH = dh, kDW = dw, kHasBias = bias, kHasResidual = res,       \
                          kInNhwc = in, kWNhwc = wl, kOutNhwc = out, kWarpsM = wm, kWarpsN = wn, kMT = mt,   \
                          kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb, kInAligned = 1,             \
-                         kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0, kWgmma = 0;                        \
+                         kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0, kWgmma = 0, kHalo = 0, kWindow = 0, \
+                         kWindowTiles = 0, kPointwise = 0, kBatchTiles = 0, kHaloWeightBatch = 1,           \
+                         kStoreBatch = 0;                                                                   \
     static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
     static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };
@@ -441,7 +443,7 @@ struct UnetOneGroup : UnetNhwc {
   HMMA_CASE(name##Base, T, cin, h, w, cout, kh, kw, sh, 1, ph, pw, dh, dw, bias, 0, in, wl, out, 4, 1, mt, nt, 8, \
             16, minb)                                                                                       \
   struct name : name##Base {                                                                                \
-    static constexpr int kAsyncDepth = 1, kWgmma = 1, kHalo = 1;                                            \
+    static constexpr int kAsyncDepth = 1, kWgmma = 1, kHalo = 1, kStoreBatch = out ? 0 : 1;                 \
   };
 // The seed's shape at 6 x 40 (one 64-column tile), NCHW: no staging copy.
 HALO_CASE(SeedHalo, ew_half, 8, 6, 40, 64, 3, 3, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 8, 7)
@@ -645,8 +647,8 @@ void run_case(std::uint64_t seed, Mode mode) {
     EXPECT_EQ(t.tiles_x, P::kTilesX);
     EXPECT_EQ(t.tiles_y, P::kTilesY);
     EXPECT_EQ(t.wgmma, S::kWgmma != 0);
-    EXPECT_EQ(t.halo, cuinline_conv2d_hmma_detail::HaloOf<S>::value != 0);
-    EXPECT_EQ(t.window, cuinline_conv2d_hmma_detail::WindowOf<S>::value != 0);
+    EXPECT_EQ(t.halo, S::kHalo != 0);
+    EXPECT_EQ(t.window, S::kWindow != 0);
     EXPECT_EQ(t.batch_tiles, P::kBatchTiles);
     if (t.wgmma || t.pointwise) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());

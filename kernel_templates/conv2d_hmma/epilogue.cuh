@@ -187,7 +187,7 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
   static_assert(P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0, "whole rows of vectors an iteration");
   const int fast = (int)(threadIdx.x % kFastVecs) * kVec;
   const int slow0 = (int)(threadIdx.x / kFastVecs);
-  if constexpr (StoreBatchOf<S>::value != 0) {
+  if constexpr (S::kStoreBatch != 0) {
     // In batches of kB vectors: every shared load of a batch, then its stores (one load and its
     // store at a time, the stores waited on each load: the compiler does not move a shared load
     // above a global store through these pointers; ~8 % of the f16 NCHW seed's stall samples).

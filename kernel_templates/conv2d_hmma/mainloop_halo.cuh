@@ -69,7 +69,7 @@ struct Halo {
   // Every step's B tile and the zeros (copies uncommitted).
   __device__ __forceinline__ void load_weights(const T* __restrict__ weight, int co0) const {
     const int tid = threadIdx.x;
-    if constexpr (!kWCopy && HaloWeightBatchOf<S>::value != 0) {
+    if constexpr (!kWCopy && S::kHaloWeightBatch != 0) {
       // The gather in batches of kBatch chunks a thread, every load of a batch issued before the
       // first store: the block's first tile waits for about one load latency a batch instead of
       // one a chunk (the seed's 5 chunks a thread of 8 16-bit loads; as one chunk at a time the

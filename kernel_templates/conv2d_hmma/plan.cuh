@@ -1,8 +1,7 @@
 // conv2d_hmma/plan.cuh — Plan<S>: the tiling, shared-memory layout and launch figures of
-// conv2d_hmma.cuh for a shape struct S (the members listed at the top of conv2d_hmma.cuh), and the
-// traits of its optional members. Plain C++ besides two device helpers, which are host functions
-// where the file is compiled as host C++ (no __CUDACC__); CUINLINE_CONV2D_HMMA_WGMMA (0 where
-// undefined) picks the wgmma tiling's block count.
+// conv2d_hmma.cuh for a shape struct S (the members listed at the top of conv2d_hmma.cuh). Plain C++
+// besides two device helpers, which are host functions where the file is compiled as host C++ (no
+// __CUDACC__); CUINLINE_CONV2D_HMMA_WGMMA (0 where undefined) picks the wgmma tiling's block count.
 
 #ifdef __CUDACC__
 #define CUINLINE_CONV2D_HMMA_PLAN_FN static __device__ __forceinline__
@@ -14,82 +13,6 @@
 #define CUINLINE_CONV2D_HMMA_PLAN_CUH
 
 namespace cuinline_conv2d_hmma_detail {
-
-// S::kHalo where S has it, else 0 (shapes written before the halo tiling need not name it).
-template <class S, class = void>
-struct HaloOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct HaloOf<S, decltype(void(S::kHalo))> {
-  static constexpr int value = S::kHalo;
-};
-
-// S::kWindow where S has it, else 0.
-template <class S, class = void>
-struct WindowOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct WindowOf<S, decltype(void(S::kWindow))> {
-  static constexpr int value = S::kWindow;
-};
-
-// S::kPointwise where S has it, else 0.
-template <class S, class = void>
-struct PointwiseOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct PointwiseOf<S, decltype(void(S::kPointwise))> {
-  static constexpr int value = S::kPointwise;
-};
-
-// S::kBatchTiles where S has it, else 0.
-template <class S, class = void>
-struct BatchTilesOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct BatchTilesOf<S, decltype(void(S::kBatchTiles))> {
-  static constexpr int value = S::kBatchTiles;
-};
-
-// S::kHaloWeightBatch where S has it, else 1 (the halo form's weight gather in batches; 0 under
-// CUINLINE_CONV2D_HALO_WBATCH=0).
-template <class S, class = void>
-struct HaloWeightBatchOf {
-  static constexpr int value = 1;
-};
-template <class S>
-struct HaloWeightBatchOf<S, decltype(void(S::kHaloWeightBatch))> {
-  static constexpr int value = S::kHaloWeightBatch;
-};
-
-// S::kWindowTiles where S has it, else 0: the window form's blocks compute several tiles in turn
-// (window_tiles), the next tile's first copies issued while this one's outputs are stored.
-template <class S, class = void>
-struct WindowTilesOf {
-  static constexpr int value = 0;
-};
-template <class S>
-struct WindowTilesOf<S, decltype(void(S::kWindowTiles))> {
-  static constexpr int value = S::kWindowTiles;
-};
-
-// S::kStoreBatch where S has it, else 1 for the halo form's NCHW output and 0 elsewhere
-// (store_tile_half's loads and stores in batches; the host writes CUINLINE_CONV2D_STORE_BATCH's 0 or
-// 1 where it is set). H100, f16, ms unbatched / batched: seed NCHW (the halo form)
-// 0.1596 / 0.1569; channels-last 0.1115 / 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC
-// 0.0889 / 0.1010.
-template <class S, class = void>
-struct StoreBatchOf {
-  static constexpr int value = HaloOf<S>::value != 0 && !S::kOutNhwc ? 1 : 0;
-};
-template <class S>
-struct StoreBatchOf<S, decltype(void(S::kStoreBatch))> {
-  static constexpr int value = S::kStoreBatch;
-};
 
 template <class S>
 struct Plan {
@@ -104,7 +27,7 @@ struct Plan {
   static constexpr long long kPixels = (long long)S::kOH * S::kOW;
   // The halo tiling (kHalo; see the top of the file): a block is kBM consecutive columns of one
   // output row, kSegs blocks a row.
-  static constexpr bool kHalo = HaloOf<S>::value != 0;
+  static constexpr bool kHalo = S::kHalo != 0;
   static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
   // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
   // (The pointwise form's blocks run channel blocks fastest: block x is pixel tile x / kCoBlocks,
@@ -112,14 +35,14 @@ struct Plan {
   // first find it in L2.)
   static constexpr int kCoBlocks = (S::kCout + kBN - 1) / kBN;
   static constexpr int kTilesX =
-      kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (PointwiseOf<S>::value != 0 ? kCoBlocks : 1);
+      kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (S::kPointwise != 0 ? kCoBlocks : 1);
   static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
   // Batch tiles (kBatchTiles; the cp.async wgmma tiling of small planes): the block's kBM pixels are
   // consecutive pixels of the batch's N x kOH x kOW (image-major), not of one image's plane, so a
   // block's weight tile serves several images (a 7 x 7 plane filled 49 of 256 rows a tile, and every
   // image re-read the whole weight). Grid: ceil(N kPixels / kBM) blocks along x, one along z; the
   // launch passes N in row_tiles.
-  static constexpr bool kBatchTiles = BatchTilesOf<S>::value != 0;
+  static constexpr bool kBatchTiles = S::kBatchTiles != 0;
   static constexpr int kTaps = S::kKH * S::kKW;
   static constexpr int kTapsPerStep = kElem == 2 && S::kCiPad == 8 ? 2 : 1;
   static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
@@ -130,7 +53,7 @@ struct Plan {
   // ([k][pixel], kATrans), B as the weight does ([channel][k]); the mma.sync tilings (16-bit: the
   // ldmatrix.trans path; float: m16n8k8 with each operand rounded to TF32 as it is read from shared
   // memory).
-  static constexpr bool kPointwise = PointwiseOf<S>::value != 0;
+  static constexpr bool kPointwise = S::kPointwise != 0;
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 16 bytes, so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads (float: the m16n8k8 B fragment's words, k t of
   // channel g, on distinct banks: the pitch is 4, 12 or 20 words mod 32).
@@ -152,7 +75,7 @@ struct Plan {
   static constexpr int kAPitchT = (kBM + 8) * kElem / 2;
   static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kTilePitch;
   // The window form (kWindow, below) stages only B a step.
-  static constexpr bool kWindow = WindowOf<S>::value != 0;
+  static constexpr bool kWindow = S::kWindow != 0;
   static constexpr int kStageElems = (kWindow ? 0 : kAElems) + kBN * kTilePitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
@@ -202,7 +125,7 @@ struct Plan {
   // from the second window buffer on (neither the next tile's first B buffers nor its first window,
   // which are copied while this tile's outputs are stored; its second window is copied at its step
   // 1, after every thread's stores).
-  static constexpr bool kWindowTiles = kWindow && WindowTilesOf<S>::value != 0;
+  static constexpr bool kWindowTiles = kWindow && S::kWindowTiles != 0;
   static constexpr int kWinOutOffset = kWindowTiles ? kStages * kStageElems * 2 + kWinBytes : 0;
   // The halo tiling's shared memory: every step's B tile ([kBN][16], the 32-byte swizzle; 256-byte
   // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past

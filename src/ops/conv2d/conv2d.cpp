@@ -618,7 +618,7 @@ CompileRequest make_fp32_direct_request(const Conv2dVariant& v) {
   src += c("kTP", t.pixels_per_thread) + c("kTC", t.channels_per_thread) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kKhUnroll", fp.kh_unroll) + c("kMinBlocks", t.min_blocks);
   src += c("kPipeline", t.pipeline) + c("kColPhases", fp.col_phases);
-  if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar stores (only then rendered: keys unchanged)
+  src += c("kOutAligned", v.output_aligned ? 1 : 0);
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
   src += render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);

@@ -113,9 +113,9 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
          c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kThreads", t.threads_x) + c("kCoTile", t.channels_per_thread);
-  if (v.params.groups != 1) src += c("kGroups", v.params.groups);  // (only then: other keys unchanged)
-  if (t.channel_fast) src += c("kChannelFast", 1) + c("kPixPerThread", t.pixels_per_thread);
-  if (t.row_fast) src += c("kRowFast", 1) + c("kRowsPerThread", t.pixels_per_thread);
+  src += c("kGroups", v.params.groups);
+  src += c("kChannelFast", t.channel_fast ? 1 : 0) + c("kPixPerThread", t.channel_fast ? t.pixels_per_thread : 1);
+  src += c("kRowFast", t.row_fast ? 1 : 0) + c("kRowsPerThread", t.row_fast ? t.pixels_per_thread : 1);
   src += "};\n\n";
   src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t);
 

@@ -611,12 +611,17 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
          c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
-  if (t.window && t.row_tiles > 1) src += c("kWindowTiles", 1);
-  if (t.pointwise) src += c("kPointwise", 1);
-  if (t.batch_tiles) src += c("kBatchTiles", 1);
-  if (t.split_k > 0) src += c("kSplitK", 1);
-  if (t.wgmma && conv2d_knobs().store_batch >= 0) src += c("kStoreBatch", conv2d_knobs().store_batch);
-  if (t.halo && !conv2d_knobs().halo_weight_batch) src += c("kHaloWeightBatch", 0);
+  src += c("kWindowTiles", t.window && t.row_tiles > 1 ? 1 : 0) + c("kPointwise", t.pointwise ? 1 : 0) +
+         c("kBatchTiles", t.batch_tiles ? 1 : 0);
+  // The 16-bit epilogue's stores in batches: by default for the halo form's NCHW output only (H100,
+  // f16, ms unbatched / batched: seed NCHW on the halo form 0.1596 / 0.1569; channels-last 0.1115 /
+  // 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC 0.0889 / 0.1010);
+  // CUINLINE_CONV2D_STORE_BATCH sets it for every wgmma tiling.
+  const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
+  src += c("kStoreBatch", t.wgmma && conv2d_knobs().store_batch >= 0 ? conv2d_knobs().store_batch
+                                                                     : (t.halo && !out_nhwc ? 1 : 0));
+  src += c("kHaloWeightBatch", t.halo && !conv2d_knobs().halo_weight_batch ? 0 : 1);
+  if (t.split_k > 0) src += c("kSplitK", 1);  // (the split kernel's only: the plain one's source without it)
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);

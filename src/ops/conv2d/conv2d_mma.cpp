@@ -254,7 +254,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   src += c("kKwUnroll", t.kw_unroll);
   src += c("kMinBlocks", t.min_blocks) + c("kOutStage", t.out_stage);
   src += c("kPipeline", t.pipeline) + c("kSplit", v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
-  if (v.precision == Conv2dPrecision::tf32x3 && conv2d_knobs().tf32x3_chained_sums) src += c("kSumsFromZero", 0);
+  src += c("kSumsFromZero", v.precision == Conv2dPrecision::tf32x3 && conv2d_knobs().tf32x3_chained_sums ? 0 : 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);

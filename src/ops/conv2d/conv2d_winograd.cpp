@@ -128,9 +128,8 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
   src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
-  if (t.winograd_tc) src += c("kWinoTC", 1);
-  if (v.output_layout == Conv2dLayout::nhwc) src += c("kOutNhwc", 1);
-  if (!v.output_aligned) src += c("kOutAligned", 0);  // scalar NCHW stores
+  src += c("kWinoTC", t.winograd_tc ? 1 : 0) + c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
+  src += c("kOutAligned", v.output_aligned ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_wino_detail::WPlan<cuinline_conv2d_shape>";
   src += render_plan_checks(plan, t);
