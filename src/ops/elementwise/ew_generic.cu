@@ -19,7 +19,7 @@
   }
 
 // Kernels per dtype. The 16-byte-vector kernels name their vectors a thread (_r<reps>), which the
-// host's grid follows (vectors_per_thread, src/ops/elementwise/generic.cpp: a kernel of another
+// host's grid follows (generic_vectors_per_thread, src/ops/elementwise/generic.cpp: a kernel of another
 // count is not found). Under 2^31 elements (no suffix): 32-bit indices (fewer instructions an
 // element, and 32 registers a thread for full occupancy); from 2^31, 64-bit ones (_i64), two vectors
 // a thread at four blocks.

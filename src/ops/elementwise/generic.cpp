@@ -106,7 +106,7 @@ GenericProgram generic_program(const Op& op, const NaryKey& key) {
   return p;
 }
 
-void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream) {
+void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream stream) {
   const NaryKey& key = plan.key;
   // 16-byte vectors where the plan aligned every operand for them, else single elements (head 0).
   const bool vector = key.vector_width == widest_vector(key.dtype);
@@ -124,11 +124,10 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   const long long blocks = std::max<long long>(1, (vectors + per_block - 1) / per_block);
   if (blocks > 0x7fffffffLL) throw InvalidArgument("generic elementwise kernel: too many elements");
   // The 32-bit kernels divide by a row's or a column's period with a multiply and a shift.
-  GenericProgram p = program;
   if (!wide_index) {
-    for (int k = 0; k < p.inputs && k < kMaxInputs; ++k) {
-      if (p.pattern[k] == kRow || p.pattern[k] == kCol) {
-        std::tie(p.div_mul[k], p.div_shift[k]) = fast_divisor(plan.args.period[k]);
+    for (int k = 0; k < program.inputs && k < kMaxInputs; ++k) {
+      if (program.pattern[k] == kRow || program.pattern[k] == kCol) {
+        std::tie(program.div_mul[k], program.div_shift[k]) = fast_divisor(plan.args.period[k]);
       }
     }
   }
@@ -136,7 +135,7 @@ void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstrea
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
   cfg.stream = stream;
-  generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, p);
+  generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }
 

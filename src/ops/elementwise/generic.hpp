@@ -66,6 +66,6 @@ bool generic_applies(const Op& op, const NaryKey& key);
 GenericProgram generic_program(const Op& op, const NaryKey& key);
 
 /// Runs the planned call on the generic kernel (loaded once per process).
-void launch_generic(const GenericProgram& program, const NaryPlan& plan, CUstream stream);
+void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream stream);
 
 }  // namespace cuinline::ops::detail
