@@ -241,7 +241,7 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
     }
   }
   EXPECT_EQ(names.size(), 32u);
-  EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f32, true, false, false), "cuinline_ewg_f32_v4_r4");
+  EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f32, true, false, false), "cuinline_ewg_f32_v4_r2");
   EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::bf16, true, true, false), "cuinline_ewg_bf16_v8_r1_light");
   EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f64, false, false, true), "cuinline_ewg_f64_v1_i64");
 }

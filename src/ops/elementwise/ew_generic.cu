@@ -24,17 +24,21 @@
 // element, and 32 registers a thread for full occupancy); from 2^31, 64-bit ones (_i64), two vectors
 // a thread at four blocks.
 // - The light kernels (chains of arithmetic, clamps, tensor operands and selects: no activation or
-//   math step compiled in) and the 16-bit and f64 full kernels: one vector a thread, eight resident
-//   blocks, the specialized kernel's shape. The light ones run the steps over the thread's values
-//   with each input's pattern tested once (ew_generic_body_wide).
-// - The f32 full kernel (a chain with an activation or math step): four vectors a thread at four
-//   blocks (64 registers), each step dispatched once for 16 values.
-// NVIDIA H200, [8192, 28672], L2 flushed, median of 30, against the previous shape (one vector, every
-// load testing its pattern, each step dispatched per vector): f32 add(row)|gelu 0.521 ms against
-// 0.571 (the specialized kernel 0.453); bf16 relu / mul(0.5)|leaky_relu(0.02) on the light kernel
-// 0.234 / 0.242 against 0.253 / 0.279 (the specialized 0.224, a copy 0.222); f32 relu and
-// mul|leaky_relu within 1 % either way. The 16-bit full kernels stayed on one vector a thread:
-// bf16 add(row)|gelu 0.449 ms there, 0.458-0.494 on two vectors or one with the light kernels' loads.
+//   math step compiled in): one vector a thread at eight resident blocks, the specialized kernel's
+//   shape, the steps run over the thread's values with each input's pattern tested once
+//   (ew_generic_body_wide). The f64 full kernel: the same shape on ew_generic_body.
+// - The full kernels (a chain with an activation or math step) run each step once over all of a
+//   thread's vectors: f32 two vectors at six blocks (40 registers), each step dispatched once for 8
+//   values; f16 and bf16 three vectors at four blocks (64 registers), once for 24 values.
+// NVIDIA H200, [8192, 28672], L2 flushed, median of 30, add(row)|gelu (scratch A/B of every shape
+// against a hand-written specialized kernel at 0.453 ms f32, 0.346 bf16, 0.331 f16):
+//   f32 two vectors at six blocks 0.505 ms; four at four 0.520, four at five 0.510, three at six
+//   0.513, two at seven 0.551, two at eight 0.512-0.551 (unstable), one vector a thread 0.563.
+//   bf16 three vectors at four blocks 0.437; four at three 0.432 (224 bytes spilled), three at
+//   three 0.459, two at four 0.458, two at six 0.478, one vector at eight (the previous shape) 0.466,
+//   at six 0.459, at four 0.527; four at four 0.762 and three at six 1.51 (spills).
+//   f16 three at four 0.435, three at three 0.431, two at four 0.434, one at eight 0.449.
+// The memory-bound chains (relu) on these shapes: within 2 % of the light kernels' figures.
 // Row and column operands divide by their period with the host's multiply-shift divisor.
 #define CUINLINE_EWG_KERNELS(tag, S, W, full_body, full_reps, full_blocks)                                      \
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r##full_reps, full_body, S, W, true, full_reps, full_blocks, \
@@ -47,7 +51,7 @@
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v##W##_r2_light_i64, ew_generic_body, S, W, false, 2, 4, long long) \
   CUINLINE_EWG_KERNEL(cuinline_ewg_##tag##_v1_light_i64, ew_generic_body, S, 1, false, 1, 4, long long)
 
-CUINLINE_EWG_KERNELS(f32, float, 4, ew_generic_body_wide, 4, 4)
+CUINLINE_EWG_KERNELS(f32, float, 4, ew_generic_body_wide, 2, 6)
 CUINLINE_EWG_KERNELS(f64, double, 2, ew_generic_body, 1, 8)
-CUINLINE_EWG_KERNELS(f16, ew_half, 8, ew_generic_body, 1, 8)
-CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8, ew_generic_body, 1, 8)
+CUINLINE_EWG_KERNELS(f16, ew_half, 8, ew_generic_body_wide, 3, 4)
+CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8, ew_generic_body_wide, 3, 4)

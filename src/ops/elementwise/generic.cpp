@@ -24,7 +24,8 @@ int widest_vector(DType dtype) {
 
 int generic_vectors_per_thread(DType dtype, bool light, bool wide_index) {
   if (wide_index) return 2;
-  return !light && dtype == DType::f32 ? 4 : 1;
+  if (light || dtype == DType::f64) return 1;
+  return dtype == DType::f32 ? 2 : 3;
 }
 
 std::string generic_kernel_symbol(DType dtype, bool vector, bool light, bool wide_index) {

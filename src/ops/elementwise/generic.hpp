@@ -45,7 +45,7 @@ std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d);
 /// or not, 32- or 64-bit indices (src/ops/elementwise/ew_generic.cu).
 int generic_vectors_per_thread(DType dtype, bool light, bool wide_index);
 
-/// The generic kernel's symbol: "cuinline_ewg_f32_v4_r4", "cuinline_ewg_bf16_v8_r1_light",
+/// The generic kernel's symbol: "cuinline_ewg_f32_v4_r2", "cuinline_ewg_bf16_v8_r1_light",
 /// "cuinline_ewg_f64_v1_i64" (vector: 16-byte vectors, else single elements).
 std::string generic_kernel_symbol(DType dtype, bool vector, bool light, bool wide_index);
 
