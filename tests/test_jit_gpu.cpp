@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/cuinline.hpp>
@@ -219,9 +220,14 @@ TEST_F(JitGpu, GenericPast2To31ElementsEqualsSpecialized) {
 }
 
 // A chain no earlier call compiled: a constant drawn at random.
+// A chain no earlier call of the process used: a scale in [1, 2) on fp32's grid there (2^23
+// values, written exactly), so two draws of a test coincide with odds of about 1e-5 (a 6-digit
+// decimal scale repeats with odds of about 3e-4 a run: one specialization then serves two calls).
 Op never_seen(std::mt19937_64& rng, const char* tail) {
-  const double k = 1.0 + static_cast<double>(rng() % 1000000) * 1e-7;
-  return ops::parse_op("mul(" + std::to_string(k) + ")|" + tail);
+  const double k = 1.0 + std::ldexp(static_cast<double>(rng() % (1u << 23)), -23);
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", k);
+  return ops::parse_op(std::string("mul(") + text + ")|" + tail);
 }
 
 TEST_F(JitGpu, AsyncServesAtOnceThenSwapsTheSpecializedKernelIn) {
