@@ -363,6 +363,12 @@ const Case kCases[] = {
     {3, 24, 5, 7, 32, 1, 1, 1, 0, 1, 1, true, false, true, true, true, 2},
     {2, 3, 13, 11, 16, 7, 7, 2, 3, 1, 1, true, true, true, true, false, 1},
     {3, 40, 7, 5, 72, 3, 3, 1, 1, 1, 1, true, true, false, true, true, 3},
+    // Depthwise on the row kernel: channel pairs over row groups with a partial last one and a
+    // residual; an odd channel count (one channel a thread), a 5 x 3 filter read at run time,
+    // stride 2; the 3 x 3 path at stride and dilation 2 (no row reuse).
+    {2, 6, 19, 5, 6, 3, 3, 1, 1, 1, 6, true, true, true, true, true, 2},
+    {1, 7, 17, 9, 7, 5, 3, 2, 2, 1, 7, true, false, false, true, false, 1},
+    {2, 8, 12, 10, 8, 3, 3, 2, 2, 2, 8, true, true, true, false, true, 4},
 };
 
 TEST(Conv2dGenericRtEmulated, EveryDtypeLayoutGroupingAndEpilogue) {

@@ -561,7 +561,8 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(g.blocks_y, 4);
     EXPECT_EQ(g.threads, 64) << "49 pixels: two warps";
   }
-  {  // Depthwise with a channels-last input: one channel of one pixel a thread, channels fastest.
+  {  // Depthwise with a channels-last input: one channel of kGenericConvDwRows rows of a column a
+     // thread, channels fastest (two output channels a group: one channel a thread).
     Conv2dParams q;
     q.groups = 32;
     const Conv2dVariant v = variant(32, 7, 7, 64, 5, q, DType::bf16, nhwc, nchw, nhwc);
@@ -569,9 +570,18 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(p.mode, 1);
     EXPECT_EQ(p.cin_g, 1);
     EXPECT_EQ(p.cout_g, 2);
+    EXPECT_EQ(p.dw_channels, 1);
     const ci::GenericConvGrid g = ci::generic_conv_grid(v);
     EXPECT_EQ(g.blocks_y, 1);
-    EXPECT_EQ(g.blocks_x, (3 * 3 * 64 + 127) / 128);
+    EXPECT_EQ(ci::kGenericConvDwRows, 4);
+    EXPECT_EQ(g.blocks_x, (64 * 3 * 1 + 127) / 128) << "64 channels x 3 columns x 1 row group of 3 rows";
+    // One output channel a group, 16-bit: a pair of channels a thread; f32: one.
+    Conv2dParams d;
+    d.groups = 64;
+    const Conv2dVariant pair = variant(64, 7, 7, 64, 3, d, DType::f16, nhwc, nhwc, nhwc);
+    EXPECT_EQ(ci::generic_conv_params(pair).dw_channels, 2);
+    EXPECT_EQ(ci::generic_conv_grid(pair).blocks_x, (32 * 5 * 2 + 127) / 128) << "5 x 5 outputs";
+    EXPECT_EQ(ci::generic_conv_params(variant(64, 7, 7, 64, 3, d, DType::f32, nhwc, nhwc, nhwc)).dw_channels, 1);
     EXPECT_FALSE(ci::generic_conv_mma_applies(v, Arch::parse("sm_90"))) << "depthwise keeps its own kernel";
     // The same with an NCHW input: the pixel-fast form.
     EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);

@@ -29,6 +29,13 @@ bool depthwise_channels_last(const Conv2dVariant& v) {
   return v.params.groups > 1 && v.in_channels == v.params.groups && v.input_layout == Conv2dLayout::nhwc;
 }
 
+// The depthwise kernel's output channels a thread: a pair of a 16-bit input's channels where each
+// group has one output channel.
+int depthwise_channels(const Conv2dVariant& v) {
+  const bool half = v.dtype == DType::f16 || v.dtype == DType::bf16;
+  return half && v.out_channels == v.params.groups && v.out_channels % 2 == 0 ? 2 : 1;
+}
+
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
   static Kernel kernels[4][4];  // [dtype][mode]
@@ -103,6 +110,7 @@ GenericConvParams generic_conv_params(const Conv2dVariant& v, bool mma) {
   // conv2d_hmma.cpp). Its runs start at multiples of cin_g.
   p.vec_w = p.vec_in && (w_nhwc || taps == 1) ? 1 : 0;
   p.mode = mma ? (p.vec_in ? 2 : 3) : depthwise_channels_last(v) ? 1 : 0;
+  p.dw_channels = p.mode == 1 ? depthwise_channels(v) : 1;
   return p;
 }
 
@@ -117,8 +125,11 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma) {
     return g;
   }
   if (depthwise_channels_last(v)) {
+    // A thread: depthwise_channels of kGenericConvDwRows rows of one column.
+    const std::int64_t items = std::int64_t{v.out_channels / depthwise_channels(v)} * v.out_width() *
+                               ((v.out_height() + kGenericConvDwRows - 1) / kGenericConvDwRows);
     g.threads = kGenericConvThreads;
-    g.blocks_x = (pixels * v.out_channels + g.threads - 1) / g.threads;
+    g.blocks_x = (items + g.threads - 1) / g.threads;
     g.blocks_y = 1;
     return g;
   }

@@ -14,6 +14,7 @@ namespace cuinline::ops::conv2d_impl {
 
 inline constexpr int kGenericConvThreads = 128;  // CUINLINE_CONV2D_RT_THREADS
 inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
+inline constexpr int kGenericConvDwRows = 4;     // CUINLINE_CONV2D_RT_DW_ROWS
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
 /// Output channels a group below which the tensor-core kernel's 64-channel tiles would mostly
@@ -35,8 +36,12 @@ struct GenericConvParams {
                           ///< (conv2d_generic_rt_mma.cuh)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
   std::int32_t images = 1;  ///< mode 2: the launch's images (one M dimension over all of them)
+  /// mode 1: adjacent output channels a thread: 2 for a 16-bit input with one output channel a
+  /// group and an even Cout (an input pair read as one word), else 1
+  std::int32_t dw_channels = 1;
+  std::int32_t pad_ = 0;
 };
-static_assert(sizeof(GenericConvParams) == 12 * 8 + 23 * 4 + 4, "must match cuinline_conv2d_rt_params");
+static_assert(sizeof(GenericConvParams) == 12 * 8 + 26 * 4, "must match cuinline_conv2d_rt_params");
 
 /// The launch of a variant on the generic kernel for a batch of n images.
 struct GenericConvGrid {
