@@ -48,7 +48,9 @@ struct cuinline_conv2d_rt_params {
   int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
   int images;  // mode 2: the images of the launch (its M dimension spans them; grid z is 1)
   int dw_channels;  // mode 1: adjacent output channels a thread (2: a 16-bit input read a pair a load; else 1)
-  int pad_;
+  int k_slices;     // modes 2 and 3: the K tiles split into k_slices parts (grid z), 1: not split
+  unsigned long long partials;  // k_slices > 1: float [tiles][k_slices][BM x BN], the slices' sums
+  unsigned long long counters;  // k_slices > 1: unsigned [tiles], zero at the launch: slices arrived
 };
 
 namespace cuinline_conv2d_rt_detail {

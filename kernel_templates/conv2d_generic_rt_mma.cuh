@@ -21,8 +21,13 @@
 // Arithmetic: products of the storage values summed in fp32 by the tensor cores (their order is not
 // the direct kernel's), then conv2d_generic_rt.cuh's finish (finish8 below: the same on 8 channels
 // at once): + bias, + residual, the epilogue program in fp32, one rounding at the store.
-// Grid: (ceil(images x pixels / kBM), groups x ceil(cout_g / kBN), 1); kThreads threads; static shared
-// memory.
+// Split K (p.k_slices > 1, where the launch's tiles are too few to fill the GPU: a small plane of
+// many channels): block z sums its slice's K tiles (consecutive runs of them) and writes its fp32
+// tile to p.partials; the last block of a tile to arrive (p.counters) adds the slices' tiles in
+// slice order, so the result does not depend on which arrives last, resets the tile's counter and
+// runs the epilogue.
+// Grid: (ceil(images x pixels / kBM), groups x ceil(cout_g / kBN), k_slices); kThreads threads;
+// static shared memory.
 #ifndef CUINLINE_CONV2D_GENERIC_RT_MMA_CUH
 #define CUINLINE_CONV2D_GENERIC_RT_MMA_CUH
 
@@ -52,7 +57,8 @@ struct Tiles {
   T a[kStages][kBM * kRow];
   T b[kStages][kBN * kRow];
 };
-static_assert(sizeof(float) * kBM * kOutRow <= sizeof(Tiles<ew_half>), "the accumulators fit in the tiles' memory");
+static_assert(sizeof(float) * kBM * kOutRow + sizeof(int) <= sizeof(Tiles<ew_half>),
+              "the accumulators (and split K's flag) fit in the tiles' memory");
 
 // The pixels whose A vectors this thread copies: their image's group input, their input origin,
 // and whether they exist (rows past the last image's last pixel do not).
@@ -290,7 +296,12 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
   constexpr bool gathered = kGathered;
   const int cchunks = (p.cin_g + kBK - 1) / kBK;
   const int k_total = p.kh * p.kw * p.cin_g;  // (the gathered form's K)
-  const int ktiles = gathered ? (k_total + kBK - 1) / kBK : p.kh * p.kw * cchunks;
+  const int ktiles_all = gathered ? (k_total + kBK - 1) / kBK : p.kh * p.kw * cchunks;
+  // This block's K tiles: slice blockIdx.z's run of them (all of them unsplit).
+  const int slices = p.k_slices > 1 ? p.k_slices : 1;
+  const int per_slice = (ktiles_all + slices - 1) / slices;
+  const int kt0 = min(ktiles_all, (int)blockIdx.z * per_slice);
+  const int ktiles = min(ktiles_all - kt0, per_slice);
   float acc[2][4][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
@@ -305,7 +316,7 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < ktiles) {
-        gather_tile<T>(p, w_g, px, n0, s, k_total, g);
+        gather_tile<T>(p, w_g, px, n0, kt0 + s, k_total, g);
         store_tile<T>(g, tiles, s);
       }
     }
@@ -313,14 +324,14 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
     for (int kt = 0; kt < ktiles; ++kt) {
       __syncthreads();  // tile kt stored by every thread; every warp is done with tile kt - 1's stage
       const int next = kt + kStages - 1;
-      if (next < ktiles) gather_tile<T>(p, w_g, px, n0, next, k_total, g);  // (loads in flight ...)
+      if (next < ktiles) gather_tile<T>(p, w_g, px, n0, kt0 + next, k_total, g);  // (loads in flight ...)
       mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
       if (next < ktiles) store_tile<T>(g, tiles, next % kStages);  // (... over the products)
     }
   } else {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < ktiles) load_tile<T>(p, w_g, px, n0, s, cchunks, vec_w, tiles, s);
+      if (s < ktiles) load_tile<T>(p, w_g, px, n0, kt0 + s, cchunks, vec_w, tiles, s);
       cuinline_arch::copy_commit();
     }
 #pragma unroll 1
@@ -328,7 +339,7 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
       cuinline_arch::copy_wait<kStages - 2>();
       __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's stage
       const int next = kt + kStages - 1;
-      if (next < ktiles) load_tile<T>(p, w_g, px, n0, next, cchunks, vec_w, tiles, next % kStages);
+      if (next < ktiles) load_tile<T>(p, w_g, px, n0, kt0 + next, cchunks, vec_w, tiles, next % kStages);
       cuinline_arch::copy_commit();
       mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
     }
@@ -348,6 +359,48 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
         out_tile[wm * 32 + mi * 16 + g + (r >> 1) * 8][wn * 32 + ni * 8 + 2 * t + (r & 1)] = acc[mi][ni][r];
       }
   __syncthreads();
+  if (slices > 1) {
+    // This slice's tile to the workspace; the tile's last block to arrive sums them all. (16-byte
+    // accesses: a row of the accumulator tile is kOutRow floats, a multiple of 4; the workspace's
+    // tiles are kBM x kBN floats.)
+    constexpr int kQuads = kBM * kBN / 4;  // float4s a tile
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float4* const part = reinterpret_cast<float4*>(p.partials) + tile * slices * kQuads;
+    unsigned* const counter = reinterpret_cast<unsigned*>(p.counters) + tile;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < kQuads; i += kThreads) {
+      part[blockIdx.z * kQuads + i] = *reinterpret_cast<const float4*>(&out_tile[i / (kBN / 4)][(i % (kBN / 4)) * 4]);
+    }
+    __threadfence();  // the tile visible device-wide before the arrival that announces it
+    __syncthreads();
+    int* const last = reinterpret_cast<int*>(out_tile + kBM);  // (a word past the accumulators)
+    if (threadIdx.x == 0) *last = atomicAdd(counter, 1u) == (unsigned)slices - 1;
+    __syncthreads();
+    if (!*last) return;
+    __threadfence();
+    // The slices' tiles added in slice order (the same sum whichever block arrives last), a
+    // thread's kQuads / kThreads quads at a time, so their loads are in flight together.
+    constexpr int kPer = kQuads / kThreads;
+    static_assert(kQuads % kThreads == 0, "whole quads a thread");
+    float4 sum[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) sum[j] = __ldcg(part + threadIdx.x + j * kThreads);
+#pragma unroll 1
+    for (int z = 1; z < slices; ++z) {
+      float4 v[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) v[j] = __ldcg(part + z * kQuads + threadIdx.x + j * kThreads);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) sum[j].x += v[j].x, sum[j].y += v[j].y, sum[j].z += v[j].z, sum[j].w += v[j].w;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      *reinterpret_cast<float4*>(&out_tile[i / (kBN / 4)][(i % (kBN / 4)) * 4]) = sum[j];
+    }
+    if (threadIdx.x == 0) *counter = 0;  // (zeroed for a replay of a captured launch too)
+    __syncthreads();
+  }
   // A channels-last output of whole 16-byte channel runs: 8 channels of a pixel a thread, consecutive
   // threads along the channels, 16-byte stores.
   const bool vec_out = p.out_c == 1 && p.cout % kVec == 0 && p.cout_g % kVec == 0 &&

@@ -42,7 +42,8 @@ using namespace cuinline_emulated_sm80;
 }
 
 namespace {
-Dim3 blockDim;
+Dim3 blockDim, gridDim;
+int g_split_launches = 0;  // launches that split K (the sm_90 test checks it had some)
 
 template <class T>
 T checked_read(const T* p) {
@@ -68,6 +69,14 @@ inline double2 __ldg(const double2* p) { return checked_read(p); }
 inline uint4 __ldg(const uint4* p) { return checked_read(p); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+// (Split K: the blocks run one after another, so arrivals are plain adds and loads.)
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+inline void __threadfence() {}
+inline float4 __ldcg(const float4* p) { return *p; }
 using std::min;
 
 template <>
@@ -202,7 +211,7 @@ struct Case {
 // A case on one dtype: random values rounded to the dtype, the kernel over its grid, the reference.
 template <DType D>
 void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::parse("sm_75"),
-              bool misaligned_input = false) {
+              bool misaligned_input = false, int multiprocessors = 0) {
   using T = typename Storage<D>::type;
   Conv2dParams p;
   p.stride_h = p.stride_w = c.stride;
@@ -270,8 +279,18 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
     in = shifted.data() + 1;
     g_tensors[0] = {in, sx.size() * sizeof(T)};
   }
-  const ci::GenericConvLaunch l = ci::plan_generic_conv(v, c.n, arch, in, sw.data());
-  const ci::GenericConvParams& hp = l.params;
+  const ci::GenericConvLaunch l = ci::plan_generic_conv(v, c.n, arch, in, sw.data(), multiprocessors);
+  ci::GenericConvParams hp = l.params;
+  // Split K: the slices' tiles and the tiles' counters, zero at the launch, zero again after it.
+  std::vector<float> partials(static_cast<std::size_t>(l.partial_bytes / 4));
+  std::vector<unsigned> counters(static_cast<std::size_t>(l.counter_bytes / 4), 0u);
+  if (hp.k_slices > 1) {
+    EXPECT_GE(hp.mode, 2) << "only the tensor-core kernel splits K";
+    EXPECT_EQ(l.grid_z, static_cast<unsigned>(hp.k_slices));
+    hp.partials = reinterpret_cast<std::uintptr_t>(partials.data());
+    hp.counters = reinterpret_cast<std::uintptr_t>(counters.data());
+    ++g_split_launches;
+  }
   if (hp.mode >= 2) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
   const ops::detail::GenericProgram hprog = ci::generic_conv_program(v.epilogue, D);
   static_assert(sizeof(hp) == sizeof(cuinline_conv2d_rt_params) && sizeof(hprog) == sizeof(ewg_program));
@@ -283,6 +302,7 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
   for (std::size_t k = 0; k < sch.size(); ++k) chan.p[k] = sch[k].data();
   const unsigned threads = static_cast<unsigned>(l.grid.threads);
   blockDim = {threads, 1, 1};
+  gridDim = {static_cast<unsigned>(l.grid.blocks_x), static_cast<unsigned>(l.grid.blocks_y), l.grid_z};
   using Block = cuinline_emulated_sm80::Block;
   for (unsigned z = 0; z < l.grid_z; ++z)
     for (unsigned y = 0; y < static_cast<unsigned>(l.grid.blocks_y); ++y)
@@ -308,6 +328,7 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
         });
         cuinline_emulated_sm80::g_block = nullptr;
       }
+  for (unsigned k : counters) EXPECT_EQ(k, 0u) << "a split tile's counter left for the next launch";
 
   double num = 0, den = 0;
   for (int i = 0; i < c.n; ++i)
@@ -396,6 +417,30 @@ TEST(Conv2dGenericRtEmulated, TensorCoreFormsOnSm90) {
     if (c.cout / c.groups >= ci::kGenericConvMmaMinChannels) ++mma_cases;
   }
   EXPECT_GE(mma_cases, 5) << "cases that take the tensor-core kernel";
+}
+
+// Few tiles of a long reduction on a device of 132 multiprocessors: the tensor-core kernel splits
+// its K tiles, each slice's tile summed by the tile's last block (99 K tiles of 32 in 11 slices of
+// 9, in the vector form and the gathered one). The cases above, whose reductions are short, run
+// whole there.
+TEST(Conv2dGenericRtEmulated, TensorCoreSplitKOnSm90) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Arch sm90 = Arch::parse("sm_90");
+  const Case split[] = {
+      // n cin h w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+      {1, 352, 3, 3, 32, 3, 3, 1, 1, 1, 1, true, true, true, true, true, 2},     // vector form, residual
+      {2, 352, 4, 5, 72, 3, 3, 1, 1, 1, 1, true, false, false, true, false, 1},  // NCHW weight and output
+  };
+  g_split_launches = 0;
+  for (const Case& c : split) {
+    SCOPED_TRACE("split case " + std::to_string(&c - split));
+    run_case<DType::f16>(c, rng, sm90, false, 132);
+    run_case<DType::bf16>(c, rng, sm90, true, 132);  // (the gathered form)
+  }
+  EXPECT_EQ(g_split_launches, 4) << "launches that split K";
+  g_split_launches = 0;
+  for (const Case& c : kCases) run_case<DType::f16>(c, rng, sm90, false, 132);
+  EXPECT_EQ(g_split_launches, 0) << "short reductions run whole";
 }
 
 }  // namespace

@@ -586,6 +586,34 @@ TEST(Jit, GenericConvParametersAndGrid) {
     // The same with an NCHW input: the pixel-fast form.
     EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);
   }
+  {  // Split K of the tensor-core kernel: ResNet-50's 512 -> 512 3 x 3 on 7² (padding 1), f16
+     // channels-last, 16-byte aligned, on an sm_90 device of 132 multiprocessors.
+    Conv2dParams q;
+    q.pad_h = q.pad_w = 1;
+    const Conv2dVariant v = variant(512, 7, 7, 512, 3, q, DType::f16, nhwc, nhwc, nhwc);
+    alignas(16) static const unsigned char buffer[16] = {};
+    const Arch sm90 = Arch::parse("sm_90");
+    // Batch 1: 49 pixels, one M tile x 8 N tiles; 9 taps x 16 K tiles of 32 channels = 144 K tiles.
+    const ci::GenericConvLaunch one = ci::plan_generic_conv(v, 1, sm90, buffer, buffer, 132);
+    EXPECT_EQ(one.params.mode, 2);
+    EXPECT_EQ(one.params.k_slices, 16) << "16 slices of 9 K tiles: 128 blocks";
+    EXPECT_EQ(one.grid_z, 16u);
+    EXPECT_EQ(one.partial_bytes, 8u * 16 * 64 * 64 * 4);
+    EXPECT_EQ(one.counter_bytes, 8u * 4);
+    EXPECT_EQ(ci::plan_generic_conv(v, 1, sm90, buffer, buffer).params.k_slices, 1) << "no SM count: no split";
+    // Batch 8: 7 M tiles x 8 = 56 tiles, 132 / 56 = 2 slices.
+    EXPECT_EQ(ci::plan_generic_conv(v, 8, sm90, buffer, buffer, 132).params.k_slices, 2);
+    // A 1 x 1 filter of 2048 channels: 64 K tiles, a reduction too short to split.
+    EXPECT_EQ(ci::plan_generic_conv(variant(2048, 7, 7, 512, 1, Conv2dParams{}, DType::f16, nhwc, nhwc, nhwc), 1,
+                                    sm90, buffer, buffer, 132)
+                  .params.k_slices,
+              1);
+    // Batch 32: 25 x 8 = 200 tiles fill the GPU: whole.
+    const ci::GenericConvLaunch many = ci::plan_generic_conv(v, 32, sm90, buffer, buffer, 132);
+    EXPECT_EQ(many.params.k_slices, 1);
+    EXPECT_EQ(many.grid_z, 1u);
+    EXPECT_EQ(many.partial_bytes, 0u);
+  }
 }
 
 // The epilogue's program holds the steps and opmath constants of the specialized conv's rendered

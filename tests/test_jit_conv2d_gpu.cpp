@@ -290,6 +290,10 @@ const Case kCases[] = {
     {3, 48, 9, 7, 40, 1, params(1, 0, 1, 1), true, false, true, true, true, &kScaleShiftRelu},
     // Its gathered form (3 input channels: a stem), as the first case (an NCHW input) takes it.
     {2, 3, 23, 21, 32, 7, params(2, 3, 1, 1), true, true, true, true, false, &kDivLeaky},
+    // Few tiles of a long reduction (ResNet-50's 512-channel 3 x 3 on 7²: 8 tiles at batch 1): the
+    // tensor-core kernel splits K (16 slices on a GPU of 128 or more SMs; most cases above split
+    // in 2-4).
+    {1, 512, 7, 7, 512, 3, params(1, 1, 1, 1), true, true, true, true, true, &kScaleShiftRelu},
 };
 
 class JitConv2dGpu : public ::testing::Test {

@@ -17,6 +17,13 @@ inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
 inline constexpr int kGenericConvDwRows = 4;     // CUINLINE_CONV2D_RT_DW_ROWS
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
+inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels of one tap a K tile
+/// Split K of the tensor-core kernel (plan_generic_conv): only reductions of at least
+/// kGenericConvMinSplitKTiles K tiles; at least kGenericConvMinSliceTiles K tiles a slice, at most
+/// kGenericConvMaxSlices slices.
+inline constexpr int kGenericConvMinSplitKTiles = 96;
+inline constexpr int kGenericConvMinSliceTiles = 8;
+inline constexpr int kGenericConvMaxSlices = 16;
 /// Output channels a group below which the tensor-core kernel's 64-channel tiles would mostly
 /// compute zeros (depthwise, heads of a few channels): those take the direct or depthwise kernel.
 inline constexpr int kGenericConvMmaMinChannels = 16;
@@ -39,9 +46,12 @@ struct GenericConvParams {
   /// mode 1: adjacent output channels a thread: 2 for a 16-bit input with one output channel a
   /// group and an even Cout (an input pair read as one word), else 1
   std::int32_t dw_channels = 1;
-  std::int32_t pad_ = 0;
+  /// modes 2 and 3: the K tiles split into k_slices parts (the grid's z), 1: not split
+  std::int32_t k_slices = 1;
+  std::uint64_t partials = 0;  ///< k_slices > 1: the slices' fp32 tiles (device pointer)
+  std::uint64_t counters = 0;  ///< k_slices > 1: a counter a tile, zeroed before the launch
 };
-static_assert(sizeof(GenericConvParams) == 12 * 8 + 26 * 4, "must match cuinline_conv2d_rt_params");
+static_assert(sizeof(GenericConvParams) == 12 * 8 + 26 * 4 + 2 * 8, "must match cuinline_conv2d_rt_params");
 
 /// The launch of a variant on the generic kernel for a batch of n images.
 struct GenericConvGrid {
@@ -76,17 +86,21 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma = false);
 /// InvalidArgument for an expression or more than kGenericMaxSteps steps.
 ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype);
 
-/// What launch_generic_conv launches for n images on a device of the arch, given the call's input
-/// and weight pointers (their alignment picks the tensor-core kernel's form and its weight loads):
-/// the work split (params.mode), its parameters and grid. Throws InvalidArgument where the grid
-/// cannot be launched.
+/// What launch_generic_conv launches for n images on a device of the arch with `multiprocessors`
+/// SMs, given the call's input and weight pointers (their alignment picks the tensor-core kernel's
+/// form and its weight loads): the work split (params.mode), its parameters and grid. The
+/// tensor-core kernel splits its K tiles (params.k_slices) where its tiles would fill less than
+/// half of the SMs (multiprocessors 0: never); the launch then needs split_workspace_bytes of
+/// workspace. Throws InvalidArgument where the grid cannot be launched.
 struct GenericConvLaunch {
   GenericConvParams params;
   GenericConvGrid grid;   ///< (blocks_x: for the tensor-core kernel, its tiles of all n images)
-  unsigned grid_z = 1;    ///< n for the direct and depthwise kernels, 1 for the tensor-core ones
+  unsigned grid_z = 1;    ///< n for the direct and depthwise kernels, k_slices for the tensor-core ones
+  std::uint64_t partial_bytes = 0;  ///< k_slices > 1: the partial tiles' bytes (the counters follow)
+  std::uint64_t counter_bytes = 0;
 };
 GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, const Arch& arch, const void* input,
-                                    const void* weight);
+                                    const void* weight, int multiprocessors = 0);
 
 /// Runs the variant on the generic kernel (loaded once per process) for n images at the given
 /// device pointers on device `device` (its arch picks the tensor-core kernel where it applies);
