@@ -247,6 +247,17 @@ __device__ __forceinline__ void depthwise_rows(const T* __restrict__ input, cons
       x[0] = load_op(row + ix * p.in_x);
     }
   };
+  // Tap (kh, kw)'s products for output row r: the weights from registers (KH x KW constants) or
+  // memory.
+  auto add_tap = [&](const A (&x)[kMaxCh], int r, int kh, int kw) {
+#pragma unroll
+    for (int c = 0; c < kMaxCh; ++c) {
+      if (c < ch) {
+        const A wt = KH ? w[c][kh * (KW ? KW : 1) + kw] : load_op(w_co + c * p.w_o + kh * p.w_y + kw * p.w_x);
+        acc[c][r] = fma_op(x[c], wt, acc[c][r]);
+      }
+    }
+  };
   if (KH && p.sh == 1 && p.dh == 1) {
     // Input row j of the thread's span feeds output row r through filter row j - r.
 #pragma unroll
@@ -263,11 +274,7 @@ __device__ __forceinline__ void depthwise_rows(const T* __restrict__ input, cons
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const int kh = j - r;
-          if (kh < 0 || kh >= (KH ? KH : 1)) continue;
-#pragma unroll
-          for (int c = 0; c < kMaxCh; ++c) {
-            if (c < ch) acc[c][r] = fma_op(x[c], w[c][kh * (KW ? KW : 1) + kw], acc[c][r]);
-          }
+          if (kh >= 0 && kh < (KH ? KH : 1)) add_tap(x, r, kh, kw);
         }
       }
     }
@@ -287,13 +294,7 @@ __device__ __forceinline__ void depthwise_rows(const T* __restrict__ input, cons
           if (ix < 0 || ix >= p.w) continue;
           A x[kMaxCh];
           load_x(row, ix, x);
-#pragma unroll
-          for (int c = 0; c < kMaxCh; ++c) {
-            if (c < ch) {
-              const A wt = KH ? w[c][kh * (KW ? KW : 1) + kw] : load_op(w_co + c * p.w_o + kh * p.w_y + kw * p.w_x);
-              acc[c][r] = fma_op(x[c], wt, acc[c][r]);
-            }
-          }
+          add_tap(x, r, kh, kw);
         }
       }
     }
