@@ -509,6 +509,10 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_SPLIT_K", "4x"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
       {{{"CUINLINE_CONV2D_SPLIT_K", "on"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
       {{{"CUINLINE_CONV2D_SPLIT_K", ""}}, [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "64"}}, [](const K& k) { return k.generic_split_k_min == 64; }},
+      {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "0"}}, [](const K& k) { return k.generic_split_k_min == 0; }},
+      {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "8"}}, [](const K& k) { return k.generic_split_k_min == -1; }},
+      {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "x"}}, [](const K& k) { return k.generic_split_k_min == -1; }},
       {{{"CUINLINE_CONV2D_TARGET", "sm_75"}},
        [](const K& k) { return k.target == cuinline::Arch::parse("sm_75"); }},
       {{{"CUINLINE_CONV2D_TARGET", "gpu"}}, [](const K& k) { return !k.target && !k.target_error.empty(); }},
@@ -521,7 +525,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
     EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
   }
-  EXPECT_EQ(names.size(), 23u);
+  EXPECT_EQ(names.size(), 24u);
 }
 
 // The knobs are read from the environment once, in the process's first plan: each case a fresh

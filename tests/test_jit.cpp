@@ -603,11 +603,21 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(ci::plan_generic_conv(v, 1, sm90, buffer, buffer).params.k_slices, 1) << "no SM count: no split";
     // Batch 8: 7 M tiles x 8 = 56 tiles, 132 / 56 = 2 slices.
     EXPECT_EQ(ci::plan_generic_conv(v, 8, sm90, buffer, buffer, 132).params.k_slices, 2);
-    // A 1 x 1 filter of 2048 channels: 64 K tiles, a reduction too short to split.
+    // A 1 x 1 filter of 2048 channels: 64 K tiles (the floor), 8 tiles: 8 slices of 8 K tiles.
     EXPECT_EQ(ci::plan_generic_conv(variant(2048, 7, 7, 512, 1, Conv2dParams{}, DType::f16, nhwc, nhwc, nhwc), 1,
                                     sm90, buffer, buffer, 132)
                   .params.k_slices,
+              8);
+    // 1024 channels: 32 K tiles, a reduction too short to split.
+    EXPECT_EQ(ci::plan_generic_conv(variant(1024, 7, 7, 512, 1, Conv2dParams{}, DType::f16, nhwc, nhwc, nhwc), 1,
+                                    sm90, buffer, buffer, 132)
+                  .params.k_slices,
               1);
+    // ResNet-50's 256-channel 3 x 3 on 14², batch 1: 4 x 4 tiles of 72 K tiles; 132 / 16 = 8 slices of 9.
+    EXPECT_EQ(ci::plan_generic_conv(variant(256, 14, 14, 256, 3, q, DType::f16, nhwc, nhwc, nhwc), 1, sm90, buffer,
+                                    buffer, 132)
+                  .params.k_slices,
+              8);
     // Batch 32: 25 x 8 = 200 tiles fill the GPU: whole.
     const ci::GenericConvLaunch many = ci::plan_generic_conv(v, 32, sm90, buffer, buffer, 132);
     EXPECT_EQ(many.params.k_slices, 1);

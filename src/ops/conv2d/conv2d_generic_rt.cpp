@@ -9,12 +9,14 @@
 #include <cuinline/driver.hpp>
 #include <cuinline/error.hpp>
 #include <cuinline/module.hpp>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string_view>
 
 #include "driver/driver_api.hpp"
 #include "driver/workspace.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "ops/elementwise/plan.hpp"
 #include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
@@ -197,7 +199,9 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
     constexpr std::int64_t bk = kGenericConvMmaTileK;
     const std::int64_t ktiles = q.mode == 3 ? (std::int64_t{q.kh} * q.kw * q.cin_g + bk - 1) / bk
                                             : std::int64_t{q.kh} * q.kw * ((q.cin_g + bk - 1) / bk);
-    std::int64_t slices = ktiles < kGenericConvMinSplitKTiles
+    const int knob = conv2d_knobs().generic_split_k_min;
+    const std::int64_t min_ktiles = knob < 0 ? kGenericConvMinSplitKTiles : knob == 0 ? std::numeric_limits<std::int64_t>::max() : knob;
+    std::int64_t slices = ktiles < min_ktiles
                               ? 1
                               : std::min<std::int64_t>({multiprocessors / tiles, ktiles / kGenericConvMinSliceTiles,
                                                         kGenericConvMaxSlices});

@@ -20,8 +20,11 @@ inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM
 inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels of one tap a K tile
 /// Split K of the tensor-core kernel (plan_generic_conv): only reductions of at least
 /// kGenericConvMinSplitKTiles K tiles; at least kGenericConvMinSliceTiles K tiles a slice, at most
-/// kGenericConvMaxSlices slices.
-inline constexpr int kGenericConvMinSplitKTiles = 96;
+/// kGenericConvMaxSlices slices. The floor, against 96 (NVIDIA H200, ResNet-50 f16 channels-last,
+/// batches 1 and 8, bench/conv2d_networks.py --generic, CUINLINE_CONV2D_GENERIC_SPLIT_K=64): the
+/// 256-channel 3 x 3 layers on 14² (72 K tiles) 0.041 -> 0.018 ms at batch 1, the 2048 -> 512 1 x 1
+/// on 7² 0.037 -> 0.017 (batch 1) and 0.026 (batch 8); no other layer changed by more than 3 %.
+inline constexpr int kGenericConvMinSplitKTiles = 64;
 inline constexpr int kGenericConvMinSliceTiles = 8;
 inline constexpr int kGenericConvMaxSlices = 16;
 /// Output channels a group below which the tensor-core kernel's 64-channel tiles would mostly

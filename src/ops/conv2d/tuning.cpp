@@ -128,6 +128,15 @@ const std::vector<Knob>& knobs() {
                              "' is not 0 (off), auto or a number of slices from 2 to 8; using auto";
          }
        }},
+      // Default: kGenericConvMinSplitKTiles (conv2d_generic_rt.hpp says where it comes from).
+      {{"CUINLINE_CONV2D_GENERIC_SPLIT_K",
+        "the K tiles (32 input channels of a tap each) from which the generic tensor-core kernel splits "
+        "the reduction of a launch whose tiles fill at most half of the multiprocessors: 0 never (tuning)",
+        "0, 16-4096", "the plan's"},
+       [](Conv2dKnobs& k, const char* e) {
+         const int v = std::atoi(e);
+         k.generic_split_k_min = is(e, "0") ? 0 : v >= 16 && v <= 4096 ? v : -1;
+       }},
       // Default on: the TF32 wgmma kernel repays its staging copy from 512 products a staged value
       // (the sweep in tf32_wgmma_applies, H100).
       {{"CUINLINE_CONV2D_TF32_WGMMA", "0: f32 in precision tf32 stays on the mma.sync kernel", "0",

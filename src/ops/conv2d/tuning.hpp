@@ -45,6 +45,10 @@ struct Conv2dKnobs {
   /// value leaves auto, split_k_error saying why (conv2d_knobs() warns once).
   int split_k = -1;
   std::string split_k_error;
+  /// CUINLINE_CONV2D_GENERIC_SPLIT_K: the K tiles from which the generic tensor-core kernel splits a
+  /// launch's reduction (plan_generic_conv); 0 never; -1 (unset, or a value it does not accept): the
+  /// plan's kGenericConvMinSplitKTiles.
+  int generic_split_k_min = -1;
   /// CUINLINE_CONV2D_TARGET (an arch name): every call planned for that arch's target where the
   /// device has what it plans for; a name Arch::parse rejects is ignored (target_error: why; the
   /// launch warns once, the first time a call plans for a device).
