@@ -114,6 +114,8 @@ __device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, co
 // The gathered form (any input layout or channel count; p.vec_in 0): K is the flat index over taps x
 // the group's channels, channels fastest, and a thread reads its 8 consecutive K elements of each of
 // its A and B rows one by one into registers (issued before the tile's products, stored after them).
+// The 8 elements' taps and channels are stepped from the first one's (two divisions a tile), and
+// their offsets in the input and the weight, computed once, serve all of the thread's rows.
 template <class T>
 struct Gathered {
   uint4 a[kRowsPerThread], b[kRowsPerThread];
@@ -127,35 +129,44 @@ __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, 
     T v[kVec];
   };
   const int k0 = kt * kBK + (threadIdx.x % (kBK / kVec)) * kVec;
-  int tap0 = k0 / p.cin_g;
-  int c0 = k0 - tap0 * p.cin_g;
-  int ky[kVec], kx[kVec], c[kVec];
+  const int tap0 = k0 / p.cin_g;
+  int c = k0 - tap0 * p.cin_g;
+  int ky = tap0 / p.kw;
+  int kx = tap0 - ky * p.kw;
+  int dy[kVec], dx[kVec];
+  long long a_at[kVec], b_at[kVec];
   bool k_ok[kVec];
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) {  // (k0 + j)'s tap and channel, stepped from k0's
+  for (int j = 0; j < kVec; ++j) {  // element k0 + j: its tap's offsets and its channel
     k_ok[j] = k0 + j < k_total;
-    c[j] = c0;
-    ky[j] = tap0 / p.kw;
-    kx[j] = tap0 - ky[j] * p.kw;
-    if (++c0 == p.cin_g) c0 = 0, ++tap0;
+    dy[j] = ky * p.dh;
+    dx[j] = kx * p.dw;
+    a_at[j] = (long long)c * p.in_c + (long long)dy[j] * p.in_y + (long long)dx[j] * p.in_x;
+    b_at[j] = (long long)c * p.w_i + (long long)ky * p.w_y + (long long)kx * p.w_x;
+    if (++c == p.cin_g) {
+      c = 0;
+      if (++kx == p.kw) kx = 0, ++ky;
+    }
   }
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     Vec va;
+    const long long at0 = (long long)px.iy0[i] * p.in_y + (long long)px.ix0[i] * p.in_x;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const int iy = px.iy0[i] + ky[j] * p.dh;
-      const int ix = px.ix0[i] + kx[j] * p.dw;
-      const bool ok = px.valid[i] && k_ok[j] && iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
-      va.v[j] = ok ? px.in[i][(long long)c[j] * p.in_c + iy * p.in_y + ix * p.in_x] : T();
+      const unsigned iy = static_cast<unsigned>(px.iy0[i] + dy[j]);
+      const unsigned ix = static_cast<unsigned>(px.ix0[i] + dx[j]);
+      const bool ok = px.valid[i] && k_ok[j] && iy < static_cast<unsigned>(p.h) && ix < static_cast<unsigned>(p.w);
+      va.v[j] = ok ? px.in[i][at0 + a_at[j]] : T();
     }
     g.a[i] = va.raw;
     const int co = n0 + threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
+    const T* w_co = w_g + (long long)co * p.w_o;
     Vec vb;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const bool ok = co < p.cout_g && k_ok[j];
-      vb.v[j] = ok ? w_g[(long long)co * p.w_o + (long long)c[j] * p.w_i + ky[j] * p.w_y + kx[j] * p.w_x] : T();
+      vb.v[j] = ok ? w_co[b_at[j]] : T();
     }
     g.b[i] = vb.raw;
   }
