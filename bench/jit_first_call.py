@@ -11,8 +11,9 @@ libcuinline.so's C API on PyTorch tensors and PyTorch's current stream (docs/jit
   correctness  generic == specialized bit for bit on the bandwidth shapes (NaN == NaN)
   conv2d       the first call of never-seen conv2d variants under async and sync, and the generic conv2d
                kernel's time against the specialized one's (CUDA events, medians; the largest
-               difference of their outputs relative to the largest output) on 2x12x50² -> 20 3x3 f32
-               and 8x64x40² -> 96 3x3 f16 channels-last, and a depthwise 3x3 bf16 channels-last
+               difference of their outputs relative to the largest output) on 2x12x50² -> 20 3x3 f32,
+               8x64x40² -> 96 3x3 f16 channels-last, a depthwise 3x3 bf16 channels-last and the seed
+               model's 128x8x128² -> 64 3x3 f32
 
 Usage: CUINLINE_CACHE_DIR=$(mktemp -d) python3 bench/jit_first_call.py path/to/libcuinline.so [--no-compile-peer]
 """
@@ -200,9 +201,11 @@ def conv_section(lib, stats, flush):
     def timed(fn, reps=30):
         return time_ms(fn, flush, samples=reps)
 
-    shapes = [("2x12x50^2 -> 20 3x3 f32", 2, 12, 50, 20, 1, torch.float32, False),
-              ("8x64x40^2 -> 96 3x3 f16 NHWC", 8, 64, 40, 96, 1, torch.float16, True),
-              ("8x96x56^2 dw 3x3 bf16 NHWC", 8, 96, 56, 96, 96, torch.bfloat16, True)]
+    # (name, n, cin, h = w, cout, groups, dtype, channels-last, padding); the last: the seed model's conv
+    shapes = [("2x12x50^2 -> 20 3x3 f32", 2, 12, 50, 20, 1, torch.float32, False, 1),
+              ("8x64x40^2 -> 96 3x3 f16 NHWC", 8, 64, 40, 96, 1, torch.float16, True, 1),
+              ("8x96x56^2 dw 3x3 bf16 NHWC", 8, 96, 56, 96, 96, torch.bfloat16, True, 1),
+              ("seed 128x8x128^2 -> 64 3x3 f32", 128, 8, 128, 64, 1, torch.float32, False, 0)]
     seq = [0]
 
     def fresh():
@@ -212,12 +215,13 @@ def conv_section(lib, stats, flush):
     print("\nconv2d: first call of a never-seen variant (call + synchronize, ms); generic vs specialized kernel "
           "(CUDA events, L2 flushed, median ms)")
     print(f"{'shape':<32} {'async':>8} {'sync':>8} {'generic':>9} {'specialized':>12} {'ratio':>6} {'max diff':>9}")
-    for name, n, cin, hw, cout, groups, dtype, nhwc in shapes:
+    for name, n, cin, hw, cout, groups, dtype, nhwc, pad in shapes:
         mf = torch.channels_last if nhwc else torch.contiguous_format
         x = torch.randn(n, cin, hw, hw, device="cuda", dtype=dtype).to(memory_format=mf)
         w = torch.randn(cout, cin // groups, 3, 3, device="cuda", dtype=dtype).to(memory_format=mf)
         b = torch.randn(cout, device="cuda", dtype=dtype)
-        y = torch.empty(n, cout, hw, hw, device="cuda", dtype=dtype).to(memory_format=mf)
+        ohw = hw + 2 * pad - 2
+        y = torch.empty(n, cout, ohw, ohw, device="cuda", dtype=dtype).to(memory_format=mf)
         ref = torch.empty_like(y)
         row = []
         for policy in (ASYNC, SYNC):
@@ -225,16 +229,16 @@ def conv_section(lib, stats, flush):
             assert lib.cuinline_set_jit_policy(policy) == 0
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            conv(x, w, b, y, 1, groups, ep)
+            conv(x, w, b, y, pad, groups, ep)
             torch.cuda.synchronize()
             row.append((time.perf_counter() - t0) * 1e3)
         lib.cuinline_wait_for_specializations()
         ep = fresh()
         assert lib.cuinline_set_jit_policy(GENERIC) == 0
-        t_gen = timed(lambda: conv(x, w, b, y, 1, groups, ep))
+        t_gen = timed(lambda: conv(x, w, b, y, pad, groups, ep))
         assert lib.cuinline_set_jit_policy(SYNC) == 0
-        conv(x, w, b, ref, 1, groups, ep)
-        t_spec = timed(lambda: conv(x, w, b, ref, 1, groups, ep))
+        conv(x, w, b, ref, pad, groups, ep)
+        t_spec = timed(lambda: conv(x, w, b, ref, pad, groups, ep))
         torch.cuda.synchronize()
         diff = ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
         print(f"{name:<32} {row[0]:8.2f} {row[1]:8.2f} {t_gen:9.4f} {t_spec:12.4f} {t_gen / t_spec:6.2f} {diff:9.1e}")

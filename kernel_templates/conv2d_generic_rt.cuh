@@ -16,12 +16,15 @@
 // Work split (mode 0): a thread computes one output pixel of one image for up to kCoTile
 // consecutive output channels of one group (the block row's: every lane of a warp reads the same
 // weights, broadcast loads); a channels-last input whose channel runs are 16-byte aligned is read
-// 16 bytes a load, and a channels-last weight beside it too. Mode 1 (depthwise with a channels-last
+// 16 bytes a load, and a channels-last weight beside it too. Mode 4, for an input read element by
+// element where a launch has blocks to spare (the host's rule): the same sums on
+// CUINLINE_CONV2D_RT_PIXELS pixels of a row a thread (column j of each of the row's equal runs),
+// each weight loaded once for all of them. Mode 1 (depthwise with a channels-last
 // input): a thread computes one output channel, or a pair of a 16-bit input's, of
 // CUINLINE_CONV2D_RT_DW_ROWS rows of one column, channels fastest, so a warp reads consecutive input
 // channels (depthwise_rows).
 // Grid: (blocks over the items, groups x channel tiles a group (mode 0) or 1, N); no shared memory.
-// Each mode is its own kernel (cuinline_conv2d_rt_<dtype> and cuinline_conv2d_rt_dw_<dtype>); f16 and
+// Each mode is its own kernel (cuinline_conv2d_rt_<dtype>, _px_<dtype> and _dw_<dtype>); f16 and
 // bf16 convs with channels-last 16-byte channel runs take the tensor-core kernel instead
 // (conv2d_generic_rt_mma.cuh, mode 2).
 #ifndef CUINLINE_CONV2D_GENERIC_RT_CUH
@@ -32,6 +35,7 @@
 
 #define CUINLINE_CONV2D_RT_THREADS 128
 #define CUINLINE_CONV2D_RT_CO_TILE 8
+#define CUINLINE_CONV2D_RT_PIXELS 4
 
 // The shape and layouts (src/ops/conv2d/conv2d_generic_rt.hpp: same layout). Element strides of
 // the input, output (image, channel, row, column) and weight (output channel, input channel, row,
@@ -44,11 +48,13 @@ struct cuinline_conv2d_rt_params {
   int cin_g, cout_g, co_tiles;  // channels a group, channel tiles a group
   int has_bias, has_residual;
   int vec_in;  // a channels-last input read 16 bytes a load (its runs and pointer aligned)
-  int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest; 2: tensor cores (_mma.cuh)
+  int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest; 2, 3: tensor cores
+               // (_mma.cuh); 4: mode 0 on CUINLINE_CONV2D_RT_PIXELS pixels of a row a thread (vec_in 0)
   int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
   int images;  // mode 2: the images of the launch (its M dimension spans them; grid z is 1)
   int dw_channels;  // mode 1: adjacent output channels a thread (2: a 16-bit input read a pair a load; else 1)
   int k_slices;     // modes 2 and 3: the K tiles split into k_slices parts (grid z), 1: not split
+  int reserved;     // (0; keeps the pointers below 8-byte aligned)
   unsigned long long partials;  // k_slices > 1: float [tiles][k_slices][BM x BN], the slices' sums
   unsigned long long counters;  // k_slices > 1: unsigned [tiles], zero at the launch: slices arrived
 };
@@ -173,6 +179,103 @@ __device__ __forceinline__ void epilogue_values(const ewg_program& e, const cuin
       for (int i = 0; i < N; ++i) cnd[i] = st.cond == 0 ? x0[i] : v;
     }
     ewg_step_values<A, N, true>(st, k, y, o, cnd);
+  }
+}
+
+// Mode 4's sums: those of mode 0 (accumulate) for P pixels of one output row, columns ox[q] (ok[q]:
+// the pixel exists), each pixel's in accumulate's order (kh, kw, then the channels). On the scalar
+// path (an NCHW input) the P pixels share each weight load: one for P x kCoTile products instead of
+// kCoTile. The host sets mode 4 only where vec_in is 0.
+template <class T, class A, bool Full, int P>
+__device__ __forceinline__ void accumulate_pixels(const cuinline_conv2d_rt_params& p, const T* in_n, const T* w_co,
+                                                  int oy, const int (&ox)[P], const bool (&ok)[P], int valid,
+                                                  A (&acc)[P][CUINLINE_CONV2D_RT_CO_TILE]) {
+  constexpr int kCo = CUINLINE_CONV2D_RT_CO_TILE;
+#pragma unroll 1
+  for (int kh = 0; kh < p.kh; ++kh) {
+    const int iy = oy * p.sh - p.ph + kh * p.dh;
+    if (iy < 0 || iy >= p.h) continue;  // zero padding
+#pragma unroll 1
+    for (int kw = 0; kw < p.kw; ++kw) {
+      bool in[P];
+      const T* src[P];
+      bool any = false;
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        const int ix = ox[q] * p.sw - p.pw + kw * p.dw;
+        in[q] = ok[q] && ix >= 0 && ix < p.w;
+        src[q] = in_n + iy * p.in_y + (in[q] ? ix : 0) * p.in_x;
+        any = any || in[q];
+      }
+      if (!any) continue;
+      const T* wp = w_co + kh * p.w_y + kw * p.w_x;
+#pragma unroll 2
+      for (int ci = 0; ci < p.cin_g; ++ci) {
+        A wt[kCo];
+#pragma unroll
+        for (int c = 0; c < kCo; ++c) wt[c] = Full || c < valid ? load_op(wp + c * p.w_o + ci * p.w_i) : A(0);
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+          if (!in[q]) continue;
+          const A x = load_op(src[q] + ci * p.in_c);
+#pragma unroll
+          for (int c = 0; c < kCo; ++c) {
+            if (Full || c < valid) acc[q][c] = fma_op(x, wt[c], acc[q][c]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Mode 4 (the host's rule: an input read element by element, blocks to spare): P pixels of a row a
+// thread, the row cut into P runs of ceil(ow / P) columns, item j of a row taking column j of each
+// run, so a warp's lanes read consecutive columns in each load; each weight load serves the P pixels.
+template <class T, class A>
+__device__ __forceinline__ void pixel_rows(const T* __restrict__ input, const T* __restrict__ weight,
+                                           const T* __restrict__ bias, T* __restrict__ output,
+                                           const T* __restrict__ residual, const cuinline_conv2d_chan& chan,
+                                           const cuinline_conv2d_rt_params& p, const ewg_program& e) {
+  constexpr int kCo = CUINLINE_CONV2D_RT_CO_TILE;
+  const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long n = blockIdx.z;
+  const int g = (int)blockIdx.y / p.co_tiles;
+  const int t = (int)blockIdx.y - g * p.co_tiles;
+  const int co0 = g * p.cout_g + t * kCo;
+  const int valid = min(kCo, p.cout_g - t * kCo);
+  const T* in_n = input + n * p.in_n + (long long)g * p.cin_g * p.in_c;
+  const T* w_co = weight + co0 * p.w_o;
+  constexpr int P = CUINLINE_CONV2D_RT_PIXELS;
+  const long long runs = (p.ow + P - 1) / P;
+  if (item >= (long long)p.oh * runs) return;
+  const int oy = (int)(item / runs);
+  const int j = (int)(item - (long long)oy * runs);
+  int ox[P];
+  bool ok[P];
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    ox[q] = j + q * (int)runs;
+    ok[q] = ox[q] < p.ow;
+  }
+  A acc[P][kCo];
+#pragma unroll
+  for (int q = 0; q < P; ++q)
+#pragma unroll
+    for (int c = 0; c < kCo; ++c) acc[q][c] = A(0);
+  if (valid == kCo) {
+    accumulate_pixels<T, A, true, P>(p, in_n, w_co, oy, ox, ok, valid, acc);
+  } else {
+    accumulate_pixels<T, A, false, P>(p, in_n, w_co, oy, ox, ok, valid, acc);
+  }
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    if (!ok[q]) continue;
+    const long long out_pix = n * p.out_n + oy * p.out_y + ox[q] * p.out_x;
+#pragma unroll
+    for (int c = 0; c < kCo; ++c) {
+      if (c >= valid) break;
+      finish<T, A>(p, e, chan, bias, residual, output, acc[q][c], co0 + c, out_pix + (co0 + c) * p.out_c);
+    }
   }
 }
 
@@ -347,6 +450,10 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mode_body(const T* __restrict
     }
     return;
   }
+  if (kMode == 4) {
+    pixel_rows<T, A>(input, weight, bias, output, residual, chan, p, e);
+    return;
+  }
   if (item >= pixels) return;
   const int oy = (int)(item / p.ow);
   const int ox = (int)(item - (long long)oy * p.ow);
@@ -383,6 +490,8 @@ __device__ __forceinline__ void cuinline_conv2d_rt_body(const T* __restrict__ in
                                                         const cuinline_conv2d_rt_params& p, const ewg_program& e) {
   if (p.mode == 1) {
     cuinline_conv2d_rt_mode_body<T, 1>(input, weight, bias, output, residual, chan, p, e);
+  } else if (p.mode == 4) {
+    cuinline_conv2d_rt_mode_body<T, 4>(input, weight, bias, output, residual, chan, p, e);
   } else {
     cuinline_conv2d_rt_mode_body<T, 0>(input, weight, bias, output, residual, chan, p, e);
   }

@@ -44,6 +44,7 @@ using namespace cuinline_emulated_sm80;
 namespace {
 Dim3 blockDim, gridDim;
 int g_split_launches = 0;  // launches that split K (the sm_90 test checks it had some)
+int g_pixel_launches = 0;  // launches of the direct kernel's pixel-row form (mode 4)
 
 template <class T>
 T checked_read(const T* p) {
@@ -291,7 +292,8 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
     hp.counters = reinterpret_cast<std::uintptr_t>(counters.data());
     ++g_split_launches;
   }
-  if (hp.mode >= 2) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
+  if (hp.mode == 2 || hp.mode == 3) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
+  if (hp.mode == 4) ++g_pixel_launches;
   const ops::detail::GenericProgram hprog = ci::generic_conv_program(v.epilogue, D);
   static_assert(sizeof(hp) == sizeof(cuinline_conv2d_rt_params) && sizeof(hprog) == sizeof(ewg_program));
   cuinline_conv2d_rt_params dp;
@@ -309,7 +311,7 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
       for (unsigned bx = 0; bx < static_cast<unsigned>(l.grid.blocks_x); ++bx) {
         blockIdx = {bx, y, z};
         Block block;
-        block.smem.assign(hp.mode >= 2 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>) : 0, 0xA5);
+        block.smem.assign(hp.mode == 2 || hp.mode == 3 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>) : 0, 0xA5);
         block.block = std::make_unique<cuinline::test::lanes::LaneBarrier>(threads);
         for (unsigned w = 0; w < threads / 32; ++w) {
           block.warp.push_back(std::make_unique<cuinline::test::lanes::LaneBarrier>(32));
@@ -384,6 +386,10 @@ const Case kCases[] = {
     {3, 24, 5, 7, 32, 1, 1, 1, 0, 1, 1, true, false, true, true, true, 2},
     {2, 3, 13, 11, 16, 7, 7, 2, 3, 1, 1, true, true, true, true, false, 1},
     {3, 40, 7, 5, 72, 3, 3, 1, 1, 1, 1, true, true, false, true, true, 3},
+    // The gathered form's taps stepped across filter rows: 5 channels, a 5 x 3 filter dilated 2,
+    // an NCHW input and weight; the same channels-last at stride 2 with a residual.
+    {2, 5, 9, 10, 24, 5, 3, 1, 2, 2, 1, false, false, true, true, false, 3},
+    {1, 5, 9, 10, 24, 5, 3, 2, 2, 2, 1, true, true, false, false, true, 1},
     // Depthwise on the row kernel: channel pairs over row groups with a partial last one and a
     // residual; an odd channel count (one channel a thread), a 5 x 3 filter read at run time,
     // stride 2; the 3 x 3 path at stride and dilation 2 (no row reuse).
@@ -401,6 +407,35 @@ TEST(Conv2dGenericRtEmulated, EveryDtypeLayoutGroupingAndEpilogue) {
     run_case<DType::bf16>(c, rng);
     run_case<DType::f64>(c, rng);
   }
+}
+
+// The direct kernel's pixel-row form (mode 4: kGenericConvPixels pixels of a row a thread), taken
+// where a launch has kGenericConvPixelsMinBlocksPerSm blocks a multiprocessor to spare (here of a
+// device of one) on an input read element by element: rows of 21, 7 and 11 columns (runs of 6, 2
+// and 3 columns, the last one short), padding (a thread's pixels outside the input), an NCHW input and a
+// channels-last one of 5 channels, groups, stride 2 and dilation 2, in every dtype.
+TEST(Conv2dGenericRtEmulated, DirectKernelPixelRows) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Case cases[] = {
+      // n cin h  w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+      {4, 3, 20, 21, 24, 3, 3, 1, 1, 1, 1, false, false, false, true, true, 2},
+      {5, 5, 12, 13, 16, 3, 3, 2, 1, 1, 1, true, true, true, true, false, 1},
+      {4, 12, 10, 11, 20, 3, 3, 1, 2, 2, 4, false, true, false, false, true, 4},
+  };
+  g_pixel_launches = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(&c - cases));
+    run_case<DType::f32>(c, rng, Arch::parse("sm_75"), false, 1);
+    run_case<DType::f64>(c, rng, Arch::parse("sm_75"), false, 1);
+    run_case<DType::f16>(c, rng, Arch::parse("sm_75"), false, 1);
+    run_case<DType::bf16>(c, rng, Arch::parse("sm_75"), false, 1);
+  }
+  EXPECT_EQ(g_pixel_launches, 12) << "launches of the pixel-row form";
+  // Without a multiprocessor count (or with blocks too few for it): one pixel a thread.
+  g_pixel_launches = 0;
+  run_case<DType::f32>(cases[0], rng);
+  run_case<DType::f32>(cases[0], rng, Arch::parse("sm_75"), false, 132);
+  EXPECT_EQ(g_pixel_launches, 0);
 }
 
 // The f16 / bf16 cases as on sm_90: the tensor-core kernel where a group has 16 or more output

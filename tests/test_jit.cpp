@@ -586,6 +586,21 @@ TEST(Jit, GenericConvParametersAndGrid) {
     // The same with an NCHW input: the pixel-fast form.
     EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);
   }
+  {  // The direct kernel's pixel-row form: the seed model's conv (128 x 8 x 128² -> 64 3 x 3 f32, NCHW)
+     // on 132 multiprocessors: 126 rows of 32 groups of 4 pixels, 32 blocks of 128 x 8 channel tiles
+     // x 128 images; the same conv on 2 images has too few blocks for it.
+    const Conv2dVariant v = variant(8, 128, 128, 64, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw);
+    alignas(16) static const unsigned char buffer[16] = {};
+    const Arch sm90 = Arch::parse("sm_90");
+    const ci::GenericConvLaunch l = ci::plan_generic_conv(v, 128, sm90, buffer, buffer, 132);
+    EXPECT_EQ(l.params.mode, 4);
+    EXPECT_EQ(l.grid.threads, 128);
+    EXPECT_EQ(l.grid.blocks_x, 32);
+    EXPECT_EQ(l.grid.blocks_y, 8);
+    EXPECT_EQ(ci::generic_conv_symbol(DType::f32, l.params.mode), "cuinline_conv2d_rt_px_f32");
+    EXPECT_EQ(ci::plan_generic_conv(v, 2, sm90, buffer, buffer, 132).params.mode, 0);
+    EXPECT_EQ(ci::plan_generic_conv(v, 128, sm90, buffer, buffer).params.mode, 0) << "no SM count";
+  }
   {  // Split K of the tensor-core kernel: ResNet-50's 512 -> 512 3 x 3 on 7² (padding 1), f16
      // channels-last, 16-byte aligned, on an sm_90 device of 132 multiprocessors.
     Conv2dParams q;

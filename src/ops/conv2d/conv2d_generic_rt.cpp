@@ -43,9 +43,9 @@ int depthwise_channels(const Conv2dVariant& v) {
 
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
-  static Kernel kernels[4][4];  // [dtype][mode]
+  static Kernel kernels[4][5];  // [dtype][mode]
   const auto d = static_cast<std::size_t>(dtype) & 3;
-  Kernel& k = kernels[d][static_cast<std::size_t>(mode) & 3];
+  Kernel& k = kernels[d][mode >= 0 && mode <= 4 ? static_cast<std::size_t>(mode) : 0];
   std::lock_guard<std::mutex> lock(mutex);
   if (!k) {
     using cuinline::detail::GenericFatbin;
@@ -66,8 +66,8 @@ struct ChannelPointers {
 }  // namespace
 
 std::string generic_conv_symbol(DType dtype, int mode) {
-  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_"};
-  return std::string("cuinline_conv2d_rt_") + kSplit[mode & 3] + to_string(dtype);
+  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_", "px_"};
+  return std::string("cuinline_conv2d_rt_") + kSplit[mode >= 0 && mode <= 4 ? mode : 0] + to_string(dtype);
 }
 
 bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch) {
@@ -187,6 +187,20 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
   if (mma && l.params.mode == 2 && !aligned16(input)) l.params.mode = 3, l.params.vec_in = l.params.vec_w = 0;
   if (mma && !aligned16(weight)) l.params.vec_w = 0;  // the weight gathered element by element
   l.params.images = static_cast<std::int32_t>(n);
+  // A direct launch on a scalar-read input (NCHW, or channel runs not whole 16-byte vectors) with
+  // blocks to spare: kGenericConvPixels pixels of a row a thread, so the pixels share their weight
+  // loads (the seed's 128 x 8 x 128² -> 64 3 x 3 f32, NCHW: a weight load for every product on one
+  // pixel a thread).
+  if (!mma && l.params.mode == 0 && l.params.vec_in == 0 && multiprocessors > 0) {
+    const std::int64_t items = v.out_height() * ((v.out_width() + kGenericConvPixels - 1) / kGenericConvPixels);
+    const int threads = static_cast<int>(std::clamp<std::int64_t>((items + 31) / 32 * 32, 32, kGenericConvThreads));
+    const std::int64_t blocks_x = (items + threads - 1) / threads;
+    if (blocks_x * l.grid.blocks_y * n >= std::int64_t{kGenericConvPixelsMinBlocksPerSm} * multiprocessors) {
+      l.params.mode = 4;
+      l.grid.threads = threads;
+      l.grid.blocks_x = blocks_x;
+    }
+  }
   // Few tiles of a long reduction (a small plane of many channels: ResNet-50's 512-channel 3 x 3
   // layers on 7 x 7 make 8 tiles of 144 K tiles at batch 1): the K tiles split so the blocks fill
   // about one wave, each slice at least kGenericConvMinSliceTiles K tiles, at most

@@ -18,6 +18,8 @@
   CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_##tag, T, (cuinline_conv2d_rt_mode_body<T, 0>),                 \
                             CUINLINE_CONV2D_RT_THREADS)                                                        \
   CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_dw_##tag, T, (cuinline_conv2d_rt_mode_body<T, 1>),              \
+                            CUINLINE_CONV2D_RT_THREADS)                                                        \
+  CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_px_##tag, T, (cuinline_conv2d_rt_mode_body<T, 4>),              \
                             CUINLINE_CONV2D_RT_THREADS)
 
 CUINLINE_CONV2D_RT_KERNELS(f32, float)

@@ -15,6 +15,11 @@ namespace cuinline::ops::conv2d_impl {
 inline constexpr int kGenericConvThreads = 128;  // CUINLINE_CONV2D_RT_THREADS
 inline constexpr int kGenericConvCoTile = 8;     // CUINLINE_CONV2D_RT_CO_TILE
 inline constexpr int kGenericConvDwRows = 4;     // CUINLINE_CONV2D_RT_DW_ROWS
+inline constexpr int kGenericConvPixels = 4;     // CUINLINE_CONV2D_RT_PIXELS
+/// Mode 0 becomes mode 4 (kGenericConvPixels pixels a thread) where the launch then still has at
+/// least this many blocks a multiprocessor (plan_generic_conv): a small conv keeps one pixel a
+/// thread and its blocks.
+inline constexpr int kGenericConvPixelsMinBlocksPerSm = 8;
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
 inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels of one tap a K tile
@@ -43,7 +48,8 @@ struct GenericConvParams {
   std::int32_t vec_in = 0;
   std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
                           ///< 2: tensor cores, vector form; 3: tensor cores, gathered form
-                          ///< (conv2d_generic_rt_mma.cuh)
+                          ///< (conv2d_generic_rt_mma.cuh); 4: mode 0 on kGenericConvPixels pixels
+                          ///< of a row a thread (plan_generic_conv)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
   std::int32_t images = 1;  ///< mode 2: the launch's images (one M dimension over all of them)
   /// mode 1: adjacent output channels a thread: 2 for a 16-bit input with one output channel a
@@ -51,6 +57,7 @@ struct GenericConvParams {
   std::int32_t dw_channels = 1;
   /// modes 2 and 3: the K tiles split into k_slices parts (the grid's z), 1: not split
   std::int32_t k_slices = 1;
+  std::int32_t reserved = 0;
   std::uint64_t partials = 0;  ///< k_slices > 1: the slices' fp32 tiles (device pointer)
   std::uint64_t counters = 0;  ///< k_slices > 1: a counter a tile, zeroed before the launch
 };
@@ -75,7 +82,8 @@ bool generic_conv_applies(const Conv2dVariant& v);
 bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch);
 
 /// The kernel's symbol for a work split (GenericConvParams::mode): "cuinline_conv2d_rt_f32",
-/// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", "cuinline_conv2d_rt_mmag_bf16", ...
+/// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", "cuinline_conv2d_rt_mmag_bf16",
+/// "cuinline_conv2d_rt_px_f64", ...
 std::string generic_conv_symbol(DType dtype, int mode = 0);
 
 /// The shape, layouts and work split of a variant (mma: the tensor-core kernel, where

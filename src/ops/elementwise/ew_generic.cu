@@ -38,6 +38,13 @@
 //   three 0.459, two at four 0.458, two at six 0.478, one vector at eight (the previous shape) 0.466,
 //   at six 0.459, at four 0.527; four at four 0.762 and three at six 1.51 (spills).
 //   f16 three at four 0.435, three at three 0.431, two at four 0.434, one at eight 0.449.
+// bf16 and f16 are compute-bound here, the specialized kernel too (0.346 ms: 64 % of a copy's
+// bandwidth, 0.222). What the generic kernel adds is per step, not per dispatch: each step's
+// results rounded to 16 bits and packed in pairs, unpacked by the next. Tried and not taken (same
+// machine, bf16): a kernel whose switch holds gelu alone (the other functions compiled out) 0.424
+// at three vectors and four blocks, 0.419 at two and four, slower at other shapes (two at three
+// 0.458, at two 0.591; one at four 0.538, at five 0.481; three at three 0.440, at two 0.530): 4 %
+// for a kernel per function; without the per-step pins (ewg_pin) 0.436, the same.
 // The memory-bound chains (relu) on these shapes: within 2 % of the light kernels' figures.
 // Row and column operands divide by their period with the host's multiply-shift divisor.
 #define CUINLINE_EWG_KERNELS(tag, S, W, full_body, full_reps, full_blocks)                                      \
