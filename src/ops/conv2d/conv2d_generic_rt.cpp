@@ -41,6 +41,13 @@ int depthwise_channels(const Conv2dVariant& v) {
   return half && v.out_channels == v.params.groups && v.out_channels % 2 == 0 ? 2 : 1;
 }
 
+// The direct kernel's block and blocks over `items` threads' work: whole warps, at most
+// kGenericConvThreads threads (fewer for fewer items).
+void set_direct_blocks(std::int64_t items, GenericConvGrid& g) {
+  g.threads = static_cast<int>(std::clamp<std::int64_t>((items + 31) / 32 * 32, 32, kGenericConvThreads));
+  g.blocks_x = (items + g.threads - 1) / g.threads;
+}
+
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
   static Kernel kernels[4][5];  // [dtype][mode]
@@ -138,9 +145,7 @@ GenericConvGrid generic_conv_grid(const Conv2dVariant& v, bool mma) {
     g.blocks_y = 1;
     return g;
   }
-  // Whole warps, at most 128 threads: fewer for planes of fewer pixels.
-  g.threads = static_cast<int>(std::clamp<std::int64_t>((pixels + 31) / 32 * 32, 32, kGenericConvThreads));
-  g.blocks_x = (pixels + g.threads - 1) / g.threads;
+  set_direct_blocks(pixels, g);  // (one pixel a thread)
   const int cout_g = v.out_channels / v.params.groups;
   g.blocks_y = v.params.groups * ((cout_g + kGenericConvCoTile - 1) / kGenericConvCoTile);
   return g;
@@ -192,13 +197,12 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
   // loads (the seed's 128 x 8 x 128² -> 64 3 x 3 f32, NCHW: a weight load for every product on one
   // pixel a thread).
   if (!mma && l.params.mode == 0 && l.params.vec_in == 0 && multiprocessors > 0) {
-    const std::int64_t items = v.out_height() * ((v.out_width() + kGenericConvPixels - 1) / kGenericConvPixels);
-    const int threads = static_cast<int>(std::clamp<std::int64_t>((items + 31) / 32 * 32, 32, kGenericConvThreads));
-    const std::int64_t blocks_x = (items + threads - 1) / threads;
-    if (blocks_x * l.grid.blocks_y * n >= std::int64_t{kGenericConvPixelsMinBlocksPerSm} * multiprocessors) {
+    GenericConvGrid rows = l.grid;
+    set_direct_blocks(v.out_height() * ((v.out_width() + kGenericConvPixels - 1) / kGenericConvPixels), rows);
+    const std::int64_t blocks = rows.blocks_x * rows.blocks_y * n;
+    if (blocks >= std::int64_t{kGenericConvPixelsMinBlocksPerSm} * multiprocessors) {
       l.params.mode = 4;
-      l.grid.threads = threads;
-      l.grid.blocks_x = blocks_x;
+      l.grid = rows;
     }
   }
   // Few tiles of a long reduction (a small plane of many channels: ResNet-50's 512-channel 3 x 3
@@ -214,7 +218,9 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
     const std::int64_t ktiles = q.mode == 3 ? (std::int64_t{q.kh} * q.kw * q.cin_g + bk - 1) / bk
                                             : std::int64_t{q.kh} * q.kw * ((q.cin_g + bk - 1) / bk);
     const int knob = conv2d_knobs().generic_split_k_min;
-    const std::int64_t min_ktiles = knob < 0 ? kGenericConvMinSplitKTiles : knob == 0 ? std::numeric_limits<std::int64_t>::max() : knob;
+    const std::int64_t min_ktiles = knob < 0    ? kGenericConvMinSplitKTiles
+                                    : knob == 0 ? std::numeric_limits<std::int64_t>::max()
+                                                : knob;
     std::int64_t slices = ktiles < min_ktiles
                               ? 1
                               : std::min<std::int64_t>({multiprocessors / tiles, ktiles / kGenericConvMinSliceTiles,
