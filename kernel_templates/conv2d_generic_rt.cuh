@@ -25,8 +25,10 @@
 // channels (depthwise_rows).
 // Grid: (blocks over the items, groups x channel tiles a group (mode 0) or 1, N); no shared memory.
 // Each mode is its own kernel (cuinline_conv2d_rt_<dtype>, _px_<dtype> and _dw_<dtype>); f16 and
-// bf16 convs with channels-last 16-byte channel runs take the tensor-core kernel instead
-// (conv2d_generic_rt_mma.cuh, mode 2).
+// bf16 convs with 16 or more output channels a group take the tensor-core kernel instead
+// (conv2d_generic_rt_mma.cuh, modes 2 and 3), and f32 convs with a scalar-read input and 32 or more
+// output channels a group the implicit GEMM where it fills the GPU (conv2d_generic_rt_gemm.cuh,
+// mode 5).
 #ifndef CUINLINE_CONV2D_GENERIC_RT_CUH
 #define CUINLINE_CONV2D_GENERIC_RT_CUH
 
@@ -49,9 +51,10 @@ struct cuinline_conv2d_rt_params {
   int has_bias, has_residual;
   int vec_in;  // a channels-last input read 16 bytes a load (its runs and pointer aligned)
   int mode;    // 0: pixels with a tile of channels; 1: depthwise, channels fastest; 2, 3: tensor cores
-               // (_mma.cuh); 4: mode 0 on CUINLINE_CONV2D_RT_PIXELS pixels of a row a thread (vec_in 0)
+               // (_mma.cuh); 4: mode 0 on CUINLINE_CONV2D_RT_PIXELS pixels of a row a thread (vec_in 0);
+               // 5: f32 implicit GEMM (_gemm.cuh)
   int vec_w;   // with vec_in: a channels-last weight read 16 bytes a load too
-  int images;  // mode 2: the images of the launch (its M dimension spans them; grid z is 1)
+  int images;  // modes 2, 3 and 5: the images of the launch (its M dimension spans them)
   int dw_channels;  // mode 1: adjacent output channels a thread (2: a 16-bit input read a pair a load; else 1)
   int k_slices;     // modes 2 and 3: the K tiles split into k_slices parts (grid z), 1: not split
   int reserved;     // (0; keeps the pointers below 8-byte aligned)

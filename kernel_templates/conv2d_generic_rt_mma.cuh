@@ -16,7 +16,9 @@
 //   the channels; a channels-last weight (or a 1 x 1 one) copied the same way, any other gathered
 //   element by element (weights are small and stay in L2);
 // - the gathered form, for any other input: K the flat index over taps x channels (no tap's
-//   channels padded to kBK), each thread's elements read one by one into registers.
+//   channels padded to kBK), each thread's elements read one by one into registers; the weight
+//   too, or, where the host packed it K-major first (p.vec_w in this form; a launch of many
+//   tiles), 8 K elements of a channel a 16-byte load.
 //
 // Arithmetic: products of the storage values summed in fp32 by the tensor cores (their order is not
 // the direct kernel's), then conv2d_generic_rt.cuh's finish (finish8 below: the same on 8 channels
@@ -142,7 +144,7 @@ __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, 
     dy[j] = ky * p.dh;
     dx[j] = kx * p.dw;
     a_at[j] = (long long)c * p.in_c + (long long)dy[j] * p.in_y + (long long)dx[j] * p.in_x;
-    b_at[j] = (long long)c * p.w_i + (long long)ky * p.w_y + (long long)kx * p.w_x;
+    b_at[j] = p.vec_w ? 0 : (long long)c * p.w_i + (long long)ky * p.w_y + (long long)kx * p.w_x;
     if (++c == p.cin_g) {
       c = 0;
       if (++kx == p.kw) kx = 0, ++ky;
@@ -162,6 +164,13 @@ __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, 
     g.a[i] = va.raw;
     const int co = n0 + threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
     const T* w_co = w_g + (long long)co * p.w_o;
+    if (p.vec_w) {
+      // The weight packed K-major (rows of p.w_o elements, a multiple of kBK, zero past K; the
+      // host's pack_gathered_weight): the 8 elements in one 16-byte load.
+      const uint4 zero = {0u, 0u, 0u, 0u};
+      g.b[i] = co < p.cout_g ? __ldg(reinterpret_cast<const uint4*>(w_co + k0)) : zero;
+      continue;
+    }
     Vec vb;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
@@ -264,6 +273,28 @@ __device__ __forceinline__ void finish8(const cuinline_conv2d_rt_params& p, cons
 }
 
 }  // namespace cuinline_conv2d_rt_mma_detail
+
+/// The gathered form's packed weight (src/ops/conv2d/conv2d_generic_rt.cpp, where a launch has many
+/// tiles): element (row, k) of p.cout x kpad a thread, the weight's element k of output channel row
+/// in K order (taps, then the group's channels), zero past K, so the form reads a thread's 8 K
+/// elements of a channel in one 16-byte load. p: the weight's own strides.
+template <class T>
+__device__ __forceinline__ void cuinline_conv2d_rt_pack_weight_body(const T* __restrict__ weight, T* __restrict__ packed,
+                                                                    const cuinline_conv2d_rt_params& p, int kpad) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)p.cout * kpad) return;
+  const int row = (int)(i / kpad);
+  const int k = (int)(i - (long long)row * kpad);
+  T v = T();
+  if (k < p.kh * p.kw * p.cin_g) {
+    const int tap = k / p.cin_g;
+    const int c = k - tap * p.cin_g;
+    const int ky = tap / p.kw;
+    const int kx = tap - ky * p.kw;
+    v = weight[row * p.w_o + c * p.w_i + ky * p.w_y + kx * p.w_x];
+  }
+  packed[i] = v;
+}
 
 /// The tensor-core generic conv (T = ew_half or ew_bf16). kGathered: the gathered form (p.vec_in
 /// 0), else the vector form (p.vec_in set, the input 16-byte aligned; p.vec_w: the channels-last

@@ -1,12 +1,13 @@
-// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh, conv2d_generic_rt_mma.cuh) run
-// on the host with the work split, parameters, grid and epilogue program the library launches them
+// The generic conv2d kernels (kernel_templates/conv2d_generic_rt.cuh, conv2d_generic_rt_mma.cuh,
+// conv2d_generic_rt_gemm.cuh) run on the host with the work split, parameters, grid and epilogue program the library launches them
 // with (conv2d_impl::plan_generic_conv, generic_conv_program), against a float64 reference: every
 // dtype, NCHW and channels-last tensors in mixed layouts, groups and depthwise (both work splits),
 // stride / padding / dilation, bias and residual, epilogues with constants and channel operands, the
 // 16-byte channels-last loads. f16 and bf16 cases run twice: as on sm_75 (the direct and depthwise
 // kernels) and as on sm_90, where the tensor-core kernel's vector or gathered form takes those with
 // 16 or more output channels a group — its blocks' threads as lanes (fibers) with ldmatrix, mma.sync
-// and cp.async emulated (emulated_sm80.hpp), the input misaligned once to take the gathered form.
+// and cp.async emulated (emulated_sm80.hpp), the input misaligned once to take the gathered form;
+// f32 cases with a device's SM count take the implicit GEMM (its shared tiles emulated the same way).
 // Outputs are poisoned first (NaN) and every read is checked to fall inside a tensor. The step
 // functions are host stand-ins for the ones the cases use (ew_ops.cuh's exact forms run in the GPU
 // tests, test_jit_conv2d_gpu): this checks the kernels' indexing, layouts, work split and epilogue
@@ -45,6 +46,8 @@ namespace {
 Dim3 blockDim, gridDim;
 int g_split_launches = 0;  // launches that split K (the sm_90 test checks it had some)
 int g_pixel_launches = 0;  // launches of the direct kernel's pixel-row form (mode 4)
+int g_gemm_launches = 0;   // launches of the f32 implicit GEMM (mode 5)
+int g_pack_launches = 0;   // gathered-form launches on a packed weight
 
 template <class T>
 T checked_read(const T* p) {
@@ -153,6 +156,7 @@ CUINLINE_EMU_UNUSED(ew_softshrink)
 CUINLINE_EMU_UNUSED(ew_threshold)
 
 #include "../kernel_templates/conv2d_generic_rt_mma.cuh"
+#include "../kernel_templates/conv2d_generic_rt_gemm.cuh"
 
 namespace {
 
@@ -294,6 +298,36 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
   }
   if (hp.mode == 2 || hp.mode == 3) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
   if (hp.mode == 4) ++g_pixel_launches;
+  if (hp.mode == 5) ++g_gemm_launches;
+  // The gathered form's packed weight: the packing kernel (its threads as lanes) into a poisoned
+  // buffer with the weight's own strides, then the form reads that buffer as its weight.
+  std::vector<T> packed;
+  const T* wk = sw.data();
+  if (l.pack_kpad > 0) {
+    EXPECT_EQ(hp.mode, 3) << "only the gathered form packs its weight";
+    EXPECT_EQ(hp.vec_w, 1);
+    EXPECT_EQ(hp.w_o, l.pack_kpad);
+    EXPECT_EQ(l.pack_kpad % ci::kGenericConvMmaTileK, 0);
+    EXPECT_GE(l.pack_kpad, std::int64_t{c.kh} * c.kw * cin_g);
+    EXPECT_EQ(l.pack_bytes, static_cast<std::uint64_t>(c.cout * l.pack_kpad) * sizeof(T));
+    if constexpr (D == DType::f16 || D == DType::bf16) {
+      packed.assign(static_cast<std::size_t>(c.cout * l.pack_kpad), T{0xFFFF});
+      ci::GenericConvParams original = hp;
+      original.w_o = l.weight_w_o;
+      cuinline_conv2d_rt_params op;
+      std::memcpy(&op, &original, sizeof(op));
+      blockDim = {static_cast<unsigned>(ci::kGenericConvThreads), 1, 1};
+      for (std::size_t bx = 0; bx * ci::kGenericConvThreads < packed.size(); ++bx) {
+        blockIdx = {static_cast<unsigned>(bx), 0, 0};
+        cuinline::test::lanes::run_lanes(blockDim.x, [&] {
+          cuinline_conv2d_rt_pack_weight_body<T>(sw.data(), packed.data(), op, static_cast<int>(l.pack_kpad));
+        });
+      }
+      g_tensors.push_back({packed.data(), packed.size() * sizeof(T)});
+      wk = packed.data();
+      ++g_pack_launches;
+    }
+  }
   const ops::detail::GenericProgram hprog = ci::generic_conv_program(v.epilogue, D);
   static_assert(sizeof(hp) == sizeof(cuinline_conv2d_rt_params) && sizeof(hprog) == sizeof(ewg_program));
   cuinline_conv2d_rt_params dp;
@@ -311,7 +345,10 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
       for (unsigned bx = 0; bx < static_cast<unsigned>(l.grid.blocks_x); ++bx) {
         blockIdx = {bx, y, z};
         Block block;
-        block.smem.assign(hp.mode == 2 || hp.mode == 3 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>) : 0, 0xA5);
+        block.smem.assign(hp.mode == 2 || hp.mode == 3 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>)
+                          : hp.mode == 5             ? sizeof(cuinline_conv2d_rt_gemm_detail::Shared)
+                                                     : 0,
+                          0xA5);
         block.block = std::make_unique<cuinline::test::lanes::LaneBarrier>(threads);
         for (unsigned w = 0; w < threads / 32; ++w) {
           block.warp.push_back(std::make_unique<cuinline::test::lanes::LaneBarrier>(32));
@@ -323,8 +360,11 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
           const T* const bias = c.bias ? sb.data() : nullptr;
           const T* const res = c.residual ? sr.data() : nullptr;
           if constexpr (D == DType::f16 || D == DType::bf16) {
-            if (hp.mode == 2) return cuinline_conv2d_rt_mma_body<T, false>(in, sw.data(), bias, o, res, chan, dp, dprog);
-            if (hp.mode == 3) return cuinline_conv2d_rt_mma_body<T, true>(in, sw.data(), bias, o, res, chan, dp, dprog);
+            if (hp.mode == 2) return cuinline_conv2d_rt_mma_body<T, false>(in, wk, bias, o, res, chan, dp, dprog);
+            if (hp.mode == 3) return cuinline_conv2d_rt_mma_body<T, true>(in, wk, bias, o, res, chan, dp, dprog);
+          }
+          if constexpr (D == DType::f32) {
+            if (hp.mode == 5) return cuinline_conv2d_rt_gemm_body<T>(in, sw.data(), bias, o, res, chan, dp, dprog);
           }
           cuinline_conv2d_rt_body<T>(in, sw.data(), bias, o, res, chan, dp, dprog);
         });
@@ -438,6 +478,38 @@ TEST(Conv2dGenericRtEmulated, DirectKernelPixelRows) {
   EXPECT_EQ(g_pixel_launches, 0);
 }
 
+// The f32 implicit GEMM (mode 5), taken where a scalar-read input has 32 or more output channels a
+// group and tiles enough for a wave (here of a device of one): 128-pixel tiles spanning images, a
+// partial 64-channel tile (40 and 72 channels), K tiles of 8 cut short (27, 6 and 75 elements) and
+// K tiles of one tap's 8 channels (8 and 16 channels a group),
+// groups with stride 2, padding 2 and dilation 2, a channels-last input of 5 channels, NCHW and
+// channels-last outputs (each its own store order), residuals and channel operands. The
+// reference's tolerance is f32's; padding taps add 0 x w (finite weights here).
+TEST(Conv2dGenericRtEmulated, ImplicitGemmForm) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Case cases[] = {
+      // n cin h  w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+      {2, 3, 13, 11, 40, 3, 3, 1, 1, 1, 1, false, false, false, true, true, 2},
+      {3, 8, 9, 10, 64, 3, 3, 2, 2, 2, 2, false, true, true, true, false, 3},
+      {2, 5, 12, 9, 72, 5, 3, 1, 2, 1, 1, true, true, true, false, true, 4},
+      {4, 6, 7, 7, 33, 1, 1, 1, 0, 1, 1, false, false, true, true, false, 1},
+      // Whole K tiles of one tap's channels (8 and 16 channels a group): padding, stride, dilation.
+      {2, 8, 10, 9, 40, 3, 3, 1, 1, 1, 1, false, false, false, true, true, 1},
+      {2, 32, 8, 9, 64, 3, 2, 2, 2, 2, 2, false, false, true, false, true, 2},
+  };
+  g_gemm_launches = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(&c - cases));
+    run_case<DType::f32>(c, rng, Arch::parse("sm_90"), false, 1);
+  }
+  EXPECT_EQ(g_gemm_launches, 6) << "launches of the implicit GEMM";
+  // The same convs with no SM count, and f64: the direct kernel.
+  g_gemm_launches = 0;
+  run_case<DType::f32>(cases[0], rng);
+  run_case<DType::f64>(cases[1], rng, Arch::parse("sm_90"), false, 1);
+  EXPECT_EQ(g_gemm_launches, 0);
+}
+
 // The f16 / bf16 cases as on sm_90: the tensor-core kernel where a group has 16 or more output
 // channels (its vector form, and its gathered form on an input shifted off 16 bytes), else the same
 // kernels as above.
@@ -452,6 +524,32 @@ TEST(Conv2dGenericRtEmulated, TensorCoreFormsOnSm90) {
     if (c.cout / c.groups >= ci::kGenericConvMmaMinChannels) ++mma_cases;
   }
   EXPECT_GE(mma_cases, 5) << "cases that take the tensor-core kernel";
+}
+
+// The gathered form on a launch of many tiles (here 8 or more on a device of one): the weight packed
+// K-major first (K 75, 27 and 63 rounded up to 96, 32 and 64), then read 8 K elements a load: a
+// 5 x 5 stem-like filter on 3 channels-last channels, an NCHW input, weight and output with 3
+// channels, groups of 2 x 7 channels with dilation and a partial channel tile (40); f16 and bf16.
+TEST(Conv2dGenericRtEmulated, TensorCoreGatheredFormPackedWeightOnSm90) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Arch sm90 = Arch::parse("sm_90");
+  const Case cases[] = {
+      // n cin h  w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+      {4, 3, 30, 30, 24, 5, 5, 1, 2, 1, 1, true, true, true, true, true, 2},
+      {3, 3, 26, 25, 16, 3, 3, 1, 1, 1, 1, false, false, false, true, false, 1},
+      {2, 14, 26, 24, 80, 3, 3, 1, 2, 2, 2, true, false, true, false, true, 3},
+  };
+  g_pack_launches = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(&c - cases));
+    run_case<DType::f16>(c, rng, sm90, false, 1);
+    run_case<DType::bf16>(c, rng, sm90, false, 1);
+  }
+  EXPECT_EQ(g_pack_launches, 6) << "launches on a packed weight";
+  // With the tiles of a device of 132 (too few) the same cases gather their weight.
+  g_pack_launches = 0;
+  for (const Case& c : cases) run_case<DType::f16>(c, rng, sm90, false, 132);
+  EXPECT_EQ(g_pack_launches, 0);
 }
 
 // Few tiles of a long reduction on a device of 132 multiprocessors: the tensor-core kernel splits

@@ -276,22 +276,28 @@ TEST(Jit, GenericFastDivisorDividesExactly) {
   EXPECT_EQ(bad, 0);
 }
 
-// The conv2d fatbin: the same archs, every dtype's direct and depthwise kernels and the f16 / bf16
-// tensor-core kernels in every SASS image.
+// The conv2d fatbin: the same archs, every dtype's direct (both forms) and depthwise kernels, the
+// f32 implicit GEMM and the f16 / bf16 tensor-core kernels in every SASS image.
 TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
   const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::conv2d);
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-    for (int mode : {0, 1, 2, 3}) {
-      if (mode >= 2 && dt != DType::f16 && dt != DType::bf16) continue;
+    for (int mode : {0, 1, 2, 3, 4, 5}) {
+      if ((mode == 2 || mode == 3) && dt != DType::f16 && dt != DType::bf16) continue;
+      if (mode == 5 && dt != DType::f32) continue;
       const std::string k = ops::conv2d_impl::generic_conv_symbol(dt, mode);
       EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
     }
   }
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const std::string k = ops::conv2d_impl::generic_conv_pack_symbol(dt);
+    EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
+  }
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 1), "cuinline_conv2d_rt_dw_bf16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f16, 2), "cuinline_conv2d_rt_mma_f16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 3), "cuinline_conv2d_rt_mmag_bf16");
+  EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f32, 5), "cuinline_conv2d_rt_gemm_f32");
   EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
 }
 
@@ -586,20 +592,69 @@ TEST(Jit, GenericConvParametersAndGrid) {
     // The same with an NCHW input: the pixel-fast form.
     EXPECT_EQ(ci::generic_conv_params(variant(32, 7, 7, 64, 5, q, DType::bf16, nchw, nchw, nhwc)).mode, 0);
   }
-  {  // The direct kernel's pixel-row form: the seed model's conv (128 x 8 x 128² -> 64 3 x 3 f32, NCHW)
-     // on 132 multiprocessors: 126 rows of 32 groups of 4 pixels, 32 blocks of 128 x 8 channel tiles
-     // x 128 images; the same conv on 2 images has too few blocks for it.
+  {  // The seed model's conv (128 x 8 x 128² -> 64 3 x 3, NCHW) on 132 multiprocessors. f32: the
+     // implicit GEMM, 128-pixel tiles over all images (128 x 126² / 128 = 15876) x one 64-channel
+     // tile; on 2 images 249 tiles, still a wave; on 1 image 125 tiles: the direct kernel.
     const Conv2dVariant v = variant(8, 128, 128, 64, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw);
     alignas(16) static const unsigned char buffer[16] = {};
     const Arch sm90 = Arch::parse("sm_90");
     const ci::GenericConvLaunch l = ci::plan_generic_conv(v, 128, sm90, buffer, buffer, 132);
-    EXPECT_EQ(l.params.mode, 4);
+    EXPECT_EQ(l.params.mode, 5);
     EXPECT_EQ(l.grid.threads, 128);
-    EXPECT_EQ(l.grid.blocks_x, 32);
-    EXPECT_EQ(l.grid.blocks_y, 8);
-    EXPECT_EQ(ci::generic_conv_symbol(DType::f32, l.params.mode), "cuinline_conv2d_rt_px_f32");
-    EXPECT_EQ(ci::plan_generic_conv(v, 2, sm90, buffer, buffer, 132).params.mode, 0);
+    EXPECT_EQ(l.grid.blocks_x, 15876);
+    EXPECT_EQ(l.grid.blocks_y, 1);
+    EXPECT_EQ(l.grid_z, 1u);
+    EXPECT_EQ(l.params.images, 128);
+    EXPECT_EQ(ci::generic_conv_symbol(DType::f32, l.params.mode), "cuinline_conv2d_rt_gemm_f32");
+    EXPECT_EQ(ci::plan_generic_conv(v, 2, sm90, buffer, buffer, 132).params.mode, 5);
+    EXPECT_EQ(ci::plan_generic_conv(v, 1, sm90, buffer, buffer, 132).params.mode, 0);
     EXPECT_EQ(ci::plan_generic_conv(v, 128, sm90, buffer, buffer).params.mode, 0) << "no SM count";
+    // Fewer than 32 output channels: the direct kernel (see below).
+    EXPECT_NE(ci::plan_generic_conv(variant(8, 128, 128, 24, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw), 128,
+                                    sm90, buffer, buffer, 132)
+                  .params.mode,
+              5);
+    // f64 (no GEMM form): the direct kernel's pixel-row form, 126 rows of 32 groups of 4 pixels,
+    // 32 blocks of 128 x 8 channel tiles x 128 images; on 2 images too few blocks for it.
+    const Conv2dVariant d = variant(8, 128, 128, 64, 3, Conv2dParams{}, DType::f64, nchw, nchw, nchw);
+    const ci::GenericConvLaunch px = ci::plan_generic_conv(d, 128, sm90, buffer, buffer, 132);
+    EXPECT_EQ(px.params.mode, 4);
+    EXPECT_EQ(px.grid.threads, 128);
+    EXPECT_EQ(px.grid.blocks_x, 32);
+    EXPECT_EQ(px.grid.blocks_y, 8);
+    EXPECT_EQ(px.grid_z, 128u);
+    EXPECT_EQ(ci::generic_conv_symbol(DType::f64, px.params.mode), "cuinline_conv2d_rt_px_f64");
+    EXPECT_EQ(ci::plan_generic_conv(d, 2, sm90, buffer, buffer, 132).params.mode, 0);
+    // f32 channels-last with 16-byte channel runs: the direct kernel's vector loads.
+    EXPECT_EQ(ci::plan_generic_conv(variant(8, 128, 128, 64, 3, Conv2dParams{}, DType::f32, nhwc, nhwc, nhwc), 128,
+                                    sm90, buffer, buffer, 132)
+                  .params.mode,
+              0);
+  }
+  {  // The gathered form's packed weight: ResNet-50's stem (3 -> 64, 7 x 7, stride 2, padding 3) f16
+     // channels-last on 132 multiprocessors. Batch 8: 1568 tiles (>= 8 a multiprocessor): K 147
+     // packed into rows of 160; batch 1: 196 tiles, gathered.
+    Conv2dParams q;
+    q.stride_h = q.stride_w = 2;
+    q.pad_h = q.pad_w = 3;
+    const Conv2dVariant v = variant(3, 224, 224, 64, 7, q, DType::f16, nhwc, nhwc, nhwc);
+    alignas(16) static const unsigned char buffer[16] = {};
+    const Arch sm90 = Arch::parse("sm_90");
+    const ci::GenericConvLaunch eight = ci::plan_generic_conv(v, 8, sm90, buffer, buffer, 132);
+    EXPECT_EQ(eight.params.mode, 3);
+    EXPECT_EQ(eight.grid.blocks_x, 1568);
+    EXPECT_EQ(eight.pack_kpad, 160);
+    EXPECT_EQ(eight.weight_w_o, 147);
+    EXPECT_EQ(eight.params.w_o, 160);
+    EXPECT_EQ(eight.params.vec_w, 1);
+    EXPECT_EQ(eight.pack_bytes, 64u * 160 * 2);
+    EXPECT_EQ(ci::generic_conv_pack_symbol(DType::bf16), "cuinline_conv2d_rt_wpack_bf16");
+    const ci::GenericConvLaunch one = ci::plan_generic_conv(v, 1, sm90, buffer, buffer, 132);
+    EXPECT_EQ(one.params.mode, 3);
+    EXPECT_EQ(one.pack_kpad, 0);
+    EXPECT_EQ(one.params.w_o, 147);
+    EXPECT_EQ(one.params.vec_w, 0);
+    EXPECT_EQ(ci::plan_generic_conv(v, 8, sm90, buffer, buffer).pack_kpad, 0) << "no SM count";
   }
   {  // Split K of the tensor-core kernel: ResNet-50's 512 -> 512 3 x 3 on 7² (padding 1), f16
      // channels-last, 16-byte aligned, on an sm_90 device of 132 multiprocessors.

@@ -294,6 +294,15 @@ const Case kCases[] = {
     // tensor-core kernel splits K (16 slices on a GPU of 128 or more SMs; most cases above split
     // in 2-4).
     {1, 512, 7, 7, 512, 3, params(1, 1, 1, 1), true, true, true, true, true, &kScaleShiftRelu},
+    // f32 on a scalar-read input with 32+ output channels a group and tiles for a wave (528 and 576
+    // tiles of 128 pixels x 64 channels): the implicit GEMM, with an NCHW output and a partial channel
+    // tile; groups of 32 with a channels-last weight and output.
+    {8, 8, 66, 64, 72, 3, params(1, 1, 1, 1), false, false, false, true, true, &kScaleShiftRelu},
+    {16, 16, 48, 48, 64, 3, params(1, 1, 1, 2), false, true, true, true, false, &kWhereTanh},
+    // A stem of many tiles (1152 of 64 pixels): f16 / bf16 on the gathered form with its weight
+    // packed K-major first (8 or more tiles a multiprocessor); f32 on the implicit GEMM, K element
+    // by element (3 channels).
+    {32, 3, 96, 96, 64, 7, params(2, 3, 1, 1), true, true, true, true, false, &kDivLeaky},
 };
 
 class JitConv2dGpu : public ::testing::Test {

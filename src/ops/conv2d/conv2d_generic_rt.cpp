@@ -48,15 +48,17 @@ void set_direct_blocks(std::int64_t items, GenericConvGrid& g) {
   g.blocks_x = (items + g.threads - 1) / g.threads;
 }
 
+// mode -1: the gathered form's weight-packing kernel.
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
-  static Kernel kernels[4][5];  // [dtype][mode]
+  static Kernel kernels[4][7];  // [dtype][mode + 1]
   const auto d = static_cast<std::size_t>(dtype) & 3;
-  Kernel& k = kernels[d][mode >= 0 && mode <= 4 ? static_cast<std::size_t>(mode) : 0];
+  Kernel& k = kernels[d][mode >= -1 && mode <= 5 ? static_cast<std::size_t>(mode + 1) : 1];
   std::lock_guard<std::mutex> lock(mutex);
   if (!k) {
     using cuinline::detail::GenericFatbin;
-    k = cuinline::detail::generic_module(GenericFatbin::conv2d).kernel(generic_conv_symbol(dtype, mode));
+    k = cuinline::detail::generic_module(GenericFatbin::conv2d)
+            .kernel(mode < 0 ? generic_conv_pack_symbol(dtype) : generic_conv_symbol(dtype, mode));
   }
   return k;
 }
@@ -73,8 +75,12 @@ struct ChannelPointers {
 }  // namespace
 
 std::string generic_conv_symbol(DType dtype, int mode) {
-  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_", "px_"};
-  return std::string("cuinline_conv2d_rt_") + kSplit[mode >= 0 && mode <= 4 ? mode : 0] + to_string(dtype);
+  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_", "px_", "gemm_"};
+  return std::string("cuinline_conv2d_rt_") + kSplit[mode >= 0 && mode <= 5 ? mode : 0] + to_string(dtype);
+}
+
+std::string generic_conv_pack_symbol(DType dtype) {
+  return std::string("cuinline_conv2d_rt_wpack_") + to_string(dtype);
 }
 
 bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch) {
@@ -192,6 +198,24 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
   if (mma && l.params.mode == 2 && !aligned16(input)) l.params.mode = 3, l.params.vec_in = l.params.vec_w = 0;
   if (mma && !aligned16(weight)) l.params.vec_w = 0;  // the weight gathered element by element
   l.params.images = static_cast<std::int32_t>(n);
+  // An f32 conv on a scalar-read input (NCHW, or channel runs not whole 16-byte vectors) with
+  // channels enough for the implicit GEMM's 64-channel tiles and tiles enough for a wave: the GEMM
+  // form (mode 5), whose products come from shared memory instead of a load each few of them. (Its
+  // offsets in an image's input and in the weight are 32-bit.)
+  constexpr std::int64_t k32 = std::int64_t{1} << 31;
+  if (!mma && v.dtype == DType::f32 && l.params.mode == 0 && l.params.vec_in == 0 && multiprocessors > 0 &&
+      l.params.cout_g >= kGenericConvGemmMinChannels && l.params.in_n < k32 &&
+      std::int64_t{v.out_channels} * l.params.w_o < k32) {
+    GenericConvGrid gemm;
+    gemm.threads = kGenericConvGemmThreads;
+    gemm.blocks_x = (n * v.out_height() * v.out_width() + kGenericConvGemmTileM - 1) / kGenericConvGemmTileM;
+    gemm.blocks_y = v.params.groups * ((l.params.cout_g + kGenericConvGemmTileN - 1) / kGenericConvGemmTileN);
+    if (gemm.blocks_x <= 0x7fffffffLL && gemm.blocks_x * gemm.blocks_y >= multiprocessors) {
+      l.params.mode = 5;
+      l.grid = gemm;
+      l.grid_z = 1;
+    }
+  }
   // A direct launch on a scalar-read input (NCHW, or channel runs not whole 16-byte vectors) with
   // blocks to spare: kGenericConvPixels pixels of a row a thread, so the pixels share their weight
   // loads (the seed's 128 x 8 x 128² -> 64 3 x 3 f32, NCHW: a weight load for every product on one
@@ -234,6 +258,17 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
       l.counter_bytes = static_cast<std::uint64_t>(tiles) * 4;
     }
   }
+  // The gathered form with many tiles: its weight packed K-major first (kGenericConvPackMinTilesPerSm).
+  if (mma && l.params.mode == 3 && multiprocessors > 0 &&
+      tiles >= std::int64_t{kGenericConvPackMinTilesPerSm} * multiprocessors) {
+    constexpr std::int64_t bk = kGenericConvMmaTileK;
+    const std::int64_t k_total = std::int64_t{l.params.kh} * l.params.kw * l.params.cin_g;
+    l.pack_kpad = (k_total + bk - 1) / bk * bk;
+    l.weight_w_o = l.params.w_o;
+    l.pack_bytes = static_cast<std::uint64_t>(v.out_channels * l.pack_kpad) * dtype_size(v.dtype);
+    l.params.w_o = l.pack_kpad;
+    l.params.vec_w = 1;
+  }
   return l;
 }
 
@@ -243,10 +278,14 @@ void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* inp
   GenericConvLaunch l = plan_generic_conv(v, n, device_arch(device), input, weight, ops::detail::multiprocessors(device));
   const ops::detail::GenericProgram program = generic_conv_program(v.epilogue, v.dtype);
   // Split K: the slices' tiles and the tiles' counters in stream-ordered scratch memory, the counters
-  // zeroed on the stream; none to be had: the tiles run whole.
+  // zeroed on the stream; a packed weight after them. None to be had: the tiles run whole, the
+  // weight is gathered.
   CUdeviceptr ws = 0;
+  const std::uint64_t split_bytes = l.params.k_slices > 1 ? (l.partial_bytes + l.counter_bytes + 15) / 16 * 16 : 0;
+  if (split_bytes + l.pack_bytes > 0) {
+    ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(split_bytes + l.pack_bytes), stream);
+  }
   if (l.params.k_slices > 1) {
-    ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(l.partial_bytes + l.counter_bytes), stream);
     if (ws == 0) {
       l.params.k_slices = 1, l.grid_z = 1;
     } else {
@@ -254,7 +293,22 @@ void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* inp
       l.params.counters = ws + l.partial_bytes;
     }
   }
+  if (l.pack_kpad > 0 && ws == 0) l.params.vec_w = 0, l.params.w_o = l.weight_w_o, l.pack_kpad = 0;
   cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launch (or a throw)
+  if (l.pack_kpad > 0) {
+    // The weight K-major into the workspace: a thread an element of cout x pack_kpad.
+    GenericConvParams original = l.params;
+    original.w_o = l.weight_w_o;
+    const auto packed = static_cast<CUdeviceptr>(ws + split_bytes);
+    const std::int64_t elements = std::int64_t{v.out_channels} * l.pack_kpad;
+    LaunchConfig pc;
+    pc.grid = Dim3(static_cast<unsigned>((elements + kGenericConvThreads - 1) / kGenericConvThreads));
+    pc.block = Dim3(static_cast<unsigned>(kGenericConvThreads));
+    pc.stream = stream;
+    const int kpad = static_cast<int>(l.pack_kpad);
+    generic_conv_kernel(v.dtype, -1).launch(pc, weight, packed, original, kpad);
+    weight = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(packed));
+  }
   if (ws != 0) {
     check_driver(cuinline::detail::driver().cuMemsetD32Async(static_cast<CUdeviceptr>(l.params.counters), 0,
                                                               static_cast<std::size_t>(l.counter_bytes / 4), stream),

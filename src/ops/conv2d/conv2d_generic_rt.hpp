@@ -20,6 +20,12 @@ inline constexpr int kGenericConvPixels = 4;     // CUINLINE_CONV2D_RT_PIXELS
 /// least this many blocks a multiprocessor (plan_generic_conv): a small conv keeps one pixel a
 /// thread and its blocks.
 inline constexpr int kGenericConvPixelsMinBlocksPerSm = 8;
+/// The f32 implicit GEMM form (mode 5, conv2d_generic_rt_gemm.cuh): its block and tile, and the
+/// output channels a group from which it takes a scalar-read input (where its tiles fill a wave).
+inline constexpr int kGenericConvGemmThreads = 128;  // CUINLINE_CONV2D_RT_GEMM_THREADS
+inline constexpr int kGenericConvGemmTileM = 128;    // CUINLINE_CONV2D_RT_GEMM_BM
+inline constexpr int kGenericConvGemmTileN = 64;     // CUINLINE_CONV2D_RT_GEMM_BN
+inline constexpr int kGenericConvGemmMinChannels = 32;
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
 inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels of one tap a K tile
@@ -32,6 +38,13 @@ inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels o
 inline constexpr int kGenericConvMinSplitKTiles = 64;
 inline constexpr int kGenericConvMinSliceTiles = 8;
 inline constexpr int kGenericConvMaxSlices = 16;
+/// The gathered form reads its weight from a K-major copy (rows of K rounded up to the K tile, zero
+/// past K; packed by a small kernel into the launch's workspace) where the launch has at least this
+/// many tiles a multiprocessor: each block otherwise gathers its whole weight tile element by
+/// element. (The stem of ResNet-50, f16 channels-last, NVIDIA H200: 0.287 -> 0.239 ms at batch 32,
+/// 0.0758 -> 0.063 at batch 8; at batch 1, 196 tiles, the pack's launch would cost about what it
+/// saves.)
+inline constexpr int kGenericConvPackMinTilesPerSm = 8;
 /// Output channels a group below which the tensor-core kernel's 64-channel tiles would mostly
 /// compute zeros (depthwise, heads of a few channels): those take the direct or depthwise kernel.
 inline constexpr int kGenericConvMmaMinChannels = 16;
@@ -49,9 +62,10 @@ struct GenericConvParams {
   std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
                           ///< 2: tensor cores, vector form; 3: tensor cores, gathered form
                           ///< (conv2d_generic_rt_mma.cuh); 4: mode 0 on kGenericConvPixels pixels
-                          ///< of a row a thread (plan_generic_conv)
+                          ///< of a row a thread (plan_generic_conv); 5: f32 implicit GEMM
+                          ///< (conv2d_generic_rt_gemm.cuh)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
-  std::int32_t images = 1;  ///< mode 2: the launch's images (one M dimension over all of them)
+  std::int32_t images = 1;  ///< modes 2, 3 and 5: the launch's images (one M dimension over all of them)
   /// mode 1: adjacent output channels a thread: 2 for a 16-bit input with one output channel a
   /// group and an even Cout (an input pair read as one word), else 1
   std::int32_t dw_channels = 1;
@@ -85,6 +99,8 @@ bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch);
 /// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", "cuinline_conv2d_rt_mmag_bf16",
 /// "cuinline_conv2d_rt_px_f64", ...
 std::string generic_conv_symbol(DType dtype, int mode = 0);
+/// The gathered form's weight-packing kernel: "cuinline_conv2d_rt_wpack_f16" / "_bf16".
+std::string generic_conv_pack_symbol(DType dtype);
 
 /// The shape, layouts and work split of a variant (mma: the tensor-core kernel, where
 /// generic_conv_mma_applies; else the direct or depthwise kernel), for one image: the tensor-core
@@ -105,10 +121,17 @@ ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype
 /// workspace. Throws InvalidArgument where the grid cannot be launched.
 struct GenericConvLaunch {
   GenericConvParams params;
-  GenericConvGrid grid;   ///< (blocks_x: for the tensor-core kernel, its tiles of all n images)
+  GenericConvGrid grid;   ///< (blocks_x: for the tensor-core and GEMM kernels, their tiles of all n images)
   unsigned grid_z = 1;    ///< n for the direct and depthwise kernels, k_slices for the tensor-core ones
+                          ///< (1 for the GEMM kernel)
   std::uint64_t partial_bytes = 0;  ///< k_slices > 1: the partial tiles' bytes (the counters follow)
   std::uint64_t counter_bytes = 0;
+  /// The gathered form's packed weight (pack_kpad > 0): params.vec_w is 1 and params.w_o is
+  /// pack_kpad, the packed rows' length; weight_w_o the weight's own channel stride (the pack
+  /// kernel's). pack_bytes of workspace after the split-K part (16-byte aligned).
+  std::int64_t pack_kpad = 0;
+  std::int64_t weight_w_o = 0;
+  std::uint64_t pack_bytes = 0;
 };
 GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, const Arch& arch, const void* input,
                                     const void* weight, int multiprocessors = 0);
