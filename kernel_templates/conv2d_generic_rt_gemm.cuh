@@ -1,8 +1,9 @@
 // conv2d_generic_rt_gemm.cuh — the generic conv2d kernel's implicit GEMM on the FP32 pipes (mode 5):
 // f32 convs whose input is read element by element (NCHW, or channel runs that are not whole 16-byte
-// vectors) with at least 32 output channels a group, enough tiles to fill the GPU, and an image's
-// input and the weight of fewer than 2^31 elements (the host's rule, plan_generic_conv). Its shape and epilogue are run-time data (the parameters of
-// conv2d_generic_rt.cuh), built with the library by nvcc (src/ops/conv2d/conv2d_generic_rt.cu).
+// vectors) with at least 32 output channels a group, enough tiles to fill the GPU, and 32-bit
+// offsets (the host's rule, plan_generic_conv). Its shape and epilogue are run-time data (the
+// parameters of conv2d_generic_rt.cuh), built with the library by nvcc
+// (src/ops/conv2d/conv2d_generic_rt.cu).
 //
 // The direct kernel (modes 0 and 4) issues a load for every few products, so the load units bound
 // it; here a block computes kBM output pixels (of all p.images images: one M dimension) x kBN output
@@ -56,9 +57,10 @@ union Shared {
   float out[kBN][kOutRow];  // the accumulators after the main loop, [channel][pixel]
 };
 
-// The input's strides as 32-bit offsets (the host's rule: a group's input of one image, and the
-// weight, hold fewer than 2^31 elements), and the A rows' sentinel: a row origin that no tap brings
-// inside the image (pixels past the launch's last one; K elements past K).
+// The input's strides as 32-bit offsets from a pixel's input origin (the host's rule: the largest,
+// a tap's channel up to 8 past the group's, and the weight's fit), and the A rows' sentinel: a row
+// origin that no tap brings inside the image (pixels past the launch's last one; K elements past
+// K).
 struct Strides {
   int in_c, in_y, in_x;
 };

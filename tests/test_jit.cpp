@@ -609,6 +609,16 @@ TEST(Jit, GenericConvParametersAndGrid) {
     EXPECT_EQ(ci::plan_generic_conv(v, 2, sm90, buffer, buffer, 132).params.mode, 5);
     EXPECT_EQ(ci::plan_generic_conv(v, 1, sm90, buffer, buffer, 132).params.mode, 0);
     EXPECT_EQ(ci::plan_generic_conv(v, 128, sm90, buffer, buffer).params.mode, 0) << "no SM count";
+    // Offsets from a pixel's input origin past 32 bits (60 channels of 5792² NCHW, an image under
+    // 2^31 elements: (60 + 8) x 5792² > 2^31): the direct kernel; 16 channels: the GEMM.
+    EXPECT_NE(ci::plan_generic_conv(variant(60, 5792, 5792, 64, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw), 1,
+                                    sm90, buffer, buffer, 132)
+                  .params.mode,
+              5);
+    EXPECT_EQ(ci::plan_generic_conv(variant(16, 5792, 5792, 64, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw), 1,
+                                    sm90, buffer, buffer, 132)
+                  .params.mode,
+              5);
     // Fewer than 32 output channels: the direct kernel (see below).
     EXPECT_NE(ci::plan_generic_conv(variant(8, 128, 128, 24, 3, Conv2dParams{}, DType::f32, nchw, nchw, nchw), 128,
                                     sm90, buffer, buffer, 132)

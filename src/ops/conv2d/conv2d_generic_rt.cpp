@@ -201,15 +201,19 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
   // An f32 conv on a scalar-read input (NCHW, or channel runs not whole 16-byte vectors) with
   // channels enough for the implicit GEMM's 64-channel tiles and tiles enough for a wave: the GEMM
   // form (mode 5), whose products come from shared memory instead of a load each few of them. (Its
-  // offsets in an image's input and in the weight are 32-bit.)
+  // offsets from a pixel's input origin and in the weight are 32-bit: the largest, a tap's channel
+  // up to 8 past the group's (a K tile's elements past K), must fit.)
   constexpr std::int64_t k32 = std::int64_t{1} << 31;
-  if (!mma && v.dtype == DType::f32 && l.params.mode == 0 && l.params.vec_in == 0 && multiprocessors > 0 &&
-      l.params.cout_g >= kGenericConvGemmMinChannels && l.params.in_n < k32 &&
-      std::int64_t{v.out_channels} * l.params.w_o < k32) {
+  const GenericConvParams& gp = l.params;
+  const std::int64_t gemm_offsets = (gp.cin_g + 8) * gp.in_c + std::int64_t{gp.kh - 1} * gp.dh * gp.in_y +
+                                    std::int64_t{gp.kw - 1} * gp.dw * gp.in_x;
+  if (!mma && v.dtype == DType::f32 && gp.mode == 0 && gp.vec_in == 0 && multiprocessors > 0 &&
+      gp.cout_g >= kGenericConvGemmMinChannels && gemm_offsets < k32 &&
+      std::int64_t{v.out_channels} * gp.w_o < k32) {
     GenericConvGrid gemm;
     gemm.threads = kGenericConvGemmThreads;
     gemm.blocks_x = (n * v.out_height() * v.out_width() + kGenericConvGemmTileM - 1) / kGenericConvGemmTileM;
-    gemm.blocks_y = v.params.groups * ((l.params.cout_g + kGenericConvGemmTileN - 1) / kGenericConvGemmTileN);
+    gemm.blocks_y = v.params.groups * ((gp.cout_g + kGenericConvGemmTileN - 1) / kGenericConvGemmTileN);
     if (gemm.blocks_x <= 0x7fffffffLL && gemm.blocks_x * gemm.blocks_y >= multiprocessors) {
       l.params.mode = 5;
       l.grid = gemm;
