@@ -470,6 +470,37 @@ TEST_F(JitConv2dGpu, CaptureWaitsForTheSpecializedKernel) {
 }
 
 // An expression epilogue has no generic form: it compiles under every policy, generic included.
+// `generic` inside a capture records the generic kernel's workspace with it: the gathered form's
+// packed weight (the stem case of many tiles: the pack kernel between the workspace's allocation
+// and free nodes) and split K (512 channels on 7²: its counters' memset). Each graph replays twice,
+// the output poisoned before each, to the reference.
+TEST_F(JitConv2dGpu, GenericCaptureRecordsItsWorkspace) {
+  const Case* const cases[] = {&kCases[std::size(kCases) - 1], &kCases[13]};
+  ASSERT_EQ(kCases[13].cin, 512);
+  ASSERT_EQ(kCases[std::size(kCases) - 1].k, 7);
+  Stream stream;
+  for (const Case* c : cases) {
+    const Problem p(*c, DType::f16, rng_);
+    p.run(p.epilogue(), JitPolicy::generic);  // (the generic module loaded before the capture)
+    const double scale = fresh_scale();
+    const ops::Op epilogue = p.epilogue(scale);
+    const std::vector<double> ref = p.reference(scale);
+    Device y = p.output();
+    const JitStats before = jit_stats();
+    Graph graph = Graph::capture(
+        stream.get(), [&] { p.call(y.view, epilogue, JitPolicy::generic, stream.get()); }, CaptureMode::global);
+    EXPECT_EQ(jit_stats().generic_launches, before.generic_launches + 1) << describe(*c, DType::f16);
+    const std::vector<unsigned char> poison(p.conv.size() * 2, 0xFF);
+    for (int replay = 0; replay < 2; ++replay) {
+      y.buffer.copy_from_host(poison.data(), poison.size());
+      graph.launch(stream.get());
+      stream.synchronize();
+      EXPECT_LE(distance(p.read(y), ref), tolerance(DType::f16))
+          << describe(*c, DType::f16) << " replay " << replay << " (seed " << seed_ << ")";
+    }
+  }
+}
+
 TEST_F(JitConv2dGpu, ExpressionEpiloguesCompileUnderEveryPolicy) {
   Case c = kCases[0];
   c.epilogue = &kIdentity;
