@@ -161,13 +161,23 @@ __device__ __forceinline__ int channel_of(int tn, int j) {
   return (j / 4) * (kBN / 2) + tn * 4 + j % 4;
 }
 
-// Where output pixel m (of the launch's M) starts: image, row and column offsets in the output.
+// Output pixel m of the launch's M (pixels an image): its image, row and column.
+struct Pixel {
+  long long img;
+  int oy, ox;
+};
+__device__ __forceinline__ Pixel pixel_at(const cuinline_conv2d_rt_params& p, long long pixels, long long m) {
+  Pixel px;
+  px.img = m / pixels;
+  const int pm = (int)(m - px.img * pixels);
+  px.oy = pm / p.ow;
+  px.ox = pm - px.oy * p.ow;
+  return px;
+}
+// Where output pixel m starts in the output.
 __device__ __forceinline__ long long output_at(const cuinline_conv2d_rt_params& p, long long pixels, long long m) {
-  const long long img = m / pixels;
-  const int pm = (int)(m - img * pixels);
-  const int oy = pm / p.ow;
-  const int ox = pm - oy * p.ow;
-  return img * p.out_n + oy * p.out_y + ox * p.out_x;
+  const Pixel px = pixel_at(p, pixels, m);
+  return px.img * p.out_n + px.oy * p.out_y + px.ox * p.out_x;
 }
 
 // Values v of output channel co at output offsets at[] (ok: the pixel exists): + bias, + residual,
@@ -221,13 +231,11 @@ __device__ __forceinline__ void cuinline_conv2d_rt_gemm_body(const T* __restrict
   const T* in_m = input;
   int iy0 = kOutside, ix0 = 0;
   if (m < m_end) {
-    const long long img = m / pixels;
-    const int pm = (int)(m - img * pixels);
-    const int oy = pm / p.ow;
-    const int ox = pm - oy * p.ow;
-    iy0 = oy * p.sh - p.ph;
-    ix0 = ox * p.sw - p.pw;
-    in_m = input + img * p.in_n + (long long)grp * p.cin_g * p.in_c + (long long)iy0 * p.in_y + (long long)ix0 * p.in_x;
+    const Pixel px = pixel_at(p, pixels, m);
+    iy0 = px.oy * p.sh - p.ph;
+    ix0 = px.ox * p.sw - p.pw;
+    in_m = input + px.img * p.in_n + (long long)grp * p.cin_g * p.in_c + (long long)iy0 * p.in_y +
+           (long long)ix0 * p.in_x;
   }
   const int k_total = p.kh * p.kw * p.cin_g;
   BRows b;
@@ -315,11 +323,8 @@ __device__ __forceinline__ void cuinline_conv2d_rt_gemm_body(const T* __restrict
   long long img = 0;
   int oy = 0, ox = 0;
   if (r0 < rows) {
-    const long long m1 = m0 + r0;
-    img = m1 / pixels;
-    const int pm = (int)(m1 - img * pixels);
-    oy = pm / p.ow;
-    ox = pm - oy * p.ow;
+    const Pixel px = pixel_at(p, pixels, m0 + r0);
+    img = px.img, oy = px.oy, ox = px.ox;
   }
 #pragma unroll 1
   for (int r = r0; r < r0 + kRunsPerThread && r < rows; r += kRun) {
