@@ -316,20 +316,23 @@ __device__ __forceinline__ void column_products(const float* s_u4, const float* 
 
 // Folds column nu of M (m, its 4 rows) into the tile's 2 x 2 outputs y (row-major) of
 // y = A^T M A: a = A^T m, then y[i][j] += a[i] * A^T[j][nu], summed left to right across the
-// columns (the first column that reaches y[i][j] sets it). A^T = [1 1 1 0; 0 1 -1 -1] (nu = 0 sets
-// column 0, nu = 1 column 1).
-__device__ __forceinline__ void fold_column(const float (&m)[4], float (&y)[4], int nu) {
+// columns (the first column that reaches y[i][j] sets it). A^T = [1 1 1 0; 0 1 -1 -1] (NU = 0 sets
+// column 0, NU = 1 column 1). NU is a template argument, so each column's branch is chosen by the
+// front end: chosen by NVVM after unrolling (nu a loop index) it cost NVVM's optimizer ~1.1 s of the
+// seed variant's 1.5 s compile (dev host), for the same machine code.
+template <int NU>
+__device__ __forceinline__ void fold_column(const float (&m)[4], float (&y)[4]) {
   const float a0 = m[0] + m[1] + m[2];
   const float a1 = m[1] - m[2] - m[3];
-  if (nu == 0) {
+  if constexpr (NU == 0) {
     y[0] = a0;
     y[2] = a1;
-  } else if (nu == 1) {
+  } else if constexpr (NU == 1) {
     y[0] += a0;
     y[2] += a1;
     y[1] = a0;
     y[3] = a1;
-  } else if (nu == 2) {
+  } else if constexpr (NU == 2) {
     y[0] += a0;
     y[2] += a1;
     y[1] -= a0;
@@ -405,27 +408,36 @@ __device__ __forceinline__ void column_products_tc(const float* s_u, const float
   }
 }
 
+// Column NU of the tile's m x m outputs (before bias) of each of the thread's kTT tiles x kTCo
+// channels, then the columns after it (a template recursion rather than an unrolled loop: see
+// fold_column).
+template <class S, int NU>
+__device__ __forceinline__ void tile_columns(const float* s_u4, const float* s_v4,
+                                             float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM], int tile0, int group) {
+  using P = WPlan<S>;
+  if constexpr (NU < P::kA) {
+    float m[S::kTT][S::kTCo][P::kA];
+    if constexpr (P::kTC) {
+      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+      column_products_tc<S>(s_u4, s_v4, m, warp % S::kWX, warp / S::kWX, lane, NU);
+    } else {
+      column_products<S>(s_u4, s_v4, m, tile0, group, NU);
+    }
+#pragma unroll
+    for (int t = 0; t < S::kTT; ++t) {
+#pragma unroll
+      for (int c = 0; c < S::kTCo; ++c) fold_column<NU>(m[t][c], y[t][c]);
+    }
+    tile_columns<S, NU + 1>(s_u4, s_v4, y, tile0, group);
+  }
+}
+
 // The tile's m x m outputs (before bias) of each of the thread's kTT tiles x kTCo channels: the a
 // columns of M, each summed over the channels and folded.
 template <class S>
 __device__ __forceinline__ void tile_outputs(const float* s_u4, const float* s_v4,
                                              float (&y)[S::kTT][S::kTCo][WPlan<S>::kMM], int tile0, int group) {
-  using P = WPlan<S>;
-#pragma unroll
-  for (int nu = 0; nu < P::kA; ++nu) {
-    float m[S::kTT][S::kTCo][P::kA];
-    if constexpr (P::kTC) {
-      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-      column_products_tc<S>(s_u4, s_v4, m, warp % S::kWX, warp / S::kWX, lane, nu);
-    } else {
-      column_products<S>(s_u4, s_v4, m, tile0, group, nu);
-    }
-#pragma unroll
-    for (int t = 0; t < S::kTT; ++t) {
-#pragma unroll
-      for (int c = 0; c < S::kTCo; ++c) fold_column(m[t][c], y[t][c], nu);
-    }
-  }
+  tile_columns<S, 0>(s_u4, s_v4, y, tile0, group);
 }
 
 // The m x m outputs (before bias) of the tile at (oy, ox) of channel co, computed directly from
