@@ -325,6 +325,87 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
   rd_store_out<S, V, Q, K>(a, row, i, y + i, v);
 }
 
+// A thread's E elements of the row in rd_regs: opmath values (A v[E]), or, packed (kPacked), the
+// loaded 16-byte packs of 16-bit storage values (E / V of them: half the registers), widened where
+// read. Packed where a 1024-thread block holds 32 elements a thread of an unchained f16 / bf16
+// softmax, log_softmax, rms_norm or add_rms_norm (rows of 16385-32768): 32 registers a thread, so
+// two blocks share an SM (rd_regs_min_blocks). Every value such a row keeps is a storage value (x,
+// or add_rms_norm's x + r rounded), which the packs hold exactly; softmax's exp(x - max), kept as an
+// opmath value for the output, is computed again there from the same operands (the same bits).
+// layer_norm is not packed: its write pass holds the weight's and the bias's packs too, and at 32
+// registers it spilled 56 (f16) to 300 (bf16) bytes and ran 5 % slower.
+template <class P, class Q, int K>
+struct rd_unchained {
+  enum { value = 0 };
+};
+template <>
+struct rd_unchained<rd_no_prologue, rd_no_epilogue, 0> {
+  enum { value = 1 };
+};
+template <int kOp, class S, int E, int T, class P, class Q, int K>
+struct rd_packs {
+  enum {
+    value = sizeof(S) == 2 && E == 32 && T == 1024 && kOp != RD_LAYER_NORM && rd_unchained<P, Q, K>::value ? 1 : 0
+  };
+};
+// Element j of a pack, widened: f16 by its conversion (ptxas reads either half of the 32-bit
+// register); bf16 from the 32-bit word that holds it (the high half masked, the low one shifted), so
+// no 16-bit value is extracted into a register of its own.
+template <int V>
+__device__ __forceinline__ float rd_widen(const rd_pack<ew_half, V>& u, int j) {
+  return ew_traits<ew_half>::to_op(u.v[j]);
+}
+template <int V>
+__device__ __forceinline__ float rd_widen(const rd_pack<ew_bf16, V>& u, int j) {
+  const unsigned w = reinterpret_cast<const unsigned*>(&u.raw)[j / 2];
+  return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+template <class S, int V, int E, bool kPacked>
+struct rd_row {
+  typedef typename ew_traits<S>::op A;
+  A v[E];
+  __device__ __forceinline__ A operator()(int it, int j) const { return v[it * V + j]; }
+  __device__ __forceinline__ A* at(int it) { return v + it * V; }
+  __device__ __forceinline__ void keep(int it, int j, A value) { v[it * V + j] = value; }
+  template <class P, int kOp>
+  __device__ __forceinline__ void load(int it, const S* x, S* r) {
+    rd_load_x<S, V, P, false>(x, v + it * V);
+    if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r, v + it * V);
+  }
+  __device__ __forceinline__ void zero(int it) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+  }
+};
+template <class S, int V, int E>
+struct rd_row<S, V, E, true> {
+  typedef typename ew_traits<S>::op A;
+  typedef typename ew_raw<sizeof(S) * V>::type R;
+  rd_pack<S, V> u[E / V];
+  A w[V];  // one pack widened, for the write pass
+  __device__ __forceinline__ A operator()(int it, int j) const { return rd_widen(u[it], j); }
+  __device__ __forceinline__ A* at(int it) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) w[j] = rd_widen(u[it], j);
+    return w;
+  }
+  __device__ __forceinline__ void keep(int, int, A) {}
+  template <class P, int kOp>
+  __device__ __forceinline__ void load(int it, const S* x, S* r) {
+    u[it].raw = *reinterpret_cast<const R*>(x);
+    if (kOp == RD_ADD_RMS_NORM) {  // z = x + r rounded to S, written back to the residual and kept
+      rd_pack<S, V> rv;
+      rv.raw = *reinterpret_cast<const R*>(r);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        u[it].v[j] = ew_traits<S>::from_op(ew_traits<S>::to_op(u[it].v[j]) + ew_traits<S>::to_op(rv.v[j]));
+      }
+      *reinterpret_cast<R*>(r) = u[it].raw;
+    }
+  }
+  __device__ __forceinline__ void zero(int it) { u[it].raw = R(); }
+};
+
 // The blocks of 1024 threads an SM that rd_regs asks ptxas for: two (at most 32 registers a thread)
 // where a thread holds 16 elements (f32, f16, bf16 rows of 8193-16384) and the variant has no chains, so that one row's
 // reductions overlap another's loads and stores; else no bound. Measured on an H200 (rows of 16384, 32 Mi
@@ -334,19 +415,17 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 // below the same rule ran f32 layer_norm and add_rms_norm 3-7 % slower. (f64's 8 elements and the
 // chained variants: not measured, so not bounded.) 0 leaves the bound out (no .minnctapersm), as
 // before: a stated 1 changes ptxas's allocation of other kernels.
-template <int T, int E, class P, class Q, int K>
+template <int kOp, class S, int T, int E, class P, class Q, int K>
 struct rd_regs_min_blocks {
-  enum { value = 0 };
-};
-template <>
-struct rd_regs_min_blocks<1024, 16, rd_no_prologue, rd_no_epilogue, 0> {
-  enum { value = 2 };
+  enum {
+    value = T == 1024 && rd_unchained<P, Q, K>::value && (E == 16 || rd_packs<kOp, S, E, T, P, Q, K>::value) ? 2 : 0
+  };
 };
 
 // The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
 // T <= 32 (the warp form): row blockIdx.x * (128 / T) + threadIdx.x / T, lane threadIdx.x % T.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_blocks<T, E, P, Q, K>::value))
+__global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_blocks<kOp, S, T, E, P, Q, K>::value))
     rd_regs(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V, kRowsPerBlock = T <= 32 ? RD_WARP_BLOCK / T : 1 };
@@ -363,16 +442,15 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
   const int n = static_cast<int>(a.n);
   const S* x = static_cast<const S*>(a.x) + row * a.sx;
   S* y = static_cast<S*>(a.y) + row * a.sy;
-  A v[E];
+  enum { kPacked = rd_packs<kOp, S, E, T, P, Q, K>::value };
+  rd_row<S, V, E, kPacked != 0> v;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (live && i < n) {  // n is a multiple of V when V > 1
-      rd_load_x<S, V, P, false>(x + i, v + it * V);
-      if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + i, v + it * V);
+      v.template load<P, kOp>(it, x + i, kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + i : 0);
     } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+      v.zero(it);
     }
   }
   A s0 = A(0), s1 = A(0);
@@ -382,7 +460,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < n) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
+        for (int j = 0; j < V; ++j) m = rd_max()(m, v(it, j));
       }
     }
     m = rd_reduce<T>(m, rd_max(), rd_neg_inf(A(0)), sh);
@@ -392,8 +470,8 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
       if ((it * T + t) * V < n) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const A e = rd_exp<S>(v[it * V + j] - m);
-          if (kOp == RD_SOFTMAX) v[it * V + j] = e;  // kept for the output: one exp an element
+          const A e = rd_exp<S>(v(it, j) - m);
+          if (kOp == RD_SOFTMAX) v.keep(it, j, e);  // kept for the output: one exp an element
           s += e;
         }
       }
@@ -404,13 +482,13 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
 #pragma unroll
-    for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
+    for (int e = 0; e < E; ++e) ss += v(e / V, e % V) * v(e / V, e % V);  // the padding is 0
     ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
     s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
   } else {
     A sum = A(0);
 #pragma unroll
-    for (int e = 0; e < E; ++e) sum += v[e];
+    for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
     A sq = A(0);
 #pragma unroll
@@ -418,7 +496,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
       if ((it * T + t) * V < n) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const A d = v[it * V + j] - mean;
+          const A d = v(it, j) - mean;
           sq += d * d;
         }
       }
@@ -431,12 +509,13 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (!live || i >= n) continue;
-    if (kOp == RD_SOFTMAX) {  // v holds exp(x - max)
+    A* o = v.at(it);
+    if (kOp == RD_SOFTMAX) {  // o holds exp(x - max) (packed: x, and the exp is taken again)
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[it * V + j] = rd_div<S>(v[it * V + j], s1);
-      rd_store_out<S, V, Q, K>(a, row, i, y + i, v + it * V);
+      for (int j = 0; j < V; ++j) o[j] = rd_div<S>(kPacked ? rd_exp<S>(o[j] - s0) : o[j], s1);
+      rd_store_out<S, V, Q, K>(a, row, i, y + i, o);
     } else {
-      rd_finish<kOp, S, V, Q, K>(a, row, i, v + it * V, s0, s1, y);
+      rd_finish<kOp, S, V, Q, K>(a, row, i, o, s0, s1, y);
     }
   }
 }

@@ -52,6 +52,11 @@ inline float __int_as_float(int v) {
   std::memcpy(&f, &v, 4);
   return f;
 }
+inline float __uint_as_float(unsigned v) {
+  float f;
+  std::memcpy(&f, &v, 4);
+  return f;
+}
 inline double __longlong_as_double(long long v) {
   double d;
   std::memcpy(&d, &v, 8);

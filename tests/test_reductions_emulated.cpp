@@ -295,6 +295,9 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
   } else {
     if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256>, grid, block, a), true;
     if (is(RowForm::block, 1, 16, 128)) return launch(rd_regs<kOp, S, 1, 16, 128>, grid, block, a), true;
+    // 1024 threads: two blocks an SM (16 a thread), the 16-bit packs (32 a thread).
+    if (is(RowForm::block, W, 16, 1024)) return launch(rd_regs<kOp, S, W, 16, 1024>, grid, block, a), true;
+    if (is(RowForm::block, W, 32, 1024)) return launch(rd_regs<kOp, S, W, 32, 1024>, grid, block, a), true;
   }
   if (is(RowForm::looped, W, W, 1024)) return launch(rd_long<kOp, S, W, 1024>, grid, block, a), true;
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024>, grid, block, a), true;
@@ -584,6 +587,41 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
         emulate(p, c.form, false, false, &y, &r);
         EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
         EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
+      }
+    }
+  }
+}
+
+// The block form's 1024-thread kernels: 16 elements a thread (bounded to two blocks an SM) and 32
+// (f16 and bf16: the loaded packs kept, softmax's exp taken again for the output; layer_norm and
+// f32 hold opmath values): the reference's results, and the generic kernel's bit for bit, on random
+// rows and on rows of special values (eps 0).
+TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+  for (const DType dt : {DType::f16, DType::bf16, DType::f32}) {
+    for (int k = 0; k < 5; ++k) {
+      const RowOp op = ops[k];
+      for (const std::int64_t n : {std::int64_t{12000}, std::int64_t{20000}}) {
+        for (const bool special : {false, true}) {
+#ifdef RD_ASAN_FIBERS
+          if (special != (k % 2 == 0) || (dt == DType::f32) != (n == 12000)) continue;
+#endif
+          Problem p = cuinline::test::make_problem(op, dt, special ? 7 : 2, n, rng, special ? 0 : 24, 8);
+          if (special) {
+            p.eps = 0;
+            cuinline::test::add_special_rows(p, rng);
+          }
+          std::vector<unsigned char> y_generic, r_generic, y, r;
+          const RowVariant v = emulate(p, RowForm::block, false, true, &y_generic, &r_generic);
+          emulate(p, RowForm::block, false, false, &y, &r);
+          EXPECT_EQ(v.threads, 1024) << v.name();
+          EXPECT_EQ(v.per_thread, n > 16384 ? 32 : 16) << v.name();
+          EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+          EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
+        }
       }
     }
   }
