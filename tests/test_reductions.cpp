@@ -339,10 +339,16 @@ TEST(ReductionVariant, EveryFormCompiles) {
       EXPECT_FALSE(program.binary.empty());
       EXPECT_TRUE(program.lowered_name(cuinline::ops::kernel_name(var)));
       // A row held in registers stays there: no form spills, the block form at its most elements a
-      // thread (1024 threads, 64 registers each) included.
+      // thread (1024 threads, 64 registers each) included; where that block is bounded to two an SM
+      // (32 registers: the 16-bit packs but layer_norm's, f32 softmax, log_softmax and rms_norm half
+      // parked in shared memory) a spill stays under one 16-byte access a thread's row part (f16
+      // add_rms_norm: 8 bytes, NVRTC 13.0).
+      const bool bounded = var.form == RowForm::block && var.threads == 1024 && var.op != RowOp::layer_norm &&
+                           (dt == DType::f16 || dt == DType::bf16 ||
+                            (dt == DType::f32 && var.op != RowOp::add_rms_norm));
       const std::vector<long> spills = cuinline::test::spill_stores(program.log);
       EXPECT_FALSE(spills.empty()) << "no ptxas -v report in the log: " << program.log;
-      for (long bytes : spills) EXPECT_EQ(bytes, 0) << program.log;
+      for (long bytes : spills) EXPECT_LE(bytes, bounded ? 16 : 0) << program.log;
     }
     RowVariant var = forms[d % 5];
     var.op = ops[(d + 2) % 5];

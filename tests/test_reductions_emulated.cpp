@@ -122,6 +122,16 @@ inline void __syncthreads() {
   barrier();
 }
 
+// The block's dynamic shared memory (a parked row: reductions.cuh's RD_PARKED), as many bytes as
+// the launch's plan gives: a kernel that parks where the plan gives none fails here.
+std::vector<float> g_dynamic_smem;
+unsigned g_dynamic_smem_uses = 0;
+#define CUINLINE_RD_DYNAMIC_SMEM
+inline float* rd_dynamic_smem() {
+  ++g_dynamic_smem_uses;
+  EXPECT_FALSE(g_dynamic_smem.empty()) << "the kernel parks in dynamic shared memory its plan gives none of";
+  return g_dynamic_smem.data();
+}
 #include "../kernel_templates/reductions.cuh"
 
 // The generic kernels' step interpreter over host stand-ins of the two step functions the fused
@@ -415,6 +425,8 @@ RowVariant emulate(Problem& p, RowForm want_form, bool looped = false, bool gene
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = true;
   const RowVariant& v = call.plan.variant;
+  g_dynamic_smem.assign(call.plan.shared_bytes / sizeof(float), -1.0f);
+  g_dynamic_smem_uses = 0;
   const auto run_dtype = [&](auto storage) {
     using S = decltype(storage);
     if (generic) {
@@ -438,6 +450,9 @@ RowVariant emulate(Problem& p, RowForm want_form, bool looped = false, bool gene
       break;
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
+  if (!generic) {  // every thread of a parking kernel takes its part; the plan gives bytes only for those
+    EXPECT_EQ(g_dynamic_smem_uses > 0, call.plan.shared_bytes > 0) << call.plan.variant.name();
+  }
   if (ran) {
     cuinline::test::check_rows(p, y, p.sy, res, true);
     expect_untouched(p, y, y_before, p.sy, "output");
@@ -593,9 +608,10 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
 }
 
 // The block form's 1024-thread kernels: 16 elements a thread (bounded to two blocks an SM) and 32
-// (f16 and bf16: the loaded packs kept, softmax's exp taken again for the output; layer_norm and
-// f32 hold opmath values): the reference's results, and the generic kernel's bit for bit, on random
-// rows and on rows of special values (eps 0).
+// (f16 and bf16: the loaded packs kept, softmax's exp taken again for the output; f32 softmax,
+// log_softmax and rms_norm: half parked in the dynamic shared memory the plan gives; layer_norm and
+// f32 add_rms_norm hold opmath values): the reference's results, and the generic kernel's bit for
+// bit, on random rows and on rows of special values (eps 0).
 TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
@@ -619,6 +635,9 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
           emulate(p, RowForm::block, false, false, &y, &r);
           EXPECT_EQ(v.threads, 1024) << v.name();
           EXPECT_EQ(v.per_thread, n > 16384 ? 32 : 16) << v.name();
+          const bool parks = dt == DType::f32 && n > 16384 &&
+                             (op == RowOp::softmax || op == RowOp::log_softmax || op == RowOp::rms_norm);
+          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v), parks ? 65536u : 0u) << v.name();
           EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
           EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
         }

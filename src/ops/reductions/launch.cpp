@@ -24,11 +24,21 @@ ReductionMap& reduction_map() {
   return *map;
 }
 
+// The variant's kernel on `device` through the KernelCache, allowed the dynamic shared memory its
+// launches take where that is past the default 48 KiB.
+Kernel load_row_kernel(const RowVariant& variant, int device) {
+  Kernel kernel = detail::load_kernel(variant, device);
+  if (const std::uint32_t bytes = detail::row_shared_bytes(variant); bytes > 48u * 1024u) {
+    kernel.set_max_dynamic_shared_bytes(bytes, device);
+  }
+  return kernel;
+}
+
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
 Kernel kernel_for(const RowVariant& variant, int device) {
   return reduction_map().find_or_make(
       detail::hash_of(variant), device, [&](const RowVariant& v) { return v == variant; },
-      [&] { return std::make_pair(variant, detail::load_kernel(variant, device)); });
+      [&] { return std::make_pair(variant, load_row_kernel(variant, device)); });
 }
 
 // One launch with the argument bytes the variant's kernel takes (rd_args, then its epilogue's tensors).
@@ -55,7 +65,7 @@ void submit_specialization(const RowVariant& variant, std::uint64_t hash, int de
         write.form = RowForm::split_write;
         kernel_for(write, device);
       }
-      const Kernel specialized = detail::load_kernel(v, device);
+      const Kernel specialized = load_row_kernel(v, device);
       reduction_map().finish_pending(hash, device, same, &specialized);
       detail::count_swap();
     } catch (const std::exception& e) {
@@ -112,6 +122,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   LaunchConfig cfg;
   cfg.grid = Dim3(call.plan.grid);
   cfg.block = Dim3(call.plan.block);
+  cfg.shared_bytes = call.plan.shared_bytes;
   cfg.stream = stream;
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
@@ -130,6 +141,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     call = detail::looped_fallback(call);
     cfg.grid = Dim3(call.plan.grid);
     cfg.block = Dim3(call.plan.block);
+    cfg.shared_bytes = call.plan.shared_bytes;
   }
   const Kernel kernel = kernel_for(call.plan.variant, device);
   reduction_map().count_launch();

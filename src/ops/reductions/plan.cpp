@@ -260,6 +260,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   }
   if (grid > std::numeric_limits<std::int32_t>::max()) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
   p.grid = static_cast<std::uint32_t>(grid);
+  p.shared_bytes = row_shared_bytes(var);
 
   RowArgs& a = call.args;
   a.x = in.data;
@@ -280,6 +281,12 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   return call;
 }
 
+std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
+  const bool parks = v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
+                     (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
+  return parks ? static_cast<std::uint32_t>(v.threads * (v.per_thread / 2) * 4) : 0u;
+}
+
 RowCall looped_fallback(RowCall call) {
   RowPlan& p = call.plan;
   p.variant.form = RowForm::looped;
@@ -288,6 +295,7 @@ RowCall looped_fallback(RowCall call) {
   p.grid = static_cast<std::uint32_t>(p.rows);  // rows * splits fitted the grid
   p.block = kLoopedThreads;
   p.workspace_bytes = 0;
+  p.shared_bytes = 0;
   call.args.chunk = 0;
   return call;
 }

@@ -73,6 +73,11 @@ bool has_chain(const Op& op) noexcept;
 bool fused(const RowVariant& variant) noexcept;
 void check_chains(const RowVariant& variant);
 
+/// The dynamic shared memory a block of the variant's kernel takes (reductions.cuh's
+/// rd_parked_bytes: an unchained f32 softmax, log_softmax or rms_norm on the block form of 1024
+/// threads of 32 elements parks half of each thread's in 64 KiB), 0 for the others.
+std::uint32_t row_shared_bytes(const RowVariant& variant) noexcept;
+
 /// The looped form of a split call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
 
