@@ -414,7 +414,7 @@ struct rd_row<S, V, E, RD_PACKED, T> {
 // the rest fit 32 registers and two blocks share an SM. Vector k of thread t is at (k * T + t) * V:
 // 16-byte accesses without bank conflicts. The same values, so the same bits. H200, 32 Mi elements:
 // softmax x 32768 0.0968 -> 0.0817 ms (70 -> 83 % of a copy), log_softmax 0.0951 -> 0.0784, rms_norm
-// 0.0796 -> 0.0760; add_rms_norm parked ran 16 % slower and layer_norm level, so they hold theirs.
+// 0.0796 -> 0.0754-0.0765; add_rms_norm parked ran 16 % slower and layer_norm level, so they hold theirs.
 template <int kOp, class S, int E, int T, class P, class Q, int K>
 struct rd_parks {
   enum {
