@@ -638,6 +638,8 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
           const bool parks = dt == DType::f32 && n > 16384 &&
                              (op == RowOp::softmax || op == RowOp::log_softmax || op == RowOp::rms_norm);
           EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v), parks ? 65536u : 0u) << v.name();
+          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{8, 0}), parks ? 65536u : 0u) << v.name();
+          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{7, 5}), 0u) << v.name();
           EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
           EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
         }

@@ -28,7 +28,7 @@ ReductionMap& reduction_map() {
 // launches take where that is past the default 48 KiB.
 Kernel load_row_kernel(const RowVariant& variant, int device) {
   Kernel kernel = detail::load_kernel(variant, device);
-  if (const std::uint32_t bytes = detail::row_shared_bytes(variant); bytes > 48u * 1024u) {
+  if (const std::uint32_t bytes = detail::row_shared_bytes(variant, device_arch(device)); bytes > 48u * 1024u) {
     kernel.set_max_dynamic_shared_bytes(bytes, device);
   }
   return kernel;
@@ -122,7 +122,8 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   LaunchConfig cfg;
   cfg.grid = Dim3(call.plan.grid);
   cfg.block = Dim3(call.plan.block);
-  cfg.shared_bytes = call.plan.shared_bytes;
+  cfg.shared_bytes =
+      call.plan.shared_bytes != 0 ? detail::row_shared_bytes(call.plan.variant, device_arch(device)) : 0u;
   cfg.stream = stream;
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
@@ -141,7 +142,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     call = detail::looped_fallback(call);
     cfg.grid = Dim3(call.plan.grid);
     cfg.block = Dim3(call.plan.block);
-    cfg.shared_bytes = call.plan.shared_bytes;
+    cfg.shared_bytes = 0;  // (the looped form parks nothing)
   }
   const Kernel kernel = kernel_for(call.plan.variant, device);
   reduction_map().count_launch();

@@ -287,6 +287,10 @@ std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
   return parks ? static_cast<std::uint32_t>(v.threads * (v.per_thread / 2) * 4) : 0u;
 }
 
+std::uint32_t row_shared_bytes(const RowVariant& v, const Arch& target) noexcept {
+  return target.major >= 8 ? row_shared_bytes(v) : 0u;
+}
+
 RowCall looped_fallback(RowCall call) {
   RowPlan& p = call.plan;
   p.variant.form = RowForm::looped;

@@ -4,6 +4,7 @@
 // compiled or launched.
 #include <cstddef>
 #include <cstdint>
+#include <cuinline/arch.hpp>
 #include <cuinline/reductions.hpp>
 
 namespace cuinline::ops::detail {
@@ -75,8 +76,10 @@ void check_chains(const RowVariant& variant);
 
 /// The dynamic shared memory a block of the variant's kernel takes (reductions.cuh's
 /// rd_parked_bytes: an unchained f32 softmax, log_softmax or rms_norm on the block form of 1024
-/// threads of 32 elements parks half of each thread's in 64 KiB), 0 for the others.
+/// threads of 32 elements parks half of each thread's in 64 KiB), 0 for the others; with a target,
+/// 0 below sm_80 too (its kernel keeps the row in registers there: RD_CAN_PARK).
 std::uint32_t row_shared_bytes(const RowVariant& variant) noexcept;
+std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) noexcept;
 
 /// The looped form of a split call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
