@@ -415,17 +415,24 @@ struct rd_row<S, V, E, RD_PACKED, T> {
 // 16-byte accesses without bank conflicts. The same values, so the same bits. H200, 32 Mi elements:
 // softmax x 32768 0.0968 -> 0.0817 ms (70 -> 83 % of a copy), log_softmax 0.0951 -> 0.0784, rms_norm
 // 0.0796 -> 0.0754-0.0765; add_rms_norm parked ran 16 % slower and layer_norm level, so they hold theirs.
-// (sm_80 and later: sm_75 allows a block 64 KiB of shared memory in all, static included, so there
-// the row keeps its registers. The host gives the bytes by the same rule: row_shared_bytes.)
-#if defined(CUINLINE_RD_DYNAMIC_SMEM) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-#define RD_CAN_PARK 1
+// Parking takes 64 KiB of shared memory a block and pays where two blocks share a multiprocessor:
+// the targets with 164-228 KiB a multiprocessor (sm_80, sm_87, sm_90, sm_100-sm_110); elsewhere
+// (sm_75: 64 KiB a block in all; sm_86, sm_89, sm_120: 100 KiB a multiprocessor) the row keeps its
+// registers. src/ops/reductions/plan.cpp's row_shared_bytes gives the launch's bytes by the same
+// list (ReductionsEmulated.ThousandThreadBlocksFollowTheGenericKernel compares the two).
+template <int kArch>
+struct rd_arch_parks {
+  enum { value = kArch == 80 || kArch == 87 || (kArch >= 90 && kArch < 120) ? 1 : 0 };
+};
+#ifdef __CUDA_ARCH__
+#define RD_TARGET_ARCH (__CUDA_ARCH__ / 10)
 #else
-#define RD_CAN_PARK 0
+#define RD_TARGET_ARCH 90  // the host: the emulated kernels' tests, nvcc's host pass
 #endif
 template <int kOp, class S, int E, int T, class P, class Q, int K>
 struct rd_parks {
   enum {
-    value = RD_CAN_PARK && sizeof(S) == 4 && E == 32 && T == 1024 &&
+    value = rd_arch_parks<RD_TARGET_ARCH>::value && sizeof(S) == 4 && E == 32 && T == 1024 &&
                     (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX || kOp == RD_RMS_NORM) && rd_unchained<P, Q, K>::value
                 ? 1
                 : 0

@@ -639,7 +639,22 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
                              (op == RowOp::softmax || op == RowOp::log_softmax || op == RowOp::rms_norm);
           EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v), parks ? 65536u : 0u) << v.name();
           EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{8, 0}), parks ? 65536u : 0u) << v.name();
-          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{7, 5}), 0u) << v.name();
+          // The host's list of targets that park is the template's (rd_arch_parks).
+          const auto parks_on = [&](auto arch) {
+            return cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{decltype(arch)::value / 10,
+                                                                             decltype(arch)::value % 10}) != 0;
+          };
+          const auto same = [&](auto arch) {
+            EXPECT_EQ(parks_on(arch), parks && rd_arch_parks<decltype(arch)::value>::value)
+                << v.name() << " sm_" << decltype(arch)::value;
+          };
+          const auto same_list = [&](auto... archs) { (same(archs), ...); };
+          same_list(std::integral_constant<int, 75>{}, std::integral_constant<int, 80>{},
+                    std::integral_constant<int, 86>{}, std::integral_constant<int, 87>{},
+                    std::integral_constant<int, 89>{}, std::integral_constant<int, 90>{},
+                    std::integral_constant<int, 100>{}, std::integral_constant<int, 103>{},
+                    std::integral_constant<int, 110>{}, std::integral_constant<int, 120>{},
+                    std::integral_constant<int, 121>{});
           EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
           EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
         }

@@ -130,8 +130,9 @@ struct RowPlan {
   std::int64_t in_stride = 0, out_stride = 0, residual_stride = 0;  ///< between rows, in elements
   std::uint32_t grid = 0, block = 0;
   /// Dynamic shared memory a block, in bytes: 64 KiB for an f32 block form of 1024 threads of 32
-  /// elements that parks half of them there (unchained softmax, log_softmax, rms_norm) on sm_80 and
-  /// later (an sm_75 launch takes none: that kernel keeps the row in registers), else 0.
+  /// elements that parks half of them there (unchained softmax, log_softmax, rms_norm), else 0. A
+  /// launch on a GPU where two such blocks do not fit a multiprocessor (sm_75, sm_86, sm_89,
+  /// sm_120) takes none: that kernel keeps the row in registers.
   std::uint32_t shared_bytes = 0;
   /// The split form's workspace (two accumulation-type values a chunk), 0 for the others. Where it
   /// cannot be had the call runs the looped form instead.

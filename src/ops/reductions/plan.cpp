@@ -288,7 +288,10 @@ std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
 }
 
 std::uint32_t row_shared_bytes(const RowVariant& v, const Arch& target) noexcept {
-  return target.major >= 8 ? row_shared_bytes(v) : 0u;
+  // reductions.cuh's rd_arch_parks: where two 64 KiB blocks share a multiprocessor.
+  const int a = target.number();
+  const bool parks = a == 80 || a == 87 || (a >= 90 && a < 120);
+  return parks ? row_shared_bytes(v) : 0u;
 }
 
 RowCall looped_fallback(RowCall call) {

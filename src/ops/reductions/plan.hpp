@@ -77,7 +77,8 @@ void check_chains(const RowVariant& variant);
 /// The dynamic shared memory a block of the variant's kernel takes (reductions.cuh's
 /// rd_parked_bytes: an unchained f32 softmax, log_softmax or rms_norm on the block form of 1024
 /// threads of 32 elements parks half of each thread's in 64 KiB), 0 for the others; with a target,
-/// 0 below sm_80 too (its kernel keeps the row in registers there: RD_CAN_PARK).
+/// also 0 where two such blocks do not fit a multiprocessor (sm_75, sm_86, sm_89, sm_120: the
+/// kernel keeps the row in registers there, reductions.cuh's rd_arch_parks).
 std::uint32_t row_shared_bytes(const RowVariant& variant) noexcept;
 std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) noexcept;
 
