@@ -1,10 +1,12 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cuinline/compiler.hpp>
 #include <cuinline/error.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +105,20 @@ std::string join(const std::vector<std::string>& options) {
   return out;
 }
 
+// NVRTC creates a lock of its own on a process's first compile without synchronizing that creation:
+// two threads making the first compiles at once race on it (ThreadSanitizer in the stress test's
+// workers, NVRTC 13.0). So the process's first compile runs alone; NVRTC serializes a process's
+// compiles anyway, so no caller waits longer for it than it would have.
+nvrtcResult compile_program(nvrtcProgram program, int count, const char* const* options) {
+  static std::atomic<bool> started{false};
+  if (started.load(std::memory_order_acquire)) return nvrtcCompileProgram(program, count, options);
+  static std::mutex first;
+  const std::lock_guard<std::mutex> lock(first);
+  const nvrtcResult result = nvrtcCompileProgram(program, count, options);
+  started.store(true, std::memory_order_release);
+  return result;
+}
+
 // State for one compile(), so every error can carry the same facts.
 class Compilation {
  public:
@@ -124,7 +140,7 @@ class Compilation {
     option_ptrs.reserve(options_.size());
     for (const std::string& option : options_) option_ptrs.push_back(option.c_str());
     const nvrtcResult result =
-        nvrtcCompileProgram(program.get(), static_cast<int>(option_ptrs.size()), option_ptrs.data());
+        compile_program(program.get(), static_cast<int>(option_ptrs.size()), option_ptrs.data());
     std::string log = program_log(program.get());
     if (result == NVRTC_ERROR_INVALID_OPTION) fail_option(result, log);
     if (result != NVRTC_SUCCESS) {

@@ -11,13 +11,13 @@
 // docs/jit.md says so.
 #include "ops/specialize.hpp"
 
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <cuinline/arch.hpp>
+#include <cuinline/compiler.hpp>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -160,15 +160,17 @@ class Pool {
 };
 
 // NVRTC's first compile in a process loads and initializes its builtins (hundreds of ms on a
-// server host); a trivial program to PTX pays it.
+// server host); a trivial program to CUBIN pays it (ptxas's start-up too). Through compile(), so it
+// is serialized with the other first compiles (compiler.cpp's compile_program).
 void nvrtc_start_up() noexcept {
-  static const char kSource[] = "extern \"C\" __global__ void cuinline_prewarm() {}\n";
-  nvrtcProgram program = nullptr;
-  if (nvrtcCreateProgram(&program, kSource, "cuinline_prewarm.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
-    return;
-  const char* options[] = {"-arch=sm_75", "-minimal"};  // CUBIN: ptxas's start-up too
-  (void)nvrtcCompileProgram(program, 2, options);
-  (void)nvrtcDestroyProgram(&program);
+  try {
+    CompileRequest request;
+    request.name = "cuinline_prewarm.cu";
+    request.source = "extern \"C\" __global__ void cuinline_prewarm() {}\n";
+    request.options = {"-minimal"};
+    (void)compile(request, Arch{7, 5});
+  } catch (...) {
+  }
 }
 
 // The generic kernels' libraries (cuLibraryLoadData of a fatbin of 2-8 MB: most of a process's
