@@ -44,82 +44,50 @@
 #define CUINLINE_CONV2D_MMA_CUH
 
 #include "conv2d.cuh"
+#include "conv2d_mma_plan.cuh"
 
 namespace cuinline_conv2d_mma_detail {
 
-// Largest number of distinct words one bank serves when the 32 lanes (g = lane / 4, t = lane % 4)
-// read word t * plane + g * sw (an A fragment: channel t, pixel g).
-__host__ __device__ constexpr int bank_conflicts(int plane, int sw) {
-  // One pass over the 32 lanes into per-bank counts (NVRTC evaluates this while instantiating Plan;
-  // a bank-by-bank rescan of the lanes cost ~20 ms of its front end a variant).
-  int n[32] = {};
-  for (int t = 0; t < 4; ++t) {
-    for (int g = 0; g < 8; ++g) ++n[(t * plane + g * sw) % 32];
-  }
-  int worst = 0;
-  for (int bank = 0; bank < 32; ++bank) worst = n[bank] > worst ? n[bank] : worst;
-  return worst;
-}
-// The smallest plane stride >= min_plane with the fewest conflicts (the host mirrors this). One
-// word a bank (no conflict) cannot be beaten, so the search stops at the first such stride.
-__host__ __device__ constexpr int conflict_free_plane(int min_plane, int sw) {
-  int best = min_plane;
-  int best_conflicts = bank_conflicts(min_plane, sw);
-  for (int p = min_plane + 1; p < min_plane + 32 && best_conflicts > 1; ++p) {
-    const int c = bank_conflicts(p, sw);
-    if (c < best_conflicts) {
-      best = p;
-      best_conflicts = c;
-    }
-  }
-  return best;
-}
-// A weight row pitch >= cout with pitch % 32 in {8, 24}: the B fragment (k = t, n = g) is then
-// conflict-free.
-__host__ __device__ constexpr int weight_pitch(int cout) {
-  int p = cout;
-  while (p % 32 != 8 && p % 32 != 24) ++p;
-  return p;
-}
-
 template <class S>
 struct Plan {
-  static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockCout = 8 * S::kWarpsN * S::kNT;
-  static constexpr int kColTiles = S::kTileCols / 16;
-  static constexpr int kTilesX = (S::kOW + S::kTileCols - 1) / S::kTileCols;
-  static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
-  static constexpr bool kStream = S::kPipeline == 3;
+  // The figures of conv2d_mma_plan.cuh (a function, not a constexpr member of class type: NVRTC
+  // would emit such a member as a device global).
+  static CUINLINE_CONV2D_MMA_CONSTEXPR MmaPlanFigures fig() {
+    return mma_plan_figures(MmaPlanShape{S::kKH, S::kKW, S::kSH, S::kSW, S::kDH, S::kDW, S::kOH, S::kOW,
+                                         S::kTileCols, S::kTY, S::kWarpsM, S::kWarpsN, S::kMT, S::kNT,
+                                         S::kCiChunk, S::kPipeline, S::kOutStage});
+  }
+  static constexpr int kWarps = fig().warps;
+  static constexpr int kThreads = fig().threads;
+  static constexpr int kBlockCout = fig().block_cout;
+  static constexpr int kColTiles = fig().col_tiles;
+  static constexpr int kTilesX = fig().tiles_x;
+  static constexpr int kTilesY = fig().tiles_y;
+  static constexpr bool kStream = fig().stream;
   // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
   static constexpr bool kSumsFromZero = S::kSumsFromZero != 0;
-  // Row streaming: a step computes kTY output rows; kStepRows input rows further each step;
-  // kWindow input rows read by one step; kNew rows each further step stages; kRing rows held.
-  static constexpr int kSpan = (S::kKH - 1) * S::kDH + 1;
-  static constexpr int kStepRows = S::kTY * S::kSH;
-  static constexpr int kWindow = (S::kTY - 1) * S::kSH + kSpan;
-  static constexpr int kNew = kStepRows < kWindow ? kStepRows : kWindow;
-  static constexpr int kRing = kWindow + 2 * kStepRows;
-  static constexpr int kInRows = kStream ? kRing : kWindow;
-  static constexpr int kInCols = (S::kTileCols - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;
-  static constexpr int kPitch = kInCols;
-  static constexpr int kPlane = conflict_free_plane(kInRows * kPitch, S::kSW);
-  static constexpr int kInFloats = S::kCiChunk * kPlane;
-  static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kWPitch = weight_pitch(kBlockCout);
-  static constexpr int kWFloats = kTaps * S::kCiChunk * kWPitch;
-  static constexpr int kBuffers = S::kPipeline == 1 || S::kPipeline == 2 ? 2 : 1;
-  static constexpr int kWBuffers = S::kPipeline == 2 ? 2 : 1;
-  // Output staging (kOutStage passes): one [kNT * 8 / kOutStage channels][kOutPitch] tile a warp. A pitch = 4
-  // (mod 16) makes the fragment writes conflict-free and keeps the rows 16-byte aligned; each row is shifted
-  // by its global address mod 4 (< 4 floats) so that its float4 chunks are aligned in both spaces.
-  static constexpr int kWarpCols = 16 * S::kMT;
-  static constexpr int kOutPitch = kWarpCols + 4;
-  static constexpr int kOutChunks = kWarpCols / 4 + 1;
-  static constexpr int kOutFloats = S::kOutStage ? kWarps * 8 * (S::kNT / S::kOutStage) * kOutPitch : 0;
-  static constexpr int kSmemBytes = (kWBuffers * kWFloats + kBuffers * kInFloats + kOutFloats) * 4;
+  static constexpr int kSpan = fig().span;
+  static constexpr int kStepRows = fig().step_rows;
+  static constexpr int kWindow = fig().window;
+  static constexpr int kNew = fig().new_rows;
+  static constexpr int kRing = fig().ring;
+  static constexpr int kInRows = fig().in_rows;
+  static constexpr int kInCols = fig().in_cols;
+  static constexpr int kPitch = fig().pitch;
+  static constexpr int kPlane = fig().plane;
+  static constexpr int kInFloats = fig().in_floats;
+  static constexpr int kTaps = fig().taps;
+  static constexpr int kWPitch = fig().w_pitch;
+  static constexpr int kWFloats = fig().w_floats;
+  static constexpr int kBuffers = fig().buffers;
+  static constexpr int kWBuffers = fig().w_buffers;
+  static constexpr int kWarpCols = fig().warp_cols;
+  static constexpr int kOutPitch = fig().out_pitch;
+  static constexpr int kOutChunks = fig().out_chunks;
+  static constexpr int kOutFloats = fig().out_floats;
+  static constexpr int kSmemBytes = (int)fig().smem_bytes;
   static_assert(S::kTileCols % 16 == 0, "a pixel tile is 16 columns");
   static_assert(S::kWarpsM * S::kMT == S::kTY * kColTiles, "the warps' pixel tiles must cover the block");
   static_assert(S::kCiPad % 8 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 8, "kCiPad");

@@ -1,12 +1,18 @@
-// conv2d_hmma/plan.cuh — Plan<S>: the tiling, shared-memory layout and launch figures of
-// conv2d_hmma.cuh for a shape struct S (the members listed at the top of conv2d_hmma.cuh). Plain C++
-// besides two device helpers, which are host functions where the file is compiled as host C++ (no
-// __CUDACC__); CUINLINE_CONV2D_HMMA_WGMMA (0 where undefined) picks the wgmma tiling's block count.
+// conv2d_hmma/plan.cuh — the tiling, shared-memory layout and launch figures of conv2d_hmma.cuh:
+// plan_figures(PlanShape), a constexpr function of the shape struct's values, and Plan<S>, its
+// figures for a shape struct S (the members listed at the top of conv2d_hmma.cuh) with the checks
+// and the two device helpers. One definition for both sides: the library's host code includes this
+// file (src/ops/conv2d/conv2d_hmma.cpp) and plans a variant's shared memory, buffers, grid and
+// stores with plan_figures, which is what the kernel's Plan<S> compiles. Plain C++ besides the two
+// device helpers, which are host functions where the file is compiled as host C++ (no __CUDACC__);
+// CUINLINE_CONV2D_HMMA_WGMMA (0 where undefined) picks the wgmma tiling's block count.
 
 #ifdef __CUDACC__
 #define CUINLINE_CONV2D_HMMA_PLAN_FN static __device__ __forceinline__
+#define CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR __host__ __device__ constexpr
 #else
 #define CUINLINE_CONV2D_HMMA_PLAN_FN static inline
+#define CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR constexpr
 #endif
 
 #ifndef CUINLINE_CONV2D_HMMA_PLAN_CUH
@@ -14,95 +20,148 @@
 
 namespace cuinline_conv2d_hmma_detail {
 
-template <class S>
-struct Plan {
-  static constexpr int kWarps = S::kWarpsM * S::kWarpsN;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBM = 16 * S::kMT * S::kWarpsM;
-  static constexpr int kBN = 8 * S::kNT * S::kWarpsN;
-  static constexpr int kBK = S::kBK;
+// The values of a shape struct S's members that a plan depends on (conv2d_hmma.cuh lists them;
+// flags 0 or 1; elem: bytes of a storage element, 2 for f16 / bf16, 4 for float).
+struct PlanShape {
+  int elem;
+  int cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  int in_nhwc, w_nhwc, out_nhwc, in_aligned, out_aligned;
+  int warps_m, warps_n, mt, nt, ci_pad, bk, async_depth;
+  int wgmma, halo, window, window_tiles, pointwise;
+};
+
+// A plan's figures; Plan<S> has each as the member k<Name> (kThreads, kSmemBytes, ...), where the
+// comments of plan_figures say what they are.
+struct PlanFigures {
+  int warps, threads, bm, bn, bk, elem;
+  long long pixels;
+  bool halo;
+  int segs, co_blocks;
+  long long tiles_x;
+  int tiles_y;
+  int taps, taps_per_step, ci_steps, steps;
+  bool pointwise;
+  int pitch;
+  bool wgmma;
+  int row_bytes, swz_mask, tile_pitch, k_slices;
+  bool a_trans;
+  int a_pitch_t, a_elems;
+  bool window;
+  int stage_elems, chunk_elems;
+  bool async;
+  int step_words;
+  bool all_at_once;
+  int reg_stages, async_stages, stages, chunks;
+  int win_tile_cols, win_tile_rows, win_rows, win_cols, win_pixels, win_group, win_bytes, win_bufs;
+  bool window_tiles;
+  int win_out_offset;
+  int halo_rows, halo_cols;
+  bool in_nchw_copy;
+  int left, stage_cols, halo_lead, halo_pitch, halo_b, halo_a, halo_zero, halo_stage, halo_out;
+  int main_bytes, c_pitch, cm, cc;
+  bool half_epi;
+  int h_pitch, out_bytes, out_end, smem_bytes;
+  long long run;
+  int vec_max, out_vec;
+};
+
+// Outputs a store: the largest of 8 (16-bit outputs rounded in registers, half_epi), 4, 2 that
+// divides the output's contiguous run, where the output and residual pointers are aligned to it;
+// else 1 (see kOutVec below).
+CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR int plan_out_vec(long long run, bool half_epi, bool aligned) {
+  return !aligned                     ? 1
+         : run % (half_epi ? 8 : 4) == 0 ? (half_epi ? 8 : 4)
+         : run % 4 == 0                  ? 4
+         : run % 2 == 0                  ? 2
+                                         : 1;
+}
+
+CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures plan_figures(const PlanShape& s) {
+  PlanFigures f{};
+  f.warps = s.warps_m * s.warps_n;
+  f.threads = 32 * f.warps;
+  f.bm = 16 * s.mt * s.warps_m;
+  f.bn = 8 * s.nt * s.warps_n;
+  f.bk = s.bk;
   // Bytes of a storage element: 2 (f16, bf16), or 4 (float: TF32 operands, the wgmma cp.async form
-  // only; see the top of the file).
-  static constexpr int kElem = (int)sizeof(typename S::storage);
-  static constexpr long long kPixels = (long long)S::kOH * S::kOW;
-  // The halo tiling (kHalo; see the top of the file): a block is kBM consecutive columns of one
+  // only; see conv2d_hmma.cuh).
+  f.elem = s.elem;
+  f.pixels = (long long)s.oh * s.ow;
+  // The halo tiling (kHalo; see conv2d_hmma.cuh): a block is kBM consecutive columns of one
   // output row, kSegs blocks a row.
-  static constexpr bool kHalo = S::kHalo != 0;
-  static constexpr int kSegs = (S::kOW + kBM - 1) / kBM;
+  f.halo = s.halo != 0;
+  f.segs = (s.ow + f.bm - 1) / f.bm;
   // (The halo form's tiles run along y: block x computes tiles row_tiles x .. of them in turn.)
   // (The pointwise form's blocks run channel blocks fastest: block x is pixel tile x / kCoBlocks,
   // channel block x % kCoBlocks, so the blocks that read one A tile run together and all but the
   // first find it in L2.)
-  static constexpr int kCoBlocks = (S::kCout + kBN - 1) / kBN;
-  static constexpr int kTilesX =
-      kHalo ? 1 : (int)((kPixels + kBM - 1) / kBM) * (S::kPointwise != 0 ? kCoBlocks : 1);
-  static constexpr int kTilesY = kHalo ? S::kOH * kSegs : 1;
-  // Batch tiles (kBatchTiles; the cp.async wgmma tiling of small planes): the block's kBM pixels are
+  f.co_blocks = (s.cout + f.bn - 1) / f.bn;
+  f.tiles_x = f.halo ? 1 : (f.pixels + f.bm - 1) / f.bm * (s.pointwise != 0 ? f.co_blocks : 1);
+  f.tiles_y = f.halo ? s.oh * f.segs : 1;
+  // (Batch tiles, kBatchTiles: the cp.async wgmma tiling of small planes; the block's kBM pixels are
   // consecutive pixels of the batch's N x kOH x kOW (image-major), not of one image's plane, so a
   // block's weight tile serves several images (a 7 x 7 plane filled 49 of 256 rows a tile, and every
   // image re-read the whole weight). Grid: ceil(N kPixels / kBM) blocks along x, one along z; the
-  // launch passes N in row_tiles.
-  static constexpr bool kBatchTiles = S::kBatchTiles != 0;
-  static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kTapsPerStep = kElem == 2 && S::kCiPad == 8 ? 2 : 1;
-  static constexpr int kCiSteps = kTapsPerStep == 2 ? 1 : S::kCiPad / S::kBK;
-  static constexpr int kSteps = kTapsPerStep == 2 ? (kTaps + 1) / 2 : kTaps * kCiSteps;
-  // The pointwise form (kPointwise; see the top of the file): a 1 x 1 filter, stride 1, no padding,
+  // launch passes N in row_tiles. kTilesX stays the per-image count.)
+  f.taps = s.kh * s.kw;
+  f.taps_per_step = s.elem == 2 && s.ci_pad == 8 ? 2 : 1;
+  f.ci_steps = f.taps_per_step == 2 ? 1 : s.ci_pad / s.bk;
+  f.steps = f.taps_per_step == 2 ? (f.taps + 1) / 2 : f.taps * f.ci_steps;
+  // The pointwise form (kPointwise; see conv2d_hmma.cuh): a 1 x 1 filter, stride 1, no padding,
   // an NCHW input of whole 16-byte runs of pixels (kPixels % kChunkElems == 0) and a weight of whole
   // 16-byte runs of channels, both 16-byte aligned: A is copied by cp.async as the input lays it out
   // ([k][pixel], kATrans), B as the weight does ([channel][k]); the mma.sync tilings (16-bit: the
   // ldmatrix.trans path; float: m16n8k8 with each operand rounded to TF32 as it is read from shared
   // memory).
-  static constexpr bool kPointwise = S::kPointwise != 0;
+  f.pointwise = s.pointwise != 0;
   // Shared tiles, in 16-bit elements: a row of kBK k values padded by 16 bytes, so the 8 rows an
   // ldmatrix phase reads fall in distinct bank quads (float: the m16n8k8 B fragment's words, k t of
   // channel g, on distinct banks: the pitch is 4, 12 or 20 words mod 32).
-  static constexpr int kPitch = S::kBK * kElem / 2 + 8;
-  // The wgmma tiling: tiles [rows][kBK] without padding, swizzled (see the top of the file).
-  static constexpr bool kWgmma = S::kWgmma != 0;
-  static constexpr int kRowBytes = S::kBK * kElem;     // a row of a swizzled tile
-  static constexpr int kSwzMask = kRowBytes / 16 - 1;  // 1, 3, 7: the 32-, 64-, 128-byte swizzle
+  f.pitch = s.bk * s.elem / 2 + 8;
+  // The wgmma tiling: tiles [rows][kBK] without padding, swizzled (see conv2d_hmma.cuh).
+  f.wgmma = s.wgmma != 0;
+  f.row_bytes = s.bk * s.elem;         // a row of a swizzled tile
+  f.swz_mask = f.row_bytes / 16 - 1;  // 1, 3, 7: the 32-, 64-, 128-byte swizzle
   // (Shared offsets are counted in 16-bit units whatever the storage: a swizzled row is kRowBytes / 2.)
-  static constexpr int kTilePitch = kWgmma ? kRowBytes / 2 : kPitch;
+  f.tile_pitch = f.wgmma ? f.row_bytes / 2 : f.pitch;
   // A wgmma k slice is 32 bytes: k16 of 16-bit operands, k8 of TF32 ones.
-  static constexpr int kKSlices = kRowBytes / 32;
+  f.k_slices = f.row_bytes / 32;
   // An NCHW input stages A transposed, [kBK][kBM + 8] (pixels contiguous, as in global memory: a
   // warp's 32-bit stores of two neighbouring pixels hit 32 banks), read by ldmatrix.trans; a
   // channels-last input as [kBM][kPitch] (channels contiguous).
   // (float: [kBK][kBM + 8] words, pitch 8 or 24 mod 32: the A fragment's words, k t of pixel g, on
   // distinct banks.)
-  static constexpr bool kATrans = !S::kInNhwc;
-  static constexpr int kAPitchT = (kBM + 8) * kElem / 2;
-  static constexpr int kAElems = kATrans ? S::kBK * kAPitchT : kBM * kTilePitch;
+  f.a_trans = !s.in_nhwc;
+  f.a_pitch_t = (f.bm + 8) * s.elem / 2;
+  f.a_elems = f.a_trans ? s.bk * f.a_pitch_t : f.bm * f.tile_pitch;
   // The window form (kWindow, below) stages only B a step.
-  static constexpr bool kWindow = S::kWindow != 0;
-  static constexpr int kStageElems = (kWindow ? 0 : kAElems) + kBN * kTilePitch;
+  f.window = s.window != 0;
+  f.stage_elems = (f.window ? 0 : f.a_elems) + f.bn * f.tile_pitch;
   // Channels-last input and weight with whole 16-byte runs of channels (kCin % 8 == 0): the tiles
   // are copied by cp.async, 16 bytes (8 channels) a copy, kStages deep, where both pointers are
   // 16-byte aligned (kInAligned); else, and for every other layout, the register gather over two of
   // the buffers.
-  static constexpr int kChunkElems = 16 / kElem;  // elements of one 16-byte copy
-  static constexpr bool kAsync =
-      (S::kInNhwc && S::kWNhwc && S::kCin % kChunkElems == 0 && S::kInAligned) || kPointwise;
+  f.chunk_elems = 16 / s.elem;  // elements of one 16-byte copy
+  f.async = (s.in_nhwc && s.w_nhwc && s.cin % f.chunk_elems == 0 && s.in_aligned) || f.pointwise;
   // Short reductions (kSteps <= 5; the seed's 3x3 over 8 channels is 5 steps): every step's tile is
   // requested at once, one memory latency a block instead of one a step. The register gather then
   // holds all the steps' words (kAllAtOnce, where that is at most 64 words a thread) and stages them
   // in kSteps buffers; cp.async rings over kSteps buffers (at least 3).
-  static constexpr int kStepWords = (kBM * S::kBK / 2 + kBN * S::kBK / 2) / kThreads;
-  static constexpr bool kAllAtOnce = kSteps <= 5 && kSteps * kStepWords <= 64;
-  static constexpr int kRegStages = kAllAtOnce ? kSteps : 2;
-  // S::kAsyncDepth > 0: that many cp.async buffers instead (a tuning choice of the host's plan).
+  f.step_words = (f.bm * s.bk / 2 + f.bn * s.bk / 2) / f.threads;
+  f.all_at_once = f.steps <= 5 && f.steps * f.step_words <= 64;
+  f.reg_stages = f.all_at_once ? f.steps : 2;
+  // async_depth > 0: that many cp.async buffers instead (a tuning choice of the host's plan).
   // Longer reductions: two buffers (H200, f16: UNet-like 0.151 -> 0.148 ms channels-last, ResNet-like
   // 0.043 -> 0.040 against three, four or five; .cg copies were slower everywhere).
-  static constexpr int kAsyncStages = S::kAsyncDepth > 0             ? S::kAsyncDepth
-                                      : kSteps > 3 && kSteps <= 5 ? kSteps
-                                      : kSteps > 5                ? 2
-                                                                  : 3;
-  static constexpr int kStages = S::kWgmma ? S::kAsyncDepth
-                                 : kPointwise ? kAsyncStages
-                                 : kAsync && kAsyncStages > kRegStages ? kAsyncStages
-                                                                       : kRegStages;
-  static constexpr int kChunks = kRowBytes / 16;  // 16-byte copies a tile row and k step
+  f.async_stages = s.async_depth > 0         ? s.async_depth
+                   : f.steps > 3 && f.steps <= 5 ? f.steps
+                   : f.steps > 5                 ? 2
+                                                 : 3;
+  f.stages = s.wgmma                                    ? s.async_depth
+             : f.pointwise                              ? f.async_stages
+             : f.async && f.async_stages > f.reg_stages ? f.async_stages
+                                                        : f.reg_stages;
+  f.chunks = f.row_bytes / 16;  // 16-byte copies a tile row and k step
   // The window form of the wgmma tiling (kWindow: the cp.async form with more than 8 input channels,
   // column stride 1, output rows of a multiple of 64 columns that a block tile's kBM pixels cover
   // whole or in equal parts): the block's tile is kWinTileRows output rows x kWinTileCols columns,
@@ -113,64 +172,159 @@ struct Plan {
   // m64 tile i is the window from pixel (row kh kDH, column kw kDW) of the tile's row on — 64
   // consecutive pixels — read in place through a plain K-major descriptor, its second 8 channels
   // one group (kWinGroup bytes) on. Two window buffers: chunk c + 1's is copied during chunk c.
-  static constexpr int kWinTileCols = kBM < S::kOW ? kBM : S::kOW;
-  static constexpr int kWinTileRows = kBM / kWinTileCols;
-  static constexpr int kWinRows = (kWinTileRows - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;
-  static constexpr int kWinCols = kWinTileCols + (S::kKW - 1) * S::kDW;
-  static constexpr int kWinPixels = kWinRows * kWinCols;
-  static constexpr int kWinGroup = (kWinPixels * 16 + 127) / 128 * 128 + 16;
-  static constexpr int kWinBytes = kChunks * kWinGroup;
-  static constexpr int kWinBufs = kCiSteps > 1 ? 2 : 1;
+  f.win_tile_cols = f.bm < s.ow ? f.bm : s.ow;
+  f.win_tile_rows = f.bm / f.win_tile_cols;
+  f.win_rows = (f.win_tile_rows - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+  f.win_cols = f.win_tile_cols + (s.kw - 1) * s.dw;
+  f.win_pixels = f.win_rows * f.win_cols;
+  f.win_group = (f.win_pixels * 16 + 127) / 128 * 128 + 16;
+  f.win_bytes = f.chunks * f.win_group;
+  f.win_bufs = f.ci_steps > 1 ? 2 : 1;
   // kWindowTiles: a block computes tiles in turn, and the 16-bit output tile has a place of its own
   // from the second window buffer on (neither the next tile's first B buffers nor its first window,
   // which are copied while this tile's outputs are stored; its second window is copied at its step
   // 1, after every thread's stores).
-  static constexpr bool kWindowTiles = kWindow && S::kWindowTiles != 0;
-  static constexpr int kWinOutOffset = kWindowTiles ? kStages * kStageElems * 2 + kWinBytes : 0;
+  f.window_tiles = f.window && s.window_tiles != 0;
+  f.win_out_offset = f.window_tiles ? f.stages * f.stage_elems * 2 + f.win_bytes : 0;
   // The halo tiling's shared memory: every step's B tile ([kBN][16], the 32-byte swizzle; 256-byte
   // aligned), then the input window [kHaloRows][kHaloCols] of 16-byte pixels (8 channels, zeros past
   // kCin and outside the image), then (an odd tap count) 1 KiB of zeros that the last step's second
   // tap reads.
-  static constexpr int kHaloRows = (S::kKH - 1) * S::kDH + 1;
-  static constexpr int kHaloCols = kBM + (S::kKW - 1) * S::kDW;
+  f.halo_rows = (s.kh - 1) * s.dh + 1;
+  f.halo_cols = f.bm + (s.kw - 1) * s.dw;
   // An NCHW input of whole 16-byte runs (kW % 8 == 0, aligned): copied by cp.async as it is laid out,
   // [kHaloRows][8 channels][kStageCols] from the 8-aligned column below the window's first (kLeft
   // columns before it), then transposed into the window by ldmatrix.trans + stmatrix (sm_90; other
   // archs gather). The window's rows then have 8 columns of slack each side (kHaloLead), which the
   // aligned 8-column groups may write.
-  static constexpr bool kInNchwCopy = kHalo && !S::kInNhwc && S::kW % 8 == 0 && S::kInAligned;
-  static constexpr int kLeft = (8 - S::kPW % 8) % 8;
-  static constexpr int kStageCols = (kLeft + kHaloCols + 7) / 8 * 8;
-  static constexpr int kHaloLead = kInNchwCopy ? 8 : 0;
-  static constexpr int kHaloPitch = kHaloCols + 2 * kHaloLead;
-  static constexpr int kHaloB = kSteps * kBN * 32;
-  static constexpr int kHaloA = kHaloRows * kHaloPitch * 16;
-  static constexpr int kHaloZero = kTaps % 2 ? 1024 : 0;
-  static constexpr int kHaloStage = kInNchwCopy ? kHaloRows * 8 * kStageCols * 2 : 0;
+  f.in_nchw_copy = f.halo && !s.in_nhwc && s.w % 8 == 0 && s.in_aligned;
+  f.left = (8 - s.pw % 8) % 8;
+  f.stage_cols = (f.left + f.halo_cols + 7) / 8 * 8;
+  f.halo_lead = f.in_nchw_copy ? 8 : 0;
+  f.halo_pitch = f.halo_cols + 2 * f.halo_lead;
+  f.halo_b = f.steps * f.bn * 32;
+  f.halo_a = f.halo_rows * f.halo_pitch * 16;
+  f.halo_zero = f.taps % 2 ? 1024 : 0;
+  f.halo_stage = f.in_nchw_copy ? f.halo_rows * 8 * f.stage_cols * 2 : 0;
   // The 16-bit output tile (kHalfEpi's, below) has its own place after B: the next tile's window is
   // copied while this one's is stored.
-  static constexpr int kHaloOut = (S::kOutNhwc ? kBM : kBN) * ((S::kOutNhwc ? kBN : kBM) + 8) * 2;
-  static constexpr int kMainBytes = kHalo     ? kHaloB + kHaloOut + kHaloA + kHaloZero + kHaloStage
-                                   : kWindow ? kStages * kStageElems * 2 + kWinBufs * kWinBytes
-                                             : kStages * kStageElems * 2;
+  f.halo_out = (s.out_nhwc ? f.bm : f.bn) * ((s.out_nhwc ? f.bn : f.bm) + 8) * 2;
+  f.main_bytes = f.halo     ? f.halo_b + f.halo_out + f.halo_a + f.halo_zero + f.halo_stage
+                 : f.window ? f.stages * f.stage_elems * 2 + f.win_bufs * f.win_bytes
+                            : f.stages * f.stage_elems * 2;
   // The epilogue tile (fp32): [kBN][kBM + 4] for an NCHW output, [kBM][kBN + 8] for channels-last.
   // The pitches make the accumulator writes conflict-free (NCHW: a warp's 32 scalar writes, channels
   // 2t (+1) x pixels g, land on banks 8t + g; channels-last: a half-warp's float2 writes, pixels g x
   // channel pairs t, on 8g + 2t, 8g + 2t + 1) and keep every row 16-byte aligned for the float4 reads.
-  static constexpr int kCPitch = S::kOutNhwc ? kBN + 8 : kBM + 4;
-  static constexpr int kCM = S::kOutNhwc ? kCPitch : 1;  // stride of a pixel in the tile
-  static constexpr int kCC = S::kOutNhwc ? 1 : kCPitch;  // stride of a channel
+  f.c_pitch = s.out_nhwc ? f.bn + 8 : f.bm + 4;
+  f.cm = s.out_nhwc ? f.c_pitch : 1;  // stride of a pixel in the tile
+  f.cc = s.out_nhwc ? 1 : f.c_pitch;  // stride of a channel
   // The f16 / bf16 wgmma tiling rounds in registers and stages the output tile in the storage type
   // (kHalfEpi; see the epilogue): [kBM][kBN + 8] for a channels-last output, [kBN][kBM + 8] for NCHW
   // (rows 16-byte aligned, the register writes conflict-free). A residual is first copied into the
   // same tile (16-byte loads) and read from it in the accumulators' layout.
-  static constexpr bool kHalfEpi = kWgmma && kElem == 2;
-  static constexpr int kHPitch = S::kOutNhwc ? kBN + 8 : kBM + 8;
-  static constexpr int kOutBytes =
-      kHalfEpi ? (S::kOutNhwc ? kBM : kBN) * kHPitch * 2 : (S::kOutNhwc ? kBM : kBN) * kCPitch * 4;
+  f.half_epi = f.wgmma && s.elem == 2;
+  f.h_pitch = s.out_nhwc ? f.bn + 8 : f.bm + 8;
+  f.out_bytes = f.half_epi ? (s.out_nhwc ? f.bm : f.bn) * f.h_pitch * 2 : (s.out_nhwc ? f.bm : f.bn) * f.c_pitch * 4;
   // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
-  static constexpr int kOutEnd = kWinOutOffset + kOutBytes;
-  static constexpr int kSmemBytes = (kMainBytes > kOutEnd ? kMainBytes : kOutEnd) + (kWgmma ? 1024 : 0);
+  f.out_end = f.win_out_offset + f.out_bytes;
+  f.smem_bytes = (f.main_bytes > f.out_end ? f.main_bytes : f.out_end) + (f.wgmma ? 1024 : 0);
+  // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
+  // vector never straddles two runs and stays aligned) where the output and residual pointers are
+  // aligned to it (kOutAligned), else 1. At most 4: a quarter-warp's float4 reads of the tile then
+  // cover 128 contiguous bytes (8 floats a thread would be two reads 32 bytes apart, a 2-way bank
+  // conflict each). kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128
+  // contiguous bytes of 16-bit values.
+  f.run = s.out_nhwc ? s.cout : f.halo ? s.ow : f.pixels;
+  f.vec_max = f.half_epi ? 8 : 4;
+  f.out_vec = plan_out_vec(f.run, f.half_epi, s.out_aligned != 0);
+  return f;
+}
+
+// The PlanShape of a shape struct S.
+template <class S>
+CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanShape plan_shape() {
+  return PlanShape{(int)sizeof(typename S::storage),
+                   S::kCin, S::kH, S::kW, S::kCout, S::kKH, S::kKW, S::kSH, S::kSW, S::kPH, S::kPW, S::kDH, S::kDW,
+                   S::kOH, S::kOW,
+                   S::kInNhwc, S::kWNhwc, S::kOutNhwc, S::kInAligned, S::kOutAligned,
+                   S::kWarpsM, S::kWarpsN, S::kMT, S::kNT, S::kCiPad, S::kBK, S::kAsyncDepth,
+                   S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise};
+}
+
+template <class S>
+struct Plan {
+  // (A function, not a constexpr member of class type: NVRTC would emit such a member as a device
+  // global.)
+  static CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures fig() { return plan_figures(plan_shape<S>()); }
+  static constexpr int kWarps = fig().warps;
+  static constexpr int kThreads = fig().threads;
+  static constexpr int kBM = fig().bm;
+  static constexpr int kBN = fig().bn;
+  static constexpr int kBK = fig().bk;
+  static constexpr int kElem = fig().elem;
+  static constexpr long long kPixels = fig().pixels;
+  static constexpr bool kHalo = fig().halo;
+  static constexpr int kSegs = fig().segs;
+  static constexpr int kCoBlocks = fig().co_blocks;
+  static constexpr int kTilesX = (int)fig().tiles_x;
+  static constexpr int kTilesY = fig().tiles_y;
+  static constexpr bool kBatchTiles = S::kBatchTiles != 0;
+  static constexpr int kTaps = fig().taps;
+  static constexpr int kTapsPerStep = fig().taps_per_step;
+  static constexpr int kCiSteps = fig().ci_steps;
+  static constexpr int kSteps = fig().steps;
+  static constexpr bool kPointwise = fig().pointwise;
+  static constexpr int kPitch = fig().pitch;
+  static constexpr bool kWgmma = fig().wgmma;
+  static constexpr int kRowBytes = fig().row_bytes;
+  static constexpr int kSwzMask = fig().swz_mask;
+  static constexpr int kTilePitch = fig().tile_pitch;
+  static constexpr int kKSlices = fig().k_slices;
+  static constexpr bool kATrans = fig().a_trans;
+  static constexpr int kAPitchT = fig().a_pitch_t;
+  static constexpr int kAElems = fig().a_elems;
+  static constexpr bool kWindow = fig().window;
+  static constexpr int kStageElems = fig().stage_elems;
+  static constexpr int kChunkElems = fig().chunk_elems;
+  static constexpr bool kAsync = fig().async;
+  static constexpr int kStepWords = fig().step_words;
+  static constexpr bool kAllAtOnce = fig().all_at_once;
+  static constexpr int kRegStages = fig().reg_stages;
+  static constexpr int kAsyncStages = fig().async_stages;
+  static constexpr int kStages = fig().stages;
+  static constexpr int kChunks = fig().chunks;
+  static constexpr int kWinTileCols = fig().win_tile_cols;
+  static constexpr int kWinTileRows = fig().win_tile_rows;
+  static constexpr int kWinRows = fig().win_rows;
+  static constexpr int kWinCols = fig().win_cols;
+  static constexpr int kWinPixels = fig().win_pixels;
+  static constexpr int kWinGroup = fig().win_group;
+  static constexpr int kWinBytes = fig().win_bytes;
+  static constexpr int kWinBufs = fig().win_bufs;
+  static constexpr bool kWindowTiles = fig().window_tiles;
+  static constexpr int kWinOutOffset = fig().win_out_offset;
+  static constexpr int kHaloRows = fig().halo_rows;
+  static constexpr int kHaloCols = fig().halo_cols;
+  static constexpr bool kInNchwCopy = fig().in_nchw_copy;
+  static constexpr int kLeft = fig().left;
+  static constexpr int kStageCols = fig().stage_cols;
+  static constexpr int kHaloLead = fig().halo_lead;
+  static constexpr int kHaloPitch = fig().halo_pitch;
+  static constexpr int kHaloB = fig().halo_b;
+  static constexpr int kHaloA = fig().halo_a;
+  static constexpr int kHaloZero = fig().halo_zero;
+  static constexpr int kHaloStage = fig().halo_stage;
+  static constexpr int kHaloOut = fig().halo_out;
+  static constexpr int kMainBytes = fig().main_bytes;
+  static constexpr int kCPitch = fig().c_pitch;
+  static constexpr int kCM = fig().cm;
+  static constexpr int kCC = fig().cc;
+  static constexpr bool kHalfEpi = fig().half_epi;
+  static constexpr int kHPitch = fig().h_pitch;
+  static constexpr int kOutBytes = fig().out_bytes;
+  static constexpr int kOutEnd = fig().out_end;
+  static constexpr int kSmemBytes = fig().smem_bytes;
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
   // channel, input channel, filter row, filter column).
   static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
@@ -199,20 +353,9 @@ struct Plan {
   static constexpr int kBThreadsN = kThreads / kBThreadsK;
   static constexpr int kBRows = kBN / kBThreadsN;
   static constexpr int kBPairs = kPairs / kBThreadsK;
-  // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
-  // vector never straddles two runs and stays aligned) where the output and residual pointers are
-  // aligned to it (kOutAligned), else 1. At most 4: a quarter-warp's float4 reads of the tile then
-  // cover 128 contiguous bytes (8 floats a thread would be two reads 32 bytes apart, a 2-way bank
-  // conflict each).
-  static constexpr long long kRun = S::kOutNhwc ? S::kCout : kHalo ? S::kOW : kPixels;
-  // kHalfEpi: up to 8 outputs (16 bytes) a store, a quarter-warp's reads 128 contiguous bytes of
-  // 16-bit values.
-  static constexpr int kVecMax = kHalfEpi ? 8 : 4;
-  static constexpr int kOutVec = !S::kOutAligned     ? 1
-                                 : kRun % kVecMax == 0 ? kVecMax
-                                 : kRun % 4 == 0       ? 4
-                                 : kRun % 2 == 0       ? 2
-                                                       : 1;
+  static constexpr long long kRun = fig().run;
+  static constexpr int kVecMax = fig().vec_max;
+  static constexpr int kOutVec = fig().out_vec;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(kElem == 4 || (S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16

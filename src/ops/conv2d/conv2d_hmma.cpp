@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "conv2d_hmma/plan.cuh"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tuning.hpp"
@@ -55,21 +56,6 @@ int elem_bytes(const Conv2dVariant& v) {
   return v.dtype == DType::f32 ? 4 : 2;
 }
 
-// Channels-last input and weight with whole 16-byte runs of channels: copied by cp.async, three
-// stages deep (conv2d_hmma.cuh's Plan<S>::kAsync); else the register gather over two stages.
-// Short reductions (at most 5 k steps): every step requested at once (kSteps buffers; the register
-// gather only where all the steps' words fit in 64 registers), conv2d_hmma.cuh's kAllAtOnce.
-int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const int ci_pad = ci_pad_of(v);
-  const int taps = v.kernel_h * v.kernel_w;
-  return ci_pad == 8 && v.dtype != DType::f32 ? (taps + 1) / 2 : taps * (ci_pad / t.ci_chunk);
-}
-// The register gather holds every step's words at once (conv2d_hmma.cuh's kAllAtOnce).
-bool all_at_once(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const int steps = k_steps(v, t);
-  const int step_words = (t.tile_cols * t.ci_chunk / 2 + t.block_channels() * t.ci_chunk / 2) / t.threads();
-  return steps <= 5 && steps * step_words <= 64;
-}
 // CUINLINE_CONV2D_HMMA_PIPE (tuning only): cp.async buffers (0: the plan's) and 1 for cp.async.cg
 // (L2 only) instead of .ca.
 struct Pipe {
@@ -95,79 +81,35 @@ int copy_l2(const Conv2dVariant& v) {
   return v.dtype == DType::f32 && v.kernel_h * v.kernel_w <= 9 ? 1 : 0;
 }
 
-int stages(const Conv2dVariant& v, const Conv2dTiling& t) {
-  if (t.wgmma || t.pointwise) return t.stages;
-  const bool async = hmma_async_layout(v) && v.inputs_aligned;
-  const int steps = k_steps(v, t);
-  const int reg_stages = all_at_once(v, t) ? steps : 2;
-  // (t.stages > 0: the plan's cp.async depth, fewer buffers where the default's do not fit.)
-  const int depth = pipe_override().depth > 0 ? pipe_override().depth : t.stages;
-  const int async_stages = depth > 0 ? depth : steps > 3 && steps <= 5 ? steps : steps > 5 ? 2 : 3;
-  return async ? std::max(async_stages, reg_stages) : reg_stages;
-}
-
-// The halo form's shared memory: every step's B tile, the 16-bit output tile (a place of its own:
-// the next tile's window is copied while it is stored), the input window, 1 KiB of zeros for an odd
-// tap count; + 1024 to align (conv2d_hmma.cuh's Plan: kHaloB, kHaloOut, kHaloA, kHaloZero). An NCHW
-// input of whole 16-byte runs copied as laid out (nchw_copy: W % 8 == 0 and the input aligned) adds
-// 8 columns of slack each side of a window row and the copied runs [rows][8][stage_cols]
-// (kInNchwCopy, kLeft, kStageCols, kHaloStage).
-unsigned halo_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t, bool nchw_copy) {
-  const std::int64_t bm = t.tile_cols, bn = t.block_channels();
-  const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
-  const std::int64_t rows = std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
-  const std::int64_t cols = bm + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
-  const std::int64_t left = (8 - v.params.pad_w % 8) % 8;
-  const std::int64_t stage_cols = (left + cols + 7) / 8 * 8;
-  const std::int64_t out = (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
-  const std::int64_t main = (taps + 1) / 2 * bn * 32 + out + rows * (cols + (nchw_copy ? 16 : 0)) * 16 +
-                            (taps % 2 ? 1024 : 0) + (nchw_copy ? rows * 8 * stage_cols * 2 : 0);
-  return static_cast<unsigned>(main + 1024);
-}
-// The window form's shared memory: the B buffers, then one or two windows of the tile's input
-// (kBK / 8 groups of 8 channels, each its pixels x 16 bytes, rounded up to 128 and + 16); the
-// 16-bit output tile over the start; + 1024 to align (conv2d_hmma.cuh's Plan: kWinGroup, kWinBytes,
-// kWinBufs).
-unsigned window_shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
-  const std::int64_t tile_cols = std::min<std::int64_t>(bm, v.out_width());
-  const std::int64_t tile_rows = bm / tile_cols;
-  const std::int64_t rows = (tile_rows - 1) * v.params.stride_h + std::int64_t{v.kernel_h - 1} * v.params.dilation_h + 1;
-  const std::int64_t cols = tile_cols + std::int64_t{v.kernel_w - 1} * v.params.dilation_w;
-  const std::int64_t group = (rows * cols * 16 + 127) / 128 * 128 + 16;
-  const int chunks = hmma_ci_pad(v.in_channels) / t.ci_chunk;
-  const std::int64_t main = std::int64_t{t.stages} * bn * bk * 2 + (chunks > 1 ? 2 : 1) * (bk / 8) * group;
-  // (Tiles in turn, row_tiles > 1: the output tile from the second window buffer on.)
-  const std::int64_t out_offset = t.row_tiles > 1 ? std::int64_t{t.stages} * bn * bk * 2 + (bk / 8) * group : 0;
-  const std::int64_t out = out_offset + (v.output_layout == Conv2dLayout::nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2;
-  return static_cast<unsigned>(std::max(main, out) + 1024);
-}
-
 // Whether the halo form would copy an NCHW input as laid out (with the input 16-byte aligned).
 bool halo_nchw_copy(const Conv2dVariant& v) {
   return v.input_layout == Conv2dLayout::nchw && v.width % 8 == 0;
 }
 
-// Shared memory of a tiling: the stages (A: [pixels][k step + 8] 16-bit values, or [k step][pixels
-// + 8] for an NCHW input; B: [channels][k step + 8]), or the fp32 epilogue tile ([channels][pixels + 4]
-// or [pixels][channels + 8]), whichever is larger (conv2d_hmma.cuh's Plan<S>, which the source
-// checks); the halo form's, halo_shared_bytes.
+// The plan of a tiling: conv2d_hmma/plan.cuh's figures (what the kernel's Plan<S> compiles) of the
+// shape constants direct_source renders for v and t.
+namespace plan = cuinline_conv2d_hmma_detail;
+plan::PlanShape plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t);
+plan::PlanFigures figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+  return plan::plan_figures(plan_shape_of(v, t));
+}
+int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
+  return figures_of(v, t).steps;
+}
+// Shared memory of a tiling (conv2d_hmma/plan.cuh's kSmemBytes): the stages, the halo or window
+// form's buffers, the epilogue's tile.
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
-  const std::int64_t bm = t.tile_cols, bn = t.block_channels(), bk = t.ci_chunk;
-  if (t.halo) return halo_shared_bytes(v, t, halo_nchw_copy(v) && v.inputs_aligned);
-  if (t.window) return window_shared_bytes(v, t);
-  // The wgmma tiling's rows are not padded (swizzled instead); + 1024 to align them. Other rows are
-  // padded by 16 bytes.
-  const std::int64_t pitch = t.wgmma ? bk : bk + 16 / elem_bytes(v);
-  const std::int64_t a = v.input_layout == Conv2dLayout::nchw ? bk * (bm + 8) : bm * pitch;
-  const std::int64_t main = stages(v, t) * (a + bn * pitch) * elem_bytes(v);
-  const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  // The epilogue's tile: fp32, or (the f16 / bf16 wgmma tiling, kHalfEpi) 16-bit values with rows
-  // padded by 8.
-  const bool half_epi = t.wgmma && v.dtype != DType::f32;
-  const std::int64_t out = half_epi ? (out_nhwc ? bm * (bn + 8) : bn * (bm + 8)) * 2
-                                    : (out_nhwc ? bm * (bn + 8) : bn * (bm + 4)) * 4;
-  return static_cast<unsigned>(std::max(main, out) + (t.wgmma ? 1024 : 0));
+  return static_cast<unsigned>(figures_of(v, t).smem_bytes);
+}
+// A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
+void set_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+  const plan::PlanFigures f = figures_of(v, t);
+  if (f.tiles_x > 0x7fffffff) {
+    throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
+  }
+  t.shared_bytes = static_cast<unsigned>(f.smem_bytes);
+  t.tiles_x = static_cast<int>(f.tiles_x);
+  t.tiles_y = f.tiles_y;
 }
 
 }  // namespace
@@ -182,15 +124,37 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 
 namespace {
 
-// conv2d_hmma.cuh's kOutVec for v on a wgmma tiling or not: 8 outputs (16 bytes) a store where the
-// wgmma tiling rounds in registers (the template's kHalfEpi), else at most 4.
-// (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
+plan::PlanShape plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const Conv2dParams& p = v.params;
+  plan::PlanShape s{};
+  s.elem = elem_bytes(v);
+  s.cin = v.in_channels, s.h = v.height, s.w = v.width, s.cout = v.out_channels;
+  s.kh = v.kernel_h, s.kw = v.kernel_w, s.sh = p.stride_h, s.sw = p.stride_w, s.ph = p.pad_h, s.pw = p.pad_w;
+  s.dh = p.dilation_h, s.dw = p.dilation_w;
+  s.oh = static_cast<int>(v.out_height()), s.ow = static_cast<int>(v.out_width());
+  s.in_nhwc = v.input_layout == Conv2dLayout::nhwc ? 1 : 0;
+  s.w_nhwc = hmma_weight_channels_last(v) ? 1 : 0;
+  s.out_nhwc = v.output_layout == Conv2dLayout::nhwc ? 1 : 0;
+  s.in_aligned = v.inputs_aligned ? 1 : 0, s.out_aligned = v.output_aligned ? 1 : 0;
+  s.warps_m = t.warps_m, s.warps_n = t.warps_n, s.mt = t.m_tiles, s.nt = t.n_tiles;
+  s.ci_pad = ci_pad_of(v), s.bk = t.ci_chunk;
+  // cp.async buffers: the tiling's (the wgmma and pointwise forms', a depth the plan lowered to fit),
+  // or CUINLINE_CONV2D_HMMA_PIPE's.
+  s.async_depth = t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth;
+  s.wgmma = t.wgmma ? 1 : 0, s.halo = t.halo ? 1 : 0, s.window = t.window ? 1 : 0;
+  s.window_tiles = t.window && t.row_tiles > 1 ? 1 : 0;
+  s.pointwise = t.pointwise ? 1 : 0;
+  return s;
+}
+
+// conv2d_hmma/plan.cuh's kOutVec for v with its output aligned, on a wgmma tiling or not: 8 outputs
+// (16 bytes) a store where the wgmma tiling rounds in registers (the template's kHalfEpi), else at
+// most 4. (The halo form's blocks are parts of output rows: an NCHW vector stays within one.)
 int out_vec_of(const Conv2dVariant& v, bool wgmma) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
                            : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
-  const int most = wgmma && v.dtype != DType::f32 ? 8 : 4;
-  return run % most == 0 ? most : run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+  return plan::plan_out_vec(run, wgmma && v.dtype != DType::f32, true);
 }
 
 }  // namespace
@@ -366,8 +330,6 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   t.kw_unroll = 1;
   t.pipeline = 2;
   t.row_tiles = 1;
-  t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
-  t.tiles_y = 1;
   const int steps = k_steps(v, t);
   const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * elem_bytes(v);
   t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
@@ -386,16 +348,16 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   if (window && conv2d_knobs().window && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.window = true;
-    if (window_shared_bytes(v, t) > limit) t.window = false;
+    if (shared_bytes(v, t) > limit) t.window = false;
     // Two or more k chunks (two window buffers): a block computes up to kWindowRowTiles tiles in
     // turn (the launch picks how many, conv2d_launch.cpp), the next tile's first copies issued while
     // this one's outputs are stored, where the output tile's own place fits.
     if (t.window && ci_pad / bk > 1 && conv2d_knobs().window_tiles) {
       t.row_tiles = kWindowRowTiles;
-      if (window_shared_bytes(v, t) > limit) t.row_tiles = 1;
+      if (shared_bytes(v, t) > limit) t.row_tiles = 1;
     }
   }
-  t.shared_bytes = shared_bytes(v, t);
+  set_plan_figures(v, t);
   t.batch_tiles = batch && !t.window && !overridden;
   t.few_tiles = mid_plane;
   if (t.shared_bytes > limit) {
@@ -436,15 +398,15 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.kw_unroll = 1;
   t.pipeline = 2;
   t.stages = 1;
-  // Tiles along y (output row x column block); a block computes up to row_tiles of them in turn, the
-  // launch picks how many (row_tiles_for).
-  t.tiles_x = 1;
-  t.tiles_y = static_cast<int>(v.out_height() * ceil_div(v.out_width(), t.tile_cols));
+  // Tiles along y (output row x column block; plan.cuh's kTilesY); a block computes up to row_tiles of
+  // them in turn, the launch picks how many (row_tiles_for).
   t.row_tiles = kHaloRowTiles;
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
-  if (halo_shared_bytes(v, t, halo_nchw_copy(v)) > conv2d_max_shared_bytes(v.target)) return false;
-  t.shared_bytes = shared_bytes(v, t);
+  plan::PlanShape copied = plan_shape_of(v, t);
+  copied.in_aligned = 1;
+  if (static_cast<unsigned>(plan::plan_figures(copied).smem_bytes) > conv2d_max_shared_bytes(v.target)) return false;
+  set_plan_figures(v, t);
   t.min_blocks = one_group_min_blocks(t, 0);
   return true;
 }
@@ -486,16 +448,9 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   t.kw_unroll = 1;
   t.pipeline = 2;
   t.row_tiles = 1;
-  // Blocks an image: pixel tiles x channel blocks, channel blocks fastest (one block column).
-  const std::int64_t tiles = (std::int64_t{v.height} * v.width + t.tile_cols - 1) / t.tile_cols *
-                             ((cout + t.block_channels() - 1) / t.block_channels());
-  if (tiles > 0x7fffffff) {
-    throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
-  }
-  t.tiles_x = static_cast<int>(tiles);
-  t.tiles_y = 1;
+  // Blocks an image: pixel tiles x channel blocks, channel blocks fastest (one block column; plan.cuh).
   t.stages = pipe_override().depth > 0 ? pipe_override().depth : 4;
-  t.shared_bytes = shared_bytes(v, t);
+  set_plan_figures(v, t);
   if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the pointwise tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
@@ -570,19 +525,17 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   t.kw_unroll = 1;
   t.pipeline = 2;  // the next k steps' loads or copies in flight during this one's mma
   t.row_tiles = 1;
-  t.tiles_x = ceil_div(v.out_height() * v.out_width(), t.tile_cols);
-  t.tiles_y = 1;
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
-  t.shared_bytes = shared_bytes(v, t);
+  set_plan_figures(v, t);
   if (overridden) t.min_blocks = o[5];
   // A target of less shared memory (sm_86's 99 KiB a block) takes fewer cp.async buffers where the
   // default's do not fit (a short reduction rings over its 4-5 steps: 110592 bytes at 128 pixels x 64
   // channels, k step 64, 4 steps); at least 2 (kStages - 2 steps' copies ahead).
   const std::int64_t limit = conv2d_max_shared_bytes(v.target);
   if (async && t.shared_bytes > limit && pipe_override().depth == 0) {
-    for (int depth = stages(v, t) - 1; depth >= 2 && t.shared_bytes > limit; --depth) {
+    for (int depth = figures_of(v, t).stages - 1; depth >= 2 && t.shared_bytes > limit; --depth) {
       t.stages = depth;
       t.shared_bytes = shared_bytes(v, t);
     }
@@ -603,16 +556,15 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += "\nstruct cuinline_conv2d_shape {\n  typedef " + std::string(cuinline::detail::storage_type(v.dtype)) +
          " storage;\n";
   src += render_shape_constants(v);
-  src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
-         c("kWNhwc", hmma_weight_channels_last(v) ? 1 : 0) +
-         c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
-  src += c("kInAligned", v.inputs_aligned ? 1 : 0) + c("kOutAligned", v.output_aligned ? 1 : 0);
-  src += c("kWarpsM", t.warps_m) + c("kWarpsN", t.warps_n) + c("kMT", t.m_tiles) + c("kNT", t.n_tiles);
-  src += c("kCiPad", ci_pad_of(v)) + c("kBK", t.ci_chunk) + c("kMinBlocks", t.min_blocks);
-  src += c("kAsyncDepth", t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth) + c("kCopyL2", copy_l2(v)) +
-         c("kWgmma", t.wgmma ? 1 : 0) + c("kHalo", t.halo ? 1 : 0) + c("kWindow", t.window ? 1 : 0);
-  src += c("kWindowTiles", t.window && t.row_tiles > 1 ? 1 : 0) + c("kPointwise", t.pointwise ? 1 : 0) +
-         c("kBatchTiles", t.batch_tiles ? 1 : 0);
+  // The constants plan.cuh's figures depend on, as the host planned with them (plan_shape_of).
+  const plan::PlanShape s = plan_shape_of(v, t);
+  src += c("kInNhwc", s.in_nhwc) + c("kWNhwc", s.w_nhwc) + c("kOutNhwc", s.out_nhwc);
+  src += c("kInAligned", s.in_aligned) + c("kOutAligned", s.out_aligned);
+  src += c("kWarpsM", s.warps_m) + c("kWarpsN", s.warps_n) + c("kMT", s.mt) + c("kNT", s.nt);
+  src += c("kCiPad", s.ci_pad) + c("kBK", s.bk) + c("kMinBlocks", t.min_blocks);
+  src += c("kAsyncDepth", s.async_depth) + c("kCopyL2", copy_l2(v)) + c("kWgmma", s.wgmma) + c("kHalo", s.halo) +
+         c("kWindow", s.window);
+  src += c("kWindowTiles", s.window_tiles) + c("kPointwise", s.pointwise) + c("kBatchTiles", t.batch_tiles ? 1 : 0);
   // The 16-bit epilogue's stores in batches: by default for the halo form's NCHW output only (H100,
   // f16, ms unbatched / batched: seed NCHW on the halo form 0.1596 / 0.1569; channels-last 0.1115 /
   // 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC 0.0889 / 0.1010);

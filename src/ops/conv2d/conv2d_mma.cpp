@@ -6,6 +6,7 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "conv2d_mma_plan.cuh"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
@@ -29,35 +30,23 @@ constexpr int kUnrolledMma = 144;
 // chained into the running sum on the tensor cores instead of per-step sums (conv2d_mma.cuh,
 // kSumsFromZero): faster, not fp32-accurate on long reductions.
 
-// Mirrors conv2d_mma.cuh's bank_conflicts / conflict_free_plane / weight_pitch (the rendered
-// source static_asserts that the shared-memory size agrees).
-int bank_conflicts(int plane, int sw) {
-  int worst = 0;
-  for (int bank = 0; bank < 32; ++bank) {
-    int n = 0;
-    for (int t = 0; t < 4; ++t) {
-      for (int g = 0; g < 8; ++g) n += (t * plane + g * sw) % 32 == bank ? 1 : 0;
-    }
-    worst = std::max(worst, n);
-  }
-  return worst;
+namespace plan = cuinline_conv2d_mma_detail;
+
+// The plan of a tiling: conv2d_mma_plan.cuh's figures (what the kernel's Plan<S> compiles) of the
+// shape constants make_mma_request renders for v and t.
+plan::MmaPlanFigures figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+  const Conv2dParams& p = v.params;
+  return plan::mma_plan_figures(plan::MmaPlanShape{
+      v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
+      static_cast<int>(v.out_width()), t.tile_cols, t.tile_rows, t.warps_m, t.warps_n, t.m_tiles, t.n_tiles,
+      t.ci_chunk, t.pipeline, t.out_stage});
 }
-int conflict_free_plane(int min_plane, int sw) {
-  int best = min_plane;
-  int best_conflicts = bank_conflicts(min_plane, sw);
-  for (int p = min_plane + 1; p < min_plane + 32; ++p) {
-    const int c = bank_conflicts(p, sw);
-    if (c < best_conflicts) {
-      best = p;
-      best_conflicts = c;
-    }
-  }
-  return best;
-}
-int weight_pitch(int cout) {
-  int p = cout;
-  while (p % 32 != 8 && p % 32 != 24) ++p;
-  return p;
+// A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
+void set_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+  const plan::MmaPlanFigures f = figures_of(v, t);
+  t.shared_bytes = static_cast<unsigned>(std::min<long long>(f.smem_bytes, 0xffffffffll));
+  t.tiles_x = f.tiles_x;
+  t.tiles_y = f.tiles_y;
 }
 
 // Input rows (or columns) that `outs` consecutive outputs read.
@@ -76,9 +65,8 @@ int in_extent(int outs, int k, int stride, int dilation) {
 // (H200) the output's stores were the kernel's limit at one row a step (504-byte runs,
 // 2.2 TB/s), and runs of 1008 bytes stored together measured 0.210 ms against 0.280. Sets the
 // tile and smem fields of t; false: no fit.
-bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64_t w_per_ci) {
+bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad) {
   if (v.precision != Conv2dPrecision::tf32) return false;
-  const Conv2dParams& p = v.params;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   auto cost = [&](int cols) { return static_cast<double>(ceil_div(ow, cols)) * cols * (1.0 + 16.0 / cols); };
@@ -94,31 +82,24 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad, std::int64
   const int m_total = cols / 16;
   const int m_tiles = std::min(t.warps_n == 2 ? 8 : 4, m_total);
   const int warps_per_row = m_total / m_tiles;
-  const int in_cols = in_extent(cols, v.kernel_w, p.stride_w, p.dilation_w);
   // The output tile goes through shared memory in passes: one channel tile a pass for the whole-row
   // warps (less shared memory), else two where they divide evenly.
   // With a residual the warps store directly (the residual is read beside each output; 0 passes).
   const int out_stage =
       v.has_residual ? 0 : (m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1));
   for (int rows = std::min(2, oh); rows >= 1; --rows) {
-    const int ring = in_extent(rows, v.kernel_h, p.stride_h, p.dilation_h) + 2 * rows * p.stride_h;
-    const int warps_m = warps_per_row * rows;
-    const std::int64_t in_per_ci = conflict_free_plane(ring * in_cols, p.stride_w);
-    const std::int64_t out_floats =
-        out_stage == 0 ? 0 : std::int64_t{warps_m} * t.warps_n * 8 * (t.n_tiles / out_stage) * (16 * m_tiles + 4);
-    const std::int64_t bytes = (ci_pad * (in_per_ci + w_per_ci) + out_floats) * 4;
-    if (bytes > pipelined_bytes(v)) continue;
-    t.tile_cols = cols;
-    t.tile_rows = rows;
-    t.m_tiles = m_tiles;
-    t.warps_m = warps_m;
-    t.pipeline = 3;
-    t.out_stage = out_stage;
-    t.ci_chunk = ci_pad;
-    t.tiles_x = ceil_div(ow, cols);
-    t.tiles_y = ceil_div(oh, rows);
+    Conv2dTiling c = t;
+    c.tile_cols = cols;
+    c.tile_rows = rows;
+    c.m_tiles = m_tiles;
+    c.warps_m = warps_per_row * rows;
+    c.pipeline = 3;
+    c.out_stage = out_stage;
+    c.ci_chunk = ci_pad;
+    set_plan_figures(v, c);  // (all channels, the block's weights, the input-row ring, the warps' output tiles)
+    if (c.shared_bytes > pipelined_bytes(v)) continue;
+    t = c;
     t.row_tiles = t.tiles_y;  // an upper bound: the launch picks the steps a block from the batch size
-    t.shared_bytes = static_cast<unsigned>(bytes);
     return true;
   }
   return false;
@@ -148,11 +129,10 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   t.warps_n = v.out_channels <= 16 ? 1 : 2;
   t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
   const int ci_pad = (v.in_channels + 7) / 8 * 8;
-  const std::int64_t w_per_ci = std::int64_t{v.kernel_h} * v.kernel_w * weight_pitch(t.block_channels());
   // Two warps along the channels (one for up to 16 channels), each up to 4 channel tiles of 8.
   // Row streaming where it fits; else block tiles of 2 warps along the pixels, each up to 4 pixel
   // tiles of 16 (64 accumulators).
-  if (!stream_rows(v, t, ci_pad, w_per_ci)) {
+  if (!stream_rows(v, t, ci_pad)) {
     // Otherwise 128 pixels a block, the tile's shape (1 x 128, 2 x 64, 4 x 32 or 8 x 16 output rows
     // x columns) the one with the least work per output: computed pixels (with the tile's
     // overhang) times (filter taps + staged input values per pixel).
@@ -174,31 +154,22 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
     const int m_total = t.tile_rows * t.tile_cols / 16;
     t.m_tiles = std::min(4, m_total);
     t.warps_m = m_total / t.m_tiles;
-    t.tiles_x = ceil_div(ow, t.tile_cols);
-    t.tiles_y = ceil_div(oh, t.tile_rows);
-    const int in_rows = in_extent(t.tile_rows, v.kernel_h, p.stride_h, p.dilation_h);
-    const int in_cols = in_extent(t.tile_cols, v.kernel_w, p.stride_w, p.dilation_w);
-    const std::int64_t in_per_ci = conflict_free_plane(in_rows * in_cols, p.stride_w);
-    auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
-      for (int d = ci_pad; d >= 8; d -= 8) {
-        if (ci_pad % d == 0 && d * bytes_per_ci <= budget) return d;
-      }
-      return 0;
+    // All input channels in one stage with the next row tile's input copied during this one's math
+    // (pipeline 1) where it fits; else the largest chunk of channels, double-buffered with its
+    // weights (pipeline 2); else 8 channels a stage, one buffer (pipeline 0).
+    const auto fits = [&](int pipeline, int chunk) {
+      t.pipeline = pipeline;
+      t.ci_chunk = chunk;
+      set_plan_figures(v, t);
+      return t.shared_bytes <= pipelined_bytes(v);
     };
     t.row_tiles = 1;
-    if (ci_pad * (2 * in_per_ci + w_per_ci) * 4 <= pipelined_bytes(v)) {
-      t.pipeline = 1;
-      t.ci_chunk = ci_pad;
+    if (fits(1, ci_pad)) {
       t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
-      t.shared_bytes = static_cast<unsigned>(ci_pad * (2 * in_per_ci + w_per_ci) * 4);
-    } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, pipelined_bytes(v)); d > 0) {
-      t.pipeline = 2;
-      t.ci_chunk = d;
-      t.shared_bytes = static_cast<unsigned>(2 * d * (in_per_ci + w_per_ci) * 4);
     } else {
-      t.pipeline = 0;
-      t.ci_chunk = 8;
-      t.shared_bytes = static_cast<unsigned>(8 * (in_per_ci + w_per_ci) * 4);
+      bool chunked = false;
+      for (int d = ci_pad; d >= 8 && !chunked; d -= 8) chunked = ci_pad % d == 0 && fits(2, d);
+      if (!chunked) fits(0, 8);
     }
   }
   // 128 registers a thread at 128 threads for TF32 (64 accumulators + fragments, no spills), 168
@@ -264,9 +235,8 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   CompileRequest request;
   request.name = "conv2d_mma.cu";
   request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh", "conv2d_mma.cuh"}) {
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
-  }
+  // conv2d_mma.cuh and the files it includes (conv2d.cuh, conv2d_mma_plan.cuh).
+  request.headers = cuinline::detail::template_headers({"ew_common.cuh", "ew_ops.cuh", "conv2d_mma.cuh"});
   // No contraction: bias and epilogue round after every step like the separate PyTorch ops, and
   // the 3xTF32 split (x - hi) stays exact.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp
