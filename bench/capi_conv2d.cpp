@@ -113,7 +113,7 @@ int cuinline_conv2d_any(const void* input, const void* weight, const void* bias,
           cuinline::stream_device(static_cast<CUstream>(stream)));
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
       // (+10: f32 channels-last on that kernel between transposing copies)
-      *kernel = (t.half_mma ? 4 : t.generic ? 3 : t.winograd ? 2 : t.tensor_cores ? 1 : 0) + (t.transposes() ? 10 : 0);
+      *kernel = (t.half_mma() ? 4 : t.generic() ? 3 : t.winograd() ? 2 : t.tensor_cores() ? 1 : 0) + (t.transposes() ? 10 : 0);
     }
     cuinline::ops::conv2d(in, w, bv, out, p, epi, static_cast<CUstream>(stream), g_precision);
     return 0;

@@ -97,16 +97,16 @@ int main() {
         }
         std::sort(ms.begin(), ms.end());
         char kernel[96];
-        if (t.half_mma) {
-          const char* form = !t.wgmma ? "mma.sync" : t.halo ? "wgmma halo" : t.window ? "wgmma window" : t.batch_tiles ? "wgmma batch tiles" : "wgmma";
+        if (t.half_mma()) {
+          const char* form = !t.wgmma() ? "mma.sync" : t.halo() ? "wgmma halo" : t.window() ? "wgmma window" : t.batch_tiles() ? "wgmma batch tiles" : "wgmma";
           std::snprintf(kernel, sizeof kernel, "%s%s %dx%d k%d %d buf%s", form,
                         t.stage_channels > 0 ? " staged" : "", t.tile_cols, t.block_channels(), t.ci_chunk,
-                        t.wgmma ? t.stages : 0, t.wgmma ? "" : "(plan)");
+                        t.wgmma() ? t.stages : 0, t.wgmma() ? "" : "(plan)");
         } else {
           std::snprintf(kernel, sizeof kernel, "%s%s",
-                        t.generic         ? "general direct"
-                        : t.winograd      ? "winograd"
-                        : t.tensor_cores  ? "tf32 mma"
+                        t.generic()         ? "general direct"
+                        : t.winograd()      ? "winograd"
+                        : t.tensor_cores()  ? "tf32 mma"
                                           : "fp32 direct",
                         !t.transposes() ? "" : t.transpose_output ? " + transposes (output too)" : " + transposes");
         }

@@ -48,46 +48,48 @@
 
 namespace cuinline_conv2d_mma_detail {
 
+// The figures of conv2d_mma_plan.cuh for a shape struct S, evaluated once an instantiation (a
+// namespace-scope variable template: NVRTC emits a class's static constexpr members as device
+// globals).
+template <class S>
+constexpr MmaPlanFigures kMmaPlanFigures =
+    mma_plan_figures(MmaPlanShape{S::kKH, S::kKW, S::kSH, S::kSW, S::kDH, S::kDW, S::kOH, S::kOW, S::kTileCols,
+                                  S::kTY, S::kWarpsM, S::kWarpsN, S::kMT, S::kNT, S::kCiChunk, S::kPipeline,
+                                  S::kOutStage});
+
 template <class S>
 struct Plan {
-  // The figures of conv2d_mma_plan.cuh (a function, not a constexpr member of class type: NVRTC
-  // would emit such a member as a device global).
-  static CUINLINE_CONV2D_MMA_CONSTEXPR MmaPlanFigures fig() {
-    return mma_plan_figures(MmaPlanShape{S::kKH, S::kKW, S::kSH, S::kSW, S::kDH, S::kDW, S::kOH, S::kOW,
-                                         S::kTileCols, S::kTY, S::kWarpsM, S::kWarpsN, S::kMT, S::kNT,
-                                         S::kCiChunk, S::kPipeline, S::kOutStage});
-  }
-  static constexpr int kWarps = fig().warps;
-  static constexpr int kThreads = fig().threads;
-  static constexpr int kBlockCout = fig().block_cout;
-  static constexpr int kColTiles = fig().col_tiles;
-  static constexpr int kTilesX = fig().tiles_x;
-  static constexpr int kTilesY = fig().tiles_y;
-  static constexpr bool kStream = fig().stream;
+  static constexpr int kWarps = kMmaPlanFigures<S>.warps;
+  static constexpr int kThreads = kMmaPlanFigures<S>.threads;
+  static constexpr int kBlockCout = kMmaPlanFigures<S>.block_cout;
+  static constexpr int kColTiles = kMmaPlanFigures<S>.col_tiles;
+  static constexpr int kTilesX = kMmaPlanFigures<S>.tiles_x;
+  static constexpr int kTilesY = kMmaPlanFigures<S>.tiles_y;
+  static constexpr bool kStream = kMmaPlanFigures<S>.stream;
   // Rounding in shared memory pays where a staged value feeds many rows (row streaming); in the
   // block-tile modes the extra pass over the stage costs more than the conversions it saves.
   static constexpr bool kPreRound = S::kSplit == 1 && kStream;
   static constexpr bool kSumsFromZero = S::kSumsFromZero != 0;
-  static constexpr int kSpan = fig().span;
-  static constexpr int kStepRows = fig().step_rows;
-  static constexpr int kWindow = fig().window;
-  static constexpr int kNew = fig().new_rows;
-  static constexpr int kRing = fig().ring;
-  static constexpr int kInRows = fig().in_rows;
-  static constexpr int kInCols = fig().in_cols;
-  static constexpr int kPitch = fig().pitch;
-  static constexpr int kPlane = fig().plane;
-  static constexpr int kInFloats = fig().in_floats;
-  static constexpr int kTaps = fig().taps;
-  static constexpr int kWPitch = fig().w_pitch;
-  static constexpr int kWFloats = fig().w_floats;
-  static constexpr int kBuffers = fig().buffers;
-  static constexpr int kWBuffers = fig().w_buffers;
-  static constexpr int kWarpCols = fig().warp_cols;
-  static constexpr int kOutPitch = fig().out_pitch;
-  static constexpr int kOutChunks = fig().out_chunks;
-  static constexpr int kOutFloats = fig().out_floats;
-  static constexpr int kSmemBytes = (int)fig().smem_bytes;
+  static constexpr int kSpan = kMmaPlanFigures<S>.span;
+  static constexpr int kStepRows = kMmaPlanFigures<S>.step_rows;
+  static constexpr int kWindow = kMmaPlanFigures<S>.window;
+  static constexpr int kNew = kMmaPlanFigures<S>.new_rows;
+  static constexpr int kRing = kMmaPlanFigures<S>.ring;
+  static constexpr int kInRows = kMmaPlanFigures<S>.in_rows;
+  static constexpr int kInCols = kMmaPlanFigures<S>.in_cols;
+  static constexpr int kPitch = kMmaPlanFigures<S>.pitch;
+  static constexpr int kPlane = kMmaPlanFigures<S>.plane;
+  static constexpr int kInFloats = kMmaPlanFigures<S>.in_floats;
+  static constexpr int kTaps = kMmaPlanFigures<S>.taps;
+  static constexpr int kWPitch = kMmaPlanFigures<S>.w_pitch;
+  static constexpr int kWFloats = kMmaPlanFigures<S>.w_floats;
+  static constexpr int kBuffers = kMmaPlanFigures<S>.buffers;
+  static constexpr int kWBuffers = kMmaPlanFigures<S>.w_buffers;
+  static constexpr int kWarpCols = kMmaPlanFigures<S>.warp_cols;
+  static constexpr int kOutPitch = kMmaPlanFigures<S>.out_pitch;
+  static constexpr int kOutChunks = kMmaPlanFigures<S>.out_chunks;
+  static constexpr int kOutFloats = kMmaPlanFigures<S>.out_floats;
+  static constexpr int kSmemBytes = (int)kMmaPlanFigures<S>.smem_bytes;
   static_assert(S::kTileCols % 16 == 0, "a pixel tile is 16 columns");
   static_assert(S::kWarpsM * S::kMT == S::kTY * kColTiles, "the warps' pixel tiles must cover the block");
   static_assert(S::kCiPad % 8 == 0 && S::kCiPad >= S::kCin && S::kCiPad - S::kCin < 8, "kCiPad");

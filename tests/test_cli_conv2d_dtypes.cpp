@@ -58,7 +58,7 @@ TEST_F(CliTest, WarmConv2dDtypesAndLayoutsMatchTheRunTimeKeys) {
         // Up to 8 channels at column stride 1, 32 columns: the wgmma kernel's halo form in every
         // layout, warmed for sm_90 as sm_90a (CompileRequest::arch_specific), found under the key of
         // the run-time lookup for sm_90.
-        EXPECT_TRUE(conv2d_tiling(v).halo) << v.name();
+        EXPECT_TRUE(conv2d_tiling(v).halo()) << v.name();
         EXPECT_TRUE(make_request(v).arch_specific) << v.name();
         EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
       }
@@ -189,7 +189,7 @@ TEST_F(CliTest, WarmConv2dTf32CompilesTheConvOfTheStagedCopyAndTheStagingModule)
         view(0x100000, DType::f32, nhwc, 2, 32, 40, 48), view(0x200000, DType::f32, nhwc, 64, 32, 5, 7), TensorView{},
         view(0x400000, DType::f32, false, 2, 64, 38, 46), Conv2dParams{1, 1, 1, 2, 1, 1}, Op::relu(),
         Conv2dPrecision::tf32);
-    ASSERT_TRUE(conv2d_tiling(v).tf32_wgmma) << v.name();
+    ASSERT_TRUE(conv2d_tiling(v).tf32_wgmma()) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
       EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name;
     }
@@ -242,7 +242,7 @@ TEST_F(CliTest, WarmConv2dF64) {
         view(0x100000, DType::f64, nhwc, 2, 16, 20, 20), view(0x200000, DType::f64, nhwc, 8, 16, 3, 3),
         TensorView::contiguous(fake(0x300000), DType::f64, {8}), view(0x400000, DType::f64, nhwc, 2, 8, 20, 20),
         Conv2dParams::square(1, 1), parse_op("gelu"));
-    EXPECT_TRUE(conv2d_tiling(v).generic) << v.name();
+    EXPECT_TRUE(conv2d_tiling(v).generic()) << v.name();
     EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
   }
   EXPECT_EQ(warmed_cache().stats().compiles, 0u);

@@ -105,8 +105,8 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   // fp32 3 x 3 stride 1 with 8 input channels: Winograd, the block's 64 channels at once, up to 8
   // tile rows a block. F(2x2, 3x3): 2 x 4 warps of 16 tiles x 16 channels (an NCHW output).
   const Conv2dTiling t = conv2d_tiling(seed_variant());
-  EXPECT_TRUE(t.winograd);
-  EXPECT_FALSE(t.tensor_cores);
+  EXPECT_TRUE(t.winograd());
+  EXPECT_FALSE(t.tensor_cores());
   EXPECT_EQ(t.pipeline, 4);
   EXPECT_EQ(t.winograd_tile, 2);
   EXPECT_TRUE(t.winograd_tc);  // the products on tensor cores (3xTF32)
@@ -128,7 +128,7 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   Conv2dVariant nhwc = seed_variant();
   nhwc.output_layout = Conv2dLayout::nhwc;
   const Conv2dTiling tn = conv2d_tiling(nhwc);
-  EXPECT_TRUE(tn.winograd);
+  EXPECT_TRUE(tn.winograd());
   EXPECT_TRUE(tn.winograd_tc);
   EXPECT_EQ(tn.threads(), 128);
   EXPECT_EQ(tn.tiles_x, 4);
@@ -140,7 +140,7 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   Conv2dVariant sm75 = seed_variant();
   sm75.target = Conv2dTarget::sm75;
   const Conv2dTiling t75 = conv2d_tiling(sm75);
-  EXPECT_TRUE(t75.winograd);
+  EXPECT_TRUE(t75.winograd());
   EXPECT_FALSE(t75.winograd_tc);
   EXPECT_NE(make_request(sm75).source.find("kWinoTC = 0;"), std::string::npos);
   for (const Conv2dTarget target : {Conv2dTarget::sm80, Conv2dTarget::sm86}) {
@@ -157,19 +157,19 @@ TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
     v.precision = prec;
     return conv2d_tiling(v);
   };
-  EXPECT_TRUE(tiling(8, 16, 3, Conv2dParams::square(1, 1)).winograd);
-  EXPECT_TRUE(tiling(8, 128, 3, {}).winograd);
-  EXPECT_FALSE(tiling(4, 64, 3, {}).winograd);     // few input channels: the transforms would dominate
-  EXPECT_FALSE(tiling(16, 64, 3, {}).winograd);    // several channel stages: measured slower than direct
-  EXPECT_FALSE(tiling(64, 64, 3, {}).winograd);
-  EXPECT_FALSE(tiling(8, 8, 3, {}).winograd);      // fewer than 16 output channels
-  EXPECT_FALSE(tiling(8, 64, 5, {}).winograd);     // not 3 x 3
-  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(2)).winograd);
-  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(1, 2, 2)).winograd);  // dilation 2
-  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32).winograd);
-  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32x3).winograd);
+  EXPECT_TRUE(tiling(8, 16, 3, Conv2dParams::square(1, 1)).winograd());
+  EXPECT_TRUE(tiling(8, 128, 3, {}).winograd());
+  EXPECT_FALSE(tiling(4, 64, 3, {}).winograd());     // few input channels: the transforms would dominate
+  EXPECT_FALSE(tiling(16, 64, 3, {}).winograd());    // several channel stages: measured slower than direct
+  EXPECT_FALSE(tiling(64, 64, 3, {}).winograd());
+  EXPECT_FALSE(tiling(8, 8, 3, {}).winograd());      // fewer than 16 output channels
+  EXPECT_FALSE(tiling(8, 64, 5, {}).winograd());     // not 3 x 3
+  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(2)).winograd());
+  EXPECT_FALSE(tiling(8, 64, 3, Conv2dParams::square(1, 2, 2)).winograd());  // dilation 2
+  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32).winograd());
+  EXPECT_FALSE(tiling(8, 64, 3, {}, Conv2dPrecision::tf32x3).winograd());
   const Conv2dVariant rect = make_conv2d_variant(8, 40, 40, 64, 3, 1, {}, true, e);
-  EXPECT_FALSE(conv2d_tiling(rect).winograd);
+  EXPECT_FALSE(conv2d_tiling(rect).winograd());
 
   // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's
   // along the tiles (4 warps in all), fewer where the row is narrow (38 output columns: 19 tiles,
@@ -388,38 +388,38 @@ TEST(Conv2dSelect, SelectionIsThePublicPartsForEveryAlgorithm) {
             const Conv2dTiling& st = sel.tiling;
             switch (sel.algo) {
               case Conv2dAlgo::hmma_halo:
-                EXPECT_TRUE(st.halo && st.wgmma && st.stage_channels == 0);
+                EXPECT_TRUE(st.halo() && st.wgmma() && st.stage_channels == 0);
                 break;
               case Conv2dAlgo::hmma_wgmma:
-                EXPECT_TRUE(st.half_mma && st.wgmma && !st.halo && st.stage_channels == 0);
+                EXPECT_TRUE(st.half_mma() && st.wgmma() && !st.halo() && st.stage_channels == 0);
                 break;
               case Conv2dAlgo::hmma_staged:
-                EXPECT_TRUE(st.half_mma && st.stage_channels > 0 && sel.stage_request);
+                EXPECT_TRUE(st.half_mma() && st.stage_channels > 0 && sel.stage_request);
                 break;
               case Conv2dAlgo::hmma_mma:
-                EXPECT_TRUE(st.half_mma && !st.wgmma && !st.pointwise && st.stage_channels == 0);
+                EXPECT_TRUE(st.half_mma() && !st.wgmma() && !st.pointwise() && st.stage_channels == 0);
                 break;
               case Conv2dAlgo::pointwise:
-                EXPECT_TRUE(st.pointwise && !sel.stage_request);
+                EXPECT_TRUE(st.pointwise() && !sel.stage_request);
                 break;
               case Conv2dAlgo::tf32_wgmma:
-                EXPECT_TRUE(st.tf32_wgmma && st.stage_channels > 0 && sel.stage_request);
+                EXPECT_TRUE(st.tf32_wgmma() && st.stage_channels > 0 && sel.stage_request);
                 break;
               case Conv2dAlgo::fp32_transposed:
                 EXPECT_TRUE(st.transposes() && sel.stage_request);
                 EXPECT_NE(sel.kernel_algo, Conv2dAlgo::fp32_transposed);
                 break;
               case Conv2dAlgo::generic:
-                EXPECT_TRUE(st.generic && !sel.stage_request);
+                EXPECT_TRUE(st.generic() && !sel.stage_request);
                 break;
               case Conv2dAlgo::fp32_mma:
-                EXPECT_TRUE(st.tensor_cores && !st.half_mma && !st.wgmma);
+                EXPECT_TRUE(st.tensor_cores() && !st.half_mma() && !st.wgmma());
                 break;
               case Conv2dAlgo::fp32_winograd:
-                EXPECT_TRUE(st.winograd);
+                EXPECT_TRUE(st.winograd());
                 break;
               case Conv2dAlgo::fp32_direct:
-                EXPECT_TRUE(!st.tensor_cores && !st.winograd && !st.generic && !st.transposes());
+                EXPECT_TRUE(!st.tensor_cores() && !st.winograd() && !st.generic() && !st.transposes());
                 break;
             }
           }
@@ -648,12 +648,12 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
   const Conv2dTiling window_plain = conv2d_tiling(window);
-  ASSERT_TRUE(window_plain.window);
+  ASSERT_TRUE(window_plain.window());
   const std::optional<Conv2dTiling> window_split =
       conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
   ASSERT_EQ(window_split.has_value(), on);
   if (window_split) {
-    EXPECT_FALSE(window_split->window);
+    EXPECT_FALSE(window_split->window());
     EXPECT_EQ(window_split->split_k, conv2d_impl::kSplitKMaxSlices);
     EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1), conv2d_impl::split_k_tiles(window_plain, 256, 1));
     EXPECT_EQ(window_split->tile_cols, window_plain.tile_cols);

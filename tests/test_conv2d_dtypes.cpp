@@ -84,9 +84,9 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   Conv2dVariant v = make_conv2d_variant(5, 9, 7, 3, 2, 4, Conv2dParams::square(2, 1), false, Op::chain({}));
   v.input_layout = Conv2dLayout::nhwc;  // f32 channels-last (f16 and bf16 run on tensor cores)
   const Conv2dTiling t = conv2d_tiling(v);
-  EXPECT_TRUE(t.generic);
-  EXPECT_FALSE(t.tensor_cores);
-  EXPECT_FALSE(t.winograd);
+  EXPECT_TRUE(t.generic());
+  EXPECT_FALSE(t.tensor_cores());
+  EXPECT_FALSE(t.winograd());
   EXPECT_EQ(t.threads() % 32, 0);
   EXPECT_EQ(t.block_channels(), 3);  // Cout < 8: one block covers the channels
   EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
@@ -94,15 +94,15 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   // Winograd and the TF32 tensor cores are f32 NCHW only: the same shape in f32 NHWC stays on the
   // general kernel, in f16 it goes to the f16 / bf16 tensor-core kernel.
   Conv2dVariant w = make_conv2d_variant(8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
-  EXPECT_TRUE(conv2d_tiling(w).winograd);
+  EXPECT_TRUE(conv2d_tiling(w).winograd());
   w.input_layout = Conv2dLayout::nhwc;
-  EXPECT_TRUE(conv2d_tiling(w).generic);
+  EXPECT_TRUE(conv2d_tiling(w).generic());
   w = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   w.precision = Conv2dPrecision::tf32;
-  EXPECT_TRUE(conv2d_tiling(w).tensor_cores);
+  EXPECT_TRUE(conv2d_tiling(w).tensor_cores());
   w.dtype = DType::f16;
-  EXPECT_TRUE(conv2d_tiling(w).half_mma);
-  EXPECT_FALSE(conv2d_tiling(w).generic);
+  EXPECT_TRUE(conv2d_tiling(w).half_mma());
+  EXPECT_FALSE(conv2d_tiling(w).generic());
 }
 
 TEST(Conv2dDtypes, EveryDtypeAndLayoutCompilesForSm90) {
@@ -158,7 +158,7 @@ TEST(Conv2dDtypes, F64RunsTheGeneralKernelInDouble) {
     EXPECT_NE(v.name().find("conv2d<f64,"), std::string::npos);
     EXPECT_NE(v, f32);
     EXPECT_TRUE(v.uses_generic_kernel());
-    EXPECT_TRUE(conv2d_tiling(v).generic);
+    EXPECT_TRUE(conv2d_tiling(v).generic());
     EXPECT_NE(kernel_name(v).find("cuinline_conv2d_generic<"), std::string::npos) << kernel_name(v);
     EXPECT_FALSE(make_stage_request(v).has_value());  // no workspace copies
     cuinline::CompileRequest r = make_request(v);
@@ -204,16 +204,16 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
       EXPECT_NE(v.name().find(",d1x1,g" + std::to_string(g.groups)), std::string::npos);
       EXPECT_TRUE(v.uses_generic_kernel());
       const Conv2dTiling t = conv2d_tiling(v);
-      EXPECT_TRUE(t.generic);
+      EXPECT_TRUE(t.generic());
       // A thread's channels lie in one group, except a depthwise thread's channel pair (row-fast, a
       // channels-last f16 / bf16 input, one output channel a group: two groups of one channel each).
-      const bool pair = t.row_fast && v.input_layout == Conv2dLayout::nhwc && dtype_size(dt) == 2 && g.cout == g.cin &&
+      const bool pair = t.row_fast() && v.input_layout == Conv2dLayout::nhwc && dtype_size(dt) == 2 && g.cout == g.cin &&
                         g.cin % 2 == 0 && g.k * g.k <= 9;
-      EXPECT_EQ(t.channels_per_thread == 2 && t.row_fast, pair);
+      EXPECT_EQ(t.channels_per_thread == 2 && t.row_fast(), pair);
       if (!pair) EXPECT_EQ((g.cout / g.groups) % t.channels_per_thread, 0) << "a thread's channels in one group";
       // (Depthwise channels-last: consecutive channels a warp.)
-      EXPECT_EQ(t.row_fast, g.groups == g.cin && g.k * g.k <= 49);
-      EXPECT_EQ(t.channel_fast, v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin && g.k * g.k > 49);
+      EXPECT_EQ(t.row_fast(), g.groups == g.cin && g.k * g.k <= 49);
+      EXPECT_EQ(t.channel_fast(), v.input_layout == Conv2dLayout::nhwc && g.groups == g.cin && g.k * g.k > 49);
       Conv2dVariant ungrouped = v;
       ungrouped.params.groups = 1;
       EXPECT_NE(v, ungrouped);
@@ -321,7 +321,7 @@ TEST_F(Conv2dDtypeArgs, AlignmentIsPartOfTheKeyWhereItChangesTheKernel) {
   const TensorView xh = TensorView::contiguous(fake(0x100000), DType::bf16, {1, 1, 7, 87});
   const TensorView wh = TensorView::contiguous(fake(0x200000), DType::bf16, {2, 1, 2, 2});
   const Conv2dVariant h2 = conv2d_variant_for(xh, wh, TensorView{}, TensorView::contiguous(fake(0x400002), DType::bf16, {1, 2, 6, 89}), hp, epi);
-  EXPECT_TRUE(conv2d_tiling(h2).halo) << h2.name();
+  EXPECT_TRUE(conv2d_tiling(h2).halo()) << h2.name();
   EXPECT_FALSE(h2.output_aligned);
   EXPECT_TRUE(conv2d_variant_for(xh, wh, TensorView{}, TensorView::contiguous(fake(0x400004), DType::bf16, {1, 2, 6, 89}), hp, epi)
                   .output_aligned);
@@ -518,7 +518,7 @@ TEST_F(Conv2dDtypeArgs, GroupsComeFromTheParamsAndTheWeight) {
   EXPECT_EQ(v.params.groups, 8);
   EXPECT_EQ(v.in_channels, 8);
   EXPECT_EQ(v.out_channels, 8);
-  EXPECT_TRUE(conv2d_tiling(v).generic);
+  EXPECT_TRUE(conv2d_tiling(v).generic());
   std::string m = message_of([&] { conv2d_variant_for(input, weight, bias, output, p, epi); });
   EXPECT_NE(m.find("expects 8 x groups 8 = 64"), std::string::npos) << m;
   p.groups = 2;  // weight [4, 4, 3, 3]: fine; [3, 4, 3, 3]: 3 output channels in 2 groups

@@ -314,9 +314,9 @@ TEST(Conv2dDtypesGpu, RandomShapesEveryDtypeAndLayout) {
         EXPECT_EQ(v.params.groups, s.p.groups);
         // f16 and bf16 run on tensor cores (conv2d_hmma.cuh) unless CUINLINE_CONV2D_HMMA=0, on sm_75 or
         // grouped (the general kernel).
-        EXPECT_EQ(planned(v).half_mma, (dt == DType::f16 || dt == DType::bf16) && !hmma_disabled() &&
+        EXPECT_EQ(planned(v).half_mma(), (dt == DType::f16 || dt == DType::bf16) && !hmma_disabled() &&
                                            device_target() != Conv2dTarget::sm75 && s.p.groups == 1);
-        if (dt == DType::f64) EXPECT_TRUE(planned(v).generic);
+        if (dt == DType::f64) EXPECT_TRUE(planned(v).generic());
         // Where C, H or W is 1 both layouts describe the same addresses (NCHW is named then).
         if (s.cin > 1 && s.h * s.w > 1) {
           EXPECT_EQ(v.input_layout, in_nhwc ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
@@ -667,16 +667,16 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
         // runs on wgmma.
         if (sm90 && s.kh * s.kw > 1 && dt != DType::f32) {
           const bool staged = t.stage_channels > 0;
-          EXPECT_FALSE(t.batch_tiles);
+          EXPECT_FALSE(t.batch_tiles());
           if (nhwc || staged) EXPECT_EQ(t.tile_cols, 64);
           if (!nhwc && std::getenv("CUINLINE_CONV2D_STAGE") == nullptr) EXPECT_EQ(staged, s.cin >= 64);
         }
-        if (sm90 && s.kh * s.kw > 1 && dt == DType::f32 && t.tf32_wgmma) EXPECT_TRUE(t.batch_tiles);
-        if (s.kh * s.kw == 1) EXPECT_FALSE(t.batch_tiles);
+        if (sm90 && s.kh * s.kw > 1 && dt == DType::f32 && t.tf32_wgmma()) EXPECT_TRUE(t.batch_tiles());
+        if (s.kh * s.kw == 1) EXPECT_FALSE(t.batch_tiles());
         conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, prec, res);
         stream.synchronize();
         const double err = output_error(s, x, wt, b, r, y, dy);
-        std::printf("  %-90s %s rel L2 %.2e\n", v.name().c_str(), t.batch_tiles ? "batch tiles" : "", err);
+        std::printf("  %-90s %s rel L2 %.2e\n", v.name().c_str(), t.batch_tiles() ? "batch tiles" : "", err);
         EXPECT_LE(err, dt == DType::f32 ? 5e-3 : tolerance(dt));  // (TF32 for f32) NaN fails too
         if (&s == &shapes[0] && !nhwc) {
           // Captured, then replayed on new input: bit for bit the eager call on it.
@@ -750,7 +750,7 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name());
         ASSERT_TRUE(planned_split(v).has_value());
-        if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window);
+        if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window());
         if (&s >= &shapes[3]) EXPECT_TRUE(planned_split(v)->few_tiles);
         EXPECT_TRUE(make_split_request(conv2d_variant_for_device(v, current_device())).has_value());
         const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res); };
@@ -964,7 +964,7 @@ TEST(Conv2dDtypesGpu, IssueShapesOnTensorCores) {
         const Conv2dVariant v =
             conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
-        EXPECT_EQ(planned(v).half_mma, !hmma_disabled() && device_target() != Conv2dTarget::sm75);
+        EXPECT_EQ(planned(v).half_mma(), !hmma_disabled() && device_target() != Conv2dTarget::sm75);
         if (!hmma_disabled()) {
           EXPECT_EQ(v.inputs_aligned, in_shift == 0 || !nhwc);  // (cp.async: NHWC input and weight)
           EXPECT_EQ(v.output_aligned, out_shift == 0);          // (every shape here stores vectors)
@@ -1089,7 +1089,7 @@ TEST(Conv2dDtypesGpu, RandomHaloShapes) {
     const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
     const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi);
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
-    if (!halo_disabled()) ASSERT_TRUE(planned(v).halo);
+    if (!halo_disabled()) ASSERT_TRUE(planned(v).halo());
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
     stream.synchronize();
     ASSERT_NO_FATAL_FAILURE(expect_matches_reference(s, x, wt, b, y, dy, out_shift, v.name()));
@@ -1140,7 +1140,7 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
     const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
     const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
     const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi);
-    if (!conv2d_tiling(v).window) continue;
+    if (!conv2d_tiling(v).window()) continue;
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream);
     stream.synchronize();
@@ -1213,8 +1213,8 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
       const bool transpose_on = std::getenv("CUINLINE_CONV2D_TRANSPOSE") == nullptr ||
                                 std::string(std::getenv("CUINLINE_CONV2D_TRANSPOSE")) != "0";
       // (Only a channels-last output on Winograd: no copy at all, the kernel writes it.)
-      const bool winograd_output_only = t.winograd && !in_nhwc && !w_nhwc;
-      if (t.tf32_wgmma) {
+      const bool winograd_output_only = t.winograd() && !in_nhwc && !w_nhwc;
+      if (t.tf32_wgmma()) {
         // (tf32 with 16+ channels on sm90: the TF32 wgmma kernel reads a staged channels-last copy
         // whatever the layouts; the NCHW call stages the same copy.)
         EXPECT_FALSE(t.transposes());
@@ -1222,13 +1222,13 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
         ++on_tf32_wgmma;
       } else {
         EXPECT_EQ(t.transposes(), transpose_on && !winograd_output_only);
-        if (transpose_on) EXPECT_FALSE(t.generic);
+        if (transpose_on) EXPECT_FALSE(t.generic());
       }
-      transposed += transpose_on && !t.generic && !t.tf32_wgmma;
+      transposed += transpose_on && !t.generic() && !t.tf32_wgmma();
       if (t.transposes()) {
         EXPECT_EQ(t.transpose_input, in_nhwc);
         EXPECT_EQ(t.transpose_weight, w_nhwc);
-        EXPECT_EQ(t.transpose_output, out_nhwc && !t.winograd);  // Winograd writes it itself
+        EXPECT_EQ(t.transpose_output, out_nhwc && !t.winograd());  // Winograd writes it itself
       }
       conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision, res);
       conv2d(dx0.view, dw0.view, bias, dy0.view, s.p, epi, stream, c.precision, res0);
@@ -1246,7 +1246,7 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
               const double ref = reference(s, x, wt, b, r, n, co, oy, ox);
               const double got = y.read(raw, n, co, oy, ox), got0 = y0.read(raw0, n, co, oy, ox);
               ASSERT_FALSE(std::isnan(got)) << "unwritten: channel " << co << " (" << oy << ", " << ox << ")";
-              if (!t.generic && std::memcmp(&got, &got0, sizeof got) != 0 && ++differ <= 3) {
+              if (!t.generic() && std::memcmp(&got, &got0, sizeof got) != 0 && ++differ <= 3) {
                 ADD_FAILURE() << "not the NCHW call's bits at channel " << co << " (" << oy << ", " << ox
                               << "): " << got << " vs " << got0;
               }
@@ -1287,7 +1287,7 @@ TEST(Conv2dDtypesGpu, SpecialValuesThroughTheHaloWindow) {
       SCOPED_TRACE(std::string(to_string(dt)) + (in_nhwc ? " nhwc in" : " nchw in") +
                    (w_nhwc ? " nhwc weight" : " nchw weight") + (out_nhwc ? " nhwc out" : " nchw out"));
       const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}));
-      if (!halo_disabled()) ASSERT_TRUE(planned(v).halo);
+      if (!halo_disabled()) ASSERT_TRUE(planned(v).halo());
       conv2d(dx.view, dw.view, TensorView{}, dy.view, {}, Op::chain({}), stream);
       stream.synchronize();
       std::vector<unsigned char> raw(y.bytes());
@@ -1371,8 +1371,8 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
     SCOPED_TRACE(p.name() + " " + to_string(c.precision));
     EXPECT_EQ(p.target, expect);
     const Conv2dTiling t = conv2d_tiling(p);
-    if (expect == Conv2dTarget::sm75) EXPECT_FALSE(t.tensor_cores || t.half_mma || t.winograd_tc);
-    if (expect != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma);
+    if (expect == Conv2dTarget::sm75) EXPECT_FALSE(t.tensor_cores() || t.half_mma() || t.winograd_tc);
+    if (expect != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma());
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision);
     stream.synchronize();
     // The module the call loaded: the plan's (a staged plan's conv is its channels-last copy's).
@@ -1459,9 +1459,9 @@ TEST(Conv2dDtypesGpu, Tf32WgmmaShapesAgainstFloat64) {
     SCOPED_TRACE(v.name());
     const Conv2dTiling t = planned(v);
     if (on_sm90 && std::getenv("CUINLINE_CONV2D_TF32_WGMMA") == nullptr && std::getenv("CUINLINE_CONV2D_WGMMA") == nullptr) {
-      EXPECT_TRUE(t.tf32_wgmma) << "planned off the TF32 wgmma kernel";
+      EXPECT_TRUE(t.tf32_wgmma()) << "planned off the TF32 wgmma kernel";
     }
-    on_kernel += t.tf32_wgmma;
+    on_kernel += t.tf32_wgmma();
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::tf32, res);
     stream.synchronize();
     std::vector<unsigned char> raw;
@@ -1474,7 +1474,7 @@ TEST(Conv2dDtypesGpu, Tf32WgmmaShapesAgainstFloat64) {
     EXPECT_EQ(unwritten, 0u);
     EXPECT_LE(err, 2e-3);
     double err_rounded = -1;
-    if (t.tf32_wgmma) {
+    if (t.tf32_wgmma()) {
       HostTensor xr = x, wr = wt;
       for (double& e : xr.values) e = tf32_of(e);
       for (double& e : wr.values) e = tf32_of(e);
@@ -1537,10 +1537,10 @@ TEST(Conv2dDtypesGpu, PointwiseShapesAgainstFloat64) {
     SCOPED_TRACE(v.name());
     const Conv2dTiling t = planned(v);
     if (expect_pointwise && (dt == DType::f32 ? precision == Conv2dPrecision::tf32 : !hmma_disabled())) {
-      EXPECT_TRUE(t.pointwise) << "planned off the pointwise form";
+      EXPECT_TRUE(t.pointwise()) << "planned off the pointwise form";
     }
-    if (dt == DType::f32 && precision != Conv2dPrecision::tf32) EXPECT_FALSE(t.pointwise);
-    on_kernel += t.pointwise;
+    if (dt == DType::f32 && precision != Conv2dPrecision::tf32) EXPECT_FALSE(t.pointwise());
+    on_kernel += t.pointwise();
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, precision, res);
     stream.synchronize();
     std::vector<unsigned char> raw;
@@ -1554,7 +1554,7 @@ TEST(Conv2dDtypesGpu, PointwiseShapesAgainstFloat64) {
     const bool tf32 = dt == DType::f32 && precision == Conv2dPrecision::tf32;
     EXPECT_LE(err, tf32 ? 2e-3 : tolerance(dt));
     double err_rounded = -1;
-    if (tf32 && t.pointwise) {
+    if (tf32 && t.pointwise()) {
       HostTensor xr = x, wr = wt;
       for (double& e : xr.values) e = tf32_of(e);
       for (double& e : wr.values) e = tf32_of(e);
@@ -1683,7 +1683,7 @@ TEST(Conv2dDtypesGpu, DepthwiseChannelPairsWithMisalignedTensors) {
                                                  Conv2dPrecision::fp32, dr.view);
       SCOPED_TRACE(v.name() + (shift ? " misaligned" : " aligned"));
       const Conv2dTiling t = planned(v);
-      EXPECT_TRUE(t.row_fast);
+      EXPECT_TRUE(t.row_fast());
       EXPECT_EQ(t.channels_per_thread, 2);
       Stream stream;
       conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream, Conv2dPrecision::fp32,
@@ -1803,9 +1803,9 @@ TEST(Conv2dDtypesGpu, F64MatchesAFusedMultiplyAddReferenceBitForBit) {
       SCOPED_TRACE(v.name() + (shift ? " misaligned" : " aligned"));
       EXPECT_EQ(v.dtype, DType::f64);
       const Conv2dTiling t = planned(v);
-      EXPECT_TRUE(t.generic);
-      EXPECT_EQ(t.row_fast, std::string(c.path) == "row");
-      EXPECT_EQ(t.channel_fast, std::string(c.path) == "channel");
+      EXPECT_TRUE(t.generic());
+      EXPECT_EQ(t.row_fast(), std::string(c.path) == "row");
+      EXPECT_EQ(t.channel_fast(), std::string(c.path) == "channel");
       // The precision argument (TF32 is an f32 mode) changes nothing: the same kernel.
       EXPECT_EQ(kernel_name(conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::tf32, residual)),
                 kernel_name(v));

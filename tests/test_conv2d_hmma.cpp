@@ -68,9 +68,9 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
           v.precision = prec;
           SCOPED_TRACE(v.name());
           const Conv2dTiling t = conv2d_tiling(v);
-          EXPECT_TRUE(t.half_mma);
-          EXPECT_TRUE(t.tensor_cores);
-          EXPECT_FALSE(t.generic || t.winograd);
+          EXPECT_TRUE(t.half_mma());
+          EXPECT_TRUE(t.tensor_cores());
+          EXPECT_FALSE(t.generic() || t.winograd());
           EXPECT_TRUE(v.uses_generic_kernel());  // (outside the f32 NCHW kernels)
           // (The plain kernel: a split-K form is a second request, make_split_request.)
           EXPECT_EQ(t.split_k, 0);
@@ -83,14 +83,14 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
     // between transposing copies from 2^22 multiply-adds an image, on the general kernel below.
     Conv2dVariant f =
         variant(s, DType::f32, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false);
-    EXPECT_FALSE(conv2d_tiling(f).half_mma);
-    EXPECT_FALSE(conv2d_tiling(f).generic);
+    EXPECT_FALSE(conv2d_tiling(f).half_mma());
+    EXPECT_FALSE(conv2d_tiling(f).generic());
     f.input_layout = Conv2dLayout::nhwc;
     const bool large = std::int64_t{f.out_channels} * f.out_height() * f.out_width() * f.in_channels * f.kernel_h *
                            f.kernel_w >= conv2d_impl::kTransposeMinMacs;
-    EXPECT_EQ(conv2d_tiling(f).generic, !large);
+    EXPECT_EQ(conv2d_tiling(f).generic(), !large);
     EXPECT_EQ(conv2d_tiling(f).transpose_input, large);
-    EXPECT_FALSE(conv2d_tiling(f).half_mma);
+    EXPECT_FALSE(conv2d_tiling(f).half_mma());
   }
 }
 
@@ -107,30 +107,30 @@ TEST(Conv2dHmma, TilingInvariants) {
       // Staged (NCHW from 32768 input elements an image) runs the wgmma tiling: one warpgroup of
       // 64-pixel tiles, 3 or more buffers; up to 8 channels at column stride 1 its halo form, never
       // staged.
-      EXPECT_EQ(t.halo, v.in_channels <= 8 && v.params.stride_w == 1 && v.out_width() >= 32);
-      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_halo(v), t.halo);
-      if (t.halo) EXPECT_EQ(t.stage_channels, 0);
-      EXPECT_EQ(t.wgmma, t.stage_channels > 0 || t.halo);
+      EXPECT_EQ(t.halo(), v.in_channels <= 8 && v.params.stride_w == 1 && v.out_width() >= 32);
+      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_halo(v), t.halo());
+      if (t.halo()) EXPECT_EQ(t.stage_channels, 0);
+      EXPECT_EQ(t.wgmma(), t.stage_channels > 0 || t.halo());
       // The launch's cheap test (set_hmma_alignment, every call) agrees with the planner.
-      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v), t.wgmma);
-      if (t.wgmma) {
+      EXPECT_EQ(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v), t.wgmma());
+      if (t.wgmma()) {
         EXPECT_TRUE(t.warps_m == 4 || t.warps_m == 8);  // one or two warpgroups
         EXPECT_EQ(t.warps_n, 1);
-        EXPECT_GE(t.stages, t.halo ? 1 : 3);
+        EXPECT_GE(t.stages, t.halo() ? 1 : 3);
         EXPECT_TRUE(make_request(v).arch_specific);
       }
       EXPECT_EQ(t.tile_cols, 16 * t.warps_m * t.m_tiles);
       // Blocks of the flattened plane; the halo form's of one output row each.
       const std::int64_t pixels = v.out_height() * v.out_width();
       // (The halo form's tiles run along y, up to 8 a block in turn.)
-      EXPECT_EQ(t.pointwise, cuinline::ops::conv2d_impl::pointwise_applies(v));
-      if (t.pointwise) {
+      EXPECT_EQ(t.pointwise(), cuinline::ops::conv2d_impl::pointwise_applies(v));
+      if (t.pointwise()) {
         // 1 x 1 over whole 16-byte runs: pixel tiles x channel blocks along x (channel blocks fastest).
         const std::int64_t bn = t.block_channels();
         EXPECT_EQ(t.tiles_x, (pixels + t.tile_cols - 1) / t.tile_cols * ((v.out_channels + bn - 1) / bn));
         EXPECT_EQ(t.stage_channels, 0);
         EXPECT_EQ(t.tiles_y, 1);
-      } else if (t.halo) {
+      } else if (t.halo()) {
         const std::int64_t segs = (v.out_width() + t.tile_cols - 1) / t.tile_cols;
         EXPECT_EQ(t.tiles_x, 1);
         EXPECT_EQ(t.tiles_y, v.out_height() * segs);
@@ -141,13 +141,13 @@ TEST(Conv2dHmma, TilingInvariants) {
         EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.tile_cols, pixels);
         EXPECT_EQ(t.tiles_y, 1);
         // (The window form with two or more k chunks: up to 4 tiles a block in turn.)
-        const bool tiles_in_turn = t.window && cuinline::ops::conv2d_impl::hmma_ci_pad(v.in_channels) / t.ci_chunk > 1;
+        const bool tiles_in_turn = t.window() && cuinline::ops::conv2d_impl::hmma_ci_pad(v.in_channels) / t.ci_chunk > 1;
         EXPECT_EQ(t.row_tiles, tiles_in_turn ? 4 : 1);
       }
       // The smallest of 16, 32, 64 that covers Cout; past 64, 128 with wgmma or the pointwise form,
       // else 64 (the register gather of an unstaged NCHW input).
       const int c = v.out_channels;
-      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 || !(t.wgmma || t.pointwise) ? 64 : 128);
+      EXPECT_EQ(t.block_channels(), c <= 16 ? 16 : c <= 32 ? 32 : c <= 64 || !(t.wgmma() || t.pointwise()) ? 64 : 128);
       // Up to 8 channels: padded to 8, a k step of 16 two filter taps; else padded to 16.
       const int ci_pad = v.in_channels <= 8 ? 16 : (v.in_channels + 15) / 16 * 16;
       EXPECT_EQ(ci_pad % t.ci_chunk, 0);
@@ -160,7 +160,7 @@ TEST(Conv2dHmma, TilingInvariants) {
   // block a row), 64 channels, 5 blocks a multiprocessor; UNet-like 256 x 128 (two warpgroups).
   const Conv2dTiling seed = conv2d_tiling(
       variant(kShapes[0], DType::bf16, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false));
-  EXPECT_TRUE(seed.halo);
+  EXPECT_TRUE(seed.halo());
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
   EXPECT_EQ(seed.ci_chunk, 16);  // two filter taps of 8 channels a k step
@@ -169,7 +169,7 @@ TEST(Conv2dHmma, TilingInvariants) {
   EXPECT_EQ(seed.min_blocks, 5);
   const Conv2dTiling unet = conv2d_tiling(
       variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
-  EXPECT_TRUE(unet.wgmma);
+  EXPECT_TRUE(unet.wgmma());
   EXPECT_EQ(unet.block_channels(), 128);
   EXPECT_EQ(unet.threads(), 256);  // two warpgroups of two m64 tiles
   EXPECT_EQ(unet.tile_cols, 256);
@@ -194,7 +194,7 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
                                         cout % 3 ? nhwc : Conv2dLayout::nchw, cout % 4 == 0);
         SCOPED_TRACE(v.name());
         const Conv2dTiling t = conv2d_tiling(v);
-        ASSERT_TRUE(t.wgmma);
+        ASSERT_TRUE(t.wgmma());
         EXPECT_TRUE(cuinline::ops::conv2d_impl::hmma_uses_wgmma(v));
         cuinline::CompileRequest request = make_request(v);
         request.options.push_back("-Xptxas=-v");
@@ -240,7 +240,7 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
       const Conv2dVariant v = variant(s, dt, nhwc, nhwc, nhwc, false);
       SCOPED_TRACE(v.name());
       const Conv2dTiling plain = conv2d_tiling(v);
-      EXPECT_TRUE(plain.wgmma);
+      EXPECT_TRUE(plain.wgmma());
       EXPECT_FALSE(plain.few_tiles);
       EXPECT_EQ(plain.m_tiles, 2);
       EXPECT_EQ(plain.tile_cols, plain.threads());
@@ -249,8 +249,8 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
       const Conv2dTiling& t = *split;
       EXPECT_TRUE(t.few_tiles);
       EXPECT_GE(t.split_k, 1);
-      EXPECT_TRUE(t.wgmma);
-      EXPECT_FALSE(t.pointwise || t.window || t.halo || t.batch_tiles);
+      EXPECT_TRUE(t.wgmma());
+      EXPECT_FALSE(t.pointwise() || t.window() || t.halo() || t.batch_tiles());
       EXPECT_EQ(t.threads(), 128);
       EXPECT_EQ(t.m_tiles, 1);
       EXPECT_EQ(t.tile_cols, 64);
@@ -269,7 +269,7 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
     const Conv2dVariant v = variant(s, DType::f16, nhwc, nhwc, nhwc, false);
     SCOPED_TRACE(v.name());
     const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_TRUE(t.wgmma);
+    EXPECT_TRUE(t.wgmma());
     EXPECT_EQ(t.m_tiles, 2);
     EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
     const std::optional<Conv2dTiling> split = split_tiling_of(conv2d_algo(v), v);
@@ -382,7 +382,7 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
     ++i;
     SCOPED_TRACE(v.name());
     const Conv2dTiling t = conv2d_tiling(v);
-    ASSERT_TRUE(t.halo);
+    ASSERT_TRUE(t.halo());
     EXPECT_EQ(t.stage_channels, 0);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
     expect_compiles_for_sm90_and_sm80(v);
@@ -419,9 +419,9 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     ++i;
     SCOPED_TRACE(v.name());
     const Conv2dTiling t = conv2d_tiling(v);
-    ASSERT_TRUE(t.window);
-    EXPECT_TRUE(t.wgmma);
-    EXPECT_FALSE(t.halo);
+    ASSERT_TRUE(t.window());
+    EXPECT_TRUE(t.wgmma());
+    EXPECT_FALSE(t.halo());
     EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
     // Two or more k chunks: tiles in turn (up to 4 a block, the output tile in a place of its own);
@@ -432,17 +432,17 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     // parts of a tile.
     Conv2dVariant r = v;
     r.has_residual = true;
-    EXPECT_FALSE(conv2d_tiling(r).window);
+    EXPECT_FALSE(conv2d_tiling(r).window());
     Conv2dVariant s2 = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw,
                                            Conv2dParams{c.p.stride_h, 2, c.p.pad_h, c.p.pad_w, c.p.dilation_h, c.p.dilation_w},
                                            false, div_leaky_relu_epilogue(2.0, 0.01));
     s2.dtype = v.dtype, s2.input_layout = s2.weight_layout = nhwc;
-    EXPECT_FALSE(conv2d_tiling(s2).window);
+    EXPECT_FALSE(conv2d_tiling(s2).window());
   }
   Conv2dVariant resnet = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, true,
                                              div_leaky_relu_epilogue(2.0, 0.01));
   resnet.dtype = DType::f16, resnet.input_layout = resnet.weight_layout = nhwc;
-  EXPECT_FALSE(conv2d_tiling(resnet).window);
+  EXPECT_FALSE(conv2d_tiling(resnet).window());
 }
 
 // f16 / bf16 output planes of at most 128 pixels take per-image tiles of one warpgroup of one m64
@@ -460,8 +460,8 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
       const Conv2dVariant v = variant(layer4_3x3, dt, l, l, l, false);
       SCOPED_TRACE(v.name());
       const Conv2dTiling t = conv2d_tiling(v);
-      EXPECT_FALSE(t.batch_tiles);
-      EXPECT_TRUE(t.wgmma);
+      EXPECT_FALSE(t.batch_tiles());
+      EXPECT_TRUE(t.wgmma());
       EXPECT_EQ(t.warps_m, 4);
       EXPECT_EQ(t.m_tiles, 1);
       EXPECT_EQ(t.tile_cols, 64);
@@ -471,9 +471,9 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
       // A 1 x 1 filter too; an NCHW input under the staging threshold (512 x 7 x 7) keeps its
       // register gather.
       const Conv2dVariant p = variant(layer4_1x1, dt, l, l, l, false);
-      EXPECT_FALSE(conv2d_tiling(p).batch_tiles);
+      EXPECT_FALSE(conv2d_tiling(p).batch_tiles());
       EXPECT_EQ(conv2d_tiling(p).stage_channels, 0);
-      EXPECT_EQ(conv2d_tiling(p).wgmma, l == nhwc);
+      EXPECT_EQ(conv2d_tiling(p).wgmma(), l == nhwc);
       if (l == nhwc) {
         EXPECT_EQ(conv2d_tiling(p).warps_m, 4);
         EXPECT_EQ(conv2d_tiling(p).tile_cols, 64);
@@ -487,7 +487,7 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
     const Conv2dTiling t12 =
         conv2d_tiling(variant({"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false));
     EXPECT_GT(t12.tile_cols, 64);
-    EXPECT_FALSE(t12.batch_tiles);
+    EXPECT_FALSE(t12.batch_tiles());
   }
   expect_compiles_for_sm90_and_sm80(variant(layer4_3x3, DType::f16, nhwc, nhwc, nchw, true));
   // A 1 x 1 filter's NCHW weight is the same bytes as its channels-last one: the kernel reads it as
@@ -499,7 +499,7 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
     SCOPED_TRACE(cl.name());
     const Conv2dTiling tc = conv2d_tiling(cl);
     EXPECT_EQ(tc.stage_channels, 0);
-    EXPECT_TRUE(tc.wgmma);
+    EXPECT_TRUE(tc.wgmma());
     EXPECT_NE(make_request(cl).source.find("kWNhwc = 1"), std::string::npos);
     const Conv2dTiling tn = conv2d_tiling(variant(layer4_down, dt, nchw, nchw, nchw, false));
     EXPECT_GT(tn.stage_channels, 0);
@@ -511,20 +511,20 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
   // f32 in TF32: the wgmma form with more than one tap.
   Conv2dVariant f = variant(layer4_3x3, DType::f32, nchw, nchw, nchw, false);
   f.precision = Conv2dPrecision::tf32;
-  EXPECT_TRUE(conv2d_tiling(f).batch_tiles);
+  EXPECT_TRUE(conv2d_tiling(f).batch_tiles());
   f = variant(layer4_1x1, DType::f32, nchw, nchw, nchw, false);
   f.precision = Conv2dPrecision::tf32;
-  EXPECT_FALSE(conv2d_tiling(f).batch_tiles);
+  EXPECT_FALSE(conv2d_tiling(f).batch_tiles());
   // A short reduction (8 channels x 3 x 3), a 12 x 12 plane, sm_86: none in TF32 either.
   for (const Shape& shape : {Shape{"short", 8, 7, 7, 64, 3, 3, Conv2dParams::square(1, 1)},
                              Shape{"12x12", 256, 12, 12, 256, 3, 3, Conv2dParams::square(1, 1)}}) {
     f = variant(shape, DType::f32, nchw, nchw, nchw, false);
     f.precision = Conv2dPrecision::tf32;
-    EXPECT_FALSE(conv2d_tiling(f).batch_tiles) << shape.what;
+    EXPECT_FALSE(conv2d_tiling(f).batch_tiles()) << shape.what;
   }
   f = variant(layer4_3x3, DType::f32, nchw, nchw, nchw, false);
   f.precision = Conv2dPrecision::tf32;
-  EXPECT_FALSE(conv2d_tiling(conv2d_variant_for_arch(f, cuinline::Arch::parse("sm_86"))).batch_tiles);
+  EXPECT_FALSE(conv2d_tiling(conv2d_variant_for_arch(f, cuinline::Arch::parse("sm_86"))).batch_tiles());
 }
 
 // Every shape in f16 and bf16, NCHW and channels-last (input, weight and output; once with the
@@ -574,10 +574,10 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       // The wgmma tiling: built for sm_90a, wgmma not serialized by ptxas (it says so in -v's log
       // when an accumulator is touched while a wgmma is in flight); its mma.sync form compiles for
       // the other archs (sm_80 here) without spills too.
-      EXPECT_EQ(program.arch.name(), t.wgmma ? "sm_90a" : "sm_90");
+      EXPECT_EQ(program.arch.name(), t.wgmma() ? "sm_90a" : "sm_90");
       EXPECT_EQ(program.log.find("serialized"), std::string::npos) << program.log;
       EXPECT_EQ(program.log.find("warning"), std::string::npos) << program.log;  // (e.g. unreachable code)
-      if (t.wgmma && i % 3 == 1) {
+      if (t.wgmma() && i % 3 == 1) {
         const cuinline::CompiledProgram sm80 = cuinline::compile(request, cuinline::Arch::parse("sm_80"));
         EXPECT_EQ(sm80.arch.name(), "sm_80");
         for (auto it = std::sregex_iterator(sm80.log.begin(), sm80.log.end(), spill); it != std::sregex_iterator();

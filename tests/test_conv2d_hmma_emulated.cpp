@@ -634,8 +634,8 @@ void run_case(std::uint64_t seed, Mode mode) {
   // batch-tile cases: kNotPlanned).
   const Conv2dTiling t = conv2d_tiling(v);
   constexpr bool kF32 = std::is_same_v<T, float>;
-  EXPECT_EQ(t.pointwise, P::kPointwise);
-  ASSERT_TRUE(kF32 ? (t.tf32_wgmma || t.pointwise) && !t.half_mma : t.half_mma);
+  EXPECT_EQ(t.pointwise(), P::kPointwise);
+  ASSERT_TRUE(kF32 ? (t.tf32_wgmma() || t.pointwise()) && !t.half_mma() : t.half_mma());
   if constexpr (!std::is_same_v<S, UnetOneGroup> && !NotPlanned<S>::value) {
     EXPECT_EQ(t.warps_m, S::kWarpsM);
     EXPECT_EQ(t.warps_n, S::kWarpsN);
@@ -646,11 +646,11 @@ void run_case(std::uint64_t seed, Mode mode) {
     EXPECT_EQ(t.shared_bytes, static_cast<unsigned>(P::kSmemBytes));
     EXPECT_EQ(t.tiles_x, P::kTilesX);
     EXPECT_EQ(t.tiles_y, P::kTilesY);
-    EXPECT_EQ(t.wgmma, S::kWgmma != 0);
-    EXPECT_EQ(t.halo, S::kHalo != 0);
-    EXPECT_EQ(t.window, S::kWindow != 0);
-    EXPECT_EQ(t.batch_tiles, P::kBatchTiles);
-    if (t.wgmma || t.pointwise) EXPECT_EQ(t.stages, P::kStages);
+    EXPECT_EQ(t.wgmma(), S::kWgmma != 0);
+    EXPECT_EQ(t.halo(), S::kHalo != 0);
+    EXPECT_EQ(t.window(), S::kWindow != 0);
+    EXPECT_EQ(t.batch_tiles(), P::kBatchTiles);
+    if (t.wgmma() || t.pointwise()) EXPECT_EQ(t.stages, P::kStages);
     EXPECT_EQ(S::kOH, v.out_height());
     EXPECT_EQ(S::kOW, v.out_width());
     EXPECT_EQ(S::kCiPad, kF32 ? (S::kCin + 7) / 8 * 8 : S::kCin <= 8 ? 8 : (S::kCin + 15) / 16 * 16);

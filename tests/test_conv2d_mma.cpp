@@ -58,7 +58,7 @@ TEST(Conv2dMma, UnknownPrecisionIsRejected) {
 
 TEST(Conv2dMma, SeedTiling) {
   const Conv2dTiling t = conv2d_tiling(seed(Conv2dPrecision::tf32));
-  EXPECT_TRUE(t.tensor_cores);
+  EXPECT_TRUE(t.tensor_cores());
   // Row streaming: two output rows of 128 columns (126 used) a step (a channel's two rows leave as
   // one run); four warps, each the whole row (8 pixel tiles) x 32 channels; the output through shared
   // memory in 4 passes.
@@ -118,7 +118,7 @@ TEST(Conv2dMma, FilterColumnUnrollIsBounded) {
   EXPECT_EQ(p.ci_unroll, 2);  // channel steps instead: 3 x 48 mma fit, 3 does not divide 8 steps
   pointwise.precision = Conv2dPrecision::tf32;
   EXPECT_EQ(cuinline::ops::conv2d_impl::mma_tiling(pointwise).ci_unroll, 4);
-  EXPECT_TRUE(conv2d_tiling(pointwise).pointwise);
+  EXPECT_TRUE(conv2d_tiling(pointwise).pointwise());
   pointwise.inputs_aligned = false;
   EXPECT_EQ(conv2d_tiling(pointwise).ci_unroll, 4);
 }
@@ -258,7 +258,7 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
     SCOPED_TRACE(v.name());
     ASSERT_TRUE(impl::tf32_wgmma_applies(v));
     const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_TRUE(t.tf32_wgmma && t.wgmma && t.tensor_cores && !t.half_mma && !t.window && !t.halo);
+    EXPECT_TRUE(t.tf32_wgmma() && t.wgmma() && t.tensor_cores() && !t.half_mma() && !t.window() && !t.halo());
     EXPECT_EQ(t.stage_channels, v.in_channels);
     EXPECT_TRUE(t.stage_input && t.stage_weight);
     EXPECT_EQ(t.ci_chunk, 32);  // 128-byte rows
@@ -307,11 +307,11 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
   for (const char* arch : {"sm_80", "sm_86", "sm_120", "sm_75"}) {
     const Conv2dVariant other = conv2d_variant_for_arch(k33, cuinline::Arch::parse(arch));
     EXPECT_FALSE(impl::tf32_wgmma_applies(other)) << arch;
-    EXPECT_FALSE(conv2d_tiling(other).tf32_wgmma) << arch;
+    EXPECT_FALSE(conv2d_tiling(other).tf32_wgmma()) << arch;
   }
   // 20 channels: staged to 24 (k steps of 8 floats: the 32-byte swizzle).
   const Conv2dTiling t20 = conv2d_tiling(tf32(20, 40, 40, 64, 3, 3, Conv2dParams::square(1, 1)));
-  EXPECT_TRUE(t20.tf32_wgmma);
+  EXPECT_TRUE(t20.tf32_wgmma());
   EXPECT_EQ(t20.stage_channels, 24);
   EXPECT_EQ(t20.ci_chunk, 8);
 }

@@ -133,8 +133,8 @@ TEST(Conv2dPointwise, PlansAndCompilesWithoutSpills) {
     SCOPED_TRACE(v.name());
     ASSERT_TRUE(impl::pointwise_applies(v));
     const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_TRUE(t.pointwise && t.tensor_cores && !t.wgmma && !t.halo && !t.window && !t.tf32_wgmma);
-    EXPECT_EQ(t.half_mma, c.dtype != DType::f32);
+    EXPECT_TRUE(t.pointwise() && t.tensor_cores() && !t.wgmma() && !t.halo() && !t.window() && !t.tf32_wgmma());
+    EXPECT_EQ(t.half_mma(), c.dtype != DType::f32);
     EXPECT_EQ(t.stage_channels, 0);
     EXPECT_FALSE(t.transposes());
     EXPECT_EQ(t.block_channels(), c.bn);

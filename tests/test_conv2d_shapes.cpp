@@ -101,23 +101,23 @@ void random_valid_variants(int count, bool compile) {
       EXPECT_GT(t.threads(), 0);
       EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target)) << "shared memory within the target's";
       EXPECT_GT(t.block_channels(), 0);
-      if (t.tf32_wgmma) {
+      if (t.tf32_wgmma()) {
         // f32 in tf32 with 16+ input channels on sm90: the wgmma kernel on a staged channels-last copy.
         EXPECT_TRUE(v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.target == Conv2dTarget::sm90);
         EXPECT_GE(v.in_channels, 16);
-        EXPECT_TRUE(t.wgmma && t.tensor_cores && t.stage_input && t.stage_weight);
-        EXPECT_FALSE(t.half_mma || t.halo || t.window || t.generic || t.transposes());
+        EXPECT_TRUE(t.wgmma() && t.tensor_cores() && t.stage_input && t.stage_weight);
+        EXPECT_FALSE(t.half_mma() || t.halo() || t.window() || t.generic() || t.transposes());
         EXPECT_EQ(t.stage_channels, (v.in_channels + 7) / 8 * 8);
         EXPECT_TRUE(make_stage_request(v).has_value());
       } else {
-        EXPECT_EQ(t.generic || t.half_mma || t.transposes(),
+        EXPECT_EQ(t.generic() || t.half_mma() || t.transposes(),
                   v.uses_generic_kernel() || cuinline::ops::conv2d_impl::f32_direct_too_large(v));
       }
       // What each target's GPUs have: wgmma only for sm90; no tensor cores, bf16 mma or cp.async on
       // sm75 (the fp32 FMA kernels with plain copies, and the general kernel).
-      if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma || t.halo || t.window);
+      if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma() || t.halo() || t.window());
       if (v.target == Conv2dTarget::sm75) {
-        EXPECT_FALSE(t.tensor_cores || t.half_mma || t.winograd_tc || t.stage_channels > 0);
+        EXPECT_FALSE(t.tensor_cores() || t.half_mma() || t.winograd_tc || t.stage_channels > 0);
         ++target_variants;
       }
       if (t.transposes()) {
@@ -129,28 +129,28 @@ void random_valid_variants(int count, bool compile) {
         EXPECT_EQ(t.transpose_input, v.input_layout == Conv2dLayout::nhwc);
         EXPECT_EQ(t.transpose_weight, v.weight_layout == Conv2dLayout::nhwc);
         EXPECT_EQ(t.transpose_output, v.output_layout == Conv2dLayout::nhwc && !own_output);
-        EXPECT_EQ(own_output, t.winograd && v.output_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(own_output, t.winograd() && v.output_layout == Conv2dLayout::nhwc);
         EXPECT_EQ(t.shared_bytes, conv2d_tiling(nchw).shared_bytes);
         if (!own_output) EXPECT_EQ(make_request(v).source, make_request(nchw).source);
         EXPECT_TRUE(make_stage_request(v).has_value());
         ++transposing_variants;
       }
-      if (t.generic) {
+      if (t.generic()) {
         // The general kernel: blocks of whole warps over the flattened output plane, every
         // output channel covered by a block column.
         // (Channel-fast — grouped, channels-last input: a thread a pixel and channel.)
         // (Row-fast — depthwise, up to 49 taps: a thread a column's rows and a channel.)
         const std::int64_t items =
-            t.channel_fast ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
-            : t.row_fast   ? v.out_channels / t.channels_per_thread *
+            t.channel_fast() ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
+            : t.row_fast()   ? v.out_channels / t.channels_per_thread *
                                ((v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_width()
                            : v.out_height() * v.out_width();
         const bool depthwise = v.params.groups > 1 && v.params.groups == v.in_channels;
-        EXPECT_EQ(t.row_fast, depthwise && v.kernel_h * v.kernel_w <= 49);
-        EXPECT_EQ(t.channel_fast, depthwise && !t.row_fast && v.input_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.row_fast(), depthwise && v.kernel_h * v.kernel_w <= 49);
+        EXPECT_EQ(t.channel_fast(), depthwise && !t.row_fast() && v.input_layout == Conv2dLayout::nhwc);
         EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), items);
         EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), items);
-        EXPECT_FALSE(t.tensor_cores || t.winograd);
+        EXPECT_FALSE(t.tensor_cores() || t.winograd());
         ++generic_variants;
       }
       cuinline::CompileRequest req = make_request(v);
@@ -171,7 +171,7 @@ void random_valid_variants(int count, bool compile) {
         // Spills cost speed, not correctness: counted and printed (the tensor-core kernel spills on
         // some tiles, mostly 3xTF32's three products per operand pair; the fp32 direct kernel on a
         // few odd shapes). The tuned shapes are checked for none in NoSpillsOnTheTunedShapes.
-        (t.tensor_cores ? tensor_core_spills : fp32_spills) += spilled;
+        (t.tensor_cores() ? tensor_core_spills : fp32_spills) += spilled;
         if (spilled) std::printf("  spills: %s %s\n", v.name().c_str(), to_string(v.precision));
         EXPECT_GT(reports, 0) << "no ptxas report in the log:\n" << prog.log;
       }
@@ -180,7 +180,7 @@ void random_valid_variants(int count, bool compile) {
       if (t.stage_channels > 0 || t.transposes()) {
         SCOPED_TRACE("the no-workspace kernel");
         const bool f32 = v.dtype == DType::f32;
-        EXPECT_EQ(t.stage_channels > 0, !f32 || t.tf32_wgmma);
+        EXPECT_EQ(t.stage_channels > 0, !f32 || t.tf32_wgmma());
         const Conv2dTiling dt = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
         EXPECT_EQ(dt.stage_channels, 0);
         EXPECT_FALSE(dt.transposes());
@@ -348,7 +348,7 @@ TEST(Conv2dShapes, PastTheFormerLimitsPlanAndCompile) {
       EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
       // The grid's channel blocks (y) within 65535.
       EXPECT_LE((v.out_channels + t.block_channels() - 1) / t.block_channels(), 65535);
-      EXPECT_EQ(t.half_mma, v.dtype != DType::f32 && v.params.groups == 1);
+      EXPECT_EQ(t.half_mma(), v.dtype != DType::f32 && v.params.groups == 1);
       EXPECT_NO_THROW(cuinline::compile(make_request(v), arch));
       if (t.stage_channels > 0 || t.transposes()) EXPECT_TRUE(make_stage_request(v).has_value());
     }
@@ -359,7 +359,7 @@ TEST(Conv2dShapes, PastTheFormerLimitsPlanAndCompile) {
   audio.stride_w = 4, audio.pad_w = 40;
   const Conv2dVariant wide = make_conv2d_variant(1, 1, 20000, 16, 1, 80, audio, true, Op::relu());
   EXPECT_TRUE(conv2d_impl::f32_direct_too_large(wide));
-  EXPECT_TRUE(conv2d_tiling(wide).generic);
+  EXPECT_TRUE(conv2d_tiling(wide).generic());
 }
 
 // What is still refused, each naming what was wrong: sizes past kMaxConv2dChannels /

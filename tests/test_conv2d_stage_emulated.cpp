@@ -425,7 +425,7 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   // The shapes, NCHW: staged (input and weight), except the seed's 8 channels: the halo form,
   // which reads any layout (and a channels-last RGB input likewise).
   EXPECT_FALSE(impl::hmma_stages(half_variant(8, 128, 64, nchw, nchw)));
-  EXPECT_TRUE(conv2d_tiling(half_variant(8, 128, 64, nchw, nchw)).halo);
+  EXPECT_TRUE(conv2d_tiling(half_variant(8, 128, 64, nchw, nchw)).halo());
   EXPECT_FALSE(impl::hmma_stages(half_variant(3, 224, 64, nhwc, nhwc)));
   for (auto [cin, hw, cout] : {std::tuple{16, 128, 64}, std::tuple{64, 56, 64}, std::tuple{128, 128, 128}}) {
     const Conv2dVariant v = half_variant(cin, hw, cout, nchw, nchw);

@@ -154,8 +154,8 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
     EXPECT_EQ(t.transpose_weight, (mask & 2) != 0);
     // Winograd writes a channels-last output itself: no output copy, a kernel of its own.
     EXPECT_FALSE(t.transpose_output);
-    EXPECT_FALSE(t.generic);
-    EXPECT_TRUE(t.winograd);
+    EXPECT_FALSE(t.generic());
+    EXPECT_TRUE(t.winograd());
     // (A channels-last output: blocks of 1 x 4 warps, 16 tiles, where the NCHW output has 2 x 4.)
     Conv2dVariant same_output = nchw;
     same_output.output_layout = v.output_layout;
@@ -183,21 +183,21 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
   // Precisions keep their kernels: TF32 on tensor cores, its NCHW output copied to channels-last.
   v.precision = Conv2dPrecision::tf32;
   Conv2dVariant v_nchw = impl::f32_nchw_variant(v);
-  EXPECT_EQ(conv2d_tiling(v).tensor_cores, conv2d_tiling(v_nchw).tensor_cores);
-  EXPECT_TRUE(conv2d_tiling(v).tensor_cores);
+  EXPECT_EQ(conv2d_tiling(v).tensor_cores(), conv2d_tiling(v_nchw).tensor_cores());
+  EXPECT_TRUE(conv2d_tiling(v).tensor_cores());
   EXPECT_TRUE(conv2d_tiling(v).transpose_output);
   EXPECT_EQ(make_request(v).source, make_request(v_nchw).source);
   // The direct kernel (16 input channels: not Winograd's) too.
   Conv2dVariant direct = f32_variant(16, 64, 64, 3, 1);
   direct.output_layout = Conv2dLayout::nhwc;
-  EXPECT_FALSE(conv2d_tiling(direct).winograd);
+  EXPECT_FALSE(conv2d_tiling(direct).winograd());
   EXPECT_TRUE(conv2d_tiling(direct).transpose_output);
   EXPECT_EQ(make_request(direct).source, make_request(impl::f32_nchw_variant(direct)).source);
   // Below 2^22 multiply-adds an image: the general kernel (one launch, no scratch memory).
   Conv2dVariant small = f32_variant(8, 16, 4, 3, 0);
   small.input_layout = small.output_layout = Conv2dLayout::nhwc;
   EXPECT_FALSE(impl::f32_transposes(small));
-  EXPECT_TRUE(conv2d_tiling(small).generic);
+  EXPECT_TRUE(conv2d_tiling(small).generic());
   EXPECT_FALSE(conv2d_tiling(small).transposes());
   EXPECT_FALSE(make_stage_request(small).has_value());
   // f16 / bf16 never transpose (the tensor-core kernel reads either layout).
@@ -216,7 +216,7 @@ TEST(Conv2dTransposeEmulated, TheCopyAndWinogradsChannelsLastOutputCompileForSm9
     Conv2dVariant v = f32_variant(8, 128, cout, 3, 1);
     v.input_layout = v.output_layout = Conv2dLayout::nhwc;
     v.has_residual = cout == 18;
-    ASSERT_TRUE(conv2d_tiling(v).winograd);
+    ASSERT_TRUE(conv2d_tiling(v).winograd());
     requests.push_back(make_request(v));
   }
   for (cuinline::CompileRequest& req : requests) {

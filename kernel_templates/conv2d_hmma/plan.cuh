@@ -252,79 +252,82 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanShape plan_shape() {
                    S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise};
 }
 
+// The figures of a shape struct S, evaluated once an instantiation. (A namespace-scope variable
+// template: NVRTC emits a class's static constexpr members as device globals, and calling
+// plan_figures for each member instead cost the front end ~9 M instructions a variant.)
+template <class S>
+constexpr PlanFigures kPlanFigures = plan_figures(plan_shape<S>());
+
 template <class S>
 struct Plan {
-  // (A function, not a constexpr member of class type: NVRTC would emit such a member as a device
-  // global.)
-  static CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures fig() { return plan_figures(plan_shape<S>()); }
-  static constexpr int kWarps = fig().warps;
-  static constexpr int kThreads = fig().threads;
-  static constexpr int kBM = fig().bm;
-  static constexpr int kBN = fig().bn;
-  static constexpr int kBK = fig().bk;
-  static constexpr int kElem = fig().elem;
-  static constexpr long long kPixels = fig().pixels;
-  static constexpr bool kHalo = fig().halo;
-  static constexpr int kSegs = fig().segs;
-  static constexpr int kCoBlocks = fig().co_blocks;
-  static constexpr int kTilesX = (int)fig().tiles_x;
-  static constexpr int kTilesY = fig().tiles_y;
+  static constexpr int kWarps = kPlanFigures<S>.warps;
+  static constexpr int kThreads = kPlanFigures<S>.threads;
+  static constexpr int kBM = kPlanFigures<S>.bm;
+  static constexpr int kBN = kPlanFigures<S>.bn;
+  static constexpr int kBK = kPlanFigures<S>.bk;
+  static constexpr int kElem = kPlanFigures<S>.elem;
+  static constexpr long long kPixels = kPlanFigures<S>.pixels;
+  static constexpr bool kHalo = kPlanFigures<S>.halo;
+  static constexpr int kSegs = kPlanFigures<S>.segs;
+  static constexpr int kCoBlocks = kPlanFigures<S>.co_blocks;
+  static constexpr int kTilesX = (int)kPlanFigures<S>.tiles_x;
+  static constexpr int kTilesY = kPlanFigures<S>.tiles_y;
   static constexpr bool kBatchTiles = S::kBatchTiles != 0;
-  static constexpr int kTaps = fig().taps;
-  static constexpr int kTapsPerStep = fig().taps_per_step;
-  static constexpr int kCiSteps = fig().ci_steps;
-  static constexpr int kSteps = fig().steps;
-  static constexpr bool kPointwise = fig().pointwise;
-  static constexpr int kPitch = fig().pitch;
-  static constexpr bool kWgmma = fig().wgmma;
-  static constexpr int kRowBytes = fig().row_bytes;
-  static constexpr int kSwzMask = fig().swz_mask;
-  static constexpr int kTilePitch = fig().tile_pitch;
-  static constexpr int kKSlices = fig().k_slices;
-  static constexpr bool kATrans = fig().a_trans;
-  static constexpr int kAPitchT = fig().a_pitch_t;
-  static constexpr int kAElems = fig().a_elems;
-  static constexpr bool kWindow = fig().window;
-  static constexpr int kStageElems = fig().stage_elems;
-  static constexpr int kChunkElems = fig().chunk_elems;
-  static constexpr bool kAsync = fig().async;
-  static constexpr int kStepWords = fig().step_words;
-  static constexpr bool kAllAtOnce = fig().all_at_once;
-  static constexpr int kRegStages = fig().reg_stages;
-  static constexpr int kAsyncStages = fig().async_stages;
-  static constexpr int kStages = fig().stages;
-  static constexpr int kChunks = fig().chunks;
-  static constexpr int kWinTileCols = fig().win_tile_cols;
-  static constexpr int kWinTileRows = fig().win_tile_rows;
-  static constexpr int kWinRows = fig().win_rows;
-  static constexpr int kWinCols = fig().win_cols;
-  static constexpr int kWinPixels = fig().win_pixels;
-  static constexpr int kWinGroup = fig().win_group;
-  static constexpr int kWinBytes = fig().win_bytes;
-  static constexpr int kWinBufs = fig().win_bufs;
-  static constexpr bool kWindowTiles = fig().window_tiles;
-  static constexpr int kWinOutOffset = fig().win_out_offset;
-  static constexpr int kHaloRows = fig().halo_rows;
-  static constexpr int kHaloCols = fig().halo_cols;
-  static constexpr bool kInNchwCopy = fig().in_nchw_copy;
-  static constexpr int kLeft = fig().left;
-  static constexpr int kStageCols = fig().stage_cols;
-  static constexpr int kHaloLead = fig().halo_lead;
-  static constexpr int kHaloPitch = fig().halo_pitch;
-  static constexpr int kHaloB = fig().halo_b;
-  static constexpr int kHaloA = fig().halo_a;
-  static constexpr int kHaloZero = fig().halo_zero;
-  static constexpr int kHaloStage = fig().halo_stage;
-  static constexpr int kHaloOut = fig().halo_out;
-  static constexpr int kMainBytes = fig().main_bytes;
-  static constexpr int kCPitch = fig().c_pitch;
-  static constexpr int kCM = fig().cm;
-  static constexpr int kCC = fig().cc;
-  static constexpr bool kHalfEpi = fig().half_epi;
-  static constexpr int kHPitch = fig().h_pitch;
-  static constexpr int kOutBytes = fig().out_bytes;
-  static constexpr int kOutEnd = fig().out_end;
-  static constexpr int kSmemBytes = fig().smem_bytes;
+  static constexpr int kTaps = kPlanFigures<S>.taps;
+  static constexpr int kTapsPerStep = kPlanFigures<S>.taps_per_step;
+  static constexpr int kCiSteps = kPlanFigures<S>.ci_steps;
+  static constexpr int kSteps = kPlanFigures<S>.steps;
+  static constexpr bool kPointwise = kPlanFigures<S>.pointwise;
+  static constexpr int kPitch = kPlanFigures<S>.pitch;
+  static constexpr bool kWgmma = kPlanFigures<S>.wgmma;
+  static constexpr int kRowBytes = kPlanFigures<S>.row_bytes;
+  static constexpr int kSwzMask = kPlanFigures<S>.swz_mask;
+  static constexpr int kTilePitch = kPlanFigures<S>.tile_pitch;
+  static constexpr int kKSlices = kPlanFigures<S>.k_slices;
+  static constexpr bool kATrans = kPlanFigures<S>.a_trans;
+  static constexpr int kAPitchT = kPlanFigures<S>.a_pitch_t;
+  static constexpr int kAElems = kPlanFigures<S>.a_elems;
+  static constexpr bool kWindow = kPlanFigures<S>.window;
+  static constexpr int kStageElems = kPlanFigures<S>.stage_elems;
+  static constexpr int kChunkElems = kPlanFigures<S>.chunk_elems;
+  static constexpr bool kAsync = kPlanFigures<S>.async;
+  static constexpr int kStepWords = kPlanFigures<S>.step_words;
+  static constexpr bool kAllAtOnce = kPlanFigures<S>.all_at_once;
+  static constexpr int kRegStages = kPlanFigures<S>.reg_stages;
+  static constexpr int kAsyncStages = kPlanFigures<S>.async_stages;
+  static constexpr int kStages = kPlanFigures<S>.stages;
+  static constexpr int kChunks = kPlanFigures<S>.chunks;
+  static constexpr int kWinTileCols = kPlanFigures<S>.win_tile_cols;
+  static constexpr int kWinTileRows = kPlanFigures<S>.win_tile_rows;
+  static constexpr int kWinRows = kPlanFigures<S>.win_rows;
+  static constexpr int kWinCols = kPlanFigures<S>.win_cols;
+  static constexpr int kWinPixels = kPlanFigures<S>.win_pixels;
+  static constexpr int kWinGroup = kPlanFigures<S>.win_group;
+  static constexpr int kWinBytes = kPlanFigures<S>.win_bytes;
+  static constexpr int kWinBufs = kPlanFigures<S>.win_bufs;
+  static constexpr bool kWindowTiles = kPlanFigures<S>.window_tiles;
+  static constexpr int kWinOutOffset = kPlanFigures<S>.win_out_offset;
+  static constexpr int kHaloRows = kPlanFigures<S>.halo_rows;
+  static constexpr int kHaloCols = kPlanFigures<S>.halo_cols;
+  static constexpr bool kInNchwCopy = kPlanFigures<S>.in_nchw_copy;
+  static constexpr int kLeft = kPlanFigures<S>.left;
+  static constexpr int kStageCols = kPlanFigures<S>.stage_cols;
+  static constexpr int kHaloLead = kPlanFigures<S>.halo_lead;
+  static constexpr int kHaloPitch = kPlanFigures<S>.halo_pitch;
+  static constexpr int kHaloB = kPlanFigures<S>.halo_b;
+  static constexpr int kHaloA = kPlanFigures<S>.halo_a;
+  static constexpr int kHaloZero = kPlanFigures<S>.halo_zero;
+  static constexpr int kHaloStage = kPlanFigures<S>.halo_stage;
+  static constexpr int kHaloOut = kPlanFigures<S>.halo_out;
+  static constexpr int kMainBytes = kPlanFigures<S>.main_bytes;
+  static constexpr int kCPitch = kPlanFigures<S>.c_pitch;
+  static constexpr int kCM = kPlanFigures<S>.cm;
+  static constexpr int kCC = kPlanFigures<S>.cc;
+  static constexpr bool kHalfEpi = kPlanFigures<S>.half_epi;
+  static constexpr int kHPitch = kPlanFigures<S>.h_pitch;
+  static constexpr int kOutBytes = kPlanFigures<S>.out_bytes;
+  static constexpr int kOutEnd = kPlanFigures<S>.out_end;
+  static constexpr int kSmemBytes = kPlanFigures<S>.smem_bytes;
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
   // channel, input channel, filter row, filter column).
   static constexpr long long kInC = S::kInNhwc ? 1 : (long long)S::kH * S::kW;
@@ -353,9 +356,9 @@ struct Plan {
   static constexpr int kBThreadsN = kThreads / kBThreadsK;
   static constexpr int kBRows = kBN / kBThreadsN;
   static constexpr int kBPairs = kPairs / kBThreadsK;
-  static constexpr long long kRun = fig().run;
-  static constexpr int kVecMax = fig().vec_max;
-  static constexpr int kOutVec = fig().out_vec;
+  static constexpr long long kRun = kPlanFigures<S>.run;
+  static constexpr int kVecMax = kPlanFigures<S>.vec_max;
+  static constexpr int kOutVec = kPlanFigures<S>.out_vec;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(kElem == 4 || (S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16

@@ -35,7 +35,7 @@ int block_threads(const Conv2dVariant& v) {
 Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   v.validate();
   Conv2dTiling t;
-  t.generic = true;
+  t.kernel = Conv2dKernel::generic;
   // Depthwise (one input channel a group) with a channels-last input: channels fastest, so that a
   // warp's loads are consecutive channels of one pixel (a pixel-fast warp reads one channel of 32
   // pixels: 32 sectors a load, each used once). With more channels a group the pixel-fast threads
@@ -48,8 +48,10 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   // weight: KernelBench's 16x64x512² 3x3 depthwise took 2.3 ms in f32 and in f16, 0.82 / 0.57
   // row-fast; H100.) Larger depthwise filters with a channels-last input: channel-fast.
   const bool depthwise = v.params.groups > 1 && v.in_channels == v.params.groups;
-  t.row_fast = depthwise && v.kernel_h * v.kernel_w <= 49;
-  t.channel_fast = depthwise && !t.row_fast && v.input_layout == Conv2dLayout::nhwc;
+  t.order = !depthwise                            ? GenericOrder::pixels
+            : v.kernel_h * v.kernel_w <= 49         ? GenericOrder::row_fast
+            : v.input_layout == Conv2dLayout::nhwc ? GenericOrder::channel_fast
+                                                    : GenericOrder::pixels;
   t.threads_x = block_threads(v);
   t.threads_y = 1;
   t.channel_groups = 1;
@@ -61,7 +63,7 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
   t.pipeline = 0;
   t.row_tiles = 1;
   const std::int64_t pixels = v.out_height() * v.out_width();
-  if (t.channel_fast) {
+  if (t.channel_fast()) {
     t.threads_x = 128;
     t.channels_per_thread = 1;
     // Up to 4 consecutive columns a thread, its weights loaded once (filters of up to 25 taps: the
@@ -73,7 +75,7 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
     if ((items + t.threads_x - 1) / t.threads_x > 0x7fffffff) {
       throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
     }
-  } else if (t.row_fast) {
+  } else if (t.row_fast()) {
     t.threads_x = 128;
     // A channels-last f16 / bf16 input (one output channel a group, an even count, up to 9 taps): two
     // adjacent channels a thread, read as one 32-bit word (MobileNetV2's 3x3 at 56², f16: 0.0964 ->
@@ -114,8 +116,8 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kThreads", t.threads_x) + c("kCoTile", t.channels_per_thread);
   src += c("kGroups", v.params.groups);
-  src += c("kChannelFast", t.channel_fast ? 1 : 0) + c("kPixPerThread", t.channel_fast ? t.pixels_per_thread : 1);
-  src += c("kRowFast", t.row_fast ? 1 : 0) + c("kRowsPerThread", t.row_fast ? t.pixels_per_thread : 1);
+  src += c("kChannelFast", t.channel_fast() ? 1 : 0) + c("kPixPerThread", t.channel_fast() ? t.pixels_per_thread : 1);
+  src += c("kRowFast", t.row_fast() ? 1 : 0) + c("kRowsPerThread", t.row_fast() ? t.pixels_per_thread : 1);
   src += "};\n\n";
   src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t);
 

@@ -140,10 +140,10 @@ plan::PlanShape plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t) {
   s.ci_pad = ci_pad_of(v), s.bk = t.ci_chunk;
   // cp.async buffers: the tiling's (the wgmma and pointwise forms', a depth the plan lowered to fit),
   // or CUINLINE_CONV2D_HMMA_PIPE's.
-  s.async_depth = t.wgmma || t.pointwise || pipe_override().depth == 0 ? t.stages : pipe_override().depth;
-  s.wgmma = t.wgmma ? 1 : 0, s.halo = t.halo ? 1 : 0, s.window = t.window ? 1 : 0;
-  s.window_tiles = t.window && t.row_tiles > 1 ? 1 : 0;
-  s.pointwise = t.pointwise ? 1 : 0;
+  s.async_depth = t.wgmma() || t.pointwise() || pipe_override().depth == 0 ? t.stages : pipe_override().depth;
+  s.wgmma = t.wgmma() ? 1 : 0, s.halo = t.halo() ? 1 : 0, s.window = t.window() ? 1 : 0;
+  s.window_tiles = t.window() && t.row_tiles > 1 ? 1 : 0;
+  s.pointwise = t.pointwise() ? 1 : 0;
   return s;
 }
 
@@ -256,10 +256,9 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
   const bool f32 = v.dtype == DType::f32;
-  t.tensor_cores = true;
-  t.half_mma = !f32;
-  t.tf32_wgmma = f32;
-  t.wgmma = true;
+  t.kernel = Conv2dKernel::hmma;
+  t.form = HmmaForm::wgmma;
+  t.tf32 = f32;
   const int cout = v.out_channels;
   const int ci_pad = ci_pad_of(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
@@ -347,18 +346,18 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   const std::int64_t ow = v.out_width();
   if (window && conv2d_knobs().window && !f32 && ci_pad > 8 && v.params.stride_w == 1 && ow % 64 == 0 &&
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
-    t.window = true;
-    if (shared_bytes(v, t) > limit) t.window = false;
+    t.form = HmmaForm::window;
+    if (shared_bytes(v, t) > limit) t.form = HmmaForm::wgmma;
     // Two or more k chunks (two window buffers): a block computes up to kWindowRowTiles tiles in
     // turn (the launch picks how many, conv2d_launch.cpp), the next tile's first copies issued while
     // this one's outputs are stored, where the output tile's own place fits.
-    if (t.window && ci_pad / bk > 1 && conv2d_knobs().window_tiles) {
+    if (t.window() && ci_pad / bk > 1 && conv2d_knobs().window_tiles) {
       t.row_tiles = kWindowRowTiles;
       if (shared_bytes(v, t) > limit) t.row_tiles = 1;
     }
   }
   set_plan_figures(v, t);
-  t.batch_tiles = batch && !t.window && !overridden;
+  if (batch && !t.window() && !overridden) t.form = HmmaForm::batch;
   t.few_tiles = mid_plane;
   if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
@@ -385,10 +384,8 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   const int cout = v.out_channels;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
   t = Conv2dTiling{};
-  t.tensor_cores = true;
-  t.half_mma = true;
-  t.wgmma = true;
-  t.halo = true;
+  t.kernel = Conv2dKernel::hmma;
+  t.form = HmmaForm::halo;
   t.warps_m = 4, t.warps_n = 1, t.m_tiles = v.out_width() <= 64 ? 1 : 2, t.n_tiles = bn / 8;
   t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;
@@ -422,9 +419,9 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
 Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
   Conv2dTiling t;
-  t.tensor_cores = true;
-  t.half_mma = !f32;
-  t.pointwise = true;
+  t.kernel = Conv2dKernel::hmma;
+  t.form = HmmaForm::pointwise;
+  t.tf32 = f32;
   const int cout = v.out_channels;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
   if (bn <= 32) {
@@ -461,8 +458,7 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
 // The tiling of a variant as its tensors are (no staging copy).
 Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   Conv2dTiling t;
-  t.tensor_cores = true;
-  t.half_mma = true;
+  t.kernel = Conv2dKernel::hmma;
   // The channels of a block: the smallest of 16, 32 or 64 that covers Cout (more blocks along the
   // channels past 64), except 128 for Cout > 64 through the register gather with a residual (the
   // 64-channel tiling below spills there). Warps and tiles, measured on an H200 (f16, ms, NCHW /
@@ -564,15 +560,15 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += c("kCiPad", s.ci_pad) + c("kBK", s.bk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", s.async_depth) + c("kCopyL2", copy_l2(v)) + c("kWgmma", s.wgmma) + c("kHalo", s.halo) +
          c("kWindow", s.window);
-  src += c("kWindowTiles", s.window_tiles) + c("kPointwise", s.pointwise) + c("kBatchTiles", t.batch_tiles ? 1 : 0);
+  src += c("kWindowTiles", s.window_tiles) + c("kPointwise", s.pointwise) + c("kBatchTiles", t.batch_tiles() ? 1 : 0);
   // The 16-bit epilogue's stores in batches: by default for the halo form's NCHW output only (H100,
   // f16, ms unbatched / batched: seed NCHW on the halo form 0.1596 / 0.1569; channels-last 0.1115 /
   // 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC 0.0889 / 0.1010);
   // CUINLINE_CONV2D_STORE_BATCH sets it for every wgmma tiling.
   const bool out_nhwc = v.output_layout == Conv2dLayout::nhwc;
-  src += c("kStoreBatch", t.wgmma && conv2d_knobs().store_batch >= 0 ? conv2d_knobs().store_batch
-                                                                     : (t.halo && !out_nhwc ? 1 : 0));
-  src += c("kHaloWeightBatch", t.halo && !conv2d_knobs().halo_weight_batch ? 0 : 1);
+  src += c("kStoreBatch", t.wgmma() && conv2d_knobs().store_batch >= 0 ? conv2d_knobs().store_batch
+                                                                     : (t.halo() && !out_nhwc ? 1 : 0));
+  src += c("kHaloWeightBatch", t.halo() && !conv2d_knobs().halo_weight_batch ? 0 : 1);
   if (t.split_k > 0) src += c("kSplitK", 1);  // (the split kernel's only: the plain one's source without it)
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
@@ -580,8 +576,8 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
   // The host's view of the alignment-dependent code (the variant's key) is the template's.
   src += "static_assert(" + plan + "::kAsync == " +
-         ((hmma_async_layout(v) && v.inputs_aligned) || t.pointwise ? "true" : "false") +
-         " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? out_vec_of(v, t.wgmma) : 1) +
+         ((hmma_async_layout(v) && v.inputs_aligned) || t.pointwise() ? "true" : "false") +
+         " && " + plan + "::kOutVec == " + std::to_string(v.output_aligned ? out_vec_of(v, t.wgmma()) : 1) +
          ", \"main loop and stores\");\n";
   return src;
 }
@@ -589,7 +585,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
 CompileRequest request_of(std::string source, const Conv2dTiling& t) {
   CompileRequest request;
   // wgmma: sm_90a on an sm_90 device (the template keeps mma.sync for every other arch).
-  request.arch_specific = t.wgmma;
+  request.arch_specific = t.wgmma();
   request.name = "conv2d_hmma.cu";
   request.source = std::move(source);
   // conv2d_hmma.cuh and the files it includes (arch/, conv2d_hmma/).
@@ -735,11 +731,11 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
   // on 32 blocks of the window form's 72 k steps; docs/conv2d.md, "Split-K").
   // A mid plane's split form is its per-image m64 tiles (wgmma_tiling's few_tiles): the launch runs
   // it, in one slice or more, where the plain tiles are few.
-  const bool wgmma_form = t.wgmma && t.half_mma && !t.halo && !t.batch_tiles && !t.pointwise;
-  if (t.window || wgmma_form) {
+  const bool wgmma_form = t.wgmma() && t.half_mma() && !t.halo() && !t.batch_tiles() && !t.pointwise();
+  if (t.window() || wgmma_form) {
     const Conv2dTiling plain = t;
     const Conv2dTiling few = wgmma_tiling(conv, false, true);
-    if (t.window || few.few_tiles) {
+    if (t.window() || few.few_tiles) {
       t = few.few_tiles ? few : wgmma_tiling(conv, false);
       t.stage_channels = plain.stage_channels, t.stage_input = plain.stage_input, t.stage_weight = plain.stage_weight;
     }

@@ -123,11 +123,11 @@ CompileRequest make_pointwise_request(const Conv2dVariant& v);
 /// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
 /// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
 inline constexpr std::int64_t kStageMinElements = 32768;
-/// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma, without
+/// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma(), without
 /// planning): the selector's hmma_halo or hmma_wgmma, or hmma_staged where the wgmma tilings are
 /// enabled.
 bool hmma_uses_wgmma(const Conv2dVariant& v);
-/// Whether an f16 / bf16 variant runs the wgmma tiling's halo form (hmma_tiling(v).halo; never
+/// Whether an f16 / bf16 variant runs the wgmma tiling's halo form (hmma_tiling(v).halo(); never
 /// staged): at most 8 input channels, column stride 1, no residual, at least 32 output columns,
 /// its window and weights within a block's shared memory; unless CUINLINE_CONV2D_WGMMA=0 or
 /// CUINLINE_CONV2D_HALO=0.

@@ -237,7 +237,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return best_rows;
   }
-  if (t.winograd) {
+  if (t.winograd()) {
     const int rows = conv2d_impl::conv2d_knobs().winograd_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // A block walks down up to 8 tile rows (its weights transformed once): the most rows that
@@ -255,7 +255,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return 1;
   }
-  if (t.window) {
+  if (t.window()) {
     // The window form's blocks compute tiles in turn (each tile's first copies overlap the previous
     // one's stores): the fewest waves x (tiles a block + 1), of 1, 2 and 4 tiles a block (the +1:
     // a block's first copies, which nothing hides).
@@ -275,7 +275,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return best;
   }
-  if (t.halo) {
+  if (t.halo()) {
     const int rows = conv2d_impl::conv2d_knobs().halo_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // The halo form stages its weights once a block: the most tiles a block (4 for a channels-last
@@ -349,16 +349,16 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
     return;
   }
   // (Batch tiles: the kernel's row_tiles is the number of images; one block row spans the batch.)
-  const int row_tiles = t.batch_tiles ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
-  const std::int64_t batch_blocks = t.batch_tiles ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
+  const int row_tiles = t.batch_tiles() ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
+  const std::int64_t batch_blocks = t.batch_tiles() ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
   LaunchConfig cfg;
   // (The window form's tiles in turn run along x: tiles_y is 1.)
-  const std::int64_t blocks_x = t.batch_tiles                  ? batch_blocks
-                                : t.window && t.row_tiles > 1 ? (t.tiles_x + row_tiles - 1) / row_tiles
+  const std::int64_t blocks_x = t.batch_tiles()                  ? batch_blocks
+                                : t.window() && t.row_tiles > 1 ? (t.tiles_x + row_tiles - 1) / row_tiles
                                                                : t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles);
   cfg.grid = Dim3(static_cast<unsigned>(blocks_x),
-                  static_cast<unsigned>(t.channel_fast || t.row_fast || t.pointwise ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
-                  static_cast<unsigned>(t.batch_tiles ? 1 : n));
+                  static_cast<unsigned>(t.channel_fast() || t.row_fast() || t.pointwise() ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
+                  static_cast<unsigned>(t.batch_tiles() ? 1 : n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
   cfg.shared_bytes = t.shared_bytes;
   cfg.stream = stream;
@@ -379,7 +379,7 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   const Conv2dTiling& t = e.tiling;
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
-  const std::int64_t elem = t.tf32_wgmma ? 4 : 2;  // (f32 copies for TF32, else 16-bit ones)
+  const std::int64_t elem = t.tf32_wgmma() ? 4 : 2;  // (f32 copies for TF32, else 16-bit ones)
   const std::int64_t in_bytes = t.stage_input ? round256(n * pixels * t.stage_channels * elem) : 0;
   const std::int64_t w_bytes = t.stage_weight ? round256(std::int64_t{v.out_channels} * taps * t.stage_channels * elem) : 0;
   const int cp = t.stage_channels;

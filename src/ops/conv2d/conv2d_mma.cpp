@@ -125,7 +125,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   Conv2dTiling t;
-  t.tensor_cores = true;
+  t.kernel = Conv2dKernel::mma;
   t.warps_n = v.out_channels <= 16 ? 1 : 2;
   t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
   const int ci_pad = (v.in_channels + 7) / 8 * 8;

@@ -71,7 +71,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   const int tiles_across = ceil_div(ow, m);
   const int warp_tiles = kTileLanes * kTilesPerThread;
   Conv2dTiling t;
-  t.winograd = true;
+  t.kernel = Conv2dKernel::winograd;
   t.winograd_tile = m;
   // The products in 3xTF32 on tensor cores: 0.3934 ms on the seed against 0.4912 in fp32 FMA
   // (channels-last output 0.4161 against 0.5046; H200, L2 flushed), as accurate (rel L2 1.65e-7

@@ -8,7 +8,7 @@
 namespace cuinline::ops::conv2d_impl {
 
 int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int knob) {
-  if (knob == 0 || !t.wgmma || !t.half_mma || t.halo || t.window || t.batch_tiles || t.pointwise) return 0;
+  if (knob == 0 || !t.wgmma() || !t.half_mma() || t.halo() || t.window() || t.batch_tiles() || t.pointwise()) return 0;
   if (v.dtype != DType::f16 && v.dtype != DType::bf16) return 0;
   const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
   if (std::int64_t{t.tiles_x} * channel_blocks > kSplitKMaxImageTiles) return 0;

@@ -9,8 +9,42 @@ namespace cuinline::ops {
 /// The most dynamic shared memory a block may use on the target's archs (bytes).
 unsigned conv2d_max_shared_bytes(Conv2dTarget target) noexcept;
 
-/// How a variant is split into blocks (chosen on the host; rendered into the source).
+/// The kernel template a tiling is for.
+enum class Conv2dKernel : unsigned char {
+  direct,    ///< conv2d.cuh: f32 on FMA (threads_x x threads_y x channel_groups threads)
+  winograd,  ///< conv2d_winograd.cuh: f32 Winograd F(2x2, 3x3) (pipeline 4)
+  mma,       ///< conv2d_mma.cuh: f32 in tf32 / tf32x3 on mma.sync
+  hmma,      ///< conv2d_hmma.cuh: f16 / bf16, and f32 in tf32 on its wgmma and pointwise forms
+  generic,   ///< conv2d_generic.cuh: the general direct kernel (no shared memory)
+};
+
+/// conv2d_hmma.cuh's forms (Conv2dKernel::hmma): its main loop and how a block's tile is laid out.
+/// wgmma, batch, window and halo are the wgmma tiling (one or two warpgroups of m64 tiles).
+enum class HmmaForm : unsigned char {
+  mma_sync,   ///< the mma.sync tilings as the tensors are: cp.async or the register gather (kAsync)
+  pointwise,  ///< 1 x 1, stride 1, NCHW input: a GEMM per image, copied as laid out (kPointwise)
+  wgmma,      ///< the wgmma tiling, cp.async form (kWgmma)
+  batch,      ///< the wgmma tiling's batch tiles: a tile's pixels span the batch (kBatchTiles)
+  window,     ///< the wgmma tiling's window form: a tile's input staged once a k chunk (kWindow)
+  halo,       ///< the wgmma tiling's halo form: up to 8 input channels, a tile's window staged once (kHalo)
+};
+
+/// The general direct kernel's thread order (Conv2dKernel::generic).
+enum class GenericOrder : unsigned char {
+  pixels,        ///< a thread is one pixel x channels_per_thread channels, pixels fastest
+  channel_fast,  ///< depthwise, channels-last, more than 49 taps: channels fastest
+  row_fast,      ///< depthwise, up to 49 taps: a thread computes consecutive rows of one column
+};
+
+/// How a variant is split into blocks (chosen on the host; rendered into the source). `kernel` says
+/// which template; `form` (hmma) and `order` (generic) which of its forms; the fields below describe
+/// the block for that kernel (those of other kernels are 0).
 struct Conv2dTiling {
+  Conv2dKernel kernel = Conv2dKernel::direct;
+  HmmaForm form = HmmaForm::mma_sync;
+  GenericOrder order = GenericOrder::pixels;
+  /// hmma on f32 operands rounded to TF32 (its wgmma and pointwise forms), not f16 / bf16.
+  bool tf32 = false;
   int threads_x = 0, threads_y = 0, channel_groups = 0;  ///< block = threads_x * threads_y * channel_groups
   int pixels_per_thread = 0;                             ///< consecutive output columns per thread
   int channels_per_thread = 0;                           ///< output channels per thread
@@ -29,33 +63,30 @@ struct Conv2dTiling {
   int row_tiles = 0;
   int tiles_x = 0, tiles_y = 0;
   unsigned shared_bytes = 0;  ///< dynamic shared memory per block
-  /// Tensor-core modes (tf32, tf32x3): the block is warps_m x warps_n warps; each warp computes
+  /// Tensor-core kernels (mma, hmma): the block is warps_m x warps_n warps; each warp computes
   /// m_tiles 16-pixel x n_tiles 8-channel mma tiles; the block's pixels are tile_rows output rows
   /// x tile_cols output columns. The fields above that describe FMA threads are 0 then.
-  bool tensor_cores = false;
   int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
   int kh_unroll = 0;  ///< unroll of the filter-row loop (tensor-core kernel)
   int kw_unroll = 0;  ///< unroll of the filter-column loop (tensor-core kernel): kernel_w or 1
   /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
   int out_stage = 0;
-  /// fp32 3 x 3 stride-1 filters with 8 input channels (pipeline 4): Winograd F(m x m, 3x3), m =
+  /// Winograd (fp32 3 x 3 stride-1 filters with 8 input channels, pipeline 4): F(m x m, 3x3), m =
   /// winograd_tile = 2. The block is threads_y warps along the
   /// tiles x channel_groups warps along the channels; a warp is threads_x tile lanes x
   /// (32 / threads_x) channel lanes; a thread computes pixels_per_thread / m tiles of m x m outputs
   /// x channels_per_thread channels; tiles_y counts tile rows (m output rows each).
-  bool winograd = false;
   int winograd_tile = 0;  ///< m of a Winograd tiling (2), else 0
   /// The products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32 FMA:
   /// every Winograd tiling but sm75's (no TF32 tensor cores; plain copies for cp.async there).
   bool winograd_tc = false;
-  /// f16 and bf16 on tensor cores (conv2d_hmma.cuh; tensor_cores is true too): an implicit GEMM with
-  /// mma.sync m16n8k16 and fp32 accumulators. The block is warps_m x warps_n warps of m_tiles x
-  /// n_tiles mma tiles over tile_cols consecutive pixels of the flattened OH x OW plane (tile_rows =
-  /// 1, tiles_x blocks an image) x block_channels() output channels; a k step is ci_chunk input
-  /// channels (16, 32 or 64; channels padded to 16) of one filter tap, double-buffered (pipeline 2).
-  bool half_mma = false;
-  /// half_mma variants whose input or weight is not channels-last with a multiple of 8 channels
+  /// hmma (conv2d_hmma.cuh): an implicit GEMM with mma.sync m16n8k16 (f16 / bf16) and fp32
+  /// accumulators. The block is warps_m x warps_n warps of m_tiles x n_tiles mma tiles over
+  /// tile_cols consecutive pixels of the flattened OH x OW plane (tile_rows = 1, tiles_x blocks an
+  /// image) x block_channels() output channels; a k step is ci_chunk input channels (16, 32 or 64;
+  /// channels padded to 16) of one filter tap, double-buffered (pipeline 2).
+  /// f16 / bf16 hmma variants whose input or weight is not channels-last with a multiple of 8 channels
   /// (an NCHW model, an RGB first layer), from CUINLINE_CONV2D_STAGE's size on: 0, or the channels
   /// (Cin rounded up to 8, zeros past Cin) of channels-last copies of the input (stage_input)
   /// and / or the weight (stage_weight) that a staging kernel writes into stream-ordered scratch
@@ -63,21 +94,19 @@ struct Conv2dTiling {
   /// of that conv.
   int stage_channels = 0;
   bool stage_input = false, stage_weight = false;
-  /// half_mma variants in the cp.async form (channels-last input and weight, Cin % 8 == 0, 16-byte
-  /// aligned; or staged): the wgmma tiling — one warpgroup (warps_m = 4, warps_n = 1) of m_tiles
+  /// f16 / bf16 hmma variants in the cp.async form (channels-last input and weight, Cin % 8 == 0,
+  /// 16-byte aligned; or staged): the wgmma tiling (form wgmma, batch, window or halo) — one warpgroup (warps_m = 4, warps_n = 1) of m_tiles
   /// 64-pixel wgmma tiles x block_channels() channels, tiles swizzled for wgmma, `stages` cp.async
   /// buffers. Compiled for an arch-specific target (sm_90a: wgmma.mma_async); on any other arch the
   /// same tiling runs on mma.sync.
-  bool wgmma = false;
   int stages = 0;
-  /// The wgmma tiling's halo form (up to 8 input channels, column stride 1, no residual; any layout,
+  /// The wgmma tiling's halo form (HmmaForm::halo: up to 8 input channels, column stride 1, no residual; any layout,
   /// never staged): a tile is tile_cols consecutive columns of one output row (tiles_x = 1, tiles_y =
   /// OH x ceil(OW / tile_cols) tiles an image); a block computes up to row_tiles tiles in turn (the
   /// launch picks how many), every k step's weights staged once (stages = 1); a tile's input window
   /// (every filter tap's rows, 8 channels a pixel) is staged once in shared memory, each tap's A
   /// tile read from it in place.
-  bool halo = false;
-  /// The wgmma tiling's window form (more than 8 input channels in the cp.async form, column stride
+  /// The wgmma tiling's window form (HmmaForm::window: more than 8 input channels in the cp.async form, column stride
   /// 1, no residual, output rows of a multiple of 64 columns that a tile's tile_cols pixels cover
   /// whole or in equal parts, at least stages - 1 filter taps): the input rows and columns a tile
   /// reads are staged once a k chunk (ci_chunk channels) instead of once a filter tap, each tap's A
@@ -85,14 +114,12 @@ struct Conv2dTiling {
   /// (row_tiles > 1) a block computes up to row_tiles of the batch's tiles in turn, the next
   /// tile's first copies issued while this one's outputs are stored (the launch's grid:
   /// ceil(tiles_x / its row_tiles) blocks along x).
-  bool window = false;
-  /// The wgmma tiling's batch tiles (conv2d_hmma.cuh's kBatchTiles; the cp.async form without the
+  /// The wgmma tiling's batch tiles (HmmaForm::batch, conv2d_hmma.cuh's kBatchTiles; the cp.async form without the
   /// halo or window forms, an output plane of at most half a two-warpgroup tile: ResNet's 7 x 7
   /// layers): a block's tile_cols pixels are consecutive pixels of the whole batch (image-major),
   /// not of one image, so one weight tile serves several images; one warpgroup of 128 pixels. The
   /// launch's grid: ceil(N x OH x OW / tile_cols) blocks along x, one along z (tiles_x stays the
   /// per-image count).
-  bool batch_tiles = false;
   /// The split form's tiles are its own, not the plain kernel's: per-image m64 tiles of a mid plane
   /// (wgmma_tiling), which a launch whose plain tiles are few runs whole (1 slice) or split.
   bool few_tiles = false;
@@ -107,22 +134,21 @@ struct Conv2dTiling {
   /// f32 variants in precision tf32 with at least 16 input channels, a filter of more than one tap
   /// and Cout x taps / (stride_h x stride_w) >= 512 on an sm90-class target (unless
   /// CUINLINE_CONV2D_TF32_WGMMA=0): the wgmma tiling above with TF32 operands (conv2d_hmma.cuh with
-  /// float storage, m64nNk8, fp32 accumulators; wgmma = true, half_mma = false). The input and
+  /// float storage, m64nNk8, fp32 accumulators; tf32 = true, tf32_wgmma()). The input and
   /// weight are always staged (stage_channels: Cin rounded up to 8, channels-last), each value
   /// rounded to TF32 on the way; ci_chunk is 8, 16 or 32 channels (32, 64 or 128 bytes a row).
-  bool tf32_wgmma = false;
-  /// The pointwise form (conv2d_hmma.cuh's kPointwise; f16, bf16, and f32 in precision tf32): a
+  /// The pointwise form (HmmaForm::pointwise, conv2d_hmma.cuh's kPointwise; f16, bf16, and f32 in
+  /// precision tf32): a
   /// 1 x 1 filter, stride 1, no padding, groups 1, an NCHW input (any output layout) whose H x W
   /// plane and input channels are whole 16-byte runs (multiples of 8 f16 / bf16 or 4 f32 elements;
   /// at least 16 f16 / bf16 or 8 f32 channels), input and weight 16-byte aligned, on an sm_80+
   /// target, unless CUINLINE_CONV2D_POINTWISE=0: a GEMM per image — pixels x output channels over
   /// the input channels — whose tiles cp.async copies from the tensors as they are (no staging
   /// copy), on mma.sync (m16n8k16 for f16 / bf16; m16n8k8 for f32, each operand rounded to TF32 as
-  /// it is read). tensor_cores is true, half_mma for f16 / bf16; the block is warps_m x warps_n
+  /// it is read). The block is warps_m x warps_n
   /// warps of m_tiles x n_tiles mma tiles over tile_cols pixels of the plane, ci_chunk channels a k
   /// step, `stages` cp.async buffers; tiles_x counts pixel tiles x channel blocks (channel blocks
   /// fastest: the blocks that read one input tile run together), one block column.
-  bool pointwise = false;
   /// f32 variants with a channels-last tensor, from 2^22 multiply-adds an image (or with
   /// CUINLINE_CONV2D_TRANSPOSE=1; =0: never): the f32 NCHW kernel of the same shape (the other
   /// fields are its tiling, and make_request gives its module) runs on NCHW copies in stream-ordered
@@ -133,27 +159,43 @@ struct Conv2dTiling {
   /// had, the call runs on the general direct kernel instead.
   bool transpose_input = false, transpose_weight = false, transpose_output = false;
   bool transposes() const noexcept { return transpose_input || transpose_weight || transpose_output; }
-  /// The general direct kernel (f16, bf16, channels-last; conv2d_generic.cuh): a block is threads_x
-  /// consecutive output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread
-  /// one pixel x channels_per_thread output channels; no shared memory.
-  bool generic = false;
-  /// The general kernel with a channels-last input, groups = Cin > 1 (depthwise) and more than 49
-  /// filter taps: a thread is one output channel of pixels_per_thread columns of a row, channels
-  /// fastest (consecutive threads read consecutive input channels); tiles_x blocks an image cover
-  /// OH x OW x Cout, one block column (channels_per_thread = 1).
-  bool channel_fast = false;
-  /// The general kernel with groups = Cin > 1 (depthwise) and up to 49 filter taps: a thread computes
+  /// The general direct kernel (conv2d_generic.cuh), order pixels: a block is threads_x consecutive
+  /// output pixels of the flattened OH x OW plane (tiles_x blocks an image), a thread one pixel x
+  /// channels_per_thread output channels; no shared memory. channel_fast (a channels-last input,
+  /// groups = Cin > 1, more than 49 filter taps): a thread is one output channel of
+  /// pixels_per_thread columns of a row, channels fastest (consecutive threads read consecutive
+  /// input channels); tiles_x blocks an image cover OH x OW x Cout, one block column
+  /// (channels_per_thread = 1). row_fast (groups = Cin > 1, up to 49 taps): a thread computes
   /// pixels_per_thread consecutive output rows of one column of one output channel, columns fastest
   /// (NCHW input) or channels fastest (channels-last input); tiles_x blocks an image cover Cout x
   /// ceil(OH / pixels_per_thread) x OW, one block column (channels_per_thread = 1).
-  bool row_fast = false;
+
+  // What the kernel and form are, as the planner and the launch ask.
+  bool tensor_cores() const noexcept { return kernel == Conv2dKernel::mma || kernel == Conv2dKernel::hmma; }
+  bool winograd() const noexcept { return kernel == Conv2dKernel::winograd; }
+  bool generic() const noexcept { return kernel == Conv2dKernel::generic; }
+  /// hmma on f16 / bf16 operands.
+  bool half_mma() const noexcept { return kernel == Conv2dKernel::hmma && !tf32; }
+  /// hmma on the wgmma tiling (any of its forms).
+  bool wgmma() const noexcept {
+    return kernel == Conv2dKernel::hmma && (form == HmmaForm::wgmma || form == HmmaForm::batch ||
+                                            form == HmmaForm::window || form == HmmaForm::halo);
+  }
+  bool halo() const noexcept { return kernel == Conv2dKernel::hmma && form == HmmaForm::halo; }
+  bool window() const noexcept { return kernel == Conv2dKernel::hmma && form == HmmaForm::window; }
+  bool batch_tiles() const noexcept { return kernel == Conv2dKernel::hmma && form == HmmaForm::batch; }
+  bool pointwise() const noexcept { return kernel == Conv2dKernel::hmma && form == HmmaForm::pointwise; }
+  /// f32 in tf32 on the wgmma tiling.
+  bool tf32_wgmma() const noexcept { return tf32 && wgmma(); }
+  bool channel_fast() const noexcept { return kernel == Conv2dKernel::generic && order == GenericOrder::channel_fast; }
+  bool row_fast() const noexcept { return kernel == Conv2dKernel::generic && order == GenericOrder::row_fast; }
   int threads() const noexcept {
-    if (tensor_cores) return 32 * warps_m * warps_n;
-    return winograd ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;
+    if (tensor_cores()) return 32 * warps_m * warps_n;
+    return winograd() ? 32 * threads_y * channel_groups : threads_x * threads_y * channel_groups;
   }
   int block_channels() const noexcept {
-    if (tensor_cores) return 8 * warps_n * n_tiles;
-    return winograd ? channel_groups * (32 / threads_x) * channels_per_thread
+    if (tensor_cores()) return 8 * warps_n * n_tiles;
+    return winograd() ? channel_groups * (32 / threads_x) * channels_per_thread
                     : channel_groups * channels_per_thread;
   }
 };
