@@ -35,132 +35,58 @@
 //   kOutAligned (1: the output and residual pointers are 16-byte aligned, so the output is stored in
 //     vectors; 0: one value a store).
 // The batch size and row_tiles are run-time arguments.
-// Shared memory is dynamic: Plan<S>::kSmemBytes (the host mirrors the formula).
+// Shared memory is dynamic: Plan<S>::kSmemBytes (conv2d_plan.cuh, which the host compiles too).
 // No standard or toolkit headers: NVRTC's built-ins (float4, __ldg, __stcs) are enough.
 
 #ifndef CUINLINE_CONV2D_CUH
 #define CUINLINE_CONV2D_CUH
 
+#include "conv2d_plan.cuh"
+
 namespace cuinline_conv2d_detail {
 
 template <class S>
 struct Plan {
-  static constexpr int kSetThreads = S::kTX * S::kTY * S::kTG;  // one thread set (a full output tile)
-  static constexpr int kThreads = kSetThreads * S::kTK;
-  static constexpr int kBlockCout = S::kTG * S::kTC;
-  static constexpr int kTileCols = S::kTX * S::kTP;
-  static constexpr int kTilesX = (S::kOW + kTileCols - 1) / kTileCols;
-  // Compact stage along an axis when the filter's reach is no larger than the stride: staged row
-  // ty * kKH + kh holds input row ty * kSH + kh * kDH (likewise for columns).
-  static constexpr bool kCompactH = (S::kKH - 1) * S::kDH + 1 <= S::kSH;
-  static constexpr bool kCompactW = (S::kKW - 1) * S::kDW + 1 <= S::kSW;
-  static constexpr int kRowStep = kCompactH ? S::kKH : S::kSH;  // staged rows between output rows
-  static constexpr int kRowDil = kCompactH ? 1 : S::kDH;        // staged rows between filter rows
-  static constexpr int kColStep = kCompactW ? S::kKW : S::kSW;
-  static constexpr int kColDil = kCompactW ? 1 : S::kDW;
-  static constexpr int kInRows = (S::kTY - 1) * kRowStep + (S::kKH - 1) * kRowDil + 1;
-  static constexpr int kInCols = (kTileCols - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
-  // Column phases (kColPhases == kSW): staged column c sits at phase c % kSW, position c / kSW; filter
-  // column kw of output o reads phase kw * kDW % kSW at position o + kw * kDW / kSW.
-  static constexpr bool kSplit = S::kColPhases > 1;
-  static constexpr int kPhases = kSplit ? S::kSW : 1;
-  // Positions past the thread's first output that phase ph is read at (-1: no filter column reads it).
-  __host__ __device__ static constexpr int phase_reach(int ph) {
-    int m = -1;
-    for (int kw = 0; kw < S::kKW; ++kw) {
-      if (kw * S::kDW % S::kSW == ph && kw * S::kDW / S::kSW > m) m = kw * S::kDW / S::kSW;
-    }
-    return m;
-  }
-  __host__ __device__ static constexpr int phase_need(int ph) { return phase_reach(ph) < 0 ? 0 : S::kTP + phase_reach(ph); }
-  __host__ __device__ static constexpr int max_phase_need() {
-    int n = 0;
-    for (int ph = 0; ph < kPhases; ++ph) n = phase_need(ph) > n ? phase_need(ph) : n;
-    return n;
-  }
-  // Staged columns one thread reads per filter row (per phase when split).
-  static constexpr int kNeed = kSplit ? max_phase_need() : (S::kTP - 1) * kColStep + (S::kKW - 1) * kColDil + 1;
-  // 16-byte loads need each thread's first column 4-aligned.
-  static constexpr bool kVecIn = (S::kTP * (kSplit ? 1 : kColStep)) % 4 == 0;
-  static constexpr int kNeedPad = kVecIn && !kSplit ? (kNeed + 3) / 4 * 4 : kNeed;
-  static constexpr int kLastRead = (S::kTX - 1) * S::kTP * (kSplit ? 1 : kColStep) + kNeedPad;
-  static constexpr int kPhaseCols = (kInCols + kPhases - 1) / kPhases;  // staged columns of phase 0
-  static constexpr int kPitchRaw = kSplit ? (kPhaseCols > kLastRead ? kPhaseCols : kLastRead)
-                                          : (kInCols > kLastRead ? kInCols : kLastRead);
-  // Shared-memory wavefronts of a warp's first input load with phase pitch pp (floats of one phase;
-  // the row's, unsplit): 32 lanes of 4-byte loads, or 4 quarter-warps of 16-byte loads, each as many
-  // wavefronts as the most distinct addresses that share a bank (a warp spans several thread rows
-  // when kTX < 32: their distance decides the conflicts).
-  __host__ __device__ static constexpr int lane_address(int lane, int pp) {
-    return (lane / S::kTX % S::kTY) * (kRowStep * kPhases * pp) + lane % S::kTX * S::kTP * (kSplit ? 1 : kColStep);
-  }
-  __host__ __device__ static constexpr int load_wavefronts(int pp) {
-    const int width = kVecIn ? 4 : 1;
-    const int group = width == 4 ? 8 : 32;  // lanes served together
-    int total = 0;
-    for (int g0 = 0; g0 < 32; g0 += group) {
-      int count[32] = {};  // distinct addresses a bank (a 16-byte bank group for width 4)
-      int worst = 0;
-      for (int l = g0; l < g0 + group; ++l) {
-        const int a = lane_address(l, pp);
-        bool seen = false;
-        for (int m = g0; m < l; ++m) seen = seen || lane_address(m, pp) == a;
-        if (seen) continue;
-        const int bank = a / width % (32 / width);
-        worst = ++count[bank] > worst ? count[bank] : worst;
-      }
-      total += worst;
-    }
-    return total;
-  }
-  // The phase pitch: the smallest padding (0 .. 28 floats, 16-byte steps) with the fewest wavefronts.
-  __host__ __device__ static constexpr int best_phase_pitch() {
-    const int base = (kPitchRaw + 3) / 4 * 4;
-    int best = base, best_cost = load_wavefronts(base);
-    for (int pad = 4; pad < 32; pad += 4) {
-      const int cost = load_wavefronts(base + pad);
-      if (cost < best_cost) {
-        best = base + pad;
-        best_cost = cost;
-      }
-    }
-    return best;
-  }
-  static constexpr int kPhasePitch = best_phase_pitch();  // floats of one phase (the row, unsplit)
-  static constexpr int kPitch = kPhases * kPhasePitch;
-  static constexpr int kInFloats = S::kCiChunk * kInRows * kPitch;
-  static constexpr int kTaps = S::kKH * S::kKW;
-  // Weight stage: a row of kWPitch floats per (input channel, tap) of the chunk, the block's output
-  // channels contiguous in it (read as warp-wide broadcasts). Staged every chunk, the pitch is 4 mod 8
-  // floats: the 8 lanes that copy 8 consecutive taps of one channel then write 8 distinct 16-byte
-  // bank groups. Staged once a block (the row-tile pipeline), it is not padded.
-  __host__ __device__ static constexpr int weight_pitch() {
-    int p = kBlockCout;
-    while (S::kPipeline != 1 && p % 8 != 4) ++p;
-    return p;
-  }
-  static constexpr int kWPitch = weight_pitch();
-  static constexpr int kWFloats = S::kCiChunk * kTaps * kWPitch;
-  static constexpr bool kVecW = S::kTC % 4 == 0;
-  static constexpr int kTilesY = (S::kOH + S::kTY - 1) / S::kTY;
-  static constexpr int kBuffers = S::kPipeline != 0 ? 2 : 1;
-  static constexpr int kWBuffers = S::kPipeline == 2 ? 2 : 1;
-  static constexpr int kStageFloats = kWBuffers * kWFloats + kBuffers * kInFloats;
-  // Partial tiles of thread sets 1 .. kTK - 1. Pipelines 0 and 2 reuse the stage buffers (every
-  // chunk is consumed by then); the row-tile pipeline is still copying the next tile, so it gets
-  // its own region after the stage buffers.
-  static constexpr int kRedFloats = (S::kTK - 1) * kSetThreads * S::kTC * S::kTP;
-  static constexpr int kSmemFloats = S::kPipeline == 1           ? kStageFloats + kRedFloats
-                                     : kStageFloats > kRedFloats ? kStageFloats
-                                                                 : kRedFloats;
-  static constexpr int kSmemBytes = kSmemFloats * 4;
-  static constexpr int kCiSlice = S::kCiChunk / S::kTK;  // channels of a chunk one thread set sums
-  // (Vector stores only where the output pointer is 16-byte aligned: conv2d.cpp renders kOutAligned 0
-  // otherwise, e.g. a contiguous batch slice of an odd-sized plane.)
-  static constexpr int kStoreVec = S::kOutAligned == 0                ? 1
-                                   : (S::kTP % 4 == 0 && S::kOW % 4 == 0)   ? 4
-                                   : (S::kTP % 2 == 0 && S::kOW % 2 == 0) ? 2
-                                                                          : 1;
+  // The figures of conv2d_plan.cuh (what they are is said there).
+  static constexpr int kSetThreads = kDirectPlanFigures<S>.set_threads;
+  static constexpr int kThreads = kDirectPlanFigures<S>.threads;
+  static constexpr int kBlockCout = kDirectPlanFigures<S>.block_cout;
+  static constexpr int kTileCols = kDirectPlanFigures<S>.tile_cols;
+  static constexpr int kTilesX = kDirectPlanFigures<S>.tiles_x;
+  static constexpr bool kCompactH = kDirectPlanFigures<S>.compact_h;
+  static constexpr bool kCompactW = kDirectPlanFigures<S>.compact_w;
+  static constexpr int kRowStep = kDirectPlanFigures<S>.row_step;
+  static constexpr int kRowDil = kDirectPlanFigures<S>.row_dil;
+  static constexpr int kColStep = kDirectPlanFigures<S>.col_step;
+  static constexpr int kColDil = kDirectPlanFigures<S>.col_dil;
+  static constexpr int kInRows = kDirectPlanFigures<S>.in_rows;
+  static constexpr int kInCols = kDirectPlanFigures<S>.in_cols;
+  static constexpr bool kSplit = kDirectPlanFigures<S>.split;
+  static constexpr int kPhases = kDirectPlanFigures<S>.phases;
+  // Staged columns of phase ph one thread reads per filter row (0: none).
+  __host__ __device__ static constexpr int phase_need(int ph) { return direct_phase_need(direct_plan_shape<S>(), ph); }
+  static constexpr int kNeed = kDirectPlanFigures<S>.need;
+  static constexpr bool kVecIn = kDirectPlanFigures<S>.vec_in;
+  static constexpr int kNeedPad = kDirectPlanFigures<S>.need_pad;
+  static constexpr int kLastRead = kDirectPlanFigures<S>.last_read;
+  static constexpr int kPhaseCols = kDirectPlanFigures<S>.phase_cols;
+  static constexpr int kPitchRaw = kDirectPlanFigures<S>.pitch_raw;
+  static constexpr int kPhasePitch = kDirectPlanFigures<S>.phase_pitch;
+  static constexpr int kPitch = kDirectPlanFigures<S>.pitch;
+  static constexpr int kInFloats = (int)kDirectPlanFigures<S>.in_floats;
+  static constexpr int kTaps = kDirectPlanFigures<S>.taps;
+  static constexpr int kWPitch = kDirectPlanFigures<S>.w_pitch;
+  static constexpr int kWFloats = (int)kDirectPlanFigures<S>.w_floats;
+  static constexpr bool kVecW = kDirectPlanFigures<S>.vec_w;
+  static constexpr int kTilesY = kDirectPlanFigures<S>.tiles_y;
+  static constexpr int kBuffers = kDirectPlanFigures<S>.buffers;
+  static constexpr int kWBuffers = kDirectPlanFigures<S>.w_buffers;
+  static constexpr int kStageFloats = (int)kDirectPlanFigures<S>.stage_floats;
+  static constexpr int kRedFloats = (int)kDirectPlanFigures<S>.red_floats;
+  static constexpr int kSmemFloats = (int)kDirectPlanFigures<S>.smem_floats;
+  static constexpr int kSmemBytes = (int)kDirectPlanFigures<S>.smem_bytes;
+  static constexpr int kCiSlice = kDirectPlanFigures<S>.ci_slice;
+  static constexpr int kStoreVec = kDirectPlanFigures<S>.store_vec;
   static_assert(kThreads <= 1024, "block too large");
   static_assert(kThreads % 32 == 0, "whole warps");
   static_assert(S::kCin % S::kCiChunk == 0, "kCiChunk must divide kCin");

@@ -40,12 +40,13 @@
 //   kMinBlocks (resident blocks per multiprocessor asked of ptxas), kWinoTC (1: the products on
 //   tensor cores, 3xTF32; 0: FMA), kOutNhwc (1: a channels-last output, conv2d.cpp's transposing f32
 //   calls), kOutAligned (as in conv2d.cuh).
-// The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes.
+// The batch size and row_tiles are run-time arguments. Shared memory is dynamic: WPlan<S>::kSmemBytes (conv2d_winograd_plan.cuh, which the host compiles too).
 
 #ifndef CUINLINE_CONV2D_WINOGRAD_CUH
 #define CUINLINE_CONV2D_WINOGRAD_CUH
 
 #include "conv2d.cuh"
+#include "conv2d_winograd_plan.cuh"
 
 namespace cuinline_conv2d_wino_detail {
 
@@ -55,34 +56,28 @@ struct WPlan {
   // consecutive channels of a pixel together (one 16-byte store for 4 where Cout % 4 == 0 and the
   // pointers are 16-byte aligned).
   static constexpr bool kOutNhwc = S::kOutNhwc != 0;
-  static constexpr int kM = 2;                 // output tile side
-  static constexpr int kA = kM + 2;             // input tile side, transformed positions per column
-  static constexpr int kMM = kM * kM;           // outputs of a tile
-  static constexpr int kLanesC = 32 / S::kLX;   // channel lanes of a warp
-  static constexpr int kWarpTiles = S::kLX * S::kTT;
-  static constexpr int kBlockTiles = S::kWX * kWarpTiles;
-  static constexpr int kGroups = S::kWC * kLanesC;  // channel groups (of kTCo) of a block
-  static constexpr int kBlockCout = kGroups * S::kTCo;
-  static constexpr int kThreads = 32 * S::kWX * S::kWC;
-  static constexpr int kTilesAcross = (S::kOW + kM - 1) / kM;  // m x m tiles of a tile row
-  static constexpr int kTilesX = (kTilesAcross + kBlockTiles - 1) / kBlockTiles;  // blocks along x
-  static constexpr int kTilesY = (S::kOH + kM - 1) / kM;                          // tile rows
-  // Staged input: a rows x (m * kBlockTiles + 2) columns of each channel.
-  static constexpr int kInCols = kM * kBlockTiles + 2;
-  static constexpr int kPitch = (kInCols + 3) / 4 * 4;
-  static constexpr bool kVecStage = S::kW % 4 == 0 && S::kPW % 4 == 0 && (kM * kBlockTiles) % 4 == 0;
-  static constexpr int kRawFloats = S::kCin * kA * kPitch;
-  // V4[ci][column nu][tile][rows 0-3]: the transformed input; U4[ci][nu][c][group][rows 0-3]: the
-  // transformed weights, as the products take them.
-  static constexpr int kV4Floats = S::kCin * kA * kBlockTiles * 4;
-  static constexpr int kU4Floats = S::kCin * kA * kBlockCout * 4;
-  static constexpr int kSmemFloats = kU4Floats + kV4Floats + kRawFloats;
-  static constexpr int kSmemBytes = kSmemFloats * 4;
-  // NCHW stores of a tile row: float2 where OW is even, else one a float (and one a float wherever
-  // the output may be misaligned: kOutAligned 0).
-  static constexpr int kStoreVec = S::kOutAligned == 0 ? 1
-                                   : S::kOW % 2 == 0                                     ? 2
-                                                                                         : 1;
+  // The figures of conv2d_winograd_plan.cuh (what they are is said there).
+  static constexpr int kM = kWinogradPlanFigures<S>.m;
+  static constexpr int kA = kWinogradPlanFigures<S>.a;
+  static constexpr int kMM = kWinogradPlanFigures<S>.mm;
+  static constexpr int kLanesC = kWinogradPlanFigures<S>.lanes_c;
+  static constexpr int kWarpTiles = kWinogradPlanFigures<S>.warp_tiles;
+  static constexpr int kBlockTiles = kWinogradPlanFigures<S>.block_tiles;
+  static constexpr int kGroups = kWinogradPlanFigures<S>.groups;
+  static constexpr int kBlockCout = kWinogradPlanFigures<S>.block_cout;
+  static constexpr int kThreads = kWinogradPlanFigures<S>.threads;
+  static constexpr int kTilesAcross = kWinogradPlanFigures<S>.tiles_across;
+  static constexpr int kTilesX = kWinogradPlanFigures<S>.tiles_x;
+  static constexpr int kTilesY = kWinogradPlanFigures<S>.tiles_y;
+  static constexpr int kInCols = kWinogradPlanFigures<S>.in_cols;
+  static constexpr int kPitch = kWinogradPlanFigures<S>.pitch;
+  static constexpr bool kVecStage = kWinogradPlanFigures<S>.vec_stage;
+  static constexpr int kRawFloats = (int)kWinogradPlanFigures<S>.raw_floats;
+  static constexpr int kV4Floats = (int)kWinogradPlanFigures<S>.v4_floats;
+  static constexpr int kU4Floats = (int)kWinogradPlanFigures<S>.u4_floats;
+  static constexpr int kSmemFloats = (int)kWinogradPlanFigures<S>.smem_floats;
+  static constexpr int kSmemBytes = (int)kWinogradPlanFigures<S>.smem_bytes;
+  static constexpr int kStoreVec = kWinogradPlanFigures<S>.store_vec;
   // The products on tensor cores (S::kWinoTC): each transformed position's sums over the
   // input channels are a [16 tiles x kCin] x [kCin x 8 channels] product of a warp, mma.sync
   // m16n8k8 in 3xTF32 (each fp32 operand split into a TF32 value and its TF32 remainder, the three

@@ -5,6 +5,7 @@
 #include <cuinline/error.hpp>
 #include <string>
 
+#include "conv2d_plan.cuh"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
@@ -30,10 +31,6 @@ constexpr double kMacs7 = 100e6;
 // (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
 constexpr int kUnrollBudget = 576;
 
-int round_up(int x, int m) {
-  return (x + m - 1) / m * m;
-}
-
 // The FMA kernel's figures beyond Conv2dTiling. The public tiling's threads_y counts the thread
 // rows of all k_split thread sets (so threads() is the block size); `rows` is one set's.
 struct Fp32Plan {
@@ -44,10 +41,6 @@ struct Fp32Plan {
   int col_phases = 1; // staged rows split into this many column phases (kColPhases)
 };
 
-// The shared-memory layout of conv2d.cuh's Plan<S>, mirrored (the rendered source checks that both agree).
-struct SmemLayout {
-  int in_rows = 0, in_pitch = 0, w_per_ci = 0, w_per_ci_once = 0;
-};
 bool compact_cols(const Conv2dVariant& v) {
   return (v.kernel_w - 1) * v.params.dilation_w + 1 <= v.params.stride_w;
 }
@@ -58,79 +51,23 @@ int col_phases(const Conv2dVariant& v) {
   return !compact_cols(v) && v.params.stride_w >= 2 && v.params.stride_w <= 4 ? v.params.stride_w : 1;
 }
 
-SmemLayout smem_layout(const Conv2dVariant& v, const Conv2dTiling& t, int rows) {
+namespace plan = cuinline_conv2d_detail;
+
+// The plan of a tiling with `rows` output rows a thread set and k_split thread sets (conv2d_plan.cuh's
+// figures: what the kernel's Plan<S> compiles for the constants make_fp32_direct_request renders).
+plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int k_split) {
   const Conv2dParams& p = v.params;
-  // Compact stage when the filter's reach is no larger than the stride (only the read rows/columns).
-  const bool compact_h = (v.kernel_h - 1) * p.dilation_h + 1 <= p.stride_h;
-  const bool compact_w = compact_cols(v);
-  const int row_step = compact_h ? v.kernel_h : p.stride_h;
-  const int row_dil = compact_h ? 1 : p.dilation_h;
-  const int col_step = compact_w ? v.kernel_w : p.stride_w;
-  const int col_dil = compact_w ? 1 : p.dilation_w;
-  SmemLayout l;
-  l.in_rows = (rows - 1) * row_step + (v.kernel_h - 1) * row_dil + 1;
-  const int tile_cols = t.threads_x * t.pixels_per_thread;
-  const int in_cols = (tile_cols - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
-  const int phases = col_phases(v);
-  int pitch_raw = 0;
-  bool vec = false;
-  if (phases > 1) {
-    // Each phase holds its staged columns and every thread's reads: the first output's position
-    // plus the farthest filter column of the phase.
-    int reach = 0;
-    for (int kw = 0; kw < v.kernel_w; ++kw) reach = std::max(reach, kw * p.dilation_w / p.stride_w);
-    const int last_read = (t.threads_x - 1) * t.pixels_per_thread + t.pixels_per_thread + reach;
-    pitch_raw = std::max(ceil_div(in_cols, phases), last_read);
-    vec = t.pixels_per_thread % 4 == 0;
-  } else {
-    const int need = (t.pixels_per_thread - 1) * col_step + (v.kernel_w - 1) * col_dil + 1;
-    vec = (t.pixels_per_thread * col_step) % 4 == 0;
-    const int need_pad = vec ? round_up(need, 4) : need;
-    const int last_read = (t.threads_x - 1) * t.pixels_per_thread * col_step + need_pad;
-    pitch_raw = std::max(in_cols, last_read);
-  }
-  // The padding with the fewest bank conflicts on a warp's first input load (Plan<S>::best_phase_pitch).
-  const int col = t.pixels_per_thread * (phases > 1 ? 1 : col_step);
-  int lane_ty[32], lane_tx[32];
-  for (int lane = 0; lane < 32; ++lane) {
-    lane_ty[lane] = lane / t.threads_x % rows;
-    lane_tx[lane] = lane % t.threads_x;
-  }
-  auto wavefronts = [&](int pp) {
-    const int row = row_step * phases * pp;
-    const int width = vec ? 4 : 1;
-    const int group = width == 4 ? 8 : 32;
-    int addr[32];
-    for (int lane = 0; lane < 32; ++lane) addr[lane] = lane_ty[lane] * row + lane_tx[lane] * col;
-    int total = 0;
-    for (int g0 = 0; g0 < 32; g0 += group) {
-      int count[32] = {};
-      int worst = 0;
-      for (int lane = g0; lane < g0 + group; ++lane) {
-        bool seen = false;
-        for (int m = g0; m < lane; ++m) seen = seen || addr[m] == addr[lane];
-        if (seen) continue;
-        worst = std::max(worst, ++count[addr[lane] / width % (32 / width)]);
-      }
-      total += worst;
-    }
-    return total;
-  };
-  int pitch = round_up(pitch_raw, 4);
-  for (int pad = 4, base = pitch, best_cost = wavefronts(pitch); pad < 32; pad += 4) {
-    if (const int cost = wavefronts(base + pad); cost < best_cost) {
-      pitch = base + pad;
-      best_cost = cost;
-    }
-  }
-  l.in_pitch = phases * pitch;
-  // A weight row per tap, padded to 4 mod 8 floats where the weights are staged every channel chunk
-  // (Plan<S>::weight_pitch: conflict-free staging), not where they are staged once a block.
-  int w_pitch = t.block_channels();
-  while (w_pitch % 8 != 4) ++w_pitch;
-  l.w_per_ci = v.kernel_h * v.kernel_w * w_pitch;
-  l.w_per_ci_once = v.kernel_h * v.kernel_w * t.block_channels();
-  return l;
+  return plan::direct_plan_figures(plan::DirectPlanShape{
+      v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
+      static_cast<int>(v.out_width()), t.threads_x, rows, t.channel_groups, k_split, t.pixels_per_thread,
+      t.channels_per_thread, t.ci_chunk, t.pipeline, col_phases(v), v.output_aligned ? 1 : 0});
+}
+// Shared bytes of t in `pipeline` with `chunk` input channels a stage (one thread set).
+std::int64_t stage_bytes(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int pipeline, int chunk) {
+  Conv2dTiling c = t;
+  c.pipeline = pipeline;
+  c.ci_chunk = chunk;
+  return direct_figures(v, c, rows, 1).smem_bytes;
 }
 
 Fp32Plan fp32_plan(const Conv2dVariant& v);
@@ -440,58 +377,46 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   }
   t.threads_y = rows;  // one thread set while the layout is sized
   // Very large filters: fewer channels per block until one input channel's stage fits.
-  auto one_channel_bytes = [&] {
-    const SmemLayout l = smem_layout(v, t, rows);
-    return (l.in_rows * l.in_pitch + l.w_per_ci) * 4;
-  };
   const std::int64_t limit = conv2d_max_shared_bytes(v.target);
   const std::int64_t pipelined_budget = std::min<std::int64_t>(kPipelinedBytes, limit);
-  while (t.channel_groups > 1 && one_channel_bytes() > pipelined_budget) t.channel_groups /= 2;
+  while (t.channel_groups > 1 && stage_bytes(v, t, rows, 0, 1) > pipelined_budget) t.channel_groups /= 2;
   // A residual's address and loads need registers the third resident block would cap (spills seen).
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 || v.has_residual ? 2 : 3;
   const std::int64_t pipelined_bytes = std::min<std::int64_t>(seven ? kPipelinedBytes7 : kPipelinedBytes, limit);
-  t.tiles_x = ceil_div(ow, t.threads_x * t.pixels_per_thread);
-  t.tiles_y = ceil_div(oh, rows);
 
-  const SmemLayout l = smem_layout(v, t, rows);
-  const std::int64_t in_per_ci = std::int64_t{l.in_rows} * l.in_pitch;
-  const std::int64_t w_per_ci = l.w_per_ci;
-  const std::int64_t w_per_ci_once = l.w_per_ci_once;
   const int cin = v.in_channels;
-  const int set_threads = t.threads_x * rows * t.channel_groups;
-  auto red_floats = [&](int k) {
-    return std::int64_t{k - 1} * set_threads * t.channels_per_thread * t.pixels_per_thread;
-  };
-  auto largest_chunk = [&](std::int64_t bytes_per_ci, std::int64_t budget) {
+  // The most channels a stage whose shared bytes are `per_channel` a channel (the chunked stages are
+  // linear in their chunk) that divides cin and fits `budget`; 0 if none.
+  auto largest_chunk = [&](std::int64_t per_channel, std::int64_t budget) {
     for (int d = cin; d >= 1; --d) {
-      if (cin % d == 0 && d * bytes_per_ci <= budget) return d;
+      if (cin % d == 0 && d * per_channel <= budget) return d;
     }
     return 0;
   };
-  std::int64_t stage_floats = 0;
   t.row_tiles = 1;
-  if (cin * (2 * in_per_ci + w_per_ci_once) * 4 + red_floats(plan.k_split) * 4 <= pipelined_bytes) {
+  Conv2dTiling whole = t;
+  whole.pipeline = 1;
+  whole.ci_chunk = cin;
+  if (direct_figures(v, whole, rows, plan.k_split).smem_bytes <= pipelined_bytes) {
     // Row-tile pipeline: all channels in one stage, weights staged once per block.
     t.pipeline = 1;
     t.ci_chunk = cin;
     t.row_tiles = 4;  // an upper bound: the launch picks 1, 2 or 4 from the batch size
-    stage_floats = cin * (2 * in_per_ci + w_per_ci_once);
-  } else if (const int d = largest_chunk(2 * (in_per_ci + w_per_ci) * 4, pipelined_bytes); d > 0) {
+  } else if (const int d = largest_chunk(stage_bytes(v, t, rows, 2, 1), pipelined_bytes); d > 0) {
     // Channel-chunk pipeline: the next chunk's input and weights arrive during this chunk's math.
     t.pipeline = 2;
     t.ci_chunk = d;
-    stage_floats = 2 * d * (in_per_ci + w_per_ci);
   } else {
     t.pipeline = 0;
-    t.ci_chunk = std::max(1, largest_chunk((in_per_ci + w_per_ci) * 4, kSingleStageBytes));
-    stage_floats = t.ci_chunk * (in_per_ci + w_per_ci);
+    t.ci_chunk = std::max(1, largest_chunk(stage_bytes(v, t, rows, 0, 1), kSingleStageBytes));
   }
   while (t.ci_chunk % plan.k_split != 0) plan.k_split /= 2;
-  const std::int64_t red = red_floats(plan.k_split);
-  const std::int64_t smem_floats = t.pipeline == 1 ? stage_floats + red : std::max(stage_floats, red);
   // (Past the target's limit — a very tall, dilated filter on a wide image — the variant runs on the
   // general direct kernel instead: f32_direct_too_large.)
-  t.shared_bytes = static_cast<unsigned>(std::min<std::int64_t>(smem_floats * 4, 0xffffffffll));
+  const plan::DirectPlanFigures f = direct_figures(v, t, rows, plan.k_split);
+  t.shared_bytes = static_cast<unsigned>(std::min<std::int64_t>(f.smem_bytes, 0xffffffffll));
+  t.tiles_x = f.tiles_x;
+  t.tiles_y = f.tiles_y;
   t.threads_y = rows * plan.k_split;
   plan.rows = rows;
   plan.col_phases = col_phases(v);
@@ -626,9 +551,8 @@ CompileRequest make_fp32_direct_request(const Conv2dVariant& v) {
   CompileRequest request;
   request.name = "conv2d.cu";
   request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh"}) {
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
-  }
+  // conv2d.cuh and the file it includes (conv2d_plan.cuh).
+  request.headers = cuinline::detail::template_headers({"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh"});
   // The conv loop uses explicit __fmaf_rn; no contraction elsewhere, so bias and epilogue round
   // after every step like the separate PyTorch ops.
   request.options = {"--fmad=false", "-minimal"};  // -minimal: see elementwise.cpp

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "conv2d_winograd_plan.cuh"
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/tuning.hpp"
 #include "templates/template_source.hpp"
@@ -65,7 +66,6 @@ bool winograd_applies(const Conv2dVariant& v) {
 
 Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   constexpr int m = kM;
-  constexpr int a = m + 2;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   const int tiles_across = ceil_div(ow, m);
@@ -98,24 +98,24 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   // before it: 168 registers, 0.437 at 8 warps, its best); asking for 16 keeps other shapes from
   // growing past it.
   t.min_blocks = std::max(1, 16 / (warps_x * warps_c));
-  const int block_tiles = warps_x * warp_tiles;
-  t.tiles_x = ceil_div(tiles_across, block_tiles);
-  t.tiles_y = ceil_div(oh, m);
   t.row_tiles = 8;  // an upper bound: the launch picks 8, 4, 2 or 1 from the batch size
-  // Shared memory, as WPlan<S> lays it out: U, V, one raw input stage; fewer warps along the tiles
-  // where that is more than the target has (the seed's 2 x 4 warps: 82 KiB, past sm_75's 64).
-  const auto bytes = [&] {
-    const std::int64_t block_tiles = std::int64_t{t.threads_y} * warp_tiles;
-    const std::int64_t pitch = (m * block_tiles + 2 + 3) / 4 * 4;
-    return (std::int64_t{v.in_channels} * a * a * t.block_channels() + std::int64_t{v.in_channels} * a * a * block_tiles +
-            std::int64_t{v.in_channels} * a * pitch) * 4;
+  // Shared memory and grid from the plan (conv2d_winograd_plan.cuh: U, V, one raw input stage);
+  // fewer warps along the tiles where the bytes are more than the target has (the seed's 2 x 4
+  // warps: 82 KiB, past sm_75's 64).
+  namespace plan = cuinline_conv2d_wino_detail;
+  const auto figures = [&] {
+    return plan::winograd_plan_figures(plan::WinogradPlanShape{
+        v.in_channels, v.width, v.params.pad_w, oh, ow, t.threads_x, t.pixels_per_thread / m, t.threads_y,
+        t.channel_groups, t.channels_per_thread, v.output_aligned ? 1 : 0});
   };
-  while (t.threads_y > 1 && bytes() > conv2d_max_shared_bytes(v.target)) {
+  while (t.threads_y > 1 && figures().smem_bytes > conv2d_max_shared_bytes(v.target)) {
     t.threads_y /= 2;
     t.min_blocks = std::max(1, 16 / (t.threads_y * warps_c));
-    t.tiles_x = ceil_div(tiles_across, t.threads_y * warp_tiles);
   }
-  t.shared_bytes = static_cast<unsigned>(bytes());
+  const plan::WinogradPlanFigures f = figures();
+  t.shared_bytes = static_cast<unsigned>(f.smem_bytes);
+  t.tiles_x = f.tiles_x;
+  t.tiles_y = f.tiles_y;
   return t;
 }
 
@@ -139,9 +139,8 @@ CompileRequest make_winograd_request(const Conv2dVariant& v) {
   CompileRequest request;
   request.name = "conv2d_winograd.cu";
   request.source = std::move(src);
-  for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "conv2d.cuh", "conv2d_winograd.cuh"}) {
-    request.headers.push_back({header, cuinline::detail::template_text(header)});
-  }
+  // conv2d_winograd.cuh and the files it includes (conv2d.cuh, conv2d_plan.cuh).
+  request.headers = cuinline::detail::template_headers({"ew_common.cuh", "ew_ops.cuh", "conv2d_winograd.cuh"});
   // The products accumulate with explicit __fmaf_rn; no contraction elsewhere, so the transforms,
   // bias and epilogue round after every step. ptxas -O1: its default -O3 schedule ran this kernel
   // slower (seed, harness, H200: 0.444 ms against 0.530 rolled, 0.421 against 0.462 unrolled) and
