@@ -243,9 +243,11 @@ def liger_op(op):
     return None
 
 
-def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32)):
+DEFAULT_SHAPES = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
+
+
+def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32), shapes=DEFAULT_SHAPES):
     flush = l2_flush_buffer()
-    shapes = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
     lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |"
              + (" Liger-Kernel GB/s |" if liger else ""),
              "|---|---|---|---|---|---|---|" + ("---|" if liger else "")]
@@ -418,6 +420,8 @@ def main():
     ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes")
     ap.add_argument("--liger", action="store_true", help="Liger-Kernel's forward beside (liger-kernel installed)")
     ap.add_argument("--jit", action="store_true", help="only the JIT's first calls and generic kernels")
+    ap.add_argument("--shapes", help="the timed shapes, ROWSxN,... (default: "
+                    + ",".join(f"{r}x{n}" for r, n in DEFAULT_SHAPES) + ")")
     args = ap.parse_args()
     ops = Ops(args.lib)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
@@ -432,7 +436,8 @@ def main():
     print(f"checks: {failures} failed", flush=True)
     if not args.checks_only:
         dtypes = [{"bf16": torch.bfloat16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
-        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes)
+        shapes = DEFAULT_SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes)
         if not args.no_fused:
             lines += [""] + fused(ops)
         print(f"checks: {failures} failed", flush=True)
