@@ -1,13 +1,15 @@
 #pragma once
 // Shared by the graph, misuse and multi-GPU tests: device tensors with random contents, and a set of
 // op calls (elementwise in every dtype and layout, conv2d in every precision, f16 NCHW through the
-// staging copy and bf16 channels-last) that each test runs in
-// its own way (eagerly, captured into a graph, on another device, from many threads).
+// staging copy and bf16 channels-last, row reductions in their block, parked and split forms) that
+// each test runs in its own way (eagerly, captured into a graph, on another device, from many
+// threads).
 #include <cstdint>
 #include <cstring>
 #include <cuinline/conv2d.hpp>
 #include <cuinline/driver.hpp>
 #include <cuinline/ops.hpp>
+#include <cuinline/reductions.hpp>
 #include <functional>
 #include <random>
 #include <string>
@@ -131,6 +133,28 @@ inline OpCase conv2d_case(const std::string& name, int n, int cin, int h, int w,
   return c;
 }
 
+// A row reduction over [rows, n] (softmax, or a norm with a weight of n and, for layer_norm, a bias).
+enum class RowsKind { softmax, rms_norm, layer_norm };
+inline OpCase rows_case(const std::string& name, RowsKind kind, DType dtype, std::int64_t rows, std::int64_t n,
+                        int device = -1) {
+  OpCase c;
+  c.name = name;
+  c.finite_inputs = true;
+  c.inputs.push_back(make_tensor(dtype, {rows, n}, device));
+  if (kind != RowsKind::softmax) c.inputs.push_back(make_tensor(dtype, {n}, device));
+  if (kind == RowsKind::layer_norm) c.inputs.push_back(make_tensor(dtype, {n}, device));
+  c.output = make_tensor(dtype, {rows, n}, device);
+  const TensorView x = c.inputs[0].view, out = c.output.view;
+  const TensorView w = kind != RowsKind::softmax ? c.inputs[1].view : TensorView{};
+  const TensorView b = kind == RowsKind::layer_norm ? c.inputs[2].view : TensorView{};
+  c.run = [=](CUstream s) {
+    if (kind == RowsKind::softmax) ops::softmax(x, out, s);
+    if (kind == RowsKind::rms_norm) ops::rms_norm(x, w, out, 1e-6, s);
+    if (kind == RowsKind::layer_norm) ops::layer_norm(x, w, b, out, 1e-5, s);
+  };
+  return c;
+}
+
 // Every kind of op call the library makes: elementwise in each dtype (contiguous, odd sizes,
 // strided; chains and expressions) and conv2d in each precision and kernel family.
 inline std::vector<OpCase> all_op_cases(int device = -1) {
@@ -166,6 +190,12 @@ inline std::vector<OpCase> all_op_cases(int device = -1) {
   cases.push_back(conv2d_case("conv2d f32 channels-last (transposed)", 2, 8, 48, 48, 32, 3,
                               ops::Conv2dParams::square(1, 1), ops::Conv2dPrecision::fp32, epi, device, DType::f32,
                               true));
+  // Row reductions: f32 rows of 32768 (the block form, half of each thread's values parked in 64 KiB
+  // of dynamic shared memory on sm_80 / sm_90), bf16 rows past 32768 (the split form's two kernels
+  // over a stream-ordered workspace), f16 rows of 1000 (the block form).
+  cases.push_back(rows_case("softmax f32 rows of 32768 (parked)", RowsKind::softmax, DType::f32, 48, 32768, device));
+  cases.push_back(rows_case("rms_norm bf16 rows of 100000 (split)", RowsKind::rms_norm, DType::bf16, 6, 100000, device));
+  cases.push_back(rows_case("layer_norm f16 rows of 1000", RowsKind::layer_norm, DType::f16, 300, 1000, device));
   return cases;
 }
 
