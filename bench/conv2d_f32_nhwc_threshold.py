@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where f32 channels-last conv2d should leave the general kernel for the f32 NCHW kernels between
-transposing copies (conv2d_transpose.cpp's kTransposeMinMacs, 2^22 multiply-adds an image): the same
+transposing copies (conv2d_tuning's transpose_min_macs, 2^22 multiply-adds an image): the same
 calls timed with CUINLINE_CONV2D_TRANSPOSE=0 (the general kernel) and =1 (the copies), each in a
 process of its own (the library reads the variable once), on shapes around the threshold and
 batches of 1, 8 and 64.

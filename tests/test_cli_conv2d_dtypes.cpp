@@ -103,7 +103,7 @@ TEST_F(CliTest, WarmConv2dChannelsLastOfOneChannelIsTheNchwKernel) {
   EXPECT_EQ(tier_of(make_request(v)), cuinline::CacheTier::disk) << v.name();
 }
 
-// Staged f16 / bf16 variants (NCHW, or channels-last with Cin % 8 != 0, from kStageMinElements input
+// Staged f16 / bf16 variants (NCHW, or channels-last with Cin % 8 != 0, from stage_min_elements input
 // elements an image) launch the staging copy's module before their conv: warm compiles it once, so
 // neither module needs NVRTC at run time.
 TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {

@@ -435,6 +435,28 @@ TEST(Conv2dSelect, SelectionIsThePublicPartsForEveryAlgorithm) {
 }
 
 // Each knob's parsing: accepted values are taken, anything else is the default.
+// The tuning table covers every figure of Conv2dTuning once, each with a provenance and a positive
+// value on every target, and conv2d_tuning(target) is that column; no shared-memory budget passes its
+// target's limit.
+TEST(Conv2dTuning, EveryFigureHasAValueAndAProvenanceOnEveryTarget) {
+  const auto& table = conv2d_impl::conv2d_tuning_table();
+  EXPECT_EQ(table.size() * sizeof(std::int64_t), sizeof(conv2d_impl::Conv2dTuning));
+  const Conv2dTarget targets[4] = {Conv2dTarget::sm90, Conv2dTarget::sm80, Conv2dTarget::sm86, Conv2dTarget::sm75};
+  std::set<std::string> names;
+  for (const auto& row : table) {
+    SCOPED_TRACE(row.name);
+    EXPECT_TRUE(names.insert(row.name).second);
+    EXPECT_GT(std::strlen(row.provenance), 20u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_GT(row.value[i], 0);
+      EXPECT_EQ(conv2d_impl::conv2d_tuning(targets[i]).*row.field, row.value[i]);
+      if (std::string(row.name).find("bytes") != std::string::npos && std::string(row.name) != "winograd_max_weight_bytes") {
+        EXPECT_LE(row.value[i], static_cast<std::int64_t>(conv2d_max_shared_bytes(targets[i])));
+      }
+    }
+  }
+}
+
 TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
   const auto with = [](std::map<std::string, std::string> env) {
     static std::map<std::string, std::string> current;

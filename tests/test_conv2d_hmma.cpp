@@ -87,7 +87,7 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
     EXPECT_FALSE(conv2d_tiling(f).generic());
     f.input_layout = Conv2dLayout::nhwc;
     const bool large = std::int64_t{f.out_channels} * f.out_height() * f.out_width() * f.in_channels * f.kernel_h *
-                           f.kernel_w >= conv2d_impl::kTransposeMinMacs;
+                           f.kernel_w >= conv2d_impl::conv2d_tuning(f.target).transpose_min_macs;
     EXPECT_EQ(conv2d_tiling(f).generic(), !large);
     EXPECT_EQ(conv2d_tiling(f).transpose_input, large);
     EXPECT_FALSE(conv2d_tiling(f).half_mma());

@@ -417,7 +417,7 @@ Conv2dVariant half_variant(int cin, int hw, int cout, Conv2dLayout in, Conv2dLay
 }
 
 // Which variants are staged (CUINLINE_CONV2D_STAGE unset in ctest): those not already channels-last
-// with a multiple of 8 channels, from kStageMinElements input elements an image; the tiling then is
+// with a multiple of 8 channels, from stage_min_elements (conv2d_tuning) input elements an image; the tiling then is
 // the staged variant's.
 TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   if (std::getenv("CUINLINE_CONV2D_STAGE") != nullptr) GTEST_SKIP() << "CUINLINE_CONV2D_STAGE is set";

@@ -7,6 +7,7 @@
 
 #include "conv2d_plan.cuh"
 #include "ops/conv2d/conv2d_internal.hpp"
+#include "ops/conv2d/tuning.hpp"
 #include "ops/elementwise/render.hpp"
 #include "templates/template_source.hpp"
 
@@ -16,20 +17,12 @@ namespace {
 using conv2d_impl::ceil_div;
 using conv2d_impl::pow2_at_least;
 
-constexpr int kMaxThreads = 256;
-// Shared memory per block: a single stage stays under the 48 KiB that needs no opt-in; a
-// double-buffered (pipelined) block may use up to 100 KiB, so two still fit on an H100/H200 SM.
-constexpr int kSingleStageBytes = 48 * 1024;
-constexpr int kPipelinedBytes = 100 * 1024;
-// 7-pixel tiles (128-thread blocks, 3 or 4 resident): a pipelined block keeps to a third of an SM.
-constexpr int kPipelinedBytes7 = 75 * 1024;
-// 7-pixel tiles only where an image has this many multiply-adds: on 58 M-MAC images (16x64x56^2 ->
-// 128 k3 s2, 4x16x224^2 -> 32 k3 s2) they measured no faster or slower, on 115-640 M ones 11-18 %
-// faster (a standalone harness of the direct kernel's tilings, H200).
-constexpr double kMacs7 = 100e6;
-// Filter taps x outputs per thread in one unrolled step of the channel loop: bounds code size
-// (and NVRTC time) while keeping the loop body long enough to hide shared-memory latency.
-constexpr int kUnrollBudget = 576;
+// The tuned figures (shared-memory budgets, 7-pixel tiles, the unroll budget): conv2d_tuning(target),
+// tuning.cpp. 7-pixel tiles apply from direct_macs7 multiply-adds an image: on 58 M-MAC images
+// (16x64x56^2 -> 128 k3 s2, 4x16x224^2 -> 32 k3 s2) they measured no faster or slower, on 115-640 M
+// ones 11-18 % faster (a standalone harness of the direct kernel's tilings, H200). The unroll budget
+// (filter taps x outputs a thread in one unrolled step of the channel loop) bounds code size and
+// NVRTC time while keeping the loop body long enough to hide shared-memory latency.
 
 // The FMA kernel's figures beyond Conv2dTiling. The public tiling's threads_y counts the thread
 // rows of all k_split thread sets (so threads() is the block size); `rows` is one set's.
@@ -319,6 +312,9 @@ Conv2dVariant make_conv2d_variant(int in_channels, int height, int width, int ou
 
 namespace {
 Fp32Plan fp32_plan(const Conv2dVariant& v) {
+  const conv2d_impl::Conv2dTuning& tune = conv2d_impl::conv2d_tuning(v.target);
+  const int max_threads = static_cast<int>(tune.direct_max_threads);
+  const int unroll_budget = static_cast<int>(tune.direct_unroll_budget);
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   const int taps = v.kernel_h * v.kernel_w;
@@ -336,7 +332,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   auto waste = [&](int tile) { return static_cast<double>(ceil_div(ow, tile)) * tile / ow; };
   const int tx7 = std::clamp(pow2_at_least(ceil_div(ow, 7)), 4, 32);
   const double macs = static_cast<double>(v.out_channels) * oh * ow * v.in_channels * taps;
-  const bool seven = ow % 7 == 0 && v.out_channels >= 8 && macs >= kMacs7 &&
+  const bool seven = ow % 7 == 0 && v.out_channels >= 8 && macs >= static_cast<double>(tune.direct_macs7) &&
                      waste(t.threads_x * t.pixels_per_thread) >= 1.1 && waste(7 * tx7) < 1.05;
   if (seven) {
     t.pixels_per_thread = 7;
@@ -345,7 +341,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     t.channel_groups = std::clamp(ceil_div(v.out_channels, 8), 1, 4);
   }
   const int min_ty = 32 / t.threads_x;  // a warp must not straddle two channel groups
-  int ty = std::max(1, kMaxThreads / (t.threads_x * t.channel_groups));
+  int ty = std::max(1, max_threads / (t.threads_x * t.channel_groups));
   ty = std::min(ty, std::max(pow2_at_least(oh), min_ty));
   // Whole warps, none straddling two channel groups: rows a multiple of min_ty (threads_x is a
   // power of two of at least 4, so threads_x * rows is then a multiple of 32).
@@ -370,19 +366,18 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
         break;
       }
     }
-    while (plan.k_split < 8 && 2 * plan.k_split * t.threads_x * rows * t.channel_groups <= kMaxThreads &&
+    while (plan.k_split < 8 && 2 * plan.k_split * t.threads_x * rows * t.channel_groups <= max_threads &&
            v.in_channels % (2 * plan.k_split) == 0 && v.in_channels / (2 * plan.k_split) >= 2) {
       plan.k_split *= 2;
     }
   }
   t.threads_y = rows;  // one thread set while the layout is sized
   // Very large filters: fewer channels per block until one input channel's stage fits.
-  const std::int64_t limit = conv2d_max_shared_bytes(v.target);
-  const std::int64_t pipelined_budget = std::min<std::int64_t>(kPipelinedBytes, limit);
+  const std::int64_t pipelined_budget = tune.direct_pipelined_bytes;
   while (t.channel_groups > 1 && stage_bytes(v, t, rows, 0, 1) > pipelined_budget) t.channel_groups /= 2;
   // A residual's address and loads need registers the third resident block would cap (spills seen).
   t.min_blocks = t.channels_per_thread * t.pixels_per_thread >= 64 || v.has_residual ? 2 : 3;
-  const std::int64_t pipelined_bytes = std::min<std::int64_t>(seven ? kPipelinedBytes7 : kPipelinedBytes, limit);
+  const std::int64_t pipelined_bytes = seven ? tune.direct_pipelined_bytes7 : tune.direct_pipelined_bytes;
 
   const int cin = v.in_channels;
   // The most channels a stage whose shared bytes are `per_channel` a channel (the chunked stages are
@@ -408,7 +403,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     t.ci_chunk = d;
   } else {
     t.pipeline = 0;
-    t.ci_chunk = std::max(1, largest_chunk(stage_bytes(v, t, rows, 0, 1), kSingleStageBytes));
+    t.ci_chunk = std::max(1, largest_chunk(stage_bytes(v, t, rows, 0, 1), tune.direct_single_stage_bytes));
   }
   while (t.ci_chunk % plan.k_split != 0) plan.k_split /= 2;
   // (Past the target's limit — a very tall, dilated filter on a wide image — the variant runs on the
@@ -421,17 +416,17 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   plan.rows = rows;
   plan.col_phases = col_phases(v);
   // Unrolled FMAs per step bound code size and NVRTC time: whole channels when a channel's taps
-  // fit kUnrollBudget, else filter rows (the largest divisor of KH that fits).
+  // fit unroll_budget, else filter rows (the largest divisor of KH that fits).
   const int per_row = v.kernel_w * t.channels_per_thread * t.pixels_per_thread;
   const int per_ci = v.kernel_h * per_row;
-  if (per_ci <= kUnrollBudget) {
+  if (per_ci <= unroll_budget) {
     plan.kh_unroll = v.kernel_h;
     // Channels per step: a divisor of the slice (no remainder copy of the body), counting the
     // weight loads too (small thread tiles load more per FMA).
     const int slice = t.ci_chunk / plan.k_split;
     const int cost = taps * (t.channels_per_thread * t.pixels_per_thread + t.channels_per_thread);
     t.ci_unroll = 1;
-    for (int d = std::min(slice, kUnrollBudget / cost); d > 1; --d) {
+    for (int d = std::min(slice, unroll_budget / cost); d > 1; --d) {
       if (slice % d == 0) {
         t.ci_unroll = d;
         break;
@@ -440,7 +435,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   } else {
     plan.kh_unroll = 1;
     for (int d = v.kernel_h; d >= 1; --d) {
-      if (v.kernel_h % d == 0 && d * per_row <= kUnrollBudget) {
+      if (v.kernel_h % d == 0 && d * per_row <= unroll_budget) {
         plan.kh_unroll = d;
         break;
       }
@@ -455,11 +450,12 @@ namespace conv2d_impl {
 bool f32_direct_too_large(const Conv2dVariant& v) {
   if (v.dtype != DType::f32 || v.uses_generic_kernel() || uses_tensor_cores(v) || winograd_applies(v)) return false;
   const Fp32Plan plan = fp32_plan(v);
-  // A filter row is the least the kernel unrolls: past 4 x kUnrollBudget FMAs (a filter wider than
+  // A filter row is the least the kernel unrolls: past 4 x direct_unroll_budget FMAs (a filter wider than
   // 36 at 16 channels x 4 pixels a thread) NVRTC takes seconds (a 1 x 80 filter: 2.3 s), where
   // the general kernel's loops compile in a fraction of that.
   const int per_row = v.kernel_w * plan.t.channels_per_thread * plan.t.pixels_per_thread;
-  return plan.t.shared_bytes > conv2d_max_shared_bytes(v.target) || per_row > 4 * kUnrollBudget;
+  return plan.t.shared_bytes > conv2d_max_shared_bytes(v.target) ||
+         per_row > 4 * conv2d_tuning(v.target).direct_unroll_budget;
 }
 
 std::string render_target_defines(const Conv2dVariant& v) {

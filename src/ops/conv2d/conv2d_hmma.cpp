@@ -232,17 +232,12 @@ int one_group_min_blocks(const Conv2dTiling& t, int extra_registers) {
   return std::clamp(std::min(by_registers, by_shared), 1, 8);
 }
 
-// Bytes of cp.async buffers a wgmma block aims for: two blocks a multiprocessor.
-constexpr std::int64_t kWgmmaStageBudget = 100 * 1024;
-
-// Most tiles a block of the window form computes in turn (the launch picks 1, 2 or 4).
-constexpr int kWindowRowTiles = 4;
 
 // The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): the channels (16,
 // 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels allow (the
 // 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; at most 5 k steps (the seed): one
 // warpgroup of 128 pixels (two m64 tiles); more: two warpgroups, 256 pixels with 128 channels, 128
-// with fewer; 3 or 4 buffers, as many as kWgmmaStageBudget holds (kStages - 2 steps' copies in
+// with fewer; 3 or 4 buffers, as many as the tuning's wgmma_stage_budget holds (kStages - 2 steps' copies in
 // flight). Why (H200, f16, the three reference shapes, tilings swept through
 // CUINLINE_CONV2D_HMMA_TILE / _PIPE): more buffers lose everywhere (fewer blocks a multiprocessor);
 // a 128-channel block lets the UNet-like layer read its input tile once; two warpgroups gained the
@@ -253,6 +248,7 @@ constexpr int kWindowRowTiles = 4;
 // launch runs where the plain tiles are few (a small batch): mid planes take per-image m64 tiles
 // there (below).
 Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_tiles = false) {
+  const Conv2dTuning& tune = conv2d_tuning(v.target);
   Conv2dTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
   const bool f32 = v.dtype == DType::f32;
@@ -268,19 +264,18 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   const int taps = v.kernel_h * v.kernel_w;
   const int steps_at_bk = ci_pad == 8 && !f32 ? (taps + 1) / 2 : taps * (ci_pad / bk);
   // Short reductions (the seed): one warpgroup of two m64 tiles; longer ones: two warpgroups, of two
-  // m64 tiles each with 128 channels, or with fewer for filters of kLargeFilter taps or more (256
+  // m64 tiles each with 128 channels, or with fewer for filters of large_filter_taps or more (256
   // pixels a block), else one (128 pixels).
   // (f32 with up to 64 channels a block: one warpgroup of two m64 tiles reads each B tile for twice
   // the pixels — KernelBench's 5 x 9 over 32 -> 64 channels 2.276 ms against 2.394 with two groups of
   // two tiles and 2.534 with two of one; H100.)
-  // (f16 / bf16 with up to 64 channels a block and a filter of at least kLargeFilter taps: two
+  // (f16 / bf16 with up to 64 channels a block and a filter of at least large_filter_taps: two
   // warpgroups of two m64 tiles each, 256 pixels a block — KernelBench's 5 x 9 filters over 32 -> 64
   // channels 1.145-1.235 / 1.132-1.186 ms (62 / 80) against 1.446-1.510 / 1.434-1.465 with two
   // warpgroups of one tile, 1.381-1.437 / 1.356-1.388 with one of two. 3 x 3 filters keep two of one
   // tile: the ResNet-like layer over 64 channels ran 0.0489-0.0492 / 0.0396 ms NCHW / NHWC with two
   // tiles against 0.0474-0.0476 / 0.0350-0.0351, KernelBench L2-54 1.819-1.869 against 1.765-1.911;
   // H100.)
-  constexpr int kLargeFilter = 16;
   // Batch tiles (kBatchTiles; TF32 only) where one image's plane fills at most half of a
   // two-warpgroup tile of 256 pixels: the tile spans images, one warpgroup of two m64 tiles.
   // (ResNet-50's 7 x 7 3 x 3 layer, batch 32, TF32: 0.180 -> 0.126 ms; H200.)
@@ -310,7 +305,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
                          plane >= 14 * 14 && plane <= 28 * 28 && !window_shape;
   const bool per_image_m64 = small_plane || mid_plane;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
-  const bool one_tile = (two_groups && bn <= 64 && taps < kLargeFilter) || per_image_m64;
+  const bool one_tile = (two_groups && bn <= 64 && taps < tune.large_filter_taps) || per_image_m64;
   t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
@@ -331,7 +326,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   t.row_tiles = 1;
   const int steps = k_steps(v, t);
   const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * elem_bytes(v);
-  t.stages = static_cast<int>(std::clamp<std::int64_t>(kWgmmaStageBudget / stage, 3, 4));
+  t.stages = static_cast<int>(std::clamp<std::int64_t>(tune.wgmma_stage_budget / stage, 3, 4));
   // A block that has its multiprocessor to itself at 3 buffers anyway (UNet-like: 256 x 128, 48 KiB
   // a buffer): 4 where they fit (H200: 0.1219 / 0.0962 -> 0.1167 / 0.0899 ms).
   const std::int64_t limit = conv2d_max_shared_bytes(v.target);
@@ -348,11 +343,11 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
       (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && taps >= std::max(2, t.stages - 1) && !v.has_residual) {
     t.form = HmmaForm::window;
     if (shared_bytes(v, t) > limit) t.form = HmmaForm::wgmma;
-    // Two or more k chunks (two window buffers): a block computes up to kWindowRowTiles tiles in
+    // Two or more k chunks (two window buffers): a block computes up to window_row_tiles tiles in
     // turn (the launch picks how many, conv2d_launch.cpp), the next tile's first copies issued while
     // this one's outputs are stored, where the output tile's own place fits.
     if (t.window() && ci_pad / bk > 1 && conv2d_knobs().window_tiles) {
-      t.row_tiles = kWindowRowTiles;
+      t.row_tiles = static_cast<int>(tune.window_row_tiles);
       if (shared_bytes(v, t) > limit) t.row_tiles = 1;
     }
   }
@@ -371,8 +366,6 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   return t;
 }
 
-// Most tiles a block of the halo form computes in turn (its weights staged once).
-constexpr int kHaloRowTiles = 8;
 
 // The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
 // two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of
@@ -397,7 +390,7 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.stages = 1;
   // Tiles along y (output row x column block; plan.cuh's kTilesY); a block computes up to row_tiles of
   // them in turn, the launch picks how many (row_tiles_for).
-  t.row_tiles = kHaloRowTiles;
+  t.row_tiles = static_cast<int>(conv2d_tuning(v.target).halo_row_tiles);  // (its weights staged once)
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
   plan::PlanShape copied = plan_shape_of(v, t);
@@ -637,7 +630,7 @@ bool hmma_stage_rule(const Conv2dVariant& v) {
       long_small_plane(v, v.kernel_h * v.kernel_w * (cp / (cp % 64 == 0 ? 64 : cp % 32 == 0 ? 32 : 16)))) {
     return true;  // (a few channels over many taps — a 5 x 5 stem — keeps its gather)
   }
-  return std::int64_t{v.in_channels} * v.height * v.width >= kStageMinElements;
+  return std::int64_t{v.in_channels} * v.height * v.width >= conv2d_tuning(v.target).stage_min_elements;
 }
 
 int hmma_stage_tile_channels(int cp) {
@@ -780,8 +773,8 @@ bool tf32_wgmma_applies(const Conv2dVariant& v) {
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t work = std::int64_t{v.out_channels} * taps;
   return v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.params.groups == 1 &&
-         v.in_channels >= kTf32WgmmaMinChannels && taps > 1 &&
-         work >= kTf32WgmmaMinWork * v.params.stride_h * v.params.stride_w && !wgmma_off(v) &&
+         v.in_channels >= conv2d_tuning(v.target).tf32_wgmma_min_channels && taps > 1 &&
+         work >= conv2d_tuning(v.target).tf32_wgmma_min_work * v.params.stride_h * v.params.stride_w && !wgmma_off(v) &&
          conv2d_knobs().tf32_wgmma;
 }
 

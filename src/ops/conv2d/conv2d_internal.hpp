@@ -95,16 +95,12 @@ CompileRequest make_hmma_stage_request();
 /// 32-bit values rounded to TF32 (the tf32 wgmma variants).
 inline constexpr const char* kHmmaStageKernel = "cuinline_conv2d_stage";
 inline constexpr const char* kTf32StageKernel = "cuinline_conv2d_stage_tf32";
-/// Fewest input channels of a tf32 variant on the TF32 wgmma kernel (fewer: the mma.sync kernel,
-/// whose row streaming keeps the few channels' rows in shared memory).
-inline constexpr int kTf32WgmmaMinChannels = 16;
-/// Fewest products a staged input value feeds (Cout x filter taps / (stride_h x stride_w)) for the
-/// TF32 wgmma kernel: below, its staging copy costs more than the kernel saves.
-inline constexpr std::int64_t kTf32WgmmaMinWork = 512;
 /// Whether a variant runs on the TF32 wgmma implicit GEMM (conv2d_hmma.cuh with float storage):
-/// f32, precision tf32, groups 1, at least kTf32WgmmaMinChannels input channels, a filter of more
-/// than one tap (a 1 x 1 conv stays on the mma.sync kernel: no staging pass), at least
-/// kTf32WgmmaMinWork products a staged input value, an sm90-class
+/// f32, precision tf32, groups 1, at least tf32_wgmma_min_channels input channels (conv2d_tuning:
+/// fewer stay on the mma.sync kernel, whose row streaming keeps their rows in shared memory), a
+/// filter of more than one tap (a 1 x 1 conv stays on the mma.sync kernel: no staging pass), at
+/// least tf32_wgmma_min_work products a staged input value (Cout x taps / (stride_h x stride_w);
+/// below, the staging copy costs more than the kernel saves), an sm90-class
 /// target, unless CUINLINE_CONV2D_WGMMA=0 or CUINLINE_CONV2D_TF32_WGMMA=0 (read once). Always
 /// staged: the input and weight are copied channels-last, channels padded to 8, rounded to TF32.
 bool tf32_wgmma_applies(const Conv2dVariant& v);
@@ -120,9 +116,6 @@ bool pointwise_applies(const Conv2dVariant& v);
 /// Its tiling (validates) and request (conv2d_hmma.cuh with kPointwise; float storage for f32).
 Conv2dTiling pointwise_tiling(const Conv2dVariant& v);
 CompileRequest make_pointwise_request(const Conv2dVariant& v);
-/// Input elements an image (Cin x H x W) from which a variant that is not already in the tensor-core
-/// kernel's cp.async form (channels-last input and weight, Cin % 8 == 0) is staged by default.
-inline constexpr std::int64_t kStageMinElements = 32768;
 /// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma(), without
 /// planning): the selector's hmma_halo or hmma_wgmma, or hmma_staged where the wgmma tilings are
 /// enabled.
@@ -139,7 +132,7 @@ bool hmma_halo(const Conv2dVariant& v);
 bool hmma_stages(const Conv2dVariant& v);
 /// The staging rule of an f16 / bf16 variant not already in a form that reads its tensors directly:
 /// CUINLINE_CONV2D_STAGE "0" never, "1" always, else batch-tiled shapes from 64 input channels and
-/// from kStageMinElements input elements an image.
+/// from stage_min_elements input elements an image (conv2d_tuning).
 bool hmma_stage_rule(const Conv2dVariant& v);
 /// Whether the wgmma tilings may run v: an sm90 target, CUINLINE_CONV2D_WGMMA not 0.
 bool hmma_wgmma_enabled(const Conv2dVariant& v);
@@ -188,10 +181,10 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).
 CompileRequest make_generic_request(const Conv2dVariant& v);
 /// Whether an f32 variant with a channels-last tensor runs the f32 NCHW kernel of its shape
-/// (f32_nchw_variant(v)) between transposing copies: from kTransposeMinMacs multiply-adds an image,
+/// (f32_nchw_variant(v)) between transposing copies: from conv2d_tuning's transpose_min_macs
+/// multiply-adds an image,
 /// unless CUINLINE_CONV2D_TRANSPOSE says otherwise ("0": never, "1": every such variant; read once).
 bool f32_transposes(const Conv2dVariant& v);
-inline constexpr std::int64_t kTransposeMinMacs = std::int64_t{1} << 22;
 /// v with every tensor NCHW.
 Conv2dVariant f32_nchw_variant(const Conv2dVariant& v);
 /// The variant whose kernel a transposing call runs: f32_nchw_variant(v), except that a channels-last

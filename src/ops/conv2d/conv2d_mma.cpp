@@ -14,16 +14,13 @@
 namespace cuinline::ops::conv2d_impl {
 namespace {
 
-// Shared memory a block may use: two blocks still fit on one H100/H200 multiprocessor.
-constexpr int kPipelinedBytes = 100 * 1024;
-// ... or the target's limit where that is less.
+// Shared memory a block may use (conv2d_tuning: two blocks still fit on one H100/H200
+// multiprocessor, or the target's limit where that is less).
 std::int64_t pipelined_bytes(const Conv2dVariant& v) {
-  return std::min<std::int64_t>(kPipelinedBytes, conv2d_max_shared_bytes(v.target));
+  return conv2d_tuning(v.target).mma_pipelined_bytes;
 }
 // The unrolled body of the accumulation loop (code size, NVRTC time; see mma_tiling): at most
-// kUnrollTaps filter taps x 8-channel steps and kUnrolledMma mma instructions.
-constexpr int kUnrollTaps = 4;
-constexpr int kUnrolledMma = 144;
+// mma_unroll_taps filter taps x 8-channel steps and mma_unrolled_mma mma instructions (conv2d_tuning).
 // 3xTF32: filter columns unrolled at most (see mma_tiling): 1 — each filter column an iteration —
 // unless CUINLINE_CONV2D_TF32X3_KW=N (a tuning override; with per-step sums unrolled columns spill
 // and run slower). CUINLINE_CONV2D_TF32X3_SUMS=chained (a tuning override): 3xTF32's products
@@ -58,7 +55,7 @@ int in_extent(int outs, int k, int stride, int dilation) {
 // three-fragment split leaves no registers for the longer-lived streaming state: it measured 6 %
 // slower on the seed, 35 % on a 5 x 5 filter), where the image is wide enough for a tile of 64 or
 // 128 columns (narrower tiles starve the block) and all input channels, the block's weights, the
-// input-row ring and the warps' output tiles fit in kPipelinedBytes: a step of one or two output
+// input-row ring and the warps' output tiles fit in pipelined_bytes: a step of one or two output
 // rows (tile_rows), the width with the least computed overhang (narrow tiles count extra for their
 // halo and per-block work). Two rows a step where they fit: the warps of both rows store a channel's
 // rows oy and oy + 1 in the same step, one contiguous run of 2 x OW floats in NCHW; on the seed
@@ -184,9 +181,9 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
                           " bytes of shared memory (filter too large for the tensor-core kernel)");
   }
   // The unrolled body of the accumulation loop. Filter columns unroll fully (constant fragment
-  // offsets) unless kernel_w taps would pass kUnrolledMma mma instructions; then one tap an
-  // iteration. Then whole filter rows and 8-channel steps, up to kUnrollTaps taps x steps and
-  // kUnrolledMma mma (3xTF32 holds three fragments an operand: a longer body spills). NVRTC's time
+  // offsets) unless kernel_w taps would pass mma_unrolled_mma mma instructions; then one tap an
+  // iteration. Then whole filter rows and 8-channel steps, up to mma_unroll_taps taps x steps and
+  // mma_unrolled_mma mma (3xTF32 holds three fragments an operand: a longer body spills). NVRTC's time
   // grows with the body (optimizer and ptxas). The mma bound is 3xTF32's 3 x 3 block tile (3 taps x
   // 48 mma): its 5 x 5 and 7 x 7 filters roll. On the H200 rolling cost the 3 x 3 seed
   // 11-15 % (so it does not roll), 5 x 5 filters -4 % / +8 %, and saved 7 x 7 filters 4-12 %
@@ -196,8 +193,10 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
   // and 0.18 s).
   const int tap_mma = t.m_tiles * t.n_tiles * (v.precision == Conv2dPrecision::tf32x3 ? 3 : 1);
   const int max_kw = v.precision == Conv2dPrecision::tf32x3 ? conv2d_knobs().tf32x3_kw : v.kernel_w;
-  t.kw_unroll = v.kernel_w * tap_mma <= kUnrolledMma && v.kernel_w <= max_kw ? v.kernel_w : 1;
-  const int body_taps = std::max(1, std::min(kUnrollTaps, kUnrolledMma / tap_mma));
+  const int unrolled_mma = static_cast<int>(conv2d_tuning(v.target).mma_unrolled_mma);
+  const int unroll_taps = static_cast<int>(conv2d_tuning(v.target).mma_unroll_taps);
+  t.kw_unroll = v.kernel_w * tap_mma <= unrolled_mma && v.kernel_w <= max_kw ? v.kernel_w : 1;
+  const int body_taps = std::max(1, std::min(unroll_taps, unrolled_mma / tap_mma));
   // 3xTF32 keeps filter rows rolled (no tuned 3xTF32 tiling unrolled them; a 7 x 1 filter's 4 rows
   // of 2 x 2 tiles in one warp spilled 20 bytes, rolled none).
   t.kh_unroll = t.kw_unroll < v.kernel_w || v.precision == Conv2dPrecision::tf32x3

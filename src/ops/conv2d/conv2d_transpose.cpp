@@ -20,7 +20,7 @@ bool f32_transposes(const Conv2dVariant& v) {
   if (setting != 2) return setting == 1;
   const std::int64_t macs = std::int64_t{v.out_channels} * v.out_height() * v.out_width() * v.in_channels *
                             v.kernel_h * v.kernel_w;
-  return macs >= kTransposeMinMacs;
+  return macs >= conv2d_tuning(v.target).transpose_min_macs;
 }
 
 Conv2dVariant f32_nchw_variant(const Conv2dVariant& v) {

@@ -22,8 +22,7 @@ constexpr int kChannelsPerThread = 4;
 constexpr int kTileLanes = 8;
 constexpr int kWarpChannels = (32 / kTileLanes) * kChannelsPerThread;
 // The block's transformed weights (all input channels) stay in shared memory: a^2 floats per
-// (input, output channel).
-constexpr std::int64_t kMaxWeightBytes = 80 * 1024;
+// (input, output channel), at most conv2d_tuning's winograd_max_weight_bytes.
 
 constexpr int kM = 2;  // the output tile's side
 constexpr int kTilesPerThread = 2;
@@ -60,7 +59,7 @@ bool winograd_applies(const Conv2dVariant& v) {
   // 1.18-1.5x faster than the direct kernel; with 16-64 (2-8 stages, each transformed and
   // synchronized on its own) 1.4-2.3x slower. Fewer than 8 channels leave few products per
   // transform (not measured; the direct kernel keeps them).
-  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, 1) <= kMaxWeightBytes &&
+  return v.in_channels == 8 && v.out_channels >= 16 && weight_bytes(v, 1) <= conv2d_tuning(v.target).winograd_max_weight_bytes &&
          winograd_tiling(v).shared_bytes <= conv2d_max_shared_bytes(v.target);
 }
 
@@ -81,7 +80,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
   int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
-  while (warps_c > 1 && weight_bytes(v, warps_c) > kMaxWeightBytes) warps_c /= 2;
+  while (warps_c > 1 && weight_bytes(v, warps_c) > conv2d_tuning(v.target).winograd_max_weight_bytes) warps_c /= 2;
   int warps_x = std::max(1, block_warps(v, warps_c) / warps_c);
   while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
   t.threads_x = kTileLanes;

@@ -1,11 +1,13 @@
-// The CUINLINE_CONV2D_* knobs as one table: each entry's variable, meaning, accepted values and
-// default, and how its value is parsed. Every default says where it comes from.
+// The conv2d planners' tuning as two tables: the tuned figures a target (each with its provenance),
+// and the CUINLINE_CONV2D_* knobs (each entry's variable, meaning, accepted values and default, and
+// how its value is parsed; every default says where it comes from).
 #include "ops/conv2d/tuning.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <string>
 
 #include "common/log.hpp"
@@ -13,6 +15,67 @@
 
 namespace cuinline::ops::conv2d_impl {
 namespace {
+
+constexpr std::int64_t kKiB = 1024;
+// The shared-memory budgets of a block on each target: the tuned budget, or the target's limit
+// where that is less (sm90 227 KiB, sm80 163, sm86 99, sm75 64: conv2d_max_shared_bytes).
+constexpr std::int64_t kSm86Limit = 99 * kKiB, kSm75Limit = 64 * kKiB;
+
+// Provenance: "H100" / "H200" runs are the tuning runs whose figures docs/conv2d.md gives; targets
+// other than sm90 take sm90's figures, capped by their limits, unless a row says otherwise.
+const Conv2dTuningInfo kTuning[] = {
+    {"direct_max_threads", &Conv2dTuning::direct_max_threads, {256, 256, 256, 256},
+     "f32 direct kernel: 256-thread thread sets (a set is split further by k_split up to 8 sets, same bound)"},
+    {"direct_single_stage_bytes", &Conv2dTuning::direct_single_stage_bytes, {48 * kKiB, 48 * kKiB, 48 * kKiB, 48 * kKiB},
+     "a single stage stays under the 48 KiB that needs no opt-in"},
+    {"direct_pipelined_bytes", &Conv2dTuning::direct_pipelined_bytes, {100 * kKiB, 100 * kKiB, kSm86Limit, kSm75Limit},
+     "double-buffered: two blocks still fit an H100 / H200 multiprocessor"},
+    {"direct_pipelined_bytes7", &Conv2dTuning::direct_pipelined_bytes7, {75 * kKiB, 75 * kKiB, 75 * kKiB, kSm75Limit},
+     "7-pixel tiles (128-thread blocks, 3 or 4 resident): a third of a multiprocessor"},
+    {"direct_macs7", &Conv2dTuning::direct_macs7, {100000000, 100000000, 100000000, 100000000},
+     "7-pixel tiles level on 58 M-MAC images, 11-18 % faster on 115-640 M ones (harness, H200)"},
+    {"direct_unroll_budget", &Conv2dTuning::direct_unroll_budget, {576, 576, 576, 576},
+     "bounds code size and NVRTC time, long enough a body to hide shared-memory latency"},
+    {"mma_pipelined_bytes", &Conv2dTuning::mma_pipelined_bytes, {100 * kKiB, 100 * kKiB, kSm86Limit, kSm75Limit},
+     "TF32 mma.sync: two blocks still fit an H100 / H200 multiprocessor"},
+    {"mma_unroll_taps", &Conv2dTuning::mma_unroll_taps, {4, 4, 4, 4},
+     "rolling cost the 3 x 3 seed 11-15 % and saved 7 x 7 filters 4-12 % (H200); 7 x 7 stem NVRTC 0.59 -> 0.20 s"},
+    {"mma_unrolled_mma", &Conv2dTuning::mma_unrolled_mma, {144, 144, 144, 144},
+     "3xTF32's 3 x 3 block tile (3 taps x 48 mma); wider 3xTF32 bodies spilled 36-92 bytes"},
+    {"wgmma_stage_budget", &Conv2dTuning::wgmma_stage_budget, {100 * kKiB, 100 * kKiB, kSm86Limit, kSm75Limit},
+     "two wgmma blocks a multiprocessor; more buffers lost everywhere (H200, f16, the three reference shapes)"},
+    {"window_row_tiles", &Conv2dTuning::window_row_tiles, {4, 4, 4, 4},
+     "the launch picks 1, 2 or 4 tiles a window-form block (docs/conv2d.md, window form)"},
+    {"halo_row_tiles", &Conv2dTuning::halo_row_tiles, {8, 8, 8, 8},
+     "the launch picks up to 8 tiles a halo-form block, its weights staged once"},
+    {"large_filter_taps", &Conv2dTuning::large_filter_taps, {16, 16, 16, 16},
+     "5 x 9 filters 1.13-1.24 ms on two m64 tiles against 1.43-1.51 on one; 3 x 3 kept one (H100)"},
+    {"stage_min_elements", &Conv2dTuning::stage_min_elements, {32768, 32768, 32768, 32768},
+     "below, the staging copy's extra launch cost more than the cp.async main loop saved (CUINLINE_CONV2D_STAGE)"},
+    {"tf32_wgmma_min_channels", &Conv2dTuning::tf32_wgmma_min_channels, {16, 16, 16, 16},
+     "fewer channels: mma.sync row streaming keeps their rows in shared memory"},
+    {"tf32_wgmma_min_work", &Conv2dTuning::tf32_wgmma_min_work, {512, 512, 512, 512},
+     "products a staged value feeds from which the staging copy repays (the H100 sweep: one loss of the rule)"},
+    {"winograd_max_weight_bytes", &Conv2dTuning::winograd_max_weight_bytes, {80 * kKiB, 80 * kKiB, 80 * kKiB, 80 * kKiB},
+     "a block's transformed weights (a^2 floats an input and output channel) stay in shared memory"},
+    {"transpose_min_macs", &Conv2dTuning::transpose_min_macs,
+     {std::int64_t{1} << 22, std::int64_t{1} << 22, std::int64_t{1} << 22, std::int64_t{1} << 22},
+     "from here the transposing copies' few launches cost less than the general kernel's time (CUINLINE_CONV2D_TRANSPOSE)"},
+};
+
+int target_index(Conv2dTarget target) noexcept {
+  switch (target) {
+    case Conv2dTarget::sm80:
+      return 1;
+    case Conv2dTarget::sm86:
+      return 2;
+    case Conv2dTarget::sm75:
+      return 3;
+    case Conv2dTarget::sm90:
+      break;
+  }
+  return 0;
+}
 
 struct Knob {
   Conv2dKnobInfo info;
@@ -146,12 +209,12 @@ const std::vector<Knob>& knobs() {
       {{"CUINLINE_CONV2D_POINTWISE", "0: 1 x 1 stride-1 convolutions on an NCHW input off the pointwise form",
         "0", "pointwise form"},
        [](Conv2dKnobs& k, const char* e) { k.pointwise = on_unless_zero(e); }},
-      // Default: from kStageMinElements (32768) input elements an image, below which the extra launch
+      // Default: from stage_min_elements (32768) input elements an image, below which the extra launch
       // costs more than the gather; batch-tiled variants from 64 NCHW channels.
       {{"CUINLINE_CONV2D_STAGE", "f16 / bf16 not in the cp.async form: 0 never stages, 1 always", "0, 1",
         "by size (32768 input elements an image)"},
        [](Conv2dKnobs& k, const char* e) { k.stage = never_always_rule(e); }},
-      // Default: from kTransposeMinMacs (2^22) multiply-adds an image, where the copies' few launches
+      // Default: from transpose_min_macs (2^22) multiply-adds an image, where the copies' few launches
       // cost less than the general kernel's work.
       {{"CUINLINE_CONV2D_TRANSPOSE",
         "f32 with a channels-last tensor: 0 never runs the NCHW kernels between "
@@ -225,6 +288,22 @@ const Conv2dKnobs& conv2d_knobs() {
     return read;
   }();
   return k;
+}
+
+const Conv2dTuning& conv2d_tuning(Conv2dTarget target) noexcept {
+  static const auto* tunings = [] {
+    auto* t = new Conv2dTuning[4]{};
+    for (int i = 0; i < 4; ++i) {
+      for (const Conv2dTuningInfo& row : kTuning) t[i].*row.field = row.value[i];
+    }
+    return t;
+  }();
+  return tunings[target_index(target)];
+}
+
+const std::vector<Conv2dTuningInfo>& conv2d_tuning_table() {
+  static const std::vector<Conv2dTuningInfo> table(std::begin(kTuning), std::end(kTuning));
+  return table;
 }
 
 const std::vector<Conv2dKnobInfo>& conv2d_knob_table() {

@@ -1,14 +1,61 @@
 #pragma once
-// The CUINLINE_CONV2D_* environment knobs: every one read once, the first time any is asked for,
-// into one struct (conv2d_knobs()). Most switch a kernel form off for comparisons; the rest are
-// tuning overrides. docs/conv2d.md ("Environment knobs") lists them; conv2d_knob_table() is the same
-// table in code (tuning.cpp), each default with where it comes from.
+// The conv2d planners' tuning, in one place (tuning.cpp):
+// - conv2d_tuning(target): the tuned figures the planners read (shared-memory budgets, unroll
+//   budgets, the thresholds that choose a form), one set a target, each with a one-line provenance
+//   in conv2d_tuning_table();
+// - the CUINLINE_CONV2D_* environment knobs: every one read once, the first time any is asked for,
+//   into one struct (conv2d_knobs()). Most switch a kernel form off for comparisons; the rest are
+//   tuning overrides. docs/conv2d.md ("Environment knobs") lists them; conv2d_knob_table() is the
+//   same table in code, each default with where it comes from.
+#include <cstdint>
 #include <cuinline/arch.hpp>
+#include <cuinline/conv2d.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace cuinline::ops::conv2d_impl {
+
+/// The planners' tuned figures for one target. Budgets in bytes of shared memory a block; they are
+/// the target's limit where that is less (conv2d_max_shared_bytes).
+struct Conv2dTuning {
+  // f32 on FMA (conv2d.cpp's fp32_plan)
+  std::int64_t direct_max_threads;         ///< threads a block of one thread set
+  std::int64_t direct_single_stage_bytes;  ///< a single-buffered stage (pipeline 0)
+  std::int64_t direct_pipelined_bytes;     ///< a double-buffered block (pipelines 1 and 2)
+  std::int64_t direct_pipelined_bytes7;    ///< ... with 7-pixel thread tiles
+  std::int64_t direct_macs7;               ///< multiply-adds an image from which 7-pixel tiles apply
+  std::int64_t direct_unroll_budget;       ///< FMAs (taps x outputs a thread) an unrolled step
+  // f32 in tf32 / tf32x3 on mma.sync (conv2d_mma.cpp)
+  std::int64_t mma_pipelined_bytes;  ///< a block (row streaming and the pipelines)
+  std::int64_t mma_unroll_taps;      ///< filter taps x 8-channel steps an unrolled body
+  std::int64_t mma_unrolled_mma;     ///< mma instructions an unrolled body
+  // f16 / bf16 / TF32 on the tensor-core kernel (conv2d_hmma.cpp)
+  std::int64_t wgmma_stage_budget;  ///< a wgmma tiling's cp.async buffers (3 or 4 of them)
+  std::int64_t window_row_tiles;    ///< most tiles a window-form block computes in turn
+  std::int64_t halo_row_tiles;      ///< most tiles a halo-form block computes in turn
+  std::int64_t large_filter_taps;   ///< taps from which a two-warpgroup tile keeps two m64 tiles
+  std::int64_t stage_min_elements;  ///< input elements an image from which a variant is staged
+  std::int64_t tf32_wgmma_min_channels;  ///< fewest input channels on the TF32 wgmma kernel
+  std::int64_t tf32_wgmma_min_work;      ///< fewest products a staged value feeds there
+  // f32 Winograd (conv2d_winograd.cpp) and channels-last f32 (conv2d_transpose.cpp)
+  std::int64_t winograd_max_weight_bytes;  ///< a block's transformed weights
+  std::int64_t transpose_min_macs;         ///< multiply-adds an image from which f32 transposes
+};
+
+/// The tuning a variant of `target` is planned with.
+const Conv2dTuning& conv2d_tuning(Conv2dTarget target) noexcept;
+
+/// One figure of Conv2dTuning: its field, its value on each target (sm90, sm80, sm86, sm75) and
+/// where it comes from.
+struct Conv2dTuningInfo {
+  const char* name;
+  std::int64_t Conv2dTuning::*field;
+  std::int64_t value[4];
+  const char* provenance;
+};
+/// Every figure, in Conv2dTuning's order.
+const std::vector<Conv2dTuningInfo>& conv2d_tuning_table();
 
 /// Every knob's value as parsed (an unset variable, or a value a knob does not accept, leaves the
 /// default; the parsing of each is its entry's in tuning.cpp).
