@@ -44,13 +44,13 @@ int col_phases(const Conv2dVariant& v) {
   return !compact_cols(v) && v.params.stride_w >= 2 && v.params.stride_w <= 4 ? v.params.stride_w : 1;
 }
 
-namespace plan = cuinline_conv2d_detail;
+namespace direct_plan = cuinline_conv2d_detail;
 
 // The plan of a tiling with `rows` output rows a thread set and k_split thread sets (conv2d_plan.cuh's
 // figures: what the kernel's Plan<S> compiles for the constants make_fp32_direct_request renders).
-plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int k_split) {
+direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int k_split) {
   const Conv2dParams& p = v.params;
-  return plan::direct_plan_figures(plan::DirectPlanShape{
+  return direct_plan::direct_plan_figures(direct_plan::DirectPlanShape{
       v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
       static_cast<int>(v.out_width()), t.threads_x, rows, t.channel_groups, k_split, t.pixels_per_thread,
       t.channels_per_thread, t.ci_chunk, t.pipeline, col_phases(v), v.output_aligned ? 1 : 0});
@@ -408,7 +408,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   while (t.ci_chunk % plan.k_split != 0) plan.k_split /= 2;
   // (Past the target's limit — a very tall, dilated filter on a wide image — the variant runs on the
   // general direct kernel instead: f32_direct_too_large.)
-  const plan::DirectPlanFigures f = direct_figures(v, t, rows, plan.k_split);
+  const direct_plan::DirectPlanFigures f = direct_figures(v, t, rows, plan.k_split);
   t.shared_bytes = static_cast<unsigned>(std::min<std::int64_t>(f.smem_bytes, 0xffffffffll));
   t.tiles_x = f.tiles_x;
   t.tiles_y = f.tiles_y;

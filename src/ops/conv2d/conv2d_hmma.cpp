@@ -88,22 +88,22 @@ bool halo_nchw_copy(const Conv2dVariant& v) {
 
 // The plan of a tiling: conv2d_hmma/plan.cuh's figures (what the kernel's Plan<S> compiles) of the
 // shape constants direct_source renders for v and t.
-namespace plan = cuinline_conv2d_hmma_detail;
-plan::PlanShape plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t);
-plan::PlanFigures figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
-  return plan::plan_figures(plan_shape_of(v, t));
+namespace hmma_plan = cuinline_conv2d_hmma_detail;
+hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t);
+hmma_plan::PlanFigures hmma_figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+  return hmma_plan::plan_figures(hmma_plan_shape_of(v, t));
 }
 int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
-  return figures_of(v, t).steps;
+  return hmma_figures_of(v, t).steps;
 }
 // Shared memory of a tiling (conv2d_hmma/plan.cuh's kSmemBytes): the stages, the halo or window
 // form's buffers, the epilogue's tile.
 unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
-  return static_cast<unsigned>(figures_of(v, t).smem_bytes);
+  return static_cast<unsigned>(hmma_figures_of(v, t).smem_bytes);
 }
 // A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
-void set_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
-  const plan::PlanFigures f = figures_of(v, t);
+void set_hmma_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+  const hmma_plan::PlanFigures f = hmma_figures_of(v, t);
   if (f.tiles_x > 0x7fffffff) {
     throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
   }
@@ -124,9 +124,9 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 
 namespace {
 
-plan::PlanShape plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t) {
   const Conv2dParams& p = v.params;
-  plan::PlanShape s{};
+  hmma_plan::PlanShape s{};
   s.elem = elem_bytes(v);
   s.cin = v.in_channels, s.h = v.height, s.w = v.width, s.cout = v.out_channels;
   s.kh = v.kernel_h, s.kw = v.kernel_w, s.sh = p.stride_h, s.sw = p.stride_w, s.ph = p.pad_h, s.pw = p.pad_w;
@@ -154,7 +154,7 @@ int out_vec_of(const Conv2dVariant& v, bool wgmma) {
   const std::int64_t run = v.output_layout == Conv2dLayout::nhwc ? v.out_channels
                            : hmma_halo(v)                          ? v.out_width()
                                                                    : v.out_height() * v.out_width();
-  return plan::plan_out_vec(run, wgmma && v.dtype != DType::f32, true);
+  return hmma_plan::plan_out_vec(run, wgmma && v.dtype != DType::f32, true);
 }
 
 }  // namespace
@@ -351,7 +351,7 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
       if (shared_bytes(v, t) > limit) t.row_tiles = 1;
     }
   }
-  set_plan_figures(v, t);
+  set_hmma_plan_figures(v, t);
   if (batch && !t.window() && !overridden) t.form = HmmaForm::batch;
   t.few_tiles = mid_plane;
   if (t.shared_bytes > limit) {
@@ -393,10 +393,10 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
   t.row_tiles = static_cast<int>(conv2d_tuning(v.target).halo_row_tiles);  // (its weights staged once)
   // (Whether it fits does not depend on the pointers: checked with the NCHW copy's buffers, which an
   // aligned input adds. Planned on every conv2d call, through set_hmma_alignment: no copies here.)
-  plan::PlanShape copied = plan_shape_of(v, t);
+  hmma_plan::PlanShape copied = hmma_plan_shape_of(v, t);
   copied.in_aligned = 1;
-  if (static_cast<unsigned>(plan::plan_figures(copied).smem_bytes) > conv2d_max_shared_bytes(v.target)) return false;
-  set_plan_figures(v, t);
+  if (static_cast<unsigned>(hmma_plan::plan_figures(copied).smem_bytes) > conv2d_max_shared_bytes(v.target)) return false;
+  set_hmma_plan_figures(v, t);
   t.min_blocks = one_group_min_blocks(t, 0);
   return true;
 }
@@ -440,7 +440,7 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   t.row_tiles = 1;
   // Blocks an image: pixel tiles x channel blocks, channel blocks fastest (one block column; plan.cuh).
   t.stages = pipe_override().depth > 0 ? pipe_override().depth : 4;
-  set_plan_figures(v, t);
+  set_hmma_plan_figures(v, t);
   if (t.shared_bytes > conv2d_max_shared_bytes(v.target)) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the pointwise tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
@@ -517,14 +517,14 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
   if (t.min_blocks == 0) t.min_blocks = 512 / t.threads();
-  set_plan_figures(v, t);
+  set_hmma_plan_figures(v, t);
   if (overridden) t.min_blocks = o[5];
   // A target of less shared memory (sm_86's 99 KiB a block) takes fewer cp.async buffers where the
   // default's do not fit (a short reduction rings over its 4-5 steps: 110592 bytes at 128 pixels x 64
   // channels, k step 64, 4 steps); at least 2 (kStages - 2 steps' copies ahead).
   const std::int64_t limit = conv2d_max_shared_bytes(v.target);
   if (async && t.shared_bytes > limit && pipe_override().depth == 0) {
-    for (int depth = figures_of(v, t).stages - 1; depth >= 2 && t.shared_bytes > limit; --depth) {
+    for (int depth = hmma_figures_of(v, t).stages - 1; depth >= 2 && t.shared_bytes > limit; --depth) {
       t.stages = depth;
       t.shared_bytes = shared_bytes(v, t);
     }
@@ -546,7 +546,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
          " storage;\n";
   src += render_shape_constants(v);
   // The constants plan.cuh's figures depend on, as the host planned with them (plan_shape_of).
-  const plan::PlanShape s = plan_shape_of(v, t);
+  const hmma_plan::PlanShape s = hmma_plan_shape_of(v, t);
   src += c("kInNhwc", s.in_nhwc) + c("kWNhwc", s.w_nhwc) + c("kOutNhwc", s.out_nhwc);
   src += c("kInAligned", s.in_aligned) + c("kOutAligned", s.out_aligned);
   src += c("kWarpsM", s.warps_m) + c("kWarpsN", s.warps_n) + c("kMT", s.mt) + c("kNT", s.nt);

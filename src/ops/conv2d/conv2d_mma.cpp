@@ -27,20 +27,20 @@ std::int64_t pipelined_bytes(const Conv2dVariant& v) {
 // chained into the running sum on the tensor cores instead of per-step sums (conv2d_mma.cuh,
 // kSumsFromZero): faster, not fp32-accurate on long reductions.
 
-namespace plan = cuinline_conv2d_mma_detail;
+namespace mma_plan = cuinline_conv2d_mma_detail;
 
 // The plan of a tiling: conv2d_mma_plan.cuh's figures (what the kernel's Plan<S> compiles) of the
 // shape constants make_mma_request renders for v and t.
-plan::MmaPlanFigures figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+mma_plan::MmaPlanFigures mma_figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
   const Conv2dParams& p = v.params;
-  return plan::mma_plan_figures(plan::MmaPlanShape{
+  return mma_plan::mma_plan_figures(mma_plan::MmaPlanShape{
       v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
       static_cast<int>(v.out_width()), t.tile_cols, t.tile_rows, t.warps_m, t.warps_n, t.m_tiles, t.n_tiles,
       t.ci_chunk, t.pipeline, t.out_stage});
 }
 // A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
-void set_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
-  const plan::MmaPlanFigures f = figures_of(v, t);
+void set_mma_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+  const mma_plan::MmaPlanFigures f = mma_figures_of(v, t);
   t.shared_bytes = static_cast<unsigned>(std::min<long long>(f.smem_bytes, 0xffffffffll));
   t.tiles_x = f.tiles_x;
   t.tiles_y = f.tiles_y;
@@ -93,7 +93,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad) {
     c.pipeline = 3;
     c.out_stage = out_stage;
     c.ci_chunk = ci_pad;
-    set_plan_figures(v, c);  // (all channels, the block's weights, the input-row ring, the warps' output tiles)
+    set_mma_plan_figures(v, c);  // (all channels, the block's weights, the input-row ring, the warps' output tiles)
     if (c.shared_bytes > pipelined_bytes(v)) continue;
     t = c;
     t.row_tiles = t.tiles_y;  // an upper bound: the launch picks the steps a block from the batch size
@@ -157,7 +157,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
     const auto fits = [&](int pipeline, int chunk) {
       t.pipeline = pipeline;
       t.ci_chunk = chunk;
-      set_plan_figures(v, t);
+      set_mma_plan_figures(v, t);
       return t.shared_bytes <= pipelined_bytes(v);
     };
     t.row_tiles = 1;

@@ -101,9 +101,9 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   // Shared memory and grid from the plan (conv2d_winograd_plan.cuh: U, V, one raw input stage);
   // fewer warps along the tiles where the bytes are more than the target has (the seed's 2 x 4
   // warps: 82 KiB, past sm_75's 64).
-  namespace plan = cuinline_conv2d_wino_detail;
+  namespace wino_plan = cuinline_conv2d_wino_detail;
   const auto figures = [&] {
-    return plan::winograd_plan_figures(plan::WinogradPlanShape{
+    return wino_plan::winograd_plan_figures(wino_plan::WinogradPlanShape{
         v.in_channels, v.width, v.params.pad_w, oh, ow, t.threads_x, t.pixels_per_thread / m, t.threads_y,
         t.channel_groups, t.channels_per_thread, v.output_aligned ? 1 : 0});
   };
@@ -111,7 +111,7 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
     t.threads_y /= 2;
     t.min_blocks = std::max(1, 16 / (t.threads_y * warps_c));
   }
-  const plan::WinogradPlanFigures f = figures();
+  const wino_plan::WinogradPlanFigures f = figures();
   t.shared_bytes = static_cast<unsigned>(f.smem_bytes);
   t.tiles_x = f.tiles_x;
   t.tiles_y = f.tiles_y;
