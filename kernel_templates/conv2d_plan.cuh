@@ -1,7 +1,7 @@
 // conv2d_plan.cuh — the shared-memory layout and grid of conv2d.cuh (f32 on FMA):
 // direct_plan_figures(DirectPlanShape), a constexpr function of the shape struct's values. One
 // definition for both sides: conv2d.cuh's Plan<S> takes its figures from it, and the library's
-// host code includes this file (src/ops/conv2d/conv2d.cpp) to plan a variant's block, stages and
+// host code includes this file (src/ops/conv2d/conv2d_direct.cpp) to plan a variant's block, stages and
 // pipeline. Plain C++ (the functions are __host__ __device__ where the file is compiled as CUDA).
 #ifndef CUINLINE_CONV2D_PLAN_CUH
 #define CUINLINE_CONV2D_PLAN_CUH
@@ -147,7 +147,7 @@ CUINLINE_CONV2D_PLAN_CONSTEXPR DirectPlanFigures direct_plan_figures(const Direc
                                                   : f.red_floats;
   f.smem_bytes = f.smem_floats * 4;
   f.ci_slice = s.ci_chunk / s.tk;  // channels of a chunk one thread set sums
-  // (Vector stores only where the output pointer is 16-byte aligned: conv2d.cpp renders
+  // (Vector stores only where the output pointer is 16-byte aligned: conv2d_direct.cpp renders
   // kOutAligned 0 otherwise, e.g. a contiguous batch slice of an odd-sized plane.)
   f.store_vec = s.out_aligned == 0                     ? 1
                 : (s.tp % 4 == 0 && s.ow % 4 == 0) ? 4

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/conv2d/tiling.hpp"
+#include "ops/conv2d/tuning.hpp"
 
 namespace cuinline::ops::conv2d_impl {
 
@@ -205,9 +206,8 @@ struct TransposeGrid {
   std::int32_t lc = 0;  ///< log2 of the tile's columns
   std::int32_t lt = 0;  ///< log2 of the tile's elements
 };
-/// log2 of the elements one block of the transposing copy moves: kTransposeLogTile, or
-/// CUINLINE_CONV2D_TRANSPOSE_TILE (10-12; tuning).
-inline constexpr int kTransposeLogTile = 11;
+/// log2 of the elements one block of the transposing copy moves: kTransposeLogTile (tuning.hpp), or
+/// CUINLINE_CONV2D_TRANSPOSE_TILE (10-12).
 int transpose_log_tile();
 /// The grid of one transposing copy of batch x [rows][cols] with tiles of 2^lt elements.
 TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = transpose_log_tile());

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "common/log.hpp"
-#include "ops/conv2d/conv2d_internal.hpp"
 
 namespace cuinline::ops::conv2d_impl {
 namespace {

@@ -19,7 +19,7 @@ namespace cuinline::ops::conv2d_impl {
 /// The planners' tuned figures for one target. Budgets in bytes of shared memory a block; they are
 /// the target's limit where that is less (conv2d_max_shared_bytes).
 struct Conv2dTuning {
-  // f32 on FMA (conv2d.cpp's fp32_plan)
+  // f32 on FMA (conv2d_direct.cpp's fp32_plan)
   std::int64_t direct_max_threads;         ///< threads a block of one thread set
   std::int64_t direct_single_stage_bytes;  ///< a single-buffered stage (pipeline 0)
   std::int64_t direct_pipelined_bytes;     ///< a double-buffered block (pipelines 1 and 2)
@@ -42,6 +42,10 @@ struct Conv2dTuning {
   std::int64_t winograd_max_weight_bytes;  ///< a block's transformed weights
   std::int64_t transpose_min_macs;         ///< multiply-adds an image from which f32 transposes
 };
+
+/// log2 of the elements one block of the transposing copy moves (conv2d_transpose.cuh): a tile of
+/// 2^11 32-bit words a block; CUINLINE_CONV2D_TRANSPOSE_TILE picks 10-12 for measuring.
+inline constexpr int kTransposeLogTile = 11;
 
 /// The tuning a variant of `target` is planned with.
 const Conv2dTuning& conv2d_tuning(Conv2dTarget target) noexcept;
