@@ -135,19 +135,38 @@ struct rd_max {
 // `sh` holds one value per warp, the second barrier lets the caller reuse it at once, and every
 // thread of the block must call it (no early exit before it in the block forms). rd_reduce_n takes
 // T at run time (the generic kernels, reductions_generic.cuh); rd_reduce<T> is it with T a constant.
-template <class A, class F>
-__device__ __forceinline__ A rd_reduce_n(A v, F f, A identity, A* sh, int T) {
+// The block's barrier (rd_reduce_n's); the cluster form's groups of T threads each meet at a named
+// barrier of their own (rd_group_bar, id 1 + the group), so a group's reduction is a block's.
+struct rd_block_bar {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+#ifndef CUINLINE_RD_CLUSTER_HOOKS
+__device__ __forceinline__ void rd_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+#endif
+struct rd_group_bar {
+  int id, count;
+  __device__ __forceinline__ void operator()() const { rd_bar_sync(id, count); }
+};
+// rd_reduce_n for thread t of T, its barrier `bar` (the block's, or a group's).
+template <class A, class F, class B>
+__device__ __forceinline__ A rd_reduce_at(A v, F f, A identity, A* sh, int T, int t, B bar) {
 #pragma unroll
   for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
   if (T <= 32) return v;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = t & 31, warp = t >> 5;
   if (lane == 0) sh[warp] = v;
-  __syncthreads();
+  bar();
   v = lane < T / 32 ? sh[lane] : identity;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = f(v, rd_shfl_xor(v, o));
-  __syncthreads();
+  bar();
   return v;
+}
+template <class A, class F>
+__device__ __forceinline__ A rd_reduce_n(A v, F f, A identity, A* sh, int T) {
+  return rd_reduce_at(v, f, identity, sh, T, static_cast<int>(threadIdx.x), rd_block_bar());
 }
 template <int T, class A, class F>
 __device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
@@ -186,24 +205,28 @@ __device__ __forceinline__ void rd_online_merge(A& m, A& s, A m2, A s2) {
   s = rd_fma_of_products(s, rd_rescale<S>(m, mm), s2, rd_rescale<S>(m2, mm));
   m = mm;
 }
-// As rd_reduce_n / rd_reduce, for the online softmax's (max, sum) pairs.
-template <class S, class A>
-__device__ __forceinline__ void rd_online_reduce_n(A& m, A& s, A* shm, A* shs, int T) {
+// As rd_reduce_at / rd_reduce_n / rd_reduce, for the online softmax's (max, sum) pairs.
+template <class S, class A, class B>
+__device__ __forceinline__ void rd_online_reduce_at(A& m, A& s, A* shm, A* shs, int T, int t, B bar) {
 #pragma unroll
   for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1)
     rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
   if (T <= 32) return;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = t & 31, warp = t >> 5;
   if (lane == 0) {
     shm[warp] = m;
     shs[warp] = s;
   }
-  __syncthreads();
+  bar();
   m = lane < T / 32 ? shm[lane] : rd_neg_inf(m);
   s = lane < T / 32 ? shs[lane] : A(0);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) rd_online_merge<S>(m, s, rd_shfl_xor(m, o), rd_shfl_xor(s, o));
-  __syncthreads();
+  bar();
+}
+template <class S, class A>
+__device__ __forceinline__ void rd_online_reduce_n(A& m, A& s, A* shm, A* shs, int T) {
+  rd_online_reduce_at<S>(m, s, shm, shs, T, static_cast<int>(threadIdx.x), rd_block_bar());
 }
 template <class S, int T, class A>
 __device__ __forceinline__ void rd_online_reduce(A& m, A& s, A* shm, A* shs) {
@@ -617,27 +640,19 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
   }
 }
 
-// The split form, first kernel: block b is chunk b % splits of row b / splits, its T * E elements
-// in registers (the last chunk of a row may be shorter). Writes the chunk's (max, sum of
-// exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —,
-// its sum of squares, or its (sum, squared deviations from its own mean).
-template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
-  typedef typename ew_traits<S>::op A;
+// A chunk of the split and cluster forms: its count (<= T * E) elements of row `row` from column
+// `base` in v (zero past count; x through the prologue, add_rms_norm's x + r written back to the
+// residual), kNc: x through the non-coherent path.
+template <int kOp, class S, int V, int E, int T, class P, bool kNc, class A>
+__device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count, int t,
+                                              A (&v)[E]) {
   enum { kIters = E / V };
-  __shared__ A sh[32];
-  const long long splits = (a.n + a.chunk - 1) / a.chunk;
-  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
-  const long long left = a.n - base;
-  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
-  const int t = threadIdx.x;
   const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
-  A v[E];
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < count) {  // count is a multiple of V when V > 1
-      rd_load_x<S, V, P, true>(x + i, v + it * V);
+      rd_load_x<S, V, P, kNc>(x + i, v + it * V);
       if (kOp == RD_ADD_RMS_NORM) {
         rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
       }
@@ -646,7 +661,15 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
       for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
     }
   }
-  A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
+}
+
+// A chunk's statistics over the T threads t that hold it (barrier `bar`): softmax's (max, sum of
+// exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —, the
+// sum of squares (st1 unset), or (sum, squared deviations from the chunk's own mean). Every thread
+// gets them.
+template <int kOp, class S, int V, int E, int T, class A, class B>
+__device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t, A* sh, B bar, A& st0, A& st1) {
+  enum { kIters = E / V };
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     const A ninf = rd_neg_inf(A(0));
     A m = ninf;
@@ -657,7 +680,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
         for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
       }
     }
-    m = rd_reduce<T>(m, rd_max(), ninf, sh);
+    m = rd_reduce_at(m, rd_max(), ninf, sh, T, t, bar);
     A s = A(0);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
@@ -669,23 +692,19 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
         }
       }
     }
-    s = rd_reduce<T>(s, rd_add(), A(0), sh);
-    if (t == 0) {
-      ws[0] = m;
-      ws[1] = s;
-    }
+    st0 = m;
+    st1 = rd_reduce_at(s, rd_add(), A(0), sh, T, t, bar);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
 #pragma unroll
     for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
-    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
-    if (t == 0) ws[0] = ss;
+    st0 = rd_reduce_at(ss, rd_add(), A(0), sh, T, t, bar);
   } else {
     A sum = A(0);
 #pragma unroll
     for (int e = 0; e < E; ++e) sum += v[e];
-    sum = rd_reduce<T>(sum, rd_add(), A(0), sh);
-    const A mean = sum / static_cast<A>(count);
+    sum = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar);
+    const A mean = sum / static_cast<A>(count > 0 ? count : 1);
     A sq = A(0);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
@@ -697,17 +716,78 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
         }
       }
     }
-    sq = rd_reduce<T>(sq, rd_add(), A(0), sh);
-    if (t == 0) {
-      ws[0] = sum;
-      ws[1] = sq;
-    }
+    st0 = sum;
+    st1 = rd_reduce_at(sq, rd_add(), A(0), sh, T, t, bar);
   }
 }
 
-// The split form, second kernel (same grid): the row's chunk statistics merged by the block —
-// the online softmax's merge; sums; layer_norm's mean from the sums, then its squared deviations as
-// the sum over chunks of M2_i + n_i * (mean_i - mean)^2 — then this chunk written.
+// A row's statistics from its `splits` chunks' (stat(k, 0), stat(k, 1)), merged by T threads t
+// (barrier `bar`; sh and sh2 32 values each): the online softmax's merge; sums; layer_norm's mean
+// from the sums, then its squared deviations as the sum over chunks of M2_i + n_i * (mean_i -
+// mean)^2. (s0, s1) as rd_finish takes them.
+template <int kOp, class S, int T, class A, class St, class B>
+__device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long splits, St stat, int t, A* sh, A* sh2, B bar,
+                                                A& s0, A& s1) {
+  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
+    A m = rd_neg_inf(A(0)), s = A(0);
+    for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, stat(k, 0), stat(k, 1));
+    rd_online_reduce_at<S>(m, s, sh, sh2, T, t, bar);
+    s0 = m;
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
+    A ss = A(0);
+    for (long long k = t; k < splits; k += T) ss += stat(k, 0);
+    ss = rd_reduce_at(ss, rd_add(), A(0), sh, T, t, bar);
+    s1 = rd_rsqrt(ss / static_cast<A>(a.n) + static_cast<A>(a.eps));
+  } else {
+    A sum = A(0);
+    for (long long k = t; k < splits; k += T) sum += stat(k, 0);
+    const A mean = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n);
+    A m2 = A(0);
+    for (long long k = t; k < splits; k += T) {
+      const long long lk = a.n - k * a.chunk;
+      const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
+      const A d = stat(k, 0) / nk - mean;
+      m2 += stat(k, 1) + nk * d * d;
+    }
+    const A var = rd_reduce_at(m2, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n);
+    s0 = mean;
+    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+  }
+}
+
+// The split form, first kernel: block b is chunk b % splits of row b / splits, its T * E elements
+// in registers (the last chunk of a row may be shorter). Writes the chunk's statistics
+// (rd_chunk_stats) to the workspace.
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+__global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
+  typedef typename ew_traits<S>::op A;
+  __shared__ A sh[32];
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
+  const long long left = a.n - base;
+  const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  const int t = threadIdx.x;
+  A v[E];
+  rd_chunk_load<kOp, S, V, E, T, P, true>(a, row, base, count, t, v);
+  A st0 = A(0), st1 = A(0);
+  rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
+  A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
+  if (t == 0) {
+    ws[0] = st0;
+    if (kOp != RD_RMS_NORM && kOp != RD_ADD_RMS_NORM) ws[1] = st1;
+  }
+}
+
+// The workspace's statistics of a row's chunks.
+template <class A>
+struct rd_ws_stat {
+  const A* ws;
+  __device__ __forceinline__ A operator()(long long k, int j) const { return ws[2 * k + j]; }
+};
+
+// The split form, second kernel (same grid): the row's chunk statistics merged by the block
+// (rd_chunks_merge), then this chunk written.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
 __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
@@ -718,34 +798,9 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
   const long long left = a.n - base;
   const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
   const int t = threadIdx.x;
-  const A* ws = static_cast<const A*>(a.ws) + 2 * row * splits;
+  const rd_ws_stat<A> stat = {static_cast<const A*>(a.ws) + 2 * row * splits};
   A s0 = A(0), s1 = A(0);
-  if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
-    A m = rd_neg_inf(A(0)), s = A(0);
-    for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, ws[2 * k], ws[2 * k + 1]);
-    rd_online_reduce<S, T>(m, s, sh, sh2);
-    s0 = m;
-    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
-  } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
-    A ss = A(0);
-    for (long long k = t; k < splits; k += T) ss += ws[2 * k];
-    ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
-    s1 = rd_rsqrt(ss / static_cast<A>(a.n) + static_cast<A>(a.eps));
-  } else {
-    A sum = A(0);
-    for (long long k = t; k < splits; k += T) sum += ws[2 * k];
-    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(a.n);
-    A m2 = A(0);
-    for (long long k = t; k < splits; k += T) {
-      const long long lk = a.n - k * a.chunk;
-      const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
-      const A d = ws[2 * k] / nk - mean;
-      m2 += ws[2 * k + 1] + nk * d * d;
-    }
-    const A var = rd_reduce<T>(m2, rd_add(), A(0), sh) / static_cast<A>(a.n);
-    s0 = mean;
-    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
-  }
+  rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh2, rd_block_bar(), s0, s1);
   const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
@@ -766,6 +821,124 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
       rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
     }
   }
+}
+
+// The cluster form (sm_90 and later): the split form's chunks of a row, each in the registers of
+// a group of T threads, G groups a block, the row's ceil(splits / G) blocks one thread block
+// cluster of C; the row is read once. Group g of block (cluster rank) q holds chunk q * G + g (none
+// past the last: such a group still meets every barrier). Each group's chunk statistics
+// (rd_chunk_stats, the split form's) go to its block's shared memory; after the cluster's barrier
+// every group reads the row's from the cluster's blocks (distributed shared memory) and merges them
+// as the split form's write kernel does (rd_chunks_merge, the same T threads' order), then writes
+// its chunk from its registers. So its outputs are the split form's bit for bit, hence the generic
+// kernel's (which runs the split form's two phases for it). A block leaves only once every block of
+// its cluster has read its statistics (the second cluster barrier).
+#ifndef CUINLINE_RD_CLUSTER_HOOKS
+// A block's shared array (one a tag), its `rank`'s element i in the cluster, the cluster's barrier
+// in two halves (arrive: release; wait: acquire).
+template <class A, int N, int kTag>
+__device__ __forceinline__ A* rd_cta_shared() {
+  __shared__ A s[N];
+  return s;
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RD_CLUSTER_DIMS(C) __cluster_dims__(C, 1, 1)
+__device__ __forceinline__ unsigned rd_cluster_address(const void* p, int rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(r)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))), "r"(rank));
+  return r;
+}
+template <int N>
+__device__ __forceinline__ float rd_cluster_load(const float* local, int i, int rank) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(rd_cluster_address(local + i, rank)) : "memory");
+  return v;
+}
+template <int N>
+__device__ __forceinline__ double rd_cluster_load(const double* local, int i, int rank) {
+  double v;
+  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(rd_cluster_address(local + i, rank)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void rd_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void rd_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#else  // a target without clusters: the kernel compiles (a warmed spec names no target) and traps
+#define RD_CLUSTER_DIMS(C)
+#define RD_NO_CLUSTERS 1
+template <int N, class A>
+__device__ __forceinline__ A rd_cluster_load(const A*, int, int) {
+  return A(0);
+}
+__device__ __forceinline__ void rd_cluster_arrive() {}
+__device__ __forceinline__ void rd_cluster_wait() {}
+#endif
+#endif  // CUINLINE_RD_CLUSTER_HOOKS
+
+// The cluster's statistics of a row's chunks: chunk k's in block k / G's slots.
+template <class A, int G>
+struct rd_cluster_stat {
+  const A* slots;
+  __device__ __forceinline__ A operator()(long long k, int j) const {
+    return rd_cluster_load<2 * G>(slots, static_cast<int>(2 * (k % G) + j), static_cast<int>(k / G));
+  }
+};
+
+template <int kOp, class S, int V, int E, int T, int G, int C, class P = rd_no_prologue, class Q = rd_no_epilogue,
+          int K = 0>
+__global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename rd_args_of<K>::type a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
+#ifdef RD_NO_CLUSTERS
+  __trap();  // never launched there (the host plans the split form)
+#endif
+  const int g = G == 1 ? 0 : static_cast<int>(threadIdx.x) / T;
+  const int t = G == 1 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % T;
+  A* const sh = rd_cta_shared<A, 64 * G, 0>() + 64 * g;  // a group's two arrays of 32
+  A* const slots = rd_cta_shared<A, 2 * G, 1>();
+  const rd_group_bar bar = {1 + g, T};
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / C, chunk = static_cast<long long>(blockIdx.x % C) * G + g;
+  const long long base = chunk * a.chunk, left = a.n - base;
+  const int count = left <= 0 ? 0 : left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
+  A v[E];
+  rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
+  A st0 = A(0), st1 = A(0);
+  if (G == 1) {
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
+  } else {
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, bar, st0, st1);
+  }
+  if (t == 0) {
+    slots[2 * g] = st0;
+    slots[2 * g + 1] = st1;
+  }
+  rd_cluster_arrive();
+  rd_cluster_wait();
+  const rd_cluster_stat<A, G> stat = {slots};
+  A s0 = A(0), s1 = A(0);
+  if (G == 1) {
+    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, rd_block_bar(), s0, s1);
+  } else {
+    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, bar, s0, s1);
+  }
+  rd_cluster_arrive();  // this block is done with the cluster's shared memory
+  S* y = static_cast<S*>(a.y) + row * a.sy + base;
+  typename rd_args_of<K>::type shifted = a;  // weight, bias and the epilogue's tensors at this chunk
+  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
+  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+  rd_shift_extras<S>(shifted, base);
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v + it * V, s0, s1, y);
+  }
+  rd_cluster_wait();  // the others are done with this block's
 }
 
 // A row of any length: one block of T threads loops over it (each thread the same elements in

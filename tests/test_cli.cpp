@@ -289,17 +289,20 @@ TEST_F(CliTest, WarmNaryOpsThatApplyThenFinds) {
 
 // Row reductions in a spec: warm writes exactly what the ops look up at run time for rows of those
 // lengths (disk hits in this process, no compile) — the warp form with a whole warp and with fewer
-// lanes a row, the block and split forms (the split form's two kernels, and the looped form a split
-// call runs where no workspace can be had), other row lengths of the same classes, rows aligned to one
-// element — and a bad entry names its field and compiles nothing.
+// lanes a row, the block and cluster forms (the cluster form's kernel, its split form's two a GPU
+// without clusters runs, and the looped form a call runs where no workspace can be had), other row
+// lengths of the same classes, rows aligned to one element — and a bad entry names its field and
+// compiles nothing.
 TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   auto spec = write_spec("r.json", R"json({"entries": [
       {"kind": "reductions", "op": ["softmax", "add_rms_norm"], "dtype": "bf16", "row_length": [64, 100, 4096, 40000]},
       {"kind": "reductions", "op": "layer_norm", "dtype": "f32", "row_length": 1000, "vector_width": [1, 4]}]})json");
   Result warm = cli({"warm", "--spec", spec.string(), "--arch", "sm_90", "-j", "2"});
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
-  EXPECT_CONTAINS(warm.out, "warm: 14 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm.out, "warm: 16 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,warp,v8,e8,t8> sm_90");  // 8 lanes a row
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,cluster,v8,e32,t256,c5> sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_stats,v8,e32,t256> sm_90");
   EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e32,t256> sm_90");
   EXPECT_CONTAINS(warm.out, "compiled add_rms_norm<bf16,looped,v8> sm_90");
 
@@ -316,8 +319,12 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   // A hit: on disk, or in memory where this process read the entry already (48 after 64, 4000 after 4096).
   const auto expect_hit = [&](const RowPlan& plan) {
     std::vector<RowVariant> run = {plan.variant};
-    if (plan.variant.form == RowForm::split_stats) {  // the split form's second kernel, and its fallback
-      RowVariant write = plan.variant;
+    if (plan.variant.form == RowForm::cluster) {  // its split form (a GPU without clusters)
+      EXPECT_EQ(plan.split.form, RowForm::split_stats);
+      run.push_back(plan.split);
+    }
+    if (plan.split.form == RowForm::split_stats) {  // the split form's second kernel, and its fallback
+      RowVariant write = plan.split;
       write.form = RowForm::split_write;
       run.push_back(write);
       EXPECT_EQ(plan.fallback.form, RowForm::looped);
@@ -345,7 +352,7 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
     EXPECT_EQ(plan.variant.vector_width, misaligned ? 1 : 4);
     expect_hit(plan);
   }
-  EXPECT_EQ(cache.stats().disk_hits, 14u);  // every entry warm wrote, each read once
+  EXPECT_EQ(cache.stats().disk_hits, 16u);  // every entry warm wrote, each read once
   EXPECT_EQ(cache.stats().compiles, 0u);
 
   const std::size_t entries = entry_files().size();

@@ -419,12 +419,15 @@ TEST(Jit, WhatTheGenericRowKernelsServe) {
   EXPECT_EQ(lw.prologue.step[0].c[0], 0.125);
   EXPECT_EQ(lw.epilogue.steps, 0);
 
+  // A cluster call runs its split form's two phases (the same bits): 5 chunks a row, a block each.
   const d::RowCall split = plan(4, 40000, "");
-  ASSERT_EQ(split.plan.variant.form, ops::RowForm::split_stats);
+  ASSERT_EQ(split.plan.variant.form, ops::RowForm::cluster);
+  EXPECT_EQ(split.plan.variant.cluster, 5);
   const d::GenericRowLaunch ls = d::generic_rows_launch(split);
   EXPECT_EQ(ls.shape.phase, 1);
-  EXPECT_EQ(ls.shape.threads, split.plan.variant.threads);
-  EXPECT_EQ(ls.grid, split.plan.grid);
+  EXPECT_EQ(ls.shape.threads, 256);
+  EXPECT_EQ(ls.block, 256u);
+  EXPECT_EQ(ls.grid, 4u * 5u);
   const d::GenericRowLaunch whole = d::generic_rows_launch(split, true);
   EXPECT_EQ(whole.shape.phase, 0);
   EXPECT_EQ(whole.shape.threads, 1024);

@@ -44,7 +44,7 @@ TEST(ReductionPlan, FormByRowLength) {
     DType dt;
     std::int64_t n;
     RowForm form;
-    int v, per_thread, threads;
+    int v, per_thread, threads, cluster = 0;
   };
   const Want wants[] = {
       {DType::f32, 1, RowForm::warp, 1, 1, 1},           {DType::f32, 7, RowForm::warp, 1, 1, 8},
@@ -53,8 +53,14 @@ TEST(ReductionPlan, FormByRowLength) {
       {DType::f32, 1025, RowForm::block, 1, 16, 128},    {DType::f32, 4096, RowForm::block, 4, 16, 256},
       {DType::bf16, 4096, RowForm::block, 8, 16, 256},   {DType::f32, 16384, RowForm::block, 4, 16, 1024},
       {DType::f64, 4096, RowForm::block, 2, 8, 512},     {DType::f64, 8192, RowForm::block, 2, 8, 1024},
-      {DType::f64, 16384, RowForm::split_stats, 2, 32, 256},  {DType::f32, 32768, RowForm::block, 4, 32, 1024},
-      {DType::bf16, 32768, RowForm::block, 8, 32, 1024}, {DType::f32, 32769, RowForm::split_stats, 1, 32, 256},
+      {DType::f64, 16384, RowForm::cluster, 2, 32, 256, 2}, {DType::f32, 32768, RowForm::block, 4, 32, 1024},
+      {DType::bf16, 32768, RowForm::block, 8, 32, 1024},    {DType::f32, 32769, RowForm::cluster, 1, 32, 256, 5},
+      // The cluster form: one chunk a block up to 8 chunks, then as few a block as a cluster of 8
+      // holds (2 at most, f64 1), then as few blocks as hold them; longer rows split.
+      {DType::bf16, 65536, RowForm::cluster, 8, 32, 256, 8}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
+      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::cluster, 8, 32, 512, 8},
+      {DType::f64, 65536, RowForm::cluster, 2, 32, 256, 8},  {DType::f64, 65538, RowForm::split_stats, 2, 32, 256},
+      {DType::bf16, 131073, RowForm::split_stats, 1, 32, 256}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
       {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 32, 256},
   };
   for (const Want& w : wants) {
@@ -64,6 +70,7 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_EQ(p.variant.vector_width, w.v);
     EXPECT_EQ(p.variant.per_thread, w.per_thread);
     EXPECT_EQ(p.variant.threads, w.threads);
+    EXPECT_EQ(p.variant.cluster, w.cluster);
     EXPECT_GE(p.variant.max_row(), w.n);
     EXPECT_NO_THROW(p.variant.validate());
     EXPECT_EQ(p.rows, 10);
@@ -71,15 +78,26 @@ TEST(ReductionPlan, FormByRowLength) {
     const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
     const unsigned warp_rows = w.form == RowForm::warp ? 128 / w.threads : 1;  // 128 / T rows a block
     const unsigned warp_grid = (10 + warp_rows - 1) / warp_rows;
+    const bool split = w.form == RowForm::split_stats || w.form == RowForm::cluster;
     EXPECT_EQ(p.grid, w.form == RowForm::warp          ? warp_grid
                       : w.form == RowForm::split_stats ? 10u * splits
+                      : w.form == RowForm::cluster     ? 10u * w.cluster
                                                        : 10u);
     EXPECT_EQ(p.block, w.form == RowForm::warp ? 128u : static_cast<unsigned>(w.threads));
-    EXPECT_EQ(p.workspace_bytes, w.form == RowForm::split_stats ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
-    // Without a workspace a split call runs the looped form at the same width; the others run as planned.
+    if (w.form == RowForm::cluster) {  // every block but the last holds a chunk a group
+      const int groups = w.threads / 256;
+      EXPECT_TRUE(w.cluster * groups >= splits && (w.cluster - 1) * groups < splits);
+    }
+    // (The cluster form's workspace is its split form's.)
+    EXPECT_EQ(p.workspace_bytes, split ? 10u * splits * 2 * (w.dt == DType::f64 ? 8 : 4) : 0u);
+    // Without a workspace a split or cluster call runs the looped form at the same width; without
+    // clusters a cluster call runs the split form; the others run as planned.
     const RowVariant looped{RowOp::softmax, w.dt, RowForm::looped, w.v, w.v, 1024};
-    EXPECT_EQ(p.fallback, w.form == RowForm::split_stats ? looped : p.variant);
+    EXPECT_EQ(p.fallback, split ? looped : p.variant);
     EXPECT_NO_THROW(p.fallback.validate());
+    const RowVariant split_stats{RowOp::softmax, w.dt, RowForm::split_stats, w.v, 32, 256};
+    EXPECT_EQ(p.split, split ? split_stats : p.variant);
+    EXPECT_NO_THROW(p.split.validate());
   }
 }
 
@@ -268,6 +286,15 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e32,t256>");
   EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 32, 256>");
   EXPECT_NO_THROW(split.validate());
+  // The cluster form names its blocks a cluster; its kernel, the chunks a block (the groups of 256).
+  const RowVariant cluster{RowOp::rms_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8};
+  EXPECT_EQ(cluster.name(), "rms_norm<bf16,cluster,v8,e32,t512,c8>");
+  EXPECT_EQ(cuinline::ops::kernel_name(cluster), "rd_cluster<2, ew_bf16, 8, 32, 256, 2, 8>");
+  EXPECT_NO_THROW(cluster.validate());
+  RowVariant other = cluster;
+  other.cluster = 7;
+  EXPECT_NE(other, cluster);
+  EXPECT_NE(cuinline::ops::detail::hash_of(other), cuinline::ops::detail::hash_of(cluster));
   // The warp form names its lanes a row where fewer than 32.
   const RowVariant sub{RowOp::rms_norm, DType::bf16, RowForm::warp, 8, 8, 16};
   EXPECT_EQ(sub.name(), "rms_norm<bf16,warp,v8,e8,t16>");
@@ -293,6 +320,13 @@ TEST(ReductionVariant, NamesAndChecks) {
       {RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 512},
       {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 16, 256},
       {RowOp::softmax, DType::f32, RowForm::split_write, 4, 32, 1024},
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 1},     // one block: no cluster
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 9},     // past the portable 8
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 768, 8},     // 3 chunks a block
+      {RowOp::softmax, DType::f64, RowForm::cluster, 2, 32, 512, 8},     // f64: 1 a block
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 300, 8},     // not whole chunks
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 16, 256, 8},     // the split form's 32 a thread
+      {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 32, 256, 8},  // blocks a cluster off the cluster form
   };
   for (const RowVariant& bad : bads) {
     EXPECT_THROW(bad.validate(), InvalidArgument) << bad.name();
@@ -306,11 +340,11 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_NE(cuinline::ops::make_request(v).name_expressions, r1.name_expressions);
 }
 
-// Every form (warp, block, split's two kernels, looped; 16-byte and scalar accesses) of every dtype
+// Every form (warp, block, split's two kernels, looped, cluster; 16-byte and scalar accesses) of every dtype
 // compiles for sm_90 at its largest register footprint (the most elements a thread), the five ops in
 // turn, and the warp form with fewer lanes a row (1, 2, 8 and 16 across the dtypes; 4 in
 // test_reductions_fusion.cpp); and each dtype for sm_75 (bf16 without cvt.rn.bf16), the forms in
-// turn. (One kernel is 0.2-0.9 s of ptxas: the test keeps to 28.)
+// turn. (One kernel is 0.2-0.9 s of ptxas: the test keeps to 32.)
 TEST(ReductionVariant, EveryFormCompiles) {
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90"), sm75 = cuinline::Arch::parse("sm_75");
@@ -326,10 +360,14 @@ TEST(ReductionVariant, EveryFormCompiles) {
         {RowOp::softmax, dt, RowForm::split_write, scalar_split, 32, 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
         {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
+        // The cluster form at its largest block (2 chunks a block, f64 1), a cluster of 8.
+        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, 32, cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
     };
     for (const RowVariant& form : forms) {
       RowVariant var = form;
-      var.op = ops[(k++ + d) % 5];  // each form a different op in each dtype
+      // Each form a different op in each dtype; the cluster form layer_norm, softmax, log_softmax,
+      // rms_norm (f32 to f64).
+      var.op = form.form == RowForm::cluster ? ops[(d + 4) % 5] : ops[(k++ + d) % 5];
       SCOPED_TRACE(var.name());
       cuinline::CompileRequest request = cuinline::ops::make_request(var);
       request.options.push_back("--ptxas-options=-v");

@@ -84,7 +84,8 @@ TEST(ReductionFusion, UnfusedRequestAndKeyAreUnchanged) {
   EXPECT_EQ(cuinline::ops::kernel_name(gated), "rd_regs<2, float, 4, 16, 32, rd_no_prologue, rd_epilogue, 1>");
 
   // A row of 32768 is one block of 1024 threads holding 32 each, fused or not; but a layer_norm with
-  // a chain, or an epilogue of more than two tensors, holds at most 16 a thread: the row is split.
+  // a chain, or an epilogue of more than two tensors, holds at most 16 a thread: the row is split
+  // (the cluster form: 4 blocks of one chunk each).
   const TensorView long_in = rows_of(kIn, DType::f32, 8, 32768), long_out = rows_of(kOut, DType::f32, 8, 32768);
   const TensorView long_w = TensorView::contiguous(fake(kW), DType::f32, {32768});
   const TensorView g1 = rows_of(kGate, DType::f32, 8, 32768), g2 = rows_of(kGate + (1u << 24), DType::f32, 8, 32768),
@@ -98,10 +99,10 @@ TEST(ReductionFusion, UnfusedRequestAndKeyAreUnchanged) {
             32);
   EXPECT_EQ(plan_rows(RowOp::rms_norm, long_in, long_out, long_w, {}, {}, 1e-6,
                       fusion("", "mul(in1)|add(in2)|mul(in3)", {g1, g2, g3}))
-                .variant.form,
-            RowForm::split_stats);
+                .variant.name(),
+            "rms_norm<f32,cluster,v4,e32,t256,c4,epi=mul(in1)|add(in2)|mul(in3)>");
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5, fusion("", "silu")).variant.form,
-            RowForm::split_stats);
+            RowForm::cluster);
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5).variant.per_thread, 32);
 }
 
@@ -222,6 +223,8 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
       {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 32, 256}, "div(2)", "silu|mul(in1)", 1},
       {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 32, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
       {{RowOp::log_softmax, DType::f64, RowForm::looped, 2, 2, 1024}, "clamp(-30,30)", "add(in1)", 1},
+      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
+      {{RowOp::add_rms_norm, DType::f32, RowForm::cluster, 4, 32, 512, 5}, "mul(0.5)", "mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
   };
   for (const Case& c : cases) {
     RowVariant v = c.v;

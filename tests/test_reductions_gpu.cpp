@@ -1,5 +1,5 @@
 // GPU tests of the row reductions against a float64 reference computed on the host: every op in
-// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, split), short rows on
+// every dtype over row lengths from 1 to 2^20 + 3 (each form: warp, block, cluster, split), short rows on
 // fewer lanes of a warp (sub-warp rows, the output and residual past the last row poisoned and
 // kept so), fresh random data each run, special values (NaN, ±inf, a row all -inf, -0.0,
 // subnormals, eps 0), outputs poisoned before each launch (gaps between strided rows must stay
@@ -176,11 +176,11 @@ class ReductionsGpu : public ::testing::Test {
   std::mt19937_64 rng_;
 };
 
-// Each op, dtype and row length (warp, block and split forms, odd lengths on the scalar path), fresh
+// Each op, dtype and row length (warp, block, cluster and split forms, odd lengths on the scalar path), fresh
 // data.
 TEST_F(ReductionsGpu, RowLengthsDtypesAndOps) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
-  const std::int64_t lengths[] = {1, 7, 64, 128, 1000, 4096, 32768, 262144, (1 << 20) + 3};
+  const std::int64_t lengths[] = {1, 7, 64, 128, 1000, 4096, 32768, 65537, 131072, 262144, (1 << 20) + 3};
   for (DType dt : kDtypes) {
     for (RowOp op : kOps) {
       for (std::int64_t n : lengths) {
@@ -362,6 +362,9 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
       {3, 262144, 0, 0, 0, false, "", "", 0},     {2, (1 << 21) + 8192 + 3, 0, 0, 0, false, "", "", 0},
       {2, (1 << 21) + 8192, 0, 0, 0, false, "", "", 0},
       {7, 1000, 0, 0, 0, true, "", "", 0},        {7, 40000, 0, 0, 0, true, "", "", 0},
+      // The cluster form (sm_90 and later; the generic kernel runs its split form): blocks of two
+      // chunks, 7 a cluster (the last one's second idle), and 8 of two (f64: split, 13 and 16 chunks).
+      {3, 100000, 0, 4, 0, false, "", "", 0},     {2, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
       {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
       {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},
   };

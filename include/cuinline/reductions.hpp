@@ -82,9 +82,10 @@ const char* to_string(RowOp op) noexcept;
 /// How a row is reduced: lanes of a warp per row (1 to 32, as few as cover the row; 128 / lanes rows
 /// a block), a block per row (both with the row in registers), long rows split into chunks of a
 /// block each — two kernels, split_stats writing each chunk's statistics to a workspace, split_write
-/// merging a row's and writing the chunk — or, where no workspace can be had, a block looping over a
-/// row of any length.
-enum class RowForm : std::uint8_t { warp, block, looped, split_stats, split_write };
+/// merging a row's and writing the chunk —, the same chunks held in the registers of a thread block
+/// cluster a row (sm_90 and later: one kernel, the row read once), or, where no workspace can be
+/// had, a block looping over a row of any length.
+enum class RowForm : std::uint8_t { warp, block, looped, split_stats, split_write, cluster };
 
 /// What selects one compiled reduction kernel (the row length, row count, strides, eps and pointers
 /// are run-time arguments).
@@ -94,14 +95,16 @@ struct RowVariant {
   RowForm form = RowForm::warp;
   int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
   int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
-  int threads = 32;      ///< threads per row: 1-32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split)
+  int threads = 32;      ///< threads per row: 1-32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split);
+                         ///< a block of the cluster form: 256 a chunk it holds (256-1024)
+  int cluster = 0;       ///< the cluster form: blocks a row (its cluster, 2-8); 0 for the other forms
   Op prologue;           ///< RowFusion's chains (empty: none)
   Op epilogue;
   int epilogue_inputs = 0;  ///< the epilogue's extra tensors (in1..in7)
 
   /// "softmax<f32,warp,v4,e16>" (a whole warp a row), "softmax<bf16,warp,v8,e8,t16>" (fewer lanes),
   /// "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
-  /// "softmax<f32,split_stats,v4,e32,t256>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
+  /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e32,t512,c8>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
   /// "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
@@ -110,7 +113,7 @@ struct RowVariant {
   std::int64_t max_row() const noexcept;
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
-           a.per_thread == b.per_thread && a.threads == b.threads && a.prologue == b.prologue &&
+           a.per_thread == b.per_thread && a.threads == b.threads && a.cluster == b.cluster && a.prologue == b.prologue &&
            a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs;
   }
   friend bool operator!=(const RowVariant& a, const RowVariant& b) noexcept { return !(a == b); }
@@ -134,9 +137,13 @@ struct RowPlan {
   /// launch on a GPU where two such blocks do not fit a multiprocessor (sm_75, sm_86, sm_89,
   /// sm_120) takes none: that kernel keeps the row in registers.
   std::uint32_t shared_bytes = 0;
-  /// The split form's workspace (two accumulation-type values a chunk), 0 for the others. Where it
-  /// cannot be had the call runs the looped form instead.
+  /// The split form's workspace (two accumulation-type values a chunk), 0 for the others but the
+  /// cluster form, whose split form takes it. Where it cannot be had the call runs the looped form
+  /// instead.
   std::size_t workspace_bytes = 0;
+  /// The split form's first kernel (split_stats) where `variant` is the cluster form: what the call
+  /// runs on a GPU without thread block clusters (before sm_90); for the other forms `variant`.
+  RowVariant split;
   /// The variant the call runs where the split form's workspace cannot be had (out of memory, a
   /// device without memory pools): the looped form; for the other forms the same as `variant`.
   RowVariant fallback;

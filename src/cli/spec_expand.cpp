@@ -88,9 +88,11 @@ ops::RowPlan planned_rows(ops::RowOp op, DType dtype, std::int64_t n, int width)
 }
 
 // Variants a row length stands for: for the split form its two kernels and the looped form a call
-// runs where no workspace can be had (RowPlan::fallback); one for the others.
+// runs where no workspace can be had (RowPlan::fallback); for the cluster form itself, then those
+// three (its split form: a GPU without clusters); one for the others.
 std::size_t row_parts(DType dtype, std::int64_t n) {
-  return planned_rows(ops::RowOp::softmax, dtype, n, 0).variant.form == ops::RowForm::split_stats ? 3 : 1;
+  const ops::RowForm form = planned_rows(ops::RowOp::softmax, dtype, n, 0).variant.form;
+  return form == ops::RowForm::cluster ? 4 : form == ops::RowForm::split_stats ? 3 : 1;
 }
 
 // The variants one op of a reductions entry stands for.
@@ -264,8 +266,14 @@ ops::RowVariant ReductionEntry::variant(std::size_t index) const {
       const int width = vector_widths.empty() ? 0 : vector_widths[rest / parts];
       const ops::RowPlan plan = planned_rows(op, dtype, n, width);
       ops::RowVariant v = plan.variant;
-      if (rest % parts == 1) v.form = ops::RowForm::split_write;  // the split launch's second kernel
-      if (rest % parts == 2) v = plan.fallback;                   // the looped form, without a workspace
+      // The cluster form's own kernel first, then its split form's parts (split_stats first).
+      std::size_t part = rest % parts;
+      if (parts == 4 && part != 0) {
+        v = plan.split;
+        part -= 1;
+      }
+      if (part == 1) v.form = ops::RowForm::split_write;  // the split launch's second kernel
+      if (part == 2) v = plan.fallback;                   // the looped form, without a workspace
       v.prologue = prologue;
       v.epilogue = epilogue;
       v.epilogue_inputs = epilogue.steps.empty() && epilogue.expression.empty() ? 0 : epilogue.min_inputs() - 1;

@@ -55,7 +55,9 @@ bool generic_rows_apply(const RowVariant& v) {
   return v.epilogue_inputs >= 0 && v.epilogue_inputs <= kMaxEpilogueInputs;
 }
 
-GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
+GenericRowLaunch generic_rows_launch(const RowCall& planned, bool whole_rows) {
+  // The cluster form's outputs are its split form's, bit for bit: the generic kernel runs that.
+  const RowCall call = split_form(planned);
   const RowPlan& p = call.plan;
   const RowVariant& v = p.variant;
   GenericRowLaunch g;
@@ -82,7 +84,8 @@ GenericRowLaunch generic_rows_launch(const RowCall& call, bool whole_rows) {
   return g;
 }
 
-void launch_generic_rows(RowCall call, int device, CUstream stream) {
+void launch_generic_rows(RowCall planned, int device, CUstream stream) {
+  RowCall call = split_form(std::move(planned));
   const Kernel kernel = generic_kernel(call.plan.variant.dtype);
   GenericRowLaunch g = generic_rows_launch(call);
   LaunchConfig cfg;

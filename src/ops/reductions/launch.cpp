@@ -1,8 +1,9 @@
 // The reductions at run time: the planner (plan.cpp), then the family's launch sequence
 // (ops/family.hpp): device, tensor access checks, the in-process map of (variant, device) — a
 // variant not in it yet runs on the generic kernel under the async and generic policies (generic.cpp)
-// —, Kernel::launch with one rd_args: the split form's two kernels with a workspace, or the looped
-// form where none can be had. Only a miss renders the source and goes to KernelCache::get.
+// —, Kernel::launch with one rd_args: the cluster form's kernel (on a GPU with clusters; else its
+// split form), the split form's two kernels with a workspace, or the looped form where none can be
+// had. Only a miss renders the source and goes to KernelCache::get.
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 
@@ -98,6 +99,9 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
   }
   const int device = detail::launch_device(stream, tensors);
+  if (call.plan.variant.form == RowForm::cluster && device_arch(device).number() < detail::kClusterMinArch) {
+    call = detail::split_form(call);  // no thread block clusters on this GPU
+  }
   {
     const RowVariant& variant = call.plan.variant;
     const std::uint64_t hash = detail::hash_of(variant);
@@ -205,7 +209,9 @@ RowPlan plan_rows(RowOp op, const TensorView& in, const TensorView& out, const T
                   const TensorView& bias, const TensorView& residual, double eps, const RowFusion& fusion) {
   const detail::RowCall call = detail::plan_row_call(op, in, out, weight, bias, residual, eps, fusion);
   RowPlan plan = call.plan;
-  plan.fallback = plan.variant.form == RowForm::split_stats ? detail::looped_fallback(call).plan.variant : plan.variant;
+  const bool split = plan.variant.form == RowForm::split_stats || plan.variant.form == RowForm::cluster;
+  plan.fallback = split ? detail::looped_fallback(call).plan.variant : plan.variant;
+  plan.split = detail::split_form(call).plan.variant;
   return plan;
 }
 

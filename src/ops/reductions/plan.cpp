@@ -257,6 +257,16 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     p.block = kSplitThreads;
     p.workspace_bytes = static_cast<std::size_t>(grid) * 2 * (dt == DType::f64 ? 8 : 4);
     call.args.chunk = chunk;
+    if (splits <= std::int64_t{kClusterMaxBlocks} * cluster_max_groups(dt)) {
+      // The cluster form: as few chunks a block as let a cluster of kClusterMaxBlocks hold the row,
+      // then as few blocks as hold them (every group but the last block's holding a chunk).
+      const std::int64_t groups = (splits + kClusterMaxBlocks - 1) / kClusterMaxBlocks;
+      var.form = RowForm::cluster;
+      var.threads = static_cast<int>(groups * kSplitThreads);
+      var.cluster = static_cast<int>((splits + groups - 1) / groups);
+      grid = rows * var.cluster;
+      p.block = static_cast<std::uint32_t>(var.threads);
+    }
   }
   if (grid > std::numeric_limits<std::int32_t>::max()) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
   p.grid = static_cast<std::uint32_t>(grid);
@@ -294,10 +304,22 @@ std::uint32_t row_shared_bytes(const RowVariant& v, const Arch& target) noexcept
   return parks ? row_shared_bytes(v) : 0u;
 }
 
+RowCall split_form(RowCall call) {
+  RowPlan& p = call.plan;
+  if (p.variant.form != RowForm::cluster) return call;
+  p.variant.form = RowForm::split_stats;
+  p.variant.threads = kSplitThreads;
+  p.variant.cluster = 0;
+  p.grid = static_cast<std::uint32_t>(p.rows * ((p.n + call.args.chunk - 1) / call.args.chunk));  // checked
+  p.block = kSplitThreads;
+  return call;
+}
+
 RowCall looped_fallback(RowCall call) {
   RowPlan& p = call.plan;
   p.variant.form = RowForm::looped;
   p.variant.threads = kLoopedThreads;
+  p.variant.cluster = 0;
   p.variant.per_thread = p.variant.vector_width;
   p.grid = static_cast<std::uint32_t>(p.rows);  // rows * splits fitted the grid
   p.block = kLoopedThreads;

@@ -50,6 +50,17 @@ constexpr int kLoopedThreads = 1024;
 // The split form: a block of 256 threads a chunk of 8192 elements (32 a thread, in registers).
 constexpr int kSplitThreads = 256;
 constexpr int kSplitPerThread = 32;
+/// The cluster form (sm_90 and later): the split form's chunks, G a block (a group of kSplitThreads
+/// each), a row's blocks one cluster of at most kClusterMaxBlocks (the portable cluster size);
+/// rows of up to kClusterMaxBlocks * cluster_max_groups chunks: 2 a block (512 threads of 32
+/// values), f64 1 (its values take two registers each). Past that a block's 32 values a thread
+/// spill (1024 threads of f32, f16 or bf16 at 64 registers: 12-96 bytes; 512 of f64: 4; ptxas,
+/// sm_90, NVRTC 13.0).
+constexpr int kClusterMaxBlocks = 8;
+constexpr int kClusterMinArch = 90;
+constexpr int cluster_max_groups(DType dtype) noexcept {
+  return dtype == DType::f64 ? 1 : 2;
+}
 
 /// The most elements a thread of the block form holds: 32, f64 8 (its registers are twice as wide);
 /// a variant whose chains keep many registers through the row's write 16 — layer_norm with any chain,
@@ -82,8 +93,11 @@ void check_chains(const RowVariant& variant);
 std::uint32_t row_shared_bytes(const RowVariant& variant) noexcept;
 std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) noexcept;
 
-/// The looped form of a split call, for when its workspace cannot be had.
+/// The looped form of a split (or cluster) call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
+/// The split form of a cluster call (a GPU without clusters; the generic kernels); other calls as
+/// they are.
+RowCall split_form(RowCall call);
 
 /// The in-process map's hash of a variant.
 std::uint64_t hash_of(const RowVariant& variant);

@@ -29,6 +29,8 @@ const char* form_text(RowForm form) {
       return "split_stats";
     case RowForm::split_write:
       return "split_write";
+    case RowForm::cluster:
+      return "cluster";
   }
   return "?";
 }
@@ -59,6 +61,7 @@ std::string RowVariant::name() const {
   if (form != RowForm::looped && (form != RowForm::warp || threads != 32)) {
     s += ",t" + std::to_string(threads);
   }
+  if (form == RowForm::cluster) s += ",c" + std::to_string(cluster);
   if (!prologue.steps.empty() || !prologue.expression.empty()) s += ",pro=" + prologue.describe();
   if (!epilogue.steps.empty() || !epilogue.expression.empty()) s += ",epi=" + epilogue.describe();
   return s + ">";
@@ -77,6 +80,9 @@ void RowVariant::validate() const {
     throw InvalidArgument("reduction variant " + name() + ": vector width must be a power of two of at most 16 bytes");
   }
   detail::check_chains(*this);
+  if (form != RowForm::cluster && cluster != 0) {
+    throw InvalidArgument("reduction variant " + name() + ": only the cluster form has blocks a cluster");
+  }
   switch (form) {
     case RowForm::warp:
       if (!pow2(threads) || threads < detail::kWarpMinLanes || threads > 32 || !pow2(per_thread) ||
@@ -113,6 +119,18 @@ void RowVariant::validate() const {
                               std::to_string(detail::kSplitPerThread) + " elements a thread");
       }
       return;
+    case RowForm::cluster: {
+      const int groups = threads / detail::kSplitThreads;
+      if (per_thread != detail::kSplitPerThread || threads % detail::kSplitThreads != 0 || groups < 1 ||
+          groups > detail::cluster_max_groups(dtype) || cluster < 2 || cluster > detail::kClusterMaxBlocks) {
+        throw InvalidArgument("reduction variant " + name() + ": the cluster form has " +
+                              std::to_string(detail::kSplitPerThread) + " elements a thread, blocks of 1 to " +
+                              std::to_string(detail::cluster_max_groups(dtype)) + " groups of " +
+                              std::to_string(detail::kSplitThreads) + " threads and 2 to " +
+                              std::to_string(detail::kClusterMaxBlocks) + " blocks a cluster");
+      }
+      return;
+    }
   }
   throw InvalidArgument("reduction variant: unknown form");
 }
@@ -137,6 +155,11 @@ std::string kernel_name(const RowVariant& v) {
     return std::string(v.form == RowForm::split_stats ? "rd_split_stats<" : "rd_split_write<") + op + ", " + s + ", " +
            std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) + ", " + std::to_string(v.threads) +
            chains + ">";
+  }
+  if (v.form == RowForm::cluster) {
+    return "rd_cluster<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) +
+           ", " + std::to_string(detail::kSplitThreads) + ", " + std::to_string(v.threads / detail::kSplitThreads) +
+           ", " + std::to_string(v.cluster) + chains + ">";
   }
   if (v.form == RowForm::looped) {
     return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) +
@@ -216,6 +239,7 @@ std::uint64_t hash_of(const RowVariant& v) {
   f.value(v.vector_width);
   f.value(v.per_thread);
   f.value(v.threads);
+  if (v.form == RowForm::cluster) f.value(v.cluster);
   if (fused(v)) {
     f.op(v.prologue);
     f.value(std::uint8_t{0xff});  // between the two chains
