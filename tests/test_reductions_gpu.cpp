@@ -364,7 +364,7 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
       {7, 1000, 0, 0, 0, true, "", "", 0},        {7, 40000, 0, 0, 0, true, "", "", 0},
       // The cluster form (sm_90 and later; the generic kernel runs its split form): blocks of two
       // chunks, 7 a cluster (the last one's second idle), and 8 of two (f64: split, 13 and 16 chunks).
-      {3, 100000, 0, 4, 0, false, "", "", 0},     {2, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
+      {3, 100000, 0, 4, 0, false, "", "", 0},     {7, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
       {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
       {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},
   };

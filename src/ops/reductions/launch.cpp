@@ -4,6 +4,8 @@
 // —, Kernel::launch with one rd_args: the cluster form's kernel (on a GPU with clusters; else its
 // split form), the split form's two kernels with a workspace, or the looped form where none can be
 // had. Only a miss renders the source and goes to KernelCache::get.
+#include <cstdlib>
+#include <cstring>
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 
@@ -33,6 +35,17 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
     kernel.set_max_dynamic_shared_bytes(bytes, device);
   }
   return kernel;
+}
+
+// Whether a cluster call runs its cluster form on `device`: a GPU with thread block clusters
+// (sm_90 and later), unless CUINLINE_ROWS_CLUSTER=0 (read once) asks for the split form everywhere
+// (a partition whose GPCs cannot hold a cluster of 8 blocks; the two forms' A/B).
+bool clusters_on(int device) {
+  static const bool off = [] {
+    const char* env = std::getenv("CUINLINE_ROWS_CLUSTER");
+    return env != nullptr && std::strcmp(env, "0") == 0;
+  }();
+  return !off && device_arch(device).number() >= detail::kClusterMinArch;
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
@@ -99,9 +112,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
   }
   const int device = detail::launch_device(stream, tensors);
-  if (call.plan.variant.form == RowForm::cluster && device_arch(device).number() < detail::kClusterMinArch) {
-    call = detail::split_form(call);  // no thread block clusters on this GPU
-  }
+  if (call.plan.variant.form == RowForm::cluster && !clusters_on(device)) call = detail::split_form(call);
   {
     const RowVariant& variant = call.plan.variant;
     const std::uint64_t hash = detail::hash_of(variant);
