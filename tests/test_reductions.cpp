@@ -53,13 +53,14 @@ TEST(ReductionPlan, FormByRowLength) {
       {DType::f32, 1025, RowForm::block, 1, 16, 128},    {DType::f32, 4096, RowForm::block, 4, 16, 256},
       {DType::bf16, 4096, RowForm::block, 8, 16, 256},   {DType::f32, 16384, RowForm::block, 4, 16, 1024},
       {DType::f64, 4096, RowForm::block, 2, 8, 512},     {DType::f64, 8192, RowForm::block, 2, 8, 1024},
-      {DType::f64, 16384, RowForm::cluster, 2, 32, 256, 2}, {DType::f32, 32768, RowForm::block, 4, 32, 1024},
+      {DType::f64, 16384, RowForm::split_stats, 2, 32, 256}, {DType::f32, 32768, RowForm::block, 4, 32, 1024},
       {DType::bf16, 32768, RowForm::block, 8, 32, 1024},    {DType::f32, 32769, RowForm::cluster, 1, 32, 256, 5},
       // The cluster form: one chunk a block up to 8 chunks, then as few a block as a cluster of 8
-      // holds (2 at most, f64 1), then as few blocks as hold them; longer rows split.
+      // holds (2 at most), then as few blocks as hold them; longer rows split. Softmax takes it
+      // but in f64 and in 16 bits on two chunks a block (cluster_pays).
       {DType::bf16, 65536, RowForm::cluster, 8, 32, 256, 8}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
-      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::cluster, 8, 32, 512, 8},
-      {DType::f64, 65536, RowForm::cluster, 2, 32, 256, 8},  {DType::f64, 65538, RowForm::split_stats, 2, 32, 256},
+      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::split_stats, 8, 32, 256},
+      {DType::f16, 40000, RowForm::cluster, 8, 32, 256, 5},  {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
       {DType::bf16, 131073, RowForm::split_stats, 1, 32, 256}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
       {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 32, 256},
   };
@@ -98,6 +99,53 @@ TEST(ReductionPlan, FormByRowLength) {
     const RowVariant split_stats{RowOp::softmax, w.dt, RowForm::split_stats, w.v, 32, 256};
     EXPECT_EQ(p.split, split ? split_stats : p.variant);
     EXPECT_NO_THROW(p.split.validate());
+  }
+}
+
+// Which ops take the cluster form (the measured table, cluster_pays) and its blocks: one chunk a
+// block all but 16-bit layer_norm, two rms_norm and f32 softmax / log_softmax, f64 none; and the
+// cluster form a split call can be made into whatever the table says (the emulated tests').
+TEST(ReductionPlan, ClusterFormWhereItPays) {
+  using cuinline::ops::detail::cluster_form;
+  using cuinline::ops::detail::cluster_groups;
+  using cuinline::ops::detail::cluster_pays;
+  using cuinline::ops::detail::plan_row_call;
+  EXPECT_EQ(cluster_groups(DType::f32, 5), 1);
+  EXPECT_EQ(cluster_groups(DType::bf16, 8), 1);
+  EXPECT_EQ(cluster_groups(DType::bf16, 9), 2);
+  EXPECT_EQ(cluster_groups(DType::f32, 16), 2);
+  EXPECT_EQ(cluster_groups(DType::f32, 17), 0);
+  EXPECT_EQ(cluster_groups(DType::f64, 8), 1);
+  EXPECT_EQ(cluster_groups(DType::f64, 9), 0);
+  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    for (RowOp op : ops) {
+      const bool sixteen = dt == DType::f16 || dt == DType::bf16;
+      EXPECT_EQ(cluster_pays(op, dt, 1), dt != DType::f64 && !(sixteen && op == RowOp::layer_norm));
+      EXPECT_EQ(cluster_pays(op, dt, 2),
+                op == RowOp::rms_norm ? dt != DType::f64
+                                      : dt == DType::f32 && (op == RowOp::softmax || op == RowOp::log_softmax));
+      for (std::int64_t n : {40000, 100000}) {
+        const TensorView x = rows_of(kIn, dt, 3, n), y = rows_of(kOut, dt, 3, n);
+        const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
+        const TensorView w = softmax ? TensorView{} : vec(kW, dt, n);
+        const TensorView b = op == RowOp::layer_norm ? vec(kB, dt, n) : TensorView{};
+        const TensorView r = op == RowOp::add_rms_norm ? rows_of(kRes, dt, 3, n) : TensorView{};
+        const auto call = plan_row_call(op, x, y, w, b, r, 1e-5);
+        const std::int64_t groups = cluster_groups(dt, (n + 8191) / 8192);
+        const bool pays = groups != 0 && cluster_pays(op, dt, static_cast<int>(groups));
+        SCOPED_TRACE(call.plan.variant.name());
+        EXPECT_EQ(call.plan.variant.form, pays ? RowForm::cluster : RowForm::split_stats);
+        const auto made = cluster_form(call);
+        EXPECT_EQ(made.plan.variant.form, groups != 0 ? RowForm::cluster : RowForm::split_stats);
+        EXPECT_NO_THROW(made.plan.variant.validate());
+        const auto split = cuinline::ops::detail::split_form(made);
+        EXPECT_EQ(split.plan.variant.form, RowForm::split_stats);
+        EXPECT_EQ(split.plan.variant.threads, 256);
+        EXPECT_EQ(split.plan.grid, 3u * static_cast<unsigned>((n + 8191) / 8192));
+        EXPECT_EQ(split.plan.workspace_bytes, made.plan.workspace_bytes);
+      }
+    }
   }
 }
 

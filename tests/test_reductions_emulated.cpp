@@ -480,9 +480,18 @@ void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
 // `generic`), checks the result and returns the variant run (the output and the residual in y_out
 // and r_out where given). The output and the residual run on past their last row by the rows a
 // warp-form block holds (one row for the other forms), poisoned: nothing may be written there.
-// What emulate runs: the planned kernel, the split form of a cluster call (a GPU without clusters),
-// the looped fallback of a split or cluster call, or the generic kernel.
-enum class Run { planned, split, looped, generic };
+// What emulate runs: the planned kernel, the cluster form of a split or cluster call (whether the
+// planner takes it or not), the split form of either (a GPU without clusters), the looped fallback
+// of either, or the generic kernel.
+enum class Run { planned, cluster, split, looped, generic };
+
+// The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
+// where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
+RowForm long_form(RowOp op, DType dt, std::int64_t n) {
+  const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + 8191) / 8192);
+  return groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups)) ? RowForm::cluster
+                                                                                              : RowForm::split_stats;
+}
 
 RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
                    std::vector<unsigned char>* y_out = nullptr, std::vector<unsigned char>* r_out = nullptr) {
@@ -509,9 +518,10 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
   cuinline::ops::detail::RowCall call = cuinline::ops::detail::plan_row_call(p.op, x, out, w, b, r, p.eps, fusion);
   EXPECT_EQ(call.plan.variant.form, want_form) << call.plan.variant.name();
   if (run_as == Run::looped) call = cuinline::ops::detail::looped_fallback(call);
-  if (run_as == Run::split) {
+  if (run_as == Run::split) call = cuinline::ops::detail::split_form(call);
+  if (run_as == Run::cluster) {
+    call = cuinline::ops::detail::cluster_form(call);
     EXPECT_EQ(call.plan.variant.form, RowForm::cluster);
-    call = cuinline::ops::detail::split_form(call);
   }
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
@@ -578,16 +588,17 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         std::int64_t rows, n, pad_x, pad_y, offset;
         RowForm form;
       };
+      const RowForm split = long_form(op, dt, 33000);  // rows of 5 chunks: cluster or split
       const Shape shapes[] = {
           {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
           {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
-          {2, 33000, 8, 16, 0, RowForm::cluster}, {2, 33001, 0, 1, 1, RowForm::cluster},
+          {2, 33000, 8, 16, 0, split}, {2, 33001, 0, 1, 1, split},
       };
       for (const Shape& s : shapes) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         p.weight = s.offset == 0;  // without weight on the misaligned rows
         emulate(p, s.form);
-        if (s.form == RowForm::cluster && s.offset != 0) emulate(p, s.form, Run::looped);  // the looped fallback
+        if (s.form == split && s.offset != 0) emulate(p, s.form, Run::looped);  // the looped fallback
       }
       // The warp form with fewer lanes a row, one access of W (16 bytes) each: 1 to 16 lanes, some
       // idle (3 of 4, 5 of 8, 12 of 16), strided rows, rows a block (128 / T) a whole number of times
@@ -615,23 +626,23 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
                           (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
       for (const Shape& s :
            {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
-            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, RowForm::cluster}}) {
+            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, split}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng);
         emulate(p, s.form);
-        if (s.form == RowForm::cluster && online) emulate(p, s.form, Run::looped);
+        if (s.form == split && online) emulate(p, s.form, Run::looped);
       }
       // Fused: prologue and epilogue in the warp (8 lanes a row, scalar and 16-byte accesses), block
       // and split forms, the looped one for each op in one dtype (the dtypes in turn); special values
       // in the warp form (a whole warp a row and 4 lanes).
       for (const Shape& s :
            {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
-            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, RowForm::cluster}}) {
+            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, split}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);
-        if (s.form == RowForm::cluster && d == k % 4) emulate(p, s.form, Run::looped);
+        if (s.form == split && d == k % 4) emulate(p, s.form, Run::looped);
       }
       for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
         Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
@@ -665,6 +676,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
       if (d != k % 4) continue;
 #endif
       const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+      const RowForm split = long_form(op, dt, 33000);  // rows of 5 chunks: cluster or split
       struct Case {
         std::int64_t rows, n, pad_x, pad_y, offset;
         RowForm form;
@@ -674,7 +686,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
           {9, 7, 0, 3, 0, RowForm::warp, false, false},        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
           {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false}, {6, 1000, 0, 8, 0, RowForm::warp, false, false},
           {3, 3000, 16, 8, 0, RowForm::block, false, false},  {3, 2001, 2, 0, 1, RowForm::block, false, false},
-          {2, 33001, 0, 1, 1, RowForm::cluster, false, false}, {6, 33000, 0, 0, 0, RowForm::cluster, true, false},
+          {2, 33001, 0, 1, 1, split, false, false}, {6, 33000, 0, 0, 0, split, true, false},
           {7, 1000, 0, 0, 0, RowForm::warp, true, false},
           {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},     {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
           {7, 3000, 0, 0, 0, RowForm::block, true, true},
@@ -706,8 +718,9 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
 // The cluster form (rows of 5-16 chunks of the split form, f64 5-8; 8 blocks at most a cluster): a
 // cluster of 5 blocks of one chunk each (rows of 33000-40960) and of two (rows of 65537-81920 but in
 // f64: 9 or 10 chunks, the last block's second group idle on 9); scalar and 16-byte accesses, special values with eps 0,
-// the fused chains. Its outputs and residuals are its split form's (the GPUs without clusters) and
-// the generic kernel's bit for bit, and the float64 reference's within the tolerance.
+// the fused chains; every op and dtype, whether the planner takes the cluster form for it or not
+// (cluster_pays). Its outputs and residuals are its split form's (the GPUs without clusters) and the
+// generic kernel's bit for bit, and the float64 reference's within the tolerance.
 TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
@@ -747,11 +760,12 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         }
         if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         std::vector<unsigned char> y, r, y_split, r_split, y_generic, r_generic;
-        const RowVariant v = emulate(p, RowForm::cluster, Run::planned, &y, &r);
+        const RowForm planned = long_form(op, dt, c.n);
+        const RowVariant v = emulate(p, planned, Run::cluster, &y, &r);
         EXPECT_EQ(v.threads, c.threads) << v.name();
         EXPECT_EQ(v.cluster, 5) << v.name();
-        emulate(p, RowForm::cluster, Run::split, &y_split, &r_split);
-        emulate(p, RowForm::cluster, Run::generic, &y_generic, &r_generic);
+        emulate(p, planned, Run::split, &y_split, &r_split);
+        emulate(p, planned, Run::generic, &y_generic, &r_generic);
         EXPECT_TRUE(y == y_split) << cuinline::test::what(p) << " " << v.name() << ": the split form's outputs differ";
         EXPECT_TRUE(r == r_split) << cuinline::test::what(p) << " " << v.name() << ": the split form's residuals differ";
         EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the generic outputs differ";

@@ -257,16 +257,6 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     p.block = kSplitThreads;
     p.workspace_bytes = static_cast<std::size_t>(grid) * 2 * (dt == DType::f64 ? 8 : 4);
     call.args.chunk = chunk;
-    if (splits <= std::int64_t{kClusterMaxBlocks} * cluster_max_groups(dt)) {
-      // The cluster form: as few chunks a block as let a cluster of kClusterMaxBlocks hold the row,
-      // then as few blocks as hold them (every group but the last block's holding a chunk).
-      const std::int64_t groups = (splits + kClusterMaxBlocks - 1) / kClusterMaxBlocks;
-      var.form = RowForm::cluster;
-      var.threads = static_cast<int>(groups * kSplitThreads);
-      var.cluster = static_cast<int>((splits + groups - 1) / groups);
-      grid = rows * var.cluster;
-      p.block = static_cast<std::uint32_t>(var.threads);
-    }
   }
   if (grid > std::numeric_limits<std::int32_t>::max()) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
   p.grid = static_cast<std::uint32_t>(grid);
@@ -288,6 +278,44 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     a.e[k].p = extra[k].data;
     a.e[k].s = extra_stride[k];
   }
+  if (var.form == RowForm::split_stats) {
+    const std::int64_t groups = cluster_groups(dt, (n + a.chunk - 1) / a.chunk);
+    if (groups != 0 && cluster_pays(op, dt, static_cast<int>(groups))) return cluster_form(call);
+  }
+  return call;
+}
+
+std::int64_t cluster_groups(DType dtype, std::int64_t chunks) noexcept {
+  if (chunks > std::int64_t{kClusterMaxBlocks} * cluster_max_groups(dtype)) return 0;
+  return (chunks + kClusterMaxBlocks - 1) / kClusterMaxBlocks;
+}
+
+bool cluster_pays(RowOp op, DType dtype, int groups) noexcept {
+  // Where the cluster form moved more bytes a second than the split form: H200, rows of 40000,
+  // 65536 (one chunk a block) and 131072 (two), f32 and bf16, CUINLINE_ROWS_CLUSTER=0 against the
+  // default in one machine session (docs/reductions.md, "Rows past 32768 elements"). One chunk a
+  // block: softmax, log_softmax, rms_norm +5-48 %, add_rms_norm within 2 %, layer_norm f32 +5-8 %
+  // but bf16 -18-20 %. Two: rms_norm +7-20 %, f32 softmax and log_softmax +5-13 %, the rest -3 to
+  // -18 %. f64 was not measured: it splits.
+  if (dtype == DType::f64) return false;
+  if (groups == 1) return op != RowOp::layer_norm || dtype == DType::f32;
+  return op == RowOp::rms_norm || (dtype == DType::f32 && (op == RowOp::softmax || op == RowOp::log_softmax));
+}
+
+RowCall cluster_form(RowCall call) {
+  RowPlan& p = call.plan;
+  if (p.variant.form != RowForm::split_stats) return call;
+  const std::int64_t splits = (p.n + call.args.chunk - 1) / call.args.chunk;
+  const std::int64_t groups = cluster_groups(p.variant.dtype, splits);
+  if (groups == 0) return call;
+  // As few chunks a block as let a cluster of kClusterMaxBlocks hold the row, then as few blocks as
+  // hold them (every group but the last block's holding a chunk); the split form's workspace kept
+  // for its split form.
+  p.variant.form = RowForm::cluster;
+  p.variant.threads = static_cast<int>(groups * kSplitThreads);
+  p.variant.cluster = static_cast<int>((splits + groups - 1) / groups);
+  p.grid = static_cast<std::uint32_t>(p.rows * p.variant.cluster);  // at most the split form's grid
+  p.block = static_cast<std::uint32_t>(p.variant.threads);
   return call;
 }
 

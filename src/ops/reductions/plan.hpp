@@ -98,6 +98,12 @@ RowCall looped_fallback(RowCall call);
 /// The split form of a cluster call (a GPU without clusters; the generic kernels); other calls as
 /// they are.
 RowCall split_form(RowCall call);
+/// The chunks a block of the cluster form for a row of `chunks`, 0 where a cluster cannot hold it.
+std::int64_t cluster_groups(DType dtype, std::int64_t chunks) noexcept;
+/// Whether the planner takes the cluster form for an op, dtype and chunks a block (the measured
+/// table in plan.cpp); cluster_form makes it of a split call regardless (the tests' instantiations).
+bool cluster_pays(RowOp op, DType dtype, int groups) noexcept;
+RowCall cluster_form(RowCall call);
 
 /// The in-process map's hash of a variant.
 std::uint64_t hash_of(const RowVariant& variant);
