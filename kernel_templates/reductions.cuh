@@ -392,9 +392,9 @@ struct rd_row {
   __device__ __forceinline__ A operator()(int it, int j) const { return v[it * V + j]; }
   __device__ __forceinline__ A* at(int it) { return v + it * V; }
   __device__ __forceinline__ void keep(int it, int j, A value) { v[it * V + j] = value; }
-  template <class P, int kOp>
+  template <class P, int kOp, bool kNc = false>
   __device__ __forceinline__ void load(int it, const S* x, S* r) {
-    rd_load_x<S, V, P, false>(x, v + it * V);
+    rd_load_x<S, V, P, kNc>(x, v + it * V);
     if (kOp == RD_ADD_RMS_NORM) rd_add_residual<S, V>(r, v + it * V);
   }
   __device__ __forceinline__ void zero(int it) {
@@ -415,9 +415,12 @@ struct rd_row<S, V, E, RD_PACKED, T> {
     return w;
   }
   __device__ __forceinline__ void keep(int, int, A) {}
-  template <class P, int kOp>
+  // x through the prologue P as storage values (what rd_load_x widens), kNc: through __ldg.
+  template <class P, int kOp, bool kNc = false>
   __device__ __forceinline__ void load(int it, const S* x, S* r) {
-    u[it].raw = *reinterpret_cast<const R*>(x);
+    u[it].raw = kNc ? __ldg(reinterpret_cast<const R*>(x)) : *reinterpret_cast<const R*>(x);
+#pragma unroll
+    for (int j = 0; j < V; ++j) u[it].v[j] = P()(u[it].v[j]);
     if (kOp == RD_ADD_RMS_NORM) {  // z = x + r rounded to S, written back to the residual and kept
       rd_pack<S, V> rv;
       rv.raw = *reinterpret_cast<const R*>(r);
@@ -642,23 +645,26 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 
 // A chunk of the split and cluster forms: its count (<= T * E) elements of row `row` from column
 // `base` in v (zero past count; x through the prologue, add_rms_norm's x + r written back to the
-// residual), kNc: x through the non-coherent path.
-template <int kOp, class S, int V, int E, int T, class P, bool kNc, class A>
+// residual), kNc: x through the non-coherent path. A chunk's values are held as the storage type's
+// packs where it is 16 bits wide (rd_chunk_store: 64 elements a thread in 32 registers, widened
+// where read), else as opmath values: the same values either way.
+template <class S>
+struct rd_chunk_store {
+  enum { value = sizeof(S) == 2 ? RD_PACKED : RD_OPMATH };
+};
+template <int kOp, class S, int V, int E, int T, class P, bool kNc, class Row>
 __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count, int t,
-                                              A (&v)[E]) {
+                                              Row& v) {
   enum { kIters = E / V };
   const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
+  S* r = kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + base : 0;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
     if (i < count) {  // count is a multiple of V when V > 1
-      rd_load_x<S, V, P, kNc>(x + i, v + it * V);
-      if (kOp == RD_ADD_RMS_NORM) {
-        rd_add_residual<S, V>(static_cast<S*>(a.r) + row * a.sr + base + i, v + it * V);
-      }
+      v.template load<P, kOp, kNc>(it, x + i, kOp == RD_ADD_RMS_NORM ? r + i : 0);
     } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) v[it * V + j] = A(0);
+      v.zero(it);
     }
   }
 }
@@ -667,8 +673,8 @@ __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, l
 // exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —, the
 // sum of squares (st1 unset), or (sum, squared deviations from the chunk's own mean). Every thread
 // gets them.
-template <int kOp, class S, int V, int E, int T, class A, class B>
-__device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t, A* sh, B bar, A& st0, A& st1) {
+template <int kOp, class S, int V, int E, int T, class A, class Row, class B>
+__device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A* sh, B bar, A& st0, A& st1) {
   enum { kIters = E / V };
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     const A ninf = rd_neg_inf(A(0));
@@ -677,7 +683,7 @@ __device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < count) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) m = rd_max()(m, v[it * V + j]);
+        for (int j = 0; j < V; ++j) m = rd_max()(m, v(it, j));
       }
     }
     m = rd_reduce_at(m, rd_max(), ninf, sh, T, t, bar);
@@ -687,7 +693,7 @@ __device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t
       if ((it * T + t) * V < count) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const A e = v[it * V + j];
+          const A e = v(it, j);
           s += (m == ninf && e == ninf) ? A(1) : rd_exp<S>(e - m);
         }
       }
@@ -697,12 +703,12 @@ __device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
 #pragma unroll
-    for (int e = 0; e < E; ++e) ss += v[e] * v[e];  // the padding is 0
+    for (int e = 0; e < E; ++e) ss += v(e / V, e % V) * v(e / V, e % V);  // the padding is 0
     st0 = rd_reduce_at(ss, rd_add(), A(0), sh, T, t, bar);
   } else {
     A sum = A(0);
 #pragma unroll
-    for (int e = 0; e < E; ++e) sum += v[e];
+    for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
     sum = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar);
     const A mean = sum / static_cast<A>(count > 0 ? count : 1);
     A sq = A(0);
@@ -711,7 +717,7 @@ __device__ __forceinline__ void rd_chunk_stats(const A (&v)[E], int count, int t
       if ((it * T + t) * V < count) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const A d = v[it * V + j] - mean;
+          const A d = v(it, j) - mean;
           sq += d * d;
         }
       }
@@ -768,7 +774,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
   const long long left = a.n - base;
   const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
   const int t = threadIdx.x;
-  A v[E];
+  rd_row<S, V, E, rd_chunk_store<S>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, true>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
@@ -906,7 +912,7 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename 
   const long long row = blockIdx.x / C, chunk = static_cast<long long>(blockIdx.x % C) * G + g;
   const long long base = chunk * a.chunk, left = a.n - base;
   const int count = left <= 0 ? 0 : left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
-  A v[E];
+  rd_row<S, V, E, rd_chunk_store<S>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   if (G == 1) {
@@ -936,7 +942,7 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename 
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
-    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v + it * V, s0, s1, y);
+    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v.at(it), s0, s1, y);
   }
   rd_cluster_wait();  // the others are done with this block's
 }

@@ -301,9 +301,9 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
   EXPECT_CONTAINS(warm.out, "warm: 16 compiled, 0 already cached, 0 failed");
   EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,warp,v8,e8,t8> sm_90");  // 8 lanes a row
-  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,cluster,v8,e32,t256,c5> sm_90");
-  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_stats,v8,e32,t256> sm_90");
-  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e32,t256> sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,cluster,v8,e64,t256,c3> sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_stats,v8,e64,t256> sm_90");
+  EXPECT_CONTAINS(warm.out, "compiled softmax<bf16,split_write,v8,e64,t256> sm_90");
   EXPECT_CONTAINS(warm.out, "compiled add_rms_norm<bf16,looped,v8> sm_90");
 
   cuinline::CacheConfig config;

@@ -58,11 +58,11 @@ TEST(ReductionPlan, FormByRowLength) {
       // The cluster form: one chunk a block up to 8 chunks, then as few a block as a cluster of 8
       // holds (2 at most), then as few blocks as hold them; longer rows split. Softmax takes it
       // but in f64 and in 16 bits on two chunks a block (cluster_pays).
-      {DType::bf16, 65536, RowForm::cluster, 8, 32, 256, 8}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
-      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::split_stats, 8, 32, 256},
-      {DType::f16, 40000, RowForm::cluster, 8, 32, 256, 5},  {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
-      {DType::bf16, 131073, RowForm::split_stats, 1, 32, 256}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
-      {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 32, 256},
+      {DType::bf16, 65536, RowForm::cluster, 8, 64, 256, 4}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
+      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::cluster, 8, 64, 256, 8},
+      {DType::f16, 40000, RowForm::cluster, 8, 64, 256, 3},  {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
+      {DType::bf16, 131073, RowForm::split_stats, 1, 64, 256}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
+      {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 64, 256},
   };
   for (const Want& w : wants) {
     const RowPlan p = plan_rows(RowOp::softmax, rows_of(kIn, w.dt, 10, w.n), rows_of(kOut, w.dt, 10, w.n));
@@ -76,7 +76,8 @@ TEST(ReductionPlan, FormByRowLength) {
     EXPECT_NO_THROW(p.variant.validate());
     EXPECT_EQ(p.rows, 10);
     EXPECT_EQ(p.n, w.n);
-    const std::int64_t splits = (w.n + 8191) / 8192;  // chunks of 256 x 32
+    const std::int64_t chunk = 256 * (cuinline::dtype_size(w.dt) == 2 ? 64 : 32);  // 256 x 32, 16-bit 256 x 64
+    const std::int64_t splits = (w.n + chunk - 1) / chunk;
     const unsigned warp_rows = w.form == RowForm::warp ? 128 / w.threads : 1;  // 128 / T rows a block
     const unsigned warp_grid = (10 + warp_rows - 1) / warp_rows;
     const bool split = w.form == RowForm::split_stats || w.form == RowForm::cluster;
@@ -96,7 +97,7 @@ TEST(ReductionPlan, FormByRowLength) {
     const RowVariant looped{RowOp::softmax, w.dt, RowForm::looped, w.v, w.v, 1024};
     EXPECT_EQ(p.fallback, split ? looped : p.variant);
     EXPECT_NO_THROW(p.fallback.validate());
-    const RowVariant split_stats{RowOp::softmax, w.dt, RowForm::split_stats, w.v, 32, 256};
+    const RowVariant split_stats{RowOp::softmax, w.dt, RowForm::split_stats, w.v, w.per_thread, 256};
     EXPECT_EQ(p.split, split ? split_stats : p.variant);
     EXPECT_NO_THROW(p.split.validate());
   }
@@ -132,7 +133,8 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
         const TensorView b = op == RowOp::layer_norm ? vec(kB, dt, n) : TensorView{};
         const TensorView r = op == RowOp::add_rms_norm ? rows_of(kRes, dt, 3, n) : TensorView{};
         const auto call = plan_row_call(op, x, y, w, b, r, 1e-5);
-        const std::int64_t groups = cluster_groups(dt, (n + 8191) / 8192);
+        const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt), chunks = (n + chunk - 1) / chunk;
+        const std::int64_t groups = cluster_groups(dt, chunks);
         const bool pays = groups != 0 && cluster_pays(op, dt, static_cast<int>(groups));
         SCOPED_TRACE(call.plan.variant.name());
         EXPECT_EQ(call.plan.variant.form, pays ? RowForm::cluster : RowForm::split_stats);
@@ -142,7 +144,7 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
         const auto split = cuinline::ops::detail::split_form(made);
         EXPECT_EQ(split.plan.variant.form, RowForm::split_stats);
         EXPECT_EQ(split.plan.variant.threads, 256);
-        EXPECT_EQ(split.plan.grid, 3u * static_cast<unsigned>((n + 8191) / 8192));
+        EXPECT_EQ(split.plan.grid, 3u * static_cast<unsigned>(chunks));
         EXPECT_EQ(split.plan.workspace_bytes, made.plan.workspace_bytes);
       }
     }
@@ -330,14 +332,16 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_EQ((RowVariant{RowOp::rms_norm, DType::f64, RowForm::looped, 2, 2, 1024}).name(), "rms_norm<f64,looped,v2>");
   EXPECT_EQ(cuinline::ops::kernel_name(RowVariant{RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 1024}),
             "rd_long<0, float, 4, 1024>");
-  const RowVariant split{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 8, 32, 256};
-  EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e32,t256>");
-  EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 32, 256>");
+  const RowVariant split{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 8, 64, 256};
+  EXPECT_EQ(split.name(), "add_rms_norm<f16,split_write,v8,e64,t256>");
+  EXPECT_EQ(cuinline::ops::kernel_name(split), "rd_split_write<3, ew_half, 8, 64, 256>");
+  EXPECT_THROW((RowVariant{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 8, 32, 256}).validate(),
+               InvalidArgument);  // 16-bit chunks are 64 a thread
   EXPECT_NO_THROW(split.validate());
   // The cluster form names its blocks a cluster; its kernel, the chunks a block (the groups of 256).
-  const RowVariant cluster{RowOp::rms_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8};
-  EXPECT_EQ(cluster.name(), "rms_norm<bf16,cluster,v8,e32,t512,c8>");
-  EXPECT_EQ(cuinline::ops::kernel_name(cluster), "rd_cluster<2, ew_bf16, 8, 32, 256, 2, 8>");
+  const RowVariant cluster{RowOp::rms_norm, DType::bf16, RowForm::cluster, 8, 64, 512, 8};
+  EXPECT_EQ(cluster.name(), "rms_norm<bf16,cluster,v8,e64,t512,c8>");
+  EXPECT_EQ(cuinline::ops::kernel_name(cluster), "rd_cluster<2, ew_bf16, 8, 64, 256, 2, 8>");
   EXPECT_NO_THROW(cluster.validate());
   RowVariant other = cluster;
   other.cluster = 7;
@@ -404,12 +408,13 @@ TEST(ReductionVariant, EveryFormCompiles) {
     const RowVariant forms[] = {
         {RowOp::softmax, dt, RowForm::warp, v, 32, 32},
         {RowOp::softmax, dt, RowForm::block, v, cuinline::ops::detail::block_max_per_thread(dt), 1024},
-        {RowOp::softmax, dt, RowForm::split_stats, v, 32, 256},
-        {RowOp::softmax, dt, RowForm::split_write, scalar_split, 32, 256},
+        {RowOp::softmax, dt, RowForm::split_stats, v, cuinline::ops::detail::split_per_thread(dt), 256},
+        {RowOp::softmax, dt, RowForm::split_write, scalar_split, cuinline::ops::detail::split_per_thread(dt), 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
         {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
         // The cluster form at its largest block (2 chunks a block, f64 1), a cluster of 8.
-        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, 32, cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
+        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, cuinline::ops::detail::split_per_thread(dt),
+         cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
     };
     for (const RowVariant& form : forms) {
       RowVariant var = form;

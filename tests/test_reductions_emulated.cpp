@@ -338,12 +338,21 @@ bool run_lanes(const RowVariant& v, unsigned grid, unsigned block, const Args& a
   return ((v.threads == Ts && (launch_lanes<kOp, S, V, Ts>(grid, block, a), true)) || ...);
 }
 
+// The split and cluster forms' elements a thread (split_per_thread): 16-bit chunks twice as long.
+template <class S>
+constexpr int kChunkE = sizeof(S) == 2 ? 64 : 32;
+// The rows the cases use for chunks: n elements of an f32 row, twice as many of a 16-bit one.
+std::int64_t chunked(std::int64_t n, DType dt) {
+  return cuinline::dtype_size(dt) == 2 ? 2 * n : n;
+}
+
 // The cluster form of clusters of 5 blocks (the cases' rows of 5 chunks, one or two a block).
 template <int kOp, class S, int V, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0, class Args>
 bool run_cluster(const RowVariant& v, unsigned grid, unsigned block, const Args& a) {
-  if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != 32 || v.cluster != 5) return false;
-  if (v.threads == 256) return launch_cluster(rd_cluster<kOp, S, V, 32, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
-  if (v.threads == 512) return launch_cluster(rd_cluster<kOp, S, V, 32, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
+  constexpr int E = kChunkE<S>;
+  if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != E || v.cluster != 5) return false;
+  if (v.threads == 256) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
+  if (v.threads == 512) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
   return false;
 }
 
@@ -366,9 +375,10 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
     if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
   }
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024, EmuScale, EmuGate, 1>, grid, block, a), true;
-  if (is(RowForm::split_stats, 1, 32, 256)) {
-    launch(rd_split_stats<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a);
-    return launch(rd_split_write<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
+  constexpr int E = kChunkE<S>;
+  if (is(RowForm::split_stats, 1, E, 256)) {
+    launch(rd_split_stats<kOp, S, 1, E, 256, EmuScale, EmuGate, 1>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, E, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
   }
   return run_cluster<kOp, S, 1, EmuScale, EmuGate, 1>(v, grid, block, a);
 }
@@ -398,13 +408,14 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
   }
   if (is(RowForm::looped, W, W, 1024)) return launch(rd_long<kOp, S, W, 1024>, grid, block, a), true;
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024>, grid, block, a), true;
-  if (is(RowForm::split_stats, W, 32, 256)) {
-    launch(rd_split_stats<kOp, S, W, 32, 256>, grid, block, a);
-    return launch(rd_split_write<kOp, S, W, 32, 256>, grid, block, a), true;
+  constexpr int E = kChunkE<S>;
+  if (is(RowForm::split_stats, W, E, 256)) {
+    launch(rd_split_stats<kOp, S, W, E, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, W, E, 256>, grid, block, a), true;
   }
-  if (is(RowForm::split_stats, 1, 32, 256)) {
-    launch(rd_split_stats<kOp, S, 1, 32, 256>, grid, block, a);
-    return launch(rd_split_write<kOp, S, 1, 32, 256>, grid, block, a), true;
+  if (is(RowForm::split_stats, 1, E, 256)) {
+    launch(rd_split_stats<kOp, S, 1, E, 256>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, E, 256>, grid, block, a), true;
   }
   return run_cluster<kOp, S, W>(v, grid, block, a) || run_cluster<kOp, S, 1>(v, grid, block, a);
 }
@@ -488,7 +499,8 @@ enum class Run { planned, cluster, split, looped, generic };
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
 // where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
 RowForm long_form(RowOp op, DType dt, std::int64_t n) {
-  const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + 8191) / 8192);
+  const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt);
+  const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + chunk - 1) / chunk);
   return groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups)) ? RowForm::cluster
                                                                                               : RowForm::split_stats;
 }
@@ -588,11 +600,12 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         std::int64_t rows, n, pad_x, pad_y, offset;
         RowForm form;
       };
-      const RowForm split = long_form(op, dt, 33000);  // rows of 5 chunks: cluster or split
+      const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
+      const RowForm split = long_form(op, dt, c5);                     // cluster or split
       const Shape shapes[] = {
           {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
           {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
-          {2, 33000, 8, 16, 0, split}, {2, 33001, 0, 1, 1, split},
+          {2, c5, 8, 16, 0, split}, {2, c5odd, 0, 1, 1, split},
       };
       for (const Shape& s : shapes) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
@@ -626,7 +639,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
                           (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
       for (const Shape& s :
            {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
-            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, 33000, 0, 0, 0, split}}) {
+            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, c5, 0, 0, 0, split}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng);
@@ -638,7 +651,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       // in the warp form (a whole warp a row and 4 lanes).
       for (const Shape& s :
            {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
-            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, split}}) {
+            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, c5odd, 0, 1, 1, split}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);
@@ -676,7 +689,8 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
       if (d != k % 4) continue;
 #endif
       const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
-      const RowForm split = long_form(op, dt, 33000);  // rows of 5 chunks: cluster or split
+      const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
+      const RowForm split = long_form(op, dt, c5);                     // cluster or split
       struct Case {
         std::int64_t rows, n, pad_x, pad_y, offset;
         RowForm form;
@@ -686,7 +700,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
           {9, 7, 0, 3, 0, RowForm::warp, false, false},        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
           {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false}, {6, 1000, 0, 8, 0, RowForm::warp, false, false},
           {3, 3000, 16, 8, 0, RowForm::block, false, false},  {3, 2001, 2, 0, 1, RowForm::block, false, false},
-          {2, 33001, 0, 1, 1, split, false, false}, {6, 33000, 0, 0, 0, split, true, false},
+          {2, c5odd, 0, 1, 1, split, false, false}, {6, c5, 0, 0, 0, split, true, false},
           {7, 1000, 0, 0, 0, RowForm::warp, true, false},
           {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},     {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
           {7, 3000, 0, 0, 0, RowForm::block, true, true},
@@ -716,8 +730,8 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
 }
 
 // The cluster form (rows of 5-16 chunks of the split form, f64 5-8; 8 blocks at most a cluster): a
-// cluster of 5 blocks of one chunk each (rows of 33000-40960) and of two (rows of 65537-81920 but in
-// f64: 9 or 10 chunks, the last block's second group idle on 9); scalar and 16-byte accesses, special values with eps 0,
+// cluster of 5 blocks of one chunk each (f32 rows of 33000-40960, 16-bit ones twice as long) and of
+// two (9 chunks but in f64: the last block's second group idle); scalar and 16-byte accesses, special values with eps 0,
 // the fused chains; every op and dtype, whether the planner takes the cluster form for it or not
 // (cluster_pays). Its outputs and residuals are its split form's (the GPUs without clusters) and the
 // generic kernel's bit for bit, and the float64 reference's within the tolerance.
@@ -739,7 +753,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
       const Case cases[] = {
           {2, 40960, 8, 16, 0, 256, false, false}, {2, 33001, 0, 1, 1, 256, false, false},
           {2, 73000, 0, 0, 0, 512, false, false},  {7, 33000, 0, 0, 0, 256, true, false},
-          {2, 33001, 0, 1, 1, 256, false, true},
+          {2, 33001, 0, 1, 1, 256, false, true},  // (16-bit rows twice as long: chunked)
       };
       int index = 0;
       for (const Case& c : cases) {
@@ -752,7 +766,8 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         // The chains in one dtype an op (the dtypes in turn), as the other tests' looped runs.
         if (c.chains && d != k % 4) continue;
 #endif
-        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
+        const std::int64_t n = chunked(c.n, dt);
+        Problem p = cuinline::test::make_problem(op, dt, c.rows, n, rng, c.pad_x, c.pad_y, c.offset);
         p.weight = c.offset == 0;
         if (c.special) {
           p.eps = 0;
@@ -760,7 +775,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         }
         if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         std::vector<unsigned char> y, r, y_split, r_split, y_generic, r_generic;
-        const RowForm planned = long_form(op, dt, c.n);
+        const RowForm planned = long_form(op, dt, n);
         const RowVariant v = emulate(p, planned, Run::cluster, &y, &r);
         EXPECT_EQ(v.threads, c.threads) << v.name();
         EXPECT_EQ(v.cluster, 5) << v.name();

@@ -220,10 +220,10 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
       {{RowOp::softmax, DType::f32, RowForm::block, 4, 32, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::layer_norm, DType::f32, RowForm::block, 4, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::add_rms_norm, DType::bf16, RowForm::block, 8, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
-      {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 32, 256}, "div(2)", "silu|mul(in1)", 1},
-      {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 32, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 64, 256}, "div(2)", "silu|mul(in1)", 1},
+      {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 64, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
       {{RowOp::log_softmax, DType::f64, RowForm::looped, 2, 2, 1024}, "clamp(-30,30)", "add(in1)", 1},
-      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 64, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::add_rms_norm, DType::f32, RowForm::cluster, 4, 32, 512, 5}, "mul(0.5)", "mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
   };
   for (const Case& c : cases) {

@@ -22,7 +22,7 @@ struct RowArgs {
   long long rows = 0, n = 0, sx = 0, sy = 0, sr = 0;
   double eps = 0;
   void* ws = nullptr;   // the split form's workspace
-  long long chunk = 0;  // the split form's chunk: kSplitThreads * kSplitPerThread
+  long long chunk = 0;  // the split form's chunk: kSplitThreads * split_per_thread(dtype)
   // The epilogue's tensors (rd_extra): a kernel with K of them takes the first K after the rest
   // (rd_args_e<K>), one without none (rd_args).
   struct Extra {
@@ -47,15 +47,18 @@ constexpr int kWarpMinLanes = 1;
 constexpr int kWarpMaxPerThread = 32;
 /// The looped form's block.
 constexpr int kLoopedThreads = 1024;
-// The split form: a block of 256 threads a chunk of 8192 elements (32 a thread, in registers).
+// The split form: a block of 256 threads a chunk of split_per_thread elements a thread, in
+// registers: 32 (8192 a chunk), f16 and bf16 64 (16384; kept as loaded, 16 bits each: the same
+// registers and bytes a chunk as f32's).
 constexpr int kSplitThreads = 256;
-constexpr int kSplitPerThread = 32;
+constexpr int split_per_thread(DType dtype) noexcept {
+  return dtype == DType::f16 || dtype == DType::bf16 ? 64 : 32;
+}
 /// The cluster form (sm_90 and later): the split form's chunks, G a block (a group of kSplitThreads
 /// each), a row's blocks one cluster of at most kClusterMaxBlocks (the portable cluster size);
-/// rows of up to kClusterMaxBlocks * cluster_max_groups chunks: 2 a block (512 threads of 32
-/// values), f64 1 (its values take two registers each). Past that a block's 32 values a thread
-/// spill (1024 threads of f32, f16 or bf16 at 64 registers: 12-96 bytes; 512 of f64: 4; ptxas,
-/// sm_90, NVRTC 13.0).
+/// rows of up to kClusterMaxBlocks * cluster_max_groups chunks: 2 a block (512 threads), f64 1
+/// (its values take two registers each). Past that a thread's chunk part spilled (1024 threads of
+/// f32 at 64 registers: up to 96 bytes; 512 of f64: 4; ptxas, sm_90, NVRTC 13.0).
 constexpr int kClusterMaxBlocks = 8;
 constexpr int kClusterMinArch = 90;
 constexpr int cluster_max_groups(DType dtype) noexcept {
