@@ -646,11 +646,12 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 // A chunk of the split and cluster forms: its count (<= T * E) elements of row `row` from column
 // `base` in v (zero past count; x through the prologue, add_rms_norm's x + r written back to the
 // residual), kNc: x through the non-coherent path. A chunk's values are held as the storage type's
-// packs where it is 16 bits wide (rd_chunk_store: 64 elements a thread in 32 registers, widened
-// where read), else as opmath values: the same values either way.
-template <class S>
+// packs where it is 16 bits wide and unchained (rd_chunk_store: 64 elements a thread in 32
+// registers, widened where read), else as opmath values: the same values either way. (Packed, a
+// prologue's call of a division spilled 4 bytes: f16 layer_norm "div(2)", ptxas sm_90.)
+template <class S, class P, class Q, int K>
 struct rd_chunk_store {
-  enum { value = sizeof(S) == 2 ? RD_PACKED : RD_OPMATH };
+  enum { value = sizeof(S) == 2 && rd_unchained<P, Q, K>::value ? RD_PACKED : RD_OPMATH };
 };
 template <int kOp, class S, int V, int E, int T, class P, bool kNc, class Row>
 __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count, int t,
@@ -774,7 +775,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
   const long long left = a.n - base;
   const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
   const int t = threadIdx.x;
-  rd_row<S, V, E, rd_chunk_store<S>::value, T> v;
+  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, true>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
@@ -912,7 +913,7 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename 
   const long long row = blockIdx.x / C, chunk = static_cast<long long>(blockIdx.x % C) * G + g;
   const long long base = chunk * a.chunk, left = a.n - base;
   const int count = left <= 0 ? 0 : left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
-  rd_row<S, V, E, rd_chunk_store<S>::value, T> v;
+  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   if (G == 1) {

@@ -419,15 +419,17 @@ TEST(Jit, WhatTheGenericRowKernelsServe) {
   EXPECT_EQ(lw.prologue.step[0].c[0], 0.125);
   EXPECT_EQ(lw.epilogue.steps, 0);
 
-  // A cluster call runs its split form's two phases (the same bits): 5 chunks a row, a block each.
+  // A cluster call runs its split form's two phases (the same bits): 3 chunks of 256 x 64 a row
+  // (bf16), a block each.
   const d::RowCall split = plan(4, 40000, "");
   ASSERT_EQ(split.plan.variant.form, ops::RowForm::cluster);
-  EXPECT_EQ(split.plan.variant.cluster, 5);
+  EXPECT_EQ(split.plan.variant.cluster, 3);
   const d::GenericRowLaunch ls = d::generic_rows_launch(split);
   EXPECT_EQ(ls.shape.phase, 1);
   EXPECT_EQ(ls.shape.threads, 256);
+  EXPECT_EQ(ls.shape.iters, 64 / 8);
   EXPECT_EQ(ls.block, 256u);
-  EXPECT_EQ(ls.grid, 4u * 5u);
+  EXPECT_EQ(ls.grid, 4u * 3u);
   const d::GenericRowLaunch whole = d::generic_rows_launch(split, true);
   EXPECT_EQ(whole.shape.phase, 0);
   EXPECT_EQ(whole.shape.threads, 1024);

@@ -133,7 +133,7 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
         const TensorView b = op == RowOp::layer_norm ? vec(kB, dt, n) : TensorView{};
         const TensorView r = op == RowOp::add_rms_norm ? rows_of(kRes, dt, 3, n) : TensorView{};
         const auto call = plan_row_call(op, x, y, w, b, r, 1e-5);
-        const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt), chunks = (n + chunk - 1) / chunk;
+        const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, false), chunks = (n + chunk - 1) / chunk;
         const std::int64_t groups = cluster_groups(dt, chunks);
         const bool pays = groups != 0 && cluster_pays(op, dt, static_cast<int>(groups));
         SCOPED_TRACE(call.plan.variant.name());
@@ -408,12 +408,12 @@ TEST(ReductionVariant, EveryFormCompiles) {
     const RowVariant forms[] = {
         {RowOp::softmax, dt, RowForm::warp, v, 32, 32},
         {RowOp::softmax, dt, RowForm::block, v, cuinline::ops::detail::block_max_per_thread(dt), 1024},
-        {RowOp::softmax, dt, RowForm::split_stats, v, cuinline::ops::detail::split_per_thread(dt), 256},
-        {RowOp::softmax, dt, RowForm::split_write, scalar_split, cuinline::ops::detail::split_per_thread(dt), 256},
+        {RowOp::softmax, dt, RowForm::split_stats, v, cuinline::ops::detail::split_per_thread(dt, false), 256},
+        {RowOp::softmax, dt, RowForm::split_write, scalar_split, cuinline::ops::detail::split_per_thread(dt, false), 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
         {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
         // The cluster form at its largest block (2 chunks a block, f64 1), a cluster of 8.
-        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, cuinline::ops::detail::split_per_thread(dt),
+        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, cuinline::ops::detail::split_per_thread(dt, false),
          cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
     };
     for (const RowVariant& form : forms) {

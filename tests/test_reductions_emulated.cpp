@@ -338,18 +338,19 @@ bool run_lanes(const RowVariant& v, unsigned grid, unsigned block, const Args& a
   return ((v.threads == Ts && (launch_lanes<kOp, S, V, Ts>(grid, block, a), true)) || ...);
 }
 
-// The split and cluster forms' elements a thread (split_per_thread): 16-bit chunks twice as long.
+// The split and cluster forms' elements a thread (split_per_thread): unchained 16-bit chunks twice
+// as long.
 template <class S>
 constexpr int kChunkE = sizeof(S) == 2 ? 64 : 32;
-// The rows the cases use for chunks: n elements of an f32 row, twice as many of a 16-bit one.
-std::int64_t chunked(std::int64_t n, DType dt) {
-  return cuinline::dtype_size(dt) == 2 ? 2 * n : n;
+// The rows the cases use for chunks: n elements of an f32 row, twice as many of an unchained 16-bit one.
+std::int64_t chunked(std::int64_t n, DType dt, bool chained = false) {
+  return cuinline::dtype_size(dt) == 2 && !chained ? 2 * n : n;
 }
 
 // The cluster form of clusters of 5 blocks (the cases' rows of 5 chunks, one or two a block).
-template <int kOp, class S, int V, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0, class Args>
+template <int kOp, class S, int V, int E = kChunkE<S>, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0,
+          class Args>
 bool run_cluster(const RowVariant& v, unsigned grid, unsigned block, const Args& a) {
-  constexpr int E = kChunkE<S>;
   if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != E || v.cluster != 5) return false;
   if (v.threads == 256) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
   if (v.threads == 512) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
@@ -375,12 +376,11 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
     if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
   }
   if (is(RowForm::looped, 1, 1, 1024)) return launch(rd_long<kOp, S, 1, 1024, EmuScale, EmuGate, 1>, grid, block, a), true;
-  constexpr int E = kChunkE<S>;
-  if (is(RowForm::split_stats, 1, E, 256)) {
-    launch(rd_split_stats<kOp, S, 1, E, 256, EmuScale, EmuGate, 1>, grid, block, a);
-    return launch(rd_split_write<kOp, S, 1, E, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
+  if (is(RowForm::split_stats, 1, 32, 256)) {  // (chained: 32 a thread in every dtype)
+    launch(rd_split_stats<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a);
+    return launch(rd_split_write<kOp, S, 1, 32, 256, EmuScale, EmuGate, 1>, grid, block, a), true;
   }
-  return run_cluster<kOp, S, 1, EmuScale, EmuGate, 1>(v, grid, block, a);
+  return run_cluster<kOp, S, 1, 32, EmuScale, EmuGate, 1>(v, grid, block, a);
 }
 
 // The instantiations the cases below plan to (the test fails on any other).
@@ -498,8 +498,8 @@ enum class Run { planned, cluster, split, looped, generic };
 
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
 // where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
-RowForm long_form(RowOp op, DType dt, std::int64_t n) {
-  const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt);
+RowForm long_form(RowOp op, DType dt, std::int64_t n, bool chained = false) {
+  const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, chained);
   const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + chunk - 1) / chunk);
   return groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups)) ? RowForm::cluster
                                                                                               : RowForm::split_stats;
@@ -651,11 +651,11 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       // in the warp form (a whole warp a row and 4 lanes).
       for (const Shape& s :
            {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
-            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, c5odd, 0, 1, 1, split}}) {
+            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, long_form(op, dt, 33001, true)}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);
-        if (s.form == split && d == k % 4) emulate(p, s.form, Run::looped);
+        if (s.n == 33001 && d == k % 4) emulate(p, s.form, Run::looped);
       }
       for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
         Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
@@ -766,7 +766,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         // The chains in one dtype an op (the dtypes in turn), as the other tests' looped runs.
         if (c.chains && d != k % 4) continue;
 #endif
-        const std::int64_t n = chunked(c.n, dt);
+        const std::int64_t n = chunked(c.n, dt, c.chains);
         Problem p = cuinline::test::make_problem(op, dt, c.rows, n, rng, c.pad_x, c.pad_y, c.offset);
         p.weight = c.offset == 0;
         if (c.special) {
@@ -775,7 +775,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         }
         if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         std::vector<unsigned char> y, r, y_split, r_split, y_generic, r_generic;
-        const RowForm planned = long_form(op, dt, n);
+        const RowForm planned = long_form(op, dt, n, c.chains);
         const RowVariant v = emulate(p, planned, Run::cluster, &y, &r);
         EXPECT_EQ(v.threads, c.threads) << v.name();
         EXPECT_EQ(v.cluster, 5) << v.name();

@@ -104,6 +104,11 @@ TEST(ReductionFusion, UnfusedRequestAndKeyAreUnchanged) {
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5, fusion("", "silu")).variant.form,
             RowForm::cluster);
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5).variant.per_thread, 32);
+  // 16-bit chunks of the split and cluster forms: 64 a thread (kept packed), 32 with chains.
+  const TensorView b_in = rows_of(kIn, DType::bf16, 8, 40000), b_out = rows_of(kOut, DType::bf16, 8, 40000);
+  EXPECT_EQ(plan_rows(RowOp::softmax, b_in, b_out).variant.name(), "softmax<bf16,cluster,v8,e64,t256,c3>");
+  EXPECT_EQ(plan_rows(RowOp::softmax, b_in, b_out, {}, {}, {}, 0, fusion("mul(0.125)", "")).variant.name(),
+            "softmax<bf16,cluster,v8,e32,t256,c5,pro=mul(0.125)>");
 }
 
 TEST(ReductionFusion, MisuseIsRefusedBeforeAnyLaunch) {
@@ -220,10 +225,10 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
       {{RowOp::softmax, DType::f32, RowForm::block, 4, 32, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::layer_norm, DType::f32, RowForm::block, 4, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::add_rms_norm, DType::bf16, RowForm::block, 8, 16, 1024}, "mul(0.5)", "silu|mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
-      {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 64, 256}, "div(2)", "silu|mul(in1)", 1},
-      {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 64, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::f16, RowForm::split_stats, 8, 32, 256}, "div(2)", "silu|mul(in1)", 1},
+      {{RowOp::add_rms_norm, DType::f16, RowForm::split_write, 1, 32, 256}, "mul(0.5)", "mul(in1)|add(in2)", 2},
       {{RowOp::log_softmax, DType::f64, RowForm::looped, 2, 2, 1024}, "clamp(-30,30)", "add(in1)", 1},
-      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 64, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
+      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::add_rms_norm, DType::f32, RowForm::cluster, 4, 32, 512, 5}, "mul(0.5)", "mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
   };
   for (const Case& c : cases) {

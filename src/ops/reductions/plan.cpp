@@ -249,7 +249,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   } else {
     var.form = RowForm::split_stats;
     var.threads = kSplitThreads;
-    var.per_thread = split_per_thread(dt);
+    var.per_thread = split_per_thread(dt, fused(var));
     const std::int64_t chunk = std::int64_t{kSplitThreads} * var.per_thread;
     const std::int64_t splits = (n + chunk - 1) / chunk;
     if (rows > std::numeric_limits<std::int32_t>::max() / splits) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");

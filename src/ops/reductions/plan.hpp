@@ -48,11 +48,12 @@ constexpr int kWarpMaxPerThread = 32;
 /// The looped form's block.
 constexpr int kLoopedThreads = 1024;
 // The split form: a block of 256 threads a chunk of split_per_thread elements a thread, in
-// registers: 32 (8192 a chunk), f16 and bf16 64 (16384; kept as loaded, 16 bits each: the same
-// registers and bytes a chunk as f32's).
+// registers: 32 (8192 a chunk); unchained f16 and bf16 64 (16384; kept as loaded, 16 bits each:
+// the same registers and bytes a chunk as f32's). With chains 32 (their values in opmath: 64 a
+// thread spilled around a prologue's division, f16 layer_norm "div(2)").
 constexpr int kSplitThreads = 256;
-constexpr int split_per_thread(DType dtype) noexcept {
-  return dtype == DType::f16 || dtype == DType::bf16 ? 64 : 32;
+constexpr int split_per_thread(DType dtype, bool chained) noexcept {
+  return (dtype == DType::f16 || dtype == DType::bf16) && !chained ? 64 : 32;
 }
 /// The cluster form (sm_90 and later): the split form's chunks, G a block (a group of kSplitThreads
 /// each), a row's blocks one cluster of at most kClusterMaxBlocks (the portable cluster size);
