@@ -37,15 +37,33 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
   return kernel;
 }
 
-// Whether a cluster call runs its cluster form on `device`: a GPU with thread block clusters
-// (sm_90 and later), unless CUINLINE_ROWS_CLUSTER=0 (read once) asks for the split form everywhere
-// (a partition whose GPCs cannot hold a cluster of 8 blocks; the two forms' A/B).
-bool clusters_on(int device) {
-  static const bool off = [] {
+// CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster
+// form (a partition whose GPCs cannot hold a cluster of 8 blocks; the two forms' A/B), "all" the
+// cluster form wherever a cluster holds the row, measured or not (the A/B's other side); else the
+// planner's choice.
+enum class ClusterKnob { planned, off, all };
+ClusterKnob cluster_knob() {
+  static const ClusterKnob knob = [] {
     const char* env = std::getenv("CUINLINE_ROWS_CLUSTER");
-    return env != nullptr && std::strcmp(env, "0") == 0;
+    if (env == nullptr || *env == '\0') return ClusterKnob::planned;
+    if (std::strcmp(env, "0") == 0) return ClusterKnob::off;
+    if (std::strcmp(env, "all") == 0) return ClusterKnob::all;
+    if (std::strcmp(env, "1") != 0) logger()->warn("CUINLINE_ROWS_CLUSTER={} is not 0, 1 or all: ignored", env);
+    return ClusterKnob::planned;
   }();
-  return !off && device_arch(device).number() >= detail::kClusterMinArch;
+  return knob;
+}
+
+// The form a split or cluster call runs on `device`: the cluster form only on a GPU with thread
+// block clusters (sm_90 and later), as the knob above says.
+detail::RowCall long_row_form(detail::RowCall call, int device) {
+  const RowForm form = call.plan.variant.form;
+  if (form != RowForm::cluster && form != RowForm::split_stats) return call;
+  const ClusterKnob knob = cluster_knob();
+  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch) {
+    return detail::split_form(call);
+  }
+  return knob == ClusterKnob::all ? detail::cluster_form(call) : call;
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
@@ -112,7 +130,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     tensors.add(fusion.epilogue_inputs[k], extra_names[k]);
   }
   const int device = detail::launch_device(stream, tensors);
-  if (call.plan.variant.form == RowForm::cluster && !clusters_on(device)) call = detail::split_form(call);
+  call = long_row_form(std::move(call), device);
   {
     const RowVariant& variant = call.plan.variant;
     const std::uint64_t hash = detail::hash_of(variant);
