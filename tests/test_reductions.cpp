@@ -57,11 +57,12 @@ TEST(ReductionPlan, FormByRowLength) {
       {DType::bf16, 32768, RowForm::block, 8, 32, 1024},    {DType::f32, 32769, RowForm::cluster, 1, 32, 256, 5},
       // The cluster form: one chunk a block up to 8 chunks, then as few a block as a cluster of 8
       // holds (2 at most), then as few blocks as hold them; longer rows split. Softmax takes it
-      // but in f64 and in 16 bits on two chunks a block (cluster_pays).
+      // but in f64 (cluster_pays).
       {DType::bf16, 65536, RowForm::cluster, 8, 64, 256, 4}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
       {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::cluster, 8, 64, 256, 8},
       {DType::f16, 40000, RowForm::cluster, 8, 64, 256, 3},  {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
-      {DType::bf16, 131073, RowForm::split_stats, 1, 64, 256}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
+      {DType::bf16, 131073, RowForm::cluster, 1, 64, 512, 5}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
+      {DType::bf16, 262144, RowForm::cluster, 8, 64, 512, 8}, {DType::bf16, 262145, RowForm::split_stats, 1, 64, 256},
       {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 64, 256},
   };
   for (const Want& w : wants) {
@@ -104,7 +105,7 @@ TEST(ReductionPlan, FormByRowLength) {
 }
 
 // Which ops take the cluster form (the measured table, cluster_pays) and its blocks: one chunk a
-// block all but 16-bit layer_norm, two rms_norm and f32 softmax / log_softmax, f64 none; and the
+// block all but 16-bit layer_norm, two all but layer_norm and add_rms_norm, f64 none; and the
 // cluster form a split call can be made into whatever the table says (the emulated tests').
 TEST(ReductionPlan, ClusterFormWhereItPays) {
   using cuinline::ops::detail::cluster_form;
@@ -123,9 +124,7 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
     for (RowOp op : ops) {
       const bool sixteen = dt == DType::f16 || dt == DType::bf16;
       EXPECT_EQ(cluster_pays(op, dt, 1), dt != DType::f64 && !(sixteen && op == RowOp::layer_norm));
-      EXPECT_EQ(cluster_pays(op, dt, 2),
-                op == RowOp::rms_norm ? dt != DType::f64
-                                      : dt == DType::f32 && (op == RowOp::softmax || op == RowOp::log_softmax));
+      EXPECT_EQ(cluster_pays(op, dt, 2), dt != DType::f64 && op != RowOp::layer_norm && op != RowOp::add_rms_norm);
       for (std::int64_t n : {40000, 100000}) {
         const TensorView x = rows_of(kIn, dt, 3, n), y = rows_of(kOut, dt, 3, n);
         const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
