@@ -1,5 +1,5 @@
 // reductions.cuh — row reductions over the last dimension: softmax, log_softmax, rms_norm,
-// add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in four forms (docs/reductions.md):
+// add_rms_norm (vLLM's fused_add_rms_norm) and layer_norm, in five forms (docs/reductions.md):
 //
 //   rd_regs<op, S, V, E, T> with T <= 32 (the warp form): T lanes of a warp per row (T = 1, 2, 4,
 //       8, 16 or 32), 128 / T rows per block of 128 threads, the row in registers (E elements a
@@ -10,6 +10,9 @@
 //       chunks of T * E elements, a block a chunk; the first kernel writes each chunk's statistics
 //       to a workspace (softmax: max and sum; rms: sum of squares; layer_norm: sum and squared
 //       deviations from the chunk's mean), the second merges a row's and writes the chunk;
+//   rd_cluster<op, S, V, E, T, G, C> (sm_90 and later): the split form's chunks, G a block, a row's
+//       C blocks one thread block cluster; the chunks' statistics merged through distributed shared
+//       memory in the split form's order, each chunk written from registers (one read);
 //   rd_long<op, S, V, T>: one block per row of any length, looping over the row (where no
 //       workspace can be had): an online softmax (running max and sum) then one write pass; sums
 //       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).

@@ -104,7 +104,7 @@ struct RowVariant {
 
   /// "softmax<f32,warp,v4,e16>" (a whole warp a row), "softmax<bf16,warp,v8,e8,t16>" (fewer lanes),
   /// "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
-  /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e32,t512,c8>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
+  /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e64,t512,c8>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
   /// "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
