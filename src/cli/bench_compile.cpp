@@ -154,6 +154,28 @@ std::vector<Row> rows_of(const std::vector<std::string>& families, const Arch& a
                             ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
                         return ops::make_request(plan.variant);
                       }});
+      // The cluster form (one kernel; where it does not apply, split_stats and split_write).
+      rows.push_back({"reductions", "rms_norm, rows of 65536 (cluster), prologue mul(k)", dt, [dt](double k) {
+                        const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, 65536});
+                        const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, 65536});
+                        const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {65536});
+                        ops::RowFusion fusion;
+                        fusion.prologue = ops::parse_op(mul(k));
+                        const ops::RowPlan plan =
+                            ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
+                        return ops::make_request(plan.variant);
+                      }});
+      rows.push_back({"reductions", "rms_norm, rows of 65536 (split_stats), prologue mul(k)", dt,
+                      [dt](double k) {
+                        const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, 65536});
+                        const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, 65536});
+                        const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {65536});
+                        ops::RowFusion fusion;
+                        fusion.prologue = ops::parse_op(mul(k));
+                        const ops::RowPlan plan =
+                            ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
+                        return ops::make_request(plan.split);
+                      }});
     }
   }
   return rows;
