@@ -82,6 +82,16 @@ __device__ __forceinline__ void rd_shift_extras(rd_args_e<K>& a, long long base)
 #pragma unroll
   for (int k = 0; k < K; ++k) a.e[k].p = static_cast<const S*>(a.e[k].p) + base;
 }
+// The arguments of a chunk from column `base` (the split and cluster forms): the weight, the bias
+// and the epilogue's tensors moved to it.
+template <class S, class Args>
+__device__ __forceinline__ Args rd_at_chunk(const Args& a, long long base) {
+  Args shifted = a;
+  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
+  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
+  rd_shift_extras<S>(shifted, base);
+  return shifted;
+}
 
 // No prologue: x as loaded. No epilogue: the output as computed.
 struct rd_no_prologue {
@@ -815,10 +825,7 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
   A v[V];
-  typename rd_args_of<K>::type shifted = a;  // weight, bias and the epilogue's tensors at this chunk
-  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
-  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
-  rd_shift_extras<S>(shifted, base);
+  const typename rd_args_of<K>::type shifted = rd_at_chunk<S>(a, base);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
@@ -939,10 +946,7 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename 
   }
   rd_cluster_arrive();  // this block is done with the cluster's shared memory
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
-  typename rd_args_of<K>::type shifted = a;  // weight, bias and the epilogue's tensors at this chunk
-  if (a.w != 0) shifted.w = static_cast<const S*>(a.w) + base;
-  if (a.b != 0) shifted.b = static_cast<const S*>(a.b) + base;
-  rd_shift_extras<S>(shifted, base);
+  const typename rd_args_of<K>::type shifted = rd_at_chunk<S>(a, base);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;

@@ -143,39 +143,23 @@ std::vector<Row> rows_of(const std::vector<std::string>& families, const Arch& a
     }
   }
   if (wanted("reductions")) {
+    // rms_norm over 64 rows of n with the prologue mul(k): the planned variant, or its split form's.
+    const auto rms_norm = [](DType dt, std::int64_t n, double k) {
+      const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, n});
+      const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, n});
+      const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {n});
+      ops::RowFusion fusion;
+      fusion.prologue = ops::parse_op(mul(k));
+      return ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
+    };
     for (DType dt : {DType::f32, DType::bf16}) {
-      rows.push_back({"reductions", "rms_norm, rows of 4096, prologue mul(k)", dt, [dt](double k) {
-                        const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, 4096});
-                        const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, 4096});
-                        const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {4096});
-                        ops::RowFusion fusion;
-                        fusion.prologue = ops::parse_op(mul(k));
-                        const ops::RowPlan plan =
-                            ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
-                        return ops::make_request(plan.variant);
-                      }});
+      rows.push_back({"reductions", "rms_norm, rows of 4096, prologue mul(k)", dt,
+                      [=](double k) { return ops::make_request(rms_norm(dt, 4096, k).variant); }});
       // The cluster form (one kernel; where it does not apply, split_stats and split_write).
-      rows.push_back({"reductions", "rms_norm, rows of 65536 (cluster), prologue mul(k)", dt, [dt](double k) {
-                        const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, 65536});
-                        const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, 65536});
-                        const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {65536});
-                        ops::RowFusion fusion;
-                        fusion.prologue = ops::parse_op(mul(k));
-                        const ops::RowPlan plan =
-                            ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
-                        return ops::make_request(plan.variant);
-                      }});
+      rows.push_back({"reductions", "rms_norm, rows of 65536 (cluster), prologue mul(k)", dt,
+                      [=](double k) { return ops::make_request(rms_norm(dt, 65536, k).variant); }});
       rows.push_back({"reductions", "rms_norm, rows of 65536 (split_stats), prologue mul(k)", dt,
-                      [dt](double k) {
-                        const TensorView x = TensorView::contiguous(fake(1ull << 30), dt, {64, 65536});
-                        const TensorView y = TensorView::contiguous(fake(2ull << 30), dt, {64, 65536});
-                        const TensorView w = TensorView::contiguous(fake(3ull << 30), dt, {65536});
-                        ops::RowFusion fusion;
-                        fusion.prologue = ops::parse_op(mul(k));
-                        const ops::RowPlan plan =
-                            ops::plan_rows(ops::RowOp::rms_norm, x, y, w, TensorView{}, TensorView{}, 1e-6, fusion);
-                        return ops::make_request(plan.split);
-                      }});
+                      [=](double k) { return ops::make_request(rms_norm(dt, 65536, k).split); }});
     }
   }
   return rows;
