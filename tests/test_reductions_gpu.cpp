@@ -14,6 +14,8 @@
 #include <cstring>
 #include <cuinline/driver.hpp>
 #include <cuinline/jit.hpp>
+#include <cuinline/kernel_cache.hpp>
+#include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 #include <random>
 #include <string>
@@ -175,6 +177,30 @@ class ReductionsGpu : public ::testing::Test {
   std::uint64_t seed_ = 0;
   std::mt19937_64 rng_;
 };
+
+// The cluster form's kernels fit the GPU (cuOccupancyMaxActiveClusters, which the launch asks before
+// the first launch of each on a device): one and two chunks a block, clusters of 3 to 8, in bf16 and
+// f32; on a GPU before sm_90 the planner's cluster variants run their split form (not asked here).
+TEST_F(ReductionsGpu, ClusterKernelsFitTheGpu) {
+  if (cuinline::device_arch(0).number() < 90) GTEST_SKIP() << "no thread block clusters before sm_90";
+  for (const DType dt : {DType::bf16, DType::f32}) {
+    for (const std::int64_t n : {std::int64_t{40000}, std::int64_t{65536}, std::int64_t{131072}}) {
+      const cuinline::TensorView x = cuinline::TensorView::contiguous(reinterpret_cast<void*>(1ull << 30), dt, {64, n});
+      const cuinline::TensorView y = cuinline::TensorView::contiguous(reinterpret_cast<void*>(2ull << 30), dt, {64, n});
+      const cuinline::TensorView w = cuinline::TensorView::contiguous(reinterpret_cast<void*>(3ull << 30), dt, {n});
+      const cuinline::ops::RowPlan plan = cuinline::ops::plan_rows(RowOp::rms_norm, x, y, w, {}, {}, 1e-6);
+      SCOPED_TRACE(plan.variant.name());
+      ASSERT_EQ(plan.variant.form, cuinline::ops::RowForm::cluster);
+      const cuinline::Module module =
+          cuinline::default_cache().get(cuinline::ops::make_request(plan.variant), cuinline::device_arch(0));
+      const cuinline::Kernel kernel = module.kernel(cuinline::ops::kernel_name(plan.variant));
+      cuinline::LaunchConfig cfg;
+      cfg.grid = cuinline::Dim3(plan.grid);
+      cfg.block = cuinline::Dim3(plan.block);
+      EXPECT_GE(kernel.max_active_clusters(cfg, 0), 8) << "an H100 / H200 holds a cluster a GPC at least";
+    }
+  }
+}
 
 // Each op, dtype and row length (warp, block, cluster and split forms, odd lengths on the scalar path), fresh
 // data.

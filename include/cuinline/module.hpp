@@ -69,6 +69,11 @@ class Kernel {
   /// Blocks of `block_threads` threads and `shared_bytes` dynamic shared memory that one
   /// multiprocessor of `device` (-1: current) holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor).
   int max_active_blocks(unsigned block_threads, unsigned shared_bytes, int device = -1) const;
+  /// Clusters of a kernel compiled with __cluster_dims__ that `device` (-1: current) holds at once
+  /// under `cfg`'s grid, block and shared memory (cuOccupancyMaxActiveClusters): 0 where not one fits
+  /// (a GPU partition without a GPC free for the cluster), -1 where the driver cannot tell (before
+  /// CUDA 11.8, a GPU without clusters).
+  int max_active_clusters(const LaunchConfig& cfg, int device = -1) const;
 
   /// The name the kernel was asked for by (name expression or plain name).
   const std::string& name() const;

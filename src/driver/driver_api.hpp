@@ -43,6 +43,7 @@ namespace cuinline::detail {
   X(cuLaunchKernel, 4000)                              \
   X(cuOccupancyMaxPotentialBlockSize, 6050)            \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050) \
+  X(cuOccupancyMaxActiveClusters, 11070)               \
   X(cuStreamGetCtx, 9020)                              \
   X(cuStreamGetDevice, 12080)                          \
   X(cuStreamCreate, 2000)                              \

@@ -246,6 +246,22 @@ int Kernel::max_active_blocks(unsigned block_threads, unsigned shared_bytes, int
   return blocks;
 }
 
+int Kernel::max_active_clusters(const LaunchConfig& cfg, int device) const {
+  const detail::KernelState& k = checked(state_);
+  if (k.api->cuOccupancyMaxActiveClusters == nullptr) return -1;
+  CUlaunchConfig config{};
+  config.gridDimX = cfg.grid.x;
+  config.gridDimY = cfg.grid.y;
+  config.gridDimZ = cfg.grid.z;
+  config.blockDimX = cfg.block.x;
+  config.blockDimY = cfg.block.y;
+  config.blockDimZ = cfg.block.z;
+  config.sharedMemBytes = cfg.shared_bytes;
+  int clusters = 0;  // the cluster's size is the kernel's own (__cluster_dims__): no attribute
+  const CUresult r = k.api->cuOccupancyMaxActiveClusters(&clusters, function(device), &config);
+  return r == CUDA_SUCCESS ? clusters : -1;
+}
+
 const std::string& Kernel::name() const {
   return checked(state_).name;
 }

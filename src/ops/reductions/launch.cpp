@@ -7,6 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/module.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
 #include <cuinline/reductions.hpp>
 
 #include "common/log.hpp"
@@ -54,16 +58,56 @@ ClusterKnob cluster_knob() {
   return knob;
 }
 
+// The devices on which a cluster kernel did not fit (cuOccupancyMaxActiveClusters: 0, a GPU
+// partition without a GPC free for the cluster): their rows run the split form from then on.
+std::mutex g_no_clusters_mutex;
+std::set<int>& no_clusters() {
+  static auto* devices = new std::set<int>;  // never destroyed: ops may run during static teardown
+  return *devices;
+}
+bool clusters_refused(int device) {
+  std::lock_guard<std::mutex> lock(g_no_clusters_mutex);
+  return no_clusters().count(device) != 0;
+}
+
 // The form a split or cluster call runs on `device`: the cluster form only on a GPU with thread
-// block clusters (sm_90 and later), as the knob above says.
+// block clusters (sm_90 and later) that has not refused one, as the knob above says.
 detail::RowCall long_row_form(detail::RowCall call, int device) {
   const RowForm form = call.plan.variant.form;
   if (form != RowForm::cluster && form != RowForm::split_stats) return call;
   const ClusterKnob knob = cluster_knob();
-  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch) {
+  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch ||
+      clusters_refused(device)) {
     return detail::split_form(call);
   }
   return knob == ClusterKnob::all ? detail::cluster_form(call) : call;
+}
+
+// Whether the cluster kernel `kernel` of `variant` fits `device` under `cfg` (asked once a kernel and device:
+// the occupancy query, where the driver can tell); where it does not, the device is marked, with a
+// warning, and its rows run the split form.
+bool cluster_fits(const Kernel& kernel, const LaunchConfig& cfg, int device, const RowVariant& variant) {
+  static std::mutex mutex;
+  static auto* known = new std::map<std::pair<CUkernel, int>, bool>;  // never destroyed (as above)
+  const std::pair<CUkernel, int> key(kernel.handle(), device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = known->find(key); it != known->end()) return it->second;
+  }
+  const bool fits = kernel.max_active_clusters(cfg, device) != 0;  // -1: unknown, launched as planned
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    known->emplace(key, fits);
+  }
+  if (!fits) {
+    {
+      std::lock_guard<std::mutex> lock(g_no_clusters_mutex);
+      no_clusters().insert(device);
+    }
+    logger()->warn("device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
+                   device, variant.cluster, variant.threads, variant.name());
+  }
+  return fits;
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
@@ -158,6 +202,17 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   cfg.shared_bytes =
       call.plan.shared_bytes != 0 ? detail::row_shared_bytes(call.plan.variant, device_arch(device)) : 0u;
   cfg.stream = stream;
+  if (call.plan.variant.form == RowForm::cluster) {
+    const Kernel kernel = kernel_for(call.plan.variant, device);
+    if (cluster_fits(kernel, cfg, device, call.plan.variant)) {
+      reduction_map().count_launch();
+      launch_rows(kernel, cfg, call.args, call.plan.variant);
+      return;
+    }
+    call = detail::split_form(call);  // (loaded or compiled below, as under sync)
+    cfg.grid = Dim3(call.plan.grid);
+    cfg.block = Dim3(call.plan.block);
+  }
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
     const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
