@@ -355,6 +355,16 @@ TEST_F(CliTest, WarmReductionsThatTheOpsThenFind) {
   EXPECT_EQ(cache.stats().disk_hits, 16u);  // every entry warm wrote, each read once
   EXPECT_EQ(cache.stats().compiles, 0u);
 
+  // For sm_80 the cluster form's kernel is not compiled (no thread block clusters there: its calls
+  // run the split form, whose three parts are).
+  auto older = write_spec("r80.json", R"json({"entries": [
+      {"kind": "reductions", "op": "softmax", "dtype": "bf16", "row_length": 40000}]})json");
+  Result warm80 = cli({"warm", "--spec", older.string(), "--arch", "sm_80"});
+  ASSERT_EQ(warm80.code, 0) << warm80.out << warm80.err;
+  EXPECT_CONTAINS(warm80.out, "warm: 3 compiled, 0 already cached, 0 failed");
+  EXPECT_CONTAINS(warm80.out, "compiled softmax<bf16,split_stats,v8,e64,t256> sm_80");
+  EXPECT_EQ(warm80.out.find("cluster"), std::string::npos) << warm80.out;
+
   const std::size_t entries = entry_files().size();
   const std::string rd = R"("kind": "reductions", )";
   for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{

@@ -342,6 +342,8 @@ TEST(ReductionVariant, NamesAndChecks) {
   EXPECT_EQ(cluster.name(), "rms_norm<bf16,cluster,v8,e64,t512,c8>");
   EXPECT_EQ(cuinline::ops::kernel_name(cluster), "rd_cluster<2, ew_bf16, 8, 64, 256, 2, 8>");
   EXPECT_NO_THROW(cluster.validate());
+  EXPECT_EQ(cluster.min_arch(), 90);  // thread block clusters
+  EXPECT_EQ(split.min_arch(), 0);
   RowVariant other = cluster;
   other.cluster = 7;
   EXPECT_NE(other, cluster);

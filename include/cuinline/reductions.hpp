@@ -111,6 +111,9 @@ struct RowVariant {
   void validate() const;
   /// The longest row this variant handles (looped, split: any).
   std::int64_t max_row() const noexcept;
+  /// The lowest arch number (Arch::number()) whose GPUs launch this variant's kernel: 90 for the
+  /// cluster form (thread block clusters; before, its calls run RowPlan::split), 0 for the others.
+  int min_arch() const noexcept;
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
            a.per_thread == b.per_thread && a.threads == b.threads && a.cluster == b.cluster && a.prologue == b.prologue &&

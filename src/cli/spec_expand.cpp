@@ -355,7 +355,16 @@ Variant SpecExpansion::at(std::size_t index) const {
         return conv2d_variant(entry, local);
       case EntryKind::reductions: {
         const ops::RowVariant variant = entry.reductions.variant(local);
-        return {variant.name(), entry.path, ops::make_request(variant), nullptr, std::nullopt};
+        Variant v{variant.name(), entry.path, ops::make_request(variant), nullptr, std::nullopt};
+        if (variant.min_arch() != 0) {
+          // The cluster form: launched on sm_90 and later only (a GPU before runs the split form,
+          // the next parts).
+          v.for_arch = [variant, request = v.request](const Arch& arch) -> std::optional<CompileRequest> {
+            if (arch.number() < variant.min_arch()) return std::nullopt;
+            return request;
+          };
+        }
+        return v;
       }
       case EntryKind::cuda: {
         const CudaFileEntry& spec = entry.cuda;

@@ -72,6 +72,10 @@ std::int64_t RowVariant::max_row() const noexcept {
   return std::int64_t{threads} * per_thread;
 }
 
+int RowVariant::min_arch() const noexcept {
+  return form == RowForm::cluster ? detail::kClusterMinArch : 0;
+}
+
 void RowVariant::validate() const {
   const std::size_t es = dtype_size(dtype);
   if (es == 0) throw InvalidArgument("reduction variant: unsupported dtype " + std::to_string(static_cast<int>(dtype)));
