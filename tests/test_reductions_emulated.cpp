@@ -494,6 +494,10 @@ void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
 // What emulate runs: the planned kernel, the cluster form of a split or cluster call (whether the
 // planner takes it or not), the split form of either (a GPU without clusters), the looped fallback
 // of either, or the generic kernel.
+// The cases' dtypes and ops, in the order their loops (and the AddressSanitizer build's turns) take.
+constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
+
 enum class Run { planned, cluster, split, looped, generic };
 
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
@@ -585,12 +589,10 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
-  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   for (int d = 0; d < 4; ++d) {
     for (int k = 0; k < 5; ++k) {
-      const DType dt = dtypes[d];
-      const RowOp op = ops[k];
+      const DType dt = kDtypes[d];
+      const RowOp op = kOps[k];
 #ifdef RD_ASAN_FIBERS
       // Under AddressSanitizer (about ten times slower here) each op runs in one dtype, the dtypes in
       // turn: softmax f32, log_softmax f16, rms_norm bf16, add_rms_norm f64, layer_norm f32.
@@ -679,12 +681,10 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
-  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   for (int d = 0; d < 4; ++d) {
     for (int k = 0; k < 5; ++k) {
-      const DType dt = dtypes[d];
-      const RowOp op = ops[k];
+      const DType dt = kDtypes[d];
+      const RowOp op = kOps[k];
 #ifdef RD_ASAN_FIBERS
       if (d != k % 4) continue;
 #endif
@@ -731,20 +731,19 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
 
 // The cluster form (rows of 5-16 chunks of the split form, f64 5-8; 8 blocks at most a cluster): a
 // cluster of 5 blocks of one chunk each (f32 rows of 33000-40960, 16-bit ones twice as long) and of
-// two (9 chunks but in f64: the last block's second group idle); scalar and 16-byte accesses, special values with eps 0,
-// the fused chains; every op and dtype, whether the planner takes the cluster form for it or not
-// (cluster_pays). Its outputs and residuals are its split form's (the GPUs without clusters) and the
-// generic kernel's bit for bit, and the float64 reference's within the tolerance.
+// two (9 chunks but in f64: the last block's second group idle); scalar and 16-byte accesses,
+// special values with eps 0, the fused chains; every op and dtype, whether the planner takes the
+// cluster form for it or not (cluster_pays). Its outputs and residuals are its split form's (the
+// GPUs without clusters) and the generic kernel's bit for bit, and the float64 reference's within
+// the tolerance.
 TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
-  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   for (int d = 0; d < 4; ++d) {
     for (int k = 0; k < 5; ++k) {
-      const DType dt = dtypes[d];
-      const RowOp op = ops[k];
+      const DType dt = kDtypes[d];
+      const RowOp op = kOps[k];
       struct Case {
         std::int64_t rows, n, pad_x, pad_y, offset;
         int threads;
@@ -799,10 +798,9 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   for (const DType dt : {DType::f16, DType::bf16, DType::f32}) {
     for (int k = 0; k < 5; ++k) {
-      const RowOp op = ops[k];
+      const RowOp op = kOps[k];
       for (const std::int64_t n : {std::int64_t{12000}, std::int64_t{20000}}) {
         for (const bool special : {false, true}) {
 #ifdef RD_ASAN_FIBERS
