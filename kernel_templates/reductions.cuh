@@ -667,8 +667,8 @@ struct rd_chunk_store {
   enum { value = sizeof(S) == 2 && rd_unchained<P, Q, K>::value ? RD_PACKED : RD_OPMATH };
 };
 template <int kOp, class S, int V, int E, int T, class P, bool kNc, class Row>
-__device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count, int t,
-                                              Row& v) {
+__device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count,
+                                              int t, Row& v) {
   enum { kIters = E / V };
   const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
   S* r = kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + base : 0;
@@ -746,8 +746,8 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
 // from the sums, then its squared deviations as the sum over chunks of M2_i + n_i * (mean_i -
 // mean)^2. (s0, s1) as rd_finish takes them.
 template <int kOp, class S, int T, class A, class St, class B>
-__device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long splits, St stat, int t, A* sh, A* sh2, B bar,
-                                                A& s0, A& s1) {
+__device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long splits, St stat, int t, A* sh,
+                                                A* sh2, B bar, A& s0, A& s1) {
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0)), s = A(0);
     for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, stat(k, 0), stat(k, 1));
@@ -779,7 +779,8 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
 // The split form, first kernel: block b is chunk b % splits of row b / splits, its T * E elements
 // in registers (the last chunk of a row may be shorter). Writes the chunk's statistics
 // (rd_chunk_stats) to the workspace.
-template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue,
+          int K = 0>
 __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   __shared__ A sh[32];
@@ -808,7 +809,8 @@ struct rd_ws_stat {
 
 // The split form, second kernel (same grid): the row's chunk statistics merged by the block
 // (rd_chunks_merge), then this chunk written.
-template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue,
+          int K = 0>
 __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
@@ -870,13 +872,19 @@ __device__ __forceinline__ unsigned rd_cluster_address(const void* p, int rank) 
 template <int N>
 __device__ __forceinline__ float rd_cluster_load(const float* local, int i, int rank) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(rd_cluster_address(local + i, rank)) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];"
+               : "=f"(v)
+               : "r"(rd_cluster_address(local + i, rank))
+               : "memory");
   return v;
 }
 template <int N>
 __device__ __forceinline__ double rd_cluster_load(const double* local, int i, int rank) {
   double v;
-  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(rd_cluster_address(local + i, rank)) : "memory");
+  asm volatile("ld.shared::cluster.f64 %0, [%1];"
+               : "=d"(v)
+               : "r"(rd_cluster_address(local + i, rank))
+               : "memory");
   return v;
 }
 __device__ __forceinline__ void rd_cluster_arrive() {
@@ -906,8 +914,8 @@ struct rd_cluster_stat {
   }
 };
 
-template <int kOp, class S, int V, int E, int T, int G, int C, class P = rd_no_prologue, class Q = rd_no_epilogue,
-          int K = 0>
+template <int kOp, class S, int V, int E, int T, int G, int C, class P = rd_no_prologue,
+          class Q = rd_no_epilogue, int K = 0>
 __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };

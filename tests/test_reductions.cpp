@@ -124,7 +124,8 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
     for (RowOp op : ops) {
       const bool sixteen = dt == DType::f16 || dt == DType::bf16;
       EXPECT_EQ(cluster_pays(op, dt, 1), dt != DType::f64 && !(sixteen && op == RowOp::layer_norm));
-      EXPECT_EQ(cluster_pays(op, dt, 2), dt != DType::f64 && op != RowOp::layer_norm && op != RowOp::add_rms_norm);
+      EXPECT_EQ(cluster_pays(op, dt, 2),
+                dt != DType::f64 && op != RowOp::layer_norm && op != RowOp::add_rms_norm);
       for (std::int64_t n : {40000, 100000}) {
         const TensorView x = rows_of(kIn, dt, 3, n), y = rows_of(kOut, dt, 3, n);
         const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
@@ -132,7 +133,8 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
         const TensorView b = op == RowOp::layer_norm ? vec(kB, dt, n) : TensorView{};
         const TensorView r = op == RowOp::add_rms_norm ? rows_of(kRes, dt, 3, n) : TensorView{};
         const auto call = plan_row_call(op, x, y, w, b, r, 1e-5);
-        const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, false), chunks = (n + chunk - 1) / chunk;
+        const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, false);
+        const std::int64_t chunks = (n + chunk - 1) / chunk;
         const std::int64_t groups = cluster_groups(dt, chunks);
         const bool pays = groups != 0 && cluster_pays(op, dt, static_cast<int>(groups));
         SCOPED_TRACE(call.plan.variant.name());
@@ -402,6 +404,7 @@ TEST(ReductionVariant, EveryFormCompiles) {
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90"), sm75 = cuinline::Arch::parse("sm_75");
   const int sub_warp_lanes[] = {2, 8, 16, 1};
+  using cuinline::ops::detail::split_per_thread;
   int k = 0, d = 0;
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     const int v = static_cast<int>(16 / cuinline::dtype_size(dt));
@@ -409,12 +412,12 @@ TEST(ReductionVariant, EveryFormCompiles) {
     const RowVariant forms[] = {
         {RowOp::softmax, dt, RowForm::warp, v, 32, 32},
         {RowOp::softmax, dt, RowForm::block, v, cuinline::ops::detail::block_max_per_thread(dt), 1024},
-        {RowOp::softmax, dt, RowForm::split_stats, v, cuinline::ops::detail::split_per_thread(dt, false), 256},
-        {RowOp::softmax, dt, RowForm::split_write, scalar_split, cuinline::ops::detail::split_per_thread(dt, false), 256},
+        {RowOp::softmax, dt, RowForm::split_stats, v, split_per_thread(dt, false), 256},
+        {RowOp::softmax, dt, RowForm::split_write, scalar_split, split_per_thread(dt, false), 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
         {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
         // The cluster form at its largest block (2 chunks a block, f64 1), a cluster of 8.
-        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, cuinline::ops::detail::split_per_thread(dt, false),
+        {RowOp::softmax, dt, RowForm::cluster, scalar_looped, split_per_thread(dt, false),
          cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
     };
     for (const RowVariant& form : forms) {

@@ -348,12 +348,16 @@ std::int64_t chunked(std::int64_t n, DType dt, bool chained = false) {
 }
 
 // The cluster form of clusters of 5 blocks (the cases' rows of 5 chunks, one or two a block).
-template <int kOp, class S, int V, int E = kChunkE<S>, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0,
-          class Args>
+template <int kOp, class S, int V, int E = kChunkE<S>, class P = rd_no_prologue, class Q = rd_no_epilogue,
+          int K = 0, class Args>
 bool run_cluster(const RowVariant& v, unsigned grid, unsigned block, const Args& a) {
   if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != E || v.cluster != 5) return false;
-  if (v.threads == 256) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
-  if (v.threads == 512) return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
+  if (v.threads == 256) {
+    return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
+  }
+  if (v.threads == 512) {
+    return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
+  }
   return false;
 }
 
@@ -491,13 +495,14 @@ void expect_untouched(const Problem& p, const std::vector<unsigned char>& buf,
 // `generic`), checks the result and returns the variant run (the output and the residual in y_out
 // and r_out where given). The output and the residual run on past their last row by the rows a
 // warp-form block holds (one row for the other forms), poisoned: nothing may be written there.
+// The cases' dtypes and ops, in the order their loops (and the AddressSanitizer build's turns) take.
+constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
+                          RowOp::layer_norm};
+
 // What emulate runs: the planned kernel, the cluster form of a split or cluster call (whether the
 // planner takes it or not), the split form of either (a GPU without clusters), the looped fallback
 // of either, or the generic kernel.
-// The cases' dtypes and ops, in the order their loops (and the AddressSanitizer build's turns) take.
-constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
-constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
-
 enum class Run { planned, cluster, split, looped, generic };
 
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
@@ -505,8 +510,8 @@ enum class Run { planned, cluster, split, looped, generic };
 RowForm long_form(RowOp op, DType dt, std::int64_t n, bool chained = false) {
   const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, chained);
   const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + chunk - 1) / chunk);
-  return groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups)) ? RowForm::cluster
-                                                                                              : RowForm::split_stats;
+  const bool pays = groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups));
+  return pays ? RowForm::cluster : RowForm::split_stats;
 }
 
 RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
@@ -653,7 +658,8 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
       // in the warp form (a whole warp a row and 4 lanes).
       for (const Shape& s :
            {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
-            Shape{3, 3000, 16, 8, 0, RowForm::block}, Shape{2, 33001, 0, 1, 1, long_form(op, dt, 33001, true)}}) {
+            Shape{3, 3000, 16, 8, 0, RowForm::block},
+            Shape{2, 33001, 0, 1, 1, long_form(op, dt, 33001, true)}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);

@@ -95,8 +95,8 @@ struct RowVariant {
   RowForm form = RowForm::warp;
   int vector_width = 1;  ///< elements per access: 1, or 16 bytes' worth
   int per_thread = 1;    ///< warp / block: elements a thread holds (a power of two, a multiple of vector_width)
-  int threads = 32;      ///< threads per row: 1-32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256 (split);
-                         ///< a block of the cluster form: 256 a chunk it holds (256-1024)
+  int threads = 32;      ///< threads per row: 1-32 (warp), 128-1024 (block), 1024 (looped); a chunk: 256
+                         ///< (split); a block of the cluster form: 256 a chunk it holds (256-1024)
   int cluster = 0;       ///< the cluster form: blocks a row (its cluster, 2-8); 0 for the other forms
   Op prologue;           ///< RowFusion's chains (empty: none)
   Op epilogue;
@@ -104,8 +104,8 @@ struct RowVariant {
 
   /// "softmax<f32,warp,v4,e16>" (a whole warp a row), "softmax<bf16,warp,v8,e8,t16>" (fewer lanes),
   /// "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
-  /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e64,t512,c8>"; with chains "softmax<f32,warp,v4,e16,pro=mul(0.125)>",
-  /// "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
+  /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e64,t512,c8>"; with chains
+  /// "softmax<f32,warp,v4,e16,pro=mul(0.125)>", "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
   void validate() const;
@@ -116,8 +116,8 @@ struct RowVariant {
   int min_arch() const noexcept;
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
-           a.per_thread == b.per_thread && a.threads == b.threads && a.cluster == b.cluster && a.prologue == b.prologue &&
-           a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs;
+           a.per_thread == b.per_thread && a.threads == b.threads && a.cluster == b.cluster &&
+           a.prologue == b.prologue && a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs;
   }
   friend bool operator!=(const RowVariant& a, const RowVariant& b) noexcept { return !(a == b); }
 };

@@ -33,9 +33,9 @@ using GetProcAddress = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
 // Functions cuinline can do without (it falls back or reports "unknown") when an older driver
 // lacks them.
 bool optional_symbol(const char* name) {
-  static constexpr std::array<const char*, 6> kOptional = {"cuKernelGetParamInfo",      "cuStreamGetDevice",
-                                                           "cuLibraryGetKernelCount",   "cuLibraryEnumerateKernels",
-                                                           "cuKernelGetName",           "cuOccupancyMaxActiveClusters"};
+  static constexpr std::array<const char*, 6> kOptional = {
+      "cuKernelGetParamInfo",      "cuStreamGetDevice", "cuLibraryGetKernelCount",
+      "cuLibraryEnumerateKernels", "cuKernelGetName",   "cuOccupancyMaxActiveClusters"};
   for (const char* n : kOptional) {
     if (std::string_view(n) == name) return true;
   }

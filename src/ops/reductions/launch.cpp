@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/module.hpp>
+#include <cuinline/reductions.hpp>
 #include <map>
 #include <mutex>
 #include <set>
 #include <utility>
-#include <cuinline/reductions.hpp>
 
 #include "common/log.hpp"
 #include "driver/workspace.hpp"
@@ -52,7 +52,8 @@ ClusterKnob cluster_knob() {
     if (env == nullptr || *env == '\0') return ClusterKnob::planned;
     if (std::strcmp(env, "0") == 0) return ClusterKnob::off;
     if (std::strcmp(env, "all") == 0) return ClusterKnob::all;
-    if (std::strcmp(env, "1") != 0) logger()->warn("CUINLINE_ROWS_CLUSTER={} is not 0, 1 or all: ignored", env);
+    if (std::strcmp(env, "1") != 0)
+      logger()->warn("CUINLINE_ROWS_CLUSTER={} is not 0, 1 or all: ignored", env);
     return ClusterKnob::planned;
   }();
   return knob;
@@ -104,8 +105,9 @@ bool cluster_fits(const Kernel& kernel, const LaunchConfig& cfg, int device, con
       std::lock_guard<std::mutex> lock(g_no_clusters_mutex);
       no_clusters().insert(device);
     }
-    logger()->warn("device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
-                   device, variant.cluster, variant.threads, variant.name());
+    logger()->warn(
+        "device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
+        device, variant.cluster, variant.threads, variant.name());
   }
   return fits;
 }

@@ -117,18 +117,22 @@ void RowVariant::validate() const {
       return;
     case RowForm::split_stats:
     case RowForm::split_write:
-      if (threads != detail::kSplitThreads || per_thread != detail::split_per_thread(dtype, detail::fused(*this))) {
+      if (threads != detail::kSplitThreads ||
+          per_thread != detail::split_per_thread(dtype, detail::fused(*this))) {
         throw InvalidArgument("reduction variant " + name() + ": the split forms have " +
                               std::to_string(detail::kSplitThreads) + " threads and " +
-                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) + " elements a thread");
+                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) +
+                              " elements a thread");
       }
       return;
     case RowForm::cluster: {
       const int groups = threads / detail::kSplitThreads;
-      if (per_thread != detail::split_per_thread(dtype, detail::fused(*this)) || threads % detail::kSplitThreads != 0 || groups < 1 ||
-          groups > detail::cluster_max_groups(dtype) || cluster < 2 || cluster > detail::kClusterMaxBlocks) {
+      if (per_thread != detail::split_per_thread(dtype, detail::fused(*this)) ||
+          threads % detail::kSplitThreads != 0 || groups < 1 || groups > detail::cluster_max_groups(dtype) ||
+          cluster < 2 || cluster > detail::kClusterMaxBlocks) {
         throw InvalidArgument("reduction variant " + name() + ": the cluster form has " +
-                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) + " elements a thread, blocks of 1 to " +
+                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) +
+                              " elements a thread, blocks of 1 to " +
                               std::to_string(detail::cluster_max_groups(dtype)) + " groups of " +
                               std::to_string(detail::kSplitThreads) + " threads and 2 to " +
                               std::to_string(detail::kClusterMaxBlocks) + " blocks a cluster");
@@ -161,9 +165,10 @@ std::string kernel_name(const RowVariant& v) {
            chains + ">";
   }
   if (v.form == RowForm::cluster) {
-    return "rd_cluster<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) +
-           ", " + std::to_string(detail::kSplitThreads) + ", " + std::to_string(v.threads / detail::kSplitThreads) +
-           ", " + std::to_string(v.cluster) + chains + ">";
+    return "rd_cluster<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " +
+           std::to_string(v.per_thread) + ", " + std::to_string(detail::kSplitThreads) + ", " +
+           std::to_string(v.threads / detail::kSplitThreads) + ", " + std::to_string(v.cluster) + chains +
+           ">";
   }
   if (v.form == RowForm::looped) {
     return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) +
