@@ -8,10 +8,9 @@
 #include <cstring>
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
-#include <map>
+#include <atomic>
 #include <mutex>
 #include <set>
-#include <utility>
 
 #include "common/log.hpp"
 #include "driver/workspace.hpp"
@@ -31,6 +30,44 @@ ReductionMap& reduction_map() {
   return *map;
 }
 
+// The devices on which a cluster kernel did not fit (cuOccupancyMaxActiveClusters: 0, a GPU
+// partition without a GPC free for the cluster): their rows run the split form from then on. The
+// flag spares every other call the lock.
+std::atomic<bool> g_any_refused{false};
+std::mutex g_refused_mutex;
+std::set<int>& refused_devices() {
+  static auto* devices = new std::set<int>;  // never destroyed: ops may run during static teardown
+  return *devices;
+}
+bool clusters_refused(int device) {
+  if (!g_any_refused.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(g_refused_mutex);
+  return refused_devices().count(device) != 0;
+}
+
+// A cluster kernel just loaded: whether `device` holds one of its clusters (asked once, as the
+// kernel is loaded, off the launches' path); where not, the device is marked, with a warning.
+// Where the driver cannot tell, the kernel is launched as planned.
+void check_cluster_fits(const Kernel& kernel, const RowVariant& variant, int device) {
+  LaunchConfig one;  // one cluster of the variant's blocks
+  one.grid = Dim3(static_cast<unsigned>(variant.cluster));
+  one.block = Dim3(static_cast<unsigned>(variant.threads));
+  int clusters = -1;
+  try {
+    clusters = kernel.max_active_clusters(one, device);
+  } catch (const std::exception&) {
+    return;  // (unknown)
+  }
+  if (clusters != 0) return;
+  {
+    std::lock_guard<std::mutex> lock(g_refused_mutex);
+    refused_devices().insert(device);
+  }
+  g_any_refused.store(true, std::memory_order_release);
+  logger()->warn("device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
+                 device, variant.cluster, variant.threads, variant.name());
+}
+
 // The variant's kernel on `device` through the KernelCache, allowed the dynamic shared memory its
 // launches take where that is past the default 48 KiB.
 Kernel load_row_kernel(const RowVariant& variant, int device) {
@@ -38,6 +75,7 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
   if (const std::uint32_t bytes = detail::row_shared_bytes(variant, device_arch(device)); bytes > 48u * 1024u) {
     kernel.set_max_dynamic_shared_bytes(bytes, device);
   }
+  if (variant.form == RowForm::cluster) check_cluster_fits(kernel, variant, device);
   return kernel;
 }
 
@@ -59,18 +97,6 @@ ClusterKnob cluster_knob() {
   return knob;
 }
 
-// The devices on which a cluster kernel did not fit (cuOccupancyMaxActiveClusters: 0, a GPU
-// partition without a GPC free for the cluster): their rows run the split form from then on.
-std::mutex g_no_clusters_mutex;
-std::set<int>& no_clusters() {
-  static auto* devices = new std::set<int>;  // never destroyed: ops may run during static teardown
-  return *devices;
-}
-bool clusters_refused(int device) {
-  std::lock_guard<std::mutex> lock(g_no_clusters_mutex);
-  return no_clusters().count(device) != 0;
-}
-
 // The form a split or cluster call runs on `device`: the cluster form only on a GPU with thread
 // block clusters (sm_90 and later) that has not refused one, as the knob above says.
 detail::RowCall long_row_form(detail::RowCall call, int device) {
@@ -82,34 +108,6 @@ detail::RowCall long_row_form(detail::RowCall call, int device) {
     return detail::split_form(call);
   }
   return knob == ClusterKnob::all ? detail::cluster_form(call) : call;
-}
-
-// Whether the cluster kernel `kernel` of `variant` fits `device` under `cfg` (asked once a kernel and device:
-// the occupancy query, where the driver can tell); where it does not, the device is marked, with a
-// warning, and its rows run the split form.
-bool cluster_fits(const Kernel& kernel, const LaunchConfig& cfg, int device, const RowVariant& variant) {
-  static std::mutex mutex;
-  static auto* known = new std::map<std::pair<CUkernel, int>, bool>;  // never destroyed (as above)
-  const std::pair<CUkernel, int> key(kernel.handle(), device);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = known->find(key); it != known->end()) return it->second;
-  }
-  const bool fits = kernel.max_active_clusters(cfg, device) != 0;  // -1: unknown, launched as planned
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    known->emplace(key, fits);
-  }
-  if (!fits) {
-    {
-      std::lock_guard<std::mutex> lock(g_no_clusters_mutex);
-      no_clusters().insert(device);
-    }
-    logger()->warn(
-        "device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
-        device, variant.cluster, variant.threads, variant.name());
-  }
-  return fits;
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
@@ -205,8 +203,8 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
       call.plan.shared_bytes != 0 ? detail::row_shared_bytes(call.plan.variant, device_arch(device)) : 0u;
   cfg.stream = stream;
   if (call.plan.variant.form == RowForm::cluster) {
-    const Kernel kernel = kernel_for(call.plan.variant, device);
-    if (cluster_fits(kernel, cfg, device, call.plan.variant)) {
+    const Kernel kernel = kernel_for(call.plan.variant, device);  // (its load asks whether it fits)
+    if (!clusters_refused(device)) {
       reduction_map().count_launch();
       launch_rows(kernel, cfg, call.args, call.plan.variant);
       return;
