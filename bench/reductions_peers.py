@@ -417,7 +417,7 @@ def main():
     ap.add_argument("--checks-only", action="store_true")
     ap.add_argument("--fused-only", action="store_true", help="only the fused chains' checks and timings")
     ap.add_argument("--no-fused", action="store_true", help="no fused chains")
-    ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes")
+    ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes (bf16, f16, f32)")
     ap.add_argument("--liger", action="store_true", help="Liger-Kernel's forward beside (liger-kernel installed)")
     ap.add_argument("--jit", action="store_true", help="only the JIT's first calls and generic kernels")
     ap.add_argument("--shapes", help="the timed shapes, ROWSxN,... (default: "
@@ -435,7 +435,7 @@ def main():
         checks(ops)
     print(f"checks: {failures} failed", flush=True)
     if not args.checks_only:
-        dtypes = [{"bf16": torch.bfloat16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
+        dtypes = [{"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
         shapes = DEFAULT_SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
         lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes)
         if not args.no_fused:

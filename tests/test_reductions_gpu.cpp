@@ -202,6 +202,41 @@ TEST_F(ReductionsGpu, ClusterKernelsFitTheGpu) {
   }
 }
 
+// More rows than the GPU holds clusters: the resident cluster form's clusters each take rows in turn
+// (one chunk a block, 16-byte accesses, the next row's chunk copied to shared memory meanwhile):
+// every op in f32, f16 and bf16, a row's chunks from 3 to 8 and the last one short, rows strided with
+// their gaps poisoned, in place, and nothing written past the last row. (cuinline::ops::plan_rows
+// gives the one-cluster-a-row grid; the launch runs as many clusters as fit, at least 8 on an
+// H100 / H200: ClusterKernelsFitTheGpu.)
+TEST_F(ReductionsGpu, ResidentClustersTakeRowsInTurn) {
+  if (cuinline::device_arch(0).number() < 90) GTEST_SKIP() << "no thread block clusters before sm_90";
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (CUINLINE_TEST_SEED replays it)");
+  const std::int64_t tail_rows = 3;
+  int k = 0;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const std::int64_t chunk = cuinline::dtype_size(dt) == 2 ? 16384 : 8192;
+    for (RowOp op : kOps) {
+      // 2.5 chunks (3 blocks a cluster) and 8 whole ones, in turn; 1100 and 300 rows (an H200 holds
+      // 66 clusters of 3 blocks of 64 registers and 256 threads a multiprocessor at most).
+      const std::int64_t n = k % 2 == 0 ? chunk * 5 / 2 : chunk * 8;
+      const std::int64_t rows = k % 2 == 0 ? 1100 : 300;
+      const bool in_place = k % 3 == 1;
+      ++k;
+      Problem p = make_problem(op, dt, rows, n, rng_, in_place ? 0 : 16, in_place ? 0 : 8);
+      p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
+      const DeviceProblem d = to_device(p, in_place, in_place ? 0 : tail_rows);
+      const cuinline::ops::RowPlan plan =
+          cuinline::ops::plan_rows(op, d.xv, d.yv, d.wv, d.bv, d.rv, p.eps);
+      SCOPED_TRACE(plan.variant.name() + (in_place ? ", in place" : ""));
+      const bool cluster = plan.variant.form == cuinline::ops::RowForm::cluster;
+      if (cluster) EXPECT_GT(plan.shared_bytes, 0u) << "a resident cluster kernel copies its next rows";
+      call(p, d);
+      check(p, d, in_place);
+      if (!in_place) check_tails(p, d, tail_rows);
+    }
+  }
+}
+
 // Each op, dtype and row length (warp, block, cluster and split forms, odd lengths on the scalar path), fresh
 // data.
 TEST_F(ReductionsGpu, RowLengthsDtypesAndOps) {
