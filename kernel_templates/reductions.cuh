@@ -12,9 +12,7 @@
 //       deviations from the chunk's mean), the second merges a row's and writes the chunk;
 //   rd_cluster<op, S, V, E, T, G, C> (sm_90 and later): the split form's chunks, G a block, a row's
 //       C blocks one thread block cluster; the chunks' statistics merged through distributed shared
-//       memory in the split form's order, each chunk written from registers (one read); the
-//       clusters resident, each taking rows in turn, the next row's chunks copied to shared memory
-//       meanwhile;
+//       memory in the split form's order, each chunk written from registers (one read);
 //   rd_long<op, S, V, T>: one block per row of any length, looping over the row (where no
 //       workspace can be had): an online softmax (running max and sum) then one write pass; sums
 //       of squares then a write pass (rms); mean, then variance, then the write pass (layer_norm).
@@ -660,8 +658,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 
 // A chunk of the split and cluster forms: its count (<= T * E) elements of row `row` from column
 // `base` in v (zero past count; x through the prologue, add_rms_norm's x + r written back to the
-// residual), kNc: x through the non-coherent path; x read from `from` (the chunk's copy in shared
-// memory, at the same offsets) where given. A chunk's values are held as the storage type's
+// residual), kNc: x through the non-coherent path. A chunk's values are held as the storage type's
 // packs where it is 16 bits wide and unchained (rd_chunk_store: 64 elements a thread in 32
 // registers, widened where read), else as opmath values: the same values either way. (Packed, a
 // prologue's call of a division spilled 4 bytes: f16 layer_norm "div(2)", ptxas sm_90.)
@@ -671,9 +668,9 @@ struct rd_chunk_store {
 };
 template <int kOp, class S, int V, int E, int T, class P, bool kNc, class Row>
 __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count,
-                                              int t, Row& v, const S* from = 0) {
+                                              int t, Row& v) {
   enum { kIters = E / V };
-  const S* x = from != 0 ? from : static_cast<const S*>(a.x) + row * a.sx + base;
+  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
   S* r = kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + base : 0;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
@@ -853,15 +850,8 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
 // every group reads the row's from the cluster's blocks (distributed shared memory) and merges them
 // as the split form's write kernel does (rd_chunks_merge, the same T threads' order), then writes
 // its chunk from its registers. So its outputs are the split form's bit for bit, hence the generic
-// kernel's (which runs the split form's two phases for it).
-// With one chunk a block and 16-byte accesses (rd_cluster_resident) the clusters stay resident:
-// cluster c of the grid's gridDim.x / C (the host launches as many as the GPU holds at once, at most
-// one a row) takes rows c, c + clusters, ... in turn, and each group's next row chunk is copied into
-// the block's dynamic shared memory (cp.async; each thread its own elements) while this row is
-// merged and written, then read from there into registers: a block keeps its next loads in flight
-// through its barriers. Otherwise a cluster takes one row (a grid of one cluster a row). The
-// statistics' slots are two sets, by the row's parity, so one cluster barrier a row suffices; a
-// block leaves once every block of its cluster has read its slots (a last barrier).
+// kernel's (which runs the split form's two phases for it). A block leaves only once every block of
+// its cluster has read its statistics (the second cluster barrier).
 #ifndef CUINLINE_RD_CLUSTER_HOOKS
 // A block's shared array (one a tag), its `rank`'s element i in the cluster, the cluster's barrier
 // in two halves (arrive: release; wait: acquire).
@@ -903,27 +893,6 @@ __device__ __forceinline__ void rd_cluster_arrive() {
 __device__ __forceinline__ void rd_cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// The block's dynamic shared memory (the next rows' chunks).
-template <class S>
-__device__ __forceinline__ S* rd_cluster_buffer() {
-  extern __shared__ __align__(16) unsigned char rd_cluster_smem[];
-  return reinterpret_cast<S*>(rd_cluster_smem);
-}
-// 16 bytes from global to shared memory, asynchronously (L2 only: each byte is read once), in the
-// thread's newest commit group; waiting for all of the thread's groups. The "memory" clobbers keep
-// the compiler from moving this thread's reads of the same shared bytes past the copy.
-__device__ __forceinline__ void rd_copy16_async(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                   static_cast<unsigned>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void rd_copy_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void rd_copy_wait_all() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
 #else  // a target without clusters: the kernel compiles (a warmed spec names no target) and traps
 #define RD_CLUSTER_DIMS(C)
 #define RD_NO_CLUSTERS 1
@@ -933,138 +902,65 @@ __device__ __forceinline__ A rd_cluster_load(const A*, int, int) {
 }
 __device__ __forceinline__ void rd_cluster_arrive() {}
 __device__ __forceinline__ void rd_cluster_wait() {}
-template <class S>
-__device__ __forceinline__ S* rd_cluster_buffer() {
-  return 0;
-}
-__device__ __forceinline__ void rd_copy16_async(void*, const void*) {}
-__device__ __forceinline__ void rd_copy_commit() {}
-__device__ __forceinline__ void rd_copy_wait_all() {}
 #endif
 #endif  // CUINLINE_RD_CLUSTER_HOOKS
 
-// The cluster's statistics of a row's chunks: chunk k's in block k / G's slots (4 G of them: two
-// sets, a row's parity, of a group's two).
+// The cluster's statistics of a row's chunks: chunk k's in block k / G's slots.
 template <class A, int G>
 struct rd_cluster_stat {
   const A* slots;
-  int parity;
   __device__ __forceinline__ A operator()(long long k, int j) const {
-    return rd_cluster_load<4 * G>(slots, static_cast<int>(2 * G * parity + 2 * (k % G) + j), static_cast<int>(k / G));
+    return rd_cluster_load<2 * G>(slots, static_cast<int>(2 * (k % G) + j), static_cast<int>(k / G));
   }
 };
-
-// v, which the compiler may no longer assume unchanged: the cluster form's row loop takes its chunk's
-// column this way each row, so that nothing derived from it is hoisted out of the loop (the weight's
-// and bias's loads, the addresses of every access: kept in registers across the loop, they spilled).
-__device__ __forceinline__ long long rd_opaque(long long v) {
-#ifdef __CUDA_ARCH__
-  asm volatile("" : "+l"(v));
-#endif
-  return v;
-}
-
-// Whether the cluster form's clusters are resident (rd_cluster): one chunk a block (G = 1) and
-// 16-byte accesses of x (cp.async's), the host's cluster_resident (src/ops/reductions/plan.cpp),
-// whose plan gives the launch a chunk's bytes of dynamic shared memory (row_shared_bytes) and as
-// many clusters as the GPU holds. The others take one row a cluster: looping, the two chunks a block
-// or the scalar accesses' registers (their weights, 122 a thread at 512 threads) spilled.
-template <class S, int V, int G>
-struct rd_cluster_resident {
-  enum { value = G == 1 && sizeof(S) * V == 16 ? 1 : 0 };
-};
-// A group's chunk of row `row` into its buffer (each thread its own accesses, at their offsets in
-// the chunk), as one commit group. (Issued one access at a time: unrolled, the copies' addresses
-// took 10-30 registers a thread more.)
-template <class S, int V, int E, int T>
-__device__ __forceinline__ void rd_chunk_prefetch(const rd_args& a, long long row, long long base, int count, int t,
-                                                  S* buf) {
-  const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
-#pragma unroll 1
-  for (int it = 0; it < E / V; ++it) {
-    const int i = (it * T + t) * V;
-    if (i < count) rd_copy16_async(buf + i, x + i);
-  }
-  rd_copy_commit();
-}
-
-// One row of the cluster form: the group's chunk (count elements from column `at`) loaded (x
-// from `from` where given: the chunk's copy in shared memory), its statistics in the slots of
-// `parity`, the cluster's barrier, the row's statistics merged, the chunk written. `next`: the
-// group's copy of its chunk of that row is issued once this row's values are used. kLast: the
-// block's last row, after whose merge it arrives at the cluster's last barrier.
-template <int kOp, class S, int V, int E, int T, int G, class P, class Q, int K, bool kLast, class A>
-__device__ __forceinline__ void rd_cluster_row(const typename rd_args_of<K>::type& a, long long row, long long at,
-                                               int count, int g, int t, A* sh, A* slots, int parity, const S* from,
-                                               long long next, S* buf) {
-  enum { kIters = E / V };
-  const rd_group_bar bar = {1 + g, T};
-  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
-  rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, at, count, t, v, from);
-  A st0 = A(0), st1 = A(0);
-  if (G == 1) {
-    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
-  } else {
-    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, bar, st0, st1);
-  }
-  // The buffer's values are in v and used (the statistics): the next row's copies may land there.
-  if (next >= 0) rd_chunk_prefetch<S, V, E, T>(a, next, at, count, t, buf);
-  if (t == 0) {
-    slots[2 * G * parity + 2 * g] = st0;
-    slots[2 * G * parity + 2 * g + 1] = st1;
-  }
-  // Every block's statistics of this row are in its slots; and every block has merged the row
-  // before (the other set of slots, which the next row writes) once it arrived here.
-  rd_cluster_arrive();
-  rd_cluster_wait();
-  const rd_cluster_stat<A, G> stat = {slots, parity};
-  const long long splits = (a.n + a.chunk - 1) / a.chunk;
-  A s0 = A(0), s1 = A(0);
-  if (G == 1) {
-    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, rd_block_bar(), s0, s1);
-  } else {
-    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, bar, s0, s1);
-  }
-  if (kLast) rd_cluster_arrive();  // this block is done with the cluster's shared memory
-  S* y = static_cast<S*>(a.y) + row * a.sy + at;
-  const typename rd_args_of<K>::type shifted = rd_at_chunk<S>(a, at);
-#pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const int i = (it * T + t) * V;
-    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v.at(it), s0, s1, y);
-  }
-}
 
 template <int kOp, class S, int V, int E, int T, int G, int C, class P = rd_no_prologue,
           class Q = rd_no_epilogue, int K = 0>
 __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V };
 #ifdef RD_NO_CLUSTERS
   __trap();  // never launched there (the host plans the split form)
 #endif
   const int g = G == 1 ? 0 : static_cast<int>(threadIdx.x) / T;
   const int t = G == 1 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % T;
   A* const sh = rd_cta_shared<A, 64 * G, 0>() + 64 * g;  // a group's two arrays of 32
-  A* const slots = rd_cta_shared<A, 4 * G, 1>();
-  const long long base = (static_cast<long long>(blockIdx.x % C) * G + g) * a.chunk, left = a.n - base;
+  A* const slots = rd_cta_shared<A, 2 * G, 1>();
+  const rd_group_bar bar = {1 + g, T};
+  const long long splits = (a.n + a.chunk - 1) / a.chunk;
+  const long long row = blockIdx.x / C, chunk = static_cast<long long>(blockIdx.x % C) * G + g;
+  const long long base = chunk * a.chunk, left = a.n - base;
   const int count = left <= 0 ? 0 : left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
-  long long row = blockIdx.x / C;
-  if (rd_cluster_resident<S, V, G>::value) {
-    const long long clusters = gridDim.x / C;
-    S* const buf = rd_cluster_buffer<S>();
-    if (row < a.rows) rd_chunk_prefetch<S, V, E, T>(a, row, base, count, t, buf);
-#pragma unroll 1
-    for (int parity = 0; row < a.rows; row += clusters, parity ^= 1) {
-      rd_copy_wait_all();  // this thread's copies of the row (its own elements)
-      const long long next = row + clusters < a.rows ? row + clusters : -1;
-      rd_cluster_row<kOp, S, V, E, T, G, P, Q, K, false>(a, row, rd_opaque(base), count, g, t, sh, slots, parity,
-                                                         buf, next, buf);
-    }
-    rd_cluster_arrive();
+  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
+  rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
+  A st0 = A(0), st1 = A(0);
+  if (G == 1) {
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
   } else {
-    rd_cluster_row<kOp, S, V, E, T, G, P, Q, K, true>(a, row, base, count, g, t, sh, slots, 0, 0, -1, 0);
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, bar, st0, st1);
   }
-  rd_cluster_wait();  // a block leaves once every block of its cluster has read its slots
+  if (t == 0) {
+    slots[2 * g] = st0;
+    slots[2 * g + 1] = st1;
+  }
+  rd_cluster_arrive();
+  rd_cluster_wait();
+  const rd_cluster_stat<A, G> stat = {slots};
+  A s0 = A(0), s1 = A(0);
+  if (G == 1) {
+    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, rd_block_bar(), s0, s1);
+  } else {
+    rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, bar, s0, s1);
+  }
+  rd_cluster_arrive();  // this block is done with the cluster's shared memory
+  S* y = static_cast<S*>(a.y) + row * a.sy + base;
+  const typename rd_args_of<K>::type shifted = rd_at_chunk<S>(a, base);
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = (it * T + t) * V;
+    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v.at(it), s0, s1, y);
+  }
+  rd_cluster_wait();  // the others are done with this block's
 }
 
 // A row of any length: one block of T threads loops over it (each thread the same elements in

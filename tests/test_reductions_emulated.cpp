@@ -40,7 +40,6 @@ namespace {
 // of one run (lane l is thread l % block of block first + l / block), so that a barrier of the
 // cluster is a round of all of them. 0 blocks: one block at a time.
 constexpr unsigned kMaxClusterLanes = 8 * 1024;
-Dim3 gridDim;  // the launch's (the cluster form's clusters take rows in turn)
 unsigned g_cluster_block = 0, g_cluster_first = 0, g_cluster_size = 0;
 
 // A warp's shuffles: `words` are the values its lanes exchange, `at` the number of each lane's
@@ -182,30 +181,6 @@ inline void rd_cluster_wait() {
   EXPECT_EQ(g_cluster_arrivals[lane], ++g_cluster_waits[lane]) << "a cluster wait without its arrival";
   barrier();
 }
-// The cluster form's dynamic shared memory: each block's own (by rank), as many bytes as the
-// launch's plan gives (poisoned); its copies from x: 16 bytes, aligned, from inside a tensor into
-// the block's buffer, done at once (so the waits have nothing to wait for).
-std::vector<unsigned char> g_cluster_smem[kMaxClusterBlocks];
-unsigned g_cluster_buffer_uses = 0, g_cluster_copies = 0;
-template <class S>
-S* rd_cluster_buffer() {
-  ++g_cluster_buffer_uses;
-  std::vector<unsigned char>& b = g_cluster_smem[cluster_rank()];
-  EXPECT_FALSE(b.empty()) << "the cluster kernel copies into dynamic shared memory its plan gives none of";
-  return reinterpret_cast<S*>(b.data());
-}
-inline void rd_copy16_async(void* dst, const void* src) {
-  ++g_cluster_copies;
-  const std::vector<unsigned char>& b = g_cluster_smem[cluster_rank()];
-  const auto* d = static_cast<const unsigned char*>(dst);
-  EXPECT_TRUE(d >= b.data() && d + 16 <= b.data() + b.size()) << "a copy outside the block's shared memory";
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(src) % 16, 0u) << "a 16-byte copy must be aligned";
-  EXPECT_EQ((d - b.data()) % 16, 0) << "a 16-byte copy must be aligned";
-  EXPECT_TRUE(in_a_tensor(src, 16)) << "a copy from outside every tensor";
-  std::memcpy(dst, src, 16);
-}
-inline void rd_copy_commit() {}
-inline void rd_copy_wait_all() {}
 inline void rd_bar_sync(int id, int count) {
   EXPECT_TRUE(id >= 1 && id < 16 && count % 32 == 0) << "bar.sync " << id << ", " << count;
   barrier();
@@ -277,7 +252,6 @@ void launch(Kernel kernel, unsigned grid, unsigned threads, const Args& a) {
   static_assert(RD_WARP_BLOCK == cuinline::ops::detail::kWarpBlock,
                 "the kernel's warp-form block and the planner's differ");
   Shuffles& f = g_shuffles;
-  gridDim.x = grid;
   unsigned b = 0;
   const std::function<void()> body = [&] {
     threadIdx.x = static_cast<unsigned>(cuinline::test::lanes::lane_index());
@@ -296,7 +270,6 @@ template <class Kernel, class Args>
 void launch_cluster(Kernel kernel, unsigned grid, unsigned threads, unsigned cluster, const Args& a) {
   EXPECT_EQ(grid % cluster, 0u) << "a grid of whole clusters";
   EXPECT_LE(threads * cluster, kMaxClusterLanes);
-  gridDim.x = grid;
   Shuffles& f = g_shuffles;
   const std::function<void()> body = [&] {
     set_thread();
@@ -310,12 +283,8 @@ void launch_cluster(Kernel kernel, unsigned grid, unsigned threads, unsigned clu
     std::fill(std::begin(g_cluster_arrivals), std::end(g_cluster_arrivals), 0u);
     std::fill(std::begin(g_cluster_waits), std::end(g_cluster_waits), 0u);
     cuinline::test::lanes::run_lanes(threads * cluster, body);
-    // A barrier a row the cluster took (rows c, c + clusters, ...) and a last one.
-    const unsigned clusters = grid / cluster, c = g_cluster_first / cluster;
-    const auto rows = static_cast<unsigned>(a.rows);
-    const unsigned waits = (rows > c ? (rows - c + clusters - 1) / clusters : 0u) + 1;
     for (unsigned l = 0; l < threads * cluster; ++l) {
-      EXPECT_EQ(g_cluster_waits[l], waits) << "lane " << l << " left the cluster without its barriers";
+      EXPECT_EQ(g_cluster_waits[l], 2u) << "lane " << l << " left the cluster without its two barriers";
     }
   }
   g_cluster_block = 0;
@@ -575,12 +544,6 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
     call = cuinline::ops::detail::cluster_form(call);
     EXPECT_EQ(call.plan.variant.form, RowForm::cluster);
   }
-  if (cuinline::ops::detail::cluster_resident(call.plan.variant)) {
-    // The clusters resident, fewer than the rows (as a launch on a GPU that holds fewer): each
-    // takes rows in turn.
-    const auto clusters = static_cast<std::uint32_t>(std::min<std::int64_t>(call.plan.rows, 3));
-    call.plan.grid = clusters * static_cast<std::uint32_t>(call.plan.variant.cluster);
-  }
   std::vector<double> ws((call.plan.workspace_bytes + 7) / 8);
   call.args.ws = ws.data();
   const RowArgs& a = call.args;
@@ -589,11 +552,8 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
   for (const auto& e : p.extra) g_tensors.push_back({e.data(), e.size()});
   bool ran = true;
   const RowVariant& v = call.plan.variant;
-  const bool cluster = v.form == RowForm::cluster;
-  g_dynamic_smem.assign(cluster ? 0 : call.plan.shared_bytes / sizeof(float), -1.0f);
+  g_dynamic_smem.assign(call.plan.shared_bytes / sizeof(float), -1.0f);
   g_dynamic_smem_uses = 0;
-  for (auto& b : g_cluster_smem) b.assign(cluster ? call.plan.shared_bytes : 0, 0xff);
-  g_cluster_buffer_uses = g_cluster_copies = 0;
   const auto run_dtype = [&](auto storage) {
     using S = decltype(storage);
     if (generic) {
@@ -617,12 +577,8 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
       break;
   }
   EXPECT_TRUE(ran) << "no emulated instantiation of " << call.plan.variant.name();
-  if (!generic && !cluster) {  // every thread of a parking kernel takes its part; the plan gives bytes only for those
+  if (!generic) {  // every thread of a parking kernel takes its part; the plan gives bytes only for those
     EXPECT_EQ(g_dynamic_smem_uses > 0, call.plan.shared_bytes > 0) << call.plan.variant.name();
-  }
-  if (!generic && cluster) {  // a kernel that copies its rows ahead: the plan gives it the bytes
-    EXPECT_EQ(g_cluster_copies > 0, call.plan.shared_bytes > 0) << call.plan.variant.name();
-    EXPECT_EQ(g_cluster_buffer_uses > 0, call.plan.shared_bytes > 0) << call.plan.variant.name();
   }
   if (ran) {
     cuinline::test::check_rows(p, y, p.sy, res, true);

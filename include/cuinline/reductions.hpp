@@ -134,16 +134,11 @@ struct RowPlan {
   std::int64_t rows = 0;  ///< 0 (or n == 0): nothing to launch
   std::int64_t n = 0;     ///< the row length
   std::int64_t in_stride = 0, out_stride = 0, residual_stride = 0;  ///< between rows, in elements
-  /// The cluster form's grid is one cluster a row: with one chunk a block and 16-byte accesses a
-  /// launch runs as many clusters as the GPU holds at once (cuOccupancyMaxActiveClusters), if fewer,
-  /// each taking rows in turn.
   std::uint32_t grid = 0, block = 0;
   /// Dynamic shared memory a block, in bytes: 64 KiB for an f32 block form of 1024 threads of 32
-  /// elements that parks half of them there (unchained softmax, log_softmax, rms_norm); the cluster
-  /// form's chunk bytes with one chunk a block and 16-byte accesses (the next row's chunk copied
-  /// there meanwhile); else 0. A launch of the parking block form on a GPU where two such blocks do not fit
-  /// a multiprocessor (sm_75, sm_86, sm_89, sm_120) takes none: that kernel keeps the row in
-  /// registers.
+  /// elements that parks half of them there (unchained softmax, log_softmax, rms_norm), else 0. A
+  /// launch on a GPU where two such blocks do not fit a multiprocessor (sm_75, sm_86, sm_89,
+  /// sm_120) takes none: that kernel keeps the row in registers.
   std::uint32_t shared_bytes = 0;
   /// The split form's workspace (two accumulation-type values a chunk), 0 for the others but the
   /// cluster form, whose split form takes it. Where it cannot be had the call runs the looped form

@@ -22,14 +22,7 @@
 namespace cuinline::ops {
 namespace {
 
-// A loaded kernel; for the cluster form also the clusters of it the device holds at once (the
-// launch's grid at most: the clusters are resident, each taking rows in turn; 0 where the driver
-// cannot tell: one a row).
-struct RowKernel {
-  Kernel kernel;
-  int clusters = 0;
-};
-using ReductionMap = detail::VariantMap<RowVariant, RowKernel>;
+using ReductionMap = detail::VariantMap<RowVariant, Kernel>;
 
 // Never destroyed: ops may run during static teardown.
 ReductionMap& reduction_map() {
@@ -52,21 +45,20 @@ bool clusters_refused(int device) {
   return refused_devices().count(device) != 0;
 }
 
-// A cluster kernel just loaded: how many of its clusters `device` holds at once (asked once, as
-// the kernel is loaded, off the launches' path; 0 where the driver cannot tell). Where none fits,
-// the device is marked, with a warning.
-int cluster_capacity(const Kernel& kernel, const RowVariant& variant, int device) {
-  LaunchConfig one;  // one cluster of the variant's blocks, with their dynamic shared memory
+// A cluster kernel just loaded: whether `device` holds one of its clusters (asked once, as the
+// kernel is loaded, off the launches' path); where not, the device is marked, with a warning.
+// Where the driver cannot tell, the kernel is launched as planned.
+void check_cluster_fits(const Kernel& kernel, const RowVariant& variant, int device) {
+  LaunchConfig one;  // one cluster of the variant's blocks
   one.grid = Dim3(static_cast<unsigned>(variant.cluster));
   one.block = Dim3(static_cast<unsigned>(variant.threads));
-  one.shared_bytes = detail::row_shared_bytes(variant, device_arch(device));
   int clusters = -1;
   try {
     clusters = kernel.max_active_clusters(one, device);
   } catch (const std::exception&) {
-    return 0;  // (unknown)
+    return;  // (unknown)
   }
-  if (clusters != 0) return clusters < 0 ? 0 : clusters;
+  if (clusters != 0) return;
   {
     std::lock_guard<std::mutex> lock(g_refused_mutex);
     refused_devices().insert(device);
@@ -74,18 +66,17 @@ int cluster_capacity(const Kernel& kernel, const RowVariant& variant, int device
   g_any_refused.store(true, std::memory_order_release);
   logger()->warn("device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
                  device, variant.cluster, variant.threads, variant.name());
-  return 0;
 }
 
 // The variant's kernel on `device` through the KernelCache, allowed the dynamic shared memory its
 // launches take where that is past the default 48 KiB.
-RowKernel load_row_kernel(const RowVariant& variant, int device) {
-  RowKernel k{detail::load_kernel(variant, device)};
+Kernel load_row_kernel(const RowVariant& variant, int device) {
+  Kernel kernel = detail::load_kernel(variant, device);
   if (const std::uint32_t bytes = detail::row_shared_bytes(variant, device_arch(device)); bytes > 48u * 1024u) {
-    k.kernel.set_max_dynamic_shared_bytes(bytes, device);
+    kernel.set_max_dynamic_shared_bytes(bytes, device);
   }
-  if (variant.form == RowForm::cluster) k.clusters = cluster_capacity(k.kernel, variant, device);
-  return k;
+  if (variant.form == RowForm::cluster) check_cluster_fits(kernel, variant, device);
+  return kernel;
 }
 
 // CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster
@@ -106,19 +97,6 @@ ClusterKnob cluster_knob() {
   return knob;
 }
 
-// CUINLINE_ROWS_RESIDENT (read once): "0" launches a resident cluster kernel with one cluster a row
-// (each then takes its one row; the A/B of residency), else as many clusters as the device holds.
-bool resident_knob() {
-  static const bool on = [] {
-    const char* env = std::getenv("CUINLINE_ROWS_RESIDENT");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-    logger()->warn("CUINLINE_ROWS_RESIDENT={} is not 0 or 1: ignored", env);
-    return true;
-  }();
-  return on;
-}
-
 // The form a split or cluster call runs on `device`: the cluster form only on a GPU with thread
 // block clusters (sm_90 and later) that has not refused one, as the knob above says.
 detail::RowCall long_row_form(detail::RowCall call, int device) {
@@ -133,7 +111,7 @@ detail::RowCall long_row_form(detail::RowCall call, int device) {
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
-RowKernel kernel_for(const RowVariant& variant, int device) {
+Kernel kernel_for(const RowVariant& variant, int device) {
   return reduction_map().find_or_make(
       detail::hash_of(variant), device, [&](const RowVariant& v) { return v == variant; },
       [&] { return std::make_pair(variant, load_row_kernel(variant, device)); });
@@ -163,7 +141,7 @@ void submit_specialization(const RowVariant& variant, std::uint64_t hash, int de
         write.form = RowForm::split_write;
         kernel_for(write, device);
       }
-      const RowKernel specialized = load_row_kernel(v, device);
+      const Kernel specialized = load_row_kernel(v, device);
       reduction_map().finish_pending(hash, device, same, &specialized);
       detail::count_swap();
     } catch (const std::exception& e) {
@@ -201,7 +179,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     const RowVariant& variant = call.plan.variant;
     const std::uint64_t hash = detail::hash_of(variant);
     auto equal = [&](const RowVariant& v) { return v == variant; };
-    RowKernel ready;
+    Kernel ready;
     const auto state = reduction_map().find(hash, device, equal, &ready);
     if (state != ReductionMap::State::ready) {
       if (detail::generic_rows_apply(variant)) {
@@ -225,16 +203,10 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
       call.plan.shared_bytes != 0 ? detail::row_shared_bytes(call.plan.variant, device_arch(device)) : 0u;
   cfg.stream = stream;
   if (call.plan.variant.form == RowForm::cluster) {
-    const RowKernel k = kernel_for(call.plan.variant, device);  // (its load asks how many fit)
+    const Kernel kernel = kernel_for(call.plan.variant, device);  // (its load asks whether it fits)
     if (!clusters_refused(device)) {
-      // Resident: as many clusters as the device holds at once, at most one a row, each taking
-      // rows in turn.
-      if (detail::cluster_resident(call.plan.variant) && k.clusters > 0 && call.plan.rows > k.clusters &&
-          resident_knob()) {
-        cfg.grid = Dim3(static_cast<unsigned>(k.clusters * call.plan.variant.cluster));
-      }
       reduction_map().count_launch();
-      launch_rows(k.kernel, cfg, call.args, call.plan.variant);
+      launch_rows(kernel, cfg, call.args, call.plan.variant);
       return;
     }
     call = detail::split_form(call);  // (loaded or compiled below, as under sync)
@@ -248,7 +220,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
       cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
       RowVariant write = call.plan.variant;
       write.form = RowForm::split_write;
-      const Kernel stats = kernel_for(call.plan.variant, device).kernel, writer = kernel_for(write, device).kernel;
+      const Kernel stats = kernel_for(call.plan.variant, device), writer = kernel_for(write, device);
       reduction_map().count_launch();
       call.args.ws = reinterpret_cast<void*>(ws);
       launch_rows(stats, cfg, call.args, call.plan.variant);
@@ -260,7 +232,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
     cfg.block = Dim3(call.plan.block);
     cfg.shared_bytes = 0;  // (the looped form parks nothing)
   }
-  const Kernel kernel = kernel_for(call.plan.variant, device).kernel;
+  const Kernel kernel = kernel_for(call.plan.variant, device);
   reduction_map().count_launch();
   launch_rows(kernel, cfg, call.args, call.plan.variant);
 }

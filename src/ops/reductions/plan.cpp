@@ -318,28 +318,16 @@ RowCall cluster_form(RowCall call) {
   p.variant.cluster = static_cast<int>((splits + groups - 1) / groups);
   p.grid = static_cast<std::uint32_t>(p.rows * p.variant.cluster);  // at most the split form's grid
   p.block = static_cast<std::uint32_t>(p.variant.threads);
-  p.shared_bytes = row_shared_bytes(p.variant);
   return call;
 }
 
-bool cluster_resident(const RowVariant& v) noexcept {
-  return v.form == RowForm::cluster && v.threads == kSplitThreads &&
-         dtype_size(v.dtype) * static_cast<std::size_t>(v.vector_width) == 16;
-}
-
 std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
-  if (v.form == RowForm::cluster) {
-    const auto es = static_cast<std::uint32_t>(dtype_size(v.dtype));
-    return cluster_resident(v) ? static_cast<std::uint32_t>(v.threads) * static_cast<std::uint32_t>(v.per_thread) * es
-                               : 0u;
-  }
   const bool parks = v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
                      (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
   return parks ? static_cast<std::uint32_t>(v.threads * (v.per_thread / 2) * 4) : 0u;
 }
 
 std::uint32_t row_shared_bytes(const RowVariant& v, const Arch& target) noexcept {
-  if (v.form == RowForm::cluster) return row_shared_bytes(v);  // (sm_90 and later: 227 KiB a block)
   // reductions.cuh's rd_arch_parks: where two 64 KiB blocks share a multiprocessor.
   const int a = target.number();
   const bool parks = a == 80 || a == 87 || (a >= 90 && a < 120);
@@ -354,7 +342,6 @@ RowCall split_form(RowCall call) {
   p.variant.cluster = 0;
   p.grid = static_cast<std::uint32_t>(p.rows * ((p.n + call.args.chunk - 1) / call.args.chunk));  // checked
   p.block = kSplitThreads;
-  p.shared_bytes = 0;
   return call;
 }
 

@@ -89,17 +89,12 @@ bool has_chain(const Op& op) noexcept;
 bool fused(const RowVariant& variant) noexcept;
 void check_chains(const RowVariant& variant);
 
-/// The dynamic shared memory a block of the variant's kernel takes, 0 for most: an unchained f32
-/// softmax, log_softmax or rms_norm on the block form of 1024 threads of 32 elements parks half of
-/// each thread's in 64 KiB (reductions.cuh's rd_parked_bytes; with a target, 0 where two such
-/// blocks do not fit a multiprocessor: sm_75, sm_86, sm_89, sm_120, where the kernel keeps the row in
-/// registers, rd_arch_parks); a resident cluster form (cluster_resident) copies each block's next
-/// row chunk into a buffer of its chunk's bytes.
+/// The dynamic shared memory a block of the variant's kernel takes (reductions.cuh's
+/// rd_parked_bytes: an unchained f32 softmax, log_softmax or rms_norm on the block form of 1024
+/// threads of 32 elements parks half of each thread's in 64 KiB), 0 for the others; with a target,
+/// also 0 where two such blocks do not fit a multiprocessor (sm_75, sm_86, sm_89, sm_120: the
+/// kernel keeps the row in registers there, reductions.cuh's rd_arch_parks).
 std::uint32_t row_shared_bytes(const RowVariant& variant) noexcept;
-/// Whether a cluster-form variant's clusters are resident, each taking rows in turn, the next row's
-/// chunks copied to shared memory meanwhile (one chunk a block, 16-byte accesses: reductions.cuh's
-/// rd_cluster_resident); the others take one row a cluster.
-bool cluster_resident(const RowVariant& variant) noexcept;
 std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) noexcept;
 
 /// The looped form of a split (or cluster) call, for when its workspace cannot be had.
