@@ -138,7 +138,8 @@ static std::array<int, 8> block_fields(const cuinline::ops::Conv2dTiling& t, int
     }
     case Conv2dKernel::winograd: {
       const cuinline::ops::WinogradTiling& w = t.as_winograd();
-      return {w.tile_lanes, w.warps_x, w.warps_c, w.pixels_per_thread, w.channels_per_thread, w.ci_chunk, w.ci_unroll, 4};
+      return {w.tile_lanes,          w.warps_x,  w.warps_c,   w.pixels_per_thread,
+              w.channels_per_thread, w.ci_chunk, w.ci_unroll, 4};
     }
     case Conv2dKernel::mma: {
       const cuinline::ops::MmaTiling& m = t.as_mma();
@@ -167,11 +168,13 @@ int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* ti
     const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
     const std::array<int, 8> f = block_fields(t, v.in_channels);
     const cuinline::ops::Conv2dGrid& g = t.grid();
-    const int values[] = {f[0],          f[1],      f[2],      f[3],
-                          f[4],          f[5],      f[6],      g.row_tiles,
-                          static_cast<int>(g.shared_bytes), g.tiles_x, g.tiles_y, t.block_channels(),
-                          f[7]};
-    for (int i = 0; i < 13; ++i) tiling[i] = values[i];
+    for (int i = 0; i < 7; ++i) tiling[i] = f[i];
+    tiling[7] = g.row_tiles;
+    tiling[8] = static_cast<int>(g.shared_bytes);
+    tiling[9] = g.tiles_x;
+    tiling[10] = g.tiles_y;
+    tiling[11] = t.block_channels();
+    tiling[12] = f[7];
     return 0;
   } catch (const std::exception& e) {
     g_last_error = e.what();
@@ -194,9 +197,9 @@ double cuinline_conv2d_compile_ms(const std::int64_t* shape, const int* params, 
     if (tiling) {
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
       const std::array<int, 8> f = block_fields(t, v.in_channels);
-      const int values[] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6], t.grid().row_tiles,
-                            static_cast<int>(t.grid().shared_bytes)};
-      for (int i = 0; i < 9; ++i) tiling[i] = values[i];
+      for (int i = 0; i < 7; ++i) tiling[i] = f[i];
+      tiling[7] = t.grid().row_tiles;
+      tiling[8] = static_cast<int>(t.grid().shared_bytes);
     }
     const cuinline::CompileRequest request = cuinline::ops::make_request(v);
     const auto start = std::chrono::steady_clock::now();

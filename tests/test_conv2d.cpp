@@ -206,10 +206,11 @@ TEST(Conv2dTiling, SevenPixelTilesAndColumnPhases) {
   EXPECT_EQ(c.pixels_per_thread, 7);
   EXPECT_EQ(c.threads_x, 8);
   // Too little work an image (58 M multiply-adds): 4-pixel tiles.
-  EXPECT_EQ(conv2d_tiling(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))).as_direct().pixels_per_thread, 4);
-  EXPECT_EQ(conv2d_tiling(variant(16, 224, 32, 3, Conv2dParams::square(2, 1))).as_direct().pixels_per_thread, 4);
+  const auto pixels = [](const Conv2dVariant& v) { return conv2d_tiling(v).as_direct().pixels_per_thread; };
+  EXPECT_EQ(pixels(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))), 4);
+  EXPECT_EQ(pixels(variant(16, 224, 32, 3, Conv2dParams::square(2, 1))), 4);
   // Widths that 4-pixel tiles cover exactly.
-  EXPECT_EQ(conv2d_tiling(variant(32, 64, 128, 3, {})).as_direct().pixels_per_thread, 4);
+  EXPECT_EQ(pixels(variant(32, 64, 128, 3, {})), 4);
 
   auto phases = [&](const Conv2dVariant& v) {
     const std::string src = make_request(v).source;
@@ -727,8 +728,7 @@ TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
     for (const Case& c : cases) {
       const Conv2dVariant v = variant(dt, c.ci, c.hw, c.co);
       const HmmaTiling plain = conv2d_tiling(v).as_hmma();
-      const std::optional<HmmaTiling> split =
-          conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+      const std::optional<HmmaTiling> split = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
       ASSERT_TRUE(split.has_value()) << v.name();
       EXPECT_EQ(split->split_k, conv2d_impl::kSplitKMaxSlices) << v.name();
       const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);

@@ -157,8 +157,8 @@ TEST(Conv2dHmma, TilingInvariants) {
   }
   // The shapes: the seed's halo form, 128 columns of one output row a block (126 wide: one
   // block a row), 64 channels, 5 blocks a multiprocessor; UNet-like 256 x 128 (two warpgroups).
-  const HmmaTiling seed = conv2d_tiling(
-      variant(kShapes[0], DType::bf16, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false)).as_hmma();
+  const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  const HmmaTiling seed = conv2d_tiling(variant(kShapes[0], DType::bf16, nchw, nchw, nchw, false)).as_hmma();
   EXPECT_TRUE(seed.halo());
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
@@ -166,8 +166,7 @@ TEST(Conv2dHmma, TilingInvariants) {
   EXPECT_EQ(seed.tiles_x, 1);
   EXPECT_EQ(seed.tiles_y, 126);
   EXPECT_EQ(seed.min_blocks, 5);
-  const HmmaTiling unet = conv2d_tiling(
-      variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false)).as_hmma();
+  const HmmaTiling unet = conv2d_tiling(variant(kShapes[2], DType::f16, nhwc, nhwc, nhwc, false)).as_hmma();
   EXPECT_TRUE(unet.wgmma());
   EXPECT_EQ(unet.block_channels(), 128);
   EXPECT_EQ(unet.threads(), 256);  // two warpgroups of two m64 tiles
@@ -479,12 +478,12 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
       }
     }
     // 11 x 11 = 121 pixels: two m64 tiles an image; 12 x 12 = 144: the larger tiles.
-    const HmmaTiling t11 =
-        conv2d_tiling(variant({"11x11", 512, 11, 11, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false)).as_hmma();
+    const Shape s11{"11x11", 512, 11, 11, 512, 3, 3, Conv2dParams::square(1, 1)};
+    const HmmaTiling t11 = conv2d_tiling(variant(s11, dt, nhwc, nhwc, nhwc, false)).as_hmma();
     EXPECT_EQ(t11.tile_cols, 64);
     EXPECT_EQ(t11.tiles_x, 2);
-    const HmmaTiling t12 =
-        conv2d_tiling(variant({"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false)).as_hmma();
+    const Shape s12{"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)};
+    const HmmaTiling t12 = conv2d_tiling(variant(s12, dt, nhwc, nhwc, nhwc, false)).as_hmma();
     EXPECT_GT(t12.tile_cols, 64);
     EXPECT_FALSE(t12.batch_tiles());
   }

@@ -237,8 +237,8 @@ TEST(Conv2dMma, ShapesCompileForSm90) {
       char block[96];
       if (t.kernel() == Conv2dKernel::mma) {
         const MmaTiling& m = t.as_mma();
-        std::snprintf(block, sizeof block, "warps %dx%d tiles %dx%d pixels %dx%d pipe %d", m.warps_m, m.warps_n,
-                      m.m_tiles, m.n_tiles, m.tile_rows, m.tile_cols, m.pipeline);
+        std::snprintf(block, sizeof block, "warps %dx%d tiles %dx%d pixels %dx%d pipe %d", m.warps_m,
+                      m.warps_n, m.m_tiles, m.n_tiles, m.tile_rows, m.tile_cols, m.pipeline);
       } else if (t.kernel() == Conv2dKernel::hmma) {
         const HmmaTiling& h = t.as_hmma();
         std::snprintf(block, sizeof block, "warps %dx%d tiles %dx%d pixels %d (hmma)", h.warps_m, h.warps_n,

@@ -99,7 +99,8 @@ void random_valid_variants(int count, bool compile) {
       EXPECT_EQ(t.threads() % 32, 0) << "whole warps";
       EXPECT_LE(t.threads(), 1024);
       EXPECT_GT(t.threads(), 0);
-      EXPECT_LE(t.grid().shared_bytes, conv2d_max_shared_bytes(v.target)) << "shared memory within the target's";
+      EXPECT_LE(t.grid().shared_bytes, conv2d_max_shared_bytes(v.target))
+          << "shared memory within the target's";
       EXPECT_GT(t.block_channels(), 0);
       if (t.tf32_wgmma()) {
         // f32 in tf32 with 16+ input channels on sm90: the wgmma kernel on a staged channels-last copy.
@@ -117,7 +118,8 @@ void random_valid_variants(int count, bool compile) {
       // sm75 (the fp32 FMA kernels with plain copies, and the general kernel).
       if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma() || t.halo() || t.window());
       if (v.target == Conv2dTarget::sm75) {
-        EXPECT_FALSE(t.tensor_cores() || t.half_mma() || (t.winograd() && t.as_winograd().tc_products) || t.staged());
+        EXPECT_FALSE(t.tensor_cores() || t.half_mma() || (t.winograd() && t.as_winograd().tc_products) ||
+                     t.staged());
         ++target_variants;
       }
       if (t.transposes()) {
@@ -142,10 +144,13 @@ void random_valid_variants(int count, bool compile) {
         // (Row-fast — depthwise, up to 49 taps: a thread a column's rows and a channel.)
         const GenericTiling& g = t.as_generic();
         const std::int64_t items =
-            g.channel_fast() ? v.out_height() * ((v.out_width() + g.pixels_per_thread - 1) / g.pixels_per_thread) * v.out_channels
-            : g.row_fast()   ? v.out_channels / g.channels_per_thread *
-                               ((v.out_height() + g.pixels_per_thread - 1) / g.pixels_per_thread) * v.out_width()
-                           : v.out_height() * v.out_width();
+            g.channel_fast()
+                ? v.out_height() * ((v.out_width() + g.pixels_per_thread - 1) / g.pixels_per_thread) *
+                      v.out_channels
+            : g.row_fast()
+                ? v.out_channels / g.channels_per_thread *
+                      ((v.out_height() + g.pixels_per_thread - 1) / g.pixels_per_thread) * v.out_width()
+                : v.out_height() * v.out_width();
         const bool depthwise = v.params.groups > 1 && v.params.groups == v.in_channels;
         EXPECT_EQ(t.row_fast(), depthwise && v.kernel_h * v.kernel_w <= 49);
         EXPECT_EQ(t.channel_fast(), depthwise && !t.row_fast() && v.input_layout == Conv2dLayout::nhwc);
@@ -182,8 +187,8 @@ void random_valid_variants(int count, bool compile) {
         SCOPED_TRACE("the no-workspace kernel");
         const bool f32 = v.dtype == DType::f32;
         EXPECT_EQ(t.staged(), !f32 || t.tf32_wgmma());
-        const Conv2dTiling dt =
-            f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v)) : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
+        const Conv2dTiling dt = f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v))
+                                    : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
         EXPECT_FALSE(dt.staged());
         EXPECT_FALSE(dt.transposes());
         EXPECT_EQ(dt.threads() % 32, 0) << "whole warps";

@@ -44,7 +44,8 @@ namespace direct_plan = cuinline_conv2d_detail;
 
 // The plan of a tiling with `rows` output rows a thread set and k_split thread sets (conv2d_plan.cuh's
 // figures: what the kernel's Plan<S> compiles for the constants make_fp32_direct_request renders).
-direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const DirectTiling& t, int rows, int k_split) {
+direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const DirectTiling& t, int rows,
+                                              int k_split) {
   const Conv2dParams& p = v.params;
   return direct_plan::direct_plan_figures(direct_plan::DirectPlanShape{
       v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),

@@ -232,7 +232,6 @@ int one_group_min_blocks(const HmmaTiling& t, int extra_registers) {
   return std::clamp(std::min(by_registers, by_shared), 1, 8);
 }
 
-
 // The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): the channels (16,
 // 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels allow (the
 // 128-byte swizzle), 32 or 16 (two taps of 8 channels) otherwise; at most 5 k steps (the seed): one
@@ -359,7 +358,6 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_til
   // (split_k stays 0: the split form is a second kernel of the variant, hmma_split_tiling.)
   return t;
 }
-
 
 // The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
 // two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of

@@ -353,12 +353,15 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   // (Batch tiles: the kernel's row_tiles is the number of images; one block row spans the batch.)
   const int row_tiles = t.batch_tiles() ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
   const std::int64_t batch_blocks =
-      t.batch_tiles() ? (n * v.out_height() * v.out_width() + t.as_hmma().tile_cols - 1) / t.as_hmma().tile_cols : 0;
+      t.batch_tiles()
+          ? (n * v.out_height() * v.out_width() + t.as_hmma().tile_cols - 1) / t.as_hmma().tile_cols
+          : 0;
   LaunchConfig cfg;
   // (The window form's tiles in turn run along x: tiles_y is 1.)
-  const std::int64_t blocks_x = t.batch_tiles()                  ? batch_blocks
-                                : t.window() && g.row_tiles > 1 ? (g.tiles_x + row_tiles - 1) / row_tiles
-                                                               : g.tiles_x * ((g.tiles_y + row_tiles - 1) / row_tiles);
+  const std::int64_t blocks_x = t.batch_tiles() ? batch_blocks
+                                : t.window() && g.row_tiles > 1
+                                    ? (g.tiles_x + row_tiles - 1) / row_tiles
+                                    : g.tiles_x * ((g.tiles_y + row_tiles - 1) / row_tiles);
   cfg.grid = Dim3(static_cast<unsigned>(blocks_x),
                   static_cast<unsigned>(t.channel_fast() || t.row_fast() || t.pointwise() ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(t.batch_tiles() ? 1 : n));
@@ -430,7 +433,8 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   const std::int64_t out_pixels = v.out_height() * v.out_width();
   const bool res = t.output && v.has_residual;
   const std::int64_t in_bytes = t.input ? round256(n * pixels * v.in_channels * 4) : 0;
-  const std::int64_t w_bytes = t.weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
+  const std::int64_t w_bytes =
+      t.weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
   const std::int64_t out_bytes = t.output ? round256(n * out_pixels * v.out_channels * 4) : 0;
   const std::int64_t res_bytes = res ? out_bytes : 0;
   const auto grid_ok = [](std::int64_t rows, std::int64_t cols) {

@@ -99,8 +99,8 @@ static void finish_launchable(Launchable& l, int device) {
   const DeviceInfo info = device_info(device);
   l.multiprocessors = info.multiprocessors;
   l.memory_bandwidth = info.memory_bandwidth;
-  l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
-                                                             shared_bytes, device));
+  l.resident_blocks = std::max(
+      1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()), shared_bytes, device));
 }
 
 // A shape-generic copy on `device` (conv2d_stage.cuh for every staged variant, conv2d_transpose.cuh
@@ -168,10 +168,12 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
   const Conv2dVariant v = conv2d_variant_for_device(called, device);
   Launchable l;
   const bool f32 = v.dtype == DType::f32;
-  l.tiling = f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v)) : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
+  l.tiling =
+      f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v)) : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
   Module module = default_cache().get(
       f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), device_arch(device));
-  l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : conv2d_impl::hmma_kernel_name(l.tiling.as_hmma()));
+  l.kernel =
+      module.kernel(f32 ? conv2d_impl::kGenericKernel : conv2d_impl::hmma_kernel_name(l.tiling.as_hmma()));
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }

@@ -195,7 +195,8 @@ void conv2d_tiling_mismatch(Conv2dKernel held, Conv2dKernel asked) {
     }
     return "unknown";
   };
-  throw Error(std::string("conv2d: the ") + name(asked) + " tiling asked of a " + name(held) + " kernel's tiling");
+  throw Error(std::string("conv2d: the ") + name(asked) + " tiling asked of a " + name(held) +
+              " kernel's tiling");
 }
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {

@@ -8,8 +8,8 @@
 // the grid every launch reads (Conv2dGrid). A planner returns its kernel's type, and the code that
 // renders or launches that kernel takes it. Conv2dTiling holds one of them (the selection's) and the
 // copies around it, and answers the planner's and the launch's questions about kernel and form.
-#include <cuinline/conv2d.hpp>
 #include <cstddef>
+#include <cuinline/conv2d.hpp>
 #include <type_traits>
 #include <variant>
 
@@ -48,7 +48,7 @@ enum class GenericOrder : unsigned char {
 /// What the launch reads of every kernel's tiling: the block's shared memory and the grid's tiles
 /// (the kernel's plan computes the same figures: render_plan_checks asserts them in the source).
 struct Conv2dGrid {
-  unsigned shared_bytes = 0;  ///< dynamic shared memory per block
+  unsigned shared_bytes = 0;     ///< dynamic shared memory per block
   int tiles_x = 0, tiles_y = 0;  ///< blocks an image along x and y (the plan's kTilesX, kTilesY)
   /// Most row tiles one block computes in turn (the direct and mma kernels' pipelines 1 and 3,
   /// Winograd, the halo and window forms; else 1): an upper bound, the launch picks the number from
@@ -61,9 +61,9 @@ struct Conv2dGrid {
 /// output channels. (The planner's Fp32Plan has the figures beyond these: the rows of one thread set,
 /// the thread sets that split a channel chunk, the filter-row unroll and the column phases.)
 struct DirectTiling : Conv2dGrid {
-  int threads_x = 0;       ///< threads along the output columns
-  int threads_y = 0;       ///< thread rows, of all the thread sets that split a channel chunk
-  int channel_groups = 0;  ///< thread groups along the output channels
+  int threads_x = 0;            ///< threads along the output columns
+  int threads_y = 0;            ///< thread rows, of all the thread sets that split a channel chunk
+  int channel_groups = 0;       ///< thread groups along the output channels
   int pixels_per_thread = 0;    ///< consecutive output columns per thread
   int channels_per_thread = 0;  ///< output channels per thread
   int ci_chunk = 0;             ///< input channels per shared-memory stage
@@ -85,15 +85,15 @@ struct DirectTiling : Conv2dGrid {
 /// computes pixels_per_thread / m tiles of m x m outputs x channels_per_thread channels; tiles_y
 /// counts tile rows (m output rows each).
 struct WinogradTiling : Conv2dGrid {
-  int m = 0;           ///< the output tile's side (2)
-  int tile_lanes = 0;  ///< tile lanes of a warp (the template's kLX)
-  int warps_x = 0;     ///< warps along the tiles (kWX)
-  int warps_c = 0;     ///< warps along the output channels (kWC)
+  int m = 0;                    ///< the output tile's side (2)
+  int tile_lanes = 0;           ///< tile lanes of a warp (the template's kLX)
+  int warps_x = 0;              ///< warps along the tiles (kWX)
+  int warps_c = 0;              ///< warps along the output channels (kWC)
   int pixels_per_thread = 0;    ///< output columns of a thread: m x its tiles
   int channels_per_thread = 0;  ///< output channels per thread
   int ci_chunk = 0;             ///< input channels per stage (all 8: one stage a tile row)
   int ci_unroll = 0;            ///< unroll of the channel loop (1: rolled)
-  int min_blocks = 0;  ///< resident blocks per multiprocessor asked of ptxas (caps registers)
+  int min_blocks = 0;           ///< resident blocks per multiprocessor asked of ptxas (caps registers)
   /// The products on tensor cores (mma.sync m16n8k8 in 3xTF32, fp32 accuracy) instead of fp32 FMA:
   /// every Winograd tiling but sm75's (no TF32 tensor cores; plain copies for cp.async there).
   bool tc_products = false;
@@ -107,10 +107,10 @@ struct WinogradTiling : Conv2dGrid {
 /// tile_rows output rows x tile_cols output columns.
 struct MmaTiling : Conv2dGrid {
   int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0, tile_rows = 0, tile_cols = 0;
-  int ci_chunk = 0;   ///< input channels per shared-memory stage (multiples of 8)
-  int ci_unroll = 0;  ///< 8-channel steps of one unrolled step of the channel loop
-  int kh_unroll = 0;  ///< unroll of the filter-row loop
-  int kw_unroll = 0;  ///< unroll of the filter-column loop: kernel_w or 1
+  int ci_chunk = 0;    ///< input channels per shared-memory stage (multiples of 8)
+  int ci_unroll = 0;   ///< 8-channel steps of one unrolled step of the channel loop
+  int kh_unroll = 0;   ///< unroll of the filter-row loop
+  int kw_unroll = 0;   ///< unroll of the filter-column loop: kernel_w or 1
   int min_blocks = 0;  ///< resident blocks per multiprocessor asked of ptxas (caps registers)
   /// Row streaming: 0, or the passes in which a warp writes its output tile through shared memory
   /// (stored as aligned float4 runs instead of the mma fragments' scattered 4-byte stores).
@@ -181,8 +181,9 @@ struct HmmaTiling : Conv2dGrid {
   HmmaForm form = HmmaForm::mma_sync;
   bool tf32 = false;  ///< f32 operands rounded to TF32 (the wgmma and pointwise forms), not f16 / bf16
   int warps_m = 0, warps_n = 0, m_tiles = 0, n_tiles = 0;
-  int tile_cols = 0;  ///< pixels of a block: consecutive pixels of the OH x OW plane (batch tiles: of the batch)
-  int ci_chunk = 0;   ///< input channels of a k step (the template's kBK)
+  /// Pixels of a block: consecutive pixels of the OH x OW plane (batch tiles: of the whole batch).
+  int tile_cols = 0;
+  int ci_chunk = 0;    ///< input channels of a k step (the template's kBK)
   int min_blocks = 0;  ///< resident blocks per multiprocessor asked of ptxas (caps registers)
   /// cp.async buffers: the wgmma and pointwise forms', and an mma.sync tiling's where the plan's
   /// default did not fit the target (0: the plan's).
@@ -213,7 +214,8 @@ struct HmmaTiling : Conv2dGrid {
   bool half_mma() const noexcept { return !tf32; }
   /// The wgmma tiling (any of its forms).
   bool wgmma() const noexcept {
-    return form == HmmaForm::wgmma || form == HmmaForm::batch || form == HmmaForm::window || form == HmmaForm::halo;
+    return form == HmmaForm::wgmma || form == HmmaForm::batch || form == HmmaForm::window ||
+           form == HmmaForm::halo;
   }
   bool halo() const noexcept { return form == HmmaForm::halo; }
   bool window() const noexcept { return form == HmmaForm::window; }
@@ -294,7 +296,9 @@ class Conv2dTiling {
   }
 
   // What the kernel and form are, as the planner and the launch ask.
-  bool tensor_cores() const noexcept { return kernel() == Conv2dKernel::mma || kernel() == Conv2dKernel::hmma; }
+  bool tensor_cores() const noexcept {
+    return kernel() == Conv2dKernel::mma || kernel() == Conv2dKernel::hmma;
+  }
   bool winograd() const noexcept { return kernel() == Conv2dKernel::winograd; }
   bool generic() const noexcept { return kernel() == Conv2dKernel::generic; }
   /// hmma on f16 / bf16 operands.
