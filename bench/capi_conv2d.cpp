@@ -1,6 +1,7 @@
 // C API over cuinline::ops::conv2d for bench/conv2d_peers.py (ctypes): the script passes torch
 // tensors' data pointers and torch's current stream, so cuinline and PyTorch run in one process,
 // on the same buffers and the same stream, timed by the same CUDA events.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cuinline/compiler.hpp>
@@ -123,8 +124,40 @@ int cuinline_conv2d_any(const void* input, const void* weight, const void* bias,
   }
 }
 
+/// A tiling's block as the C API reports it: {tx, ty, groups, px, ch, ci_chunk, ci_unroll, pipeline}.
+/// The direct kernel's fields; Winograd's tile lanes, warps along the tiles and the channels, ...,
+/// pipeline 4; the general kernel's threads x 1 x 1, its channels a stage all `in_channels`; the
+/// tensor-core kernels' channels a stage (mma: its unroll and pipeline too), the rest 0.
+static std::array<int, 8> block_fields(const cuinline::ops::Conv2dTiling& t, int in_channels) {
+  using cuinline::ops::Conv2dKernel;
+  switch (t.kernel()) {
+    case Conv2dKernel::direct: {
+      const cuinline::ops::DirectTiling& d = t.as_direct();
+      return {d.threads_x,           d.threads_y, d.channel_groups, d.pixels_per_thread,
+              d.channels_per_thread, d.ci_chunk,  d.ci_unroll,      d.pipeline};
+    }
+    case Conv2dKernel::winograd: {
+      const cuinline::ops::WinogradTiling& w = t.as_winograd();
+      return {w.tile_lanes,          w.warps_x,  w.warps_c,   w.pixels_per_thread,
+              w.channels_per_thread, w.ci_chunk, w.ci_unroll, 4};
+    }
+    case Conv2dKernel::mma: {
+      const cuinline::ops::MmaTiling& m = t.as_mma();
+      return {0, 0, 0, 0, 0, m.ci_chunk, m.ci_unroll, m.pipeline};
+    }
+    case Conv2dKernel::hmma:
+      return {0, 0, 0, 0, 0, t.as_hmma().ci_chunk, 0, 0};
+    case Conv2dKernel::generic: {
+      const cuinline::ops::GenericTiling& g = t.as_generic();
+      return {g.block_threads, 1, 1, g.pixels_per_thread, g.channels_per_thread, in_channels, 0, 0};
+    }
+  }
+  return {};
+}
+
 /// The tiling the library picks for an fp32 variant: tiling[0..12] = {tx, ty, groups, px, ch, ci_chunk,
-/// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels, pipeline}. Returns 0, or -1.
+/// ci_unroll, row_tiles, shared_bytes, tiles_x, tiles_y, block_channels, pipeline} (block_fields).
+/// Returns 0, or -1.
 int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* tiling) {
   try {
     const cuinline::ops::Conv2dParams p{params[0], params[1], params[2], params[3], params[4], params[5]};
@@ -133,20 +166,15 @@ int cuinline_conv2d_tiling(const std::int64_t* shape, const int* params, int* ti
         static_cast<int>(shape[4]), static_cast<int>(shape[5]), static_cast<int>(shape[6]), p, true,
         cuinline::ops::Op::relu());
     const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
-    const int values[] = {t.threads_x,
-                          t.threads_y,
-                          t.channel_groups,
-                          t.pixels_per_thread,
-                          t.channels_per_thread,
-                          t.ci_chunk,
-                          t.ci_unroll,
-                          t.row_tiles,
-                          static_cast<int>(t.shared_bytes),
-                          t.tiles_x,
-                          t.tiles_y,
-                          t.block_channels(),
-                          t.pipeline};
-    for (int i = 0; i < 13; ++i) tiling[i] = values[i];
+    const std::array<int, 8> f = block_fields(t, v.in_channels);
+    const cuinline::ops::Conv2dGrid& g = t.grid();
+    for (int i = 0; i < 7; ++i) tiling[i] = f[i];
+    tiling[7] = g.row_tiles;
+    tiling[8] = static_cast<int>(g.shared_bytes);
+    tiling[9] = g.tiles_x;
+    tiling[10] = g.tiles_y;
+    tiling[11] = t.block_channels();
+    tiling[12] = f[7];
     return 0;
   } catch (const std::exception& e) {
     g_last_error = e.what();
@@ -168,10 +196,10 @@ double cuinline_conv2d_compile_ms(const std::int64_t* shape, const int* params, 
     v.precision = g_precision;
     if (tiling) {
       const cuinline::ops::Conv2dTiling t = cuinline::ops::conv2d_tiling(v);
-      const int values[] = {t.threads_x,         t.threads_y,           t.channel_groups,
-                            t.pixels_per_thread, t.channels_per_thread, t.ci_chunk,
-                            t.ci_unroll,         t.row_tiles,           static_cast<int>(t.shared_bytes)};
-      for (int i = 0; i < 9; ++i) tiling[i] = values[i];
+      const std::array<int, 8> f = block_fields(t, v.in_channels);
+      for (int i = 0; i < 7; ++i) tiling[i] = f[i];
+      tiling[7] = t.grid().row_tiles;
+      tiling[8] = static_cast<int>(t.grid().shared_bytes);
     }
     const cuinline::CompileRequest request = cuinline::ops::make_request(v);
     const auto start = std::chrono::steady_clock::now();

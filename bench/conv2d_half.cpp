@@ -99,16 +99,19 @@ int main() {
         char kernel[96];
         if (t.half_mma()) {
           const char* form = !t.wgmma() ? "mma.sync" : t.halo() ? "wgmma halo" : t.window() ? "wgmma window" : t.batch_tiles() ? "wgmma batch tiles" : "wgmma";
+          const HmmaTiling& h = t.as_hmma();
           std::snprintf(kernel, sizeof kernel, "%s%s %dx%d k%d %d buf%s", form,
-                        t.stage_channels > 0 ? " staged" : "", t.tile_cols, t.block_channels(), t.ci_chunk,
-                        t.wgmma() ? t.stages : 0, t.wgmma() ? "" : "(plan)");
+                        h.stage_channels > 0 ? " staged" : "", h.tile_cols, h.block_channels(), h.ci_chunk,
+                        h.wgmma() ? h.stages : 0, h.wgmma() ? "" : "(plan)");
         } else {
           std::snprintf(kernel, sizeof kernel, "%s%s",
-                        t.generic()         ? "general direct"
-                        : t.winograd()      ? "winograd"
-                        : t.tensor_cores()  ? "tf32 mma"
-                                          : "fp32 direct",
-                        !t.transposes() ? "" : t.transpose_output ? " + transposes (output too)" : " + transposes");
+                        t.generic()        ? "general direct"
+                        : t.winograd()     ? "winograd"
+                        : t.tensor_cores() ? "tf32 mma"
+                                           : "fp32 direct",
+                        !t.transposes()      ? ""
+                        : t.transpose.output ? " + transposes (output too)"
+                                             : " + transposes");
         }
         const char* mix = std::getenv("CONV_BENCH_LAYOUTS");
         std::printf("| %s %dx%dx%d^2 -> %d k%d p%d | %s | %s | %s | %.4f |\n", sh.name, sh.n, sh.cin, sh.hw,

@@ -193,7 +193,7 @@ def regime(case, lib, sms):
             rt = cand
             break
     blocks = tiles_x * -(-tiles_y // rt) * cout_tiles * case.n
-    if t[12] == 4:  # Winograd F(2x2, 3x3): threads_x tile lanes, threads_y x groups warps
+    if t[12] == 4:  # Winograd F(2x2, 3x3): t[0] tile lanes, t[1] x t[2] warps (tiles x channels)
         tile = (f"Winograd F(2x2,3x3), {t[1]}x{t[2]} warps, {t[3] // 2} tiles x {t[4]} ch/thread, "
                 f"{-(-case.cin // ci_chunk)} chunk(s)")
         if blocks < sms:

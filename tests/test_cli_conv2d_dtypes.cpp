@@ -124,7 +124,7 @@ TEST_F(CliTest, WarmConv2dStagedVariantsAlsoCompileTheStagingCopy) {
       view(0x100000, DType::bf16, true, 2, 3, 128, 128), view(0x200000, DType::bf16, true, 16, 3, 3, 3),
       TensorView{}, view(0x400000, DType::bf16, true, 2, 16, 63, 63), Conv2dParams::square(2), Op::chain({}));
   for (const Conv2dVariant& v : {nchw, rgb}) {
-    ASSERT_EQ(conv2d_tiling(v).stage_channels, v.in_channels <= 8 ? 8 : 16) << v.name();
+    ASSERT_EQ(conv2d_tiling(v).as_hmma().stage_channels, v.in_channels <= 8 ? 8 : 16) << v.name();
     for (const auto& request : {make_request(v), *make_stage_request(v)}) {
       EXPECT_EQ(tier_of(request), cuinline::CacheTier::disk) << v.name() << " " << request.name;
     }

@@ -104,16 +104,16 @@ TEST(Conv2dRequest, EqualVariantsGiveEqualRequestsAndConstantsAreBakedIn) {
 TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   // fp32 3 x 3 stride 1 with 8 input channels: Winograd, the block's 64 channels at once, up to 8
   // tile rows a block. F(2x2, 3x3): 2 x 4 warps of 16 tiles x 16 channels (an NCHW output).
-  const Conv2dTiling t = conv2d_tiling(seed_variant());
-  EXPECT_TRUE(t.winograd());
-  EXPECT_FALSE(t.tensor_cores());
-  EXPECT_EQ(t.pipeline, 4);
-  EXPECT_EQ(t.winograd_tile, 2);
-  EXPECT_TRUE(t.winograd_tc);  // the products on tensor cores (3xTF32)
+  const Conv2dTiling tiling = conv2d_tiling(seed_variant());
+  ASSERT_TRUE(tiling.winograd());
+  EXPECT_FALSE(tiling.tensor_cores());
+  const WinogradTiling& t = tiling.as_winograd();
+  EXPECT_EQ(t.m, 2);
+  EXPECT_TRUE(t.tc_products);  // the products on tensor cores (3xTF32)
   EXPECT_EQ(t.threads(), 256);
   EXPECT_EQ(t.block_channels(), 64);
-  EXPECT_EQ(t.threads_x, 8);          // tile lanes of a warp
-  EXPECT_EQ(t.threads_y, 2);          // warps along the tiles
+  EXPECT_EQ(t.tile_lanes, 8);         // tile lanes of a warp
+  EXPECT_EQ(t.warps_x, 2);            // warps along the tiles
   EXPECT_EQ(t.pixels_per_thread, 4);  // 2 tiles of 2 columns
   EXPECT_EQ(t.channels_per_thread, 4);
   EXPECT_EQ(t.ci_chunk, 8);
@@ -127,9 +127,10 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   // A channels-last output: 1 x 4 warps (16 tiles a block).
   Conv2dVariant nhwc = seed_variant();
   nhwc.output_layout = Conv2dLayout::nhwc;
-  const Conv2dTiling tn = conv2d_tiling(nhwc);
-  EXPECT_TRUE(tn.winograd());
-  EXPECT_TRUE(tn.winograd_tc);
+  const Conv2dTiling tn_tiling = conv2d_tiling(nhwc);
+  ASSERT_TRUE(tn_tiling.winograd());
+  const WinogradTiling& tn = tn_tiling.as_winograd();
+  EXPECT_TRUE(tn.tc_products);
   EXPECT_EQ(tn.threads(), 128);
   EXPECT_EQ(tn.tiles_x, 4);
   EXPECT_EQ(tn.min_blocks, 4);
@@ -140,13 +141,13 @@ TEST(Conv2dTiling, SeedShapeUsesTheTunedTile) {
   Conv2dVariant sm75 = seed_variant();
   sm75.target = Conv2dTarget::sm75;
   const Conv2dTiling t75 = conv2d_tiling(sm75);
-  EXPECT_TRUE(t75.winograd());
-  EXPECT_FALSE(t75.winograd_tc);
+  ASSERT_TRUE(t75.winograd());
+  EXPECT_FALSE(t75.as_winograd().tc_products);
   EXPECT_NE(make_request(sm75).source.find("kWinoTC = 0;"), std::string::npos);
   for (const Conv2dTarget target : {Conv2dTarget::sm80, Conv2dTarget::sm86}) {
     Conv2dVariant v = seed_variant();
     v.target = target;
-    EXPECT_TRUE(conv2d_tiling(v).winograd_tc) << to_string(target);
+    EXPECT_TRUE(conv2d_tiling(v).as_winograd().tc_products) << to_string(target);
   }
 }
 
@@ -174,13 +175,13 @@ TEST(Conv2dTiling, WinogradOnlyWhereItApplies) {
   // Warps: along the channels as Cout needs (up to 4 of 16 channels), the rest of the block's
   // along the tiles (4 warps in all), fewer where the row is narrow (38 output columns: 19 tiles,
   // 2 warps of 16).
-  const Conv2dTiling a = tiling(8, 32, 3, {});
-  EXPECT_EQ(a.channel_groups, 2);
-  EXPECT_EQ(a.threads_y, 2);
+  const WinogradTiling a = tiling(8, 32, 3, {}).as_winograd();
+  EXPECT_EQ(a.warps_c, 2);
+  EXPECT_EQ(a.warps_x, 2);
   EXPECT_EQ(a.block_channels(), 32);
-  const Conv2dTiling b = tiling(8, 16, 3, {});
-  EXPECT_EQ(b.channel_groups, 1);
-  EXPECT_EQ(b.threads_y, 2);
+  const WinogradTiling b = tiling(8, 16, 3, {}).as_winograd();
+  EXPECT_EQ(b.warps_c, 1);
+  EXPECT_EQ(b.warps_x, 2);
   EXPECT_EQ(b.block_channels(), 16);
   EXPECT_EQ(b.ci_chunk, 8);
 }
@@ -193,7 +194,7 @@ TEST(Conv2dTiling, SevenPixelTilesAndColumnPhases) {
     return make_conv2d_variant(cin, hw, hw, cout, k, k, p, true, e);
   };
   // 8x32x112^2 -> 64 k5 p2: 112 = 16 threads x 7 pixels, 128-thread blocks, 3 resident asked.
-  const Conv2dTiling b = conv2d_tiling(variant(32, 112, 64, 5, Conv2dParams::square(1, 2)));
+  const DirectTiling b = conv2d_tiling(variant(32, 112, 64, 5, Conv2dParams::square(1, 2))).as_direct();
   EXPECT_EQ(b.pixels_per_thread, 7);
   EXPECT_EQ(b.channels_per_thread, 8);
   EXPECT_EQ(b.threads_x, 16);
@@ -201,14 +202,15 @@ TEST(Conv2dTiling, SevenPixelTilesAndColumnPhases) {
   EXPECT_EQ(b.min_blocks, 3);
   EXPECT_EQ(b.tiles_x, 1);
   EXPECT_LE(b.shared_bytes, 75u * 1024);
-  const Conv2dTiling c = conv2d_tiling(variant(64, 56, 64, 3, Conv2dParams::square(1, 1)));
+  const DirectTiling c = conv2d_tiling(variant(64, 56, 64, 3, Conv2dParams::square(1, 1))).as_direct();
   EXPECT_EQ(c.pixels_per_thread, 7);
   EXPECT_EQ(c.threads_x, 8);
   // Too little work an image (58 M multiply-adds): 4-pixel tiles.
-  EXPECT_EQ(conv2d_tiling(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))).pixels_per_thread, 4);
-  EXPECT_EQ(conv2d_tiling(variant(16, 224, 32, 3, Conv2dParams::square(2, 1))).pixels_per_thread, 4);
+  const auto pixels = [](const Conv2dVariant& v) { return conv2d_tiling(v).as_direct().pixels_per_thread; };
+  EXPECT_EQ(pixels(variant(64, 56, 128, 3, Conv2dParams::square(2, 1))), 4);
+  EXPECT_EQ(pixels(variant(16, 224, 32, 3, Conv2dParams::square(2, 1))), 4);
   // Widths that 4-pixel tiles cover exactly.
-  EXPECT_EQ(conv2d_tiling(variant(32, 64, 128, 3, {})).pixels_per_thread, 4);
+  EXPECT_EQ(pixels(variant(32, 64, 128, 3, {})), 4);
 
   auto phases = [&](const Conv2dVariant& v) {
     const std::string src = make_request(v).source;
@@ -241,12 +243,23 @@ void compile_and_report(const Conv2dVariant& v) {
   EXPECT_FALSE(program.binary.empty());
   EXPECT_TRUE(program.lowered_name(kernel_name(v)).has_value());
   const Conv2dTiling t = conv2d_tiling(v);
+  char block[160];
+  if (t.kernel() == Conv2dKernel::direct) {
+    const DirectTiling& d = t.as_direct();
+    std::snprintf(block, sizeof block,
+                  "block %dx%dx%d (threads_y incl. k-split) tile %dpx x %dch chunk %d unroll %d pipe %d",
+                  d.threads_x, d.threads_y, d.channel_groups, d.pixels_per_thread, d.channels_per_thread,
+                  d.ci_chunk, d.ci_unroll, d.pipeline);
+  } else if (t.winograd()) {
+    const WinogradTiling& w = t.as_winograd();
+    std::snprintf(block, sizeof block, "Winograd %d lanes x %dx%d warps tile %dpx x %dch chunk %d unroll %d",
+                  w.tile_lanes, w.warps_x, w.warps_c, w.pixels_per_thread, w.channels_per_thread, w.ci_chunk,
+                  w.ci_unroll);
+  } else {
+    std::snprintf(block, sizeof block, "%d threads x %d channels", t.threads(), t.block_channels());
+  }
   // Compile time is reported, never asserted (it depends on the machine).
-  std::printf(
-      "  %-78s NVRTC %6.0f ms  block %dx%dx%d (threads_y incl. k-split) tile %dpx x %dch chunk %d unroll %d "
-      "pipe %d smem %u\n",
-      v.name().c_str(), ms, t.threads_x, t.threads_y, t.channel_groups, t.pixels_per_thread,
-      t.channels_per_thread, t.ci_chunk, t.ci_unroll, t.pipeline, t.shared_bytes);
+  std::printf("  %-78s NVRTC %6.0f ms  %s smem %u\n", v.name().c_str(), ms, block, t.grid().shared_bytes);
 }
 
 // Offline compiles for sm_90 (no GPU needed): every tiling regime, and the host's launch figures
@@ -381,29 +394,29 @@ TEST(Conv2dSelect, SelectionIsThePublicPartsForEveryAlgorithm) {
               EXPECT_EQ(sel.stage_request->source, stage->source);
             }
             const Conv2dTiling t = conv2d_tiling(v);
-            EXPECT_EQ(sel.tiling.shared_bytes, t.shared_bytes);
+            EXPECT_EQ(sel.tiling.grid().shared_bytes, t.grid().shared_bytes);
             EXPECT_EQ(sel.tiling.threads(), t.threads());
             EXPECT_EQ(sel.tiling.block_channels(), t.block_channels());
             // The algorithm is the tiling's form.
             const Conv2dTiling& st = sel.tiling;
             switch (sel.algo) {
               case Conv2dAlgo::hmma_halo:
-                EXPECT_TRUE(st.halo() && st.wgmma() && st.stage_channels == 0);
+                EXPECT_TRUE(st.halo() && st.wgmma() && !st.staged());
                 break;
               case Conv2dAlgo::hmma_wgmma:
-                EXPECT_TRUE(st.half_mma() && st.wgmma() && !st.halo() && st.stage_channels == 0);
+                EXPECT_TRUE(st.half_mma() && st.wgmma() && !st.halo() && !st.staged());
                 break;
               case Conv2dAlgo::hmma_staged:
-                EXPECT_TRUE(st.half_mma() && st.stage_channels > 0 && sel.stage_request);
+                EXPECT_TRUE(st.half_mma() && st.staged() && sel.stage_request);
                 break;
               case Conv2dAlgo::hmma_mma:
-                EXPECT_TRUE(st.half_mma() && !st.wgmma() && !st.pointwise() && st.stage_channels == 0);
+                EXPECT_TRUE(st.half_mma() && !st.wgmma() && !st.pointwise() && !st.staged());
                 break;
               case Conv2dAlgo::pointwise:
                 EXPECT_TRUE(st.pointwise() && !sel.stage_request);
                 break;
               case Conv2dAlgo::tf32_wgmma:
-                EXPECT_TRUE(st.tf32_wgmma() && st.stage_channels > 0 && sel.stage_request);
+                EXPECT_TRUE(st.tf32_wgmma() && st.staged() && sel.stage_request);
                 break;
               case Conv2dAlgo::fp32_transposed:
                 EXPECT_TRUE(st.transposes() && sel.stage_request);
@@ -629,8 +642,10 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
     return v;
   };
   const auto most = [](const Conv2dVariant& v, int knob) {
-    const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_EQ(t.split_k, 0) << v.name();  // (the plain tiling: the split form is a second kernel)
+    const Conv2dTiling tiling = conv2d_tiling(v);
+    EXPECT_FALSE(tiling.split()) << v.name();  // (the plain tiling: the split form is a second kernel)
+    if (tiling.kernel() != Conv2dKernel::hmma) return 0;  // (the split form is the hmma kernel's)
+    const HmmaTiling& t = tiling.as_hmma();
     const int steps = v.kernel_h * v.kernel_w * ((v.in_channels + 15) / 16 * 16 / t.ci_chunk);
     return conv2d_impl::split_k_most(v, t, steps, knob);
   };
@@ -669,9 +684,9 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   Conv2dVariant window = make_conv2d_variant(512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
-  const Conv2dTiling window_plain = conv2d_tiling(window);
+  const HmmaTiling window_plain = conv2d_tiling(window).as_hmma();
   ASSERT_TRUE(window_plain.window());
-  const std::optional<Conv2dTiling> window_split =
+  const std::optional<HmmaTiling> window_split =
       conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
   ASSERT_EQ(window_split.has_value(), on);
   if (window_split) {
@@ -712,9 +727,8 @@ TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
   for (DType dt : {DType::f16, DType::bf16}) {
     for (const Case& c : cases) {
       const Conv2dVariant v = variant(dt, c.ci, c.hw, c.co);
-      const Conv2dTiling plain = conv2d_tiling(v);
-      const std::optional<Conv2dTiling> split =
-          conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+      const HmmaTiling plain = conv2d_tiling(v).as_hmma();
+      const std::optional<HmmaTiling> split = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
       ASSERT_TRUE(split.has_value()) << v.name();
       EXPECT_EQ(split->split_k, conv2d_impl::kSplitKMaxSlices) << v.name();
       const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);
@@ -768,8 +782,8 @@ TEST(Conv2dSplitK, MidPlanesRunTheirOwnTilesWhereThePlainTilesAreFew) {
       v.dtype = dt;
       v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
       SCOPED_TRACE(v.name() + " batch " + std::to_string(c.batch));
-      const Conv2dTiling plain = conv2d_tiling(v);
-      const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+      const HmmaTiling plain = conv2d_tiling(v).as_hmma();
+      const std::optional<HmmaTiling> split = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
       ASSERT_TRUE(split.has_value());
       EXPECT_TRUE(split->few_tiles);
       EXPECT_EQ(split->split_k, 4);
@@ -833,7 +847,7 @@ TEST(Conv2dSplitKDeathTest, TheSplitFormIsASecondRequest) {
     const bool on = knob == nullptr || std::strcmp(knob, "0") != 0;
     const std::optional<cuinline::CompileRequest> s = make_split_request(split);
     bool ok = s.has_value() == on && kernel_name(split) == conv2d_impl::kHmmaKernel &&
-              conv2d_tiling(split).split_k == 0 && !make_split_request(variant(64, 56, 64, 3)) &&
+              !conv2d_tiling(split).split() && !make_split_request(variant(64, 56, 64, 3)) &&
               !make_split_request(variant(32, 7, 64, 1));
     if (s) {
       out << "####\n" << text(*s);

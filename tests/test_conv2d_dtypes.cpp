@@ -89,8 +89,8 @@ TEST(Conv2dDtypes, GenericTilingCoversTheOutput) {
   EXPECT_FALSE(t.winograd());
   EXPECT_EQ(t.threads() % 32, 0);
   EXPECT_EQ(t.block_channels(), 3);  // Cout < 8: one block covers the channels
-  EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), v.out_height() * v.out_width());
-  EXPECT_EQ(t.shared_bytes, 0u);
+  EXPECT_GE(std::int64_t{t.grid().tiles_x} * t.threads(), v.out_height() * v.out_width());
+  EXPECT_EQ(t.grid().shared_bytes, 0u);
   // Winograd and the TF32 tensor cores are f32 NCHW only: the same shape in f32 NHWC stays on the
   // general kernel, in f16 it goes to the f16 / bf16 tensor-core kernel.
   Conv2dVariant w = make_conv2d_variant(8, 34, 34, 32, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
@@ -203,8 +203,9 @@ TEST(Conv2dDtypes, GroupedAndDepthwiseVariantsPlanAndCompile) {
       SCOPED_TRACE(v.name());
       EXPECT_NE(v.name().find(",d1x1,g" + std::to_string(g.groups)), std::string::npos);
       EXPECT_TRUE(v.uses_generic_kernel());
-      const Conv2dTiling t = conv2d_tiling(v);
-      EXPECT_TRUE(t.generic());
+      const Conv2dTiling tiling = conv2d_tiling(v);
+      ASSERT_TRUE(tiling.generic());
+      const GenericTiling& t = tiling.as_generic();
       // A thread's channels lie in one group, except a depthwise thread's channel pair (row-fast, a
       // channels-last f16 / bf16 input, one output channel a group: two groups of one channel each).
       const bool pair = t.row_fast() && v.input_layout == Conv2dLayout::nhwc && dtype_size(dt) == 2 && g.cout == g.cin &&

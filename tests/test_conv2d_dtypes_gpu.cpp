@@ -158,7 +158,7 @@ Conv2dTiling planned(const Conv2dVariant& v) {
   return conv2d_tiling(conv2d_variant_for_device(v, current_device()));
 }
 // The split-K form's tiling of v on this device (split_k: its most slices), where v has one.
-std::optional<Conv2dTiling> planned_split(const Conv2dVariant& v) {
+std::optional<HmmaTiling> planned_split(const Conv2dVariant& v) {
   const Conv2dVariant d = conv2d_variant_for_device(v, current_device());
   return conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(d), d);
 }
@@ -666,9 +666,9 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
         // CUINLINE_CONV2D_STAGE=1, the staged. run, stages them all). f32: batch tiles where TF32
         // runs on wgmma.
         if (sm90 && s.kh * s.kw > 1 && dt != DType::f32) {
-          const bool staged = t.stage_channels > 0;
+          const bool staged = t.staged();
           EXPECT_FALSE(t.batch_tiles());
-          if (nhwc || staged) EXPECT_EQ(t.tile_cols, 64);
+          if (nhwc || staged) EXPECT_EQ(t.as_hmma().tile_cols, 64);
           if (!nhwc && std::getenv("CUINLINE_CONV2D_STAGE") == nullptr) EXPECT_EQ(staged, s.cin >= 64);
         }
         if (sm90 && s.kh * s.kw > 1 && dt == DType::f32 && t.tf32_wgmma()) EXPECT_TRUE(t.batch_tiles());
@@ -825,9 +825,9 @@ TEST(Conv2dDtypesGpu, SplitKRunsOnlyWhereTheTilesAreFew) {
     };
     const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, dr.view);
     SCOPED_TRACE(v.name());
-    const std::optional<Conv2dTiling> split = planned_split(v);
+    const std::optional<HmmaTiling> split = planned_split(v);
     if (!split) GTEST_SKIP() << "no split-K form (CUINLINE_CONV2D_SPLIT_K=0, or no wgmma)";
-    const Conv2dTiling plain = planned(v);
+    const HmmaTiling plain = planned(v).as_hmma();
     const auto wanted = [&](std::int64_t n) {
       return conv2d_impl::split_k_choice(conv2d_impl::split_k_tiles(plain, s.cout, n), n, split->split_k,
                                          multiprocessors, knob > 0, true);
@@ -1218,7 +1218,7 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
         // (tf32 with 16+ channels on sm90: the TF32 wgmma kernel reads a staged channels-last copy
         // whatever the layouts; the NCHW call stages the same copy.)
         EXPECT_FALSE(t.transposes());
-        EXPECT_GT(t.stage_channels, 0);
+        EXPECT_TRUE(t.staged());
         ++on_tf32_wgmma;
       } else {
         EXPECT_EQ(t.transposes(), transpose_on && !winograd_output_only);
@@ -1226,9 +1226,9 @@ TEST(Conv2dDtypesGpu, F32ChannelsLastRunsTheNchwKernelsBitForBit) {
       }
       transposed += transpose_on && !t.generic() && !t.tf32_wgmma();
       if (t.transposes()) {
-        EXPECT_EQ(t.transpose_input, in_nhwc);
-        EXPECT_EQ(t.transpose_weight, w_nhwc);
-        EXPECT_EQ(t.transpose_output, out_nhwc && !t.winograd());  // Winograd writes it itself
+        EXPECT_EQ(t.transpose.input, in_nhwc);
+        EXPECT_EQ(t.transpose.weight, w_nhwc);
+        EXPECT_EQ(t.transpose.output, out_nhwc && !t.winograd());  // Winograd writes it itself
       }
       conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision, res);
       conv2d(dx0.view, dw0.view, bias, dy0.view, s.p, epi, stream, c.precision, res0);
@@ -1371,7 +1371,9 @@ TEST(Conv2dDtypesGpu, CallsRunThePlanForTheDevice) {
     SCOPED_TRACE(p.name() + " " + to_string(c.precision));
     EXPECT_EQ(p.target, expect);
     const Conv2dTiling t = conv2d_tiling(p);
-    if (expect == Conv2dTarget::sm75) EXPECT_FALSE(t.tensor_cores() || t.half_mma() || t.winograd_tc);
+    if (expect == Conv2dTarget::sm75) {
+      EXPECT_FALSE(t.tensor_cores() || t.half_mma() || (t.winograd() && t.as_winograd().tc_products));
+    }
     if (expect != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma());
     conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, c.precision);
     stream.synchronize();
@@ -1683,8 +1685,8 @@ TEST(Conv2dDtypesGpu, DepthwiseChannelPairsWithMisalignedTensors) {
                                                  Conv2dPrecision::fp32, dr.view);
       SCOPED_TRACE(v.name() + (shift ? " misaligned" : " aligned"));
       const Conv2dTiling t = planned(v);
-      EXPECT_TRUE(t.row_fast());
-      EXPECT_EQ(t.channels_per_thread, 2);
+      ASSERT_TRUE(t.row_fast());
+      EXPECT_EQ(t.as_generic().channels_per_thread, 2);
       Stream stream;
       conv2d(dx.view, dw.view, bias, dy.view, s.p, div_leaky_relu_epilogue(1.0, 0.125), stream, Conv2dPrecision::fp32,
              dr.view);

@@ -230,19 +230,19 @@ TEST_P(Conv2dGpu, WideRowsStream) {
   if (GetParam() == Conv2dPrecision::tf32) {  // these shapes must take the streaming path
     Conv2dVariant v = make_conv2d_variant(4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
     v.precision = GetParam();
-    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
-    ASSERT_EQ(conv2d_tiling(v).tile_rows, 2);  // two output rows a step
+    ASSERT_EQ(conv2d_tiling(v).as_mma().pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).as_mma().tile_rows, 2);  // two output rows a step
     v = make_conv2d_variant(16, 120, 140, 24, 1, 1, Conv2dParams::square(2, 0), false, Op::relu());
     v.precision = GetParam();
     // (16 input channels: the TF32 wgmma kernel on an sm90 target; the streaming plan is what every
     // other target runs, and what the sm75 / sm86 runs of this suite launch.)
     v.target = Conv2dTarget::sm86;
-    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
-    ASSERT_EQ(conv2d_tiling(v).tile_rows, 1);  // one row a step (two rows' ring does not fit)
+    ASSERT_EQ(conv2d_tiling(v).as_mma().pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).as_mma().tile_rows, 1);  // one row a step (two rows' ring does not fit)
     v = make_conv2d_variant(8, 67, 130, 24, 3, 3, {}, true, Op::relu());
     v.precision = GetParam();
-    ASSERT_EQ(conv2d_tiling(v).pipeline, 3);
-    ASSERT_EQ(conv2d_tiling(v).tile_rows, 2);  // 65 output rows: the last step has one
+    ASSERT_EQ(conv2d_tiling(v).as_mma().pipeline, 3);
+    ASSERT_EQ(conv2d_tiling(v).as_mma().tile_rows, 2);  // 65 output rows: the last step has one
   }
   check({32, 4, 200, 70, 8, 3, 3, Conv2dParams::square(1, 1), true, div_leaky_relu_epilogue(2.0, 0.01)});
   check({16, 5, 150, 140, 12, 3, 3, Conv2dParams::square(2, 1), true, Op::relu()});
@@ -273,7 +273,7 @@ TEST_P(Conv2dGpu, WinogradEdges) {
 TEST_P(Conv2dGpu, SevenPixelTilesAndColumnPhases) {
   if (GetParam() == Conv2dPrecision::fp32) {  // the shapes must take the paths under test
     auto tiling = [](int cin, int h, int cout, int k, Conv2dParams p) {
-      return conv2d_tiling(make_conv2d_variant(cin, h, h, cout, k, k, p, true, Op::relu()));
+      return conv2d_tiling(make_conv2d_variant(cin, h, h, cout, k, k, p, true, Op::relu())).as_direct();
     };
     ASSERT_EQ(tiling(64, 56, 64, 3, Conv2dParams::square(1, 1)).pixels_per_thread, 7);
     ASSERT_EQ(tiling(3, 224, 64, 7, Conv2dParams::square(2, 3)).pixels_per_thread, 7);

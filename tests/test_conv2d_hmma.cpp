@@ -73,7 +73,7 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
           EXPECT_FALSE(t.generic() || t.winograd());
           EXPECT_TRUE(v.uses_generic_kernel());  // (outside the f32 NCHW kernels)
           // (The plain kernel: a split-K form is a second request, make_split_request.)
-          EXPECT_EQ(t.split_k, 0);
+          EXPECT_FALSE(t.split());
           EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
           EXPECT_EQ(make_request(v).name_expressions.at(0), kernel_name(v));
         }
@@ -89,7 +89,7 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
     const bool large = std::int64_t{f.out_channels} * f.out_height() * f.out_width() * f.in_channels * f.kernel_h *
                            f.kernel_w >= conv2d_impl::conv2d_tuning(f.target).transpose_min_macs;
     EXPECT_EQ(conv2d_tiling(f).generic(), !large);
-    EXPECT_EQ(conv2d_tiling(f).transpose_input, large);
+    EXPECT_EQ(conv2d_tiling(f).transpose.input, large);
     EXPECT_FALSE(conv2d_tiling(f).half_mma());
   }
 }
@@ -99,11 +99,10 @@ TEST(Conv2dHmma, TilingInvariants) {
     for (Conv2dLayout out : {Conv2dLayout::nchw, Conv2dLayout::nhwc}) {
       const Conv2dVariant v = variant(s, DType::f16, Conv2dLayout::nchw, Conv2dLayout::nchw, out, false);
       SCOPED_TRACE(v.name());
-      const Conv2dTiling t = conv2d_tiling(v);
+      const HmmaTiling t = conv2d_tiling(v).as_hmma();  // (a block's pixels: a run of the flattened plane)
       EXPECT_EQ(t.threads() % 32, 0);
       EXPECT_LE(t.threads(), 256);
       EXPECT_EQ(t.n_tiles % 2, 0);  // B fragments two n tiles an ldmatrix
-      EXPECT_EQ(t.tile_rows, 1);
       // Staged (NCHW from 32768 input elements an image) runs the wgmma tiling: one warpgroup of
       // 64-pixel tiles, 3 or more buffers; up to 8 channels at column stride 1 its halo form, never
       // staged.
@@ -158,8 +157,8 @@ TEST(Conv2dHmma, TilingInvariants) {
   }
   // The issue's shapes: the seed's halo form, 128 columns of one output row a block (126 wide: one
   // block a row), 64 channels, 5 blocks a multiprocessor; UNet-like 256 x 128 (two warpgroups).
-  const Conv2dTiling seed = conv2d_tiling(
-      variant(kShapes[0], DType::bf16, Conv2dLayout::nchw, Conv2dLayout::nchw, Conv2dLayout::nchw, false));
+  const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
+  const HmmaTiling seed = conv2d_tiling(variant(kShapes[0], DType::bf16, nchw, nchw, nchw, false)).as_hmma();
   EXPECT_TRUE(seed.halo());
   EXPECT_EQ(seed.tile_cols, 128);
   EXPECT_EQ(seed.block_channels(), 64);
@@ -167,8 +166,7 @@ TEST(Conv2dHmma, TilingInvariants) {
   EXPECT_EQ(seed.tiles_x, 1);
   EXPECT_EQ(seed.tiles_y, 126);
   EXPECT_EQ(seed.min_blocks, 5);
-  const Conv2dTiling unet = conv2d_tiling(
-      variant(kShapes[2], DType::f16, Conv2dLayout::nhwc, Conv2dLayout::nhwc, Conv2dLayout::nhwc, false));
+  const HmmaTiling unet = conv2d_tiling(variant(kShapes[2], DType::f16, nhwc, nhwc, nhwc, false)).as_hmma();
   EXPECT_TRUE(unet.wgmma());
   EXPECT_EQ(unet.block_channels(), 128);
   EXPECT_EQ(unet.threads(), 256);  // two warpgroups of two m64 tiles
@@ -239,14 +237,14 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
     for (const Shape& s : m64) {
       const Conv2dVariant v = variant(s, dt, nhwc, nhwc, nhwc, false);
       SCOPED_TRACE(v.name());
-      const Conv2dTiling plain = conv2d_tiling(v);
+      const HmmaTiling plain = conv2d_tiling(v).as_hmma();
       EXPECT_TRUE(plain.wgmma());
       EXPECT_FALSE(plain.few_tiles);
       EXPECT_EQ(plain.m_tiles, 2);
       EXPECT_EQ(plain.tile_cols, plain.threads());
-      const std::optional<Conv2dTiling> split = split_tiling_of(conv2d_algo(v), v);
+      const std::optional<HmmaTiling> split = split_tiling_of(conv2d_algo(v), v);
       ASSERT_TRUE(split.has_value());
-      const Conv2dTiling& t = *split;
+      const HmmaTiling& t = *split;
       EXPECT_TRUE(t.few_tiles);
       EXPECT_GE(t.split_k, 1);
       EXPECT_TRUE(t.wgmma());
@@ -268,11 +266,11 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
   for (const Shape& s : kept) {
     const Conv2dVariant v = variant(s, DType::f16, nhwc, nhwc, nhwc, false);
     SCOPED_TRACE(v.name());
-    const Conv2dTiling t = conv2d_tiling(v);
+    const HmmaTiling t = conv2d_tiling(v).as_hmma();
     EXPECT_TRUE(t.wgmma());
     EXPECT_EQ(t.m_tiles, 2);
     EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
-    const std::optional<Conv2dTiling> split = split_tiling_of(conv2d_algo(v), v);
+    const std::optional<HmmaTiling> split = split_tiling_of(conv2d_algo(v), v);
     if (split) EXPECT_FALSE(split->few_tiles);
   }
   const std::regex spill(R"((\d+) bytes spill stores)");
@@ -381,7 +379,7 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
     v.output_layout = i % 4 < 2 ? Conv2dLayout::nchw : Conv2dLayout::nhwc;
     ++i;
     SCOPED_TRACE(v.name());
-    const Conv2dTiling t = conv2d_tiling(v);
+    const HmmaTiling t = conv2d_tiling(v).as_hmma();
     ASSERT_TRUE(t.halo());
     EXPECT_EQ(t.stage_channels, 0);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
@@ -418,7 +416,7 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     v.output_layout = i % 3 ? nhwc : nchw;
     ++i;
     SCOPED_TRACE(v.name());
-    const Conv2dTiling t = conv2d_tiling(v);
+    const HmmaTiling t = conv2d_tiling(v).as_hmma();
     ASSERT_TRUE(t.window());
     EXPECT_TRUE(t.wgmma());
     EXPECT_FALSE(t.halo());
@@ -459,7 +457,7 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
     for (Conv2dLayout l : {nchw, nhwc}) {
       const Conv2dVariant v = variant(layer4_3x3, dt, l, l, l, false);
       SCOPED_TRACE(v.name());
-      const Conv2dTiling t = conv2d_tiling(v);
+      const HmmaTiling t = conv2d_tiling(v).as_hmma();
       EXPECT_FALSE(t.batch_tiles());
       EXPECT_TRUE(t.wgmma());
       EXPECT_EQ(t.warps_m, 4);
@@ -472,20 +470,20 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
       // register gather.
       const Conv2dVariant p = variant(layer4_1x1, dt, l, l, l, false);
       EXPECT_FALSE(conv2d_tiling(p).batch_tiles());
-      EXPECT_EQ(conv2d_tiling(p).stage_channels, 0);
+      EXPECT_EQ(conv2d_tiling(p).as_hmma().stage_channels, 0);
       EXPECT_EQ(conv2d_tiling(p).wgmma(), l == nhwc);
       if (l == nhwc) {
-        EXPECT_EQ(conv2d_tiling(p).warps_m, 4);
-        EXPECT_EQ(conv2d_tiling(p).tile_cols, 64);
+        EXPECT_EQ(conv2d_tiling(p).as_hmma().warps_m, 4);
+        EXPECT_EQ(conv2d_tiling(p).as_hmma().tile_cols, 64);
       }
     }
     // 11 x 11 = 121 pixels: two m64 tiles an image; 12 x 12 = 144: the larger tiles.
-    const Conv2dTiling t11 =
-        conv2d_tiling(variant({"11x11", 512, 11, 11, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false));
+    const Shape s11{"11x11", 512, 11, 11, 512, 3, 3, Conv2dParams::square(1, 1)};
+    const HmmaTiling t11 = conv2d_tiling(variant(s11, dt, nhwc, nhwc, nhwc, false)).as_hmma();
     EXPECT_EQ(t11.tile_cols, 64);
     EXPECT_EQ(t11.tiles_x, 2);
-    const Conv2dTiling t12 =
-        conv2d_tiling(variant({"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)}, dt, nhwc, nhwc, nhwc, false));
+    const Shape s12{"12x12", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)};
+    const HmmaTiling t12 = conv2d_tiling(variant(s12, dt, nhwc, nhwc, nhwc, false)).as_hmma();
     EXPECT_GT(t12.tile_cols, 64);
     EXPECT_FALSE(t12.batch_tiles());
   }
@@ -497,16 +495,16 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
     const Shape layer4_down{"resnet-50 layer4 1x1 2048", 2048, 7, 7, 512, 1, 1, {}};
     const Conv2dVariant cl = variant(layer4_down, dt, nhwc, nchw, nhwc, false);
     SCOPED_TRACE(cl.name());
-    const Conv2dTiling tc = conv2d_tiling(cl);
+    const HmmaTiling tc = conv2d_tiling(cl).as_hmma();
     EXPECT_EQ(tc.stage_channels, 0);
     EXPECT_TRUE(tc.wgmma());
     EXPECT_NE(make_request(cl).source.find("kWNhwc = 1"), std::string::npos);
-    const Conv2dTiling tn = conv2d_tiling(variant(layer4_down, dt, nchw, nchw, nchw, false));
+    const HmmaTiling tn = conv2d_tiling(variant(layer4_down, dt, nchw, nchw, nchw, false)).as_hmma();
     EXPECT_GT(tn.stage_channels, 0);
     EXPECT_TRUE(tn.stage_input);
     EXPECT_FALSE(tn.stage_weight);
     // (A 3 x 3 filter's NCHW weight is still copied.)
-    EXPECT_TRUE(conv2d_tiling(variant(layer4_3x3, dt, nchw, nchw, nchw, false)).stage_weight);
+    EXPECT_TRUE(conv2d_tiling(variant(layer4_3x3, dt, nchw, nchw, nchw, false)).as_hmma().stage_weight);
   }
   // f32 in TF32: the wgmma form with more than one tap.
   Conv2dVariant f = variant(layer4_3x3, DType::f32, nchw, nchw, nchw, false);
@@ -570,7 +568,7 @@ TEST(Conv2dHmma, ShapesCompileForSm90WithoutSpills) {
       EXPECT_EQ(spill_count, functions) << program.log;
       const std::string used = most < 0 ? "?" : std::to_string(most),
                         spilled = spill_count ? std::to_string(spill_bytes) : "?";
-      const Conv2dTiling t = conv2d_tiling(v);
+      const HmmaTiling t = conv2d_tiling(v).as_hmma();
       // The wgmma tiling: built for sm_90a, wgmma not serialized by ptxas (it says so in -v's log
       // when an accumulator is touched while a wgmma is in flight); its mma.sync form compiles for
       // the other archs (sm_80 here) without spills too.
@@ -615,8 +613,8 @@ TEST(Conv2dHmma, ShortAsyncReductionsFitEveryTargetsSharedMemory) {
           const Conv2dVariant v =
               conv2d_variant_for_arch(variant(s, DType::f16, nhwc, nhwc, nhwc, false), arch);
           SCOPED_TRACE(v.name() + " for " + arch.name());
-          Conv2dTiling t;
-          ASSERT_NO_THROW(t = conv2d_tiling(v));
+          HmmaTiling t;
+          ASSERT_NO_THROW(t = conv2d_tiling(v).as_hmma());
           EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
           if (t.stages > 0) {
             EXPECT_GE(t.stages, 2);

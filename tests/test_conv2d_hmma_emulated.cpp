@@ -632,7 +632,7 @@ void run_case(std::uint64_t seed, Mode mode) {
   SCOPED_TRACE(v.name());
   // The constants are the host plan's (except a tuning candidate's, UnetOneGroup, and the 16-bit
   // batch-tile cases: kNotPlanned).
-  const Conv2dTiling t = conv2d_tiling(v);
+  const HmmaTiling t = conv2d_tiling(v).as_hmma();
   constexpr bool kF32 = std::is_same_v<T, float>;
   EXPECT_EQ(t.pointwise(), P::kPointwise);
   ASSERT_TRUE(kF32 ? (t.tf32_wgmma() || t.pointwise()) && !t.half_mma() : t.half_mma());

@@ -57,8 +57,9 @@ TEST(Conv2dMma, UnknownPrecisionIsRejected) {
 }
 
 TEST(Conv2dMma, SeedTiling) {
-  const Conv2dTiling t = conv2d_tiling(seed(Conv2dPrecision::tf32));
-  EXPECT_TRUE(t.tensor_cores());
+  const Conv2dTiling tiling = conv2d_tiling(seed(Conv2dPrecision::tf32));
+  EXPECT_TRUE(tiling.tensor_cores());
+  const MmaTiling& t = tiling.as_mma();
   // Row streaming: two output rows of 128 columns (126 used) a step (a channel's two rows leave as
   // one run); four warps, each the whole row (8 pixel tiles) x 32 channels; the output through shared
   // memory in 4 passes.
@@ -78,7 +79,7 @@ TEST(Conv2dMma, SeedTiling) {
   EXPECT_EQ(t.ci_chunk, 8);
   EXPECT_EQ(t.min_blocks, 2);               // registers up to 255
   EXPECT_LE(t.shared_bytes, 113u * 1024);  // 2 blocks a multiprocessor
-  const Conv2dTiling x3 = conv2d_tiling(seed(Conv2dPrecision::tf32x3));
+  const MmaTiling x3 = conv2d_tiling(seed(Conv2dPrecision::tf32x3)).as_mma();
   EXPECT_EQ(x3.min_blocks, 3);
   EXPECT_EQ(x3.pipeline, 1);  // 3xTF32 keeps the 8 x 16 block tiles (row streaming is TF32 only)
   EXPECT_EQ(x3.tile_rows * x3.tile_cols, 128);
@@ -98,29 +99,29 @@ TEST(Conv2dMma, FilterColumnUnrollIsBounded) {
   stem.height = stem.width = 224;
   stem.kernel_h = stem.kernel_w = 7;
   stem.params = Conv2dParams::square(2, 3);
-  const Conv2dTiling t = conv2d_tiling(stem);
+  const MmaTiling t = conv2d_tiling(stem).as_mma();
   ASSERT_EQ(t.m_tiles * t.n_tiles, 16);
   EXPECT_EQ(t.kw_unroll, 7);
   stem.precision = Conv2dPrecision::tf32x3;
-  EXPECT_EQ(conv2d_tiling(stem).kw_unroll, 1);
-  EXPECT_EQ(conv2d_tiling(stem).kh_unroll, 1);
-  EXPECT_EQ(conv2d_tiling(stem).ci_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(stem).as_mma().kw_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(stem).as_mma().kh_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(stem).as_mma().ci_unroll, 1);
   Conv2dVariant k5 = seed(Conv2dPrecision::tf32x3);
   k5.kernel_h = k5.kernel_w = 5;
-  EXPECT_EQ(conv2d_tiling(k5).kw_unroll, 1);
+  EXPECT_EQ(conv2d_tiling(k5).as_mma().kw_unroll, 1);
   Conv2dVariant pointwise = seed(Conv2dPrecision::tf32x3);
   pointwise.in_channels = 64;
   pointwise.kernel_h = pointwise.kernel_w = 1;
   // (The mma.sync kernel's tiling of a 1 x 1: such a call now runs the pointwise form where its
   // pointers are aligned, and this tiling where they are not.)
-  const Conv2dTiling p = cuinline::ops::conv2d_impl::mma_tiling(pointwise);
+  const MmaTiling p = cuinline::ops::conv2d_impl::mma_tiling(pointwise);
   EXPECT_EQ(p.kw_unroll, 1);  // kernel_w itself
   EXPECT_EQ(p.ci_unroll, 2);  // channel steps instead: 3 x 48 mma fit, 3 does not divide 8 steps
   pointwise.precision = Conv2dPrecision::tf32;
   EXPECT_EQ(cuinline::ops::conv2d_impl::mma_tiling(pointwise).ci_unroll, 4);
   EXPECT_TRUE(conv2d_tiling(pointwise).pointwise());
   pointwise.inputs_aligned = false;
-  EXPECT_EQ(conv2d_tiling(pointwise).ci_unroll, 4);
+  EXPECT_EQ(conv2d_tiling(pointwise).as_mma().ci_unroll, 4);
 }
 
 // Where the input-row ring, the weights and the output tiles do not fit, the 128-pixel block
@@ -131,7 +132,7 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
   v.out_channels = 128;
   // (Planned for sm80: on sm90 a tf32 variant of 16+ input channels runs the TF32 wgmma kernel.)
   v.target = Conv2dTarget::sm80;
-  const Conv2dTiling t = conv2d_tiling(v);
+  const MmaTiling t = conv2d_tiling(v).as_mma();
   EXPECT_NE(t.pipeline, 3);
   EXPECT_EQ(t.out_stage, 0);
   EXPECT_EQ(t.tile_rows * t.tile_cols, 128);
@@ -139,22 +140,22 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
   // does a wide one whose filter and ring do not fit (7 x 7, stride 2).
   Conv2dVariant narrow = seed(Conv2dPrecision::tf32);
   narrow.width = 34;
-  EXPECT_NE(conv2d_tiling(narrow).pipeline, 3);
+  EXPECT_NE(conv2d_tiling(narrow).as_mma().pipeline, 3);
   Conv2dVariant stem = seed(Conv2dPrecision::tf32);
   stem.in_channels = 3;
   stem.height = stem.width = 224;
   stem.kernel_h = stem.kernel_w = 7;
   stem.params.stride_h = stem.params.stride_w = 2;
-  EXPECT_NE(conv2d_tiling(stem).pipeline, 3);
+  EXPECT_NE(conv2d_tiling(stem).as_mma().pipeline, 3);
   // A 5 x 5 filter at stride 2 on 64-column tiles would fit only 2 blocks a multiprocessor.
   Conv2dVariant k5 = seed(Conv2dPrecision::tf32);
   k5.kernel_h = k5.kernel_w = 5;
   k5.params.stride_h = k5.params.stride_w = 2;
-  EXPECT_NE(conv2d_tiling(k5).pipeline, 3);
+  EXPECT_NE(conv2d_tiling(k5).as_mma().pipeline, 3);
   // 64 columns stream (2 warps along the row).
   Conv2dVariant mid = seed(Conv2dPrecision::tf32);
   mid.width = 66;
-  const Conv2dTiling tm = conv2d_tiling(mid);
+  const MmaTiling tm = conv2d_tiling(mid).as_mma();
   EXPECT_EQ(tm.pipeline, 3);
   EXPECT_EQ(tm.tile_cols, 64);
   EXPECT_EQ(tm.tile_rows, 2);
@@ -166,13 +167,13 @@ TEST(Conv2dMma, LargeChannelCountsKeepBlockTiles) {
 TEST(Conv2dMma, StreamingRowsAStep) {
   Conv2dVariant odd = seed(Conv2dPrecision::tf32);
   odd.height = 129;  // 127 output rows
-  const Conv2dTiling t = conv2d_tiling(odd);
+  const MmaTiling t = conv2d_tiling(odd).as_mma();
   EXPECT_EQ(t.pipeline, 3);
   EXPECT_EQ(t.tile_rows, 2);
   EXPECT_EQ(t.tiles_y, 64);
   Conv2dVariant one = seed(Conv2dPrecision::tf32);
   one.height = 3;  // 1 output row
-  const Conv2dTiling t1 = conv2d_tiling(one);
+  const MmaTiling t1 = conv2d_tiling(one).as_mma();
   EXPECT_EQ(t1.pipeline, 3);
   EXPECT_EQ(t1.tile_rows, 1);
   EXPECT_EQ(t1.threads(), 64);
@@ -181,7 +182,7 @@ TEST(Conv2dMma, StreamingRowsAStep) {
   Conv2dVariant wide = seed(Conv2dPrecision::tf32);
   wide.in_channels = 16;
   wide.target = Conv2dTarget::sm80;  // (sm90: the TF32 wgmma kernel)
-  const Conv2dTiling tw = conv2d_tiling(wide);
+  const MmaTiling tw = conv2d_tiling(wide).as_mma();
   EXPECT_EQ(tw.pipeline, 3);
   EXPECT_EQ(tw.tile_rows, 1);
 }
@@ -231,12 +232,22 @@ TEST(Conv2dMma, ShapesCompileForSm90) {
       // The seed's tf32 variant must not spill (its inner loop is the measured one); the rest
       // report (3xTF32 spills a few bytes: its split fragments triple the operand registers).
       if (&s == &shapes[0] && precision == Conv2dPrecision::tf32) EXPECT_EQ(spilled, "0") << program.log;
+      // (On sm90 the tf32 variants of 16+ input channels run the TF32 wgmma kernel, conv2d_hmma.cuh.)
       const Conv2dTiling t = conv2d_tiling(v);
-      std::printf(
-          "  %-82s NVRTC %5.0f ms  %s regs  %s B spilled  warps %dx%d tiles %dx%d pixels %dx%d ch %d pipe %d "
-          "smem %u\n",
-          v.name().c_str(), ms, used.c_str(), spilled.c_str(), t.warps_m, t.warps_n, t.m_tiles, t.n_tiles,
-          t.tile_rows, t.tile_cols, t.block_channels(), t.pipeline, t.shared_bytes);
+      char block[96];
+      if (t.kernel() == Conv2dKernel::mma) {
+        const MmaTiling& m = t.as_mma();
+        std::snprintf(block, sizeof block, "warps %dx%d tiles %dx%d pixels %dx%d pipe %d", m.warps_m,
+                      m.warps_n, m.m_tiles, m.n_tiles, m.tile_rows, m.tile_cols, m.pipeline);
+      } else if (t.kernel() == Conv2dKernel::hmma) {
+        const HmmaTiling& h = t.as_hmma();
+        std::snprintf(block, sizeof block, "warps %dx%d tiles %dx%d pixels %d (hmma)", h.warps_m, h.warps_n,
+                      h.m_tiles, h.n_tiles, h.tile_cols);
+      } else {
+        std::snprintf(block, sizeof block, "%d threads", t.threads());
+      }
+      std::printf("  %-82s NVRTC %5.0f ms  %s regs  %s B spilled  %s ch %d smem %u\n", v.name().c_str(), ms,
+                  used.c_str(), spilled.c_str(), block, t.block_channels(), t.grid().shared_bytes);
     }
   }
 }
@@ -257,8 +268,10 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
   for (const Conv2dVariant& v : {k59, k33}) {
     SCOPED_TRACE(v.name());
     ASSERT_TRUE(impl::tf32_wgmma_applies(v));
-    const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_TRUE(t.tf32_wgmma() && t.wgmma() && t.tensor_cores() && !t.half_mma() && !t.window() && !t.halo());
+    const Conv2dTiling tiling = conv2d_tiling(v);
+    EXPECT_TRUE(tiling.tf32_wgmma() && tiling.tensor_cores());
+    const HmmaTiling& t = tiling.as_hmma();
+    EXPECT_TRUE(t.tf32_wgmma() && t.wgmma() && !t.half_mma() && !t.window() && !t.halo());
     EXPECT_EQ(t.stage_channels, v.in_channels);
     EXPECT_TRUE(t.stage_input && t.stage_weight);
     EXPECT_EQ(t.ci_chunk, 32);  // 128-byte rows
@@ -310,7 +323,7 @@ TEST(Conv2dMma, Tf32WgmmaPlansAndCompiles) {
     EXPECT_FALSE(conv2d_tiling(other).tf32_wgmma()) << arch;
   }
   // 20 channels: staged to 24 (k steps of 8 floats: the 32-byte swizzle).
-  const Conv2dTiling t20 = conv2d_tiling(tf32(20, 40, 40, 64, 3, 3, Conv2dParams::square(1, 1)));
+  const HmmaTiling t20 = conv2d_tiling(tf32(20, 40, 40, 64, 3, 3, Conv2dParams::square(1, 1))).as_hmma();
   EXPECT_TRUE(t20.tf32_wgmma());
   EXPECT_EQ(t20.stage_channels, 24);
   EXPECT_EQ(t20.ci_chunk, 8);

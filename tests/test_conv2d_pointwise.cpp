@@ -132,11 +132,13 @@ TEST(Conv2dPointwise, PlansAndCompilesWithoutSpills) {
     v.has_residual = c.residual;
     SCOPED_TRACE(v.name());
     ASSERT_TRUE(impl::pointwise_applies(v));
-    const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_TRUE(t.pointwise() && t.tensor_cores() && !t.wgmma() && !t.halo() && !t.window() && !t.tf32_wgmma());
+    const Conv2dTiling tiling = conv2d_tiling(v);
+    EXPECT_TRUE(tiling.pointwise() && tiling.tensor_cores());
+    EXPECT_FALSE(tiling.transposes());
+    const HmmaTiling& t = tiling.as_hmma();
+    EXPECT_TRUE(t.pointwise() && !t.wgmma() && !t.halo() && !t.window() && !t.tf32_wgmma());
     EXPECT_EQ(t.half_mma(), c.dtype != DType::f32);
     EXPECT_EQ(t.stage_channels, 0);
-    EXPECT_FALSE(t.transposes());
     EXPECT_EQ(t.block_channels(), c.bn);
     EXPECT_EQ(t.threads(), c.threads);
     EXPECT_EQ(t.ci_chunk, c.bk);

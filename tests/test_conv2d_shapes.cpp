@@ -99,15 +99,16 @@ void random_valid_variants(int count, bool compile) {
       EXPECT_EQ(t.threads() % 32, 0) << "whole warps";
       EXPECT_LE(t.threads(), 1024);
       EXPECT_GT(t.threads(), 0);
-      EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target)) << "shared memory within the target's";
+      EXPECT_LE(t.grid().shared_bytes, conv2d_max_shared_bytes(v.target))
+          << "shared memory within the target's";
       EXPECT_GT(t.block_channels(), 0);
       if (t.tf32_wgmma()) {
         // f32 in tf32 with 16+ input channels on sm90: the wgmma kernel on a staged channels-last copy.
         EXPECT_TRUE(v.dtype == DType::f32 && v.precision == Conv2dPrecision::tf32 && v.target == Conv2dTarget::sm90);
         EXPECT_GE(v.in_channels, 16);
-        EXPECT_TRUE(t.wgmma() && t.tensor_cores() && t.stage_input && t.stage_weight);
+        EXPECT_TRUE(t.wgmma() && t.tensor_cores() && t.as_hmma().stage_input && t.as_hmma().stage_weight);
         EXPECT_FALSE(t.half_mma() || t.halo() || t.window() || t.generic() || t.transposes());
-        EXPECT_EQ(t.stage_channels, (v.in_channels + 7) / 8 * 8);
+        EXPECT_EQ(t.as_hmma().stage_channels, (v.in_channels + 7) / 8 * 8);
         EXPECT_TRUE(make_stage_request(v).has_value());
       } else {
         EXPECT_EQ(t.generic() || t.half_mma() || t.transposes(),
@@ -117,7 +118,8 @@ void random_valid_variants(int count, bool compile) {
       // sm75 (the fp32 FMA kernels with plain copies, and the general kernel).
       if (v.target != Conv2dTarget::sm90) EXPECT_FALSE(t.wgmma() || t.halo() || t.window());
       if (v.target == Conv2dTarget::sm75) {
-        EXPECT_FALSE(t.tensor_cores() || t.half_mma() || t.winograd_tc || t.stage_channels > 0);
+        EXPECT_FALSE(t.tensor_cores() || t.half_mma() || (t.winograd() && t.as_winograd().tc_products) ||
+                     t.staged());
         ++target_variants;
       }
       if (t.transposes()) {
@@ -126,11 +128,11 @@ void random_valid_variants(int count, bool compile) {
         const Conv2dVariant nchw = cuinline::ops::conv2d_impl::f32_nchw_variant(v);
         const bool own_output = cuinline::ops::conv2d_impl::f32_kernel_variant(v).output_layout == Conv2dLayout::nhwc;
         EXPECT_EQ(v.dtype, DType::f32);
-        EXPECT_EQ(t.transpose_input, v.input_layout == Conv2dLayout::nhwc);
-        EXPECT_EQ(t.transpose_weight, v.weight_layout == Conv2dLayout::nhwc);
-        EXPECT_EQ(t.transpose_output, v.output_layout == Conv2dLayout::nhwc && !own_output);
+        EXPECT_EQ(t.transpose.input, v.input_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.transpose.weight, v.weight_layout == Conv2dLayout::nhwc);
+        EXPECT_EQ(t.transpose.output, v.output_layout == Conv2dLayout::nhwc && !own_output);
         EXPECT_EQ(own_output, t.winograd() && v.output_layout == Conv2dLayout::nhwc);
-        EXPECT_EQ(t.shared_bytes, conv2d_tiling(nchw).shared_bytes);
+        EXPECT_EQ(t.grid().shared_bytes, conv2d_tiling(nchw).grid().shared_bytes);
         if (!own_output) EXPECT_EQ(make_request(v).source, make_request(nchw).source);
         EXPECT_TRUE(make_stage_request(v).has_value());
         ++transposing_variants;
@@ -140,16 +142,20 @@ void random_valid_variants(int count, bool compile) {
         // output channel covered by a block column.
         // (Channel-fast — grouped, channels-last input: a thread a pixel and channel.)
         // (Row-fast — depthwise, up to 49 taps: a thread a column's rows and a channel.)
+        const GenericTiling& g = t.as_generic();
         const std::int64_t items =
-            t.channel_fast() ? v.out_height() * ((v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_channels
-            : t.row_fast()   ? v.out_channels / t.channels_per_thread *
-                               ((v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread) * v.out_width()
-                           : v.out_height() * v.out_width();
+            g.channel_fast()
+                ? v.out_height() * ((v.out_width() + g.pixels_per_thread - 1) / g.pixels_per_thread) *
+                      v.out_channels
+            : g.row_fast()
+                ? v.out_channels / g.channels_per_thread *
+                      ((v.out_height() + g.pixels_per_thread - 1) / g.pixels_per_thread) * v.out_width()
+                : v.out_height() * v.out_width();
         const bool depthwise = v.params.groups > 1 && v.params.groups == v.in_channels;
         EXPECT_EQ(t.row_fast(), depthwise && v.kernel_h * v.kernel_w <= 49);
         EXPECT_EQ(t.channel_fast(), depthwise && !t.row_fast() && v.input_layout == Conv2dLayout::nhwc);
-        EXPECT_GE(std::int64_t{t.tiles_x} * t.threads(), items);
-        EXPECT_LT(std::int64_t{t.tiles_x - 1} * t.threads(), items);
+        EXPECT_GE(std::int64_t{g.tiles_x} * t.threads(), items);
+        EXPECT_LT(std::int64_t{g.tiles_x - 1} * t.threads(), items);
         EXPECT_FALSE(t.tensor_cores() || t.winograd());
         ++generic_variants;
       }
@@ -177,15 +183,16 @@ void random_valid_variants(int count, bool compile) {
       }
       // Where no workspace can be had (the device's memory used up, no pool support), a staged or
       // transposing call runs a direct kernel on the tensors as they are: it compiles too.
-      if (t.stage_channels > 0 || t.transposes()) {
+      if (t.staged() || t.transposes()) {
         SCOPED_TRACE("the no-workspace kernel");
         const bool f32 = v.dtype == DType::f32;
-        EXPECT_EQ(t.stage_channels > 0, !f32 || t.tf32_wgmma());
-        const Conv2dTiling dt = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
-        EXPECT_EQ(dt.stage_channels, 0);
+        EXPECT_EQ(t.staged(), !f32 || t.tf32_wgmma());
+        const Conv2dTiling dt = f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v))
+                                    : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
+        EXPECT_FALSE(dt.staged());
         EXPECT_FALSE(dt.transposes());
         EXPECT_EQ(dt.threads() % 32, 0) << "whole warps";
-        EXPECT_LE(dt.shared_bytes, conv2d_max_shared_bytes(v.target));
+        EXPECT_LE(dt.grid().shared_bytes, conv2d_max_shared_bytes(v.target));
         const cuinline::CompileRequest direct =
             f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v);
         EXPECT_FALSE(direct.source.empty());
@@ -257,7 +264,7 @@ TEST(Conv2dShapes, NoWorkspaceKernelOfAStagedCallCompiles) {
       v.dtype = dt;
       v.has_residual = residual;
       SCOPED_TRACE(v.name());
-      ASSERT_GT(conv2d_tiling(v).stage_channels, 0);
+      ASSERT_TRUE(conv2d_tiling(v).staged());
       EXPECT_EQ(conv2d_impl::hmma_direct_tiling(v).stage_channels, 0);
       EXPECT_NO_THROW(cuinline::compile(conv2d_impl::make_hmma_direct_request(v), sm90));
     }
@@ -345,12 +352,12 @@ TEST(Conv2dShapes, PastTheFormerLimitsPlanAndCompile) {
       EXPECT_EQ(t.threads() % 32, 0) << "whole warps";
       EXPECT_GT(t.threads(), 0);
       EXPECT_LE(t.threads(), 1024);
-      EXPECT_LE(t.shared_bytes, conv2d_max_shared_bytes(v.target));
+      EXPECT_LE(t.grid().shared_bytes, conv2d_max_shared_bytes(v.target));
       // The grid's channel blocks (y) within 65535.
       EXPECT_LE((v.out_channels + t.block_channels() - 1) / t.block_channels(), 65535);
       EXPECT_EQ(t.half_mma(), v.dtype != DType::f32 && v.params.groups == 1);
       EXPECT_NO_THROW(cuinline::compile(make_request(v), arch));
-      if (t.stage_channels > 0 || t.transposes()) EXPECT_TRUE(make_stage_request(v).has_value());
+      if (t.staged() || t.transposes()) EXPECT_TRUE(make_stage_request(v).has_value());
     }
   }
   // A filter row past 4 x 576 unrolled multiply-adds (a 1 x 80 audio filter) is the general kernel's:

@@ -430,10 +430,10 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   for (auto [cin, hw, cout] : {std::tuple{16, 128, 64}, std::tuple{64, 56, 64}, std::tuple{128, 128, 128}}) {
     const Conv2dVariant v = half_variant(cin, hw, cout, nchw, nchw);
     ASSERT_TRUE(impl::hmma_stages(v)) << v.name();
-    const Conv2dTiling t = conv2d_tiling(v);
+    const HmmaTiling t = conv2d_tiling(v).as_hmma();
     EXPECT_EQ(t.stage_channels, (cin + 7) / 8 * 8);
     EXPECT_TRUE(t.stage_input && t.stage_weight);
-    const Conv2dTiling direct = conv2d_tiling(impl::hmma_staged_variant(v));
+    const HmmaTiling direct = conv2d_tiling(impl::hmma_staged_variant(v)).as_hmma();
     EXPECT_EQ(t.shared_bytes, direct.shared_bytes);
     EXPECT_EQ(t.warps_m, direct.warps_m);
     EXPECT_EQ(t.tiles_x, direct.tiles_x);
@@ -443,7 +443,7 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   EXPECT_FALSE(impl::hmma_stages(half_variant(64, 56, 64, nhwc, nhwc)));
   EXPECT_TRUE(impl::hmma_stages(half_variant(12, 224, 64, nhwc, nhwc)));
   // Channels-last input, NCHW weight: the weight only.
-  const Conv2dTiling wonly = conv2d_tiling(half_variant(64, 56, 64, nhwc, nchw));
+  const HmmaTiling wonly = conv2d_tiling(half_variant(64, 56, 64, nhwc, nchw)).as_hmma();
   EXPECT_FALSE(wonly.stage_input);
   EXPECT_TRUE(wonly.stage_weight);
   // Small images stay on the direct kernel; f32 is never staged.
@@ -451,7 +451,7 @@ TEST(Conv2dStage, PlannerStagesLargeNonChannelsLastCalls) {
   Conv2dVariant f32 = half_variant(64, 56, 64, nchw, nchw);
   f32.dtype = cuinline::DType::f32;
   EXPECT_FALSE(impl::hmma_stages(f32));
-  EXPECT_EQ(conv2d_tiling(f32).stage_channels, 0);
+  EXPECT_FALSE(conv2d_tiling(f32).staged());
 }
 
 // One kernel in each module: ptxas's report for it, no spills.

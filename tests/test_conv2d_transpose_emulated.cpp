@@ -150,18 +150,18 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
     SCOPED_TRACE(v.name());
     ASSERT_TRUE(impl::f32_transposes(v));
     const Conv2dTiling t = conv2d_tiling(v);
-    EXPECT_EQ(t.transpose_input, (mask & 1) != 0);
-    EXPECT_EQ(t.transpose_weight, (mask & 2) != 0);
+    EXPECT_EQ(t.transpose.input, (mask & 1) != 0);
+    EXPECT_EQ(t.transpose.weight, (mask & 2) != 0);
     // Winograd writes a channels-last output itself: no output copy, a kernel of its own.
-    EXPECT_FALSE(t.transpose_output);
+    EXPECT_FALSE(t.transpose.output);
     EXPECT_FALSE(t.generic());
     EXPECT_TRUE(t.winograd());
     // (A channels-last output: blocks of 1 x 4 warps, 16 tiles, where the NCHW output has 2 x 4.)
     Conv2dVariant same_output = nchw;
     same_output.output_layout = v.output_layout;
     const Conv2dTiling out_base = conv2d_tiling(same_output);
-    EXPECT_EQ(t.shared_bytes, out_base.shared_bytes);
-    EXPECT_EQ(t.tiles_x, out_base.tiles_x);
+    EXPECT_EQ(t.grid().shared_bytes, out_base.grid().shared_bytes);
+    EXPECT_EQ(t.grid().tiles_x, out_base.grid().tiles_x);
     EXPECT_EQ(t.threads(), (mask & 4) != 0 ? 128 : base.threads());
     EXPECT_EQ(kernel_name(v), kernel_name(nchw));
     const std::string source = make_request(v).source;
@@ -185,13 +185,13 @@ TEST(Conv2dTransposeEmulated, WhichVariantsTransposeAndWhatTheyCompile) {
   Conv2dVariant v_nchw = impl::f32_nchw_variant(v);
   EXPECT_EQ(conv2d_tiling(v).tensor_cores(), conv2d_tiling(v_nchw).tensor_cores());
   EXPECT_TRUE(conv2d_tiling(v).tensor_cores());
-  EXPECT_TRUE(conv2d_tiling(v).transpose_output);
+  EXPECT_TRUE(conv2d_tiling(v).transpose.output);
   EXPECT_EQ(make_request(v).source, make_request(v_nchw).source);
   // The direct kernel (16 input channels: not Winograd's) too.
   Conv2dVariant direct = f32_variant(16, 64, 64, 3, 1);
   direct.output_layout = Conv2dLayout::nhwc;
   EXPECT_FALSE(conv2d_tiling(direct).winograd());
-  EXPECT_TRUE(conv2d_tiling(direct).transpose_output);
+  EXPECT_TRUE(conv2d_tiling(direct).transpose.output);
   EXPECT_EQ(make_request(direct).source, make_request(impl::f32_nchw_variant(direct)).source);
   // Below 2^22 multiply-adds an image: the general kernel (one launch, no scratch memory).
   Conv2dVariant small = f32_variant(8, 16, 4, 3, 0);

@@ -173,8 +173,9 @@ TEST(Conv2dWorkspaceGpu, CallsWithoutAWorkspaceRunTheDirectKernel) {
   const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
   const Conv2dTiling th = conv2d_tiling(conv2d_variant_for(half.vx, half.vw, half.vb, half.vy, {}, epi));
   const Conv2dTiling ts = conv2d_tiling(conv2d_variant_for(single.vx, single.vw, single.vb, single.vy, {}, epi));
-  ASSERT_GT(th.stage_channels, 0) << "the f16 NCHW call is expected to stage its input";
-  ASSERT_TRUE(ts.transpose_input && ts.transpose_output) << "the f32 channels-last call is expected to transpose";
+  ASSERT_TRUE(th.staged()) << "the f16 NCHW call is expected to stage its input";
+  ASSERT_TRUE(ts.transpose.input && ts.transpose.output)
+      << "the f32 channels-last call is expected to transpose";
 
   std::string log;
   Stream stream;

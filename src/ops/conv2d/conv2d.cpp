@@ -315,13 +315,13 @@ std::string render_shape_constants(const Conv2dVariant& v) {
          c("kHasResidual", v.has_residual ? 1 : 0);
 }
 
-std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t) {
+std::string render_plan_checks(const std::string& plan, const Conv2dGrid& grid, int threads) {
   auto check = [&](const char* member, std::int64_t value, const char* what) {
     return "static_assert(" + plan + "::" + member + " == " + std::to_string(value) + ", \"" + what +
            "\");\n";
   };
-  return check("kSmemBytes", t.shared_bytes, "shared bytes") + check("kTilesX", t.tiles_x, "tiles x") +
-         check("kTilesY", t.tiles_y, "tiles y") + check("kThreads", t.threads(), "threads");
+  return check("kSmemBytes", grid.shared_bytes, "shared bytes") + check("kTilesX", grid.tiles_x, "tiles x") +
+         check("kTilesY", grid.tiles_y, "tiles y") + check("kThreads", threads, "threads");
 }
 
 }  // namespace conv2d_impl

@@ -20,10 +20,10 @@ namespace {
 // (filter taps x outputs a thread in one unrolled step of the channel loop) bounds code size and
 // NVRTC time while keeping the loop body long enough to hide shared-memory latency.
 
-// The FMA kernel's figures beyond Conv2dTiling. The public tiling's threads_y counts the thread
-// rows of all k_split thread sets (so threads() is the block size); `rows` is one set's.
+// The FMA kernel's figures beyond DirectTiling. The tiling's threads_y counts the thread rows of
+// all k_split thread sets (so threads() is the block size); `rows` is one set's.
 struct Fp32Plan {
-  Conv2dTiling t;
+  DirectTiling t;
   int rows = 0;       // output rows of a block (kTY)
   int k_split = 1;    // thread sets that split each channel chunk (kTK)
   int kh_unroll = 1;  // unroll of the filter-row loop (kKhUnroll)
@@ -44,7 +44,8 @@ namespace direct_plan = cuinline_conv2d_detail;
 
 // The plan of a tiling with `rows` output rows a thread set and k_split thread sets (conv2d_plan.cuh's
 // figures: what the kernel's Plan<S> compiles for the constants make_fp32_direct_request renders).
-direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int k_split) {
+direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const DirectTiling& t, int rows,
+                                              int k_split) {
   const Conv2dParams& p = v.params;
   return direct_plan::direct_plan_figures(direct_plan::DirectPlanShape{
       v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
@@ -52,8 +53,8 @@ direct_plan::DirectPlanFigures direct_figures(const Conv2dVariant& v, const Conv
       t.channels_per_thread, t.ci_chunk, t.pipeline, col_phases(v), v.output_aligned ? 1 : 0});
 }
 // Shared bytes of t in `pipeline` with `chunk` input channels a stage (one thread set).
-std::int64_t stage_bytes(const Conv2dVariant& v, const Conv2dTiling& t, int rows, int pipeline, int chunk) {
-  Conv2dTiling c = t;
+std::int64_t stage_bytes(const Conv2dVariant& v, const DirectTiling& t, int rows, int pipeline, int chunk) {
+  DirectTiling c = t;
   c.pipeline = pipeline;
   c.ci_chunk = chunk;
   return direct_figures(v, c, rows, 1).smem_bytes;
@@ -69,7 +70,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
   const int ow = static_cast<int>(v.out_width());
   const int taps = v.kernel_h * v.kernel_w;
   Fp32Plan plan;
-  Conv2dTiling& t = plan.t;
+  DirectTiling& t = plan.t;
   // Per thread: 4 consecutive output columns x 16 output channels (64 accumulators) when the
   // shape allows; the tile shrinks for narrow outputs and few channels.
   t.pixels_per_thread = ow >= 12 ? 4 : 2;
@@ -139,7 +140,7 @@ Fp32Plan fp32_plan(const Conv2dVariant& v) {
     return 0;
   };
   t.row_tiles = 1;
-  Conv2dTiling whole = t;
+  DirectTiling whole = t;
   whole.pipeline = 1;
   whole.ci_chunk = cin;
   if (direct_figures(v, whole, rows, plan.k_split).smem_bytes <= pipelined_bytes) {
@@ -207,13 +208,13 @@ bool f32_direct_too_large(const Conv2dVariant& v) {
          per_row > 4 * conv2d_tuning(v.target).direct_unroll_budget;
 }
 
-Conv2dTiling fp32_direct_tiling(const Conv2dVariant& v) {
+DirectTiling fp32_direct_tiling(const Conv2dVariant& v) {
   return fp32_plan(v).t;
 }
 
 CompileRequest make_fp32_direct_request(const Conv2dVariant& v) {
   const Fp32Plan fp = fp32_plan(v);
-  const Conv2dTiling& t = fp.t;
+  const DirectTiling& t = fp.t;
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() + "\n" + render_target_defines(v) +
                     "#include \"ew_ops.cuh\"\n#include \"conv2d.cuh\"\n\n";
@@ -226,7 +227,7 @@ CompileRequest make_fp32_direct_request(const Conv2dVariant& v) {
   src += c("kOutAligned", v.output_aligned ? 1 : 0);
   src += "};\n\n";
   // The launch uses the host's figures: the template must agree with them.
-  src += render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t);
+  src += render_plan_checks("cuinline_conv2d_detail::Plan<cuinline_conv2d_shape>", t, t.threads());
 
   CompileRequest request;
   request.name = "conv2d.cu";

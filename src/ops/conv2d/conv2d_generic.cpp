@@ -32,10 +32,9 @@ int block_threads(const Conv2dVariant& v) {
 
 }  // namespace
 
-Conv2dTiling generic_tiling(const Conv2dVariant& v) {
+GenericTiling generic_tiling(const Conv2dVariant& v) {
   v.validate();
-  Conv2dTiling t;
-  t.kernel = Conv2dKernel::generic;
+  GenericTiling t;
   // Depthwise (one input channel a group) with a channels-last input: channels fastest, so that a
   // warp's loads are consecutive channels of one pixel (a pixel-fast warp reads one channel of 32
   // pixels: 32 sectors a load, each used once). With more channels a group the pixel-fast threads
@@ -52,31 +51,25 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
             : v.kernel_h * v.kernel_w <= 49         ? GenericOrder::row_fast
             : v.input_layout == Conv2dLayout::nhwc ? GenericOrder::channel_fast
                                                     : GenericOrder::pixels;
-  t.threads_x = block_threads(v);
-  t.threads_y = 1;
-  t.channel_groups = 1;
+  t.block_threads = block_threads(v);
   t.pixels_per_thread = 1;
   t.channels_per_thread = co_tile(v);
-  t.ci_chunk = v.in_channels;
-  t.ci_unroll = 4;
-  t.min_blocks = 1;
-  t.pipeline = 0;
   t.row_tiles = 1;
   const std::int64_t pixels = v.out_height() * v.out_width();
   if (t.channel_fast()) {
-    t.threads_x = 128;
+    t.block_threads = 128;
     t.channels_per_thread = 1;
     // Up to 4 consecutive columns a thread, its weights loaded once (filters of up to 25 taps: the
     // registers they take).
     t.pixels_per_thread = v.kernel_h * v.kernel_w <= 25 ? static_cast<int>(std::min<std::int64_t>(4, v.out_width())) : 1;
     const std::int64_t col_groups = (v.out_width() + t.pixels_per_thread - 1) / t.pixels_per_thread;
     const std::int64_t items = v.out_height() * col_groups * v.out_channels;
-    t.tiles_x = static_cast<int>((items + t.threads_x - 1) / t.threads_x);
-    if ((items + t.threads_x - 1) / t.threads_x > 0x7fffffff) {
+    t.tiles_x = static_cast<int>((items + t.block_threads - 1) / t.block_threads);
+    if ((items + t.block_threads - 1) / t.block_threads > 0x7fffffff) {
       throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
     }
   } else if (t.row_fast()) {
-    t.threads_x = 128;
+    t.block_threads = 128;
     // A channels-last f16 / bf16 input (one output channel a group, an even count, up to 9 taps): two
     // adjacent channels a thread, read as one 32-bit word (MobileNetV2's 3x3 at 56², f16: 0.0964 ->
     // 0.054 ms; EfficientNet's 5x5 went 0.041 -> 0.076 with pairs, twice the weights in registers:
@@ -90,12 +83,12 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
     t.pixels_per_thread = static_cast<int>(std::min<std::int64_t>(rows, v.out_height()));
     const std::int64_t row_groups = (v.out_height() + t.pixels_per_thread - 1) / t.pixels_per_thread;
     const std::int64_t items = std::int64_t{v.out_channels / t.channels_per_thread} * row_groups * v.out_width();
-    if ((items + t.threads_x - 1) / t.threads_x > 0x7fffffff) {
+    if ((items + t.block_threads - 1) / t.block_threads > 0x7fffffff) {
       throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
     }
-    t.tiles_x = static_cast<int>((items + t.threads_x - 1) / t.threads_x);
+    t.tiles_x = static_cast<int>((items + t.block_threads - 1) / t.block_threads);
   } else {
-    t.tiles_x = static_cast<int>((pixels + t.threads_x - 1) / t.threads_x);
+    t.tiles_x = static_cast<int>((pixels + t.block_threads - 1) / t.block_threads);
   }
   t.tiles_y = 1;
   t.shared_bytes = 0;
@@ -103,7 +96,7 @@ Conv2dTiling generic_tiling(const Conv2dVariant& v) {
 }
 
 CompileRequest make_generic_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = generic_tiling(v);
+  const GenericTiling t = generic_tiling(v);
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_generic.cuh\"\n\n";
@@ -114,12 +107,12 @@ CompileRequest make_generic_request(const Conv2dVariant& v) {
   src += c("kInNhwc", v.input_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kWNhwc", v.weight_layout == Conv2dLayout::nhwc ? 1 : 0) +
          c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
-  src += c("kThreads", t.threads_x) + c("kCoTile", t.channels_per_thread);
+  src += c("kThreads", t.block_threads) + c("kCoTile", t.channels_per_thread);
   src += c("kGroups", v.params.groups);
   src += c("kChannelFast", t.channel_fast() ? 1 : 0) + c("kPixPerThread", t.channel_fast() ? t.pixels_per_thread : 1);
   src += c("kRowFast", t.row_fast() ? 1 : 0) + c("kRowsPerThread", t.row_fast() ? t.pixels_per_thread : 1);
   src += "};\n\n";
-  src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t);
+  src += render_plan_checks("cuinline_conv2d_generic_detail::Plan<cuinline_conv2d_shape>", t, t.threads());
 
   CompileRequest request;
   request.name = "conv2d.cu";

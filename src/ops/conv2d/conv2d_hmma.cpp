@@ -89,20 +89,20 @@ bool halo_nchw_copy(const Conv2dVariant& v) {
 // The plan of a tiling: conv2d_hmma/plan.cuh's figures (what the kernel's Plan<S> compiles) of the
 // shape constants direct_source renders for v and t.
 namespace hmma_plan = cuinline_conv2d_hmma_detail;
-hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t);
-hmma_plan::PlanFigures hmma_figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const HmmaTiling& t);
+hmma_plan::PlanFigures hmma_figures_of(const Conv2dVariant& v, const HmmaTiling& t) {
   return hmma_plan::plan_figures(hmma_plan_shape_of(v, t));
 }
-int k_steps(const Conv2dVariant& v, const Conv2dTiling& t) {
+int k_steps(const Conv2dVariant& v, const HmmaTiling& t) {
   return hmma_figures_of(v, t).steps;
 }
 // Shared memory of a tiling (conv2d_hmma/plan.cuh's kSmemBytes): the stages, the halo or window
 // form's buffers, the epilogue's tile.
-unsigned shared_bytes(const Conv2dVariant& v, const Conv2dTiling& t) {
+unsigned shared_bytes(const Conv2dVariant& v, const HmmaTiling& t) {
   return static_cast<unsigned>(hmma_figures_of(v, t).smem_bytes);
 }
 // A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
-void set_hmma_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+void set_hmma_plan_figures(const Conv2dVariant& v, HmmaTiling& t) {
   const hmma_plan::PlanFigures f = hmma_figures_of(v, t);
   if (f.tiles_x > 0x7fffffff) {
     throw InvalidArgument("conv2d variant " + v.name() + ": more than 2^31 - 1 blocks an image");
@@ -124,7 +124,7 @@ bool hmma_async_layout(const Conv2dVariant& v) {
 
 namespace {
 
-hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const HmmaTiling& t) {
   const Conv2dParams& p = v.params;
   hmma_plan::PlanShape s{};
   s.elem = elem_bytes(v);
@@ -222,7 +222,7 @@ namespace {
 // accumulators spilled 36 bytes at 168). The seed's 64 accumulators: 5 blocks at 96 registers, no
 // spills; unbounded, ptxas took 99 after the stmatrix epilogue and 4 blocks fit (H200, f16: 0.1446
 // ms channels-last against 0.135 at 5).
-int one_group_min_blocks(const Conv2dTiling& t, int extra_registers) {
+int one_group_min_blocks(const HmmaTiling& t, int extra_registers) {
   constexpr int kRegistersPerSm = 65536;
   constexpr int kSharedPerSm = 228 * 1024, kSharedReservedPerBlock = 1024;
   const int accumulators = t.m_tiles * t.block_channels() / 2;
@@ -231,7 +231,6 @@ int one_group_min_blocks(const Conv2dTiling& t, int extra_registers) {
   const int by_shared = kSharedPerSm / static_cast<int>(t.shared_bytes + kSharedReservedPerBlock);
   return std::clamp(std::min(by_registers, by_shared), 1, 8);
 }
-
 
 // The wgmma tiling of a variant in the cp.async form (conv2d_hmma.cuh, kWgmma): the channels (16,
 // 32, 64, or 128 a block past 64), a k step of 64 channels where the padded channels allow (the
@@ -247,12 +246,11 @@ int one_group_min_blocks(const Conv2dTiling& t, int extra_registers) {
 // cp.async form without it, hmma_split_tiling). `few_tiles`: the tiling of the split form, which a
 // launch runs where the plain tiles are few (a small batch): mid planes take per-image m64 tiles
 // there (below).
-Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_tiles = false) {
+HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_tiles = false) {
   const Conv2dTuning& tune = conv2d_tuning(v.target);
-  Conv2dTiling t;
+  HmmaTiling t;
   // f32: the same tiling with TF32 operands, 4 bytes an element (tf32_wgmma_tiling).
   const bool f32 = v.dtype == DType::f32;
-  t.kernel = Conv2dKernel::hmma;
   t.form = HmmaForm::wgmma;
   t.tf32 = f32;
   const int cout = v.out_channels;
@@ -316,13 +314,8 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
     }
     t.warps_m = o[0], t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
   }
-  t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;  // m_tiles m64 tiles a warpgroup
   t.ci_chunk = bk;
-  t.ci_unroll = std::max(1, bk * elem_bytes(v) / 32);  // (wgmma k slices a step)
-  t.kh_unroll = 1;
-  t.kw_unroll = 1;
-  t.pipeline = 2;
   t.row_tiles = 1;
   const int steps = k_steps(v, t);
   const std::int64_t stage = std::int64_t{t.tile_cols + t.block_channels()} * bk * elem_bytes(v);
@@ -366,27 +359,20 @@ Conv2dTiling wgmma_tiling(const Conv2dVariant& v, bool window = true, bool few_t
   return t;
 }
 
-
 // The halo form of the wgmma tiling (conv2d_hmma.cuh's kHalo), where it applies: one warpgroup of
 // two m64 tiles (128 output columns; one, 64 columns, for outputs up to 64 wide), the channels of
 // wgmma_tiling, every k step (two taps of 8 channels) at once. False where the variant is not
 // eligible (see hmma_halo) or its window does not fit.
-bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
+bool halo_tiling(const Conv2dVariant& v, HmmaTiling& t) {
   if (!hmma_applies(v) || wgmma_off(v) || !conv2d_knobs().halo) return false;
   if (v.in_channels > 8 || v.params.stride_w != 1 || v.has_residual || v.out_width() < 32) return false;
   const int cout = v.out_channels;
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
-  t = Conv2dTiling{};
-  t.kernel = Conv2dKernel::hmma;
+  t = HmmaTiling{};
   t.form = HmmaForm::halo;
   t.warps_m = 4, t.warps_n = 1, t.m_tiles = v.out_width() <= 64 ? 1 : 2, t.n_tiles = bn / 8;
-  t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;
   t.ci_chunk = 16;
-  t.ci_unroll = 1;
-  t.kh_unroll = 1;
-  t.kw_unroll = 1;
-  t.pipeline = 2;
   t.stages = 1;
   // Tiles along y (output row x column block; plan.cuh's kTilesY); a block computes up to row_tiles of
   // them in turn, the launch picks how many (row_tiles_for).
@@ -409,10 +395,9 @@ bool halo_tiling(const Conv2dVariant& v, Conv2dTiling& t) {
 // Why (H100, KernelBench's 16 x 64 x 1024^2 -> 128 f16 / tf32 and three ResNet / UNet 1 x 1 layers):
 // .ca copies beat .cg by 5-15 %, four buffers beat three and two, and three blocks a multiprocessor
 // (85 registers), 64-channel blocks or k steps of 16 f16 channels were slower on most of them.
-Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
+HmmaTiling pointwise_plan(const Conv2dVariant& v) {
   const bool f32 = v.dtype == DType::f32;
-  Conv2dTiling t;
-  t.kernel = Conv2dKernel::hmma;
+  HmmaTiling t;
   t.form = HmmaForm::pointwise;
   t.tf32 = f32;
   const int cout = v.out_channels;
@@ -430,13 +415,8 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
   if (tile_override(o)) {
     t.warps_m = o[0], t.warps_n = o[1], t.m_tiles = o[2], t.n_tiles = o[3], bk = o[4], t.min_blocks = o[5];
   }
-  t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the H x W plane
   t.ci_chunk = bk;
-  t.ci_unroll = 1;
-  t.kh_unroll = 1;
-  t.kw_unroll = 1;
-  t.pipeline = 2;
   t.row_tiles = 1;
   // Blocks an image: pixel tiles x channel blocks, channel blocks fastest (one block column; plan.cuh).
   t.stages = pipe_override().depth > 0 ? pipe_override().depth : 4;
@@ -449,9 +429,8 @@ Conv2dTiling pointwise_plan(const Conv2dVariant& v) {
 }
 
 // The tiling of a variant as its tensors are (no staging copy).
-Conv2dTiling direct_tiling(const Conv2dVariant& v) {
-  Conv2dTiling t;
-  t.kernel = Conv2dKernel::hmma;
+HmmaTiling direct_tiling(const Conv2dVariant& v) {
+  HmmaTiling t;
   // The channels of a block: the smallest of 16, 32 or 64 that covers Cout (more blocks along the
   // channels past 64), except 128 for Cout > 64 through the register gather with a residual (the
   // 64-channel tiling below spills there). Warps and tiles, measured on an H200 (f16, ms, NCHW /
@@ -471,7 +450,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   const int ci_pad = hmma_ci_pad(v.in_channels);
   const int taps = v.kernel_h * v.kernel_w;
   if (pointwise_applies(v)) return pointwise_plan(v);
-  if (Conv2dTiling h; halo_tiling(v, h)) return h;
+  if (HmmaTiling h; halo_tiling(v, h)) return h;
   if (async && !wgmma_off(v)) return wgmma_tiling(v);
   const int bn = cout <= 16 ? 16 : cout <= 32 ? 32 : cout <= 64 || async || !v.has_residual ? 64 : 128;
   // A k step of 64 channels, 32 with 128 channels a block; and 32 for blocks of up to 32 channels
@@ -503,16 +482,11 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
   int o[6];
   const bool overridden = tile_override(o);
   if (overridden) t.warps_m = o[0], t.warps_n = o[1], t.m_tiles = o[2], t.n_tiles = o[3];
-  t.tile_rows = 1;
   t.tile_cols = 16 * t.m_tiles * t.warps_m;  // pixels of the flattened OH x OW plane
   // A k step: kBK input channels of one filter tap (64 where the padded channels allow); up to 8
   // channels: padded to 8, a step of 16 is two taps (half the steps and mma of padding to 16).
   if (overridden) bk = o[4];
   t.ci_chunk = bk;
-  t.ci_unroll = bk / 16;
-  t.kh_unroll = 1;
-  t.kw_unroll = 1;
-  t.pipeline = 2;  // the next k steps' loads or copies in flight during this one's mma
   t.row_tiles = 1;
   // 256-thread blocks of 4 x 4 tiles a warp: up to 255 registers (one block a multiprocessor);
   // else 128 registers a thread.
@@ -537,7 +511,7 @@ Conv2dTiling direct_tiling(const Conv2dVariant& v) {
 }
 
 // The conv kernel's source (conv2d_hmma.cuh specialized for v, tiling t), without the request.
-std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
+std::string direct_source(const Conv2dVariant& v, const HmmaTiling& t) {
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_hmma.cuh\"\n\n" +
@@ -565,7 +539,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   if (t.split_k > 0) src += c("kSplitK", 1);  // (the split kernel's only: the plain one's source without it)
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_hmma_detail::Plan<cuinline_conv2d_shape>";
-  src += render_plan_checks(plan, t);
+  src += render_plan_checks(plan, t, t.threads());
   src += "static_assert(" + plan + "::kBN == " + std::to_string(t.block_channels()) + ", \"channels\");\n";
   // The host's view of the alignment-dependent code (the variant's key) is the template's.
   src += "static_assert(" + plan + "::kAsync == " +
@@ -575,7 +549,7 @@ std::string direct_source(const Conv2dVariant& v, const Conv2dTiling& t) {
   return src;
 }
 
-CompileRequest request_of(std::string source, const Conv2dTiling& t) {
+CompileRequest request_of(std::string source, const HmmaTiling& t) {
   CompileRequest request;
   // wgmma: sm_90a on an sm_90 device (the template keeps mma.sync for every other arch).
   request.arch_specific = t.wgmma();
@@ -606,7 +580,7 @@ bool hmma_uses_wgmma(const Conv2dVariant& v) {
 }
 
 bool hmma_halo(const Conv2dVariant& v) {
-  Conv2dTiling t;
+  HmmaTiling t;
   return halo_tiling(v, t);
 }
 
@@ -682,15 +656,15 @@ Conv2dVariant hmma_staged_variant(const Conv2dVariant& v) {
   return s;
 }
 
-Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v) {
+HmmaTiling hmma_direct_tiling(const Conv2dVariant& v) {
   v.validate();
   return direct_tiling(v);
 }
 
-Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
+HmmaTiling hmma_tiling(const Conv2dVariant& v) {
   v.validate();
   if (!hmma_stages(v)) return direct_tiling(v);
-  Conv2dTiling t = direct_tiling(hmma_staged_variant(v));
+  HmmaTiling t = direct_tiling(hmma_staged_variant(v));
   t.stage_channels = (v.in_channels + 7) / 8 * 8;
   // Each tensor not already in the cp.async form (both where the pair is not 16-byte aligned).
   const bool ok = v.in_channels % 8 == 0 && v.inputs_aligned;
@@ -700,12 +674,12 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v) {
 }
 
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = hmma_direct_tiling(v);
+  const HmmaTiling t = hmma_direct_tiling(v);
   return request_of(direct_source(v, t), t);
 }
 
 CompileRequest make_hmma_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = hmma_tiling(v);  // validates
+  const HmmaTiling t = hmma_tiling(v);  // validates
   if (t.stage_channels == 0) return request_of(direct_source(v, t), t);
   // The conv of the channels-last copies: exactly the staged variant's own request (the staging
   // copy is a module of its own, make_hmma_stage_request), so NCHW variants that stage to the same
@@ -713,8 +687,8 @@ CompileRequest make_hmma_request(const Conv2dVariant& v) {
   return make_hmma_request(hmma_staged_variant(v));
 }
 
-Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
-  Conv2dTiling t = hmma_tiling(v);  // validates
+HmmaTiling hmma_split_tiling(const Conv2dVariant& v) {
+  HmmaTiling t = hmma_tiling(v);  // validates
   // (split_k_most refuses every form but the cp.async wgmma tiling; a staged variant's conv is that
   // of its channels-last copy.)
   const Conv2dVariant conv = t.stage_channels > 0 ? hmma_staged_variant(v) : v;
@@ -726,8 +700,8 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
   // it, in one slice or more, where the plain tiles are few.
   const bool wgmma_form = t.wgmma() && t.half_mma() && !t.halo() && !t.batch_tiles() && !t.pointwise();
   if (t.window() || wgmma_form) {
-    const Conv2dTiling plain = t;
-    const Conv2dTiling few = wgmma_tiling(conv, false, true);
+    const HmmaTiling plain = t;
+    const HmmaTiling few = wgmma_tiling(conv, false, true);
     if (t.window() || few.few_tiles) {
       t = few.few_tiles ? few : wgmma_tiling(conv, false);
       t.stage_channels = plain.stage_channels, t.stage_input = plain.stage_input, t.stage_weight = plain.stage_weight;
@@ -742,7 +716,7 @@ Conv2dTiling hmma_split_tiling(const Conv2dVariant& v) {
 }
 
 std::optional<CompileRequest> make_hmma_split_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = hmma_split_tiling(v);
+  const HmmaTiling t = hmma_split_tiling(v);
   if (t.split_k == 0) return std::nullopt;
   if (t.stage_channels > 0) return make_hmma_split_request(hmma_staged_variant(v));
   return request_of(direct_source(v, t), t);
@@ -778,9 +752,9 @@ bool tf32_wgmma_applies(const Conv2dVariant& v) {
          conv2d_knobs().tf32_wgmma;
 }
 
-Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v) {
+HmmaTiling tf32_wgmma_tiling(const Conv2dVariant& v) {
   v.validate();
-  Conv2dTiling t = wgmma_tiling(hmma_staged_variant(v));
+  HmmaTiling t = wgmma_tiling(hmma_staged_variant(v));
   t.stage_channels = (v.in_channels + 7) / 8 * 8;
   t.stage_input = true;  // (also rounds every value to TF32: the tensor cores would truncate it)
   t.stage_weight = true;
@@ -791,7 +765,7 @@ CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v) {
   v.validate();
   // The conv of the channels-last copies: one entry for every tf32 variant staged to that shape.
   const Conv2dVariant s = hmma_staged_variant(v);
-  const Conv2dTiling t = wgmma_tiling(s);
+  const HmmaTiling t = wgmma_tiling(s);
   return request_of(direct_source(s, t), t);
 }
 
@@ -817,13 +791,13 @@ bool pointwise_applies(const Conv2dVariant& v) {
   return v.inputs_aligned && pointwise_shape(v);
 }
 
-Conv2dTiling pointwise_tiling(const Conv2dVariant& v) {
+HmmaTiling pointwise_tiling(const Conv2dVariant& v) {
   v.validate();
   return pointwise_plan(v);
 }
 
 CompileRequest make_pointwise_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = pointwise_tiling(v);  // validates
+  const HmmaTiling t = pointwise_tiling(v);  // validates
   return request_of(direct_source(v, t), t);
 }
 

@@ -27,8 +27,9 @@ std::string render_constant(const char* name, std::int64_t value);
 /// The members every conv2d parameter struct starts with: kCin ... kOW, kHasBias.
 std::string render_shape_constants(const Conv2dVariant& v);
 /// static_asserts that the template's Plan (`plan`: its C++ name) agrees with the host's launch
-/// figures in `t` (shared bytes, tiles, threads): a mismatch is a compile error, never a wrong launch.
-std::string render_plan_checks(const std::string& plan, const Conv2dTiling& t);
+/// figures (the grid's shared bytes and tiles, the block's threads): a mismatch is a compile error,
+/// never a wrong launch.
+std::string render_plan_checks(const std::string& plan, const Conv2dGrid& grid, int threads);
 /// Whether an f32 NCHW variant that the fp32 direct kernel would compute needs more shared memory a
 /// block than its target has (a very tall, dilated filter on a wide image): the general direct
 /// kernel computes it instead.
@@ -37,7 +38,7 @@ bool f32_direct_too_large(const Conv2dVariant& v);
 /// sm75 (no cp.async), else nothing.
 std::string render_target_defines(const Conv2dVariant& v);
 /// The tiling of a tensor-core variant (precision tf32 or tf32x3); the variant is validated.
-Conv2dTiling mma_tiling(const Conv2dVariant& v);
+MmaTiling mma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a tensor-core variant (conv2d_mma.cuh).
 CompileRequest make_mma_request(const Conv2dVariant& v);
 /// Whether an fp32 variant is computed by Winograd F(2x2, 3x3) (conv2d_winograd.cuh): 3 x 3
@@ -76,7 +77,7 @@ void set_hmma_alignment(Conv2dVariant& v, const void* input, const void* weight,
 /// The tiling of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)); validates. For a
 /// staged variant (hmma_stages) the tiling of its channels-last copy, with stage_channels,
 /// stage_input and stage_weight set.
-Conv2dTiling hmma_tiling(const Conv2dVariant& v);
+HmmaTiling hmma_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the f16 / bf16 tensor-core kernel (hmma_applies(v)). A staged
 /// variant's is its conv's, the request of hmma_staged_variant(v) (one kernel, kernel_name(v)): a
 /// channels-last variant with as many channels shares the entry. The staging copy is a module of
@@ -84,7 +85,7 @@ Conv2dTiling hmma_tiling(const Conv2dVariant& v);
 CompileRequest make_hmma_request(const Conv2dVariant& v);
 /// The tiling of the split-K form of an f16 / bf16 variant on the tensor-core kernel: hmma_tiling(v)
 /// with split_k the most slices (split_k_most under the process's knob; 0 where v has no split form).
-Conv2dTiling hmma_split_tiling(const Conv2dVariant& v);
+HmmaTiling hmma_split_tiling(const Conv2dVariant& v);
 /// The split form's CompileRequest (kSplitK, the kernel kHmmaSplitKernel; a staged variant's is that
 /// of hmma_staged_variant(v)), or nullopt where hmma_split_tiling(v).split_k is 0. A second module
 /// beside make_hmma_request(v), which is the same with or without split-K.
@@ -105,17 +106,17 @@ inline constexpr const char* kTf32StageKernel = "cuinline_conv2d_stage_tf32";
 /// target, unless CUINLINE_CONV2D_WGMMA=0 or CUINLINE_CONV2D_TF32_WGMMA=0 (read once). Always
 /// staged: the input and weight are copied channels-last, channels padded to 8, rounded to TF32.
 bool tf32_wgmma_applies(const Conv2dVariant& v);
-/// Its tiling (Conv2dTiling::tf32_wgmma; validates) and request (the conv of the copies: the
+/// Its tiling (HmmaTiling::tf32_wgmma(); validates) and request (the conv of the copies: the
 /// request of hmma_staged_variant(v), float storage).
-Conv2dTiling tf32_wgmma_tiling(const Conv2dVariant& v);
+HmmaTiling tf32_wgmma_tiling(const Conv2dVariant& v);
 CompileRequest make_tf32_wgmma_request(const Conv2dVariant& v);
-/// Whether a variant's shape and layouts fit the pointwise form (Conv2dTiling::pointwise): all its
+/// Whether a variant's shape and layouts fit the pointwise form (HmmaForm::pointwise): all its
 /// conditions but the pointers' alignment (v.inputs_aligned). The variant must be valid.
 bool pointwise_shape(const Conv2dVariant& v);
 /// Whether a variant runs the pointwise form: pointwise_shape(v) and v.inputs_aligned.
 bool pointwise_applies(const Conv2dVariant& v);
 /// Its tiling (validates) and request (conv2d_hmma.cuh with kPointwise; float storage for f32).
-Conv2dTiling pointwise_tiling(const Conv2dVariant& v);
+HmmaTiling pointwise_tiling(const Conv2dVariant& v);
 CompileRequest make_pointwise_request(const Conv2dVariant& v);
 /// Whether an f16 / bf16 variant's conv runs the wgmma tiling (hmma_tiling(v).wgmma(), without
 /// planning): the selector's hmma_halo or hmma_wgmma, or hmma_staged where the wgmma tilings are
@@ -170,15 +171,15 @@ StageTensor hmma_stage_tensor(const void* src, void* dst, std::int64_t images, i
                               std::int64_t pixels, bool nhwc, int cp);
 /// The tiling and request of v on the tensor-core kernel reading its tensors as they are (no
 /// staging): the fallback where no workspace can be had.
-Conv2dTiling hmma_direct_tiling(const Conv2dVariant& v);
+HmmaTiling hmma_direct_tiling(const Conv2dVariant& v);
 CompileRequest make_hmma_direct_request(const Conv2dVariant& v);
 /// The name expression of the general direct kernel (conv2d_generic.cuh).
 inline constexpr const char* kGenericKernel = "cuinline_conv2d_generic<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The tiling and request of an f32 variant on the FMA direct kernel (conv2d.cuh).
-Conv2dTiling fp32_direct_tiling(const Conv2dVariant& v);
+DirectTiling fp32_direct_tiling(const Conv2dVariant& v);
 CompileRequest make_fp32_direct_request(const Conv2dVariant& v);
 /// The tiling of a variant on the general direct kernel (v.uses_generic_kernel()).
-Conv2dTiling generic_tiling(const Conv2dVariant& v);
+GenericTiling generic_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a variant on the general direct kernel (conv2d_generic.cuh).
 CompileRequest make_generic_request(const Conv2dVariant& v);
 /// Whether an f32 variant with a channels-last tensor runs the f32 NCHW kernel of its shape
@@ -225,28 +226,28 @@ inline constexpr int kSplitKAutoMinSteps = 16;
 /// GPU from one image on (an H200 has 132 multiprocessors), and the launch would never split them.
 inline constexpr int kSplitKMaxImageTiles = 64;
 /// The most slices the split form of tiling `t` of v may cut its k steps into (what
-/// Conv2dTiling::split_k records), or 0 where v is not compiled in that form: `knob` (the
+/// HmmaTiling::split_k records), or 0 where v is not compiled in that form: `knob` (the
 /// CUINLINE_CONV2D_SPLIT_K value: 0 off, -1 auto, N forced) not 0; the f16 / bf16 wgmma tiling as
 /// block_tile runs it (not the halo, window, batch-tile or pointwise forms); at most
 /// kSplitKMaxImageTiles tiles an image; at least 2 kSplitKMinSteps k steps. Forced: N, or fewer
 /// where the steps allow fewer slices of kSplitKMinSteps; auto: up to kSplitKMaxSlices, for
 /// reductions of kSplitKAutoMinSteps k steps or more.
-int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int knob);
+int split_k_most(const Conv2dVariant& v, const HmmaTiling& t, int k_steps, int knob);
 /// The slices a launch of a split-form kernel cuts its reduction into (1: no split; the kernel then
 /// runs its tiles whole). `tiles`: the launch's output tiles (pixel tiles x channel blocks x
-/// images); `most`: Conv2dTiling::split_k; `forced`: the knob gives the number (most, always).
+/// images); `most`: HmmaTiling::split_k; `forced`: the knob gives the number (most, always).
 /// Auto: only where the tiles fill at most half of the multiprocessors (a larger grid already
 /// keeps most of them busy, and every slice costs a write and a read of its fp32 tile), as many
 /// slices as keep the blocks within one wave of one a multiprocessor, at most `most`.
 int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool forced);
 /// The output tiles of a launch of tiling `t` (the cp.async wgmma tiling, not batch tiles) over
 /// `images` images: pixel tiles x channel blocks x images.
-std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t images);
+std::int64_t split_k_tiles(const HmmaTiling& t, int out_channels, std::int64_t images);
 /// The launch's choice between a variant's two kernels (docs/conv2d.md, "Split-K"): `wanted` where
 /// split_k_slices gives more than one slice (and the grid's z extent, images x slices, holds them);
 /// then the split kernel with those slices where it is loaded (`split_loaded`), else the plain
 /// kernel (slices 1). One slice is the plain kernel, never the split one over the same tiles. A
-/// split form of its own tiles (`few_tiles`, Conv2dTiling::few_tiles): wanted where the plain
+/// split form of its own tiles (`few_tiles`, HmmaTiling::few_tiles): wanted where the plain
 /// kernel's `tiles` fill at most half of the multiprocessors (or `forced`), in the slices
 /// split_k_slices gives over its own `split_tiles` (1 or more).
 struct SplitKChoice {
@@ -261,12 +262,12 @@ SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, i
 struct SplitKWorkspace {
   std::int64_t partial_bytes = 0, counter_bytes = 0;
 };
-SplitKWorkspace split_k_workspace(const Conv2dTiling& t, std::int64_t tiles, int slices);
+SplitKWorkspace split_k_workspace(const HmmaTiling& t, std::int64_t tiles, int slices);
 
 /// The name expression of the Winograd kernel (conv2d_winograd.cuh).
 inline constexpr const char* kWinogradKernel = "cuinline_conv2d_winograd<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The tiling of a Winograd variant (winograd_applies(v)).
-Conv2dTiling winograd_tiling(const Conv2dVariant& v);
+WinogradTiling winograd_tiling(const Conv2dVariant& v);
 /// The CompileRequest of a Winograd variant (winograd_applies(v)).
 CompileRequest make_winograd_request(const Conv2dVariant& v);
 

@@ -212,11 +212,12 @@ void check_channel_operands(const Conv2dVariant& v, const std::vector<TensorView
   }
 }
 
-int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n, const Launchable& e) {
+int row_tiles_for(const Conv2dTiling& tiling, const Conv2dVariant& v, std::int64_t n, const Launchable& e) {
+  const Conv2dGrid& t = tiling.grid();
   if (t.row_tiles <= 1) return 1;
-  const std::int64_t cout_tiles = (v.out_channels + t.block_channels() - 1) / t.block_channels();
+  const std::int64_t cout_tiles = (v.out_channels + tiling.block_channels() - 1) / tiling.block_channels();
   const std::int64_t per_strip = std::int64_t{t.tiles_x} * cout_tiles * n;  // blocks per row strip
-  if (t.pipeline == 3) {
+  if (tiling.row_streaming()) {
     // Row streaming: the image's tile rows (steps of tile_rows output rows) are cut into strips, one
     // block each; the fewest (waves x steps a block), a block's start (weights and the first window)
     // counted as 2 steps. For a given number of waves more strips only shorten them, so the
@@ -237,7 +238,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return best_rows;
   }
-  if (t.winograd()) {
+  if (tiling.winograd()) {
     const int rows = conv2d_impl::conv2d_knobs().winograd_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // A block walks down up to 8 tile rows (its weights transformed once): the most rows that
@@ -255,7 +256,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return 1;
   }
-  if (t.window()) {
+  if (tiling.window()) {
     // The window form's blocks compute tiles in turn (each tile's first copies overlap the previous
     // one's stores): the fewest waves x (tiles a block + 1), of 1, 2 and 4 tiles a block (the +1:
     // a block's first copies, which nothing hides).
@@ -275,7 +276,7 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
     }
     return best;
   }
-  if (t.halo()) {
+  if (tiling.halo()) {
     const int rows = conv2d_impl::conv2d_knobs().halo_rows;  // (a tuning override)
     if (rows > 0) return std::min(rows, t.row_tiles);
     // The halo form stages its weights once a block: the most tiles a block (4 for a channels-last
@@ -303,14 +304,14 @@ int row_tiles_for(const Conv2dTiling& t, const Conv2dVariant& v, std::int64_t n,
   return 1;
 }
 
-// The split form's launch (e.tiling.split_k > 0): the slices the launch chose (e.slices,
+// The split form's launch (e.tiling.split()): the slices the launch chose (e.slices,
 // launch_choice), a workspace of the partial tiles and the tiles' arrival counters, the counters
 // zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
 // block of a tile also resets its counter), the grid's z axis images x slices. No workspace to be
 // had (out of memory): the same kernel runs its tiles whole.
 void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
                   const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
-  const Conv2dTiling& t = e.tiling;
+  const HmmaTiling& t = e.tiling.as_hmma();
   const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
   const std::int64_t tiles = conv2d_impl::split_k_tiles(t, v.out_channels, n);
   int slices = e.slices;
@@ -344,23 +345,28 @@ void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, c
 void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
                  const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
   const Conv2dTiling& t = e.tiling;
-  if (t.split_k > 0) {
+  if (t.split()) {
     launch_split(e, v, n, in, w, b, out, res, chan, stream, device);
     return;
   }
+  const Conv2dGrid& g = t.grid();
   // (Batch tiles: the kernel's row_tiles is the number of images; one block row spans the batch.)
   const int row_tiles = t.batch_tiles() ? static_cast<int>(n) : row_tiles_for(t, v, n, e);
-  const std::int64_t batch_blocks = t.batch_tiles() ? (n * v.out_height() * v.out_width() + t.tile_cols - 1) / t.tile_cols : 0;
+  const std::int64_t batch_blocks =
+      t.batch_tiles()
+          ? (n * v.out_height() * v.out_width() + t.as_hmma().tile_cols - 1) / t.as_hmma().tile_cols
+          : 0;
   LaunchConfig cfg;
   // (The window form's tiles in turn run along x: tiles_y is 1.)
-  const std::int64_t blocks_x = t.batch_tiles()                  ? batch_blocks
-                                : t.window() && t.row_tiles > 1 ? (t.tiles_x + row_tiles - 1) / row_tiles
-                                                               : t.tiles_x * ((t.tiles_y + row_tiles - 1) / row_tiles);
+  const std::int64_t blocks_x = t.batch_tiles() ? batch_blocks
+                                : t.window() && g.row_tiles > 1
+                                    ? (g.tiles_x + row_tiles - 1) / row_tiles
+                                    : g.tiles_x * ((g.tiles_y + row_tiles - 1) / row_tiles);
   cfg.grid = Dim3(static_cast<unsigned>(blocks_x),
                   static_cast<unsigned>(t.channel_fast() || t.row_fast() || t.pointwise() ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(t.batch_tiles() ? 1 : n));
   cfg.block = Dim3(static_cast<unsigned>(t.threads()));
-  cfg.shared_bytes = t.shared_bytes;
+  cfg.shared_bytes = g.shared_bytes;
   cfg.stream = stream;
   e.kernel.launch(cfg, in, w, b, out, row_tiles, res, chan);
 }
@@ -370,13 +376,13 @@ std::int64_t round256(std::int64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-// A staged call (e.tiling.stage_channels > 0): a workspace on the stream, the staging copy into it,
+// A staged call (e.tiling.staged()): a workspace on the stream, the staging copy into it,
 // the conv of the copies, the workspace freed after them (all stream-ordered: capturable). False,
 // with nothing launched, where no workspace can be had.
 bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
                    const TensorView& weight, const TensorView& bias, const TensorView& output,
                    const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device) {
-  const Conv2dTiling& t = e.tiling;
+  const HmmaTiling& t = e.tiling.as_hmma();
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t elem = t.tf32_wgmma() ? 4 : 2;  // (f32 copies for TF32, else 16-bit ones)
@@ -414,27 +420,28 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
 
 // A transposing call (e.tiling.transposes(): f32 with channels-last tensors): a workspace on the
 // stream; the channels-last input and weight copied to NCHW in it; where the output is copied
-// (transpose_output: every kernel but Winograd's) the channels-last residual too, and the kernel
+// (transpose.output: every kernel but Winograd's) the channels-last residual too, and the kernel
 // writes NCHW scratch that is then copied into the output; the workspace freed after them (all
 // stream-ordered: capturable). False, with nothing launched, where no workspace can be had or a
 // copy's grid is too large.
 bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
                        const TensorView& weight, const TensorView& bias, const TensorView& output,
                        const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device) {
-  const Conv2dTiling& t = e.tiling;
+  const Conv2dTransposes& t = e.tiling.transpose;
   const std::int64_t pixels = std::int64_t{v.height} * v.width;
   const std::int64_t taps = std::int64_t{v.kernel_h} * v.kernel_w;
   const std::int64_t out_pixels = v.out_height() * v.out_width();
-  const bool res = t.transpose_output && v.has_residual;
-  const std::int64_t in_bytes = t.transpose_input ? round256(n * pixels * v.in_channels * 4) : 0;
-  const std::int64_t w_bytes = t.transpose_weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
-  const std::int64_t out_bytes = t.transpose_output ? round256(n * out_pixels * v.out_channels * 4) : 0;
+  const bool res = t.output && v.has_residual;
+  const std::int64_t in_bytes = t.input ? round256(n * pixels * v.in_channels * 4) : 0;
+  const std::int64_t w_bytes =
+      t.weight ? round256(std::int64_t{v.out_channels} * taps * v.in_channels * 4) : 0;
+  const std::int64_t out_bytes = t.output ? round256(n * out_pixels * v.out_channels * 4) : 0;
   const std::int64_t res_bytes = res ? out_bytes : 0;
   const auto grid_ok = [](std::int64_t rows, std::int64_t cols) {
     return conv2d_impl::transpose_grid(rows, cols).blocks <= 0x7fffffff;
   };
-  if ((t.transpose_input && !grid_ok(pixels, v.in_channels)) || (t.transpose_weight && !grid_ok(taps, v.in_channels)) ||
-      (t.transpose_output && (!grid_ok(v.out_channels, out_pixels) || !grid_ok(out_pixels, v.out_channels)))) {
+  if ((t.input && !grid_ok(pixels, v.in_channels)) || (t.weight && !grid_ok(taps, v.in_channels)) ||
+      (t.output && (!grid_ok(v.out_channels, out_pixels) || !grid_ok(out_pixels, v.out_channels)))) {
     return false;
   }
   const CUdeviceptr ws = cuinline::detail::workspace_alloc(
@@ -442,9 +449,9 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
   if (ws == 0) return false;
   cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
   const auto at = [&](std::int64_t offset) { return reinterpret_cast<void*>(ws + static_cast<CUdeviceptr>(offset)); };
-  void* in_ws = t.transpose_input ? at(0) : nullptr;
-  void* w_ws = t.transpose_weight ? at(in_bytes) : nullptr;
-  void* out_ws = t.transpose_output ? at(in_bytes + w_bytes) : nullptr;
+  void* in_ws = t.input ? at(0) : nullptr;
+  void* w_ws = t.weight ? at(in_bytes) : nullptr;
+  void* out_ws = t.output ? at(in_bytes + w_bytes) : nullptr;
   void* res_ws = res ? at(in_bytes + w_bytes + out_bytes) : nullptr;
   // batch x [rows][cols] at src -> batch x [cols][rows] at dst.
   const auto copy = [&](const void* src, void* dst, std::int64_t batch, long long rows, long long cols) {
@@ -458,13 +465,13 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
     e.stage.launch(cfg, src, dst, rows, cols, col_tiles, lc, lt);
   };
   // Channels-last [N][H*W][C] -> [N][C][H*W]; the weight [Cout][KH*KW][Cin] -> [Cout][Cin][KH*KW].
-  if (t.transpose_input) copy(input.data, in_ws, n, pixels, v.in_channels);
-  if (t.transpose_weight) copy(weight.data, w_ws, v.out_channels, taps, v.in_channels);
+  if (t.input) copy(input.data, in_ws, n, pixels, v.in_channels);
+  if (t.weight) copy(weight.data, w_ws, v.out_channels, taps, v.in_channels);
   if (res) copy(residual.data, res_ws, n, out_pixels, v.out_channels);
-  launch_conv(e, v, n, t.transpose_input ? in_ws : input.data, t.transpose_weight ? w_ws : weight.data, bias.data,
-              t.transpose_output ? out_ws : output.data, res ? res_ws : residual.data, chan, stream, device);
+  launch_conv(e, v, n, t.input ? in_ws : input.data, t.weight ? w_ws : weight.data, bias.data,
+              t.output ? out_ws : output.data, res ? res_ws : residual.data, chan, stream, device);
   // NCHW [N][Cout][OH*OW] -> the channels-last output [N][OH*OW][Cout].
-  if (t.transpose_output) copy(out_ws, output.data, n, v.out_channels, out_pixels);
+  if (t.output) copy(out_ws, output.data, n, v.out_channels, out_pixels);
   return true;
 }
 
@@ -473,11 +480,11 @@ bool launch_transposed(const Launchable& e, const Conv2dVariant& v, std::int64_t
 void run_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const TensorView& input,
               const TensorView& weight, const TensorView& bias, const TensorView& output,
               const TensorView& residual, const ChannelArgs& chan, CUstream stream, int device, std::uint64_t hash) {
-  if (e.tiling.stage_channels == 0 && !e.tiling.transposes()) {
+  if (!e.tiling.staged() && !e.tiling.transposes()) {
     launch_conv(e, v, n, input.data, weight.data, bias.data, output.data, residual.data, chan, stream, device);
     return;
   }
-  if (e.tiling.stage_channels > 0
+  if (e.tiling.staged()
           ? launch_staged(e, v, n, input, weight, bias, output, residual, chan, stream, device)
           : launch_transposed(e, v, n, input, weight, bias, output, residual, chan, stream, device)) {
     return;

@@ -31,7 +31,7 @@ namespace mma_plan = cuinline_conv2d_mma_detail;
 
 // The plan of a tiling: conv2d_mma_plan.cuh's figures (what the kernel's Plan<S> compiles) of the
 // shape constants make_mma_request renders for v and t.
-mma_plan::MmaPlanFigures mma_figures_of(const Conv2dVariant& v, const Conv2dTiling& t) {
+mma_plan::MmaPlanFigures mma_figures_of(const Conv2dVariant& v, const MmaTiling& t) {
   const Conv2dParams& p = v.params;
   return mma_plan::mma_plan_figures(mma_plan::MmaPlanShape{
       v.kernel_h, v.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, static_cast<int>(v.out_height()),
@@ -39,7 +39,7 @@ mma_plan::MmaPlanFigures mma_figures_of(const Conv2dVariant& v, const Conv2dTili
       t.ci_chunk, t.pipeline, t.out_stage});
 }
 // A tiling's shared memory and grid from its plan (kSmemBytes, kTilesX, kTilesY).
-void set_mma_plan_figures(const Conv2dVariant& v, Conv2dTiling& t) {
+void set_mma_plan_figures(const Conv2dVariant& v, MmaTiling& t) {
   const mma_plan::MmaPlanFigures f = mma_figures_of(v, t);
   t.shared_bytes = static_cast<unsigned>(std::min<long long>(f.smem_bytes, 0xffffffffll));
   t.tiles_x = f.tiles_x;
@@ -62,7 +62,7 @@ int in_extent(int outs, int k, int stride, int dilation) {
 // (H200) the output's stores were the kernel's limit at one row a step (504-byte runs,
 // 2.2 TB/s), and runs of 1008 bytes stored together measured 0.210 ms against 0.280. Sets the
 // tile and smem fields of t; false: no fit.
-bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad) {
+bool stream_rows(const Conv2dVariant& v, MmaTiling& t, int ci_pad) {
   if (v.precision != Conv2dPrecision::tf32) return false;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
@@ -85,7 +85,7 @@ bool stream_rows(const Conv2dVariant& v, Conv2dTiling& t, int ci_pad) {
   const int out_stage =
       v.has_residual ? 0 : (m_tiles == 8 && t.n_tiles % 4 == 0 ? 4 : (t.n_tiles % 2 == 0 ? 2 : 1));
   for (int rows = std::min(2, oh); rows >= 1; --rows) {
-    Conv2dTiling c = t;
+    MmaTiling c = t;
     c.tile_cols = cols;
     c.tile_rows = rows;
     c.m_tiles = m_tiles;
@@ -116,13 +116,12 @@ bool uses_tensor_cores(const Conv2dVariant& v) {
   }
 }
 
-Conv2dTiling mma_tiling(const Conv2dVariant& v) {
+MmaTiling mma_tiling(const Conv2dVariant& v) {
   v.validate();
   const Conv2dParams& p = v.params;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
-  Conv2dTiling t;
-  t.kernel = Conv2dKernel::mma;
+  MmaTiling t;
   t.warps_n = v.out_channels <= 16 ? 1 : 2;
   t.n_tiles = std::clamp(ceil_div(v.out_channels, 8 * t.warps_n), 1, 4);
   const int ci_pad = (v.in_channels + 7) / 8 * 8;
@@ -211,7 +210,7 @@ Conv2dTiling mma_tiling(const Conv2dVariant& v) {
 }
 
 CompileRequest make_mma_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = mma_tiling(v);  // validates
+  const MmaTiling t = mma_tiling(v);  // validates
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() +
                     "\n#include \"ew_ops.cuh\"\n#include \"conv2d_mma.cuh\"\n\n" +
@@ -227,7 +226,7 @@ CompileRequest make_mma_request(const Conv2dVariant& v) {
   src += c("kSumsFromZero", v.precision == Conv2dPrecision::tf32x3 && conv2d_knobs().tf32x3_chained_sums ? 0 : 1);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_mma_detail::Plan<cuinline_conv2d_shape>";
-  src += render_plan_checks(plan, t);
+  src += render_plan_checks(plan, t, t.threads());
   src += "static_assert(" + plan + "::kBlockCout == " + std::to_string(t.block_channels()) +
          ", \"channels\");\n";
 

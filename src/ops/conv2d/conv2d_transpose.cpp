@@ -45,7 +45,7 @@ Conv2dVariant f32_kernel_variant(const Conv2dVariant& v) {
 }
 
 Conv2dTiling f32_kernel_tiling(const Conv2dVariant& k) {
-  return k.output_layout == Conv2dLayout::nhwc ? winograd_tiling(k) : conv2d_tiling(k);
+  return k.output_layout == Conv2dLayout::nhwc ? Conv2dTiling(winograd_tiling(k)) : conv2d_tiling(k);
 }
 
 CompileRequest make_f32_kernel_request(const Conv2dVariant& k) {

@@ -63,29 +63,27 @@ bool winograd_applies(const Conv2dVariant& v) {
          winograd_tiling(v).shared_bytes <= conv2d_max_shared_bytes(v.target);
 }
 
-Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
+WinogradTiling winograd_tiling(const Conv2dVariant& v) {
   constexpr int m = kM;
   const int oh = static_cast<int>(v.out_height());
   const int ow = static_cast<int>(v.out_width());
   const int tiles_across = ceil_div(ow, m);
   const int warp_tiles = kTileLanes * kTilesPerThread;
-  Conv2dTiling t;
-  t.kernel = Conv2dKernel::winograd;
-  t.winograd_tile = m;
+  WinogradTiling t;
+  t.m = m;
   // The products in 3xTF32 on tensor cores: 0.3934 ms on the seed against 0.4912 in fp32 FMA
   // (channels-last output 0.4161 against 0.5046; H200, L2 flushed), as accurate (rel L2 1.65e-7
   // against 1.36e-7). FMA products only where there are no TF32 tensor cores (sm_75).
-  t.winograd_tc = v.in_channels % 8 == 0 && v.target != Conv2dTarget::sm75;
-  t.pipeline = 4;
+  t.tc_products = v.in_channels % 8 == 0 && v.target != Conv2dTarget::sm75;
   // Warps along the channels: enough for Cout (up to 4), fewer where the weights would not fit;
   // the rest of the block's warps along the tiles, fewer where the row is narrow.
   int warps_c = std::min(4, pow2_at_least(ceil_div(v.out_channels, kWarpChannels)));
   while (warps_c > 1 && weight_bytes(v, warps_c) > conv2d_tuning(v.target).winograd_max_weight_bytes) warps_c /= 2;
   int warps_x = std::max(1, block_warps(v, warps_c) / warps_c);
   while (warps_x > 1 && (warps_x / 2) * warp_tiles >= tiles_across) warps_x /= 2;
-  t.threads_x = kTileLanes;
-  t.threads_y = warps_x;
-  t.channel_groups = warps_c;
+  t.tile_lanes = kTileLanes;
+  t.warps_x = warps_x;
+  t.warps_c = warps_c;
   t.pixels_per_thread = m * kTilesPerThread;  // output columns of a thread
   t.channels_per_thread = kChannelsPerThread;
   t.ci_chunk = v.in_channels;  // one stage a tile row (winograd_applies: 8 input channels)
@@ -104,12 +102,12 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
   namespace wino_plan = cuinline_conv2d_wino_detail;
   const auto figures = [&] {
     return wino_plan::winograd_plan_figures(wino_plan::WinogradPlanShape{
-        v.in_channels, v.width, v.params.pad_w, oh, ow, t.threads_x, t.pixels_per_thread / m, t.threads_y,
-        t.channel_groups, t.channels_per_thread, v.output_aligned ? 1 : 0});
+        v.in_channels, v.width, v.params.pad_w, oh, ow, t.tile_lanes, t.pixels_per_thread / m, t.warps_x,
+        t.warps_c, t.channels_per_thread, v.output_aligned ? 1 : 0});
   };
-  while (t.threads_y > 1 && figures().smem_bytes > conv2d_max_shared_bytes(v.target)) {
-    t.threads_y /= 2;
-    t.min_blocks = std::max(1, 16 / (t.threads_y * warps_c));
+  while (t.warps_x > 1 && figures().smem_bytes > conv2d_max_shared_bytes(v.target)) {
+    t.warps_x /= 2;
+    t.min_blocks = std::max(1, 16 / (t.warps_x * warps_c));
   }
   const wino_plan::WinogradPlanFigures f = figures();
   t.shared_bytes = static_cast<unsigned>(f.smem_bytes);
@@ -119,19 +117,19 @@ Conv2dTiling winograd_tiling(const Conv2dVariant& v) {
 }
 
 CompileRequest make_winograd_request(const Conv2dVariant& v) {
-  const Conv2dTiling t = winograd_tiling(v);
+  const WinogradTiling t = winograd_tiling(v);
   const auto c = render_constant;
   std::string src = "// cuinline conv2d variant " + v.name() + " (Winograd F(2x2, 3x3))\n" + render_target_defines(v) + "#include \"ew_ops.cuh\"\n#include \"conv2d_winograd.cuh\"\n\n" +
                     render_conv2d_epilogue(v.epilogue, v.dtype, v.out_channels);
   src += "\nstruct cuinline_conv2d_shape {\n" + render_shape_constants(v);
-  src += c("kTT", t.pixels_per_thread / t.winograd_tile) + c("kTCo", t.channels_per_thread) + c("kLX", t.threads_x);
-  src += c("kWX", t.threads_y) + c("kWC", t.channel_groups) + c("kCiChunk", t.ci_chunk);
+  src += c("kTT", t.pixels_per_thread / t.m) + c("kTCo", t.channels_per_thread) + c("kLX", t.tile_lanes);
+  src += c("kWX", t.warps_x) + c("kWC", t.warps_c) + c("kCiChunk", t.ci_chunk);
   src += c("kCiUnroll", t.ci_unroll) + c("kMinBlocks", t.min_blocks);
-  src += c("kWinoTC", t.winograd_tc ? 1 : 0) + c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
+  src += c("kWinoTC", t.tc_products ? 1 : 0) + c("kOutNhwc", v.output_layout == Conv2dLayout::nhwc ? 1 : 0);
   src += c("kOutAligned", v.output_aligned ? 1 : 0);
   src += "};\n\n";
   const std::string plan = "cuinline_conv2d_wino_detail::WPlan<cuinline_conv2d_shape>";
-  src += render_plan_checks(plan, t);
+  src += render_plan_checks(plan, t, t.threads());
   src += "static_assert(" + plan + "::kBlockCout == " + std::to_string(t.block_channels()) +
          ", \"channels\");\n";
 

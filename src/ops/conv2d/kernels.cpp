@@ -94,12 +94,13 @@ Conv2dTarget device_target(int device) {
 }
 
 static void finish_launchable(Launchable& l, int device) {
-  if (l.tiling.shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(l.tiling.shared_bytes, device);
+  const unsigned shared_bytes = l.tiling.grid().shared_bytes;
+  if (shared_bytes > 48 * 1024) l.kernel.set_max_dynamic_shared_bytes(shared_bytes, device);
   const DeviceInfo info = device_info(device);
   l.multiprocessors = info.multiprocessors;
   l.memory_bandwidth = info.memory_bandwidth;
-  l.resident_blocks = std::max(1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()),
-                                                             l.tiling.shared_bytes, device));
+  l.resident_blocks = std::max(
+      1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()), shared_bytes, device));
 }
 
 // A shape-generic copy on `device` (conv2d_stage.cuh for every staged variant, conv2d_transpose.cuh
@@ -137,7 +138,7 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
   if (algo == Conv2dAlgo::tf32_wgmma) l.stage = copy_kernel(kStageCopyTf32, device);
   // (No copy where Winograd writes the only channels-last tensor, the output, itself.)
   if (algo == Conv2dAlgo::fp32_transposed && l.tiling.transposes()) l.stage = copy_kernel(kTransposeCopy, device);
-  if (const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v)) {
+  if (const std::optional<HmmaTiling> split = conv2d_impl::split_tiling_of(algo, v)) {
     l.split_most = split->split_k;
     l.split_few_tiles = split->few_tiles;
     l.split_image_tiles = static_cast<int>(conv2d_impl::split_k_tiles(*split, v.out_channels, 1));  // (<= 64 k)
@@ -151,7 +152,7 @@ std::pair<Conv2dVariant, Launchable> make_launchable(const Conv2dVariant& called
 static std::pair<Conv2dVariant, Launchable> make_split_launchable(const Conv2dVariant& called, int device) {
   const Conv2dVariant v = conv2d_variant_for_device(called, device);
   const conv2d_impl::Conv2dAlgo algo = conv2d_impl::conv2d_algo(v);
-  const std::optional<Conv2dTiling> split = conv2d_impl::split_tiling_of(algo, v);
+  const std::optional<HmmaTiling> split = conv2d_impl::split_tiling_of(algo, v);
   const std::optional<CompileRequest> request = make_split_request(v);
   if (!split || !request) throw Error("conv2d variant " + v.name() + " has no split-K form");
   Launchable l;
@@ -167,10 +168,12 @@ std::pair<Conv2dVariant, Launchable> make_direct_launchable(const Conv2dVariant&
   const Conv2dVariant v = conv2d_variant_for_device(called, device);
   Launchable l;
   const bool f32 = v.dtype == DType::f32;
-  l.tiling = f32 ? conv2d_impl::generic_tiling(v) : conv2d_impl::hmma_direct_tiling(v);
+  l.tiling =
+      f32 ? Conv2dTiling(conv2d_impl::generic_tiling(v)) : Conv2dTiling(conv2d_impl::hmma_direct_tiling(v));
   Module module = default_cache().get(
       f32 ? conv2d_impl::make_generic_request(v) : conv2d_impl::make_hmma_direct_request(v), device_arch(device));
-  l.kernel = module.kernel(f32 ? conv2d_impl::kGenericKernel : conv2d_impl::hmma_kernel_name(l.tiling));
+  l.kernel =
+      module.kernel(f32 ? conv2d_impl::kGenericKernel : conv2d_impl::hmma_kernel_name(l.tiling.as_hmma()));
   finish_launchable(l, device);
   return std::make_pair(called, l);
 }
@@ -214,7 +217,8 @@ Launchable launch_choice(const Launchable& plain, const Conv2dVariant& v, std::i
                          int device, CUstream stream, bool& waited) {
   if (plain.split_most == 0) return plain;
   const int knob = conv2d_impl::conv2d_knobs().split_k;
-  const std::int64_t tiles = conv2d_impl::split_k_tiles(plain.tiling, v.out_channels, n);
+  // (A plain kernel with a split form is the hmma kernel's.)
+  const std::int64_t tiles = conv2d_impl::split_k_tiles(plain.tiling.as_hmma(), v.out_channels, n);
   const auto choose = [&](bool loaded) {
     return conv2d_impl::split_k_choice(tiles, n, plain.split_most, plain.multiprocessors, knob > 0, loaded,
                                        plain.split_few_tiles, std::int64_t{plain.split_image_tiles} * n);

@@ -18,16 +18,16 @@ namespace cuinline::ops::conv2d_impl {
 // What a launch needs, copied out of the map without copying the variant (no allocation).
 struct Launchable {
   Kernel kernel;
-  Kernel stage;  ///< the staging copy (tiling.stage_channels > 0) or the transposing copy (tiling.transposes())
+  Kernel stage;  ///< the staging copy (tiling.staged()) or the transposing copy (tiling.transposes())
   Conv2dTiling tiling;
   int multiprocessors = 0;
   int resident_blocks = 1;  ///< blocks of this kernel one multiprocessor holds at once
   double memory_bandwidth = 0;  ///< the device's peak DRAM bandwidth (bytes/s; 0: unknown)
   /// The plain kernel's: the most slices of its variant's split-K form (0: it has none), its output
-  /// tiles an image and whether they are its own (Conv2dTiling::few_tiles).
+  /// tiles an image and whether they are its own (HmmaTiling::few_tiles).
   int split_most = 0;
   int split_image_tiles = 0;
-  /// The split kernel's (tiling.split_k > 0): the slices this launch cuts its reduction into, set on
+  /// The split kernel's (tiling.split()): the slices this launch cuts its reduction into, set on
   /// the launch's copy by the launch's choice (split_k_choice).
   int slices = 1;
   bool split_few_tiles = false;

@@ -3,6 +3,9 @@
 // make_stage_request are its parts.
 #include "ops/conv2d/select.hpp"
 
+#include <cuinline/error.hpp>
+#include <string>
+
 #include "ops/conv2d/conv2d_internal.hpp"
 
 namespace cuinline::ops {
@@ -69,9 +72,9 @@ Conv2dTiling conv2d_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v) {
     case Conv2dAlgo::fp32_transposed: {
       const Conv2dVariant k = f32_kernel_variant(v);
       Conv2dTiling t = f32_kernel_tiling(k);
-      t.transpose_input = v.input_layout == Conv2dLayout::nhwc;
-      t.transpose_weight = v.weight_layout == Conv2dLayout::nhwc;
-      t.transpose_output = v.output_layout == Conv2dLayout::nhwc && k.output_layout == Conv2dLayout::nchw;
+      t.transpose.input = v.input_layout == Conv2dLayout::nhwc;
+      t.transpose.weight = v.weight_layout == Conv2dLayout::nhwc;
+      t.transpose.output = v.output_layout == Conv2dLayout::nhwc && k.output_layout == Conv2dLayout::nchw;
       return t;
     }
     case Conv2dAlgo::generic:
@@ -134,7 +137,7 @@ std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v) {
     case Conv2dAlgo::hmma_mma:
     case Conv2dAlgo::pointwise:
     case Conv2dAlgo::tf32_wgmma:
-      return hmma_kernel_name(conv2d_tiling_of(algo, v));
+      return hmma_kernel_name(conv2d_tiling_of(algo, v).as_hmma());
     case Conv2dAlgo::fp32_transposed: {
       const Conv2dVariant k = f32_kernel_variant(v);
       return k.output_layout == Conv2dLayout::nhwc ? kWinogradKernel : kernel_name_of(conv2d_algo(k), k);
@@ -151,9 +154,9 @@ std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v) {
   return "cuinline_conv2d<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 }
 
-std::optional<Conv2dTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v) {
+std::optional<HmmaTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v) {
   if (algo != Conv2dAlgo::hmma_wgmma && algo != Conv2dAlgo::hmma_staged) return std::nullopt;
-  Conv2dTiling t = hmma_split_tiling(v);
+  HmmaTiling t = hmma_split_tiling(v);
   if (t.split_k == 0) return std::nullopt;
   return t;
 }
@@ -175,6 +178,26 @@ Conv2dSelection select_conv2d(const Conv2dVariant& v) {
 }
 
 }  // namespace conv2d_impl
+
+void conv2d_tiling_mismatch(Conv2dKernel held, Conv2dKernel asked) {
+  const auto name = [](Conv2dKernel k) {
+    switch (k) {
+      case Conv2dKernel::direct:
+        return "direct";
+      case Conv2dKernel::winograd:
+        return "winograd";
+      case Conv2dKernel::mma:
+        return "mma";
+      case Conv2dKernel::hmma:
+        return "hmma";
+      case Conv2dKernel::generic:
+        return "generic";
+    }
+    return "unknown";
+  };
+  throw Error(std::string("conv2d: the ") + name(asked) + " tiling asked of a " + name(held) +
+              " kernel's tiling");
+}
 
 Conv2dTiling conv2d_tiling(const Conv2dVariant& v) {
   v.validate();

@@ -40,11 +40,11 @@ const char* to_string(Conv2dAlgo algo) noexcept;
 /// The name expression of the f16 / bf16 / TF32 tensor-core kernel (conv2d_hmma.cuh).
 inline constexpr const char* kHmmaKernel =
     "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
-/// Its split form's (Conv2dTiling::split_k > 0): the kernel with the split-K workspace arguments.
+/// Its split form's (HmmaTiling::split_k > 0): the kernel with the split-K workspace arguments.
 inline constexpr const char* kHmmaSplitKernel =
     "cuinline_conv2d_hmma_split<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The kernel of a conv2d_hmma.cuh tiling.
-inline const char* hmma_kernel_name(const Conv2dTiling& t) {
+inline const char* hmma_kernel_name(const HmmaTiling& t) {
   return t.split_k > 0 ? kHmmaSplitKernel : kHmmaKernel;
 }
 
@@ -77,6 +77,6 @@ std::string kernel_name_of(Conv2dAlgo algo, const Conv2dVariant& v);
 /// whose algorithm `algo` has one (hmma_wgmma, and hmma_staged on the wgmma tiling) and whose
 /// reduction the process's CUINLINE_CONV2D_SPLIT_K splits; nullopt for every other variant. The
 /// plain tiling, request and kernel (the parts above) are the same either way.
-std::optional<Conv2dTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v);
+std::optional<HmmaTiling> split_tiling_of(Conv2dAlgo algo, const Conv2dVariant& v);
 
 }  // namespace cuinline::ops::conv2d_impl

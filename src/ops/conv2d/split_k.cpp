@@ -7,7 +7,7 @@
 
 namespace cuinline::ops::conv2d_impl {
 
-int split_k_most(const Conv2dVariant& v, const Conv2dTiling& t, int k_steps, int knob) {
+int split_k_most(const Conv2dVariant& v, const HmmaTiling& t, int k_steps, int knob) {
   if (knob == 0 || !t.wgmma() || !t.half_mma() || t.halo() || t.window() || t.batch_tiles() || t.pointwise()) return 0;
   if (v.dtype != DType::f16 && v.dtype != DType::bf16) return 0;
   const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
@@ -26,7 +26,7 @@ int split_k_slices(std::int64_t tiles, int most, int multiprocessors, bool force
   return static_cast<int>(std::min<std::int64_t>(most, multiprocessors / tiles));
 }
 
-std::int64_t split_k_tiles(const Conv2dTiling& t, int out_channels, std::int64_t images) {
+std::int64_t split_k_tiles(const HmmaTiling& t, int out_channels, std::int64_t images) {
   const std::int64_t channel_blocks = (out_channels + t.block_channels() - 1) / t.block_channels();
   return std::int64_t{t.tiles_x} * channel_blocks * images;
 }
@@ -52,7 +52,7 @@ SplitKChoice split_k_choice(std::int64_t tiles, std::int64_t images, int most, i
   return c;
 }
 
-SplitKWorkspace split_k_workspace(const Conv2dTiling& t, std::int64_t tiles, int slices) {
+SplitKWorkspace split_k_workspace(const HmmaTiling& t, std::int64_t tiles, int slices) {
   const auto round256 = [](std::int64_t b) { return (b + 255) / 256 * 256; };
   SplitKWorkspace w;
   w.partial_bytes = round256(tiles * slices * std::int64_t{t.tile_cols} * t.block_channels() * 4);
