@@ -371,7 +371,7 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 // opmath value for the output, is computed again there from the same operands (the same bits).
 // layer_norm is not packed: its write pass holds the weight's and the bias's packs too, and at 32
 // registers it spilled 56 (f16) to 300 (bf16) bytes and ran 5 % slower.
-enum { RD_OPMATH = 0, RD_PACKED = 1, RD_PARKED = 2 };
+enum { RD_OPMATH = 0, RD_PACKED = 1, RD_PARKED = 2, RD_PACKED_EACH = 3 };
 template <class P, class Q, int K>
 struct rd_unchained {
   enum { value = 0 };
@@ -397,6 +397,30 @@ template <int V>
 __device__ __forceinline__ float rd_widen(const rd_pack<ew_bf16, V>& u, int j) {
   const unsigned w = reinterpret_cast<const unsigned*>(&u.raw)[j / 2];
   return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+// As rd_widen, widened again at each read (RD_PACKED_EACH): a bf16 element's mask or shift is an
+// instruction the compiler may otherwise keep the result of for every pass that reads it (the
+// cluster form's bf16 layer_norm, three passes over 64 elements a thread: 120 registers a thread,
+// 73 this way; ptxas, sm_90). The same bits. (f16's conversion reads either half of a word in
+// place: it is not kept so.)
+template <int V>
+__device__ __forceinline__ float rd_widen_each(const rd_pack<ew_half, V>& u, int j) {
+  return rd_widen(u, j);
+}
+template <int V>
+__device__ __forceinline__ float rd_widen_each(const rd_pack<ew_bf16, V>& u, int j) {
+#ifdef __CUDA_ARCH__
+  const unsigned w = reinterpret_cast<const unsigned*>(&u.raw)[j / 2];
+  unsigned r;
+  if (j & 1) {
+    asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(r) : "r"(w));
+  } else {
+    asm volatile("shl.b32 %0, %1, 16;" : "=r"(r) : "r"(w));
+  }
+  return __uint_as_float(r);
+#else
+  return rd_widen(u, j);
+#endif
 }
 template <class S, int V, int E, int kStore, int T>
 struct rd_row {
@@ -445,6 +469,16 @@ struct rd_row<S, V, E, RD_PACKED, T> {
     }
   }
   __device__ __forceinline__ void zero(int it) { u[it].raw = R(); }
+};
+template <class S, int V, int E, int T>
+struct rd_row<S, V, E, RD_PACKED_EACH, T> : rd_row<S, V, E, RD_PACKED, T> {
+  typedef typename ew_traits<S>::op A;
+  __device__ __forceinline__ A operator()(int it, int j) const { return rd_widen_each(this->u[it], j); }
+  __device__ __forceinline__ A* at(int it) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) this->w[j] = rd_widen_each(this->u[it], j);
+    return this->w;
+  }
 };
 
 // Parked (f32): where a 1024-thread block holds 32 elements a thread of an unchained softmax,
@@ -662,9 +696,12 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 // packs where it is 16 bits wide and unchained (rd_chunk_store: 64 elements a thread in 32
 // registers, widened where read), else as opmath values: the same values either way. (Packed, a
 // prologue's call of a division spilled 4 bytes: f16 layer_norm "div(2)", ptxas sm_90.)
-template <class S, class P, class Q, int K>
+template <int kOp, class S, class P, class Q, int K>
 struct rd_chunk_store {
-  enum { value = sizeof(S) == 2 && rd_unchained<P, Q, K>::value ? RD_PACKED : RD_OPMATH };
+  enum {
+    value = sizeof(S) == 2 && rd_unchained<P, Q, K>::value ? (kOp == RD_LAYER_NORM ? RD_PACKED_EACH : RD_PACKED)
+                                                           : RD_OPMATH
+  };
 };
 template <int kOp, class S, int V, int E, int T, class P, bool kNc, class Row>
 __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, long long base, int count,
@@ -789,7 +826,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
   const long long left = a.n - base;
   const int count = left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
   const int t = threadIdx.x;
-  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
+  rd_row<S, V, E, rd_chunk_store<kOp, S, P, Q, K>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, true>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
@@ -914,9 +951,19 @@ struct rd_cluster_stat {
   }
 };
 
+// The blocks a multiprocessor that rd_cluster asks ptxas for: four (64 registers a thread) for the
+// unchained 16-bit layer_norm with one chunk a block, which held 64 (f16, 4 bytes spilled) and 73
+// (bf16, widened at each read) registers unbounded, and no spill bounded (ptxas, sm_90); 0 (no
+// bound) for the others, which hold at most 64 of themselves (f32 layer_norm 79).
+template <int kOp, class S, int G, class P, class Q, int K>
+struct rd_cluster_min_blocks {
+  enum { value = kOp == RD_LAYER_NORM && sizeof(S) == 2 && G == 1 && rd_unchained<P, Q, K>::value ? 4 : 0 };
+};
+
 template <int kOp, class S, int V, int E, int T, int G, int C, class P = rd_no_prologue,
           class Q = rd_no_epilogue, int K = 0>
-__global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename rd_args_of<K>::type a) {
+__global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G, (rd_cluster_min_blocks<kOp, S, G, P, Q, K>::value))
+    rd_cluster(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V };
 #ifdef RD_NO_CLUSTERS
@@ -931,7 +978,7 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G) rd_cluster(typename 
   const long long row = blockIdx.x / C, chunk = static_cast<long long>(blockIdx.x % C) * G + g;
   const long long base = chunk * a.chunk, left = a.n - base;
   const int count = left <= 0 ? 0 : left < a.chunk ? static_cast<int>(left) : static_cast<int>(a.chunk);
-  rd_row<S, V, E, rd_chunk_store<S, P, Q, K>::value, T> v;
+  rd_row<S, V, E, rd_chunk_store<kOp, S, P, Q, K>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   if (G == 1) {

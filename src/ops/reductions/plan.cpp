@@ -295,13 +295,12 @@ bool cluster_pays(RowOp op, DType dtype, int groups) noexcept {
   // 65536, 131072 and 262144, bf16 and f16 (16-bit chunks of 256 x 64) and f32,
   // CUINLINE_ROWS_CLUSTER=0 against =all in one machine session each (docs/reductions.md, "Rows past
   // 32768 elements"). One chunk a block: softmax +15-32 %, log_softmax +26-48 %, rms_norm +24-36 %,
-  // add_rms_norm -1 to +5 % (one launch, no workspace), layer_norm f32 +5-8 %, f16 +19-20 %, but
-  // bf16 -14-23 % (120 registers a thread, where f16's widening reads either half of a word). Two:
-  // softmax +3-7 %, log_softmax +13-19 %, rms_norm +19-20 %, add_rms_norm -1 to -3 %, layer_norm
-  // -18-21 %. f64 not measured: it splits.
+  // add_rms_norm -1 to +5 % (one launch, no workspace), layer_norm f32 +5-8 %, f16 +19-20 %, bf16
+  // 1528-2320 -> 2502-2905 GB/s (widened at each read: 64 registers a thread where it held 120 and
+  // lost 14-23 %). Two: softmax +3-7 %, log_softmax +13-19 %, rms_norm +19-20 %, add_rms_norm -1 to
+  // -3 %, layer_norm -18-21 %. f64 not measured: it splits.
   if (dtype == DType::f64) return false;
-  if (op == RowOp::layer_norm) return groups == 1 && (dtype == DType::f32 || dtype == DType::f16);
-  if (op == RowOp::add_rms_norm) return groups == 1;
+  if (op == RowOp::layer_norm || op == RowOp::add_rms_norm) return groups == 1;
   return true;
 }
 
