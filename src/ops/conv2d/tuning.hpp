@@ -30,7 +30,7 @@ struct Conv2dTuning {
   std::int64_t mma_pipelined_bytes;  ///< a block (row streaming and the pipelines)
   std::int64_t mma_unroll_taps;      ///< filter taps x 8-channel steps an unrolled body
   std::int64_t mma_unrolled_mma;     ///< mma instructions an unrolled body
-  // f16 / bf16 / TF32 on the tensor-core kernel (conv2d_hmma.cpp)
+  // f16 / bf16 / TF32 on the tensor-core kernel (hmma_tiling.cpp)
   std::int64_t wgmma_stage_budget;  ///< a wgmma tiling's cp.async buffers (3 or 4 of them)
   std::int64_t window_row_tiles;    ///< most tiles a window-form block computes in turn
   std::int64_t halo_row_tiles;      ///< most tiles a halo-form block computes in turn
