@@ -117,11 +117,41 @@ template <class S>
 __device__ __forceinline__ double rd_exp(double v) {
   return exp(v);
 }
+// e^v (v <= 0) as a term of a chunk's sum of exp(x - max), whose max term is 1: for a 16-bit output
+// rd_exp's 2^(v log2 e) with results under 2^-126 flushed to 0 (ex2.approx.ftz: three instructions
+// an element fewer than the subnormal range's scaling). Such a term is below half an ulp of every
+// partial sum it can reach before the 1 does, so the chunk's sum has rd_exp's bits.
+template <class S>
+__device__ __forceinline__ float rd_exp_term(float v) {
+  if (sizeof(S) != 2) return rd_exp<S>(v);
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v * 1.44269502162933349609375f));
+  return r;
+#else  // a host emulation's: its __expf, flushed the same way
+  const float r = __expf(v);
+  return r < 1.17549435e-38f ? 0.0f : r;
+#endif
+}
+template <class S>
+__device__ __forceinline__ double rd_exp_term(double v) {
+  return rd_exp<S>(v);
+}
 // x / d for an output of storage type S: a 16-bit output multiplies by the reciprocal (1.5 ulp of
 // fp32 at most, under its rounding; one division a row instead of one an element).
+// rd_div in two halves, for a divisor taken once a row: rd_divisor(d) (the reciprocal for a 16-bit
+// output, else d itself), then rd_div_by for each element. The same bits as rd_div.
+template <class S, class A>
+__device__ __forceinline__ A rd_divisor(A d) {
+  return sizeof(S) == 2 ? A(1) / d : d;
+}
+template <class S, class A>
+__device__ __forceinline__ A rd_div_by(A x, A divisor) {
+  return sizeof(S) == 2 ? x * divisor : x / divisor;
+}
 template <class S, class A>
 __device__ __forceinline__ A rd_div(A x, A d) {
-  return sizeof(S) == 2 ? x * (A(1) / d) : x / d;
+  return rd_div_by<S>(x, rd_divisor<S>(d));
 }
 __device__ __forceinline__ float rd_log(float v) { return logf(v); }
 __device__ __forceinline__ double rd_log(double v) { return log(v); }
@@ -345,7 +375,7 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     A o;
-    if (kOp == RD_SOFTMAX) o = rd_div<S>(rd_exp<S>(v[j] - s0), s1);
+    if (kOp == RD_SOFTMAX) o = rd_div_by<S>(rd_exp<S>(v[j] - s0), s1);
     if (kOp == RD_LOG_SOFTMAX) o = (v[j] - s0) - s1;
     if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
       o = v[j] * s1;
@@ -648,7 +678,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     }
     s = rd_reduce<T>(s, rd_add(), A(0), sh);
     s0 = m;
-    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+    s1 = kOp == RD_SOFTMAX ? rd_divisor<S>(s) : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
 #pragma unroll
@@ -682,7 +712,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     A* o = v.at(it);
     if (kOp == RD_SOFTMAX) {  // o holds exp(x - max) (packed: x, and the exp is taken again)
 #pragma unroll
-      for (int j = 0; j < V; ++j) o[j] = rd_div<S>(kPacked ? rd_exp<S>(o[j] - s0) : o[j], s1);
+      for (int j = 0; j < V; ++j) o[j] = rd_div_by<S>(kPacked ? rd_exp<S>(o[j] - s0) : o[j], s1);
       rd_store_out<S, V, Q, K>(a, row, i, y + i, o);
     } else {
       rd_finish<kOp, S, V, Q, K>(a, row, i, o, s0, s1, y);
@@ -739,13 +769,23 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
     }
     m = rd_reduce_at(m, rd_max(), ninf, sh, T, t, bar);
     A s = A(0);
+    if (m == ninf) {  // the group's max: no element above -inf (each -inf adds 1, a NaN makes NaN)
 #pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      if ((it * T + t) * V < count) {
+      for (int it = 0; it < kIters; ++it) {
+        if ((it * T + t) * V < count) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const A e = v(it, j);
-          s += (m == ninf && e == ninf) ? A(1) : rd_exp<S>(e - m);
+          for (int j = 0; j < V; ++j) {
+            const A e = v(it, j);
+            s += e == ninf ? A(1) : rd_exp<S>(e - m);
+          }
+        }
+      }
+    } else {  // the same sums, without a test an element
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        if ((it * T + t) * V < count) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) s += rd_exp_term<S>(v(it, j) - m);
         }
       }
     }
@@ -790,7 +830,7 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
     for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, stat(k, 0), stat(k, 1));
     rd_online_reduce_at<S>(m, s, sh, sh2, T, t, bar);
     s0 = m;
-    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+    s1 = kOp == RD_SOFTMAX ? rd_divisor<S>(s) : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long k = t; k < splits; k += T) ss += stat(k, 0);
@@ -1032,7 +1072,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
     }
     rd_online_reduce<S, T>(m, s, sh, sh2);
     s0 = m;
-    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);
+    s1 = kOp == RD_SOFTMAX ? rd_divisor<S>(s) : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long i = first; i < n; i += step) {

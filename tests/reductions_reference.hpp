@@ -111,6 +111,11 @@ inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
   }
   for (std::int64_t i = 0; i < n; i += 3) set_bits(p.x, dt, 4 * p.sx + i, i % 2 ? nzero : sub | (i % 4 ? 0 : nzero));
   for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 5 * p.sx + i, i % 2 ? nzero : 0);
+  // 0, -1, ..., -199 over and over: softmax's terms exp(x - max) reach float's subnormal range
+  // (2^-126 = e^-87.3 down to 2^-149 = e^-103.3) and 0.
+  if (p.rows > 6) {
+    for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 6 * p.sx + i, bits_of(dt, -static_cast<double>(i % 200)));
+  }
   if (p.op == RowOp::add_rms_norm) {
     for (std::int64_t row = 0; row < 6; ++row) {
       for (std::int64_t i = 0; i < n; ++i) set_bits(p.r, dt, row * p.sr + i, row == 5 ? nzero : 0);

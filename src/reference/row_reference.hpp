@@ -84,9 +84,11 @@ inline double row_rtol(DType dt) {
 
 /// Absolute tolerance near zero: the dtype's rounding at outputs of O(1) (norms) or O(30)
 /// (log_softmax) and the accumulation's error; softmax's probabilities down to the dtype's
-/// subnormals (which f16 holds only as multiples of 2^-24).
+/// subnormals, which it holds only as multiples of 2^-24 (f16), 2^-133 (bf16), 2^-149 (f32).
 inline double row_atol(ops::RowOp op, DType dt) {
-  if (op == ops::RowOp::softmax) return dt == DType::f16 ? 6e-8 : 1e-300;
+  if (op == ops::RowOp::softmax) {
+    return dt == DType::f16 ? 6e-8 : dt == DType::bf16 ? 0x1p-132 : dt == DType::f32 ? 0x1p-148 : 1e-300;
+  }
   const double unit = dt == DType::f32 ? 2e-6 : dt == DType::f64 ? 1e-12 : row_rtol(dt);
   return unit * (op == ops::RowOp::log_softmax ? 32 : 4);
 }
