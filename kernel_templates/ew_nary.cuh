@@ -29,7 +29,24 @@ struct ew_nary_args {
   const void* in[8];
   void* out[4];
   long long period[8];
+  // period[k] as a multiply-shift divisor (the host's, for 32-bit indices; div_mul 0: a division)
+  unsigned div_mul[8];
+  unsigned div_shift[8];
 };
+
+// e / period of input K: umulhi(e, div_mul) >> div_shift where the host set a divisor (exact for e
+// and the period under 2^31: CUTLASS's FastDivmod), else a division.
+template <int K, class I>
+__device__ __forceinline__ I ewn_quotient(const ew_nary_args& a, I e) {
+  if (sizeof(I) == 4 && a.div_mul[K] != 0) {
+    return static_cast<I>(__umulhi(static_cast<unsigned>(e), a.div_mul[K]) >> a.div_shift[K]);
+  }
+  return e / static_cast<I>(a.period[K]);
+}
+template <int K, class I>
+__device__ __forceinline__ I ewn_remainder(const ew_nary_args& a, I e) {
+  return e - ewn_quotient<K>(a, e) * static_cast<I>(a.period[K]);
+}
 
 template <class Sh, int K>
 struct ewn_pattern;
@@ -74,12 +91,12 @@ __device__ __forceinline__ void ewn_load(const ew_nary_args& a, I e, S (&x)[W]) 
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else if (pattern == EWN_COL) {
-    const S s = ewn_ldg1(in + e / static_cast<I>(a.period[K]));
+    const S s = ewn_ldg1(in + ewn_quotient<K>(a, e));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = s;
   } else {
     V u;
-    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWN_ROW ? e % static_cast<I>(a.period[K]) : e)));
+    u.raw = EW_LOAD(reinterpret_cast<const R*>(in + (pattern == EWN_ROW ? ewn_remainder<K>(a, e) : e)));
 #pragma unroll
     for (int w = 0; w < W; ++w) x[w] = u.s[w];
   }
@@ -91,8 +108,8 @@ __device__ __forceinline__ S ewn_load_one(const ew_nary_args& a, I i) {
   const S* in = static_cast<const S*>(a.in[K]);
   const int pattern = ewn_pattern<Sh, K>::value;
   if (pattern == EWN_SCALAR) return in[0];
-  if (pattern == EWN_COL) return in[i / static_cast<I>(a.period[K])];
-  if (pattern == EWN_ROW) return in[i % static_cast<I>(a.period[K])];
+  if (pattern == EWN_COL) return in[ewn_quotient<K>(a, i)];
+  if (pattern == EWN_ROW) return in[ewn_remainder<K>(a, i)];
   return in[i];
 }
 

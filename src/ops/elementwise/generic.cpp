@@ -7,7 +7,6 @@
 #include <cuinline/error.hpp>
 #include <mutex>
 #include <string>
-#include <tuple>
 
 #include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
@@ -83,16 +82,6 @@ bool generic_applies(const Op& op, const NaryKey& key) {
   return key.inputs >= 1 && key.inputs <= kMaxInputs;
 }
 
-std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d) {
-  if (d < 2 || d >= (std::int64_t{1} << 31)) return {0, 0};
-  std::uint32_t log2 = 0;  // ceil(log2(d))
-  while ((std::int64_t{1} << log2) < d) ++log2;
-  const std::uint32_t p = 31 + log2;
-  const std::uint64_t multiplier =
-      ((std::uint64_t{1} << p) + static_cast<std::uint64_t>(d) - 1) / static_cast<std::uint64_t>(d);
-  return {static_cast<std::uint32_t>(multiplier), p - 32};
-}
-
 GenericProgram generic_program(const Op& op, const NaryKey& key) {
   GenericProgram p;
   const std::vector<cuinline::detail::LoweredStep> steps = cuinline::detail::lower_chain(op, key.dtype);
@@ -128,7 +117,8 @@ void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream strea
   if (!wide_index) {
     for (int k = 0; k < program.inputs && k < kMaxInputs; ++k) {
       if (program.pattern[k] == kRow || program.pattern[k] == kCol) {
-        std::tie(program.div_mul[k], program.div_shift[k]) = fast_divisor(plan.args.period[k]);
+        program.div_mul[k] = plan.args.div_mul[k];  // plan_nary's, for its 32-bit plans
+        program.div_shift[k] = plan.args.div_shift[k];
       }
     }
   }

@@ -36,11 +36,6 @@ struct GenericProgram {
 };
 static_assert(sizeof(GenericProgram) == 8 + 12 * kMaxInputs + 48 * kGenericMaxSteps, "must match ewg_program");
 
-/// A divisor d in [2, 2^31) as (multiplier, shift) with e / d == umulhi(e, multiplier) >> shift for
-/// every e in [0, 2^31) (CUTLASS's FastDivmod); d = 1 (or out of range) gives (0, 0): a plain
-/// division.
-std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d);
-
 /// 16-byte vectors a thread of the vector kernel for `dtype`: light (no activation or math step)
 /// or not, 32- or 64-bit indices (src/ops/elementwise/ew_generic.cu).
 int generic_vectors_per_thread(DType dtype, bool light, bool wide_index);

@@ -4,6 +4,7 @@
 // width, scalar head and grid. Pure host logic (no driver calls, no allocation), shared by ops::plan,
 // ops::make_request and the launch path; throws InvalidArgument before anything is compiled.
 #include <cstdint>
+#include <utility>
 #include <cuinline/ops.hpp>
 
 #include "ops/elementwise/variant.hpp"
@@ -68,8 +69,16 @@ struct NaryArgs {
   const void* in[kMaxInputs] = {};
   void* out[kMaxOutputs] = {};
   std::int64_t period[kMaxInputs] = {};
+  /// period[k] as fast_divisor gives it, for plans with 32-bit indices (else 0: a division).
+  std::uint32_t div_mul[kMaxInputs] = {};
+  std::uint32_t div_shift[kMaxInputs] = {};
 };
-static_assert(sizeof(NaryArgs) == 8 * 8 + 4 * 8 + 8 * 8, "must match ew_nary_args");
+static_assert(sizeof(NaryArgs) == 8 * 8 + 4 * 8 + 8 * 8 + 2 * 4 * 8, "must match ew_nary_args");
+
+/// A divisor d in [2, 2^31) as (multiplier, shift) with e / d == umulhi(e, multiplier) >> shift for
+/// every e in [0, 2^31) (CUTLASS's FastDivmod); d = 1 (or out of range) gives (0, 0): a plain
+/// division.
+std::pair<std::uint32_t, std::uint32_t> fast_divisor(std::int64_t d);
 struct NaryStrided {
   int ndim = 0;
   std::int64_t shape[8] = {};
