@@ -137,6 +137,35 @@ template <class S>
 __device__ __forceinline__ double rd_exp_term(double v) {
   return rd_exp<S>(v);
 }
+// e[j] = rd_exp(x[j] - s0) for a vector of V. For a 16-bit output, where no product (x - s0) log2 e
+// is under -126 (every result normal) the hardware's ex2 takes it with subnormal results flushed,
+// which then changes nothing: one instruction an element, against rd_exp's three more for the
+// subnormal range's scaling; other vectors (a row's -inf, its far tail) take rd_exp.
+template <class S, int V>
+__device__ __forceinline__ void rd_exp_vector(const float* x, float s0, float* e) {
+#ifdef __CUDA_ARCH__
+  if (sizeof(S) == 2) {
+    float t[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) t[j] = (x[j] - s0) * 1.44269502162933349609375f;
+    float lo = t[0];
+#pragma unroll
+    for (int j = 1; j < V; ++j) lo = fminf(lo, t[j]);
+    if (lo >= -126.0f) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e[j]) : "f"(t[j]));
+      return;
+    }
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < V; ++j) e[j] = rd_exp<S>(x[j] - s0);
+}
+template <class S, int V>
+__device__ __forceinline__ void rd_exp_vector(const double* x, double s0, double* e) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) e[j] = rd_exp<S>(x[j] - s0);
+}
 // x / d for an output of storage type S: a 16-bit output multiplies by the reciprocal (1.5 ulp of
 // fp32 at most, under its rounding; one division a row instead of one an element).
 // rd_div in two halves, for a divisor taken once a row: rd_divisor(d) (the reciprocal for a 16-bit
@@ -372,10 +401,12 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
     w.raw = __ldg(reinterpret_cast<const R*>(static_cast<const S*>(a.w) + i));
   }
   if (kOp == RD_LAYER_NORM && a.b != 0) b.raw = __ldg(reinterpret_cast<const R*>(static_cast<const S*>(a.b) + i));
+  A e[V];
+  if (kOp == RD_SOFTMAX) rd_exp_vector<S, V>(v, s0, e);
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     A o;
-    if (kOp == RD_SOFTMAX) o = rd_div_by<S>(rd_exp<S>(v[j] - s0), s1);
+    if (kOp == RD_SOFTMAX) o = rd_div_by<S>(e[j], s1);
     if (kOp == RD_LOG_SOFTMAX) o = (v[j] - s0) - s1;
     if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
       o = v[j] * s1;
@@ -452,11 +483,51 @@ __device__ __forceinline__ float rd_widen_each(const rd_pack<ew_bf16, V>& u, int
   return rd_widen(u, j);
 #endif
 }
+// The max of m and a pack of 16-bit values (V even, sm_80 and later): the pack's words taken pairwise
+// by max.{f16x2,bf16x2} (one instruction for two elements, no widening), then the result's two
+// halves by rd_max. The same value as rd_max over the elements in order: a max of exact values, a
+// NaN never taken (the packed max returns the other operand; the running max starts at -inf); only
+// between -0 and +0 may it keep the other zero, which no output reads: x - max and exp(x - max) are
+// the same for either, and log_softmax's (x - max) - log(sum) at x = ±0 has a sum of at least 2
+// where both zeros are the row's max.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <class S>
+__device__ __forceinline__ unsigned rd_max2(unsigned a, unsigned b);
+template <>
+__device__ __forceinline__ unsigned rd_max2<ew_bf16>(unsigned a, unsigned b) {
+  unsigned r;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <>
+__device__ __forceinline__ unsigned rd_max2<ew_half>(unsigned a, unsigned b) {
+  unsigned r;
+  asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <class S, int V>
+__device__ __forceinline__ float rd_max_packed(const rd_pack<S, V>& u, float m) {
+  const unsigned* w = reinterpret_cast<const unsigned*>(&u.raw);
+  unsigned p = w[0];
+#pragma unroll
+  for (int k = 1; k < V / 2; ++k) p = rd_max2<S>(p, w[k]);
+  rd_pack<S, 2> two;
+  two.raw = p;
+  m = rd_max()(m, ew_traits<S>::to_op(two.v[0]));
+  return rd_max()(m, ew_traits<S>::to_op(two.v[1]));
+}
+#endif
 template <class S, int V, int E, int kStore, int T>
 struct rd_row {
   typedef typename ew_traits<S>::op A;
   A v[E];
   __device__ __forceinline__ A operator()(int it, int j) const { return v[it * V + j]; }
+  // The max of m and vector it (rd_max, in order).
+  __device__ __forceinline__ A vmax(int it, A m) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = rd_max()(m, (*this)(it, j));
+    return m;
+  }
   __device__ __forceinline__ A* at(int it) { return v + it * V; }
   __device__ __forceinline__ void keep(int it, int j, A value) { v[it * V + j] = value; }
   template <class P, int kOp, bool kNc = false>
@@ -476,6 +547,16 @@ struct rd_row<S, V, E, RD_PACKED, T> {
   rd_pack<S, V> u[E / V];
   A w[V];  // one pack widened, for the write pass
   __device__ __forceinline__ A operator()(int it, int j) const { return rd_widen(u[it], j); }
+  // The max of m and vector it: on sm_80 and later max.{f16x2,bf16x2} over the pack's words, then
+  // its two halves (rd_max_packed).
+  __device__ __forceinline__ A vmax(int it, A m) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (V % 2 == 0) return rd_max_packed<S, V>(u[it], m);
+#endif
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = rd_max()(m, rd_widen(u[it], j));
+    return m;
+  }
   __device__ __forceinline__ A* at(int it) {
 #pragma unroll
     for (int j = 0; j < V; ++j) w[j] = rd_widen(u[it], j);
@@ -567,6 +648,11 @@ struct rd_row<S, V, E, RD_PARKED, T> {
   __device__ __forceinline__ rd_row() : park(reinterpret_cast<A*>(rd_dynamic_smem()) + threadIdx.x * V) {}
   __device__ __forceinline__ A* slot(int it) const { return park + (it - kHeld) * T * V; }
   __device__ __forceinline__ A operator()(int it, int j) const { return it < kHeld ? v[it * V + j] : slot(it)[j]; }
+  __device__ __forceinline__ A vmax(int it, A m) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = rd_max()(m, (*this)(it, j));
+    return m;
+  }
   __device__ __forceinline__ A* at(int it) {
     if (it < kHeld) return v + it * V;
     Vec u;
@@ -658,10 +744,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     A m = rd_neg_inf(A(0));
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      if ((it * T + t) * V < n) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) m = rd_max()(m, v(it, j));
-      }
+      if ((it * T + t) * V < n) m = v.vmax(it, m);
     }
     m = rd_reduce<T>(m, rd_max(), rd_neg_inf(A(0)), sh);
     A s = A(0);
@@ -711,8 +794,9 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     if (!live || i >= n) continue;
     A* o = v.at(it);
     if (kOp == RD_SOFTMAX) {  // o holds exp(x - max) (packed: x, and the exp is taken again)
+      if (kPacked) rd_exp_vector<S, V>(o, s0, o);  // in place: each o[j] is read before it is written
 #pragma unroll
-      for (int j = 0; j < V; ++j) o[j] = rd_div_by<S>(kPacked ? rd_exp<S>(o[j] - s0) : o[j], s1);
+      for (int j = 0; j < V; ++j) o[j] = rd_div_by<S>(o[j], s1);
       rd_store_out<S, V, Q, K>(a, row, i, y + i, o);
     } else {
       rd_finish<kOp, S, V, Q, K>(a, row, i, o, s0, s1, y);
@@ -762,10 +846,7 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
     A m = ninf;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      if ((it * T + t) * V < count) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) m = rd_max()(m, v(it, j));
-      }
+      if ((it * T + t) * V < count) m = v.vmax(it, m);
     }
     m = rd_reduce_at(m, rd_max(), ninf, sh, T, t, bar);
     A s = A(0);
