@@ -133,12 +133,12 @@ __device__ __forceinline__ S ew_mul_tensor(S x, S y) {
 // type and 2 more, so rounding to float first cannot move the final rounding: double rounding is
 // innocuous for +, - and *). One instruction on the storage bits, no conversions.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
-#define EW_HALF_TENSOR_STEP(name, op)                                                   \
-  template <>                                                                           \
-  __device__ __forceinline__ ew_half name<ew_half>(ew_half x, ew_half y) {              \
-    ew_half r;                                                                          \
-    asm(op ".rn.f16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits));            \
-    return r;                                                                           \
+#define EW_HALF_TENSOR_STEP(name, op)                                        \
+  template <>                                                                \
+  __device__ __forceinline__ ew_half name<ew_half>(ew_half x, ew_half y) {   \
+    ew_half r;                                                               \
+    asm(op ".rn.f16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits)); \
+    return r;                                                                \
   }
 EW_HALF_TENSOR_STEP(ew_add_tensor, "add")
 EW_HALF_TENSOR_STEP(ew_sub_tensor, "sub")
@@ -146,12 +146,12 @@ EW_HALF_TENSOR_STEP(ew_mul_tensor, "mul")
 #undef EW_HALF_TENSOR_STEP
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define EW_BF16_TENSOR_STEP(name, op)                                                   \
-  template <>                                                                           \
-  __device__ __forceinline__ ew_bf16 name<ew_bf16>(ew_bf16 x, ew_bf16 y) {              \
-    ew_bf16 r;                                                                          \
-    asm(op ".rn.bf16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits));           \
-    return r;                                                                           \
+#define EW_BF16_TENSOR_STEP(name, op)                                         \
+  template <>                                                                 \
+  __device__ __forceinline__ ew_bf16 name<ew_bf16>(ew_bf16 x, ew_bf16 y) {    \
+    ew_bf16 r;                                                                \
+    asm(op ".rn.bf16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits)); \
+    return r;                                                                 \
   }
 EW_BF16_TENSOR_STEP(ew_add_tensor, "add")
 EW_BF16_TENSOR_STEP(ew_sub_tensor, "sub")
@@ -162,19 +162,25 @@ EW_BF16_TENSOR_STEP(ew_mul_tensor, "mul")
 template <>
 __device__ __forceinline__ ew_bf16 ew_add_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
   ew_bf16 r;
-  asm("fma.rn.bf16 %0, %1, %3, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x3f80)));
+  asm("fma.rn.bf16 %0, %1, %3, %2;"
+      : "=h"(r.bits)
+      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x3f80)));
   return r;
 }
 template <>
 __device__ __forceinline__ ew_bf16 ew_sub_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
   ew_bf16 r;
-  asm("fma.rn.bf16 %0, %2, %3, %1;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0xbf80)));
+  asm("fma.rn.bf16 %0, %2, %3, %1;"
+      : "=h"(r.bits)
+      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0xbf80)));
   return r;
 }
 template <>
 __device__ __forceinline__ ew_bf16 ew_mul_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
   ew_bf16 r;
-  asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x8000)));
+  asm("fma.rn.bf16 %0, %1, %2, %3;"
+      : "=h"(r.bits)
+      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x8000)));
   return r;
 }
 #endif

@@ -114,7 +114,8 @@ inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
   // 0, -1, ..., -199 over and over: softmax's terms exp(x - max) reach float's subnormal range
   // (2^-126 = e^-87.3 down to 2^-149 = e^-103.3) and 0.
   if (p.rows > 6) {
-    for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 6 * p.sx + i, bits_of(dt, -static_cast<double>(i % 200)));
+    for (std::int64_t i = 0; i < n; ++i)
+      set_bits(p.x, dt, 6 * p.sx + i, bits_of(dt, -static_cast<double>(i % 200)));
   }
   if (p.op == RowOp::add_rms_norm) {
     for (std::int64_t row = 0; row < 6; ++row) {

@@ -4,8 +4,8 @@
 // width, scalar head and grid. Pure host logic (no driver calls, no allocation), shared by ops::plan,
 // ops::make_request and the launch path; throws InvalidArgument before anything is compiled.
 #include <cstdint>
-#include <utility>
 #include <cuinline/ops.hpp>
+#include <utility>
 
 #include "ops/elementwise/variant.hpp"
 
