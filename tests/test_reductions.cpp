@@ -444,6 +444,21 @@ TEST(ReductionVariant, EveryFormCompiles) {
       EXPECT_FALSE(spills.empty()) << "no ptxas -v report in the log: " << program.log;
       for (long bytes : spills) EXPECT_LE(bytes, bounded ? 16 : 0) << program.log;
     }
+    if (dt == DType::bf16) {
+      // The cluster form's bf16 add_rms_norm with one chunk a block is bounded to five blocks an SM
+      // (48 registers, rd_cluster_min_blocks): its spill stays under one 16-byte access (4 bytes,
+      // NVRTC 13.0).
+      const RowVariant var{RowOp::add_rms_norm, dt, RowForm::cluster, v, split_per_thread(dt, false), 256, 4};
+      SCOPED_TRACE(var.name());
+      cuinline::CompileRequest request = cuinline::ops::make_request(var);
+      request.options.push_back("--ptxas-options=-v");
+      request.options.push_back("--no-cache");
+      const cuinline::CompiledProgram program = cuinline::compile(request, sm90);
+      const std::vector<long> spills = cuinline::test::spill_stores(program.log);
+      EXPECT_FALSE(spills.empty()) << "no ptxas -v report in the log: " << program.log;
+      for (long bytes : spills) EXPECT_LE(bytes, 16) << program.log;
+      EXPECT_NE(program.log.find("Used 48 registers"), std::string::npos) << program.log;
+    }
     RowVariant var = forms[d % 5];
     var.op = ops[(d + 2) % 5];
     ++d;

@@ -176,6 +176,9 @@ A rd_cluster_load(const A* local, int i, int rank) {
 inline void rd_cluster_arrive() {
   ++g_cluster_arrivals[cuinline::test::lanes::lane_index()];
 }
+inline void rd_cluster_arrive_relaxed() {
+  rd_cluster_arrive();
+}
 inline void rd_cluster_wait() {
   const auto lane = cuinline::test::lanes::lane_index();
   EXPECT_EQ(g_cluster_arrivals[lane], ++g_cluster_waits[lane]) << "a cluster wait without its arrival";
