@@ -850,14 +850,16 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
     }
     m = rd_reduce_at(m, rd_max(), ninf, sh, T, t, bar);
     A s = A(0);
-    if (m == ninf) {  // the group's max: no element above -inf (each -inf adds 1, a NaN makes NaN)
+    if (m == ninf) {
+      // The group's max: every element is -inf (adds 1) or NaN (NaN - max is NaN, so is its exp;
+      // the sum's addition makes either the same NaN). No exp to take.
 #pragma unroll
       for (int it = 0; it < kIters; ++it) {
         if ((it * T + t) * V < count) {
 #pragma unroll
           for (int j = 0; j < V; ++j) {
             const A e = v(it, j);
-            s += e == ninf ? A(1) : rd_exp<S>(e - m);
+            s += e == ninf ? A(1) : e - m;
           }
         }
       }

@@ -117,6 +117,10 @@ inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
     for (std::int64_t i = 0; i < n; ++i)
       set_bits(p.x, dt, 6 * p.sx + i, bits_of(dt, -static_cast<double>(i % 200)));
   }
+  // -inf but one NaN: chunks whose max is -inf hold a NaN (the sum's NaN without an exp).
+  if (p.rows > 7) {
+    for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 7 * p.sx + i, i == n / 3 ? nan : ninf);
+  }
   if (p.op == RowOp::add_rms_norm) {
     for (std::int64_t row = 0; row < 6; ++row) {
       for (std::int64_t i = 0; i < n; ++i) set_bits(p.r, dt, row * p.sr + i, row == 5 ? nzero : 0);
@@ -158,6 +162,21 @@ inline void reference_row(const Problem& p, std::int64_t row, std::vector<double
     double& out = y[static_cast<std::size_t>(i)];
     out = reference::apply_chain(p.epilogue, p.dt, reference::round_to(p.dt, out), in, static_cast<int>(p.extra.size()));
   }
+}
+
+// Whether two outputs hold the same bits, any NaN matching any NaN: on the host (the emulated
+// kernels) a NaN keeps an operand's sign and payload through arithmetic, so the order of a sum
+// that meets two NaNs picks the bits; a GPU's NaN results are canonical (the GPU tests compare
+// every bit).
+inline bool same_bits_or_nans(DType dt, const std::vector<unsigned char>& a,
+                              const std::vector<unsigned char>& b) {
+  if (a.size() != b.size()) return false;
+  const auto n = static_cast<std::int64_t>(a.size() / dtype_size(dt));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t x = get_bits(a, dt, i), y = get_bits(b, dt, i);
+    if (x != y && !(std::isnan(value_of(dt, x)) && std::isnan(value_of(dt, y)))) return false;
+  }
+  return true;
 }
 
 inline std::string what(const Problem& p) {

@@ -731,7 +731,8 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
         const RowVariant v = emulate(p, c.form, Run::generic, &y_generic, &r_generic);
         std::vector<unsigned char> y, r;
         emulate(p, c.form, Run::planned, &y, &r);
-        EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+            << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
         EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
       }
     }
@@ -789,9 +790,11 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         EXPECT_EQ(v.cluster, 5) << v.name();
         emulate(p, planned, Run::split, &y_split, &r_split);
         emulate(p, planned, Run::generic, &y_generic, &r_generic);
-        EXPECT_TRUE(y == y_split) << cuinline::test::what(p) << " " << v.name() << ": the split form's outputs differ";
+        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_split))
+            << cuinline::test::what(p) << " " << v.name() << ": the split form's outputs differ";
         EXPECT_TRUE(r == r_split) << cuinline::test::what(p) << " " << v.name() << ": the split form's residuals differ";
-        EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the generic outputs differ";
+        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+            << cuinline::test::what(p) << " " << v.name() << ": the generic outputs differ";
         EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the generic residuals differ";
       }
     }
@@ -845,7 +848,8 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
                     std::integral_constant<int, 100>{}, std::integral_constant<int, 103>{},
                     std::integral_constant<int, 110>{}, std::integral_constant<int, 120>{},
                     std::integral_constant<int, 121>{});
-          EXPECT_TRUE(y == y_generic) << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+          EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+              << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
           EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
         }
       }

@@ -316,7 +316,7 @@ TEST_F(ReductionsGpu, SpecialValues) {
   for (DType dt : kDtypes) {
     for (RowOp op : kOps) {
       for (std::int64_t n : {7, 24, 256, 3000, 20000}) {  // 7, 24: sub-warp rows
-        const std::int64_t rows = 7;
+        const std::int64_t rows = 8;
         Problem p = make_problem(op, dt, rows, n, rng_);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng_);
@@ -412,16 +412,22 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
     int inputs;
   };
   const Case cases[] = {
-      {37, 7, 0, 3, 0, false, "", "", 0},         {300, 64, 0, 0, 0, false, "", "", 0},
-      {37, 1000, 8, 0, 0, false, "", "", 0},      {17, 4096, 0, 8, 0, false, "", "", 0},
-      {9, 32768, 0, 0, 0, false, "", "", 0},      {5, 2001, 2, 0, 1, false, "", "", 0},
+      {37, 7, 0, 3, 0, false, "", "", 0},
+      {300, 64, 0, 0, 0, false, "", "", 0},
+      {37, 1000, 8, 0, 0, false, "", "", 0},
+      {17, 4096, 0, 8, 0, false, "", "", 0},
+      {9, 32768, 0, 0, 0, false, "", "", 0},
+      {5, 2001, 2, 0, 1, false, "", "", 0},
       // Split rows of 257 chunks: the write kernel's lanes merge two chunks each.
-      {3, 262144, 0, 0, 0, false, "", "", 0},     {2, (1 << 21) + 8192 + 3, 0, 0, 0, false, "", "", 0},
+      {3, 262144, 0, 0, 0, false, "", "", 0},
+      {2, (1 << 21) + 8192 + 3, 0, 0, 0, false, "", "", 0},
       {2, (1 << 21) + 8192, 0, 0, 0, false, "", "", 0},
-      {7, 1000, 0, 0, 0, true, "", "", 0},        {7, 40000, 0, 0, 0, true, "", "", 0},
+      {8, 1000, 0, 0, 0, true, "", "", 0},
+      {8, 40000, 0, 0, 0, true, "", "", 0},
       // The cluster form (sm_90 and later; the generic kernel runs its split form): blocks of two
       // chunks, 7 a cluster (the last one's second idle), and 8 of two (f64: split, 13 and 16 chunks).
-      {3, 100000, 0, 4, 0, false, "", "", 0},     {7, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
+      {3, 100000, 0, 4, 0, false, "", "", 0},
+      {8, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
       {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
       {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},
   };
