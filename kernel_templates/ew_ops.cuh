@@ -158,31 +158,21 @@ EW_BF16_TENSOR_STEP(ew_sub_tensor, "sub")
 EW_BF16_TENSOR_STEP(ew_mul_tensor, "mul")
 #undef EW_BF16_TENSOR_STEP
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// Before sm_90 bf16 has only fma: x + y = fma(x, 1, y), x - y = fma(y, -1, x), x * y = fma(x, y, -0).
-template <>
-__device__ __forceinline__ ew_bf16 ew_add_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
-  ew_bf16 r;
-  asm("fma.rn.bf16 %0, %1, %3, %2;"
-      : "=h"(r.bits)
-      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x3f80)));
-  return r;
-}
-template <>
-__device__ __forceinline__ ew_bf16 ew_sub_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
-  ew_bf16 r;
-  asm("fma.rn.bf16 %0, %2, %3, %1;"
-      : "=h"(r.bits)
-      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0xbf80)));
-  return r;
-}
-template <>
-__device__ __forceinline__ ew_bf16 ew_mul_tensor<ew_bf16>(ew_bf16 x, ew_bf16 y) {
-  ew_bf16 r;
-  asm("fma.rn.bf16 %0, %1, %2, %3;"
-      : "=h"(r.bits)
-      : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(0x8000)));
-  return r;
-}
+// Before sm_90 bf16 has only fma: x + y = fma(x, 1, y), x - y = fma(y, -1, x), x * y = fma(x, y, -0)
+// (%1 x, %2 y, %3 the constant).
+#define EW_BF16_FMA_STEP(name, operands, constant)                                                  \
+  template <>                                                                                       \
+  __device__ __forceinline__ ew_bf16 name<ew_bf16>(ew_bf16 x, ew_bf16 y) {                          \
+    ew_bf16 r;                                                                                      \
+    asm("fma.rn.bf16 %0, " operands ";"                                                             \
+        : "=h"(r.bits)                                                                              \
+        : "h"(x.bits), "h"(y.bits), "h"(static_cast<unsigned short>(constant)));                    \
+    return r;                                                                                       \
+  }
+EW_BF16_FMA_STEP(ew_add_tensor, "%1, %3, %2", 0x3f80)
+EW_BF16_FMA_STEP(ew_sub_tensor, "%2, %3, %1", 0xbf80)
+EW_BF16_FMA_STEP(ew_mul_tensor, "%1, %2, %3", 0x8000)
+#undef EW_BF16_FMA_STEP
 #endif
 template <class S>
 __device__ __forceinline__ S ew_div_tensor(S x, S y) {
