@@ -132,31 +132,23 @@ __device__ __forceinline__ S ew_mul_tensor(S x, S y) {
 // rounding of the float result (a float holds 24 bits, at least twice the 11 or 8 of the storage
 // type and 2 more, so rounding to float first cannot move the final rounding: double rounding is
 // innocuous for +, - and *). One instruction on the storage bits, no conversions.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
-#define EW_HALF_TENSOR_STEP(name, op)                                        \
-  template <>                                                                \
-  __device__ __forceinline__ ew_half name<ew_half>(ew_half x, ew_half y) {   \
-    ew_half r;                                                               \
-    asm(op ".rn.f16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits)); \
-    return r;                                                                \
+// T name<T>(x, y) as the instruction `op.rn.type`.
+#define EW_16BIT_TENSOR_STEP(T, type, name, op)                                  \
+  template <>                                                                    \
+  __device__ __forceinline__ T name<T>(T x, T y) {                               \
+    T r;                                                                         \
+    asm(op ".rn." type " %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits)); \
+    return r;                                                                    \
   }
-EW_HALF_TENSOR_STEP(ew_add_tensor, "add")
-EW_HALF_TENSOR_STEP(ew_sub_tensor, "sub")
-EW_HALF_TENSOR_STEP(ew_mul_tensor, "mul")
-#undef EW_HALF_TENSOR_STEP
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+EW_16BIT_TENSOR_STEP(ew_half, "f16", ew_add_tensor, "add")
+EW_16BIT_TENSOR_STEP(ew_half, "f16", ew_sub_tensor, "sub")
+EW_16BIT_TENSOR_STEP(ew_half, "f16", ew_mul_tensor, "mul")
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define EW_BF16_TENSOR_STEP(name, op)                                         \
-  template <>                                                                 \
-  __device__ __forceinline__ ew_bf16 name<ew_bf16>(ew_bf16 x, ew_bf16 y) {    \
-    ew_bf16 r;                                                                \
-    asm(op ".rn.bf16 %0, %1, %2;" : "=h"(r.bits) : "h"(x.bits), "h"(y.bits)); \
-    return r;                                                                 \
-  }
-EW_BF16_TENSOR_STEP(ew_add_tensor, "add")
-EW_BF16_TENSOR_STEP(ew_sub_tensor, "sub")
-EW_BF16_TENSOR_STEP(ew_mul_tensor, "mul")
-#undef EW_BF16_TENSOR_STEP
+EW_16BIT_TENSOR_STEP(ew_bf16, "bf16", ew_add_tensor, "add")
+EW_16BIT_TENSOR_STEP(ew_bf16, "bf16", ew_sub_tensor, "sub")
+EW_16BIT_TENSOR_STEP(ew_bf16, "bf16", ew_mul_tensor, "mul")
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // Before sm_90 bf16 has only fma: x + y = fma(x, 1, y), x - y = fma(y, -1, x), x * y = fma(x, y, -0)
 // (%1 x, %2 y, %3 the constant).
@@ -174,6 +166,7 @@ EW_BF16_FMA_STEP(ew_sub_tensor, "%2, %3, %1", 0xbf80)
 EW_BF16_FMA_STEP(ew_mul_tensor, "%1, %2, %3", 0x8000)
 #undef EW_BF16_FMA_STEP
 #endif
+#undef EW_16BIT_TENSOR_STEP
 template <class S>
 __device__ __forceinline__ S ew_div_tensor(S x, S y) {
   return ew_traits<S>::from_op(ew_op_div(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));
