@@ -1,6 +1,7 @@
 // Host tests of the elementwise planner as the one-input ops use it (they are the one-input case of
 // the N-ary kernel): the scalar head that keeps 16-byte vectors for misaligned whole tensors, reps,
-// dimension merging on the strided path, and that a one-input call, an N-ary call with one input and
+// rows' and columns' multiply-shift divisors, dimension merging on the strided path, and that a
+// one-input call, an N-ary call with one input and
 // `cuinline warm`'s variant all ask for the same program.
 #include <gtest/gtest.h>
 
@@ -80,6 +81,38 @@ TEST(ElementwisePlan, NaryHeadOnlyWhenEveryWholeTensorSharesTheMisalignment) {
   p = detail::plan_nary(Op::relu(), {flat(kA + 4, 6)}, {flat(kB + 4, 6)});
   EXPECT_EQ(p.key.vector_width, 2);
   EXPECT_EQ(p.head, 1);
+}
+
+// A row's and a column's period go to the kernel with its multiply-shift divisor (32-bit plans; the
+// kernel's e / period is umulhi(e, div_mul) >> div_shift), which gives every quotient of the launch;
+// whole tensors and scalars have none, and a 64-bit plan keeps the division.
+TEST(ElementwisePlan, RowsAndColumnsDivideByAMultiplyAndAShift) {
+  const Op chain = Op::chain({Step::add_input(1), Step::mul_input(2)});
+  const TensorView x = TensorView::contiguous(fake(kA), DType::bf16, {96, 28672});
+  const TensorView row = TensorView::contiguous(fake(kB), DType::bf16, {28672});
+  const TensorView col = TensorView::contiguous(fake(kC), DType::bf16, {96, 1});
+  const TensorView y = TensorView::contiguous(fake(kA + 0x100000000), DType::bf16, {96, 28672});
+  const detail::NaryPlan p = detail::plan_nary(chain, {x, row, col}, {y});
+  ASSERT_EQ(p.key.patterns[1], detail::kRow);
+  ASSERT_EQ(p.key.patterns[2], detail::kCol);
+  EXPECT_FALSE(p.key.index64);
+  EXPECT_EQ(p.args.div_mul[0], 0u);  // the whole tensor
+  for (int k : {1, 2}) {
+    SCOPED_TRACE("input " + std::to_string(k));
+    EXPECT_EQ(p.args.period[k], 28672);
+    EXPECT_NE(p.args.div_mul[k], 0u);
+    const std::uint64_t mul = p.args.div_mul[k], shift = p.args.div_shift[k];
+    const std::uint64_t n = 96 * 28672;
+    for (std::uint64_t e = 0; e < n; e += 997) EXPECT_EQ(((e * mul) >> 32) >> shift, e / 28672) << e;
+    EXPECT_EQ((((n - 1) * mul) >> 32) >> shift, (n - 1) / 28672);
+  }
+  // Past 2^31 elements: 64-bit indices, a division.
+  const TensorView big = TensorView::contiguous(fake(kA), DType::bf16, {65536, 32768});
+  const TensorView big_row = TensorView::contiguous(fake(kB), DType::bf16, {32768});
+  const TensorView big_y = TensorView::contiguous(fake(kA + 0x800000000), DType::bf16, {65536, 32768});
+  const detail::NaryPlan q = detail::plan_nary(Op::chain({Step::add_input(1)}), {big, big_row}, {big_y});
+  EXPECT_TRUE(q.key.index64);
+  EXPECT_EQ(q.args.div_mul[1], 0u);
 }
 
 TEST(ElementwisePlan, RepsWhenTheGridNeedsOneToTwoWaves) {
