@@ -1,8 +1,8 @@
 // Host tests of the elementwise planner as the one-input ops use it (they are the one-input case of
 // the N-ary kernel): the scalar head that keeps 16-byte vectors for misaligned whole tensors, reps,
 // rows' and columns' multiply-shift divisors, dimension merging on the strided path, and that a
-// one-input call, an N-ary call with one input and
-// `cuinline warm`'s variant all ask for the same program.
+// one-input call, an N-ary call with one input and `cuinline warm`'s variant all ask for the same
+// program.
 #include <gtest/gtest.h>
 
 #include <cstdint>
