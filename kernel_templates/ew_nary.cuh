@@ -29,16 +29,18 @@ struct ew_nary_args {
   const void* in[8];
   void* out[4];
   long long period[8];
-  // period[k] as a multiply-shift divisor (the host's, for 32-bit indices; div_mul 0: a division)
+  // period[k] as a multiply-shift divisor: the host's for every row and column of a launch with
+  // 32-bit indices (their periods are 2 to 2^31 - 1)
   unsigned div_mul[8];
   unsigned div_shift[8];
 };
 
-// e / period of input K: umulhi(e, div_mul) >> div_shift where the host set a divisor (exact for e
-// and the period under 2^31: CUTLASS's FastDivmod), else a division.
+// e / period of input K: with 32-bit indices umulhi(e, div_mul) >> div_shift (exact for e and the
+// period under 2^31: CUTLASS's FastDivmod; no division's code beside it, which cost NVVM and ptxas
+// 4-6 ms a compile), with 64-bit ones a division.
 template <int K, class I>
 __device__ __forceinline__ I ewn_quotient(const ew_nary_args& a, I e) {
-  if (sizeof(I) == 4 && a.div_mul[K] != 0) {
+  if (sizeof(I) == 4) {
     return static_cast<I>(__umulhi(static_cast<unsigned>(e), a.div_mul[K]) >> a.div_shift[K]);
   }
   return e / static_cast<I>(a.period[K]);

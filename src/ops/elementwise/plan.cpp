@@ -267,10 +267,16 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool who
     p.key.vector_width = static_cast<std::uint8_t>(w);
     p.key.index64 = n > std::numeric_limits<std::int32_t>::max();
     p.head = head;
-    if (!p.key.index64) {  // a row's or a column's period as a multiply and a shift
+    if (!p.key.index64) {  // a row's or a column's period as a multiply and a shift (the kernel's only way)
       for (int k = 0; k < ni; ++k) {
         if (p.key.patterns[k] == kRow || p.key.patterns[k] == kCol) {
           std::tie(p.args.div_mul[k], p.args.div_shift[k]) = fast_divisor(p.args.period[k]);
+          // A row or a column follows a dimension of 2 or more, and a 32-bit launch has under 2^31
+          // elements: its period always has a divisor.
+          if (p.args.div_mul[k] == 0) {
+            bad(op,
+                "internal: no multiply-shift divisor for a period of " + std::to_string(p.args.period[k]));
+          }
         }
       }
     }
