@@ -490,6 +490,13 @@ __device__ __forceinline__ float rd_widen_each(const rd_pack<ew_bf16, V>& u, int
 // between -0 and +0 may it keep the other zero, which no output reads: x - max and exp(x - max) are
 // the same for either, and log_softmax's (x - max) - log(sum) at x = ±0 has a sum of at least 2
 // where both zeros are the row's max.
+// The max of m and vector it of a row, element by element (rd_max, in order).
+template <int V, class Row, class A>
+__device__ __forceinline__ A rd_max_each(const Row& v, int it, A m) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) m = rd_max()(m, v(it, j));
+  return m;
+}
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 template <class S>
 __device__ __forceinline__ unsigned rd_max2(unsigned a, unsigned b);
@@ -522,12 +529,7 @@ struct rd_row {
   typedef typename ew_traits<S>::op A;
   A v[E];
   __device__ __forceinline__ A operator()(int it, int j) const { return v[it * V + j]; }
-  // The max of m and vector it (rd_max, in order).
-  __device__ __forceinline__ A vmax(int it, A m) const {
-#pragma unroll
-    for (int j = 0; j < V; ++j) m = rd_max()(m, (*this)(it, j));
-    return m;
-  }
+  __device__ __forceinline__ A vmax(int it, A m) const { return rd_max_each<V>(*this, it, m); }
   __device__ __forceinline__ A* at(int it) { return v + it * V; }
   __device__ __forceinline__ void keep(int it, int j, A value) { v[it * V + j] = value; }
   template <class P, int kOp, bool kNc = false>
@@ -553,9 +555,7 @@ struct rd_row<S, V, E, RD_PACKED, T> {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (V % 2 == 0) return rd_max_packed<S, V>(u[it], m);
 #endif
-#pragma unroll
-    for (int j = 0; j < V; ++j) m = rd_max()(m, rd_widen(u[it], j));
-    return m;
+    return rd_max_each<V>(*this, it, m);
   }
   __device__ __forceinline__ A* at(int it) {
 #pragma unroll
@@ -648,11 +648,7 @@ struct rd_row<S, V, E, RD_PARKED, T> {
   __device__ __forceinline__ rd_row() : park(reinterpret_cast<A*>(rd_dynamic_smem()) + threadIdx.x * V) {}
   __device__ __forceinline__ A* slot(int it) const { return park + (it - kHeld) * T * V; }
   __device__ __forceinline__ A operator()(int it, int j) const { return it < kHeld ? v[it * V + j] : slot(it)[j]; }
-  __device__ __forceinline__ A vmax(int it, A m) const {
-#pragma unroll
-    for (int j = 0; j < V; ++j) m = rd_max()(m, (*this)(it, j));
-    return m;
-  }
+  __device__ __forceinline__ A vmax(int it, A m) const { return rd_max_each<V>(*this, it, m); }
   __device__ __forceinline__ A* at(int it) {
     if (it < kHeld) return v + it * V;
     Vec u;
