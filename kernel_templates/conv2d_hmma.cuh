@@ -39,7 +39,8 @@
 //   kHalo, kWindow (0 or 1: the wgmma tiling's forms, below), kWindowTiles (0 or 1: the window
 //   form's blocks compute several tiles in turn, the next tile's first copies issued while this
 //   one's outputs are stored), kPointwise (0 or 1: the pointwise form above; kAsyncDepth buffers),
-//   kBatchTiles (0 or 1: the cp.async wgmma tiling's batch tiles, plan.cuh), kHaloWeightBatch (0 or
+//   kBatchTiles (0 or 1: the cp.async wgmma tiling's batch tiles, plan.cuh), kTma (0 or 1: the
+//   cp.async wgmma tiling's TMA form, its own kernel cuinline_conv2d_hmma_tma), kHaloWeightBatch (0 or
 //   1: the halo form's weight gather in batches), kStoreBatch (0 or 1: store_tile_half's loads and
 //   stores in batches). The split kernel (cuinline_conv2d_hmma_split below) also needs kSplitK = 1
 //   (the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms). The kernel
@@ -60,6 +61,8 @@
 //   conv2d_hmma/epilogue.cuh             the store paths (bias, residual, E, rounding, vectors)
 //   conv2d_hmma/split.cuh                the split form's partial tiles and their sum
 //   conv2d_hmma/tiles.cuh                a block's tile or tiles: main loop, then epilogue
+//   arch/tma_sm90.cuh                    tensor maps, TMA copies, mbarriers (not emulated)
+//   conv2d_hmma/mainloop_tma.cuh         the TMA form: a producer warp and mbarriers (sm_90a)
 // The arch/ wrappers are in namespace cuinline_arch, which the kernel's namespace uses; the
 // host-emulated tests leave them out and supply their own in cuinline_conv2d_hmma_detail.
 
@@ -88,6 +91,7 @@
 #if CUINLINE_CONV2D_HMMA_WGMMA
 #include "arch/wgmma_sm90.cuh"
 #endif
+#include "arch/tma_sm90.cuh"
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
 #if CUINLINE_CONV2D_HMMA_WGMMA
 #include "arch/wgmma_desc_sm90.cuh"
@@ -107,6 +111,9 @@ using namespace cuinline_arch;
 #include "conv2d_hmma/epilogue.cuh"
 #include "conv2d_hmma/split.cuh"
 #include "conv2d_hmma/tiles.cuh"
+#ifndef CUINLINE_CONV2D_HMMA_EMULATED
+#include "conv2d_hmma/mainloop_tma.cuh"
+#endif
 
 /// input, weight, output and residual in the layouts of S; bias [kCout] (ignored unless kHasBias);
 /// residual of the output's shape and layout (ignored unless kHasResidual); every tensor of the
@@ -173,5 +180,36 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
 #endif
   d::block_tile<S, E, true>(smem, input, weight, bias, output, residual, 1, ep, d::SplitK{partials, counters, slices});
 }
+
+#ifndef CUINLINE_CONV2D_HMMA_EMULATED
+/// The TMA form (S::kTma; conv2d_hmma/mainloop_tma.cuh): the arguments of cuinline_conv2d_hmma with
+/// the input and the weight as tensor maps the launch encodes for the call — in_map the
+/// channels-last input {kCin, kW, kH, N} with a box of {kBK, kBoxCols, kBoxRows, 1}, w_map the
+/// channels-last weight {kKH kKW kCin, kCout} with a box of {kBK, kBN}; both 16-bit, the 128-byte
+/// swizzle, zeros outside the tensor. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads + 128
+/// (the producer warpgroup); dynamic shared memory: kSmemBytes. sm_90a only (elsewhere it traps; the
+/// planner takes it on sm_90 only).
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads + 128, 1)
+    cuinline_conv2d_hmma_tma(const __grid_constant__ cuinline_tensor_map in_map,
+                             const __grid_constant__ cuinline_tensor_map w_map,
+                             const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
+                             int row_tiles, const typename S::storage* __restrict__ residual,
+                             const cuinline_conv2d_chan chan) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  static_assert(P::kTma, "the TMA form's kernel");
+  (void)row_tiles;
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  const E ep{chan};
+  namespace d = cuinline_conv2d_hmma_detail;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u);
+  d::tma_tile<S, E>(smem, &in_map, &w_map, bias, output, residual, ep);
+#else
+  (void)in_map, (void)w_map, (void)bias, (void)output, (void)residual, (void)chan;
+  __trap();
+#endif
+}
+#endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

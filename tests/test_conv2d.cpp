@@ -499,6 +499,8 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_WGMMA", "0"}}, [](const K& k) { return !k.wgmma; }},
       {{{"CUINLINE_CONV2D_HALO", "0"}}, [](const K& k) { return !k.halo; }},
       {{{"CUINLINE_CONV2D_WINDOW", "0"}}, [](const K& k) { return !k.window; }},
+      {{{"CUINLINE_CONV2D_TMA", "0"}}, [](const K& k) { return !k.tma; }},
+      {{{"CUINLINE_CONV2D_TMA", "1"}}, [](const K& k) { return k.tma; }},
       {{{"CUINLINE_CONV2D_BATCH_TILES", "0"}}, [](const K& k) { return !k.batch_tiles; }},
       {{{"CUINLINE_CONV2D_TF32_WGMMA", "0"}}, [](const K& k) { return !k.tf32_wgmma; }},
       {{{"CUINLINE_CONV2D_POINTWISE", "0"}}, [](const K& k) { return !k.pointwise; }},
@@ -560,7 +562,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
     EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
   }
-  EXPECT_EQ(names.size(), 24u);
+  EXPECT_EQ(names.size(), 25u);
 }
 
 // The knobs are read from the environment once, in the process's first plan: each case a fresh
@@ -611,6 +613,27 @@ TEST(Conv2dKnobsDeathTest, TheEnvironmentSteersTheSelection) {
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// CUINLINE_CONV2D_TMA=0: the UNet-like layer (128 channels on 128 x 128, rows of 128 columns) plans the
+// window form in place of the TMA form it plans by default.
+TEST(Conv2dKnobsDeathTest, TheTmaKnobLeavesTheWindowForm) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto unet = [] {
+    Conv2dVariant v = make_conv2d_variant(128, 128, 128, 128, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
+    v.dtype = DType::bf16;
+    v.input_layout = v.weight_layout = v.output_layout = Conv2dLayout::nhwc;
+    return v;
+  };
+  // (The child runs the test from its start: nothing may plan, reading the knobs, before this.)
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_CONV2D_TMA", "0", 1);
+        const Conv2dTiling t = conv2d_tiling(unet());
+        std::exit(t.window() && !t.tma() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  if (std::getenv("CUINLINE_CONV2D_TMA") == nullptr) EXPECT_TRUE(conv2d_tiling(unet()).tma());
 }
 
 // Split-K's launch rule: no split where the tiles fill more than half of the multiprocessors;
@@ -679,18 +702,19 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   EXPECT_FALSE(make_split_request(variant(DType::f16, 64, 7, 64, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(f32).has_value());
-  // A window-form variant (no residual, rows of a multiple of 64 columns): its split form is its
-  // cp.async tiling without the window, over the same tiles. UNet's 512 -> 256 on 64 x 64.
+  // A TMA-form variant (a window-form one where CUINLINE_CONV2D_TMA=0): its split form is its
+  // cp.async tiling without either, over the same tiles. UNet's 512 -> 256 on 64 x 64.
   Conv2dVariant window = make_conv2d_variant(512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
   const HmmaTiling window_plain = conv2d_tiling(window).as_hmma();
-  ASSERT_TRUE(window_plain.window());
+  ASSERT_TRUE(window_plain.window() || window_plain.tma());  // (the window form without the TMA form)
   const std::optional<HmmaTiling> window_split =
       conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
   ASSERT_EQ(window_split.has_value(), on);
   if (window_split) {
     EXPECT_FALSE(window_split->window());
+    EXPECT_FALSE(window_split->tma());
     EXPECT_EQ(window_split->split_k, conv2d_impl::kSplitKMaxSlices);
     EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1), conv2d_impl::split_k_tiles(window_plain, 256, 1));
     EXPECT_EQ(window_split->tile_cols, window_plain.tile_cols);

@@ -723,8 +723,9 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   Stream stream;
-  // (The third: a window-form layer, rows of 64 columns and no residual, whose split form is the
-  // cp.async tiling without the window. The last two: mid planes, whose split form has tiles of its
+  // (The third: a layer of rows of 64 columns, no residual, 128 input channels: the TMA form on sm_90
+  // (the window form where CUINLINE_CONV2D_TMA=0), whose split form is the cp.async tiling without
+  // either. The last two: mid planes, whose split form has tiles of its
   // own, per-image m64 tiles: ResNet-50's 1 x 1 1024 -> 512 on 14 x 14 at batch 1, in slices, and its
   // 3 x 3 over 128 channels on 28 x 28 at batch 8, in one slice on 132 multiprocessors.)
   const std::vector<Shape> shapes = {{1, 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1), true, true},
@@ -750,7 +751,7 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name());
         ASSERT_TRUE(planned_split(v).has_value());
-        if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window());
+        if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window() || planned(v).tma());
         if (&s >= &shapes[3]) EXPECT_TRUE(planned_split(v)->few_tiles);
         EXPECT_TRUE(make_split_request(conv2d_variant_for_device(v, current_device())).has_value());
         const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res); };
@@ -1150,6 +1151,95 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
   // (Unless the window form is switched off: CUINLINE_CONV2D_WINDOW, _WGMMA or _HMMA = 0.)
   const char* off = std::getenv("CUINLINE_CONV2D_WINDOW");
   if (!halo_disabled() && !(off != nullptr && std::string(off) == "0")) EXPECT_EQ(tested, 10);
+}
+
+// The wgmma tiling's TMA form (sm_90; conv2d_hmma/mainloop_tma.cuh: channels-last input and weight
+// — or an NCHW input staged — with Cin a multiple of 64, stride 1, tiles of whole output rows or
+// equal parts of one): 10 random shapes a run (printed seed) of 64-256 input channels, 1-5 x 1-5
+// filters, padding, dilation, 8-512 output columns, 1-20 output rows (a last tile past the plane),
+// 16-300 output channels (a partial block of channels), batches of 1-3, with or without bias and a
+// residual, f16 and bf16, NCHW or channels-last output (in some two bytes past alignment): against
+// the float64 reference with outputs poisoned (an unwritten output fails); then the same call
+// captured in a graph and replayed on new inputs (the tensor maps are the launch's arguments),
+// bit for bit the eager call's. Only shapes the device's plan puts on the TMA form count.
+TEST(Conv2dDtypesGpu, RandomTmaShapes) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const char* off = std::getenv("CUINLINE_CONV2D_TMA");
+  if (halo_disabled() || (off != nullptr && std::string(off) == "0")) GTEST_SKIP() << "no TMA form on this plan";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> k(1, 5), pad(0, 2), dil(1, 2), coin(0, 1);
+  static constexpr int kColumns[] = {8, 16, 32, 64, 128, 256, 512};
+  Stream stream;
+  int tested = 0, drawn = 0;
+  while (tested < 10 && drawn < 4000) {
+    ++drawn;
+    const int ow = kColumns[rng() % 7], oh = 1 + static_cast<int>(rng() % 20);
+    Shape s{1 + static_cast<int>(rng() % 3), 64 * (1 + static_cast<int>(rng() % 4)), 1, 1,
+            16 + static_cast<int>(rng() % 285), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
+    s.p.pad_h = pad(rng), s.p.pad_w = pad(rng), s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
+    s.h = oh + (s.kh - 1) * s.p.dilation_h - 2 * s.p.pad_h;
+    s.w = ow + (s.kw - 1) * s.p.dilation_w - 2 * s.p.pad_w;
+    if (s.h < 1 || s.w < 1 || conv2d_out_extent(s.h, s.kh, 1, s.p.pad_h, s.p.dilation_h) != oh ||
+        conv2d_out_extent(s.w, s.kw, 1, s.p.pad_w, s.p.dilation_w) != ow) {
+      continue;
+    }
+    // (The float64 reference's work bounded.)
+    if (double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 4e8) continue;
+    const DType dt = coin(rng) ? DType::f16 : DType::bf16;
+    const bool in_nhwc = rng() % 4 != 0, out_nhwc = coin(rng);
+    const std::size_t out_shift = tested % 4 == 3 ? 2 : 0;
+    const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+    const HostTensor wt = random_tensor(s.cout, s.cin, s.kh, s.kw, dt, in_nhwc, rng);
+    const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+    const HostTensor r = random_tensor(s.n, s.cout, oh, ow, dt, out_nhwc, rng);
+    HostTensor y{s.n, s.cout, oh, ow, dt, out_nhwc, {}};
+    y.values.resize(r.size());
+    DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r, out_shift), dy = upload(y, out_shift),
+               dg = upload(y, out_shift);
+    const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+    const TensorView residual = s.residual ? dr.view : TensorView{};
+    const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
+    const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32,
+                                               residual);
+    if (!planned(v).tma()) continue;
+    SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
+    const auto run = [&](const DeviceCopy& out) {
+      conv2d(dx.view, dw.view, bias, out.view, s.p, epi, stream, Conv2dPrecision::fp32, residual);
+    };
+    dy.buffer.fill_u32(0xffffffffu);
+    run(dy);
+    stream.synchronize();
+    std::vector<unsigned char> eager;
+    const double err = output_error(s, x, wt, b, r, y, dy, out_shift, &eager);
+    EXPECT_LE(err, tolerance(dt)) << "(NaN: an output left unwritten)";
+    std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
+    // Captured, replayed: the eager call's bits, then those of new inputs.
+    Graph g = Graph::capture(stream.get(), [&] { run(dg); }, CaptureMode::global);
+    dg.buffer.fill_u32(0xffffffffu);
+    g.launch(stream.get());
+    stream.synchronize();
+    std::vector<unsigned char> replayed(eager.size() + out_shift);
+    dg.buffer.copy_to_host(replayed.data(), replayed.size());
+    replayed.erase(replayed.begin(), replayed.begin() + static_cast<std::ptrdiff_t>(out_shift));
+    EXPECT_EQ(replayed, eager) << "replay";
+    const HostTensor x2 = random_tensor(s.n, s.cin, s.h, s.w, dt, in_nhwc, rng);
+    const std::vector<unsigned char> raw_x2 = x2.storage();
+    dx.buffer.copy_from_host(raw_x2.data(), raw_x2.size());
+    dy.buffer.fill_u32(0xffffffffu);
+    run(dy);
+    dg.buffer.fill_u32(0xffffffffu);
+    g.launch(stream.get());
+    stream.synchronize();
+    std::vector<unsigned char> want(eager.size() + out_shift), got(eager.size() + out_shift);
+    dy.buffer.copy_to_host(want.data(), want.size());
+    dg.buffer.copy_to_host(got.data(), got.size());
+    EXPECT_EQ(got, want) << "replay on a new input";
+    EXPECT_LE(output_error(s, x2, wt, b, r, y, dy, out_shift), tolerance(dt));
+    ++tested;
+  }
+  EXPECT_EQ(tested, 10);
 }
 
 // f32 with channels-last tensors past 2^22 multiply-adds an image runs the f32 NCHW kernels (Winograd,

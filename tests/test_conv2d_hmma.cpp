@@ -74,7 +74,8 @@ TEST(Conv2dHmma, PlannerSendsHalfTypesToTensorCores) {
           EXPECT_TRUE(v.uses_generic_kernel());  // (outside the f32 NCHW kernels)
           // (The plain kernel: a split-K form is a second request, make_split_request.)
           EXPECT_FALSE(t.split());
-          EXPECT_EQ(kernel_name(v), "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+          EXPECT_EQ(kernel_name(v), t.tma() ? "cuinline_conv2d_hmma_tma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+                                            : "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
           EXPECT_EQ(make_request(v).name_expressions.at(0), kernel_name(v));
         }
       }
@@ -387,24 +388,32 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
   }
 }
 
-// The window form (more than 8 input channels in the cp.async form, column stride 1, output rows of
-// a multiple of 64 columns, no residual): planned where it applies, compiled for sm_90 (as sm_90a:
-// wgmma) and sm_80 (mma.sync) without spills or warnings, within a block's shared memory; not
-// planned with a residual, column stride 2 or 56 output columns.
-TEST(Conv2dHmma, WindowTilingsCompile) {
+// The window and TMA forms of the cp.async wgmma tiling (more than 8 input channels, stride 1 along
+// the rows of the output, whose tiles are whole output rows or equal parts of one): the TMA form where
+// a k step is 64 unpadded channels and the row stride too is 1 (a residual allowed) — but the window
+// form's shapes of one k chunk —, the window form where not (no residual) — planned where they apply, compiled for sm_90 (as sm_90a: wgmma, and
+// TMA) and sm_80 (mma.sync: neither TMA nor wgmma there) without spills or warnings, within a block's
+// shared memory; neither with column stride 2 or 56 output columns.
+TEST(Conv2dHmma, WindowAndTmaTilingsCompile) {
   struct Case {
     int cin, h, w, cout, kh, kw;
     Conv2dParams p;
     Conv2dLayout in;
+    bool tma;
   };
   const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
   const Case cases[] = {
-      {128, 128, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},  // UNet-like: 2 rows a tile
-      {128, 32, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nchw},   // staged NCHW
-      {64, 16, 64, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},      // 64 columns, 2 rows a tile
-      {40, 9, 256, 40, 5, 5, Conv2dParams{2, 1, 2, 2, 1, 1}, nhwc},      // half a row a tile, row stride 2
-      {256, 8, 64, 200, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc},     // 4 chunks, 2 blocks of channels
-      {24, 20, 129, 16, 2, 2, Conv2dParams{1, 1, 0, 0, 2, 1}, nhwc},     // 2 x 2 dilated rows, 16 channels
+      {128, 128, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},  // UNet-like: 2 rows a tile
+      {128, 32, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nchw, true},   // staged NCHW
+      {64, 16, 64, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, false},     // 64 columns, one k chunk
+      {40, 9, 256, 40, 5, 5, Conv2dParams{2, 1, 2, 2, 1, 1}, nhwc, false},     // half a row a tile, row stride 2
+      {256, 8, 64, 200, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},     // 4 chunks, 2 blocks of channels
+      {24, 20, 129, 16, 2, 2, Conv2dParams{1, 1, 0, 0, 2, 1}, nhwc, false},    // 2 x 2 dilated rows, 16 channels
+      {128, 12, 64, 128, 3, 3, Conv2dParams{2, 1, 1, 1, 1, 1}, nhwc, false},   // 2 chunks of 64, row stride 2
+      {512, 16, 16, 1024, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},   // 16 columns, 16 rows a tile
+      {64, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, false},     // a quarter row, one k chunk
+      {128, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, true},     // a quarter row, dilated
+      {64, 8, 32, 96, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},       // one k chunk, 8 rows a tile
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -417,30 +426,52 @@ TEST(Conv2dHmma, WindowTilingsCompile) {
     ++i;
     SCOPED_TRACE(v.name());
     const HmmaTiling t = conv2d_tiling(v).as_hmma();
-    ASSERT_TRUE(t.window());
+    ASSERT_EQ(t.tma(), c.tma);
+    ASSERT_EQ(t.window(), !c.tma);
     EXPECT_TRUE(t.wgmma());
     EXPECT_FALSE(t.halo());
     EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
-    // Two or more k chunks: tiles in turn (up to 4 a block, the output tile in a place of its own);
-    // one chunk (one window buffer): a tile a block.
-    EXPECT_EQ(t.row_tiles, cuinline::ops::conv2d_impl::hmma_ci_pad(c.cin) / t.ci_chunk > 1 ? 4 : 1);
+    EXPECT_EQ(kernel_name(v), c.tma ? "cuinline_conv2d_hmma_tma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+                                    : "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+    if (c.tma) {
+      // Two warpgroups of k steps of 64 channels, and the producer warpgroup; a tile a block.
+      EXPECT_EQ(t.threads(), 256);
+      EXPECT_EQ(t.block_threads(), 384);
+      EXPECT_EQ(t.ci_chunk, 64);
+      EXPECT_EQ(t.row_tiles, 1);
+      EXPECT_TRUE(t.tile_cols % v.out_width() == 0 || v.out_width() % t.tile_cols == 0);
+    } else {
+      // Two or more k chunks: tiles in turn (up to 4 a block, the output tile in a place of its own);
+      // one chunk (one window buffer): a tile a block.
+      EXPECT_EQ(t.row_tiles, cuinline::ops::conv2d_impl::hmma_ci_pad(c.cin) / t.ci_chunk > 1 ? 4 : 1);
+      EXPECT_EQ(t.block_threads(), t.threads());
+    }
     expect_compiles_for_sm90_and_sm80(v);
-    // Not the window form: a residual, column stride 2, or output rows that are not whole 64-column
-    // parts of a tile.
+    // A residual: the window form does not take it; the TMA form does, wherever its shape allows
+    // (the window form's shapes of one k chunk included).
     Conv2dVariant r = v;
     r.has_residual = true;
     EXPECT_FALSE(conv2d_tiling(r).window());
+    EXPECT_EQ(conv2d_tiling(r).tma(), c.p.stride_h == 1 && c.cin % 64 == 0);
+    // Column stride 2: neither form.
     Conv2dVariant s2 = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw,
                                            Conv2dParams{c.p.stride_h, 2, c.p.pad_h, c.p.pad_w, c.p.dilation_h, c.p.dilation_w},
                                            false, div_leaky_relu_epilogue(2.0, 0.01));
     s2.dtype = v.dtype, s2.input_layout = s2.weight_layout = nhwc;
     EXPECT_FALSE(conv2d_tiling(s2).window());
+    EXPECT_FALSE(conv2d_tiling(s2).tma());
+    // Planned for an sm_80 target: neither (the mma.sync tilings).
+    Conv2dVariant sm80 = v;
+    sm80.target = Conv2dTarget::sm80;
+    EXPECT_FALSE(conv2d_tiling(sm80).tma());
   }
+  // 56 output columns (a tile of 256 pixels is no box of whole rows): neither.
   Conv2dVariant resnet = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, true,
                                              div_leaky_relu_epilogue(2.0, 0.01));
   resnet.dtype = DType::f16, resnet.input_layout = resnet.weight_layout = nhwc;
   EXPECT_FALSE(conv2d_tiling(resnet).window());
+  EXPECT_FALSE(conv2d_tiling(resnet).tma());
 }
 
 // f16 / bf16 output planes of at most 128 pixels take per-image tiles of one warpgroup of one m64

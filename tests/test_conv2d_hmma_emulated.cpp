@@ -336,7 +336,7 @@ float channel_shift(int co) {
                          kNT = nt, kCiPad = cipad, kBK = bk, kMinBlocks = minb, kInAligned = 1,             \
                          kOutAligned = 1, kAsyncDepth = 0, kCopyL2 = 0, kWgmma = 0, kHalo = 0, kWindow = 0, \
                          kWindowTiles = 0, kPointwise = 0, kBatchTiles = 0, kHaloWeightBatch = 1,           \
-                         kStoreBatch = 0;                                                                   \
+                         kStoreBatch = 0, kTma = 0;                                                         \
     static constexpr int kOH = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;                                   \
     static constexpr int kOW = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;                                   \
   };

@@ -27,7 +27,7 @@ struct PlanShape {
   int cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
   int in_nhwc, w_nhwc, out_nhwc, in_aligned, out_aligned;
   int warps_m, warps_n, mt, nt, ci_pad, bk, async_depth;
-  int wgmma, halo, window, window_tiles, pointwise;
+  int wgmma, halo, window, window_tiles, pointwise, tma;
 };
 
 // A plan's figures; Plan<S> has each as the member k<Name> (kThreads, kSmemBytes, ...), where the
@@ -60,7 +60,9 @@ struct PlanFigures {
   int left, stage_cols, halo_lead, halo_pitch, halo_b, halo_a, halo_zero, halo_stage, halo_out;
   int main_bytes, c_pitch, cm, cc;
   bool half_epi;
-  int h_pitch, out_bytes, out_end, smem_bytes;
+  int h_pitch, out_bytes, out_end;
+  bool tma;
+  int box_cols, box_rows, bar_offset, smem_bytes;
   long long run;
   int vec_max, out_vec;
 };
@@ -228,7 +230,16 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures plan_figures(const PlanShape& s)
   f.out_bytes = f.half_epi ? (s.out_nhwc ? f.bm : f.bn) * f.h_pitch * 2 : (s.out_nhwc ? f.bm : f.bn) * f.c_pitch * 4;
   // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
   f.out_end = f.win_out_offset + f.out_bytes;
-  f.smem_bytes = (f.main_bytes > f.out_end ? f.main_bytes : f.out_end) + (f.wgmma ? 1024 : 0);
+  // The TMA form (kTma; conv2d_hmma/mainloop_tma.cuh): the cp.async wgmma tiling's buffers filled by
+  // the tensor memory accelerator, a tile's kBM pixels one box of the input of kBoxRows output rows
+  // x kBoxCols columns, then full and empty mbarriers for each buffer (8 bytes each) after the
+  // buffers and the epilogue's tile.
+  f.tma = s.tma != 0;
+  f.box_cols = f.bm < s.ow ? f.bm : s.ow;
+  f.box_rows = f.bm / f.box_cols;
+  f.bar_offset = ((f.main_bytes > f.out_end ? f.main_bytes : f.out_end) + 7) / 8 * 8;
+  f.smem_bytes = (f.tma ? f.bar_offset + 16 * f.stages : f.main_bytes > f.out_end ? f.main_bytes : f.out_end) +
+                 (f.wgmma ? 1024 : 0);
   // Outputs a store: the largest of 8, 4, 2 that divides the contiguous run of the output (so that a
   // vector never straddles two runs and stays aligned) where the output and residual pointers are
   // aligned to it (kOutAligned), else 1. At most 4: a quarter-warp's float4 reads of the tile then
@@ -249,7 +260,7 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanShape plan_shape() {
                    S::kOH, S::kOW,
                    S::kInNhwc, S::kWNhwc, S::kOutNhwc, S::kInAligned, S::kOutAligned,
                    S::kWarpsM, S::kWarpsN, S::kMT, S::kNT, S::kCiPad, S::kBK, S::kAsyncDepth,
-                   S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise};
+                   S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise, S::kTma};
 }
 
 // The figures of a shape struct S, evaluated once an instantiation. (A namespace-scope variable
@@ -327,6 +338,10 @@ struct Plan {
   static constexpr int kHPitch = kPlanFigures<S>.h_pitch;
   static constexpr int kOutBytes = kPlanFigures<S>.out_bytes;
   static constexpr int kOutEnd = kPlanFigures<S>.out_end;
+  static constexpr bool kTma = kPlanFigures<S>.tma;
+  static constexpr int kBoxCols = kPlanFigures<S>.box_cols;
+  static constexpr int kBoxRows = kPlanFigures<S>.box_rows;
+  static constexpr int kBarOffset = kPlanFigures<S>.bar_offset;
   static constexpr int kSmemBytes = kPlanFigures<S>.smem_bytes;
   // Element strides (channel, row, column, image) of the input and output; of the weight (output
   // channel, input channel, filter row, filter column).
@@ -402,6 +417,12 @@ struct Plan {
                 "rows a tile, the next chunk's window copied within a chunk's taps");
   static_assert(!kWindowTiles || (kHalfEpi && kWinBufs == 2 && !kBatchTiles && !kPointwise),
                 "window tiles: the 16-bit output tile in the second window buffer's place");
+  static_assert(!kTma || (kWgmma && kAsync && kHalfEpi && !kHalo && !kWindow && !kBatchTiles && !kPointwise &&
+                          S::kBK == 64 && S::kCiPad == S::kCin && S::kSH == 1 && S::kSW == 1 &&
+                          kBoxCols * kBoxRows == kBM && (kBM % S::kOW == 0 || S::kOW % kBM == 0) &&
+                          kBoxCols <= 256 && kBoxRows <= 256),
+                "the TMA form: the f16 / bf16 cp.async wgmma tiling, k steps of 64 channels (no padding), stride 1, "
+                "a tile of whole output rows or of one row's part, boxes of at most 256 a side");
   // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
   // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
   // tiles.

@@ -142,6 +142,7 @@ hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const HmmaTiling
   s.wgmma = t.wgmma() ? 1 : 0, s.halo = t.halo() ? 1 : 0, s.window = t.window() ? 1 : 0;
   s.window_tiles = t.window() && t.row_tiles > 1 ? 1 : 0;
   s.pointwise = t.pointwise() ? 1 : 0;
+  s.tma = t.tma() ? 1 : 0;
   return s;
 }
 
@@ -231,7 +232,8 @@ std::string direct_source(const Conv2dVariant& v, const HmmaTiling& t) {
   src += c("kCiPad", s.ci_pad) + c("kBK", s.bk) + c("kMinBlocks", t.min_blocks);
   src += c("kAsyncDepth", s.async_depth) + c("kCopyL2", copy_l2(v)) + c("kWgmma", s.wgmma) + c("kHalo", s.halo) +
          c("kWindow", s.window);
-  src += c("kWindowTiles", s.window_tiles) + c("kPointwise", s.pointwise) + c("kBatchTiles", t.batch_tiles() ? 1 : 0);
+  src += c("kWindowTiles", s.window_tiles) + c("kPointwise", s.pointwise) + c("kBatchTiles", t.batch_tiles() ? 1 : 0) +
+         c("kTma", s.tma);
   // The 16-bit epilogue's stores in batches: by default for the halo form's NCHW output only (H100,
   // f16, ms unbatched / batched: seed NCHW on the halo form 0.1596 / 0.1569; channels-last 0.1115 /
   // 0.1252; ResNet-like NCHW 0.0477 / 0.0518, UNet-like NHWC 0.0889 / 0.1010);

@@ -1,6 +1,7 @@
 // conv2d at run time: the family skeleton's launch sequence (ops/family.hpp) over the in-process
 // kernels of kernels.hpp, on the variant a call's tensors plan (call_plan.hpp).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -183,6 +184,41 @@ void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, c
   e.kernel.launch(cfg, in, w, b, out, slices, res, chan, partials, counters);
 }
 
+// The TMA form's tensor maps (conv2d_hmma.cuh's cuinline_conv2d_hmma_tma): the channels-last input
+// of `n` images as {C, W, H, N} with a box of {kBK, box columns, box rows, 1} — one tile's pixels:
+// whole output rows, or a part of one — and the channels-last weight as {KH KW C, Cout} with a box of
+// {kBK, the block's channels}; 16-bit elements, the 128-byte swizzle of the cp.async form's tiles,
+// zeros outside the tensors. Encoded on the host (no device work, so capturable) for each launch.
+std::array<CUtensorMap, 2> tma_maps(const HmmaTiling& t, const Conv2dVariant& v, std::int64_t n, const void* in,
+                                    const void* w) {
+  const auto& d = cuinline::detail::driver();
+  const CUtensorMapDataType type =
+      v.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const auto c = static_cast<cuuint64_t>(v.in_channels);
+  const auto box_cols = static_cast<cuuint32_t>(std::min<std::int64_t>(t.tile_cols, v.out_width()));
+  const auto box_rows = static_cast<cuuint32_t>(t.tile_cols) / box_cols;
+  const auto bk = static_cast<cuuint32_t>(t.ci_chunk);
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  std::array<CUtensorMap, 2> maps{};
+  const cuuint64_t in_dims[4] = {c, static_cast<cuuint64_t>(v.width), static_cast<cuuint64_t>(v.height),
+                                 static_cast<cuuint64_t>(n)};
+  const cuuint64_t in_strides[3] = {c * 2, c * 2 * in_dims[1], c * 2 * in_dims[1] * in_dims[2]};
+  const cuuint32_t in_box[4] = {bk, box_cols, box_rows, 1};
+  check_driver(d.cuTensorMapEncodeTiled(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, in_box, unit,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+               "encoding the conv2d input's tensor map");
+  const cuuint64_t k = c * static_cast<cuuint64_t>(v.kernel_h) * static_cast<cuuint64_t>(v.kernel_w);
+  const cuuint64_t w_dims[2] = {k, static_cast<cuuint64_t>(v.out_channels)};
+  const cuuint64_t w_strides[1] = {k * 2};
+  const cuuint32_t w_box[2] = {bk, static_cast<cuuint32_t>(t.block_channels())};
+  check_driver(d.cuTensorMapEncodeTiled(&maps[1], type, 2, const_cast<void*>(w), w_dims, w_strides, w_box, unit,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+               "encoding the conv2d weight's tensor map");
+  return maps;
+}
+
 // The conv kernel of `e` on the given tensors (device pointers of the variant's dtype; a staged
 // call passes its copies).
 void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
@@ -208,9 +244,14 @@ void launch_conv(const Launchable& e, const Conv2dVariant& v, std::int64_t n, co
   cfg.grid = Dim3(static_cast<unsigned>(blocks_x),
                   static_cast<unsigned>(t.channel_fast() || t.row_fast() || t.pointwise() ? 1 : (v.out_channels + t.block_channels() - 1) / t.block_channels()),
                   static_cast<unsigned>(t.batch_tiles() ? 1 : n));
-  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
+  cfg.block = Dim3(static_cast<unsigned>(t.block_threads()));
   cfg.shared_bytes = g.shared_bytes;
   cfg.stream = stream;
+  if (t.tma()) {
+    const std::array<CUtensorMap, 2> maps = tma_maps(t.as_hmma(), v, n, in, w);
+    e.kernel.launch(cfg, maps[0], maps[1], b, out, row_tiles, res, chan);
+    return;
+  }
   e.kernel.launch(cfg, in, w, b, out, row_tiles, res, chan);
 }
 

@@ -100,7 +100,7 @@ static void finish_launchable(Launchable& l, int device) {
   l.multiprocessors = info.multiprocessors;
   l.memory_bandwidth = info.memory_bandwidth;
   l.resident_blocks = std::max(
-      1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.threads()), shared_bytes, device));
+      1, l.kernel.max_active_blocks(static_cast<unsigned>(l.tiling.block_threads()), shared_bytes, device));
 }
 
 // A shape-generic copy on `device` (conv2d_stage.cuh for every staged variant, conv2d_transpose.cuh

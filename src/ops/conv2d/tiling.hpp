@@ -36,6 +36,7 @@ enum class HmmaForm : unsigned char {
   batch,      ///< the wgmma tiling's batch tiles: a tile's pixels span the batch (kBatchTiles)
   window,     ///< the wgmma tiling's window form: a tile's input staged once a k chunk (kWindow)
   halo,       ///< the wgmma tiling's halo form: up to 8 input channels, a tile's window staged once (kHalo)
+  tma,        ///< the wgmma tiling's TMA form: a producer warp's tensor copies, mbarriers (kTma)
 };
 
 /// The general direct kernel's thread order (GenericTiling::order).
@@ -215,8 +216,12 @@ struct HmmaTiling : Conv2dGrid {
   /// The wgmma tiling (any of its forms).
   bool wgmma() const noexcept {
     return form == HmmaForm::wgmma || form == HmmaForm::batch || form == HmmaForm::window ||
-           form == HmmaForm::halo;
+           form == HmmaForm::halo || form == HmmaForm::tma;
   }
+  bool tma() const noexcept { return form == HmmaForm::tma; }
+  /// The threads a block is launched with: threads() (the plan's kThreads), and the TMA form's
+  /// producer warpgroup.
+  int block_threads() const noexcept { return threads() + (tma() ? 128 : 0); }
   bool halo() const noexcept { return form == HmmaForm::halo; }
   bool window() const noexcept { return form == HmmaForm::window; }
   bool batch_tiles() const noexcept { return form == HmmaForm::batch; }
@@ -291,6 +296,11 @@ class Conv2dTiling {
   int threads() const noexcept {
     return std::visit([](const auto& t) { return t.threads(); }, tiling_);
   }
+  /// The threads a block is launched with (threads(), and the TMA form's producer warpgroup).
+  int block_threads() const noexcept {
+    const HmmaTiling* t = std::get_if<HmmaTiling>(&tiling_);
+    return t != nullptr ? t->block_threads() : threads();
+  }
   int block_channels() const noexcept {
     return std::visit([](const auto& t) { return t.block_channels(); }, tiling_);
   }
@@ -309,6 +319,7 @@ class Conv2dTiling {
   bool window() const noexcept { return hmma_and(&HmmaTiling::window); }
   bool batch_tiles() const noexcept { return hmma_and(&HmmaTiling::batch_tiles); }
   bool pointwise() const noexcept { return hmma_and(&HmmaTiling::pointwise); }
+  bool tma() const noexcept { return hmma_and(&HmmaTiling::tma); }
   /// f32 in tf32 on the wgmma tiling.
   bool tf32_wgmma() const noexcept { return hmma_and(&HmmaTiling::tf32_wgmma); }
   /// hmma behind the staging copy (HmmaTiling::stage_channels > 0).
