@@ -210,6 +210,34 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
   __trap();
 #endif
 }
+
+/// The TMA form's split form (S::kTma and S::kSplitK): the arguments of cuinline_conv2d_hmma_tma
+/// (the images' slot carries the slices), then the workspace of cuinline_conv2d_hmma_split, whose
+/// grid, slices and reduction it keeps.
+template <class S, class E>
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads + 128, 1)
+    cuinline_conv2d_hmma_tma_split(const __grid_constant__ cuinline_tensor_map in_map,
+                                   const __grid_constant__ cuinline_tensor_map w_map,
+                                   const typename S::storage* __restrict__ bias,
+                                   typename S::storage* __restrict__ output, int slices,
+                                   const typename S::storage* __restrict__ residual,
+                                   const cuinline_conv2d_chan chan, float* __restrict__ partials,
+                                   unsigned* __restrict__ counters) {
+  using P = cuinline_conv2d_hmma_detail::Plan<S>;
+  static_assert(P::kTma && S::kSplitK == 1, "the TMA form's split kernel");
+#if CUINLINE_CONV2D_HMMA_WGMMA
+  const E ep{chan};
+  namespace d = cuinline_conv2d_hmma_detail;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (d::smem_address(smem_raw) & 1023u)) & 1023u);
+  d::tma_tile<S, E, true>(smem, &in_map, &w_map, bias, output, residual, ep,
+                          d::SplitK{partials, counters, slices});
+#else
+  (void)in_map, (void)w_map, (void)bias, (void)output, (void)slices, (void)residual, (void)chan,
+      (void)partials, (void)counters;
+  __trap();
+#endif
+}
 #endif  // CUINLINE_CONV2D_HMMA_EMULATED
 
 #endif  // CUINLINE_CONV2D_HMMA_CUH

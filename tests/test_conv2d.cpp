@@ -702,19 +702,20 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   EXPECT_FALSE(make_split_request(variant(DType::f16, 64, 7, 64, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(f32).has_value());
-  // A TMA-form variant (a window-form one where CUINLINE_CONV2D_TMA=0): its split form is its
-  // cp.async tiling without either, over the same tiles. UNet's 512 -> 256 on 64 x 64.
+  // A TMA-form variant: its split form is the TMA form's own; a window-form one (where
+  // CUINLINE_CONV2D_TMA=0): its cp.async tiling without the window. The same tiles either way. UNet's
+  // 512 -> 256 on 64 x 64.
   Conv2dVariant window = make_conv2d_variant(512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
   const HmmaTiling window_plain = conv2d_tiling(window).as_hmma();
-  ASSERT_TRUE(window_plain.window() || window_plain.tma());  // (the window form without the TMA form)
+  ASSERT_TRUE(window_plain.window() || window_plain.tma());
   const std::optional<HmmaTiling> window_split =
       conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
   ASSERT_EQ(window_split.has_value(), on);
   if (window_split) {
     EXPECT_FALSE(window_split->window());
-    EXPECT_FALSE(window_split->tma());
+    EXPECT_EQ(window_split->tma(), window_plain.tma());
     EXPECT_EQ(window_split->split_k, conv2d_impl::kSplitKMaxSlices);
     EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1), conv2d_impl::split_k_tiles(window_plain, 256, 1));
     EXPECT_EQ(window_split->tile_cols, window_plain.tile_cols);

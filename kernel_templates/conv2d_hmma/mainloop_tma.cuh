@@ -24,12 +24,23 @@ namespace cuinline_conv2d_hmma_detail {
 // full[k % kStages]; each consumer warp arrives on empty[s] once its warpgroup's wgmma of the step
 // that read buffer s are done (wgmma_wait<1> after the next step's are issued), and the producer
 // waits for that before it copies into s again. The k steps and their wgmma are the cp.async
-// form's, in the same order: the same sums, so the same bits.
-template <class S, class E>
+// form's, in the same order: the same sums, so the same bits. kSplit (the split form,
+// cuinline_conv2d_hmma_tma_split): blockIdx.z is image x split.slices + slice, the block computes its
+// slice's k steps (block_tile's division of them), and only the last block of a tile to arrive
+// (split_reduce, among the consumers) runs the epilogue, on the sum of the slices.
+struct ConsumerBarrier {
+  template <int kThreads>
+  struct Of {
+    __device__ __forceinline__ void operator()() const { named_barrier(1, kThreads); }
+  };
+};
+template <class S, class E, bool kSplit = false>
 __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_tensor_map* in_map,
-                                         const cuinline_tensor_map* w_map, const typename S::storage* __restrict__ bias,
+                                         const cuinline_tensor_map* w_map,
+                                         const typename S::storage* __restrict__ bias,
                                          typename S::storage* __restrict__ output,
-                                         const typename S::storage* __restrict__ residual, const E& ep) {
+                                         const typename S::storage* __restrict__ residual, const E& ep,
+                                         const SplitK split = SplitK{}) {
   using P = Plan<S>;
   constexpr int kStages = P::kStages;
   constexpr unsigned kStageBytes = P::kStageElems * 2;
@@ -42,7 +53,11 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
   const int lane = tid % 32;
   const int p0 = (int)blockIdx.x * P::kBM;
   const int co0 = (int)blockIdx.y * P::kBN;
-  const int n = (int)blockIdx.z;
+  const int n = (int)(kSplit ? blockIdx.z / split.slices : blockIdx.z);
+  const int slice = kSplit ? (int)blockIdx.z - n * split.slices : 0;
+  // (The slices' steps: as even as the division makes them.)
+  const int step_begin = kSplit ? slice * P::kSteps / split.slices : 0;
+  const int steps = kSplit ? (slice + 1) * P::kSteps / split.slices - step_begin : P::kSteps;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
@@ -61,11 +76,12 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
       const int oh0 = p0 / S::kOW;
       const int ow0 = p0 - oh0 * S::kOW;
 #pragma unroll 1
-      for (int k = 0; k < P::kSteps; ++k) {
+      for (int k = 0; k < steps; ++k) {
         const int s = k % kStages;
         if (k >= kStages) mbarrier_wait(empty + 8 * s, (unsigned)(k / kStages - 1) & 1u);
-        const int tap = k / P::kCiSteps;
-        const int ci = (k - tap * P::kCiSteps) * S::kBK;
+        const int step = step_begin + k;
+        const int tap = step / P::kCiSteps;
+        const int ci = (step - tap * P::kCiSteps) * S::kBK;
         const int kh = tap / S::kKW;
         const int kw = tap - kh * S::kKW;
         const unsigned stage = base + s * kStageBytes;
@@ -82,7 +98,7 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
   zero_accumulators<S>(acc);
   const int warpgroup = tid / 128;
 #pragma unroll 1
-  for (int k = 0; k < P::kSteps; ++k) {
+  for (int k = 0; k < steps; ++k) {
     const int s = k % kStages;
     mbarrier_wait(full + 8 * s, (unsigned)(k / kStages) & 1u);
     const unsigned stage = base + s * kStageBytes;
@@ -103,6 +119,12 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
   // Every consumer's wgmma reads are done before the epilogue's tile overwrites the buffers (the
   // producer's copies all landed: every step's full barrier was waited for).
   named_barrier(1, P::kThreads);
+  if constexpr (kSplit) {
+    if (split.slices > 1) {
+      const long long tile = ((long long)n * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+      if (!split_reduce<S>(acc, smem, split, slice, tile, ConsumerBarrier::Of<P::kThreads>{})) return;
+    }
+  }
 
   // The epilogue of block_tile's kHalfEpi path, among the consumer threads.
   using T = typename S::storage;

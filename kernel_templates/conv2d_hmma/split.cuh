@@ -19,6 +19,12 @@ struct SplitK {
   int slices;
 };
 
+// A barrier of every thread that holds accumulators: the block's (the TMA form's consumer
+// warpgroups pass their own, mainloop_tma.cuh).
+struct BlockBarrier {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+
 // Block `slice` of tile `tile` (linear over the grid's x, y and images) after its k steps: writes
 // its accumulators, and returns true in the block that arrives last at the tile, with acc the sum
 // of every slice's partial in the order 0, 1, ..., slices - 1 (the same bits whichever block is
@@ -26,9 +32,11 @@ struct SplitK {
 // tile's counter reset to zero; false in the others, which store nothing. A block-wide decision
 // (every thread returns the same), so the epilogue's barriers are reached by the whole block. The
 // shared memory's first word carries it (after the main loop's last barrier, before the epilogue's).
-template <class S>
-__device__ __forceinline__ bool split_reduce(float (&acc)[S::kMT][S::kNT][4], unsigned char* smem, const SplitK& split,
-                                             int slice, long long tile) {
+// `barrier`: a barrier of the threads that hold the accumulators (kThreads of them, the first).
+template <class S, class Barrier = BlockBarrier>
+__device__ __forceinline__ bool split_reduce(float (&acc)[S::kMT][S::kNT][4], unsigned char* smem,
+                                             const SplitK& split, int slice, long long tile,
+                                             const Barrier& barrier = Barrier{}) {
   using P = Plan<S>;
   constexpr int kVecs = S::kMT * S::kNT;  // float4s a thread
   const int tid = (int)threadIdx.x;
@@ -45,12 +53,12 @@ __device__ __forceinline__ bool split_reduce(float (&acc)[S::kMT][S::kNT][4], un
   // threadFenceReduction pattern); the block that then sees slices - 1 arrivals before its own
   // reads them all from L2.
   __threadfence();
-  __syncthreads();
+  barrier();
   unsigned* s_last = reinterpret_cast<unsigned*>(smem);
   if (tid == 0) *s_last = atomicAdd(split.counters + tile, 1u) == (unsigned)(split.slices - 1) ? 1u : 0u;
-  __syncthreads();
+  barrier();
   const bool last = *s_last != 0u;
-  __syncthreads();  // every thread has read the word before the epilogue writes the shared memory
+  barrier();  // every thread has read the word before the epilogue writes the shared memory
   if (!last) return false;
   __threadfence();
   // The sum: every slice's loads of a chunk of the thread's float4s issued before the first add,

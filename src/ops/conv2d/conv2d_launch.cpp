@@ -148,42 +148,6 @@ int row_tiles_for(const Conv2dTiling& tiling, const Conv2dVariant& v, std::int64
   return 1;
 }
 
-// The split form's launch (e.tiling.split()): the slices the launch chose (e.slices,
-// launch_choice), a workspace of the partial tiles and the tiles' arrival counters, the counters
-// zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
-// block of a tile also resets its counter), the grid's z axis images x slices. No workspace to be
-// had (out of memory): the same kernel runs its tiles whole.
-void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
-                  const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream, int device) {
-  const HmmaTiling& t = e.tiling.as_hmma();
-  const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
-  const std::int64_t tiles = conv2d_impl::split_k_tiles(t, v.out_channels, n);
-  int slices = e.slices;
-  CUdeviceptr ws = 0;
-  conv2d_impl::SplitKWorkspace parts;
-  if (slices > 1) {
-    parts = conv2d_impl::split_k_workspace(t, tiles, slices);
-    ws = cuinline::detail::workspace_alloc(device, static_cast<std::size_t>(parts.partial_bytes + parts.counter_bytes),
-                                           stream);
-    if (ws == 0) slices = 1;
-  }
-  cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launch (or a throw)
-  float* partials = slices > 1 ? reinterpret_cast<float*>(ws) : nullptr;
-  unsigned* counters = slices > 1 ? reinterpret_cast<unsigned*>(ws + static_cast<CUdeviceptr>(parts.partial_bytes)) : nullptr;
-  if (slices > 1) {
-    check_driver(cuinline::detail::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters), 0,
-                                                              static_cast<std::size_t>(tiles), stream),
-                 "zeroing the split-K counters");
-  }
-  LaunchConfig cfg;
-  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x), static_cast<unsigned>(channel_blocks),
-                  static_cast<unsigned>(n * slices));
-  cfg.block = Dim3(static_cast<unsigned>(t.threads()));
-  cfg.shared_bytes = t.shared_bytes;
-  cfg.stream = stream;
-  e.kernel.launch(cfg, in, w, b, out, slices, res, chan, partials, counters);
-}
-
 // The TMA form's tensor maps (conv2d_hmma.cuh's cuinline_conv2d_hmma_tma): the channels-last input
 // of `n` images as {C, W, H, N} with a box of {kBK, box columns, box rows, 1} — one tile's pixels:
 // whole output rows, or a part of one — and the channels-last weight as {KH KW C, Cout} with a box of
@@ -217,6 +181,49 @@ std::array<CUtensorMap, 2> tma_maps(const HmmaTiling& t, const Conv2dVariant& v,
                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                "encoding the conv2d weight's tensor map");
   return maps;
+}
+
+// The split form's launch (e.tiling.split()): the slices the launch chose (e.slices,
+// launch_choice), a workspace of the partial tiles and the tiles' arrival counters, the counters
+// zeroed on the stream (a memset node under capture, so every replay starts from zero; the last
+// block of a tile also resets its counter), the grid's z axis images x slices. No workspace to be
+// had (out of memory): the same kernel runs its tiles whole.
+void launch_split(const Launchable& e, const Conv2dVariant& v, std::int64_t n, const void* in, const void* w,
+                  const void* b, void* out, const void* res, const ChannelArgs& chan, CUstream stream,
+                  int device) {
+  const HmmaTiling& t = e.tiling.as_hmma();
+  const std::int64_t channel_blocks = (v.out_channels + t.block_channels() - 1) / t.block_channels();
+  const std::int64_t tiles = conv2d_impl::split_k_tiles(t, v.out_channels, n);
+  int slices = e.slices;
+  CUdeviceptr ws = 0;
+  conv2d_impl::SplitKWorkspace parts;
+  if (slices > 1) {
+    parts = conv2d_impl::split_k_workspace(t, tiles, slices);
+    ws = cuinline::detail::workspace_alloc(
+        device, static_cast<std::size_t>(parts.partial_bytes + parts.counter_bytes), stream);
+    if (ws == 0) slices = 1;
+  }
+  cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launch (or a throw)
+  float* partials = slices > 1 ? reinterpret_cast<float*>(ws) : nullptr;
+  unsigned* counters =
+      slices > 1 ? reinterpret_cast<unsigned*>(ws + static_cast<CUdeviceptr>(parts.partial_bytes)) : nullptr;
+  if (slices > 1) {
+    check_driver(cuinline::detail::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters), 0,
+                                                             static_cast<std::size_t>(tiles), stream),
+                 "zeroing the split-K counters");
+  }
+  LaunchConfig cfg;
+  cfg.grid = Dim3(static_cast<unsigned>(t.tiles_x), static_cast<unsigned>(channel_blocks),
+                  static_cast<unsigned>(n * slices));
+  cfg.block = Dim3(static_cast<unsigned>(t.block_threads()));
+  cfg.shared_bytes = t.shared_bytes;
+  cfg.stream = stream;
+  if (t.tma()) {
+    const std::array<CUtensorMap, 2> maps = tma_maps(t, v, n, in, w);
+    e.kernel.launch(cfg, maps[0], maps[1], b, out, slices, res, chan, partials, counters);
+    return;
+  }
+  e.kernel.launch(cfg, in, w, b, out, slices, res, chan, partials, counters);
 }
 
 // The conv kernel of `e` on the given tensors (device pointers of the variant's dtype; a staged

@@ -375,8 +375,8 @@ HmmaTiling hmma_split_tiling(const Conv2dVariant& v) {
   if (t.window() || wgmma_form) {
     const HmmaTiling plain = t;
     const HmmaTiling few = wgmma_tiling(conv, false, true);
-    // (The TMA form's split form is the cp.async form's: the same tiles.)
-    if (t.window() || t.tma() || few.few_tiles) {
+    // (The TMA form's split form is its own tiling; the window form's is the cp.async form's.)
+    if (t.window() || few.few_tiles) {
       t = few.few_tiles ? few : wgmma_tiling(conv, false);
       t.stage_channels = plain.stage_channels, t.stage_input = plain.stage_input,
       t.stage_weight = plain.stage_weight;

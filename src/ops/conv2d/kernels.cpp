@@ -158,7 +158,8 @@ static std::pair<Conv2dVariant, Launchable> make_split_launchable(const Conv2dVa
   Launchable l;
   l.tiling = *split;
   Module module = default_cache().get(*request, device_arch(device));
-  l.kernel = module.kernel(conv2d_impl::kHmmaSplitKernel);
+  l.kernel =
+      module.kernel(conv2d_impl::hmma_kernel_name(*split));  // (the TMA form's split kernel, or the other)
   if (algo == conv2d_impl::Conv2dAlgo::hmma_staged) l.stage = copy_kernel(kStageCopy, device);
   finish_launchable(l, device);
   return std::make_pair(called, l);

@@ -46,9 +46,13 @@ inline constexpr const char* kHmmaSplitKernel =
 /// Its TMA form's (HmmaTiling::tma()): the kernel that takes the input and weight as tensor maps.
 inline constexpr const char* kHmmaTmaKernel =
     "cuinline_conv2d_hmma_tma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
+/// The TMA form's split form's.
+inline constexpr const char* kHmmaTmaSplitKernel =
+    "cuinline_conv2d_hmma_tma_split<cuinline_conv2d_shape, cuinline_conv2d_epilogue>";
 /// The kernel of a conv2d_hmma.cuh tiling.
 inline const char* hmma_kernel_name(const HmmaTiling& t) {
-  return t.split_k > 0 ? kHmmaSplitKernel : t.tma() ? kHmmaTmaKernel : kHmmaKernel;
+  if (t.split_k > 0) return t.tma() ? kHmmaTmaSplitKernel : kHmmaSplitKernel;
+  return t.tma() ? kHmmaTmaKernel : kHmmaKernel;
 }
 
 /// A variant's kernel: its algorithm, tiling, compile request (the conv's module), the staging or
