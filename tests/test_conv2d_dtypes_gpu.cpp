@@ -1101,6 +1101,16 @@ TEST(Conv2dDtypesGpu, RandomHaloShapes) {
   }
 }
 
+// Sets s.h and s.w to the input extent whose output under s's filter, stride, padding and dilation
+// is oh x ow; false where none is (padding past the filter's reach).
+bool fit_input_to_output(Shape& s, int oh, int ow) {
+  s.h = (oh - 1) * s.p.stride_h + (s.kh - 1) * s.p.dilation_h + 1 - 2 * s.p.pad_h;
+  s.w = (ow - 1) * s.p.stride_w + (s.kw - 1) * s.p.dilation_w + 1 - 2 * s.p.pad_w;
+  return s.h >= 1 && s.w >= 1 &&
+         conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) == oh &&
+         conv2d_out_extent(s.w, s.kw, s.p.stride_w, s.p.pad_w, s.p.dilation_w) == ow;
+}
+
 // The wgmma tiling's window form (more than 8 input channels in the cp.async form — channels-last
 // input and weight, or an NCHW input staged — column stride 1, output rows of 64 to 256 columns,
 // no residual): 10 random shapes a run (printed seed) of 16-168 input channels (one to several k
@@ -1123,12 +1133,7 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
             k(rng), {}, coin(rng) == 1, false};
     s.p.stride_h = sh(rng), s.p.stride_w = 1, s.p.pad_h = pad(rng), s.p.pad_w = pad(rng);
     s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
-    s.h = (oh - 1) * s.p.stride_h + (s.kh - 1) * s.p.dilation_h + 1 - 2 * s.p.pad_h;
-    s.w = ow + (s.kw - 1) * s.p.dilation_w - 2 * s.p.pad_w;
-    if (s.h < 1 || s.w < 1 || conv2d_out_extent(s.h, s.kh, s.p.stride_h, s.p.pad_h, s.p.dilation_h) != oh ||
-        conv2d_out_extent(s.w, s.kw, 1, s.p.pad_w, s.p.dilation_w) != ow) {
-      continue;
-    }
+    if (!fit_input_to_output(s, oh, ow)) continue;
     // (The float64 reference's work bounded.)
     if (double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 3e8) continue;
     const DType dt = coin(rng) ? DType::f16 : DType::bf16;
@@ -1191,12 +1196,7 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     Shape s{1 + static_cast<int>(rng() % 3), 64 * (1 + static_cast<int>(rng() % 4)), 1, 1,
             16 + static_cast<int>(rng() % 285), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
     s.p.pad_h = pad(rng), s.p.pad_w = pad(rng), s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
-    s.h = oh + (s.kh - 1) * s.p.dilation_h - 2 * s.p.pad_h;
-    s.w = ow + (s.kw - 1) * s.p.dilation_w - 2 * s.p.pad_w;
-    if (s.h < 1 || s.w < 1 || conv2d_out_extent(s.h, s.kh, 1, s.p.pad_h, s.p.dilation_h) != oh ||
-        conv2d_out_extent(s.w, s.kw, 1, s.p.pad_w, s.p.dilation_w) != ow) {
-      continue;
-    }
+    if (!fit_input_to_output(s, oh, ow)) continue;
     // (The float64 reference's work bounded.)
     if (double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 4e8) continue;
     const DType dt = coin(rng) ? DType::f16 : DType::bf16;
