@@ -709,7 +709,8 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
   const HmmaTiling window_plain = conv2d_tiling(window).as_hmma();
-  ASSERT_TRUE(window_plain.window() || window_plain.tma());
+  ASSERT_EQ(window_plain.tma(), conv2d_impl::conv2d_knobs().tma);
+  ASSERT_EQ(window_plain.window(), !conv2d_impl::conv2d_knobs().tma);
   const std::optional<HmmaTiling> window_split =
       conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(window), window);
   ASSERT_EQ(window_split.has_value(), on);

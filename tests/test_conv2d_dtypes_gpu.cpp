@@ -754,7 +754,9 @@ TEST(Conv2dDtypesGpu, SplitKLayersMatchTheReferenceBitForBitRunToRun) {
         const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, res);
         SCOPED_TRACE(v.name());
         ASSERT_TRUE(planned_split(v).has_value());
-        if (!s.residual && nhwc) EXPECT_TRUE(planned(v).window() || planned(v).tma());
+        if (!s.residual && nhwc) {
+          EXPECT_TRUE(conv2d_impl::conv2d_knobs().tma ? planned(v).tma() : planned(v).window());
+        }
         if (&s >= &shapes[3]) EXPECT_TRUE(planned_split(v)->few_tiles);
         EXPECT_TRUE(make_split_request(conv2d_variant_for_device(v, current_device())).has_value());
         const auto run = [&] { conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, res); };
