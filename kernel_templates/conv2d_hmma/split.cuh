@@ -23,31 +23,48 @@ struct BlockBarrier {
   __device__ __forceinline__ void operator()() const { __syncthreads(); }
 };
 
-// Slice s's partial of this thread's tile (split_reduce's layout) into acc (kFirst) or added to it:
-// the thread's float4s kGroup at a time, each group's loads all issued before its first add (one at
-// a time, the sum was a chain of vecs x slices L2 round trips: ncu, H200, 25 us of a 31 us kernel of
-// 8 slices x 16 float4s). kGroup: as many as the accumulators (live throughout) and the loads in
-// flight keep within about 192 registers.
-template <class S, bool kFirst>
-__device__ __forceinline__ void split_add_slice(float (&acc)[S::kMT][S::kNT][4], const float4* tile_parts, int s,
-                                                int tid) {
-  using P = Plan<S>;
-  constexpr int kVecs = S::kMT * S::kNT;  // float4s a thread
-  constexpr int kGroupMost = (192 - kVecs * 4) / 4;
-  constexpr int kGroup = kVecs <= kGroupMost ? kVecs : kGroupMost >= 16 ? 16 : kGroupMost >= 8 ? 8 : 4;
+// The sum's rounds (split_reduce): the float4s of this thread's tile (split_reduce's layout) that
+// a round loads — kGroup of them, of each of kRound consecutive slices — all issued before the
+// round's first add (one load at a time, the sum was a chain of vecs x slices L2 round trips: ncu,
+// H200, 25 us of a 31 us kernel of 8 slices x 16 float4s). As many as the accumulators (live
+// throughout) and the loads in flight keep within about 192 registers: two warpgroups' 32 float4s
+// a thread take 16 a round of one slice, one warpgroup's 16 all of two slices, 8 all of four.
+template <class S>
+struct SplitRounds {
+  static constexpr int kVecs = S::kMT * S::kNT;  // float4s a thread
+  static constexpr int kMost = (192 - kVecs * 4) / 4;
+  static constexpr int kGroup = kVecs <= kMost ? kVecs : kMost >= 16 ? 16 : kMost >= 8 ? 8 : 4;
+  static constexpr int kRound = kVecs * 4 <= kMost ? 4 : kVecs * 2 <= kMost ? 2 : 1;
   static_assert(kVecs % kGroup == 0, "whole groups");
+};
+
+// Slices s .. s + kSlices - 1 of the sum, in order: slice s's partial into acc where kFirst (the
+// first term as it is, not added to zero), else added; the others added.
+template <class S, bool kFirst, int kSlices>
+__device__ __forceinline__ void split_add_slices(float (&acc)[S::kMT][S::kNT][4], const float4* tile_parts, int s,
+                                                 int tid) {
+  using P = Plan<S>;
+  using R = SplitRounds<S>;
 #pragma unroll
-  for (int g = 0; g < kVecs; g += kGroup) {
-    float4 part[kGroup];
+  for (int g = 0; g < R::kVecs; g += R::kGroup) {
+    float4 part[kSlices][R::kGroup];
 #pragma unroll
-    for (int q = 0; q < kGroup; ++q) part[q] = __ldcg(tile_parts + ((long long)s * kVecs + g + q) * P::kThreads + tid);
+    for (int k = 0; k < kSlices; ++k) {
 #pragma unroll
-    for (int q = 0; q < kGroup; ++q) {
-      float* a = acc[(g + q) / S::kNT][(g + q) % S::kNT];
-      if (kFirst) {
-        a[0] = part[q].x, a[1] = part[q].y, a[2] = part[q].z, a[3] = part[q].w;
-      } else {
-        a[0] += part[q].x, a[1] += part[q].y, a[2] += part[q].z, a[3] += part[q].w;
+      for (int q = 0; q < R::kGroup; ++q) {
+        part[k][q] = __ldcg(tile_parts + ((long long)(s + k) * R::kVecs + g + q) * P::kThreads + tid);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kSlices; ++k) {
+#pragma unroll
+      for (int q = 0; q < R::kGroup; ++q) {
+        float* a = acc[(g + q) / S::kNT][(g + q) % S::kNT];
+        if (kFirst && k == 0) {
+          a[0] = part[k][q].x, a[1] = part[k][q].y, a[2] = part[k][q].z, a[3] = part[k][q].w;
+        } else {
+          a[0] += part[k][q].x, a[1] += part[k][q].y, a[2] += part[k][q].z, a[3] += part[k][q].w;
+        }
       }
     }
   }
@@ -89,13 +106,23 @@ __device__ __forceinline__ bool split_reduce(float (&acc)[S::kMT][S::kNT][4], un
   barrier();  // every thread has read the word before the epilogue writes the shared memory
   if (!last) return false;
   __threadfence();
-  // The sum, in slice order (split_add_slice): slice 0's partial as it is, then each next slice's
-  // added. The slices' loop is not unrolled: unrolled over the most slices with each load predicated,
-  // the sum was most of the split kernel's compile (NVRTC for sm_90 on the dev host, a 128-channel
-  // 3 x 3's split kernel: 764 ms, 288 without the sum).
-  split_add_slice<S, true>(acc, tile_parts, 0, tid);
+  // The sum, in slice order (split_add_slices): slice 0's partial as it is, then each next slice's
+  // added, kRound slices a round while that many are left. The slices' loops are not unrolled:
+  // unrolled over the most slices with each load predicated, the sum was most of the split kernel's
+  // compile (NVRTC for sm_90 on the dev host, a 128-channel 3 x 3's split kernel: 764 ms, 288
+  // without the sum).
+  constexpr int kRound = SplitRounds<S>::kRound;
+  int s = kRound;
+  if (split.slices >= kRound) {
+    split_add_slices<S, true, kRound>(acc, tile_parts, 0, tid);
 #pragma unroll 1
-  for (int s = 1; s < split.slices; ++s) split_add_slice<S, false>(acc, tile_parts, s, tid);
+    for (; s + kRound <= split.slices; s += kRound) split_add_slices<S, false, kRound>(acc, tile_parts, s, tid);
+  } else {
+    split_add_slices<S, true, 1>(acc, tile_parts, 0, tid);
+    s = 1;
+  }
+#pragma unroll 1
+  for (; s < split.slices; ++s) split_add_slices<S, false, 1>(acc, tile_parts, s, tid);
   if (tid == 0) split.counters[tile] = 0u;  // (the launch zeroes them too; a replayed graph's memset)
   return true;
 }
