@@ -215,7 +215,6 @@ TransposeGrid transpose_grid(std::int64_t rows, std::int64_t cols, int lt = tran
 /// Split-K (the f16 / bf16 wgmma tiling's split form; docs/conv2d.md, "Split-K"): the most slices
 /// a reduction is cut into, and the fewest k steps a slice.
 inline constexpr int kSplitKMaxSlices = 8;
-static_assert(kSplitKMaxSlices <= 8, "conv2d_hmma/split.cuh sums at most kSplitMaxSlices (8) slices");
 inline constexpr int kSplitKMinSteps = 4;
 /// The fewest k steps a reduction has for auto (CUINLINE_CONV2D_SPLIT_K unset or auto) to have a split
 /// form: on an H200, 3 x 3 layers of 256 channels (36 steps) on 7-14 planes at batch 1 ran 0.57-0.64
