@@ -39,8 +39,9 @@
 //   kHalo, kWindow (0 or 1: the wgmma tiling's forms, below), kWindowTiles (0 or 1: the window
 //   form's blocks compute several tiles in turn, the next tile's first copies issued while this
 //   one's outputs are stored), kPointwise (0 or 1: the pointwise form above; kAsyncDepth buffers),
-//   kBatchTiles (0 or 1: the cp.async wgmma tiling's batch tiles, plan.cuh), kTma (0 or 1: the
-//   cp.async wgmma tiling's TMA form, its own kernel cuinline_conv2d_hmma_tma), kHaloWeightBatch (0 or
+//   kBatchTiles (0 or 1: the cp.async wgmma tiling's batch tiles, plan.cuh), kTma (0; 1: the
+//   cp.async wgmma tiling's TMA form, its own kernel cuinline_conv2d_hmma_tma, a box of the input a
+//   tile; 2: the same with im2col copies), kHaloWeightBatch (0 or
 //   1: the halo form's weight gather in batches), kStoreBatch (0 or 1: store_tile_half's loads and
 //   stores in batches). The split kernel (cuinline_conv2d_hmma_split below) also needs kSplitK = 1
 //   (the f16 / bf16 cp.async wgmma tiling without its window and batch-tile forms). The kernel
@@ -184,17 +185,21 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
 #ifndef CUINLINE_CONV2D_HMMA_EMULATED
 /// The TMA form (S::kTma; conv2d_hmma/mainloop_tma.cuh): the arguments of cuinline_conv2d_hmma with
 /// the input and the weight as tensor maps the launch encodes for the call — in_map the
-/// channels-last input {kCin, kW, kH, N} with a box of {kBK, kBoxCols, kBoxRows, 1}, w_map the
-/// channels-last weight {kKH kKW kCin, kCout} with a box of {kBK, kBN}; both 16-bit, the 128-byte
-/// swizzle, zeros outside the tensor. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads + 128
-/// (the producer warpgroup); dynamic shared memory: kSmemBytes. sm_90a only (elsewhere it traps; the
-/// planner takes it on sm_90 only).
+/// channels-last input {kCin, kW, kH, N}, with a box of {kBK, kBoxCols, kBoxRows, 1} (kTma 1) or as
+/// an im2col map of kBK channels a pixel, kBM pixels a copy, the convolution's strides as element
+/// strides and its padding as the bounding box (kTmaIm2col); w_map the channels-last weight {kKH kKW
+/// kCin, kCout} with a box of {kBK, kBN}; both 16-bit, the 128-byte swizzle, zeros outside the
+/// tensor. Grid: (kTilesX, ceil(kCout / kBN), N); block: kThreads + 128 (the producer warpgroup);
+/// dynamic shared memory: kSmemBytes. sm_90a only (elsewhere it traps; the planner takes it on sm_90
+/// only).
 template <class S, class E>
-__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads + 128, 1)
+__global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads + 128,
+                                  cuinline_conv2d_hmma_detail::Plan<S>::kTmaMinBlocks)
     cuinline_conv2d_hmma_tma(const __grid_constant__ cuinline_tensor_map in_map,
                              const __grid_constant__ cuinline_tensor_map w_map,
-                             const typename S::storage* __restrict__ bias, typename S::storage* __restrict__ output,
-                             int row_tiles, const typename S::storage* __restrict__ residual,
+                             const typename S::storage* __restrict__ bias,
+                             typename S::storage* __restrict__ output, int row_tiles,
+                             const typename S::storage* __restrict__ residual,
                              const cuinline_conv2d_chan chan) {
   using P = cuinline_conv2d_hmma_detail::Plan<S>;
   static_assert(P::kTma, "the TMA form's kernel");
@@ -213,7 +218,8 @@ __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads
 
 /// The TMA form's split form (S::kTma and S::kSplitK): the arguments of cuinline_conv2d_hmma_tma
 /// (the images' slot carries the slices), then the workspace of cuinline_conv2d_hmma_split, whose
-/// grid, slices and reduction it keeps.
+/// grid, slices and reduction it keeps. One block a multiprocessor: the sum's loads in flight beside
+/// the accumulators take more than 128 registers (an m64 tile's split spilled 60 bytes there).
 template <class S, class E>
 __global__ void __launch_bounds__(cuinline_conv2d_hmma_detail::Plan<S>::kThreads + 128, 1)
     cuinline_conv2d_hmma_tma_split(const __grid_constant__ cuinline_tensor_map in_map,

@@ -482,7 +482,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
   const conv2d_impl::Conv2dKnobs d = with({});
   EXPECT_TRUE(d.hmma && d.wgmma && d.halo && d.window && d.window_tiles && d.batch_tiles && d.tf32_wgmma &&
               d.pointwise && d.halo_weight_batch && d.winograd && !d.hmma_tile_set && !d.hmma_pipe_set &&
-              !d.tf32x3_chained_sums && !d.target);
+              !d.tf32x3_chained_sums && !d.target && d.tma && !d.tma_im2col);
   EXPECT_EQ(d.store_batch, -1);
   EXPECT_EQ(d.stage, 2);
   EXPECT_EQ(d.transpose, 2);
@@ -500,7 +500,8 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_HALO", "0"}}, [](const K& k) { return !k.halo; }},
       {{{"CUINLINE_CONV2D_WINDOW", "0"}}, [](const K& k) { return !k.window; }},
       {{{"CUINLINE_CONV2D_TMA", "0"}}, [](const K& k) { return !k.tma; }},
-      {{{"CUINLINE_CONV2D_TMA", "1"}}, [](const K& k) { return k.tma; }},
+      {{{"CUINLINE_CONV2D_TMA", "1"}}, [](const K& k) { return k.tma && !k.tma_im2col; }},
+      {{{"CUINLINE_CONV2D_TMA", "im2col"}}, [](const K& k) { return k.tma && k.tma_im2col; }},
       {{{"CUINLINE_CONV2D_BATCH_TILES", "0"}}, [](const K& k) { return !k.batch_tiles; }},
       {{{"CUINLINE_CONV2D_TF32_WGMMA", "0"}}, [](const K& k) { return !k.tf32_wgmma; }},
       {{{"CUINLINE_CONV2D_POINTWISE", "0"}}, [](const K& k) { return !k.pointwise; }},
@@ -532,20 +533,28 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3,1"}},
        [](const K& k) { return k.hmma_pipe_set && k.hmma_pipe_depth == 3 && k.hmma_pipe_l2 == 1; }},
       {{{"CUINLINE_CONV2D_HMMA_PIPE", "3"}}, [](const K& k) { return !k.hmma_pipe_set; }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "auto"}}, [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "0"}}, [](const K& k) { return k.split_k == 0 && k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "2"}}, [](const K& k) { return k.split_k == 2 && k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "8"}}, [](const K& k) { return k.split_k == 8 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "auto"}},
+       [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "0"}},
+       [](const K& k) { return k.split_k == 0 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "2"}},
+       [](const K& k) { return k.split_k == 2 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "8"}},
+       [](const K& k) { return k.split_k == 8 && k.split_k_error.empty(); }},
       // Any other value: auto, and the warning that says what was refused and what is accepted.
       {{{"CUINLINE_CONV2D_SPLIT_K", "1"}},
        [](const K& k) {
          return k.split_k == -1 && k.split_k_error.find("'1' is not 0 (off), auto or a number of slices from 2 to 8") !=
                                        std::string::npos;
        }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "9"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "4x"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", "on"}}, [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
-      {{{"CUINLINE_CONV2D_SPLIT_K", ""}}, [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "9"}},
+       [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "4x"}},
+       [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", "on"}},
+       [](const K& k) { return k.split_k == -1 && !k.split_k_error.empty(); }},
+      {{{"CUINLINE_CONV2D_SPLIT_K", ""}},
+       [](const K& k) { return k.split_k == -1 && k.split_k_error.empty(); }},
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "64"}}, [](const K& k) { return k.generic_split_k_min == 64; }},
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "0"}}, [](const K& k) { return k.generic_split_k_min == 0; }},
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "8"}}, [](const K& k) { return k.generic_split_k_min == -1; }},
@@ -872,14 +881,19 @@ TEST(Conv2dSplitKDeathTest, TheSplitFormIsASecondRequest) {
         << text(make_request(variant(32, 7, 64, 1)));
     const bool on = knob == nullptr || std::strcmp(knob, "0") != 0;
     const std::optional<cuinline::CompileRequest> s = make_split_request(split);
-    bool ok = s.has_value() == on && kernel_name(split) == conv2d_impl::kHmmaKernel &&
+    // (The 7 x 7 plane's per-image m64 tiles: the TMA form on sm90.)
+    const bool tma = conv2d_tiling(split).tma();
+    bool ok = s.has_value() == on &&
+              kernel_name(split) == (tma ? conv2d_impl::kHmmaTmaKernel : conv2d_impl::kHmmaKernel) &&
               !conv2d_tiling(split).split() && !make_split_request(variant(64, 56, 64, 3)) &&
               !make_split_request(variant(32, 7, 64, 1));
     if (s) {
       out << "####\n" << text(*s);
       if (knob == nullptr) {  // (one compile: auto's request is the same)
         const cuinline::CompiledProgram program = cuinline::compile(*s, cuinline::Arch::parse("sm_90"));
-        ok = ok && program.lowered_name(conv2d_impl::kHmmaSplitKernel).has_value();
+        ok =
+            ok && program.lowered_name(tma ? conv2d_impl::kHmmaTmaSplitKernel : conv2d_impl::kHmmaSplitKernel)
+                      .has_value();
       }
     }
     // (std::exit destroys no local: the file is closed here, or its buffered tail is lost.)
@@ -911,8 +925,12 @@ TEST(Conv2dSplitKDeathTest, TheSplitFormIsASecondRequest) {
   const std::size_t at = expected.find("};\n", expected.find("struct cuinline_conv2d_shape"));
   ASSERT_NE(at, std::string::npos);
   expected.insert(at, "  static constexpr int kSplitK = 1;\n");
-  const std::string plain_name = std::string("@@ ") + conv2d_impl::kHmmaKernel;
-  expected.replace(expected.find(plain_name), plain_name.size(), std::string("@@ ") + conv2d_impl::kHmmaSplitKernel);
+  const bool tma = conv2d_tiling(variant(512, 7, 512, 3)).tma();
+  const std::string plain_name =
+      std::string("@@ ") + (tma ? conv2d_impl::kHmmaTmaKernel : conv2d_impl::kHmmaKernel);
+  expected.replace(
+      expected.find(plain_name), plain_name.size(),
+      std::string("@@ ") + (tma ? conv2d_impl::kHmmaTmaSplitKernel : conv2d_impl::kHmmaSplitKernel));
   EXPECT_EQ(on.substr(mark + 5), expected);
 }
 

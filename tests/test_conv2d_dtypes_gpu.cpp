@@ -1164,14 +1164,17 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
 }
 
 // The wgmma tiling's TMA form (sm_90; conv2d_hmma/mainloop_tma.cuh: channels-last input and weight
-// — or an NCHW input staged — with Cin a multiple of 64, stride 1, tiles of whole output rows or
-// equal parts of one): 10 random shapes a run (printed seed) of 64-256 input channels, 1-5 x 1-5
-// filters, padding, dilation, 8-512 output columns, 1-20 output rows (a last tile past the plane),
-// 16-300 output channels (a partial block of channels), batches of 1-3, with or without bias and a
-// residual, f16 and bf16, NCHW or channels-last output (in some two bytes past alignment): against
-// the float64 reference with outputs poisoned (an unwritten output fails); then the same call
-// captured in a graph and replayed on new inputs (the tensor maps are the launch's arguments),
-// bit for bit the eager call's. Only shapes the device's plan puts on the TMA form count.
+// — or an NCHW input staged — with Cin a multiple of 64): random shapes (printed seed) until 4 of
+// each of its kinds ran — a box of the input a tile (stride 1, tiles of whole output rows or equal
+// parts of one), im2col copies for two warpgroups' tiles, and for per-image m64 tiles (planes of up
+// to 128 pixels) — of 64-256 input channels, 1-5 x 1-5 filters, row and column strides of 1-2,
+// padding, dilation, 8-512 or 1-60 output columns, 1-20 output rows (a last tile past the plane, or
+// past the image into the next), 16-300 output channels (a partial block of channels), batches of
+// 1-3, with or without bias and a residual, f16 and bf16, NCHW or channels-last output (in some two
+// bytes past alignment): against the float64 reference with outputs poisoned (an unwritten output
+// fails); then the same call captured in a graph and replayed on new inputs (the tensor maps are
+// the launch's arguments), bit for bit the eager call's. Only shapes the device's plan puts on the
+// TMA form count.
 TEST(Conv2dDtypesGpu, RandomTmaShapes) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   const char* off = std::getenv("CUINLINE_CONV2D_TMA");
@@ -1191,13 +1194,18 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     const std::lock_guard<std::mutex> lock(warnings_mutex);
     warnings.emplace_back(message);
   });
+  // Shapes tested of each kind: a box, im2col with two warpgroups, im2col with one.
+  int kinds[3] = {0, 0, 0};
   int tested = 0, drawn = 0;
-  while (tested < 10 && drawn < 4000) {
+  while ((kinds[0] < 4 || kinds[1] < 4 || kinds[2] < 4) && drawn < 8000) {
     ++drawn;
-    const int ow = kColumns[rng() % 7], oh = 1 + static_cast<int>(rng() % 20);
+    const bool any = coin(rng) == 1;  // any plane and stride (im2col), or box-shaped rows
+    const int ow = any ? 1 + static_cast<int>(rng() % 60) : kColumns[rng() % 7],
+              oh = 1 + static_cast<int>(rng() % 20);
     Shape s{1 + static_cast<int>(rng() % 3), 64 * (1 + static_cast<int>(rng() % 4)), 1, 1,
             16 + static_cast<int>(rng() % 285), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
     s.p.pad_h = pad(rng), s.p.pad_w = pad(rng), s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
+    if (any) s.p.stride_h = 1 + coin(rng), s.p.stride_w = 1 + coin(rng);
     if (!fit_input_to_output(s, oh, ow)) continue;
     // (The float64 reference's work bounded.)
     if (double(s.n) * s.cout * oh * ow * s.cin * s.kh * s.kw > 4e8) continue;
@@ -1217,7 +1225,11 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     const Op epi = div_leaky_relu_epilogue(1.0, 0.125);
     const Conv2dVariant v = conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32,
                                                residual);
-    if (!planned(v).tma()) continue;
+    const Conv2dTiling planned_tiling = planned(v);
+    if (!planned_tiling.tma()) continue;
+    const HmmaTiling& t = planned_tiling.as_hmma();
+    const int kind = !t.tma_im2col ? 0 : t.threads() == 256 ? 1 : 2;
+    if (kinds[kind] >= 4) continue;
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
     const auto run = [&](const DeviceCopy& out) {
       conv2d(dx.view, dw.view, bias, out.view, s.p, epi, stream, Conv2dPrecision::fp32, residual);
@@ -1228,7 +1240,11 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     std::vector<unsigned char> eager;
     const double err = output_error(s, x, wt, b, r, y, dy, out_shift, &eager);
     EXPECT_LE(err, tolerance(dt)) << "(NaN: an output left unwritten)";
-    std::printf("  %-100s rel L2 %.2e\n", v.name().c_str(), err);
+    std::printf("  %-100s %-13s rel L2 %.2e\n", v.name().c_str(),
+                kind == 0   ? "box"
+                : kind == 1 ? "im2col"
+                            : "im2col m64",
+                err);
     // Captured, replayed: the eager call's bits, then those of new inputs.
     Graph g = Graph::capture(stream.get(), [&] { run(dg); }, CaptureMode::global);
     dg.buffer.fill_u32(0xffffffffu);
@@ -1252,9 +1268,10 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     EXPECT_EQ(got, want) << "replay on a new input";
     EXPECT_LE(output_error(s, x2, wt, b, r, y, dy, out_shift), tolerance(dt));
     ++tested;
+    ++kinds[kind];
   }
   set_log_sink({});
-  EXPECT_EQ(tested, 10);
+  EXPECT_EQ(tested, 12);
   for (const std::string& w : warnings) ADD_FAILURE() << "warning: " << w;
 }
 

@@ -389,32 +389,39 @@ TEST(Conv2dHmma, HaloTilingsCompile) {
   }
 }
 
-// The window and TMA forms of the cp.async wgmma tiling (more than 8 input channels, stride 1 along
-// the rows of the output, whose tiles are whole output rows or equal parts of one): the TMA form where
-// a k step is 64 unpadded channels and the row stride too is 1 (a residual allowed) — but the window
-// form's shapes of one k chunk —, the window form where not (no residual) — planned where they apply, compiled for sm_90 (as sm_90a: wgmma, and
-// TMA) and sm_80 (mma.sync: neither TMA nor wgmma there) without spills or warnings, within a block's
-// shared memory; neither with column stride 2 or 56 output columns.
+// The wgmma tiling's TMA and window forms over filter sizes, dilation, row stride, channel counts and
+// layouts: the TMA form wherever a k step is 64 unpadded channels (a residual allowed) — with one box
+// of the input a tile where the tile is whole output rows or equal parts of one at stride 1, else
+// with im2col copies (row or column stride 2, 56 output columns) — but the window form's shapes of
+// one k chunk; the window form where not (column stride 1, rows of a multiple of 64 columns, no
+// residual). Planned where they apply, compiled for sm_90 (as sm_90a: wgmma, and TMA) and sm_80
+// (mma.sync: neither TMA nor wgmma there) without spills or warnings, within a block's shared memory.
 TEST(Conv2dHmma, WindowAndTmaTilingsCompile) {
+  enum Form { window, box, im2col };
   struct Case {
     int cin, h, w, cout, kh, kw;
     Conv2dParams p;
     Conv2dLayout in;
-    bool tma;
+    Form form;
   };
   const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
   const Case cases[] = {
-      {128, 128, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},  // UNet-like: 2 rows a tile
-      {128, 32, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nchw, true},   // staged NCHW
-      {64, 16, 64, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, false},     // 64 columns, one k chunk
-      {40, 9, 256, 40, 5, 5, Conv2dParams{2, 1, 2, 2, 1, 1}, nhwc, false},     // half a row a tile, row stride 2
-      {256, 8, 64, 200, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},     // 4 chunks, 2 blocks of channels
-      {24, 20, 129, 16, 2, 2, Conv2dParams{1, 1, 0, 0, 2, 1}, nhwc, false},    // 2 x 2 dilated rows, 16 channels
-      {128, 12, 64, 128, 3, 3, Conv2dParams{2, 1, 1, 1, 1, 1}, nhwc, false},   // 2 chunks of 64, row stride 2
-      {512, 16, 16, 1024, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},   // 16 columns, 16 rows a tile
-      {64, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, false},     // a quarter row, one k chunk
-      {128, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, true},     // a quarter row, dilated
-      {64, 8, 32, 96, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, true},       // one k chunk, 8 rows a tile
+      {128, 128, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, box},  // UNet-like: 2 rows a tile
+      {128, 32, 128, 128, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nchw, box},   // staged NCHW
+      {64, 16, 64, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, window},   // 64 columns, one k chunk
+      {40, 9, 256, 40, 5, 5, Conv2dParams{2, 1, 2, 2, 1, 1}, nhwc,
+       window},                                                            // half a row a tile, row stride 2
+      {256, 8, 64, 200, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, box},  // 4 chunks, 2 blocks of channels
+      {24, 20, 129, 16, 2, 2, Conv2dParams{1, 1, 0, 0, 2, 1}, nhwc,
+       window},  // 2 x 2 dilated rows, 16 channels
+      {128, 12, 64, 128, 3, 3, Conv2dParams{2, 1, 1, 1, 1, 1}, nhwc, im2col},  // 2 chunks of 64, row stride 2
+      {512, 16, 16, 1024, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, box},    // 16 columns, 16 rows a tile
+      {64, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, window},    // a quarter row, one k chunk
+      {128, 4, 512, 64, 3, 3, Conv2dParams{1, 1, 2, 2, 2, 2}, nhwc, box},      // a quarter row, dilated
+      {64, 8, 32, 96, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, box},        // one k chunk, 8 rows a tile
+      {64, 56, 56, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, nhwc, im2col},    // ResNet-50's 56 columns
+      {128, 56, 56, 128, 3, 3, Conv2dParams{2, 2, 1, 1, 1, 1}, nhwc, im2col},  // its stride-2 3 x 3
+      {192, 30, 40, 64, 5, 3, Conv2dParams{1, 2, 2, 0, 1, 3}, nhwc, im2col},   // uneven padding and dilation
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -427,21 +434,25 @@ TEST(Conv2dHmma, WindowAndTmaTilingsCompile) {
     ++i;
     SCOPED_TRACE(v.name());
     const HmmaTiling t = conv2d_tiling(v).as_hmma();
-    ASSERT_EQ(t.tma(), c.tma);
-    ASSERT_EQ(t.window(), !c.tma);
+    ASSERT_EQ(t.tma(), c.form != window);
+    ASSERT_EQ(t.tma_im2col, c.form == im2col);
+    ASSERT_EQ(t.window(), c.form == window);
     EXPECT_TRUE(t.wgmma());
     EXPECT_FALSE(t.halo());
     EXPECT_EQ(t.stage_channels > 0, c.in == nchw);
     EXPECT_LE(t.shared_bytes, 227u * 1024u);
-    EXPECT_EQ(kernel_name(v), c.tma ? "cuinline_conv2d_hmma_tma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
-                                    : "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
-    if (c.tma) {
+    EXPECT_EQ(kernel_name(v),
+              t.tma() ? "cuinline_conv2d_hmma_tma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>"
+                      : "cuinline_conv2d_hmma<cuinline_conv2d_shape, cuinline_conv2d_epilogue>");
+    if (t.tma()) {
       // Two warpgroups of k steps of 64 channels, and the producer warpgroup; a tile a block.
       EXPECT_EQ(t.threads(), 256);
       EXPECT_EQ(t.block_threads(), 384);
       EXPECT_EQ(t.ci_chunk, 64);
       EXPECT_EQ(t.row_tiles, 1);
-      EXPECT_TRUE(t.tile_cols % v.out_width() == 0 || v.out_width() % t.tile_cols == 0);
+      EXPECT_EQ(t.tile_cols % v.out_width() == 0 || v.out_width() % t.tile_cols == 0 || c.form == im2col,
+                true);
+      EXPECT_NE(make_request(v).source.find(c.form == im2col ? "kTma = 2" : "kTma = 1"), std::string::npos);
     } else {
       // Two or more k chunks: tiles in turn (up to 4 a block, the output tile in a place of its own);
       // one chunk (one window buffer): a tile a block.
@@ -449,38 +460,33 @@ TEST(Conv2dHmma, WindowAndTmaTilingsCompile) {
       EXPECT_EQ(t.block_threads(), t.threads());
     }
     expect_compiles_for_sm90_and_sm80(v);
-    // A residual: the window form does not take it; the TMA form does, wherever its shape allows
-    // (the window form's shapes of one k chunk included).
+    // A residual: the window form does not take it; the TMA form does, wherever a k step is 64
+    // unpadded channels (the window form's shapes of one k chunk included).
     Conv2dVariant r = v;
     r.has_residual = true;
     EXPECT_FALSE(conv2d_tiling(r).window());
-    EXPECT_EQ(conv2d_tiling(r).tma(), c.p.stride_h == 1 && c.cin % 64 == 0);
-    // Column stride 2: neither form.
+    EXPECT_EQ(conv2d_tiling(r).tma(), c.cin % 64 == 0);
+    // Column stride 2: no window form; the TMA form's im2col copies where a k step is 64 channels.
     Conv2dVariant s2 = make_conv2d_variant(c.cin, c.h, c.w, c.cout, c.kh, c.kw,
                                            Conv2dParams{c.p.stride_h, 2, c.p.pad_h, c.p.pad_w, c.p.dilation_h, c.p.dilation_w},
                                            false, div_leaky_relu_epilogue(2.0, 0.01));
     s2.dtype = v.dtype, s2.input_layout = s2.weight_layout = nhwc;
     EXPECT_FALSE(conv2d_tiling(s2).window());
-    EXPECT_FALSE(conv2d_tiling(s2).tma());
+    EXPECT_EQ(conv2d_tiling(s2).tma(), c.cin % 64 == 0);
+    EXPECT_EQ(conv2d_tiling(s2).as_hmma().tma_im2col, c.cin % 64 == 0);
     // Planned for an sm_80 target: neither (the mma.sync tilings).
     Conv2dVariant sm80 = v;
     sm80.target = Conv2dTarget::sm80;
     EXPECT_FALSE(conv2d_tiling(sm80).tma());
   }
-  // 56 output columns (a tile of 256 pixels is no box of whole rows): neither.
-  Conv2dVariant resnet = make_conv2d_variant(64, 56, 56, 64, 3, 3, Conv2dParams{1, 1, 1, 1, 1, 1}, true,
-                                             div_leaky_relu_epilogue(2.0, 0.01));
-  resnet.dtype = DType::f16, resnet.input_layout = resnet.weight_layout = nhwc;
-  EXPECT_FALSE(conv2d_tiling(resnet).window());
-  EXPECT_FALSE(conv2d_tiling(resnet).tma());
 }
 
 // f16 / bf16 output planes of at most 128 pixels take per-image tiles of one warpgroup of one m64
-// tile (one or two an image): ResNet-50's 7 x 7 layers (channels-last, and NCHW — staged whatever
-// the image's size when the reduction is long) and 11 x 11 planes (two tiles an image); a 12 x 12
-// plane does not. Batch tiles (a tile of 128 pixels across the batch's images; conv2d_hmma.cuh's
-// kBatchTiles) are f32 in TF32 with more than one tap only. They compile for sm_90 and sm_80 (the
-// same tiling's mma.sync form).
+// tile (one or two an image; on sm90 in the TMA form's im2col copies): ResNet-50's 7 x 7 layers
+// (channels-last, and NCHW — staged whatever the image's size when the reduction is long) and 11 x 11 planes
+// (two tiles an image); a 12 x 12 plane does not. Batch tiles (a tile of 128 pixels across the batch's
+// images; conv2d_hmma.cuh's kBatchTiles) are f32 in TF32 with more than one tap only. They compile for sm_90
+// and sm_80 (the same tiling's mma.sync form).
 TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
   const Conv2dLayout nchw = Conv2dLayout::nchw, nhwc = Conv2dLayout::nhwc;
   const Shape layer4_3x3{"resnet-50 layer4 3x3", 512, 7, 7, 512, 3, 3, Conv2dParams::square(1, 1)};
@@ -498,6 +504,11 @@ TEST(Conv2dHmma, SmallPlanesTakeOneM64TileAnImage) {
       EXPECT_EQ(t.tiles_x, 1);
       EXPECT_EQ(t.stage_channels > 0, l == nchw);  // 25088 input elements an image: staged anyway
       EXPECT_EQ(make_request(v).source.find("kBatchTiles = 1"), std::string::npos);
+      // On sm90, the TMA form: an im2col copy of an m64 tile's pixels a k step (64 channels), one
+      // consumer warpgroup and the producer's.
+      EXPECT_TRUE(t.tma());
+      EXPECT_TRUE(t.tma_im2col);
+      EXPECT_EQ(t.block_threads(), 256);
       // A 1 x 1 filter too; an NCHW input under the staging threshold (512 x 7 x 7) keeps its
       // register gather.
       const Conv2dVariant p = variant(layer4_1x1, dt, l, l, l, false);

@@ -7,7 +7,8 @@
 #define CUINLINE_ARCH_TMA_SM90_CUH
 
 // A CUtensorMap (cuda.h's opaque 128-byte, 64-byte aligned object), made on the host by
-// cuTensorMapEncodeTiled and passed by value as a __grid_constant__ kernel parameter.
+// cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col and passed by value as a __grid_constant__ kernel
+// parameter.
 struct alignas(64) cuinline_tensor_map {
   unsigned long long opaque[16];
 };
@@ -57,6 +58,21 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const cuinline_tensor_
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
       "[%6];\n" ::"r"(dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c), "r"(x), "r"(y), "r"(n), "r"(bar)
+      : "memory");
+}
+// The im2col copy of an im2col map (cuTensorMapEncodeIm2col over a 4-d {C, W, H, N} tensor): the
+// map's pixels-per-column pixels from (x, y, n) on, each the map's channels-per-pixel channels from
+// c, in the order of the map's bounding box (x fastest, by the map's element strides, then y, then
+// n), each read at (x + dx, y + dy): a filter tap's input for consecutive output pixels. Positions
+// outside the tensor read zeros.
+__device__ __forceinline__ void tma_load_im2col_4d(unsigned dst, const cuinline_tensor_map* map, unsigned bar,
+                                                   int c, int x, int y, int n, unsigned short dx,
+                                                   unsigned short dy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c), "r"(x), "r"(y), "r"(n), "r"(bar), "h"(dx),
+      "h"(dy)
       : "memory");
 }
 // Brings a tensor map (a kernel parameter) into the cache ahead of its first copy.

@@ -13,21 +13,26 @@ namespace cuinline_conv2d_hmma_detail {
 // whose first thread issues every copy. A multiprocessor's register file is split among its four
 // schedulers, each holding one warp of each warpgroup, so a block of three warpgroups starts at 168
 // registers a thread (ptxas's bound for 384 threads); the producer then gives all but 40 back and
-// each consumer warpgroup takes 232 (40 + 2 x 232 = 504 of a scheduler's 512 a lane). A
-// tile is kBM consecutive pixels of the plane that make a box of whole output rows (kBM % kOW == 0)
-// or of one row's part (kOW % kBM == 0); at stride 1 its input for filter tap (kh, kw) is the box
-// of the input from row oh0 - kPH + kh kDH, column ow0 - kPW + kw kDW (in_map: the channels-last
-// input as a 4-d tensor {C, W, H, N}, box {kBK, box columns, box rows, 1}, zeros outside the image),
-// which the copy writes as the A tile: a 128-byte row a pixel in the flattened order, the 128-byte
-// swizzle of the cp.async form. B is the box {kBK, kBN} of w_map (the channels-last weight as a
-// 2-d tensor {kKH kKW kCin, kCout}: rows past kCout are zeros). Step k's copies complete on
-// full[k % kStages]; each consumer warp arrives on empty[s] once its warpgroup's wgmma of the step
-// that read buffer s are done (wgmma_wait<1> after the next step's are issued), and the producer
-// waits for that before it copies into s again. The k steps and their wgmma are the cp.async
-// form's, in the same order: the same sums, so the same bits. kSplit (the split form,
-// cuinline_conv2d_hmma_tma_split): blockIdx.z is image x split.slices + slice, the block computes its
-// slice's k steps (block_tile's division of them), and only the last block of a tile to arrive
-// (split_reduce, among the consumers) runs the epilogue, on the sum of the slices.
+// each consumer warpgroup takes 232 (40 + 2 x 232 = 504 of a scheduler's 512 a lane). (One
+// consumer warpgroup, an m64 tile: two blocks a multiprocessor at 128 registers, no moves.) A tile
+// is kBM consecutive pixels of the plane. With a box (kTma 1) they make a box of whole output rows
+// (kBM % kOW == 0) or of one row's part (kOW % kBM == 0); at stride 1 its input for filter tap (kh,
+// kw) is the box of the input from row oh0 - kPH + kh kDH, column ow0 - kPW + kw kDW (in_map: the
+// channels-last input as a 4-d tensor {C, W, H, N}, box {kBK, box columns, box rows, 1}, zeros
+// outside the image). With im2col (kTmaIm2col) in_map walks the output positions of the whole
+// batch — the input position of filter tap (0, 0) from (-kPW, -kPH) by the strides, row by row,
+// image by image — and a copy takes kBM of them from the tile's first pixel on, each read at the
+// tap's offset (kw kDW, kh kDH): any plane and stride (a tile's pixels past its image are the next
+// image's, computed and not stored). The copy writes the A tile: a 128-byte row a pixel in the
+// flattened order, the 128-byte swizzle of the cp.async form. B is the box {kBK, kBN} of w_map (the
+// channels-last weight as a 2-d tensor {kKH kKW kCin, kCout}: rows past kCout are zeros). Step k's copies
+// complete on full[k % kStages]; each consumer warp arrives on empty[s] once its warpgroup's wgmma of the
+// step that read buffer s are done (wgmma_wait<1> after the next step's are issued), and the producer waits
+// for that before it copies into s again. The k steps and their wgmma are the cp.async form's, in the same
+// order: the same sums, so the same bits. kSplit (the split form, cuinline_conv2d_hmma_tma_split): blockIdx.z
+// is image x split.slices + slice, the block computes its slice's k steps (block_tile's division of them),
+// and only the last block of a tile to arrive (split_reduce, among the consumers) runs the epilogue, on the
+// sum of the slices.
 struct ConsumerBarrier {
   template <int kThreads>
   struct Of {
@@ -69,12 +74,14 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
   __syncthreads();
 
   if (tid >= P::kThreads) {  // the producer warpgroup: its first thread issues every copy
-    warpgroup_registers_dec<40>();
+    if constexpr (S::kWarpsM == 8) warpgroup_registers_dec<40>();
     if (tid == P::kThreads) {
       tma_prefetch_map(in_map);
       tma_prefetch_map(w_map);
       const int oh0 = p0 / S::kOW;
       const int ow0 = p0 - oh0 * S::kOW;
+      // (im2col: the input position of the tile's first pixel under filter tap (0, 0).)
+      const int x0 = ow0 * S::kSW - S::kPW, y0 = oh0 * S::kSH - S::kPH;
 #pragma unroll 1
       for (int k = 0; k < steps; ++k) {
         const int s = k % kStages;
@@ -86,14 +93,20 @@ __device__ __forceinline__ void tma_tile(unsigned char* smem, const cuinline_ten
         const int kw = tap - kh * S::kKW;
         const unsigned stage = base + s * kStageBytes;
         mbarrier_arrive_expect_tx(full + 8 * s, kStageBytes);
-        tma_load_4d(stage, in_map, full + 8 * s, ci, ow0 - S::kPW + kw * S::kDW, oh0 - S::kPH + kh * S::kDH, n);
+        if constexpr (P::kTmaIm2col) {
+          tma_load_im2col_4d(stage, in_map, full + 8 * s, ci, x0, y0, n, (unsigned short)(kw * S::kDW),
+                             (unsigned short)(kh * S::kDH));
+        } else {
+          tma_load_4d(stage, in_map, full + 8 * s, ci, ow0 - S::kPW + kw * S::kDW, oh0 - S::kPH + kh * S::kDH,
+                      n);
+        }
         tma_load_2d(stage + kABytes, w_map, full + 8 * s, tap * S::kCin + ci, co0);
       }
     }
     return;
   }
 
-  warpgroup_registers_inc<232>();
+  if constexpr (S::kWarpsM == 8) warpgroup_registers_inc<232>();
   float acc[S::kMT][S::kNT][4];
   zero_accumulators<S>(acc);
   const int warpgroup = tid / 128;

@@ -61,7 +61,7 @@ struct PlanFigures {
   int main_bytes, c_pitch, cm, cc;
   bool half_epi;
   int h_pitch, out_bytes, out_end;
-  bool tma;
+  bool tma, tma_im2col;
   int box_cols, box_rows, bar_offset, smem_bytes;
   long long run;
   int vec_max, out_vec;
@@ -231,10 +231,12 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures plan_figures(const PlanShape& s)
   // (wgmma: + 1024 to align the stages to the 128-byte swizzle's 1024-byte period.)
   f.out_end = f.win_out_offset + f.out_bytes;
   // The TMA form (kTma; conv2d_hmma/mainloop_tma.cuh): the cp.async wgmma tiling's buffers filled by
-  // the tensor memory accelerator, a tile's kBM pixels one box of the input of kBoxRows output rows
-  // x kBoxCols columns, then full and empty mbarriers for each buffer (8 bytes each) after the
-  // buffers and the epilogue's tile.
+  // the tensor memory accelerator, then full and empty mbarriers for each buffer (8 bytes each) after
+  // the buffers and the epilogue's tile. tma 1: a tile's kBM pixels are one box of the input of
+  // kBoxRows output rows x kBoxCols columns (stride 1); tma 2 (kTmaIm2col): one im2col copy of kBM
+  // consecutive pixels, any plane and stride.
   f.tma = s.tma != 0;
+  f.tma_im2col = s.tma == 2;
   f.box_cols = f.bm < s.ow ? f.bm : s.ow;
   f.box_rows = f.bm / f.box_cols;
   f.bar_offset = ((f.main_bytes > f.out_end ? f.main_bytes : f.out_end) + 7) / 8 * 8;
@@ -339,6 +341,12 @@ struct Plan {
   static constexpr int kOutBytes = kPlanFigures<S>.out_bytes;
   static constexpr int kOutEnd = kPlanFigures<S>.out_end;
   static constexpr bool kTma = kPlanFigures<S>.tma;
+  static constexpr bool kTmaIm2col = kPlanFigures<S>.tma_im2col;
+  // The TMA form's blocks a multiprocessor (the plain kernel's __launch_bounds__; the split
+  // kernel's is 1): one warpgroup of consumers and the producer's 256 threads, two (at most 128
+  // registers: an m64 tile's 64 accumulators need no more); two warpgroups, one (setmaxnreg moves
+  // the producer's registers to the consumers).
+  static constexpr int kTmaMinBlocks = S::kWarpsM == 4 ? 2 : 1;
   static constexpr int kBoxCols = kPlanFigures<S>.box_cols;
   static constexpr int kBoxRows = kPlanFigures<S>.box_rows;
   static constexpr int kBarOffset = kPlanFigures<S>.bar_offset;
@@ -417,12 +425,16 @@ struct Plan {
                 "rows a tile, the next chunk's window copied within a chunk's taps");
   static_assert(!kWindowTiles || (kHalfEpi && kWinBufs == 2 && !kBatchTiles && !kPointwise),
                 "window tiles: the 16-bit output tile in the second window buffer's place");
-  static_assert(!kTma || (kWgmma && kAsync && kHalfEpi && !kHalo && !kWindow && !kBatchTiles && !kPointwise &&
-                          S::kBK == 64 && S::kCiPad == S::kCin && S::kSH == 1 && S::kSW == 1 &&
-                          kBoxCols * kBoxRows == kBM && (kBM % S::kOW == 0 || S::kOW % kBM == 0) &&
-                          kBoxCols <= 256 && kBoxRows <= 256),
-                "the TMA form: the f16 / bf16 cp.async wgmma tiling, k steps of 64 channels (no padding), stride 1, "
-                "a tile of whole output rows or of one row's part, boxes of at most 256 a side");
+  static_assert(
+      !kTma ||
+          (kWgmma && kAsync && kHalfEpi && !kHalo && !kWindow && !kBatchTiles && !kPointwise &&
+           S::kBK == 64 && S::kCiPad == S::kCin && kBM <= 256 &&
+           (kTmaIm2col ? S::kSH <= 8 && S::kSW <= 8
+                       : S::kSH == 1 && S::kSW == 1 && kBoxCols * kBoxRows == kBM &&
+                             (kBM % S::kOW == 0 || S::kOW % kBM == 0) && kBoxCols <= 256 && kBoxRows <= 256)),
+      "the TMA form: the f16 / bf16 cp.async wgmma tiling, k steps of 64 channels (no padding); a box a "
+      "tile: stride 1, a tile of whole output rows or of one row's part, boxes of at most 256 a side; "
+      "im2col: strides of at most 8");
   // The first row of a warp's A tile i: with wgmma's accumulator layout 64 (kMT wg + i) + 16 (w % 4)
   // (warpgroup wg = w / 4 computes m64 tiles kMT wg .. kMT wg + kMT - 1), else w's kMT consecutive
   // tiles.

@@ -83,7 +83,8 @@ namespace cuinline::detail {
   X(cuMemPoolSetAttribute, 11020)                      \
   X(cuMemAllocFromPoolAsync, 11020)                    \
   X(cuMemFreeAsync, 11020)                             \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000)                     \
+  X(cuTensorMapEncodeIm2col, 12000)
 
 struct DriverApi {
 #define CUINLINE_DECLARE_DRIVER_FN(name, version) decltype(&::name) name = nullptr;

@@ -142,7 +142,7 @@ hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const HmmaTiling
   s.wgmma = t.wgmma() ? 1 : 0, s.halo = t.halo() ? 1 : 0, s.window = t.window() ? 1 : 0;
   s.window_tiles = t.window() && t.row_tiles > 1 ? 1 : 0;
   s.pointwise = t.pointwise() ? 1 : 0;
-  s.tma = t.tma() ? 1 : 0;
+  s.tma = t.tma() ? (t.tma_im2col ? 2 : 1) : 0;
   return s;
 }
 

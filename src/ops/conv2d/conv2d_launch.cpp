@@ -150,9 +150,12 @@ int row_tiles_for(const Conv2dTiling& tiling, const Conv2dVariant& v, std::int64
 
 // The TMA form's tensor maps (conv2d_hmma.cuh's cuinline_conv2d_hmma_tma): the channels-last input
 // of `n` images as {C, W, H, N} with a box of {kBK, box columns, box rows, 1} — one tile's pixels:
-// whole output rows, or a part of one — and the channels-last weight as {KH KW C, Cout} with a box of
-// {kBK, the block's channels}; 16-bit elements, the 128-byte swizzle of the cp.async form's tiles,
-// zeros outside the tensors. Encoded on the host (no device work, so capturable) for each launch.
+// whole output rows, or a part of one — or (tma_im2col) as an im2col map of kBK channels a pixel and
+// a tile's pixels a copy, the convolution's strides its element strides and its bounding box that of
+// filter tap (0, 0)'s input positions: from (-pad) to (pad - (k - 1) dilation) past the far edge, W
+// first; and the channels-last weight as {KH KW C, Cout} with a box of {kBK, the block's channels};
+// 16-bit elements, the 128-byte swizzle of the cp.async form's tiles, zeros outside the tensors.
+// Encoded on the host (no device work, so capturable) for each launch.
 std::array<CUtensorMap, 2> tma_maps(const HmmaTiling& t, const Conv2dVariant& v, std::int64_t n, const void* in,
                                     const void* w) {
   const auto& d = cuinline::detail::driver();
@@ -167,11 +170,27 @@ std::array<CUtensorMap, 2> tma_maps(const HmmaTiling& t, const Conv2dVariant& v,
   const cuuint64_t in_dims[4] = {c, static_cast<cuuint64_t>(v.width), static_cast<cuuint64_t>(v.height),
                                  static_cast<cuuint64_t>(n)};
   const cuuint64_t in_strides[3] = {c * 2, c * 2 * in_dims[1], c * 2 * in_dims[1] * in_dims[2]};
-  const cuuint32_t in_box[4] = {bk, box_cols, box_rows, 1};
-  check_driver(d.cuTensorMapEncodeTiled(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, in_box, unit,
-                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-               "encoding the conv2d input's tensor map");
+  if (t.tma_im2col) {
+    const Conv2dParams& p = v.params;
+    const int lower[2] = {-p.pad_w, -p.pad_h};
+    const int upper[2] = {p.pad_w - (v.kernel_w - 1) * p.dilation_w,
+                          p.pad_h - (v.kernel_h - 1) * p.dilation_h};
+    const cuuint32_t strides[4] = {1, static_cast<cuuint32_t>(p.stride_w),
+                                   static_cast<cuuint32_t>(p.stride_h), 1};
+    check_driver(
+        d.cuTensorMapEncodeIm2col(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, lower, upper,
+                                  bk, static_cast<cuuint32_t>(t.tile_cols), strides,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "encoding the conv2d input's im2col tensor map");
+  } else {
+    const cuuint32_t in_box[4] = {bk, box_cols, box_rows, 1};
+    check_driver(
+        d.cuTensorMapEncodeTiled(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, in_box, unit,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "encoding the conv2d input's tensor map");
+  }
   const cuuint64_t k = c * static_cast<cuuint64_t>(v.kernel_h) * static_cast<cuuint64_t>(v.kernel_w);
   const cuuint64_t w_dims[2] = {k, static_cast<cuuint64_t>(v.out_channels)};
   const cuuint64_t w_strides[1] = {k * 2};

@@ -310,21 +310,34 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   }
   // The TMA form (conv2d_hmma.cuh's kTma): the same tiles, their copies made by the tensor memory
   // accelerator from a producer warp while the warpgroups wait on mbarriers instead of a barrier of
-  // the block a step — on sm90, for the two-warpgroup tilings of 16-bit k steps of 64 unpadded
-  // channels at stride 1, where a tile is one box of the input: whole output rows (kBM a multiple
-  // of the output width) or a part of one. In place of the window form too (UNet's 256 -> 256 on
-  // 64 x 64 at batch 32: 0.2195 ms against 0.2654, H200) but for an input of one k chunk (64
-  // channels), whose window the window form copies once a tile (UNet's 64 -> 64 on 256 x 256 at
-  // batch 32: 0.4467 ms against 0.5537 on the TMA form). Not in the split form (`window` false:
-  // hmma_split_tiling's tilings).
-  if (window && conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && !f32 && t.warps_m == 8 && !batch &&
-      !per_image_m64 && bk == 64 && ci_pad == v.in_channels && (!t.window() || ci_pad > bk) &&
-      v.params.stride_h == 1 && v.params.stride_w == 1 && (t.tile_cols % ow == 0 || ow % t.tile_cols == 0)) {
+  // the block a step — on sm90, for the two-warpgroup tilings and the per-image m64 tiles of 16-bit
+  // k steps of 64 unpadded channels. A tile's input is one box where the tile is whole output rows
+  // (kBM a multiple of the output width) or a part of one at stride 1; else one im2col copy
+  // (tma_im2col: any plane, strides up to 8, padding and filter extents within the im2col map's
+  // bounding box of [-128, 127]). In place of the window form too (UNet's 256 -> 256 on 64 x 64 at
+  // batch 32: 0.2195 ms against 0.2654, H200) but for an input of one k chunk (64 channels), whose
+  // window the window form copies once a tile (UNet's 64 -> 64 on 256 x 256 at batch 32: 0.4467 ms
+  // against 0.5537 on the TMA form). Not in the split form (`window` false: hmma_split_tiling's
+  // tilings).
+  const Conv2dParams& cp = v.params;
+  const bool box = cp.stride_h == 1 && cp.stride_w == 1 && (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) &&
+                   !conv2d_knobs().tma_im2col;
+  const auto in_corner = [](int pad, int k, int dilation) {
+    const int reach = (k - 1) * dilation;
+    return pad <= 127 && reach <= 127 && reach - pad <= 128;
+  };
+  const bool im2col = cp.stride_h <= 8 && cp.stride_w <= 8 &&
+                      in_corner(cp.pad_h, v.kernel_h, cp.dilation_h) &&
+                      in_corner(cp.pad_w, v.kernel_w, cp.dilation_w);
+  if (window && conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && !f32 &&
+      (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) && !batch && bk == 64 &&
+      ci_pad == v.in_channels && (!t.window() || ci_pad > bk) && (box || im2col)) {
     const HmmaForm plain = t.form;
     const int row_tiles = t.row_tiles;
     t.form = HmmaForm::tma;
+    t.tma_im2col = !box;
     t.row_tiles = 1;
-    if (shared_bytes(v, t) > limit) t.form = plain, t.row_tiles = row_tiles;
+    if (shared_bytes(v, t) > limit) t.form = plain, t.row_tiles = row_tiles, t.tma_im2col = false;
   }
   set_hmma_plan_figures(v, t);
   if (batch && !t.window() && !overridden) t.form = HmmaForm::batch;

@@ -192,6 +192,9 @@ struct HmmaTiling : Conv2dGrid {
   /// The split form's tiles are its own, not the plain kernel's: per-image m64 tiles of a mid plane
   /// (wgmma_tiling), which a launch whose plain tiles are few runs whole (1 slice) or split.
   bool few_tiles = false;
+  /// The TMA form's input copies: one im2col copy of tile_cols consecutive output pixels' input a k
+  /// step (any plane and stride), not one box of whole output rows or of a row's part (stride 1).
+  bool tma_im2col = false;
   /// The wgmma tiling's split form (conv2d_hmma.cuh's kSplitK; f16 / bf16, few tiles an image, a
   /// long reduction): 0 (every variant's own tiling, conv2d_tiling), or in the split form's tiling
   /// (split_tiling_of, the variant's second kernel) the most slices its k steps may be cut into.

@@ -138,8 +138,15 @@ const std::vector<Knob>& knobs() {
        [](Conv2dKnobs& k, const char* e) { k.window = on_unless_zero(e); }},
       // Default on: the TMA form ran UNet's 3 x 3 layers over 256-1024 channels 1.16-1.41x faster than
       // the cp.async and window forms at batch 32 (H200); 0 is for comparisons.
-      {{"CUINLINE_CONV2D_TMA", "0: the wgmma tiling without its TMA form", "0", "the TMA form where it applies"},
-       [](Conv2dKnobs& k, const char* e) { k.tma = on_unless_zero(e); }},
+      // im2col is for measuring the two copies on the shapes a box serves.
+      {{"CUINLINE_CONV2D_TMA",
+        "0: the wgmma tiling without its TMA form; im2col: the TMA form's im2col copies also where one box "
+        "of the input is a tile (tuning)",
+        "0, im2col", "the TMA form where it applies, a box a tile where one serves"},
+       [](Conv2dKnobs& k, const char* e) {
+         k.tma = on_unless_zero(e);
+         k.tma_im2col = is(e, "im2col");
+       }},
       // Default: the launch's rule (fewest waves x (tiles + 1); 4-7 % faster with tiles in turn).
       {{"CUINLINE_CONV2D_WINDOW_ROWS",
         "tiles a window-form block computes in turn; 0 plans one a block (tuning)", "0, 1, 2, 4, 8",

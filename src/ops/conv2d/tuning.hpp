@@ -69,6 +69,7 @@ struct Conv2dKnobs {
   bool halo = true;               ///< CUINLINE_CONV2D_HALO: the wgmma tiling's halo form (0: off)
   bool window = true;             ///< CUINLINE_CONV2D_WINDOW: the wgmma tiling's window form (0: off)
   bool tma = true;                ///< CUINLINE_CONV2D_TMA: the wgmma tiling's TMA form (0: off)
+  bool tma_im2col = false;        ///< CUINLINE_CONV2D_TMA=im2col: im2col copies where a box would do
   bool window_tiles = true;       ///< CUINLINE_CONV2D_WINDOW_ROWS != 0: window blocks of several tiles
   bool batch_tiles = true;        ///< CUINLINE_CONV2D_BATCH_TILES: batch tiles for small planes (0: off)
   bool tf32_wgmma = true;         ///< CUINLINE_CONV2D_TF32_WGMMA: tf32 on the wgmma kernel (0: off)
