@@ -711,9 +711,9 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
   EXPECT_FALSE(make_split_request(variant(DType::f16, 64, 7, 64, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(variant(DType::f16, 256, 112, 256, 3, 1)).has_value());
   EXPECT_FALSE(make_split_request(f32).has_value());
-  // A TMA-form variant: its split form is the TMA form's own; a window-form one (where
-  // CUINLINE_CONV2D_TMA=0): its cp.async tiling without the window. The same tiles either way. UNet's
-  // 512 -> 256 on 64 x 64.
+  // A TMA-form variant: its split form is the TMA form's too; a window-form one (where
+  // CUINLINE_CONV2D_TMA=0): its cp.async tiling without the window. Either way over tiles of its own,
+  // half the plain tiles' 256 pixels (few_tiles). UNet's 512 -> 256 on 64 x 64.
   Conv2dVariant window = make_conv2d_variant(512, 64, 64, 256, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
   window.dtype = DType::bf16;
   window.input_layout = window.weight_layout = window.output_layout = Conv2dLayout::nhwc;
@@ -727,8 +727,11 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
     EXPECT_FALSE(window_split->window());
     EXPECT_EQ(window_split->tma(), window_plain.tma());
     EXPECT_EQ(window_split->split_k, conv2d_impl::kSplitKMaxSlices);
-    EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1), conv2d_impl::split_k_tiles(window_plain, 256, 1));
-    EXPECT_EQ(window_split->tile_cols, window_plain.tile_cols);
+    EXPECT_TRUE(window_split->few_tiles);
+    EXPECT_EQ(conv2d_impl::split_k_tiles(*window_split, 256, 1),
+              2 * conv2d_impl::split_k_tiles(window_plain, 256, 1));
+    EXPECT_EQ(window_split->tile_cols, 128);
+    EXPECT_EQ(window_plain.tile_cols, 256);
     EXPECT_EQ(window_split->block_channels(), window_plain.block_channels());
   }
   Conv2dVariant sm80 = variant(DType::f16, 512, 7, 512, 3, 1);
@@ -737,9 +740,11 @@ TEST(Conv2dSplitK, TheFormAppliesToLongReductionsOnFewTiles) {
 }
 
 // The launch's choice between a variant's two kernels, on an H200's 132 multiprocessors: the split
-// form where the tiles fill at most half of them and it is loaded, else the plain kernel — never the
-// split kernel over whole tiles. ResNet-50's 512-channel 3 x 3 on 7 x 7 and UNet's 1024-channel 3 x 3
-// on 16 x 16 (f16 and bf16, channels-last, bias, residual, ReLU), batches 1, 8 and 32.
+// form where the plain tiles fill at most half of them and it is loaded, else the plain kernel —
+// never the split kernel over the plain kernel's whole tiles. ResNet-50's 512-channel 3 x 3 on 7 x 7
+// (the split form over the same tiles) and UNet's 1024-channel 3 x 3 on 16 x 16 (over tiles of its
+// own, half the plain ones: in one slice where they fill more than half of the multiprocessors) (f16
+// and bf16, channels-last, bias, residual, ReLU), batches 1, 8 and 32.
 TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
   const auto variant = [](DType dtype, int ci, int hw, int co) {
     Conv2dVariant v = make_conv2d_variant(ci, hw, hw, co, 3, 3, Conv2dParams::square(1, 1), true, Op::relu());
@@ -751,13 +756,16 @@ TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
   struct Case {
     int ci, hw, co;
     std::int64_t batch;
-    std::int64_t tiles;
-    int slices;  // 1: the plain kernel
+    std::int64_t tiles, own_tiles;
+    bool split;  // the split form runs (else the plain kernel)
+    int slices;
   };
-  // ResNet-50's layer: 4 tiles an image (64 pixels x 128 channels); UNet's: 8 (256 x 128).
+  // ResNet-50's layer: 4 tiles an image (64 pixels x 128 channels); UNet's: 8 (256 x 128), and 16 of
+  // its split form's own (128 x 128).
   const Case cases[] = {
-      {512, 7, 512, 1, 4, 8},   {512, 7, 512, 8, 32, 4},   {512, 7, 512, 32, 128, 1},
-      {1024, 16, 1024, 1, 8, 8}, {1024, 16, 1024, 8, 64, 2}, {1024, 16, 1024, 32, 256, 1},
+      {512, 7, 512, 1, 4, 4, true, 8},       {512, 7, 512, 8, 32, 32, true, 4},
+      {512, 7, 512, 32, 128, 128, false, 1}, {1024, 16, 1024, 1, 8, 16, true, 8},
+      {1024, 16, 1024, 8, 64, 128, true, 1}, {1024, 16, 1024, 32, 256, 512, false, 1},
   };
   for (DType dt : {DType::f16, DType::bf16}) {
     for (const Case& c : cases) {
@@ -768,20 +776,24 @@ TEST(Conv2dSplitK, TheLaunchChoosesTheSplitFormForFewTilesOnly) {
       EXPECT_EQ(split->split_k, conv2d_impl::kSplitKMaxSlices) << v.name();
       const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);
       EXPECT_EQ(tiles, c.tiles) << v.name() << " batch " << c.batch;
-      EXPECT_EQ(conv2d_impl::split_k_tiles(*split, v.out_channels, c.batch), tiles);  // (the same tiles)
+      const std::int64_t own = conv2d_impl::split_k_tiles(*split, v.out_channels, c.batch);
+      EXPECT_EQ(own, c.own_tiles);
+      EXPECT_EQ(split->few_tiles, own != tiles);
+      const bool few = split->few_tiles;
       const conv2d_impl::SplitKChoice loaded =
-          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, true);
-      EXPECT_EQ(loaded.split, c.slices > 1) << v.name() << " batch " << c.batch;
-      EXPECT_EQ(loaded.wanted, c.slices > 1);
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, true, few, own);
+      EXPECT_EQ(loaded.split, c.split) << v.name() << " batch " << c.batch;
+      EXPECT_EQ(loaded.wanted, c.split);
       EXPECT_EQ(loaded.slices, c.slices) << v.name() << " batch " << c.batch;
       // Not loaded yet (async: compiling in the background; generic: never): the plain kernel.
       const conv2d_impl::SplitKChoice absent =
-          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, false);
-      EXPECT_EQ(absent.wanted, c.slices > 1);
+          conv2d_impl::split_k_choice(tiles, c.batch, split->split_k, 132, false, false, few, own);
+      EXPECT_EQ(absent.wanted, c.split);
       EXPECT_FALSE(absent.split);
       EXPECT_EQ(absent.slices, 1);
       // Forced (CUINLINE_CONV2D_SPLIT_K=N, the variant's most being N): split at every batch.
-      const conv2d_impl::SplitKChoice forced = conv2d_impl::split_k_choice(tiles, c.batch, 3, 132, true, true);
+      const conv2d_impl::SplitKChoice forced =
+          conv2d_impl::split_k_choice(tiles, c.batch, 3, 132, true, true, few, own);
       EXPECT_TRUE(forced.split && forced.slices == 3);
     }
   }
@@ -822,6 +834,8 @@ TEST(Conv2dSplitK, MidPlanesRunTheirOwnTilesWhereThePlainTilesAreFew) {
       ASSERT_TRUE(split.has_value());
       EXPECT_TRUE(split->few_tiles);
       EXPECT_EQ(split->split_k, 4);
+      // (On sm90 the TMA form's: im2col copies of an m64 tile.)
+      EXPECT_EQ(split->tma() && split->tma_im2col, conv2d_impl::conv2d_knobs().tma);
       const std::int64_t tiles = conv2d_impl::split_k_tiles(plain, v.out_channels, c.batch);
       const std::int64_t own = conv2d_impl::split_k_tiles(*split, v.out_channels, c.batch);
       EXPECT_EQ(tiles, c.plain_tiles);

@@ -271,8 +271,12 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
     EXPECT_TRUE(t.wgmma());
     EXPECT_EQ(t.m_tiles, 2);
     EXPECT_EQ(t.tile_cols, t.threads());  // two m64 tiles a warpgroup: 128 or 256 pixels
+    // (A split form keeps two warpgroups: the plain tiles, or tiles of 128 pixels of its own.)
     const std::optional<HmmaTiling> split = split_tiling_of(conv2d_algo(v), v);
-    if (split) EXPECT_FALSE(split->few_tiles);
+    if (split) {
+      EXPECT_EQ(split->warps_m, 8);
+      EXPECT_EQ(split->few_tiles, split->tile_cols != t.tile_cols);
+    }
   }
   const std::regex spill(R"((\d+) bytes spill stores)");
   for (const int i : {0, 1, 5}) {

@@ -267,7 +267,17 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   const bool per_image_m64 = small_plane || mid_plane;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
   const bool one_tile = (two_groups && bn <= 64 && taps < tune.large_filter_taps) || per_image_m64;
-  t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile ? 1 : 2, t.n_tiles = bn / 8;
+  // The split form of two warpgroups' tiles of 256 pixels (f16 / bf16, a reduction split-K takes,
+  // at most kSplitKMaxImageTiles of 128 pixels an image): tiles of 128 (few_tiles), which a launch
+  // whose plain tiles are few runs whole or split. H200, bf16, batch 1, UNet's 3 x 3 layers over
+  // 128-512 channels on 16 x 16 to 64 x 64 and 512 channels on 12 x 12: 0.0174-0.0220 ms against
+  // 0.0222-0.0255 on the 256-pixel tiles, in 2-8 slices each (512 -> 256 on 64 x 64: 0.0323
+  // against 0.0312).
+  const std::int64_t half_image_tiles = (plane + 127) / 128 * ((cout + bn - 1) / bn);
+  const bool half_tiles = few_tiles && !f32 && two_groups && !one_tile &&
+                          steps_at_bk >= kSplitKAutoMinSteps && half_image_tiles <= kSplitKMaxImageTiles;
+  t.warps_m = two_groups ? 8 : 4, t.warps_n = 1, t.m_tiles = one_tile || half_tiles ? 1 : 2,
+  t.n_tiles = bn / 8;
   t.min_blocks = 1;
   int o[6];
   const bool overridden = tile_override(o);
@@ -317,8 +327,9 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // bounding box of [-128, 127]). In place of the window form too (UNet's 256 -> 256 on 64 x 64 at
   // batch 32: 0.2195 ms against 0.2654, H200) but for an input of one k chunk (64 channels), whose
   // window the window form copies once a tile (UNet's 64 -> 64 on 256 x 256 at batch 32: 0.4467 ms
-  // against 0.5537 on the TMA form). Not in the split form (`window` false: hmma_split_tiling's
-  // tilings).
+  // against 0.5537 on the TMA form). In the split forms of tiles of their own (few_tiles) of at
+  // least 16 k steps (on m64 tiles, 1 x 1 layers over 512 channels ran 15-18 % slower at batch 8 than
+  // on cp.async), not in that of a window-form variant (`window` false: its cp.async tiling).
   const Conv2dParams& cp = v.params;
   const bool box = cp.stride_h == 1 && cp.stride_w == 1 && (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) &&
                    !conv2d_knobs().tma_im2col;
@@ -329,9 +340,9 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   const bool im2col = cp.stride_h <= 8 && cp.stride_w <= 8 &&
                       in_corner(cp.pad_h, v.kernel_h, cp.dilation_h) &&
                       in_corner(cp.pad_w, v.kernel_w, cp.dilation_w);
-  if (window && conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && !f32 &&
-      (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) && !batch && bk == 64 &&
-      ci_pad == v.in_channels && (!t.window() || ci_pad > bk) && (box || im2col)) {
+  if ((window || (few_tiles && steps_at_bk >= kSplitKAutoMinSteps)) && conv2d_knobs().tma &&
+      v.target == Conv2dTarget::sm90 && !f32 && (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) &&
+      !batch && bk == 64 && ci_pad == v.in_channels && (!t.window() || ci_pad > bk) && (box || im2col)) {
     const HmmaForm plain = t.form;
     const int row_tiles = t.row_tiles;
     t.form = HmmaForm::tma;
@@ -341,7 +352,7 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   }
   set_hmma_plan_figures(v, t);
   if (batch && !t.window() && !overridden) t.form = HmmaForm::batch;
-  t.few_tiles = mid_plane;
+  t.few_tiles = mid_plane || half_tiles;
   if (t.shared_bytes > limit) {
     throw InvalidArgument("conv2d variant " + v.name() + ": the f16/bf16 wgmma tile needs " +
                           std::to_string(t.shared_bytes) + " bytes of shared memory");
