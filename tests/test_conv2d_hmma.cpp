@@ -218,20 +218,23 @@ TEST(Conv2dHmma, WgmmaTilingsCompileForEveryChannelCount) {
 // 28 x 28 and 256 on 14 x 14, and a stride-2 1 x 1 into 14 x 14) keep the plain kernel's tiles of
 // two m64 tiles a warpgroup, and have a split form of their own tiles (few_tiles: a launch of few
 // plain tiles runs it, in one slice or more), per-image tiles of one warpgroup of one m64 tile, in
-// f16 and bf16; shorter and longer reductions, a 12 x 12 plane, a larger one, k steps of 16 and rows
-// the window form may take have no such form. Two 1 x 1 and a 3 x 3 split forms compile for sm_90
+// f16 and bf16; so do planes of 12 x 12 with 16 to 72 k steps where the split form runs in the TMA
+// form (sm90); shorter and longer reductions, a larger plane, k steps of 16 and rows the window form
+// may take have no such form. Two 1 x 1 and a 3 x 3 split forms compile for sm_90
 // (as sm_90a) without spills, with and without a residual.
 TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew) {
   if (cuinline::ops::conv2d_impl::conv2d_knobs().split_k == 0) GTEST_SKIP() << "CUINLINE_CONV2D_SPLIT_K=0";
   const Conv2dLayout nhwc = Conv2dLayout::nhwc;
-  const Shape m64[] = {{"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
-                       {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
-                       {"512 -> 128 on 28x28", 512, 28, 28, 128, 1, 1, {}},
-                       {"512 -> 256 on 28x28", 512, 28, 28, 256, 1, 1, {}},
-                       {"3x3 128 on 28x28", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)},
-                       {"3x3 256 on 14x14", 256, 14, 14, 256, 3, 3, Conv2dParams::square(1, 1)},
-                       {"3x3 256, stride 2, into 14x14", 256, 28, 28, 256, 3, 3, Conv2dParams::square(2, 1)},
-                       {"1024 -> 512, stride 2, into 14x14", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)}};
+  const Shape m64[] = {
+      {"1024 -> 256 on 14x14", 1024, 14, 14, 256, 1, 1, {}},
+      {"1024 -> 512 on 14x14", 1024, 14, 14, 512, 1, 1, {}},
+      {"512 -> 128 on 28x28", 512, 28, 28, 128, 1, 1, {}},
+      {"512 -> 256 on 28x28", 512, 28, 28, 256, 1, 1, {}},
+      {"3x3 128 on 28x28", 128, 28, 28, 128, 3, 3, Conv2dParams::square(1, 1)},
+      {"3x3 256 on 14x14", 256, 14, 14, 256, 3, 3, Conv2dParams::square(1, 1)},
+      {"3x3 512 on 12x12 (72 k steps, TMA)", 512, 12, 12, 512, 3, 3, Conv2dParams::square(1, 1)},
+      {"3x3 256, stride 2, into 14x14", 256, 28, 28, 256, 3, 3, Conv2dParams::square(2, 1)},
+      {"1024 -> 512, stride 2, into 14x14", 1024, 28, 28, 512, 1, 1, Conv2dParams::square(2, 0)}};
   using cuinline::ops::conv2d_impl::conv2d_algo;
   using cuinline::ops::conv2d_impl::split_tiling_of;
   for (DType dt : {DType::f16, DType::bf16}) {
@@ -258,12 +261,13 @@ TEST(Conv2dHmma, MidPlanesOfShortReductionsTakeOneM64TileAnImageWhenTilesAreFew)
       EXPECT_GE(t.min_blocks, 2);
     }
   }
-  const Shape kept[] = {{"256 -> 1024 on 14x14 (4 k steps)", 256, 14, 14, 1024, 1, 1, {}},
-                        {"512 -> 128 on 56x56 (a larger plane)", 512, 56, 56, 128, 1, 1, {}},
-                        {"3x3 512 on 16x16 (72 k steps)", 512, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
-                        {"3x3 256 on 12x12 (a smaller plane)", 256, 12, 12, 256, 3, 3, Conv2dParams::square(1, 1)},
-                        {"520 -> 256 on 14x14 (k steps of 16)", 520, 14, 14, 256, 1, 1, {}},
-                        {"3x3 128 on 6x64 (rows the window form takes)", 128, 6, 64, 128, 3, 3, Conv2dParams::square(1, 1)}};
+  const Shape kept[] = {
+      {"256 -> 1024 on 14x14 (4 k steps)", 256, 14, 14, 1024, 1, 1, {}},
+      {"512 -> 128 on 56x56 (a larger plane)", 512, 56, 56, 128, 1, 1, {}},
+      {"3x3 512 on 16x16 (72 k steps)", 512, 16, 16, 1024, 3, 3, Conv2dParams::square(1, 1)},
+      {"3x3 1024 on 12x12 (144 k steps)", 1024, 12, 12, 1024, 3, 3, Conv2dParams::square(1, 1)},
+      {"520 -> 256 on 14x14 (k steps of 16)", 520, 14, 14, 256, 1, 1, {}},
+      {"3x3 128 on 6x64 (rows the window form takes)", 128, 6, 64, 128, 3, 3, Conv2dParams::square(1, 1)}};
   for (const Shape& s : kept) {
     const Conv2dVariant v = variant(s, DType::f16, nhwc, nhwc, nhwc, false);
     SCOPED_TRACE(v.name());

@@ -262,8 +262,23 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // taps at column stride 1 keep their tiles: the window form may take them, and it was measured on
   // its own tiles only.
   const bool window_shape = taps > 1 && v.params.stride_w == 1 && v.out_width() % 64 == 0;
-  const bool mid_plane = few_tiles && !f32 && bk == 64 && steps_at_bk >= 8 && steps_at_bk <= 36 &&
-                         plane >= 14 * 14 && plane <= 28 * 28 && !window_shape;
+  // The TMA form's im2col copies (below), where they apply whatever the tiling.
+  const Conv2dParams& cp = v.params;
+  const auto in_corner = [](int pad, int k, int dilation) {
+    const int reach = (k - 1) * dilation;
+    return pad <= 127 && reach <= 127 && reach - pad <= 128;
+  };
+  const bool im2col = cp.stride_h <= 8 && cp.stride_w <= 8 &&
+                      in_corner(cp.pad_h, v.kernel_h, cp.dilation_h) &&
+                      in_corner(cp.pad_w, v.kernel_w, cp.dilation_w);
+  const bool tma_copies = conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && !f32 && bk == 64 &&
+                          ci_pad == v.in_channels && im2col;
+  // Planes of 12 x 12 and 13 x 13 (past the small planes' bound) take them too where the split form
+  // runs in the TMA form, for reductions of 16 to 72 k steps.
+  const bool mid_plane = few_tiles && !f32 && bk == 64 && steps_at_bk >= 8 && !window_shape &&
+                         ((steps_at_bk <= 36 && plane >= 14 * 14 && plane <= 28 * 28) ||
+                          (tma_copies && steps_at_bk >= kSplitKAutoMinSteps && steps_at_bk <= 72 &&
+                           plane > 128 && plane < 14 * 14));
   const bool per_image_m64 = small_plane || mid_plane;
   const bool two_groups = steps_at_bk > 5 && !(f32 && bn <= 64) && !batch && !per_image_m64;
   const bool one_tile = (two_groups && bn <= 64 && taps < tune.large_filter_taps) || per_image_m64;
@@ -330,16 +345,8 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // against 0.5537 on the TMA form). In the split forms of tiles of their own (few_tiles) of at
   // least 16 k steps (on m64 tiles, 1 x 1 layers over 512 channels ran 15-18 % slower at batch 8 than
   // on cp.async), not in that of a window-form variant (`window` false: its cp.async tiling).
-  const Conv2dParams& cp = v.params;
   const bool box = cp.stride_h == 1 && cp.stride_w == 1 && (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) &&
                    !conv2d_knobs().tma_im2col;
-  const auto in_corner = [](int pad, int k, int dilation) {
-    const int reach = (k - 1) * dilation;
-    return pad <= 127 && reach <= 127 && reach - pad <= 128;
-  };
-  const bool im2col = cp.stride_h <= 8 && cp.stride_w <= 8 &&
-                      in_corner(cp.pad_h, v.kernel_h, cp.dilation_h) &&
-                      in_corner(cp.pad_w, v.kernel_w, cp.dilation_w);
   if ((window || (few_tiles && steps_at_bk >= kSplitKAutoMinSteps)) && conv2d_knobs().tma &&
       v.target == Conv2dTarget::sm90 && !f32 && (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) &&
       !batch && bk == 64 && ci_pad == v.in_channels && (!t.window() || ci_pad > bk) && (box || im2col)) {
