@@ -34,6 +34,26 @@ int one_group_min_blocks(const HmmaTiling& t, int extra_registers) {
   return std::clamp(std::min(by_registers, by_shared), 1, 8);
 }
 
+// Whether the wgmma tiling's TMA form (conv2d_hmma.cuh's kTma) can copy v's tiles: on sm90, 16-bit
+// k steps of `bk` = 64 unpadded channels (Cin a multiple of 64), unless CUINLINE_CONV2D_TMA=0.
+bool tma_form_applies(const Conv2dVariant& v, int bk) {
+  return conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && v.dtype != DType::f32 && bk == 64 &&
+         ci_pad_of(v) == v.in_channels;
+}
+
+// Whether an im2col tensor map (cuTensorMapEncodeIm2col, 4-d) describes v's input: element strides
+// (the convolution's) up to 8, and a bounding box of filter tap (0, 0)'s input positions whose
+// corners, -pad and pad - (k - 1) dilation, lie within [-128, 127] (and the taps' offsets within 127).
+bool im2col_map_applies(const Conv2dVariant& v) {
+  const Conv2dParams& p = v.params;
+  const auto in_corner = [](int pad, int k, int dilation) {
+    const int reach = (k - 1) * dilation;
+    return pad <= 127 && reach <= 127 && reach - pad <= 128;
+  };
+  return p.stride_h <= 8 && p.stride_w <= 8 && in_corner(p.pad_h, v.kernel_h, p.dilation_h) &&
+         in_corner(p.pad_w, v.kernel_w, p.dilation_w);
+}
+
 // The pointwise form's tiling (conv2d_hmma.cuh's kPointwise): 128 pixels a block x the channels
 // (16, 32, 64, or 128 a block past 64: each input value is then read once for up to 128 output
 // channels) — 4 x 1 warps of 2 x (bn / 8) tiles up to 32 channels, 4 x 2 of 2 x 4 for 64, 2 x 4 of 4
@@ -262,17 +282,10 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // taps at column stride 1 keep their tiles: the window form may take them, and it was measured on
   // its own tiles only.
   const bool window_shape = taps > 1 && v.params.stride_w == 1 && v.out_width() % 64 == 0;
-  // The TMA form's im2col copies (below), where they apply whatever the tiling.
-  const Conv2dParams& cp = v.params;
-  const auto in_corner = [](int pad, int k, int dilation) {
-    const int reach = (k - 1) * dilation;
-    return pad <= 127 && reach <= 127 && reach - pad <= 128;
-  };
-  const bool im2col = cp.stride_h <= 8 && cp.stride_w <= 8 &&
-                      in_corner(cp.pad_h, v.kernel_h, cp.dilation_h) &&
-                      in_corner(cp.pad_w, v.kernel_w, cp.dilation_w);
-  const bool tma_copies = conv2d_knobs().tma && v.target == Conv2dTarget::sm90 && !f32 && bk == 64 &&
-                          ci_pad == v.in_channels && im2col;
+  // The TMA form (below) and its im2col copies, which serve any tiling.
+  const bool tma = tma_form_applies(v, bk);
+  const bool im2col = im2col_map_applies(v);
+  const bool tma_copies = tma && im2col;
   // Planes of 12 x 12 and 13 x 13 (past the small planes' bound) take them too where the split form
   // runs in the TMA form, for reductions of 16 to 72 k steps.
   const bool mid_plane = few_tiles && !f32 && bk == 64 && steps_at_bk >= 8 && !window_shape &&
@@ -351,11 +364,11 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // against 0.5537 on the TMA form). In the split forms of tiles of their own (few_tiles) of at
   // least 16 k steps (on m64 tiles, 1 x 1 layers over 512 channels ran 15-18 % slower at batch 8 than
   // on cp.async), not in that of a window-form variant (`window` false: its cp.async tiling).
-  const bool box = cp.stride_h == 1 && cp.stride_w == 1 && (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) &&
-                   !conv2d_knobs().tma_im2col;
-  if ((window || (few_tiles && steps_at_bk >= kSplitKAutoMinSteps)) && conv2d_knobs().tma &&
-      v.target == Conv2dTarget::sm90 && !f32 && (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) &&
-      !batch && bk == 64 && ci_pad == v.in_channels && (!t.window() || ci_pad > bk) && (box || im2col)) {
+  const bool box = v.params.stride_h == 1 && v.params.stride_w == 1 &&
+                   (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && !conv2d_knobs().tma_im2col;
+  if ((window || (few_tiles && steps_at_bk >= kSplitKAutoMinSteps)) && tma &&
+      (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) && !batch && (!t.window() || ci_pad > bk) &&
+      (box || im2col)) {
     const HmmaForm plain = t.form;
     const int row_tiles = t.row_tiles;
     t.form = HmmaForm::tma;
