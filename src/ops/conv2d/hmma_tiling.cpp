@@ -268,7 +268,7 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // batch tiles at batch 1, 8 and 32 (256 channels: 0.020 against 0.038; H200, f16). (12 x 12 = 144
   // pixels, three m64 tiles an image, ran slower at batch 32: 0.100 against 0.072.)
   const std::int64_t plane = v.out_height() * v.out_width();
-  const bool small_plane = !f32 && plane <= 128;
+  const bool small_plane = !f32 && plane <= tune.small_plane_pixels;
   // Planes of 14 x 14 to 28 x 28 with a reduction of 8 to 36 k steps of 64 channels (ResNet-50's
   // 3 x 3 layers over 128 and 256 channels, its 1 x 1 layers from 512 and 1024) take them in the
   // split form (few_tiles), which a launch runs where the plain tiles fill at most half of the
@@ -288,16 +288,19 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   const bool tma_copies = tma && im2col;
   // Planes of 12 x 12 and 13 x 13 (past the small planes' bound) take them too where the split form
   // runs in the TMA form, for reductions of 16 to 72 k steps.
-  const bool mid_plane = few_tiles && !f32 && bk == 64 && steps_at_bk >= 8 && !window_shape &&
-                         ((steps_at_bk <= 36 && plane >= 14 * 14 && plane <= 28 * 28) ||
-                          (tma_copies && steps_at_bk >= kSplitKAutoMinSteps && steps_at_bk <= 72 &&
-                           plane > 128 && plane < 14 * 14));
+  const bool mid_plane =
+      few_tiles && !f32 && bk == 64 && !window_shape &&
+      ((steps_at_bk >= tune.mid_plane_min_steps && steps_at_bk <= tune.mid_plane_max_steps &&
+        plane >= tune.mid_plane_min_pixels && plane <= tune.mid_plane_max_pixels) ||
+       (tma_copies && steps_at_bk >= tune.tma_split_min_steps && steps_at_bk <= tune.tma_m64_max_steps &&
+        plane > tune.small_plane_pixels && plane < tune.mid_plane_min_pixels));
   const bool per_image_m64 = small_plane || mid_plane;
   // (A 1 x 1 filter over 256-320 channels — 4 or 5 k steps — into more than 64 channels takes two
   // warpgroups of 256 pixels too where the TMA form's copies apply: ResNet-50's 256 -> 128 on 56 x 56
   // at batch 32, f16, 0.0384 -> 0.0333 ms, 256 -> 1024 + residual on 14 x 14 0.0258 -> 0.0247; its
   // 1 x 1 layers of 1 and 2 k steps lost there, 0.054 -> 0.061 and 0.037 -> 0.040; H200.)
-  const bool short_pointwise = taps == 1 && bk == 64 && steps_at_bk >= 4 && bn == 128 && tma_copies;
+  const bool short_pointwise =
+      taps == 1 && bk == 64 && steps_at_bk >= tune.pointwise_two_group_steps && bn == 128 && tma_copies;
   const bool two_groups =
       (steps_at_bk > 5 || short_pointwise) && !(f32 && bn <= 64) && !batch && !per_image_m64;
   const bool one_tile = (two_groups && bn <= 64 && taps < tune.large_filter_taps) || per_image_m64;
@@ -366,7 +369,7 @@ HmmaTiling wgmma_tiling(const Conv2dVariant& v, bool window, bool few_tiles) {
   // on cp.async), not in that of a window-form variant (`window` false: its cp.async tiling).
   const bool box = v.params.stride_h == 1 && v.params.stride_w == 1 &&
                    (t.tile_cols % ow == 0 || ow % t.tile_cols == 0) && !conv2d_knobs().tma_im2col;
-  if ((window || (few_tiles && steps_at_bk >= kSplitKAutoMinSteps)) && tma &&
+  if ((window || (few_tiles && steps_at_bk >= tune.tma_split_min_steps)) && tma &&
       (t.warps_m == 8 || (per_image_m64 && t.m_tiles == 1)) && !batch && (!t.window() || ci_pad > bk) &&
       (box || im2col)) {
     const HmmaForm plain = t.form;

@@ -35,6 +35,12 @@ struct Conv2dTuning {
   std::int64_t window_row_tiles;    ///< most tiles a window-form block computes in turn
   std::int64_t halo_row_tiles;      ///< most tiles a halo-form block computes in turn
   std::int64_t large_filter_taps;   ///< taps from which a two-warpgroup tile keeps two m64 tiles
+  std::int64_t small_plane_pixels;  ///< output pixels an image up to which f16 / bf16 take m64 tiles
+  std::int64_t mid_plane_min_pixels, mid_plane_max_pixels;  ///< output pixels an image of a mid plane
+  std::int64_t mid_plane_min_steps, mid_plane_max_steps;    ///< k steps of a mid plane's m64 split form
+  std::int64_t tma_m64_max_steps;          ///< ... and 12 x 12 - 13 x 13 ones, in the TMA form
+  std::int64_t tma_split_min_steps;        ///< k steps from which a split form of its own tiles is TMA
+  std::int64_t pointwise_two_group_steps;  ///< k steps from which a 1 x 1 layer takes two warpgroups (TMA)
   std::int64_t stage_min_elements;  ///< input elements an image from which a variant is staged
   std::int64_t tf32_wgmma_min_channels;  ///< fewest input channels on the TF32 wgmma kernel
   std::int64_t tf32_wgmma_min_work;      ///< fewest products a staged value feeds there
