@@ -167,6 +167,23 @@ EW_BF16_FMA_STEP(ew_mul_tensor, "%1, %2, %3", 0x8000)
 #undef EW_BF16_FMA_STEP
 #endif
 #undef EW_16BIT_TENSOR_STEP
+// A scalar add, sub or mul whose constant the storage type holds exactly and whose float result
+// rounds as the exact one (the renderer's exact_16bit_constant): the step above on the constant as
+// a storage value, so f16 and bf16 take one instruction of the storage type (two elements an
+// instruction where ptxas pairs them) instead of a widening, a float operation and a rounding.
+// The bits of ew_add / ew_sub / ew_mul (the generic kernel's), elsewhere the same computation.
+template <class S>
+__device__ __forceinline__ S ew_add_exact(S x, S c) {
+  return ew_add_tensor(x, c);
+}
+template <class S>
+__device__ __forceinline__ S ew_sub_exact(S x, S c) {
+  return ew_sub_tensor(x, c);
+}
+template <class S>
+__device__ __forceinline__ S ew_mul_exact(S x, S c) {
+  return ew_mul_tensor(x, c);
+}
 template <class S>
 __device__ __forceinline__ S ew_div_tensor(S x, S y) {
   return ew_traits<S>::from_op(ew_op_div(ew_traits<S>::to_op(x), ew_traits<S>::to_op(y)));

@@ -178,6 +178,39 @@ TEST_F(JitGpu, GenericEqualsSpecializedBitForBit) {
   }
 }
 
+// The 16-bit scalar steps whose constants f16 / bf16 hold exactly run as the storage type's own
+// instruction in the specialized kernel (ew_ops.cuh's ew_*_exact) and in float in the generic one:
+// the same bits on every one of the 65536 values, for products and sums at the bounds of the rule
+// (render.hpp's exact_16bit_constant: a bf16 product's constant has no bit under 2^-16).
+TEST_F(JitGpu, ExactSixteenBitStepsEqualTheGenericKernelOnEveryValue) {
+  const char* chains[] = {
+      "mul(0.125)",          "mul(-3)",     "mul(0.0000152587890625)", "mul(1.0078125)", "div(0.001)",
+      "add(1.5)|sub(-0.25)", "add(-65504)", "sub(0.0000152587890625)", "mul(65504)"};
+  const std::int64_t rows = 256, cols = 256;  // every bit pattern once
+  for (DType dt : {DType::f16, DType::bf16}) {
+    std::vector<unsigned char> all(static_cast<std::size_t>(rows * cols) * 2);
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const auto h = static_cast<std::uint16_t>(b);
+      std::memcpy(all.data() + 2 * b, &h, 2);
+    }
+    for (const char* text : chains) {
+      const Op op = ops::parse_op(text);
+      const auto generic = run(op, dt, {all}, {{rows, cols}}, rows, cols, 0, JitPolicy::generic);
+      const auto specialized = run(op, dt, {all}, {{rows, cols}}, rows, cols, 0, JitPolicy::sync);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < 65536; ++i) {
+        const std::uint64_t g = at(generic, dt, i), s = at(specialized, dt, i);
+        if (g == s || (is_nan(dt, g) && is_nan(dt, s))) continue;
+        if (++bad <= 3) {
+          ADD_FAILURE() << text << " " << to_string(dt) << " x = 0x" << std::hex << i << ": generic 0x" << g
+                        << ", specialized 0x" << s << std::dec;
+        }
+      }
+      EXPECT_EQ(bad, 0u) << text << " " << to_string(dt);
+    }
+  }
+}
+
 // Past 2^31 elements the generic kernels index in 64 bits (the _i64 kernels): bf16 [32769, 65536]
 // (4.3 GB a tensor) with a broadcast row, a light chain and one with an activation step, generic
 // against specialized over every element. The input repeats one random row, so each output row

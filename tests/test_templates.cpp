@@ -116,11 +116,18 @@ TEST(Templates, FunctorRendersEveryStep) {
   // 2.11's div by a scalar); x / 0.001 is x * 1000.0f (1.0f / 0.001f would be 999.99994f).
   const std::string third = cuinline::detail::opmath_literal(static_cast<float>(1.0 / 3.0), DType::f32);
   EXPECT_NE(f32.find("ew_mul(x, " + third + ")"), std::string::npos) << f32;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-    const std::string milli = cuinline::detail::render_op_functor(Op::chain({Step::div(0.001)}), dt, "E");
-    EXPECT_NE(milli.find("ew_mul(x, " + cuinline::detail::opmath_literal(1000.0, dt) + ")"), std::string::npos)
-        << milli;
-  }
+  // (f16 and bf16 hold 1000 exactly: there the step is the storage type's own product.)
+  const std::string milli =
+      cuinline::detail::render_op_functor(Op::chain({Step::div(0.001)}), DType::f32, "E");
+  EXPECT_NE(milli.find("ew_mul(x, " + cuinline::detail::opmath_literal(1000.0, DType::f32) + ")"),
+            std::string::npos)
+      << milli;
+  EXPECT_NE(cuinline::detail::render_op_functor(Op::chain({Step::div(0.001)}), DType::f16, "E")
+                .find("ew_mul_exact(x, ew_half{0x63d0});"),
+            std::string::npos);
+  EXPECT_NE(cuinline::detail::render_op_functor(Op::chain({Step::div(0.001)}), DType::bf16, "E")
+                .find("ew_mul_exact(x, ew_bf16{0x447a});"),
+            std::string::npos);
   EXPECT_NE(f32.find("ew_relu(x)"), std::string::npos);
   EXPECT_NE(f32.find("ew_leaky_relu(x, 0x1.47ae14p-7f)"), std::string::npos);
   EXPECT_NE(f32.find("ew_clamp(x, -0x1p+0f, 0x1.8p+2f)"), std::string::npos);
@@ -134,6 +141,59 @@ TEST(Templates, FunctorRendersEveryStep) {
       cuinline::detail::render_op_functor(Op::expr("x > 0 ? x : x * s", {{"s", 0.01}}), DType::f16, "E");
   EXPECT_NE(ex.find("const T::op s = 0x1.47ae14p-7f;"), std::string::npos) << ex;
   EXPECT_NE(ex.find("(x > 0 ? x : x * s)"), std::string::npos) << ex;
+}
+
+// A 16-bit scalar add, sub or mul is the storage type's own instruction where that rounds as
+// PyTorch's float computation (render.hpp's exact_16bit_constant): the constant a storage value,
+// finite, and for a bf16 product no bit under 2^-16; every other step and dtype keeps the float form.
+TEST(Templates, ExactSixteenBitConstants) {
+  using cuinline::detail::LoweredFn;
+  using cuinline::detail::LoweredStep;
+  const auto step = [](LoweredFn fn, double c) {
+    LoweredStep s;
+    s.fn = fn;
+    s.c[0] = c;
+    return s;
+  };
+  const auto exact = [](const LoweredStep& s, DType dt) {
+    return cuinline::detail::exact_16bit_constant(s, dt);
+  };
+  EXPECT_EQ(exact(step(LoweredFn::mul, 0.125), DType::bf16), std::optional<std::uint16_t>(0x3e00));
+  EXPECT_EQ(exact(step(LoweredFn::mul, 0.125), DType::f16), std::optional<std::uint16_t>(0x3000));
+  EXPECT_EQ(exact(step(LoweredFn::add, -1.5), DType::bf16), std::optional<std::uint16_t>(0xbfc0));
+  EXPECT_EQ(exact(step(LoweredFn::sub, 65504), DType::f16), std::optional<std::uint16_t>(0x7bff));
+  EXPECT_EQ(exact(step(LoweredFn::add, -0.0), DType::f16), std::optional<std::uint16_t>(0x8000));
+  EXPECT_EQ(exact(step(LoweredFn::mul, 0x1p-16), DType::bf16), std::optional<std::uint16_t>(0x3780));
+  EXPECT_EQ(exact(step(LoweredFn::mul, 0x1p-24), DType::f16),
+            std::optional<std::uint16_t>(0x0001));                  // subnormal
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0x1p-17), DType::bf16));  // a bf16 product: a bit under 2^-16
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0x1.02p-10), DType::bf16));
+  EXPECT_TRUE(exact(step(LoweredFn::add, 0x1p-17), DType::bf16));  // a sum is exact in float anyway
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0.1), DType::bf16));     // not a storage value
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0.1), DType::f16));
+  EXPECT_FALSE(exact(step(LoweredFn::add, 1e-10), DType::f16));  // under f16's subnormals
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 1e6), DType::f16));    // past f16's range
+  EXPECT_FALSE(exact(step(LoweredFn::mul, INFINITY), DType::bf16));
+  EXPECT_FALSE(exact(step(LoweredFn::add, NAN), DType::f16));
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0.125), DType::f32));
+  EXPECT_FALSE(exact(step(LoweredFn::mul, 0.125), DType::f64));
+  EXPECT_FALSE(exact(step(LoweredFn::leaky_relu, 0.125), DType::bf16));
+  // Rendered: the exact steps as ew_*_exact on storage literals, the others as before.
+  const Op op = Op::chain({Step::mul(0.125), Step::add(0.1), Step::sub(2), Step::div(4)});
+  const std::string bf16 = cuinline::detail::render_op_functor(op, DType::bf16, "E");
+  EXPECT_NE(bf16.find("x = ew_mul_exact(x, ew_bf16{0x3e00});"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("x = ew_add(x, 0x1.99999ap-4f);"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("x = ew_sub_exact(x, ew_bf16{0x4000});"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("x = ew_mul_exact(x, ew_bf16{0x3e80});"), std::string::npos) << bf16;
+  EXPECT_EQ(cuinline::detail::render_op_functor(op, DType::f32, "E").find("_exact"), std::string::npos);
+  // Scalar arithmetic (the reductions' light prologues): add, sub, mul and div steps, exact or not.
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    EXPECT_TRUE(cuinline::detail::chain_is_scalar_arithmetic(op, dt));
+    EXPECT_FALSE(
+        cuinline::detail::chain_is_scalar_arithmetic(Op::chain({Step::mul(0.125), Step::relu()}), dt));
+    EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op::expr("x * 2", {}), dt));
+    EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op{}, dt));
+  }
 }
 
 TEST(Templates, OneVariantPerKey) {

@@ -277,6 +277,31 @@ std::vector<LoweredStep> lower_chain(const ops::Op& op, DType dtype) {
   return out;
 }
 
+std::optional<std::uint16_t> exact_16bit_constant(const LoweredStep& step, DType dtype) {
+  if (dtype != DType::f16 && dtype != DType::bf16) return std::nullopt;
+  if (step.fn != LoweredFn::add && step.fn != LoweredFn::sub && step.fn != LoweredFn::mul)
+    return std::nullopt;
+  const float c = static_cast<float>(step.c[0]);  // the opmath constant, as opmath_literal writes it
+  if (!std::isfinite(c)) return std::nullopt;
+  const auto bits = static_cast<std::uint16_t>(scalar_storage_bits(static_cast<double>(c), dtype));
+  const float back = dtype == DType::bf16 ? bf16_to_float(bits) : half_to_float(bits);
+  if (std::memcmp(&back, &c, sizeof c) != 0) return std::nullopt;  // not held exactly (-0.0 kept apart)
+  if (dtype == DType::bf16 && step.fn == LoweredFn::mul) {
+    const double scaled = static_cast<double>(c) * 65536.0;  // exact: c has 8 significant bits
+    if (scaled != std::floor(scaled)) return std::nullopt;   // a bit under 2^-16
+  }
+  return bits;
+}
+
+bool chain_is_scalar_arithmetic(const ops::Op& op, DType dtype) {
+  if (!op.expression.empty() || op.steps.empty()) return false;
+  const std::vector<LoweredStep> steps = lower_chain(op, dtype);
+  for (const LoweredStep& step : steps) {
+    if (step.fn != LoweredFn::add && step.fn != LoweredFn::sub && step.fn != LoweredFn::mul) return false;
+  }
+  return !steps.empty();
+}
+
 double opmath_value(double value, DType dtype) {
   if (dtype == DType::f64) return value;
   storage_type(dtype);  // rejects unknown dtypes
@@ -352,6 +377,14 @@ std::string render_chain_steps(const ops::Op& op, DType dtype) {
         break;
       default:
         args = "x";
+        if (const auto bits = exact_16bit_constant(step, dtype)) {
+          char c[32];
+          std::snprintf(c, sizeof c, "%s{0x%04x}", storage_type(dtype), static_cast<unsigned>(*bits));
+          out += "    x = " + std::string(info.name) + "_exact(x, " + c + ");  // " + lit(step.c[0]);
+          if (step.divisor) out += ", / " + lit(*step.divisor);
+          out += "\n";
+          continue;
+        }
         for (int i = 0; i < info.constants; ++i) args += ", " + lit(step.c[i]);
         if (step.has_storage) args += ", " + storage_literal(step.storage, dtype);
         break;

@@ -56,6 +56,22 @@ struct LoweredStep {
 /// what a chain computes: the rendered functor and the generic kernel's program are both made from it.
 std::vector<LoweredStep> lower_chain(const ops::Op& op, DType dtype);
 
+/// The storage bits of a scalar add, sub or mul step's constant where the step can be the storage
+/// type's own instruction (ew_ops.cuh's ew_add_exact / ew_sub_exact / ew_mul_exact: one rounding of
+/// the exact result) with the bits of PyTorch's float computation, else nothing. f16 and bf16 only,
+/// the constant finite and held by the storage type exactly. The float result of x + c and x - c
+/// then rounds to the same storage value as the exact one (float's 24 bits are at least 2p + 2 of
+/// the storage type's p: double rounding is innocuous), and x * c is exact in float (2p bits) unless
+/// it falls among float's subnormals with bits under 2^-149, which bf16 (float's exponent range)
+/// reaches: so a bf16 product's constant has no bit under 2^-16 (x has none under 2^-133).
+std::optional<std::uint16_t> exact_16bit_constant(const LoweredStep& step, DType dtype);
+
+/// Whether every step of the chain is a scalar add, sub or mul (div by a scalar included: a product
+/// with its reciprocal): one float operation and a rounding a step, or one 16-bit instruction where
+/// exact_16bit_constant holds, and no register kept past the step. What the row reductions' light
+/// prologue is (reductions.cuh's rd_light). False for an empty chain and an expression.
+bool chain_is_scalar_arithmetic(const ops::Op& op, DType dtype);
+
 /// `value` converted to the opmath type of `dtype` (float for f32/f16/bf16), as a double: the
 /// value opmath_literal(value, dtype) writes.
 double opmath_value(double value, DType dtype);
