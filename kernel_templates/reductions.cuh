@@ -433,13 +433,29 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
 // layer_norm is not packed: its write pass holds the weight's and the bias's packs too, and at 32
 // registers it spilled 56 (f16) to 300 (bf16) bytes and ran 5 % slower.
 enum { RD_OPMATH = 0, RD_PACKED = 1, RD_PARKED = 2, RD_PACKED_EACH = 3 };
+// "Unchained" below: no epilogue, and no prologue or a light one, of scalar add, sub and mul steps
+// (div by a scalar is a product): a float operation and a rounding each, or one 16-bit instruction
+// where the constant is a storage value (ew_ops.cuh's ew_*_exact). The program of such a variant
+// specializes rd_light for its rd_prologue (src/ops/reductions/variant.cpp's light(): f16 and bf16
+// rows but add_rms_norm's and f16 rms_norm's). A light prologue keeps no register past its load (but
+// where ptxas spilled those two), so the variant takes
+// the unchained layouts and bounds (the packs, rd_regs_min_blocks, the chunks' packs); its values
+// are the prologue's storage values, which the packs hold exactly.
+template <class P>
+struct rd_light {
+  enum { value = 0 };
+};
+template <>
+struct rd_light<rd_no_prologue> {
+  enum { value = 1 };
+};
 template <class P, class Q, int K>
 struct rd_unchained {
   enum { value = 0 };
 };
-template <>
-struct rd_unchained<rd_no_prologue, rd_no_epilogue, 0> {
-  enum { value = 1 };
+template <class P>
+struct rd_unchained<P, rd_no_epilogue, 0> {
+  enum { value = rd_light<P>::value };
 };
 template <int kOp, class S, int E, int T, class P, class Q, int K>
 struct rd_packs {

@@ -311,6 +311,18 @@ struct EmuGate {  // "mul(in1)"
   }
 };
 
+// "mul(0.125)" alone on f16 / bf16, as the library renders it there: 0.125 is a storage value, so
+// the step is ew_mul_exact (one 16-bit instruction on a GPU, the same float product here) and the
+// prologue is light (rd_light, specialized after the namespace): the variant keeps the unchained
+// layouts and chunks.
+struct EmuLightScale : EmuScale {};
+}  // namespace
+template <>
+struct rd_light<EmuLightScale> {
+  enum { value = 1 };
+};
+namespace {
+
 // The fused instantiations of the fused cases below.
 using cuinline::ops::detail::RowArgs;
 
@@ -390,9 +402,35 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
   return run_cluster<kOp, S, 1, 32, EmuScale, EmuGate, 1>(v, grid, block, a);
 }
 
+// A light prologue's cases (f16, bf16): the block form of 16 and of 32 elements a thread (the packs
+// of 1024 threads), the split form's and the cluster form's chunks of 64 elements a thread.
+template <int kOp, class S>
+bool run_light(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  constexpr int W = static_cast<int>(16 / sizeof(S));
+  constexpr int E = kChunkE<S>;
+  const rd_args a = args_of<rd_args>(planned);
+  EXPECT_EQ(v.prologue.describe(), "mul(0.125)");
+  const auto is = [&](RowForm form, int width, int per_thread, int threads) {
+    return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
+  };
+  using P = EmuLightScale;
+  if (is(RowForm::block, W, 16, 256)) return launch(rd_regs<kOp, S, W, 16, 256, P>, grid, block, a), true;
+  if (is(RowForm::block, W, 32, 1024)) return launch(rd_regs<kOp, S, W, 32, 1024, P>, grid, block, a), true;
+  if (is(RowForm::split_stats, W, E, 256)) {
+    launch(rd_split_stats<kOp, S, W, E, 256, P>, grid, block, a);
+    return launch(rd_split_write<kOp, S, W, E, 256, P>, grid, block, a), true;
+  }
+  return run_cluster<kOp, S, W, E, P>(v, grid, block, a);
+}
+
 // The instantiations the cases below plan to (the test fails on any other).
 template <int kOp, class S>
 bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  if constexpr (sizeof(S) == 2) {
+    if (cuinline::ops::detail::fused(v) && cuinline::ops::detail::light(v)) {
+      return run_light<kOp, S>(v, grid, block, planned);
+    }
+  }
   if (cuinline::ops::detail::fused(v)) return run_fused<kOp, S>(v, grid, block, planned);
   const rd_args a = args_of<rd_args>(planned);
   constexpr int W = static_cast<int>(16 / sizeof(S));
@@ -667,6 +705,18 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
         emulate(p, s.form);
         if (s.n == 33001 && d == k % 4) emulate(p, s.form, Run::looped);
+      }
+      // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm; 0.125 is one 16-bit
+      // step): the unchained layouts, the 16-bit packs of 1024 threads and chunks of 64 a thread.
+      if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
+        for (const Shape& s : {Shape{3, 3000, 16, 8, 0, RowForm::block},
+                               Shape{2, 20000, 0, 8, 0, RowForm::block}, Shape{2, c5, 8, 0, 0, split}}) {
+          Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
+          cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
+          const RowVariant v = emulate(p, s.form);
+          EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
+          EXPECT_EQ(v.per_thread, s.n == 3000 ? 16 : s.n == 20000 ? 32 : 64) << v.name();
+        }
       }
       for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
         Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);

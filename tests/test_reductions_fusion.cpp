@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "ops/reductions/plan.hpp"
 #include "reductions_views.hpp"
 #include "test_support.hpp"
 
@@ -104,11 +105,47 @@ TEST(ReductionFusion, UnfusedRequestAndKeyAreUnchanged) {
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5, fusion("", "silu")).variant.form,
             RowForm::cluster);
   EXPECT_EQ(plan_rows(RowOp::layer_norm, long_in, long_out, long_w, {}, {}, 1e-5).variant.per_thread, 32);
-  // 16-bit chunks of the split and cluster forms: 64 a thread (kept packed), 32 with chains.
+  // 16-bit chunks of the split and cluster forms: 64 a thread (kept packed), also under a light
+  // prologue (scalar arithmetic); 32 with other chains.
   const TensorView b_in = rows_of(kIn, DType::bf16, 8, 40000), b_out = rows_of(kOut, DType::bf16, 8, 40000);
   EXPECT_EQ(plan_rows(RowOp::softmax, b_in, b_out).variant.name(), "softmax<bf16,cluster,v8,e64,t256,c3>");
   EXPECT_EQ(plan_rows(RowOp::softmax, b_in, b_out, {}, {}, {}, 0, fusion("mul(0.125)", "")).variant.name(),
-            "softmax<bf16,cluster,v8,e32,t256,c5,pro=mul(0.125)>");
+            "softmax<bf16,cluster,v8,e64,t256,c3,pro=mul(0.125)>");
+  EXPECT_EQ(plan_rows(RowOp::softmax, b_in, b_out, {}, {}, {}, 0, fusion("mul(0.1)|relu", "")).variant.name(),
+            "softmax<bf16,cluster,v8,e32,t256,c5,pro=mul(0.1)|relu>");
+}
+
+// A prologue of scalar arithmetic alone (add, sub, mul, div by scalars) on f16 / bf16 rows is light
+// but for add_rms_norm and f16 rms_norm: the variant keeps the unchained layouts (the split form's
+// chunks of 64 elements a thread, the packs), and its program says so (rd_light). Any other step, an
+// epilogue beside it, those two and the f32 / f64 rows take the chained ones.
+TEST(ReductionFusion, LightPrologueKeepsTheUnchainedLayouts) {
+  using cuinline::ops::detail::light;
+  const auto plan = [](DType dt, std::int64_t n, const RowFusion& f) {
+    return plan_rows(RowOp::softmax, rows_of(kIn, dt, 4, n), rows_of(kOut, dt, 4, n), {}, {}, {}, 0, f).variant;
+  };
+  const std::string marker = "struct rd_light<rd_prologue>";
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (const RowFusion& f : {fusion("mul(0.125)|div(2)|add(-1)", ""), fusion("mul(0.1)", "")}) {
+      const RowVariant scaled = plan(dt, 70000, f);
+      EXPECT_TRUE(light(scaled)) << scaled.name();
+      EXPECT_EQ(scaled.per_thread, 64) << scaled.name();  // the unchained chunk
+      EXPECT_NE(cuinline::ops::make_request(scaled).source.find(marker), std::string::npos);
+    }
+    for (const RowFusion& f : {fusion("gelu", ""), fusion("mul(0.125)|relu", ""), fusion("mul(0.125)", "relu")}) {
+      const RowVariant chained = plan(dt, 70000, f);
+      EXPECT_FALSE(light(chained)) << chained.name();
+      EXPECT_EQ(chained.per_thread, 32) << chained.name();
+      EXPECT_EQ(cuinline::ops::make_request(chained).source.find(marker), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(light(plan(DType::f32, 70000, fusion("mul(0.125)", ""))));
+  EXPECT_TRUE(light(plan(DType::f32, 70000, RowFusion{})));
+  const TensorView r = rows_of(kRes, DType::bf16, 4, 70000);
+  const RowVariant add = plan_rows(RowOp::add_rms_norm, rows_of(kIn, DType::bf16, 4, 70000),
+                                   rows_of(kOut, DType::bf16, 4, 70000), {}, {}, r, 1e-6, fusion("mul(0.125)", ""))
+                             .variant;
+  EXPECT_FALSE(light(add)) << add.name();
 }
 
 TEST(ReductionFusion, MisuseIsRefusedBeforeAnyLaunch) {
@@ -208,7 +245,8 @@ TEST(ReductionFusion, CApiRowsRun) {
 }
 
 // Each form with chains compiles for sm_90: a prologue, an epilogue with one and more tensors, both,
-// across the dtypes, the warp form with a whole warp and with 4 and 16 lanes a row (ten kernels).
+// across the dtypes, the warp form with a whole warp and with 4 and 16 lanes a row, and light
+// prologues in the unchained layouts.
 TEST(ReductionFusion, EveryFormCompilesWithChains) {
   const cuinline::Arch sm90 = cuinline::Arch::parse("sm_90");
   struct Case {
@@ -230,6 +268,13 @@ TEST(ReductionFusion, EveryFormCompilesWithChains) {
       {{RowOp::log_softmax, DType::f64, RowForm::looped, 2, 2, 1024}, "clamp(-30,30)", "add(in1)", 1},
       {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 32, 512, 8}, "mul(0.5)", "silu|mul(in1)|add(in2)", 2},
       {{RowOp::add_rms_norm, DType::f32, RowForm::cluster, 4, 32, 512, 5}, "mul(0.5)", "mul(in1)|add(in2)|mul(in3)|add(in4)", 4},
+      // Light prologues in the unchained layouts: 16-bit packs at 32 registers, chunks of 64
+      // elements a thread.
+      {{RowOp::softmax, DType::bf16, RowForm::block, 8, 32, 1024}, "mul(0.1)|add(1)", "", 0},
+      {{RowOp::rms_norm, DType::bf16, RowForm::block, 8, 32, 1024}, "mul(0.125)", "", 0},
+      {{RowOp::log_softmax, DType::f16, RowForm::block, 8, 32, 1024}, "mul(0.125)", "", 0},
+      {{RowOp::layer_norm, DType::bf16, RowForm::cluster, 8, 64, 512, 8}, "mul(0.1)", "", 0},
+      {{RowOp::log_softmax, DType::f16, RowForm::split_write, 8, 64, 256}, "sub(3)|mul(0.1)", "", 0},
   };
   for (const Case& c : cases) {
     RowVariant v = c.v;

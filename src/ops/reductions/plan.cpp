@@ -99,7 +99,7 @@ int block_max_per_thread(DType dtype) noexcept {
 }
 
 int block_max_per_thread(const RowVariant& v) noexcept {
-  const bool heavy = (v.op == RowOp::layer_norm && fused(v)) || v.epilogue_inputs > 2;
+  const bool heavy = (v.op == RowOp::layer_norm && !light(v)) || v.epilogue_inputs > 2;
   return heavy ? std::min(16, block_max_per_thread(v.dtype)) : block_max_per_thread(v.dtype);
 }
 
@@ -249,7 +249,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   } else {
     var.form = RowForm::split_stats;
     var.threads = kSplitThreads;
-    var.per_thread = split_per_thread(dt, fused(var));
+    var.per_thread = split_per_thread(dt, !light(var));
     const std::int64_t chunk = std::int64_t{kSplitThreads} * var.per_thread;
     const std::int64_t splits = (n + chunk - 1) / chunk;
     if (rows > std::numeric_limits<std::int32_t>::max() / splits) c.bad("too many rows for one launch (" + std::to_string(rows) + ")");
@@ -322,8 +322,9 @@ RowCall cluster_form(RowCall call) {
 }
 
 std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
-  const bool parks = v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
-                     (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
+  const bool parks =
+      v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
+      (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
   return parks ? static_cast<std::uint32_t>(v.threads * (v.per_thread / 2) * 4) : 0u;
 }
 

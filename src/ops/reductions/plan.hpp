@@ -48,9 +48,9 @@ constexpr int kWarpMaxPerThread = 32;
 /// The looped form's block.
 constexpr int kLoopedThreads = 1024;
 // The split form: a block of 256 threads a chunk of split_per_thread elements a thread, in
-// registers: 32 (8192 a chunk); unchained f16 and bf16 64 (16384; kept as loaded, 16 bits each:
-// the same registers and bytes a chunk as f32's). With chains 32 (their values in opmath: 64 a
-// thread spilled around a prologue's division, f16 layer_norm "div(2)").
+// registers: 32 (8192 a chunk); unchained f16 and bf16 (no chain, or a light prologue: light())
+// 64 (16384; kept as loaded, 16 bits each: the same registers and bytes a chunk as f32's). With
+// other chains 32 (their values in opmath).
 constexpr int kSplitThreads = 256;
 constexpr int split_per_thread(DType dtype, bool chained) noexcept {
   return (dtype == DType::f16 || dtype == DType::bf16) && !chained ? 64 : 32;
@@ -87,6 +87,11 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
 /// (RowVariant::validate's part, the planner's first).
 bool has_chain(const Op& op) noexcept;
 bool fused(const RowVariant& variant) noexcept;
+/// Whether a variant takes the unchained layouts (reductions.cuh's rd_unchained): no chain, or, for
+/// f16 and bf16 rows (not add_rms_norm's, nor f16 rms_norm's: they spilled), a prologue alone of
+/// scalar add, sub, mul and div steps (render.hpp's chain_is_scalar_arithmetic), whose program
+/// specializes rd_light for it.
+bool light(const RowVariant& variant) noexcept;
 void check_chains(const RowVariant& variant);
 
 /// The dynamic shared memory a block of the variant's kernel takes (reductions.cuh's

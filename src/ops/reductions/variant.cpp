@@ -118,20 +118,20 @@ void RowVariant::validate() const {
     case RowForm::split_stats:
     case RowForm::split_write:
       if (threads != detail::kSplitThreads ||
-          per_thread != detail::split_per_thread(dtype, detail::fused(*this))) {
+          per_thread != detail::split_per_thread(dtype, !detail::light(*this))) {
         throw InvalidArgument("reduction variant " + name() + ": the split forms have " +
                               std::to_string(detail::kSplitThreads) + " threads and " +
-                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) +
+                              std::to_string(detail::split_per_thread(dtype, !detail::light(*this))) +
                               " elements a thread");
       }
       return;
     case RowForm::cluster: {
       const int groups = threads / detail::kSplitThreads;
-      if (per_thread != detail::split_per_thread(dtype, detail::fused(*this)) ||
+      if (per_thread != detail::split_per_thread(dtype, !detail::light(*this)) ||
           threads % detail::kSplitThreads != 0 || groups < 1 || groups > detail::cluster_max_groups(dtype) ||
           cluster < 2 || cluster > detail::kClusterMaxBlocks) {
         throw InvalidArgument("reduction variant " + name() + ": the cluster form has " +
-                              std::to_string(detail::split_per_thread(dtype, detail::fused(*this))) +
+                              std::to_string(detail::split_per_thread(dtype, !detail::light(*this))) +
                               " elements a thread, blocks of 1 to " +
                               std::to_string(detail::cluster_max_groups(dtype)) + " groups of " +
                               std::to_string(detail::kSplitThreads) + " threads and 2 to " +
@@ -189,6 +189,9 @@ CompileRequest make_request(const RowVariant& v) {
     request.source += "#define CUINLINE_EW_FMAD\n#include \"reductions.cuh\"\n#include \"ew_ops.cuh\"\n";
     if (detail::has_chain(v.prologue)) {
       request.source += cuinline::detail::render_op_functor(v.prologue, v.dtype, "rd_prologue");
+      if (detail::light(v)) {
+        request.source += "template <>\nstruct rd_light<rd_prologue> {\n  enum { value = 1 };\n};\n";
+      }
     }
     if (detail::has_chain(v.epilogue)) {
       request.source += cuinline::detail::render_nary_functor(v.epilogue, v.dtype, 1 + v.epilogue_inputs, "rd_epilogue");
@@ -214,6 +217,21 @@ bool has_chain(const Op& op) noexcept {
 
 bool fused(const RowVariant& v) noexcept {
   return has_chain(v.prologue) || has_chain(v.epilogue) || v.epilogue_inputs != 0;
+}
+
+bool light(const RowVariant& v) noexcept {
+  if (!fused(v)) return true;
+  // (At the 32 registers of two 1024-thread blocks an SM, 32 elements a thread, a prologue's product
+  // spilled f32's parked rows 72 bytes, f16 add_rms_norm's packs 8 and f16 rms_norm's 108; the f16 and
+  // bf16 softmax, log_softmax and layer_norm and bf16 rms_norm none: ptxas, sm_90.)
+  if (v.dtype != DType::f16 && v.dtype != DType::bf16) return false;
+  if (v.op == RowOp::add_rms_norm || (v.op == RowOp::rms_norm && v.dtype == DType::f16)) return false;
+  if (has_chain(v.epilogue) || v.epilogue_inputs != 0) return false;
+  try {
+    return cuinline::detail::chain_is_scalar_arithmetic(v.prologue, v.dtype);
+  } catch (const std::exception&) {  // an invalid chain (check_chains refuses it)
+    return false;
+  }
 }
 
 void check_chains(const RowVariant& v) {
