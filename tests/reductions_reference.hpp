@@ -165,9 +165,10 @@ inline void reference_row(const Problem& p, std::int64_t row, std::vector<double
 }
 
 // Whether two outputs hold the same bits, any NaN matching any NaN: on the host (the emulated
-// kernels) a NaN keeps an operand's sign and payload through arithmetic, so the order of a sum
-// that meets two NaNs picks the bits; a GPU's NaN results are canonical (the GPU tests compare
-// every bit).
+// kernels) and in a GPU's f64 arithmetic a NaN keeps an operand's sign and payload (an input's
+// 0x7ff8000000000000, -inf - -inf's 0xfff8000000000000 on an H200), so the order of operations that
+// meet two NaNs picks the bits; a GPU's f32 and 16-bit NaN results are canonical (the GPU tests
+// compare every bit of those).
 inline bool same_bits_or_nans(DType dt, const std::vector<unsigned char>& a,
                               const std::vector<unsigned char>& b) {
   if (a.size() != b.size()) return false;
