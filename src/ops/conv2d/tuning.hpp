@@ -35,6 +35,7 @@ struct Conv2dTuning {
   std::int64_t window_row_tiles;    ///< most tiles a window-form block computes in turn
   std::int64_t halo_row_tiles;      ///< most tiles a halo-form block computes in turn
   std::int64_t large_filter_taps;   ///< taps from which a two-warpgroup tile keeps two m64 tiles
+  std::int64_t two_tile_min_steps;  ///< k steps from which it keeps them for smaller filters too
   std::int64_t small_plane_pixels;  ///< output pixels an image up to which f16 / bf16 take m64 tiles
   std::int64_t mid_plane_min_pixels, mid_plane_max_pixels;  ///< output pixels an image of a mid plane
   std::int64_t mid_plane_min_steps, mid_plane_max_steps;    ///< k steps of a mid plane's m64 split form
