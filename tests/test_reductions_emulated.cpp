@@ -785,6 +785,24 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
             << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
         EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
       }
+      // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm): the unchained
+      // layouts' split (the block form of 16 elements a thread, chunks of 64), which the generic
+      // kernel follows.
+#ifdef RD_ASAN_FIBERS
+      if (d != k % 4) continue;
+#endif
+      if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
+        for (const auto& [n, form] : {std::pair{std::int64_t{3000}, RowForm::block}, std::pair{c5, split}}) {
+          Problem p = cuinline::test::make_problem(op, dt, 3, n, rng);
+          cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
+          std::vector<unsigned char> y_generic, r_generic, y, r;
+          const RowVariant v = emulate(p, form, Run::generic, &y_generic, &r_generic);
+          emulate(p, form, Run::planned, &y, &r);
+          EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
+          EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+              << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+        }
+      }
     }
   }
 }
