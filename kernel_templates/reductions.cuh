@@ -437,10 +437,10 @@ enum { RD_OPMATH = 0, RD_PACKED = 1, RD_PARKED = 2, RD_PACKED_EACH = 3 };
 // (div by a scalar is a product): a float operation and a rounding each, or one 16-bit instruction
 // where the constant is a storage value (ew_ops.cuh's ew_*_exact). The program of such a variant
 // specializes rd_light for its rd_prologue (src/ops/reductions/variant.cpp's light(): f16 and bf16
-// rows but add_rms_norm's and f16 rms_norm's). A light prologue keeps no register past its load (but
-// where ptxas spilled those two), so the variant takes
-// the unchained layouts and bounds (the packs, rd_regs_min_blocks, the chunks' packs); its values
-// are the prologue's storage values, which the packs hold exactly.
+// rows but add_rms_norm's and f16 rms_norm's, which ptxas spilled). A light prologue keeps no
+// register past its load, so the variant takes the unchained layouts and bounds (the packs,
+// rd_regs_min_blocks, the chunks' packs); its values are the prologue's storage values, which the
+// packs hold exactly.
 template <class P>
 struct rd_light {
   enum { value = 0 };

@@ -186,14 +186,14 @@ TEST(Templates, ExactSixteenBitConstants) {
   EXPECT_NE(bf16.find("x = ew_sub_exact(x, ew_bf16{0x4000});"), std::string::npos) << bf16;
   EXPECT_NE(bf16.find("x = ew_mul_exact(x, ew_bf16{0x3e80});"), std::string::npos) << bf16;
   EXPECT_EQ(cuinline::detail::render_op_functor(op, DType::f32, "E").find("_exact"), std::string::npos);
-  // Scalar arithmetic (the reductions' light prologues): add, sub, mul and div steps, exact or not.
-  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
-    EXPECT_TRUE(cuinline::detail::chain_is_scalar_arithmetic(op, dt));
-    EXPECT_FALSE(
-        cuinline::detail::chain_is_scalar_arithmetic(Op::chain({Step::mul(0.125), Step::relu()}), dt));
-    EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op::expr("x * 2", {}), dt));
-    EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op{}, dt));
-  }
+  // Scalar arithmetic (the reductions' light prologues): add, sub, mul and div steps, exact or not;
+  // not div_leaky_relu (two steps, one an activation), a tensor step, an expression or no step.
+  EXPECT_TRUE(cuinline::detail::chain_is_scalar_arithmetic(op));
+  EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op::chain({Step::mul(0.125), Step::relu()})));
+  EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op::chain({Step::div_leaky_relu(2, 0.2)})));
+  EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(cuinline::ops::parse_op("mul(in1)")));
+  EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op::expr("x * 2", {})));
+  EXPECT_FALSE(cuinline::detail::chain_is_scalar_arithmetic(Op{}));
 }
 
 TEST(Templates, OneVariantPerKey) {

@@ -293,13 +293,16 @@ std::optional<std::uint16_t> exact_16bit_constant(const LoweredStep& step, DType
   return bits;
 }
 
-bool chain_is_scalar_arithmetic(const ops::Op& op, DType dtype) {
+bool chain_is_scalar_arithmetic(const ops::Op& op) noexcept {
   if (!op.expression.empty() || op.steps.empty()) return false;
-  const std::vector<LoweredStep> steps = lower_chain(op, dtype);
-  for (const LoweredStep& step : steps) {
-    if (step.fn != LoweredFn::add && step.fn != LoweredFn::sub && step.fn != LoweredFn::mul) return false;
+  for (const ops::Step& step : op.steps) {
+    // (Each lowers to one LoweredFn::add, sub or mul step.)
+    if (step.kind != ops::StepKind::add && step.kind != ops::StepKind::sub &&
+        step.kind != ops::StepKind::mul && step.kind != ops::StepKind::div) {
+      return false;
+    }
   }
-  return !steps.empty();
+  return true;
 }
 
 double opmath_value(double value, DType dtype) {

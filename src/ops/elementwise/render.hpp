@@ -69,8 +69,9 @@ std::optional<std::uint16_t> exact_16bit_constant(const LoweredStep& step, DType
 /// Whether every step of the chain is a scalar add, sub or mul (div by a scalar included: a product
 /// with its reciprocal): one float operation and a rounding a step, or one 16-bit instruction where
 /// exact_16bit_constant holds, and no register kept past the step. What the row reductions' light
-/// prologue is (reductions.cuh's rd_light). False for an empty chain and an expression.
-bool chain_is_scalar_arithmetic(const ops::Op& op, DType dtype);
+/// prologue is (reductions.cuh's rd_light); read on every planned call, so it allocates nothing.
+/// False for an empty chain and an expression.
+bool chain_is_scalar_arithmetic(const ops::Op& op) noexcept;
 
 /// `value` converted to the opmath type of `dtype` (float for f32/f16/bf16), as a double: the
 /// value opmath_literal(value, dtype) writes.

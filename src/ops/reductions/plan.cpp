@@ -322,9 +322,8 @@ RowCall cluster_form(RowCall call) {
 }
 
 std::uint32_t row_shared_bytes(const RowVariant& v) noexcept {
-  const bool parks =
-      v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
-      (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
+  const bool parks = v.dtype == DType::f32 && v.form == RowForm::block && v.threads == 1024 && v.per_thread == 32 &&
+                     (v.op == RowOp::softmax || v.op == RowOp::log_softmax || v.op == RowOp::rms_norm) && !fused(v);
   return parks ? static_cast<std::uint32_t>(v.threads * (v.per_thread / 2) * 4) : 0u;
 }
 
