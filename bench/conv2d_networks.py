@@ -6,7 +6,7 @@ where the block adds it, + ReLU where the block has one) in one cuinline call, b
 
 Usage: conv2d_networks.py --lib build-shared/libcuinline.so [--nets resnet50,unet,small_planes] [--dtypes f16,bf16]
                           [--batches 1,8,32] [--compile-batches 32] [--samples 30] [--out networks.md]
-                          [--only SUBSTRING] [--generic]
+                          [--only SUBSTRING] [--generic | --generic-only]
 
 Every tensor channels-last (model.to(memory_format=torch.channels_last)). The L2 is flushed (a
 256 MiB write) before every timed call; CUDA events around the call alone, median of --samples after
@@ -19,7 +19,9 @@ torch.compile is timed for the batches in --compile-batches (each configuration 
 static shapes); elsewhere the faster peer is eager. --generic also times each configuration on the
 generic conv2d kernel (the `generic` JIT policy: what a never-seen variant runs on while its
 specialized kernel compiles, docs/jit.md) and checks its output the same way; the summary then adds
-the geometric mean and the largest generic / specialized time.
+the geometric mean and the largest generic / specialized time. --generic-only times the generic
+kernel alone (no specialized kernel compiled, no peer): one line a configuration, for comparing
+generic kernels across builds or CUINLINE_CONV2D_GENERIC_* settings, one process each.
 """
 import argparse
 import ctypes
@@ -187,7 +189,9 @@ def main():
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--only", default="", help="only layers whose name contains this")
     ap.add_argument("--generic", action="store_true", help="time the generic conv2d kernel too")
+    ap.add_argument("--generic-only", action="store_true", help="time the generic conv2d kernel alone")
     args = ap.parse_args()
+    args.generic = args.generic or args.generic_only
     os.environ.setdefault("CUINLINE_JIT_POLICY", "sync")
     lib = ctypes.CDLL(args.lib)
     lib.cuinline_last_error.restype = ctypes.c_char_p
@@ -231,17 +235,29 @@ def main():
     if args.generic:
         launches = generic_launches()
         assert lib.cuinline_set_jit_policy(2) == 0
+        if args.generic_only:
+            lines = ["| net | dtype | batch | layer | generic ms | rel L2 generic |", "|---|---|---|---|---|---|"]
+            print("\n".join(lines), flush=True)
         for net, dtype_name, batch, case in configs():
             case.y.fill_(float("nan"))
             got = case.cuinline().clone()
             err_gen = rel_l2(got, case.reference())
             del got
             generic_runs[(net, dtype_name, batch, case.name)] = (time_ms(case.cuinline, flush, args.samples, warmup=5), err_gen)
+            if args.generic_only:
+                t, _ = generic_runs[(net, dtype_name, batch, case.name)]
+                lines.append(f"| {net} | {dtype_name} | {batch} | {case.name} | {t:.4f} | {err_gen:.2e} |")
+                print(lines[-1], flush=True)
             del case
             torch.cuda.empty_cache()
         assert lib.cuinline_set_jit_policy(1) == 0
         print(f"generic pass: {len(generic_runs)} configurations, {generic_launches() - launches} generic launches "
               f"(each configuration: {args.samples + 6} calls)", flush=True)
+        if args.generic_only:
+            if args.out:
+                with open(args.out, "w") as f:
+                    f.write("\n".join(lines) + "\n")
+            return
     for net, dtype_name, batch, case in configs():
         generic = ""
         case.y.fill_(float("nan"))

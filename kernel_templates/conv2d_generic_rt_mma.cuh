@@ -8,8 +8,10 @@
 // An implicit GEMM per group: M = the output pixels of all p.images images (a tile may span two
 // images, so small planes and small batches still fill the GPU), N = the group's output channels,
 // K = the filter taps x the group's input channels. A block computes kBM pixels x kBN channels with
-// four warps of 32 x 32 (mma.sync m16n8k16, fp32 accumulators), its tiles read from shared memory
-// with ldmatrix. Two forms, each its own kernel:
+// four warps (mma.sync m16n8k16, fp32 accumulators), its tiles read from shared memory with
+// ldmatrix: 64 x 64 (warps of 32 x 32), or, in the wide form, 128 x 128 (warps of 64 x 64, four K
+// tiles in flight, dynamic shared memory) for a vector-form launch of many tiles. Two forms, each
+// its own kernel (the vector form's wide tiling a third):
 // - the vector form, for a channels-last, 16-byte aligned input whose groups' channel runs are whole
 //   16-byte vectors: K tap-major, a K tile kBK channels of one tap (one 16-byte-vector run of each
 //   pixel's input), the tiles copied by cp.async kStages deep, zero-filled outside the image and past
@@ -40,42 +42,68 @@
 #define CUINLINE_CONV2D_RT_MMA_THREADS 128
 #define CUINLINE_CONV2D_RT_MMA_BM 64
 #define CUINLINE_CONV2D_RT_MMA_BN 64
+#define CUINLINE_CONV2D_RT_MMAW_BM 128  // the wide form's tile (its threads: CUINLINE_CONV2D_RT_MMA_THREADS)
+#define CUINLINE_CONV2D_RT_MMAW_BN 128
+#define CUINLINE_CONV2D_RT_MMAW_STAGES 4
 
 namespace cuinline_conv2d_rt_mma_detail {
 
-constexpr int kThreads = CUINLINE_CONV2D_RT_MMA_THREADS;
-constexpr int kBM = CUINLINE_CONV2D_RT_MMA_BM;
-constexpr int kBN = CUINLINE_CONV2D_RT_MMA_BN;
-constexpr int kBK = 32;           // input channels of one tap a K tile
-constexpr int kRow = kBK + 8;     // a tile row in shared memory: 80 bytes, so ldmatrix's 8 rows hit 8 bank groups
-constexpr int kStages = 3;
-constexpr int kVec = 8;           // 16-bit elements a 16-byte vector
-constexpr int kRowsPerThread = kBM * (kBK / kVec) / kThreads;  // A (and B) vectors a thread copies a tile
-constexpr int kOutRow = kBN + 4;  // the accumulators' row in shared memory (after the main loop)
-static_assert(kBM == kBN, "A and B tiles are copied by the same thread rows");
+constexpr int kBK = 32;  // input channels of one tap a K tile
+// A tile row in shared memory: 80 bytes, so ldmatrix's 8 rows hit 8 bank groups.
+constexpr int kRow = kBK + 8;
+constexpr int kVec = 8;  // 16-bit elements a 16-byte vector
 
-template <class T>
-struct Tiles {
-  T a[kStages][kBM * kRow];
-  T b[kStages][kBN * kRow];
+// A block's tiling: kBM pixels x kBN channels on kWarpsM x kWarpsN warps (each kBM / kWarpsM x
+// kBN / kWarpsN), kStages K tiles in flight. kDynamic: its tiles are in dynamic shared memory
+// (kSharedBytes, over the static 48 KiB).
+template <int BM, int BN, int WarpsM, int WarpsN, int Stages, bool Dynamic>
+struct Shape {
+  static constexpr int kBM = BM, kBN = BN, kWarpsM = WarpsM, kWarpsN = WarpsN, kStages = Stages;
+  static constexpr bool kDynamic = Dynamic;
+  static constexpr int kThreads = 32 * WarpsM * WarpsN;
+  static constexpr int kMI = BM / WarpsM / 16;  // a warp's m16 tiles
+  static constexpr int kNI = BN / WarpsN / 8;   // and n8 tiles
+  // A (and B) vectors a thread copies a K tile.
+  static constexpr int kRowsPerThread = BM * (kBK / kVec) / kThreads;
+  static constexpr int kOutRow = BN + 4;  // the accumulators' row in shared memory (after the main loop)
+  static constexpr int kSharedBytes = Stages * (BM + BN) * kRow * 2;
+  static_assert(BM == BN, "A and B tiles are copied by the same thread rows");
+  static_assert(kNI % 2 == 0 && BM * (kBK / kVec) % kThreads == 0, "whole ldmatrix pairs and copies");
+  static_assert(sizeof(float) * BM * kOutRow + sizeof(int) <= kSharedBytes,
+                "the accumulators (and split K's flag) fit in the tiles' memory");
 };
-static_assert(sizeof(float) * kBM * kOutRow + sizeof(int) <= sizeof(Tiles<ew_half>),
-              "the accumulators (and split K's flag) fit in the tiles' memory");
+// The 64 x 64 form (warps of 32 x 32, static shared memory), and the wide form for long reductions
+// (warps of 64 x 64: twice the products a shared load; 80 KiB of dynamic shared memory, two blocks
+// a multiprocessor on sm_80 and sm_90). Both split K where the launch asks.
+using Tile64 = Shape<CUINLINE_CONV2D_RT_MMA_BM, CUINLINE_CONV2D_RT_MMA_BN, 2, 2, 3, false>;
+using TileWide =
+    Shape<CUINLINE_CONV2D_RT_MMAW_BM, CUINLINE_CONV2D_RT_MMAW_BN, 2, 2, CUINLINE_CONV2D_RT_MMAW_STAGES, true>;
+static_assert(Tile64::kThreads == CUINLINE_CONV2D_RT_MMA_THREADS &&
+                  TileWide::kThreads == CUINLINE_CONV2D_RT_MMA_THREADS,
+              "one block size");
+static_assert(Tile64::kSharedBytes <= 48 * 1024, "the 64 x 64 form's tiles are static");
+
+template <class T, class C>
+struct Tiles {
+  T a[C::kStages][C::kBM * kRow];
+  T b[C::kStages][C::kBN * kRow];
+};
 
 // The pixels whose A vectors this thread copies: their image's group input, their input origin,
 // and whether they exist (rows past the last image's last pixel do not).
-template <class T>
+template <class T, class C>
 struct PixelRows {
-  const T* in[kRowsPerThread];
-  int iy0[kRowsPerThread], ix0[kRowsPerThread];
-  bool valid[kRowsPerThread];
+  const T* in[C::kRowsPerThread];
+  int iy0[C::kRowsPerThread], ix0[C::kRowsPerThread];
+  bool valid[C::kRowsPerThread];
 };
 
 // K tile kt (tap kt / cchunks, channels (kt % cchunks) kBK ..) of A and B into stage s.
-template <class T>
+template <class T, class C>
 __device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, const T* w_g,
-                                          const PixelRows<T>& px, int n0, int kt, int cchunks, bool vec_w,
-                                          Tiles<T>& t, int s) {
+                                          const PixelRows<T, C>& px, int n0, int kt, int cchunks, bool vec_w,
+                                          Tiles<T, C>& t, int s) {
+  constexpr int kRowsPerThread = C::kRowsPerThread, kThreads = C::kThreads;
   using namespace cuinline_arch;
   const int tap = kt / cchunks;
   const int c0 = (kt - tap * cchunks) * kBK;
@@ -118,14 +146,16 @@ __device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, co
 // its A and B rows one by one into registers (issued before the tile's products, stored after them).
 // The 8 elements' taps and channels are stepped from the first one's (two divisions a tile), and
 // their offsets in the input and the weight, computed once, serve all of the thread's rows.
-template <class T>
+template <class T, class C>
 struct Gathered {
-  uint4 a[kRowsPerThread], b[kRowsPerThread];
+  uint4 a[C::kRowsPerThread], b[C::kRowsPerThread];
 };
 
-template <class T>
+template <class T, class C>
 __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, const T* w_g,
-                                            const PixelRows<T>& px, int n0, int kt, int k_total, Gathered<T>& g) {
+                                            const PixelRows<T, C>& px, int n0, int kt, int k_total,
+                                            Gathered<T, C>& g) {
+  constexpr int kRowsPerThread = C::kRowsPerThread, kThreads = C::kThreads;
   union Vec {
     uint4 raw;
     T v[kVec];
@@ -181,8 +211,9 @@ __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, 
   }
 }
 
-template <class T>
-__device__ __forceinline__ void store_tile(const Gathered<T>& g, Tiles<T>& t, int s) {
+template <class T, class C>
+__device__ __forceinline__ void store_tile(const Gathered<T, C>& g, Tiles<T, C>& t, int s) {
+  constexpr int kRowsPerThread = C::kRowsPerThread, kThreads = C::kThreads;
   const int cc = threadIdx.x % (kBK / kVec);
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
@@ -192,30 +223,31 @@ __device__ __forceinline__ void store_tile(const Gathered<T>& g, Tiles<T>& t, in
   }
 }
 
-// The block's kBK-deep product of stage s into the warp's 32 x 32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma_tile(const Tiles<T>& t, int s, int wm, int wn, float (&acc)[2][4][4]) {
+// The block's kBK-deep product of stage s into the warp's accumulators (kMI m16 x kNI n8 tiles).
+template <class T, class C>
+__device__ __forceinline__ void mma_tile(const Tiles<T, C>& t, int s, int wm, int wn,
+                                         float (&acc)[C::kMI][C::kNI][4]) {
   using namespace cuinline_arch;
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int kk = 0; kk < kBK; kk += 16) {
-    unsigned a[2][4], b[4][2];
+    unsigned a[C::kMI][4], b[C::kNI][2];
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int row = wm * 32 + mi * 16 + (lane & 15);
+    for (int mi = 0; mi < C::kMI; ++mi) {
+      const int row = wm * (C::kMI * 16) + mi * 16 + (lane & 15);
       ldmatrix_x4(a[mi], smem_address(&t.a[s][row * kRow + kk + (lane >> 4) * 8]));
     }
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      const int row = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
+    for (int np = 0; np < C::kNI / 2; ++np) {
+      const int row = wn * (C::kNI * 8) + np * 16 + (lane & 7) + (lane >> 4) * 8;
       unsigned r[4];
       ldmatrix_x4(r, smem_address(&t.b[s][row * kRow + kk + ((lane >> 3) & 1) * 8]));
       b[np * 2][0] = r[0], b[np * 2][1] = r[1], b[np * 2 + 1][0] = r[2], b[np * 2 + 1][1] = r[3];
     }
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int mi = 0; mi < C::kMI; ++mi) {
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+      for (int ni = 0; ni < C::kNI; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
     }
   }
 }
@@ -299,20 +331,32 @@ __device__ __forceinline__ void cuinline_conv2d_rt_pack_weight_body(const T* __r
 /// The tensor-core generic conv (T = ew_half or ew_bf16). kGathered: the gathered form (p.vec_in
 /// 0), else the vector form (p.vec_in set, the input 16-byte aligned; p.vec_w: the channels-last
 /// weight read by cp.async, also 16-byte aligned); each its own kernel, so the vector form keeps
-/// its registers. Arguments as cuinline_conv2d_rt_body's.
-template <class T, bool kGathered>
-__device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict__ input, const T* __restrict__ weight,
-                                                            const T* __restrict__ bias, T* __restrict__ output,
-                                                            const T* __restrict__ residual,
-                                                            const cuinline_conv2d_chan& chan,
-                                                            const cuinline_conv2d_rt_params& p, const ewg_program& e) {
+/// its registers. C: the block's tiling (Tile64, or TileWide for the vector form: the wide form, its
+/// own kernel; launched with TileWide::kSharedBytes of dynamic shared memory). Arguments as
+/// cuinline_conv2d_rt_body's.
+template <class T, bool kGathered, class C = cuinline_conv2d_rt_mma_detail::Tile64>
+__device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
+    const T* __restrict__ input, const T* __restrict__ weight, const T* __restrict__ bias,
+    T* __restrict__ output, const T* __restrict__ residual, const cuinline_conv2d_chan& chan,
+    const cuinline_conv2d_rt_params& p, const ewg_program& e) {
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(CUINLINE_CONV2D_RT_MMA_EMULATED)
   using namespace cuinline_conv2d_rt_mma_detail;
+  static_assert(!(kGathered && C::kDynamic), "the gathered form has the 64 x 64 tiling");
+  constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages, kThreads = C::kThreads;
+  constexpr int kRowsPerThread = C::kRowsPerThread, kOutRow = C::kOutRow;
 #ifdef CUINLINE_CONV2D_RT_MMA_EMULATED
   // (The host emulation, tests/test_conv2d_generic_rt_emulated.cpp: the block's emulated memory.)
-  Tiles<T>& tiles = *reinterpret_cast<Tiles<T>*>(cuinline_emulated_smem());
+  Tiles<T, C>& tiles = *reinterpret_cast<Tiles<T, C>*>(cuinline_emulated_smem());
 #else
-  __shared__ __align__(16) Tiles<T> tiles;
+  Tiles<T, C>* tiles_at;
+  if constexpr (C::kDynamic) {
+    extern __shared__ __align__(16) unsigned char cuinline_conv2d_rt_mma_smem[];
+    tiles_at = reinterpret_cast<Tiles<T, C>*>(cuinline_conv2d_rt_mma_smem);
+  } else {
+    __shared__ __align__(16) Tiles<T, C> static_tiles;
+    tiles_at = &static_tiles;
+  }
+  Tiles<T, C>& tiles = *tiles_at;
 #endif
   const long long pixels = (long long)p.oh * p.ow;
   const long long m_end = pixels * p.images;
@@ -322,7 +366,7 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
   const int n0 = (blockIdx.y - grp * n_tiles) * kBN;
   const T* w_g = weight + (long long)grp * p.cout_g * p.w_o;
   const bool vec_w = p.vec_w != 0;
-  PixelRows<T> px;
+  PixelRows<T, C> px;
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     const long long m = m0 + threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
@@ -344,36 +388,36 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
   const int per_slice = (ktiles_all + slices - 1) / slices;
   const int kt0 = min(ktiles_all, (int)blockIdx.z * per_slice);
   const int ktiles = min(ktiles_all - kt0, per_slice);
-  float acc[2][4][4];
+  float acc[C::kMI][C::kNI][4];
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < C::kMI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
+    for (int ni = 0; ni < C::kNI; ++ni)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
   const int warp = threadIdx.x / 32;
-  const int wm = warp & 1, wn = warp >> 1;
+  const int wm = warp % C::kWarpsM, wn = warp / C::kWarpsM;
   if constexpr (gathered) {
-    Gathered<T> g;
+    Gathered<T, C> g;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < ktiles) {
-        gather_tile<T>(p, w_g, px, n0, kt0 + s, k_total, g);
-        store_tile<T>(g, tiles, s);
+        gather_tile<T, C>(p, w_g, px, n0, kt0 + s, k_total, g);
+        store_tile<T, C>(g, tiles, s);
       }
     }
 #pragma unroll 1
     for (int kt = 0; kt < ktiles; ++kt) {
       __syncthreads();  // tile kt stored by every thread; every warp is done with tile kt - 1's stage
       const int next = kt + kStages - 1;
-      if (next < ktiles) gather_tile<T>(p, w_g, px, n0, kt0 + next, k_total, g);  // (loads in flight ...)
-      mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
-      if (next < ktiles) store_tile<T>(g, tiles, next % kStages);  // (... over the products)
+      if (next < ktiles) gather_tile<T, C>(p, w_g, px, n0, kt0 + next, k_total, g);  // (loads in flight ...)
+      mma_tile<T, C>(tiles, kt % kStages, wm, wn, acc);
+      if (next < ktiles) store_tile<T, C>(g, tiles, next % kStages);  // (... over the products)
     }
   } else {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < ktiles) load_tile<T>(p, w_g, px, n0, kt0 + s, cchunks, vec_w, tiles, s);
+      if (s < ktiles) load_tile<T, C>(p, w_g, px, n0, kt0 + s, cchunks, vec_w, tiles, s);
       cuinline_arch::copy_commit();
     }
 #pragma unroll 1
@@ -381,9 +425,9 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
       cuinline_arch::copy_wait<kStages - 2>();
       __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's stage
       const int next = kt + kStages - 1;
-      if (next < ktiles) load_tile<T>(p, w_g, px, n0, kt0 + next, cchunks, vec_w, tiles, next % kStages);
+      if (next < ktiles) load_tile<T, C>(p, w_g, px, n0, kt0 + next, cchunks, vec_w, tiles, next % kStages);
       cuinline_arch::copy_commit();
-      mma_tile<T>(tiles, kt % kStages, wm, wn, acc);
+      mma_tile<T, C>(tiles, kt % kStages, wm, wn, acc);
     }
     cuinline_arch::copy_wait<0>();
   }
@@ -393,12 +437,13 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
   const int lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < C::kMI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
+    for (int ni = 0; ni < C::kNI; ++ni)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        out_tile[wm * 32 + mi * 16 + g + (r >> 1) * 8][wn * 32 + ni * 8 + 2 * t + (r & 1)] = acc[mi][ni][r];
+        out_tile[wm * (C::kMI * 16) + mi * 16 + g + (r >> 1) * 8]
+                [wn * (C::kNI * 8) + ni * 8 + 2 * t + (r & 1)] = acc[mi][ni][r];
       }
   __syncthreads();
   if (slices > 1) {
@@ -420,25 +465,31 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(const T* __restrict_
     __syncthreads();
     if (!*last) return;
     __threadfence();
-    // The slices' tiles added in slice order (the same sum whichever block arrives last), a
-    // thread's kQuads / kThreads quads at a time, so their loads are in flight together.
-    constexpr int kPer = kQuads / kThreads;
-    static_assert(kQuads % kThreads == 0, "whole quads a thread");
-    float4 sum[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) sum[j] = __ldcg(part + threadIdx.x + j * kThreads);
+    // The slices' tiles added in slice order (the same sum whichever block arrives last), kPer of a
+    // thread's quads at a time, so their loads are in flight together.
+    constexpr int kQuadsPerThread = kQuads / kThreads;
+    constexpr int kPer = kQuadsPerThread < 8 ? kQuadsPerThread : 8;
+    static_assert(kQuads % kThreads == 0 && kQuadsPerThread % kPer == 0, "whole quads a thread");
 #pragma unroll 1
-    for (int z = 1; z < slices; ++z) {
-      float4 v[kPer];
+    for (int j0 = 0; j0 < kQuadsPerThread; j0 += kPer) {
+      const float4* const at = part + threadIdx.x + j0 * kThreads;
+      float4 sum[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) v[j] = __ldcg(part + z * kQuads + threadIdx.x + j * kThreads);
+      for (int j = 0; j < kPer; ++j) sum[j] = __ldcg(at + j * kThreads);
+#pragma unroll 1
+      for (int z = 1; z < slices; ++z) {
+        float4 v[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) sum[j].x += v[j].x, sum[j].y += v[j].y, sum[j].z += v[j].z, sum[j].w += v[j].w;
-    }
+        for (int j = 0; j < kPer; ++j) v[j] = __ldcg(at + z * kQuads + j * kThreads);
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = threadIdx.x + j * kThreads;
-      *reinterpret_cast<float4*>(&out_tile[i / (kBN / 4)][(i % (kBN / 4)) * 4]) = sum[j];
+        for (int j = 0; j < kPer; ++j)
+          sum[j].x += v[j].x, sum[j].y += v[j].y, sum[j].z += v[j].z, sum[j].w += v[j].w;
+      }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + (j0 + j) * kThreads;
+        *reinterpret_cast<float4*>(&out_tile[i / (kBN / 4)][(i % (kBN / 4)) * 4]) = sum[j];
+      }
     }
     if (threadIdx.x == 0) *counter = 0;  // (zeroed for a replay of a captured launch too)
     __syncthreads();

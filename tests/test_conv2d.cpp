@@ -559,6 +559,9 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "0"}}, [](const K& k) { return k.generic_split_k_min == 0; }},
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "8"}}, [](const K& k) { return k.generic_split_k_min == -1; }},
       {{{"CUINLINE_CONV2D_GENERIC_SPLIT_K", "x"}}, [](const K& k) { return k.generic_split_k_min == -1; }},
+      {{{"CUINLINE_CONV2D_GENERIC_WIDE", "0"}}, [](const K& k) { return k.generic_wide == 0; }},
+      {{{"CUINLINE_CONV2D_GENERIC_WIDE", "1"}}, [](const K& k) { return k.generic_wide == 1; }},
+      {{{"CUINLINE_CONV2D_GENERIC_WIDE", "2"}}, [](const K& k) { return k.generic_wide == -1; }},
       {{{"CUINLINE_CONV2D_TARGET", "sm_75"}},
        [](const K& k) { return k.target == cuinline::Arch::parse("sm_75"); }},
       {{{"CUINLINE_CONV2D_TARGET", "gpu"}}, [](const K& k) { return !k.target && !k.target_error.empty(); }},
@@ -571,7 +574,7 @@ TEST(Conv2dKnobs, ParsedValuesAndDefaults) {
     EXPECT_EQ(std::strncmp(k.name, "CUINLINE_CONV2D_", 16), 0) << k.name;
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
   }
-  EXPECT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.size(), 26u);
 }
 
 // The knobs are read from the environment once, in the process's first plan: each case a fresh

@@ -48,6 +48,7 @@ int g_split_launches = 0;  // launches that split K (the sm_90 test checks it ha
 int g_pixel_launches = 0;  // launches of the direct kernel's pixel-row form (mode 4)
 int g_gemm_launches = 0;   // launches of the f32 implicit GEMM (mode 5)
 int g_pack_launches = 0;   // gathered-form launches on a packed weight
+int g_wide_launches = 0;   // launches of the tensor-core kernel's wide tiling (mode 6)
 
 template <class T>
 T checked_read(const T* p) {
@@ -297,6 +298,15 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
     ++g_split_launches;
   }
   if (hp.mode == 2 || hp.mode == 3) EXPECT_EQ(hp.mode, misaligned_input || hp.vec_in == 0 ? 3 : 2);
+  if (hp.mode == 6) {
+    EXPECT_EQ(hp.vec_in, 1) << "the wide tiling is the vector form's";
+    EXPECT_FALSE(misaligned_input);
+    EXPECT_EQ(l.grid.shared_bytes,
+              sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T, cuinline_conv2d_rt_mma_detail::TileWide>));
+    ++g_wide_launches;
+  } else {
+    EXPECT_EQ(l.grid.shared_bytes, 0u);
+  }
   if (hp.mode == 4) ++g_pixel_launches;
   if (hp.mode == 5) ++g_gemm_launches;
   // The gathered form's packed weight: the packing kernel (its threads as lanes) into a poisoned
@@ -345,9 +355,11 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
       for (unsigned bx = 0; bx < static_cast<unsigned>(l.grid.blocks_x); ++bx) {
         blockIdx = {bx, y, z};
         Block block;
-        block.smem.assign(hp.mode == 2 || hp.mode == 3 ? sizeof(cuinline_conv2d_rt_mma_detail::Tiles<T>)
-                          : hp.mode == 5             ? sizeof(cuinline_conv2d_rt_gemm_detail::Shared)
-                                                     : 0,
+        namespace mma = cuinline_conv2d_rt_mma_detail;
+        block.smem.assign(hp.mode == 2 || hp.mode == 3 ? sizeof(mma::Tiles<T, mma::Tile64>)
+                          : hp.mode == 6               ? l.grid.shared_bytes
+                          : hp.mode == 5               ? sizeof(cuinline_conv2d_rt_gemm_detail::Shared)
+                                                       : 0,
                           0xA5);
         block.block = std::make_unique<cuinline::test::lanes::LaneBarrier>(threads);
         for (unsigned w = 0; w < threads / 32; ++w) {
@@ -362,6 +374,10 @@ void run_case(const Case& c, std::mt19937_64& rng, const Arch& arch = Arch::pars
           if constexpr (D == DType::f16 || D == DType::bf16) {
             if (hp.mode == 2) return cuinline_conv2d_rt_mma_body<T, false>(in, wk, bias, o, res, chan, dp, dprog);
             if (hp.mode == 3) return cuinline_conv2d_rt_mma_body<T, true>(in, wk, bias, o, res, chan, dp, dprog);
+            if (hp.mode == 6) {
+              return cuinline_conv2d_rt_mma_body<T, false, cuinline_conv2d_rt_mma_detail::TileWide>(
+                  in, wk, bias, o, res, chan, dp, dprog);
+            }
           }
           if constexpr (D == DType::f32) {
             if (hp.mode == 5) return cuinline_conv2d_rt_gemm_body<T>(in, sw.data(), bias, o, res, chan, dp, dprog);
@@ -574,6 +590,44 @@ TEST(Conv2dGenericRtEmulated, TensorCoreSplitKOnSm90) {
   g_split_launches = 0;
   for (const Case& c : kCases) run_case<DType::f16>(c, rng, sm90, false, 132);
   EXPECT_EQ(g_split_launches, 0) << "short reductions run whole";
+}
+
+// The vector form's wide tiling (128 pixels x 128 channels, four K tiles in flight) where a group
+// has 128 output channels or more, the reduction 16 K tiles or more, and the launch's wide tiles
+// fill the multiprocessors (here a device of one): partial pixel, channel and K tiles with a
+// residual; a stride-2 conv with an NCHW weight (gathered element by element) and an NCHW output;
+// two groups of 64 -> 128 channels. On a device of three, two tiles of 36 K tiles split in two
+// slices of 18 (the slices' 128 x 128 tiles summed by the last block). On a device of 132 multiprocessors
+// the same launches keep the 64 x 64 tiles (the plan's rule: CUINLINE_CONV2D_GENERIC_WIDE is unset
+// here), as does a reduction of 9 K tiles.
+TEST(Conv2dGenericRtEmulated, TensorCoreWideFormOnSm90) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const Arch sm90 = Arch::parse("sm_90");
+  const Case wide[] = {
+      // n cin h w cout kh kw s p d g  x:nhwc w:nhwc y:nhwc bias res ep
+      {2, 40, 9, 10, 136, 3, 3, 1, 1, 1, 1, true, true, true, true, true, 2},
+      {1, 64, 8, 9, 128, 3, 3, 2, 1, 1, 1, true, false, false, true, false, 3},
+      {2, 128, 6, 6, 256, 3, 3, 1, 1, 1, 2, true, true, true, false, true, 1},
+  };
+  const Case split = {1, 128, 7, 9, 144, 3, 3, 1, 1, 1, 1, true, true, true, true, true, 2};
+  const Case short_k = {2, 32, 9, 10, 128, 3, 3, 1, 1, 1, 1, true, true, true, true, false, 1};
+  g_wide_launches = g_split_launches = 0;
+  for (const Case& c : wide) {
+    SCOPED_TRACE("wide case " + std::to_string(&c - wide));
+    run_case<DType::f16>(c, rng, sm90, false, 1);
+    run_case<DType::bf16>(c, rng, sm90, false, 1);
+  }
+  EXPECT_EQ(g_split_launches, 0);
+  run_case<DType::f16>(split, rng, sm90, false, 3);
+  run_case<DType::bf16>(split, rng, sm90, false, 3);
+  EXPECT_EQ(g_wide_launches, 8) << "launches on the wide tiling";
+  EXPECT_EQ(g_split_launches, 2) << "wide launches that split K";
+  g_wide_launches = 0;
+  for (const Case& c : wide) run_case<DType::f16>(c, rng, sm90, false, 132);
+  run_case<DType::f16>(split, rng, sm90, false, 132);
+  run_case<DType::f16>(short_k, rng, sm90, false, 1);
+  run_case<DType::f16>(wide[0], rng, sm90, true, 1);  // (a misaligned input: the gathered form)
+  EXPECT_EQ(g_wide_launches, 0);
 }
 
 }  // namespace

@@ -709,11 +709,56 @@ TEST(Jit, GenericConvParametersAndGrid) {
                                     buffer, 132)
                   .params.k_slices,
               8);
-    // Batch 32: 25 x 8 = 200 tiles fill the GPU: whole.
+    // Batch 32: the wide tiling's 13 x 4 = 52 tiles of 128 x 128, in 3 slices of 48 K tiles (156
+    // blocks; its 64 x 64 tiles, 25 x 8 = 200, would run whole).
     const ci::GenericConvLaunch many = ci::plan_generic_conv(v, 32, sm90, buffer, buffer, 132);
-    EXPECT_EQ(many.params.k_slices, 1);
-    EXPECT_EQ(many.grid_z, 1u);
-    EXPECT_EQ(many.partial_bytes, 0u);
+    EXPECT_EQ(many.params.mode, 6);
+    EXPECT_EQ(ci::generic_conv_symbol(DType::f16, many.params.mode), "cuinline_conv2d_rt_mmaw_f16");
+    EXPECT_EQ(many.grid.blocks_x, 13);
+    EXPECT_EQ(many.grid.blocks_y, 4);
+    EXPECT_EQ(many.grid.threads, 128);
+    EXPECT_EQ(many.grid.shared_bytes, ci::kGenericConvWideSharedBytes);
+    EXPECT_GT(many.grid.shared_bytes, 48u * 1024);
+    EXPECT_EQ(many.params.k_slices, 3);
+    EXPECT_EQ(many.grid_z, 3u);
+    EXPECT_EQ(many.partial_bytes, 52u * 3 * 128 * 128 * 4);
+    EXPECT_EQ(many.counter_bytes, 52u * 4);
+    EXPECT_EQ(ci::plan_generic_conv(v, 32, sm90, buffer, buffer).params.mode, 2) << "no SM count";
+    // Batch 8: 16 wide tiles would need 9 slices of 16 K tiles (under 18): the 64 x 64 tiles.
+    EXPECT_EQ(ci::plan_generic_conv(v, 8, sm90, buffer, buffer, 132).params.mode, 2);
+  }
+  {  // The wide tiling unsplit: UNet's 512 -> 256 3 x 3 on 64² (f16 channels-last) at batch 8:
+     // 256 x 2 = 512 tiles of 144 K tiles. Not for a 1 x 1 of 256 channels (8 K tiles), nor for 64
+     // output channels, nor for a misaligned input (the gathered form).
+    Conv2dParams q;
+    q.pad_h = q.pad_w = 1;
+    alignas(16) static const unsigned char buffer[32] = {};
+    const Arch sm90 = Arch::parse("sm_90");
+    const ci::GenericConvLaunch l = ci::plan_generic_conv(
+        variant(512, 64, 64, 256, 3, q, DType::bf16, nhwc, nhwc, nhwc), 8, sm90, buffer, buffer, 132);
+    EXPECT_EQ(l.params.mode, 6);
+    EXPECT_EQ(l.grid.blocks_x, 256);
+    EXPECT_EQ(l.grid.blocks_y, 2);
+    EXPECT_EQ(l.params.k_slices, 1);
+    EXPECT_EQ(l.partial_bytes, 0u);
+    EXPECT_EQ(
+        ci::plan_generic_conv(variant(256, 64, 64, 1024, 1, Conv2dParams{}, DType::bf16, nhwc, nhwc, nhwc), 8,
+                              sm90, buffer, buffer, 132)
+            .params.mode,
+        2);
+    EXPECT_EQ(ci::plan_generic_conv(variant(512, 64, 64, 64, 3, q, DType::bf16, nhwc, nhwc, nhwc), 8, sm90,
+                                    buffer, buffer, 132)
+                  .params.mode,
+              2);
+    EXPECT_EQ(ci::plan_generic_conv(variant(512, 64, 64, 256, 3, q, DType::bf16, nhwc, nhwc, nhwc), 8, sm90,
+                                    buffer + 2, buffer, 132)
+                  .params.mode,
+              3);
+    EXPECT_EQ(ci::plan_generic_conv(variant(512, 64, 64, 256, 3, q, DType::bf16, nhwc, nhwc, nhwc), 8,
+                                    Arch::parse("sm_75"), buffer, buffer, 132)
+                  .params.mode,
+              0)
+        << "no tensor-core kernel before sm_80";
   }
 }
 

@@ -299,6 +299,11 @@ const Case kCases[] = {
     // tile; groups of 32 with a channels-last weight and output.
     {8, 8, 66, 64, 72, 3, params(1, 1, 1, 1), false, false, false, true, true, &kScaleShiftRelu},
     {16, 16, 48, 48, 64, 3, params(1, 1, 1, 2), false, true, true, true, false, &kWhereTanh},
+    // The tensor-core kernel's wide tiling: 48 tiles of 128 pixels x 128 channels, 72 K tiles split
+    // in 3 slices on a GPU of 97-144 SMs; 146 tiles of 18 K tiles, on a GPU of up to 146 SMs unsplit,
+    // with partial pixel, channel and K tiles (40 channels) and a residual.
+    {8, 256, 16, 16, 384, 3, params(1, 1, 1, 1), true, true, true, true, false, &kDivLeaky},
+    {8, 40, 35, 33, 192, 3, params(1, 1, 1, 1), true, true, true, true, true, &kSiluScale},
     // A stem of many tiles (1152 of 64 pixels): f16 / bf16 on the gathered form with its weight
     // packed K-major first (8 or more tiles a multiprocessor); f32 on the implicit GEMM, K element
     // by element (3 channels).
@@ -472,11 +477,13 @@ TEST_F(JitConv2dGpu, CaptureWaitsForTheSpecializedKernel) {
 // An expression epilogue has no generic form: it compiles under every policy, generic included.
 // `generic` inside a capture records the generic kernel's workspace with it: the gathered form's
 // packed weight (the stem case of many tiles: the pack kernel between the workspace's allocation
-// and free nodes) and split K (512 channels on 7²: its counters' memset). Each graph replays twice,
-// the output poisoned before each, to the reference.
+// and free nodes) and split K (512 channels on 7²: its counters' memset); and the wide tiling,
+// launched with dynamic shared memory. Each graph replays twice, the output poisoned before each, to
+// the reference.
 TEST_F(JitConv2dGpu, GenericCaptureRecordsItsWorkspace) {
-  const Case* const cases[] = {&kCases[std::size(kCases) - 1], &kCases[13]};
+  const Case* const cases[] = {&kCases[std::size(kCases) - 1], &kCases[13], &kCases[std::size(kCases) - 2]};
   ASSERT_EQ(kCases[13].cin, 512);
+  ASSERT_EQ(kCases[std::size(kCases) - 2].cout, 192);
   ASSERT_EQ(kCases[std::size(kCases) - 1].k, 7);
   Stream stream;
   for (const Case* c : cases) {

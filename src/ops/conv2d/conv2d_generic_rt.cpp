@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 #include "driver/driver_api.hpp"
 #include "driver/workspace.hpp"
@@ -51,9 +52,9 @@ void set_direct_blocks(std::int64_t items, GenericConvGrid& g) {
 // mode -1: the gathered form's weight-packing kernel.
 Kernel generic_conv_kernel(DType dtype, int mode) {
   static std::mutex mutex;
-  static Kernel kernels[4][7];  // [dtype][mode + 1]
+  static Kernel kernels[4][8];  // [dtype][mode + 1]
   const auto d = static_cast<std::size_t>(dtype) & 3;
-  Kernel& k = kernels[d][mode >= -1 && mode <= 5 ? static_cast<std::size_t>(mode + 1) : 1];
+  Kernel& k = kernels[d][mode >= -1 && mode <= 6 ? static_cast<std::size_t>(mode + 1) : 1];
   std::lock_guard<std::mutex> lock(mutex);
   if (!k) {
     using cuinline::detail::GenericFatbin;
@@ -61,6 +62,18 @@ Kernel generic_conv_kernel(DType dtype, int mode) {
             .kernel(mode < 0 ? generic_conv_pack_symbol(dtype) : generic_conv_symbol(dtype, mode));
   }
   return k;
+}
+
+// The wide form's shared memory allowed on a device, once per kernel and device (an attribute of
+// the kernel, not of a launch: nothing on the stream, so inside a capture too).
+void allow_dynamic_shared(const Kernel& kernel, DType dtype, unsigned bytes, int device) {
+  static std::mutex mutex;
+  static std::vector<std::uint64_t> done;  // (device << 8 | dtype) allowed
+  const std::uint64_t key = static_cast<std::uint64_t>(device) << 8 | static_cast<std::uint64_t>(dtype);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(done.begin(), done.end(), key) != done.end()) return;
+  kernel.set_max_dynamic_shared_bytes(bytes, device);
+  done.push_back(key);
 }
 
 bool aligned16(const void* p) {
@@ -75,8 +88,8 @@ struct ChannelPointers {
 }  // namespace
 
 std::string generic_conv_symbol(DType dtype, int mode) {
-  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_", "px_", "gemm_"};
-  return std::string("cuinline_conv2d_rt_") + kSplit[mode >= 0 && mode <= 5 ? mode : 0] + to_string(dtype);
+  static const char* const kSplit[] = {"", "dw_", "mma_", "mmag_", "px_", "gemm_", "mmaw_"};
+  return std::string("cuinline_conv2d_rt_") + kSplit[mode >= 0 && mode <= 6 ? mode : 0] + to_string(dtype);
 }
 
 std::string generic_conv_pack_symbol(DType dtype) {
@@ -233,39 +246,68 @@ GenericConvLaunch plan_generic_conv(const Conv2dVariant& v, std::int64_t n, cons
       l.grid = rows;
     }
   }
-  // Few tiles of a long reduction (a small plane of many channels: ResNet-50's 512-channel 3 x 3
-  // layers on 7 x 7 make 8 tiles of 144 K tiles at batch 1): the K tiles split so the blocks fill
-  // about one wave, each slice at least kGenericConvMinSliceTiles K tiles, at most
+  // The K tiles of the tensor-core kernel's reduction (32 input channels of one tap each; the
+  // gathered form's K is flat over taps x channels).
+  const GenericConvParams& q = l.params;
+  constexpr std::int64_t bk = kGenericConvMmaTileK;
+  const std::int64_t ktiles = q.mode == 3 ? (std::int64_t{q.kh} * q.kw * q.cin_g + bk - 1) / bk
+                                          : std::int64_t{q.kh} * q.kw * ((q.cin_g + bk - 1) / bk);
+  // The vector form on a long reduction: the wide tiling (mode 6), whose warps compute 64 x 64 each
+  // (twice the products a shared load of the 64 x 64 form's 32 x 32) with four K tiles in flight.
+  // Where its tiles are fewer than the multiprocessors, its K tiles split into the fewest slices
+  // that fill them, each at least kGenericConvWideMinSliceTiles long (else the 64 x 64 form,
+  // below).
+  // CUINLINE_CONV2D_GENERIC_WIDE: 0 never, 1 wherever the vector form runs.
+  std::int64_t slices = 1;
+  if (mma && l.params.mode == 2 && multiprocessors > 0) {
+    const int knob = conv2d_knobs().generic_wide;
+    GenericConvGrid wide;
+    wide.threads = kGenericConvMmaThreads;
+    wide.blocks_x = (n * v.out_height() * v.out_width() + kGenericConvWideTile - 1) / kGenericConvWideTile;
+    wide.blocks_y = v.params.groups * ((l.params.cout_g + kGenericConvWideTile - 1) / kGenericConvWideTile);
+    wide.shared_bytes = kGenericConvWideSharedBytes;
+    const std::int64_t wide_tiles = wide.blocks_x * wide.blocks_y;
+    const std::int64_t wide_slices =
+        wide_tiles >= multiprocessors ? 1 : (multiprocessors + wide_tiles - 1) / wide_tiles;
+    const bool pays = l.params.cout_g >= kGenericConvWideMinChannels && ktiles >= kGenericConvWideMinKTiles &&
+                      (wide_slices == 1 || (wide_slices <= kGenericConvMaxSlices &&
+                                            ktiles >= wide_slices * kGenericConvWideMinSliceTiles));
+    if (knob == 1 || (knob < 0 && pays)) {
+      l.params.mode = 6;
+      l.grid = wide;
+      slices = std::clamp<std::int64_t>(
+          std::min<std::int64_t>(wide_slices, ktiles / kGenericConvMinSliceTiles), 1, kGenericConvMaxSlices);
+    }
+  }
+  // The 64 x 64 form: few tiles of a long reduction (a small plane of many channels: ResNet-50's
+  // 512-channel 3 x 3 layers on 7 x 7 make 8 tiles of 144 K tiles at batch 1): the K tiles split so
+  // the blocks fill about one wave, each slice at least kGenericConvMinSliceTiles K tiles, at most
   // kGenericConvMaxSlices slices. (Shorter reductions lose more to the workspace, its memset and the
   // last block's sum than the split gains: ResNet-50's 1 x 1 layers of 256-2048 channels at batch 1
   // ran 1.2-2.0x slower split in 16 slices of at least 4.)
   const std::int64_t tiles = l.grid.blocks_x * l.grid.blocks_y;
-  if (mma && multiprocessors > 0 && 2 * tiles <= multiprocessors) {
-    const GenericConvParams& q = l.params;
-    constexpr std::int64_t bk = kGenericConvMmaTileK;
-    const std::int64_t ktiles = q.mode == 3 ? (std::int64_t{q.kh} * q.kw * q.cin_g + bk - 1) / bk
-                                            : std::int64_t{q.kh} * q.kw * ((q.cin_g + bk - 1) / bk);
+  if (mma && l.params.mode != 6 && multiprocessors > 0 && 2 * tiles <= multiprocessors) {
     const int knob = conv2d_knobs().generic_split_k_min;
     const std::int64_t min_ktiles = knob < 0    ? kGenericConvMinSplitKTiles
                                     : knob == 0 ? std::numeric_limits<std::int64_t>::max()
                                                 : knob;
-    std::int64_t slices = ktiles < min_ktiles
-                              ? 1
-                              : std::min<std::int64_t>({multiprocessors / tiles, ktiles / kGenericConvMinSliceTiles,
-                                                        kGenericConvMaxSlices});
-    if (slices >= 2) {
-      const std::int64_t per = (ktiles + slices - 1) / slices;
-      slices = (ktiles + per - 1) / per;  // (no empty slice)
-      l.params.k_slices = static_cast<std::int32_t>(slices);
-      l.grid_z = static_cast<unsigned>(slices);
-      l.partial_bytes = static_cast<std::uint64_t>(tiles * slices) * kGenericConvMmaTile * kGenericConvMmaTile * 4;
-      l.counter_bytes = static_cast<std::uint64_t>(tiles) * 4;
-    }
+    slices = ktiles < min_ktiles
+                 ? 1
+                 : std::min<std::int64_t>(
+                       {multiprocessors / tiles, ktiles / kGenericConvMinSliceTiles, kGenericConvMaxSlices});
+  }
+  if (slices >= 2) {
+    const std::int64_t per = (ktiles + slices - 1) / slices;
+    slices = (ktiles + per - 1) / per;  // (no empty slice)
+    const std::int64_t tile = l.params.mode == 6 ? kGenericConvWideTile : kGenericConvMmaTile;
+    l.params.k_slices = static_cast<std::int32_t>(slices);
+    l.grid_z = static_cast<unsigned>(slices);
+    l.partial_bytes = static_cast<std::uint64_t>(tiles * slices * tile * tile) * 4;
+    l.counter_bytes = static_cast<std::uint64_t>(tiles) * 4;
   }
   // The gathered form with many tiles: its weight packed K-major first (kGenericConvPackMinTilesPerSm).
   if (mma && l.params.mode == 3 && multiprocessors > 0 &&
       tiles >= std::int64_t{kGenericConvPackMinTilesPerSm} * multiprocessors) {
-    constexpr std::int64_t bk = kGenericConvMmaTileK;
     const std::int64_t k_total = std::int64_t{l.params.kh} * l.params.kw * l.params.cin_g;
     l.pack_kpad = (k_total + bk - 1) / bk * bk;
     l.weight_w_o = l.params.w_o;
@@ -323,9 +365,11 @@ void launch_generic_conv(const Conv2dVariant& v, std::int64_t n, const void* inp
   LaunchConfig cfg;
   cfg.grid = Dim3(static_cast<unsigned>(l.grid.blocks_x), static_cast<unsigned>(l.grid.blocks_y), l.grid_z);
   cfg.block = Dim3(static_cast<unsigned>(l.grid.threads));
+  cfg.shared_bytes = l.grid.shared_bytes;
   cfg.stream = stream;
-  generic_conv_kernel(v.dtype, l.params.mode)
-      .launch(cfg, input, weight, bias, output, residual, channels, l.params, program);
+  const Kernel kernel = generic_conv_kernel(v.dtype, l.params.mode);
+  if (l.grid.shared_bytes > 48 * 1024) allow_dynamic_shared(kernel, v.dtype, l.grid.shared_bytes, device);
+  kernel.launch(cfg, input, weight, bias, output, residual, channels, l.params, program);
   ops::detail::count_generic_launch();
 }
 

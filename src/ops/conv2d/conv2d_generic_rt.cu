@@ -4,9 +4,10 @@
 // variant runs on them with no compile on the call's path. Per storage dtype: the direct kernel (a
 // pixel's tile of output channels a thread), its pixel-row form and the depthwise one (channels
 // fastest); for f32 the implicit GEMM on the FP32 pipes; for f16 and bf16 the tensor-core ones, their
-// vector and gathered forms (sm_80 and newer; the host picks them only there), and the gathered
-// form's weight-packing kernel. Compiled as the specialized conv kernels are (--fmad=false, no
-// CUINLINE_EW_FMAD), so the epilogue's steps round as theirs do.
+// vector form (in 64 x 64 and wide 128 x 128 tiles) and gathered form (sm_80 and newer; the host
+// picks them only there), and the gathered form's weight-packing kernel. Compiled as the
+// specialized conv kernels are (--fmad=false, no CUINLINE_EW_FMAD), so the epilogue's steps round
+// as theirs do.
 #include "conv2d_generic_rt_gemm.cuh"
 #include "conv2d_generic_rt_mma.cuh"
 
@@ -46,3 +47,12 @@ CUINLINE_CONV2D_RT_PACK_KERNEL(f16, ew_half)
 CUINLINE_CONV2D_RT_PACK_KERNEL(bf16, ew_bf16)
 CUINLINE_CONV2D_RT_KERNEL(cuinline_conv2d_rt_mmag_bf16, ew_bf16, (cuinline_conv2d_rt_mma_body<ew_bf16, true>),
                           CUINLINE_CONV2D_RT_MMA_THREADS)
+// The vector form's wide tiling (launched with TileWide::kSharedBytes of dynamic shared memory).
+CUINLINE_CONV2D_RT_KERNEL(
+    cuinline_conv2d_rt_mmaw_f16, ew_half,
+    (cuinline_conv2d_rt_mma_body<ew_half, false, cuinline_conv2d_rt_mma_detail::TileWide>),
+    CUINLINE_CONV2D_RT_MMA_THREADS)
+CUINLINE_CONV2D_RT_KERNEL(
+    cuinline_conv2d_rt_mmaw_bf16, ew_bf16,
+    (cuinline_conv2d_rt_mma_body<ew_bf16, false, cuinline_conv2d_rt_mma_detail::TileWide>),
+    CUINLINE_CONV2D_RT_MMA_THREADS)

@@ -29,6 +29,26 @@ inline constexpr int kGenericConvGemmMinChannels = 32;
 inline constexpr int kGenericConvMmaThreads = 128;  // CUINLINE_CONV2D_RT_MMA_THREADS
 inline constexpr int kGenericConvMmaTile = 64;      // CUINLINE_CONV2D_RT_MMA_BM and _BN
 inline constexpr int kGenericConvMmaTileK = 32;     // its kBK: input channels of one tap a K tile
+/// The vector form's wide tiling (mode 6; CUINLINE_CONV2D_RT_MMAW_BM and _BN, TileWide): 128 pixels
+/// x 128 channels a block of kGenericConvMmaThreads, its four K tiles in flight in dynamic shared
+/// memory. Taken where a group has at least kGenericConvWideMinChannels output channels (a
+/// 128-channel tile of fewer would mostly compute zeros), the reduction at least
+/// kGenericConvWideMinKTiles K tiles, and its tiles fill the multiprocessors, or do with their K
+/// tiles split into at most kGenericConvMaxSlices slices of at least kGenericConvWideMinSliceTiles.
+/// NVIDIA H200, ResNet-50, UNet and 3 x 3 layers on 7²-12² planes, f16 channels-last, batches 1, 8
+/// and 32 (bench/conv2d_networks.py --generic-only, CUINLINE_CONV2D_GENERIC_WIDE=0 / 1 / unset,
+/// one process each), against the 64 x 64 form: unsplit, UNet's 3 x 3 layers of 64-1024 channels
+/// at batches 8 and 32 0.59-0.81x its time, ResNet-50's at batch 32 0.76-0.93x; the 1 x 1 layers
+/// of 2-8 K tiles 1.2-1.7x (hence kGenericConvWideMinKTiles); split, slices of 18-58 K tiles
+/// 0.60-0.92x (UNet's layers of 128-1024 channels at batch 1, 512-channel 3 x 3 on 7²-12² at
+/// batches 8 and 32); slices of 8-16 mostly lost, 1.05-1.48x (ResNet-50's 1 x 1 and 128-channel 3 x 3
+/// layers at batch 8; two won, 0.85x and 0.94x): hence kGenericConvWideMinSliceTiles.
+inline constexpr int kGenericConvWideTile = 128;
+inline constexpr unsigned kGenericConvWideSharedBytes =
+    4 * (128 + 128) * (32 + 8) * 2;  // TileWide::kSharedBytes
+inline constexpr int kGenericConvWideMinChannels = 128;
+inline constexpr int kGenericConvWideMinKTiles = 16;
+inline constexpr int kGenericConvWideMinSliceTiles = 18;
 /// Split K of the tensor-core kernel (plan_generic_conv): only reductions of at least
 /// kGenericConvMinSplitKTiles K tiles; at least kGenericConvMinSliceTiles K tiles a slice, at most
 /// kGenericConvMaxSlices slices. The floor, against 96 (NVIDIA H200, ResNet-50 f16 channels-last,
@@ -59,13 +79,14 @@ struct GenericConvParams {
   std::int32_t cin_g = 0, cout_g = 0, co_tiles = 0;
   std::int32_t has_bias = 0, has_residual = 0;
   std::int32_t vec_in = 0;
-  std::int32_t mode = 0;  ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
-                          ///< 2: tensor cores, vector form; 3: tensor cores, gathered form
-                          ///< (conv2d_generic_rt_mma.cuh); 4: mode 0 on kGenericConvPixels pixels
-                          ///< of a row a thread (plan_generic_conv); 5: f32 implicit GEMM
-                          ///< (conv2d_generic_rt_gemm.cuh)
+  std::int32_t mode = 0;   ///< 0: a pixel's tile of channels a thread; 1: depthwise, channels fastest;
+                           ///< 2: tensor cores, vector form; 3: tensor cores, gathered form
+                           ///< (conv2d_generic_rt_mma.cuh); 4: mode 0 on kGenericConvPixels pixels
+                           ///< of a row a thread (plan_generic_conv); 5: f32 implicit GEMM
+                           ///< (conv2d_generic_rt_gemm.cuh); 6: mode 2 on the wide tiling
+                           ///< (kGenericConvWideTile)
   std::int32_t vec_w = 0;  ///< with vec_in: the channels-last weight read 16 bytes a load too
-  std::int32_t images = 1;  ///< modes 2, 3 and 5: the launch's images (one M dimension over all of them)
+  std::int32_t images = 1;  ///< modes 2, 3, 5 and 6: the launch's images (one M dimension over all of them)
   /// mode 1: adjacent output channels a thread: 2 for a 16-bit input with one output channel a
   /// group and an even Cout (an input pair read as one word), else 1
   std::int32_t dw_channels = 1;
@@ -82,6 +103,7 @@ struct GenericConvGrid {
   std::int64_t blocks_x = 0;
   int blocks_y = 0;
   int threads = 0;
+  unsigned shared_bytes = 0;  ///< dynamic shared memory a block (the wide form's)
 };
 
 /// Whether a (valid) variant can run on the generic conv2d kernel: the kernels are built in, its
@@ -97,7 +119,7 @@ bool generic_conv_mma_applies(const Conv2dVariant& v, const Arch& arch);
 
 /// The kernel's symbol for a work split (GenericConvParams::mode): "cuinline_conv2d_rt_f32",
 /// "cuinline_conv2d_rt_dw_bf16", "cuinline_conv2d_rt_mma_f16", "cuinline_conv2d_rt_mmag_bf16",
-/// "cuinline_conv2d_rt_px_f64", ...
+/// "cuinline_conv2d_rt_px_f64", "cuinline_conv2d_rt_mmaw_f16", ...
 std::string generic_conv_symbol(DType dtype, int mode = 0);
 /// The gathered form's weight-packing kernel: "cuinline_conv2d_rt_wpack_f16" / "_bf16".
 std::string generic_conv_pack_symbol(DType dtype);
@@ -116,9 +138,10 @@ ops::detail::GenericProgram generic_conv_program(const Op& epilogue, DType dtype
 /// What launch_generic_conv launches for n images on a device of the arch with `multiprocessors`
 /// SMs, given the call's input and weight pointers (their alignment picks the tensor-core kernel's
 /// form and its weight loads): the work split (params.mode), its parameters and grid. The
-/// tensor-core kernel splits its K tiles (params.k_slices) where its tiles would fill less than
-/// half of the SMs (multiprocessors 0: never); the launch then needs split_workspace_bytes of
-/// workspace. Throws InvalidArgument where the grid cannot be launched.
+/// tensor-core kernel's vector form takes its wide tiling where the launch has tiles enough
+/// (multiprocessors 0: never), and splits its K tiles (params.k_slices) where its tiles would fill
+/// less than half of the SMs (multiprocessors 0: never); the launch then needs
+/// split_workspace_bytes of workspace. Throws InvalidArgument where the grid cannot be launched.
 struct GenericConvLaunch {
   GenericConvParams params;
   GenericConvGrid grid;   ///< (blocks_x: for the tensor-core and GEMM kernels, their tiles of all n images)

@@ -228,6 +228,18 @@ const std::vector<Knob>& knobs() {
          const int v = std::atoi(e);
          k.generic_split_k_min = is(e, "0") ? 0 : v >= 16 && v <= 4096 ? v : -1;
        }},
+      // Default: plan_generic_conv's rule (kGenericConvWideMinChannels, kGenericConvWideMinKTiles).
+      {{"CUINLINE_CONV2D_GENERIC_WIDE",
+        "the generic tensor-core kernel's 128 x 128 tiles for a channels-last input: 0 never, 1 wherever "
+        "its vector form runs (tuning)",
+        "0, 1", "long reductions whose tiles (split as needed) fill the multiprocessors"},
+       [](Conv2dKnobs& k, const char* e) {
+         if (is(e, "0") || is(e, "1")) {
+           k.generic_wide = e[0] - '0';
+         } else {
+           k.generic_wide = -1;
+         }
+       }},
       // Default on: the TF32 wgmma kernel repays its staging copy from 512 products a staged value
       // (the sweep in tf32_wgmma_applies, H100).
       {{"CUINLINE_CONV2D_TF32_WGMMA", "0: f32 in precision tf32 stays on the mma.sync kernel", "0",

@@ -109,6 +109,10 @@ struct Conv2dKnobs {
   /// launch's reduction (plan_generic_conv); 0 never; -1 (unset, or a value it does not accept): the
   /// plan's kGenericConvMinSplitKTiles.
   int generic_split_k_min = -1;
+  /// CUINLINE_CONV2D_GENERIC_WIDE: the generic tensor-core kernel's wide tiling (128 x 128) for its
+  /// vector form: 0 never, 1 wherever the vector form runs; -1 (unset, or another value): where
+  /// plan_generic_conv's rule takes it.
+  int generic_wide = -1;
   /// CUINLINE_CONV2D_TARGET (an arch name): every call planned for that arch's target where the
   /// device has what it plans for; a name Arch::parse rejects is ignored (target_error: why; the
   /// launch warns once, the first time a call plans for a device).
