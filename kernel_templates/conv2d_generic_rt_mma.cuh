@@ -89,56 +89,82 @@ struct Tiles {
   T b[C::kStages][C::kBN * kRow];
 };
 
-// The pixels whose A vectors this thread copies: their image's group input, their input origin,
-// and whether they exist (rows past the last image's last pixel do not).
+// The pixels whose A vectors this thread copies: the address of their input origin (their image's
+// group input + iy0 in_y + ix0 in_x, as an address: before the input where the origin is in the
+// padding; read only at taps inside the image), the origin, and whether they exist (rows past the
+// last image's last pixel do not).
 template <class T, class C>
 struct PixelRows {
-  const T* in[C::kRowsPerThread];
+  const T* at[C::kRowsPerThread];
   int iy0[C::kRowsPerThread], ix0[C::kRowsPerThread];
   bool valid[C::kRowsPerThread];
 };
 
-// K tile kt (tap kt / cchunks, channels (kt % cchunks) kBK ..) of A and B into stage s.
+// The vector form's next K tile: its tap (ky, kx) and first channel c0. The loads are issued in K
+// order, so the cursor steps one K tile at a time (no division a tile).
+struct KCursor {
+  int c0, ky, kx;
+};
+__device__ __forceinline__ KCursor k_cursor(const cuinline_conv2d_rt_params& p, int kt, int cchunks) {
+  KCursor k;
+  const int tap = kt / cchunks;
+  k.c0 = (kt - tap * cchunks) * kBK;
+  k.ky = tap / p.kw;
+  k.kx = tap - k.ky * p.kw;
+  return k;
+}
+__device__ __forceinline__ void k_next(const cuinline_conv2d_rt_params& p, KCursor& k) {
+  k.c0 += kBK;
+  if (k.c0 >= p.cin_g) {
+    k.c0 = 0;
+    if (++k.kx == p.kw) k.kx = 0, ++k.ky;
+  }
+}
+
+// The cursor's K tile of A and B into stage s, then the cursor to the next. A thread's B rows are
+// output channels w_co (its first: w_g + its first channel's offset) + i kThreads / 4 (w_step
+// elements apart). fallback: an address the zero-filling copies name (not read).
 template <class T, class C>
-__device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, const T* w_g,
-                                          const PixelRows<T, C>& px, int n0, int kt, int cchunks, bool vec_w,
-                                          Tiles<T, C>& t, int s) {
+__device__ __forceinline__ void load_tile(const cuinline_conv2d_rt_params& p, const T* w_co, long long w_step,
+                                          int co_first, const PixelRows<T, C>& px, KCursor& k, bool vec_w,
+                                          const T* fallback, Tiles<T, C>& t, int s) {
   constexpr int kRowsPerThread = C::kRowsPerThread, kThreads = C::kThreads;
   using namespace cuinline_arch;
-  const int tap = kt / cchunks;
-  const int c0 = (kt - tap * cchunks) * kBK;
-  const int ky = tap / p.kw;
-  const int kx = tap - ky * p.kw;
   const int cc = threadIdx.x % (kBK / kVec);
-  const int c = c0 + cc * kVec;
+  const int c = k.c0 + cc * kVec;
   const bool c_valid = c < p.cin_g;
+  // The tap's offsets, the same for every row: in the input from a pixel's origin, in the weight
+  // from a channel's row.
+  const int dy = k.ky * p.dh, dx = k.kx * p.dw;
+  const long long a_off = (long long)dy * p.in_y + (long long)dx * p.in_x + c;
+  const long long b_off = (long long)k.ky * p.w_y + (long long)k.kx * p.w_x;
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     const int row = threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
-    const int iy = px.iy0[i] + ky * p.dh;
-    const int ix = px.ix0[i] + kx * p.dw;
-    const bool valid = px.valid[i] && c_valid && iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
-    const T* src = valid ? px.in[i] + iy * p.in_y + ix * p.in_x + c : px.in[i];
-    copy16_async<0>(&t.a[s][row * kRow + cc * kVec], src, valid);
+    const unsigned iy = static_cast<unsigned>(px.iy0[i] + dy);
+    const unsigned ix = static_cast<unsigned>(px.ix0[i] + dx);
+    const bool valid =
+        px.valid[i] && c_valid && iy < static_cast<unsigned>(p.h) && ix < static_cast<unsigned>(p.w);
+    copy16_async<0>(&t.a[s][row * kRow + cc * kVec], valid ? px.at[i] + a_off : fallback, valid);
   }
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     const int row = threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
-    const int co = n0 + row;
-    const bool valid = co < p.cout_g && c_valid;
-    const long long at = (long long)co * p.w_o + ky * p.w_y + kx * p.w_x;
+    const bool valid = co_first + i * (kThreads / (kBK / kVec)) < p.cout_g && c_valid;
+    const T* w_row = w_co + i * w_step + b_off;
     if (vec_w) {
-      copy16_async<1>(&t.b[s][row * kRow + cc * kVec], valid ? w_g + at + c : w_g, valid);
+      copy16_async<1>(&t.b[s][row * kRow + cc * kVec], valid ? w_row + c : fallback, valid);
     } else {
       union {
         uint4 raw;
         T v[kVec];
       } u;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) u.v[j] = valid ? w_g[at + (long long)(c + j) * p.w_i] : T();
+      for (int j = 0; j < kVec; ++j) u.v[j] = valid ? w_row[(long long)(c + j) * p.w_i] : T();
       *reinterpret_cast<uint4*>(&t.b[s][row * kRow + cc * kVec]) = u.raw;
     }
   }
+  k_next(p, k);
 }
 
 // The gathered form (any input layout or channel count; p.vec_in 0): K is the flat index over taps x
@@ -183,13 +209,12 @@ __device__ __forceinline__ void gather_tile(const cuinline_conv2d_rt_params& p, 
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     Vec va;
-    const long long at0 = (long long)px.iy0[i] * p.in_y + (long long)px.ix0[i] * p.in_x;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const unsigned iy = static_cast<unsigned>(px.iy0[i] + dy[j]);
       const unsigned ix = static_cast<unsigned>(px.ix0[i] + dx[j]);
       const bool ok = px.valid[i] && k_ok[j] && iy < static_cast<unsigned>(p.h) && ix < static_cast<unsigned>(p.w);
-      va.v[j] = ok ? px.in[i][at0 + a_at[j]] : T();
+      va.v[j] = ok ? px.at[i][a_at[j]] : T();
     }
     g.a[i] = va.raw;
     const int co = n0 + threadIdx.x / (kBK / kVec) + i * (kThreads / (kBK / kVec));
@@ -375,10 +400,18 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
     const int oy = pm / p.ow;
     const int ox = pm - oy * p.ow;
     px.valid[i] = m < m_end;
-    px.in[i] = input + img * p.in_n + (long long)grp * p.cin_g * p.in_c;
     px.iy0[i] = oy * p.sh - p.ph;
     px.ix0[i] = ox * p.sw - p.pw;
+    // (As an integer: the origin may lie before the input.)
+    const long long origin = img * p.in_n + (long long)grp * p.cin_g * p.in_c +
+                             (long long)px.iy0[i] * p.in_y + (long long)px.ix0[i] * p.in_x;
+    px.at[i] = reinterpret_cast<const T*>(reinterpret_cast<unsigned long long>(input) +
+                                          static_cast<unsigned long long>(origin) * sizeof(T));
   }
+  // The vector form's B rows: this thread's first output channel (of the group) and its row.
+  const int co_first = n0 + (int)threadIdx.x / (kBK / kVec);
+  const T* const w_co = w_g + (long long)co_first * p.w_o;
+  const long long w_step = (long long)(kThreads / (kBK / kVec)) * p.w_o;
   constexpr bool gathered = kGathered;
   const int cchunks = (p.cin_g + kBK - 1) / kBK;
   const int k_total = p.kh * p.kw * p.cin_g;  // (the gathered form's K)
@@ -415,9 +448,10 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
       if (next < ktiles) store_tile<T, C>(g, tiles, next % kStages);  // (... over the products)
     }
   } else {
+    KCursor k = k_cursor(p, kt0, cchunks);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < ktiles) load_tile<T, C>(p, w_g, px, n0, kt0 + s, cchunks, vec_w, tiles, s);
+      if (s < ktiles) load_tile<T, C>(p, w_co, w_step, co_first, px, k, vec_w, input, tiles, s);
       cuinline_arch::copy_commit();
     }
 #pragma unroll 1
@@ -425,7 +459,8 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
       cuinline_arch::copy_wait<kStages - 2>();
       __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's stage
       const int next = kt + kStages - 1;
-      if (next < ktiles) load_tile<T, C>(p, w_g, px, n0, kt0 + next, cchunks, vec_w, tiles, next % kStages);
+      if (next < ktiles)
+        load_tile<T, C>(p, w_co, w_step, co_first, px, k, vec_w, input, tiles, next % kStages);
       cuinline_arch::copy_commit();
       mma_tile<T, C>(tiles, kt % kStages, wm, wn, acc);
     }
