@@ -4,7 +4,7 @@
 // register / spill report and the CUBIN's size. Prints one line a variant: medians and ranges; then
 // the staging copy's module where a variant is staged (shape-generic: compiled once, not a variant).
 //
-//   bench_conv2d_compile_time [--set hmma|tf32|all] [--repeat N] [--arch sm_90] [--filter TEXT]
+//   bench_conv2d_compile_time [--set hmma|tf32|all|cover|seed] [--repeat N] [--arch sm_90] [--filter TEXT]
 //                             [--cubin-dir DIR] [--no-ptx]
 //   --set hmma   the issue-19 f16/bf16 variants: seed 128x8x128x128 -> 64 3x3, ResNet-like 64x56^2 ->
 //                64 3x3 pad 1, UNet-like 128x128^2 -> 128 3x3 pad 1; f16 and bf16; NCHW and NHWC
@@ -17,6 +17,9 @@
 //                --no-ptx: the CUBINs to compare before and after a change that must leave them alone
 //                (the knob-dependent forms: run again under CUINLINE_CONV2D_STORE_BATCH,
 //                CUINLINE_CONV2D_HALO_WBATCH=0, CUINLINE_CONV2D_TF32X3_SUMS=chained).
+//   --set seed   the f32 seed conv variants of examples/specs/seeds.json (what `cuinline warm` of that
+//                spec compiles): 128x8x128x128 -> 64 3x3, NCHW, with and without bias, epilogues
+//                div(2)|leaky_relu(0.01) and div(2)
 //   --filter     only variants whose name (with precision) contains TEXT
 //   --cubin-dir  writes each variant's CUBIN there (for cuobjdump -sass)
 //   --option X   appends NVRTC option X to every request (repeatable; e.g. --option --time=phases.csv)
@@ -214,6 +217,14 @@ int main(int argc, char** argv) {
   const cuinline::Arch arch = cuinline::Arch::parse(arch_name);
   std::vector<Conv2dVariant> variants;
   if (set == "cover") variants = cover_variants(arch);
+  if (set == "seed") {
+    for (bool bias : {true, false}) {
+      for (const char* epilogue : {"div(2)|leaky_relu(0.01)", "div(2)"}) {
+        variants.push_back(
+            make_conv2d_variant(8, 128, 128, 64, 3, 3, Conv2dParams{}, bias, parse_op(epilogue)));
+      }
+    }
+  }
   for (const Shape& s : kShapes) {
     if (set == "hmma" || set == "all") {
       for (DType dt : {DType::f16, DType::bf16}) {
