@@ -69,8 +69,11 @@ struct Shape {
   static constexpr int kSharedBytes = Stages * (BM + BN) * kRow * 2;
   static_assert(BM == BN, "A and B tiles are copied by the same thread rows");
   static_assert(kNI % 2 == 0 && BM * (kBK / kVec) % kThreads == 0, "whole ldmatrix pairs and copies");
-  static_assert(sizeof(float) * BM * kOutRow + sizeof(int) <= kSharedBytes,
-                "the accumulators (and split K's flag) fit in the tiles' memory");
+  // After the main loop the tiles' memory holds the accumulators, split K's flag (a word past
+  // them) and, from kOutAtOffset, the output offset of each of the block's kBM pixels.
+  static constexpr int kOutAtOffset = (int)((sizeof(float) * BM * kOutRow + 16 + 15) / 16 * 16);
+  static_assert(kOutAtOffset + (int)sizeof(long long) * BM <= kSharedBytes,
+                "the accumulators, split K's flag and the pixels' output offsets fit in the tiles' memory");
 };
 // The 64 x 64 form (warps of 32 x 32, static shared memory), and the wide form for long reductions
 // (warps of 64 x 64: twice the products a shared load; 80 KiB of dynamic shared memory, two blocks
@@ -529,6 +532,23 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
     if (threadIdx.x == 0) *counter = 0;  // (zeroed for a replay of a captured launch too)
     __syncthreads();
   }
+  // Each of the block's pixels' output offset (-1 past the last image's last pixel), computed once
+  // for every channel the block writes.
+  long long* const out_at =
+      reinterpret_cast<long long*>(reinterpret_cast<unsigned char*>(&tiles) + C::kOutAtOffset);
+  for (int r = threadIdx.x; r < kBM; r += kThreads) {
+    const long long m = m0 + r;
+    long long at = -1;
+    if (m < m_end) {
+      const long long img = m / pixels;
+      const int pm = (int)(m - img * pixels);
+      const int oy = pm / p.ow;
+      const int ox = pm - oy * p.ow;
+      at = img * p.out_n + oy * p.out_y + ox * p.out_x;
+    }
+    out_at[r] = at;
+  }
+  __syncthreads();
   // A channels-last output of whole 16-byte channel runs: 8 channels of a pixel a thread, consecutive
   // threads along the channels, 16-byte stores.
   const bool vec_out = p.out_c == 1 && p.cout % kVec == 0 && p.cout_g % kVec == 0 &&
@@ -539,18 +559,14 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
     for (int i = threadIdx.x; i < kBM * (kBN / kVec); i += kThreads) {
       const int r = i / (kBN / kVec);
       const int c = (i - r * (kBN / kVec)) * kVec;
-      const long long m = m0 + r;
+      const long long at = out_at[r];
       const int cl = n0 + c;
-      if (m >= m_end || cl >= p.cout_g) continue;
-      const long long img = m / pixels;
-      const int pm = (int)(m - img * pixels);
-      const int oy = pm / p.ow;
-      const int ox = pm - oy * p.ow;
+      if (at < 0 || cl >= p.cout_g) continue;
       const int co = grp * p.cout_g + cl;
       float acc8[kVec];
 #pragma unroll
       for (int w = 0; w < kVec; ++w) acc8[w] = out_tile[r][c + w];
-      finish8<T>(p, e, chan, bias, residual, output, acc8, co, img * p.out_n + oy * p.out_y + ox * p.out_x + co);
+      finish8<T>(p, e, chan, bias, residual, output, acc8, co, at + co);
     }
     return;
   }
@@ -562,17 +578,11 @@ __device__ __forceinline__ void cuinline_conv2d_rt_mma_body(
   const int cols = min(kBN, p.cout_g - n0);
 #pragma unroll 1
   for (int i = threadIdx.x; i < rows * cols; i += kThreads) {
-    const int r = channels_fast ? i / cols : i % rows;
+    const int r = channels_fast ? i / cols : i % rows;  // (rows < m_end - m0: out_at[r] >= 0)
     const int c = channels_fast ? i % cols : i / rows;
-    const long long m = m0 + r;
-    const int cl = n0 + c;
-    const long long img = m / pixels;
-    const int pm = (int)(m - img * pixels);
-    const int oy = pm / p.ow;
-    const int ox = pm - oy * p.ow;
-    const int co = grp * p.cout_g + cl;
+    const int co = grp * p.cout_g + n0 + c;
     cuinline_conv2d_rt_detail::finish<T, A>(p, e, chan, bias, residual, output, out_tile[r][c], co,
-                                            img * p.out_n + oy * p.out_y + ox * p.out_x + co * p.out_c);
+                                            out_at[r] + co * p.out_c);
   }
 #endif
 }

@@ -478,12 +478,14 @@ TEST_F(JitConv2dGpu, CaptureWaitsForTheSpecializedKernel) {
 // `generic` inside a capture records the generic kernel's workspace with it: the gathered form's
 // packed weight (the stem case of many tiles: the pack kernel between the workspace's allocation
 // and free nodes) and split K (512 channels on 7²: its counters' memset); and the wide tiling,
-// launched with dynamic shared memory. Each graph replays twice, the output poisoned before each, to
-// the reference.
+// launched with dynamic shared memory, whole and split. Each graph replays twice, the output
+// poisoned before each, to the reference.
 TEST_F(JitConv2dGpu, GenericCaptureRecordsItsWorkspace) {
-  const Case* const cases[] = {&kCases[std::size(kCases) - 1], &kCases[13], &kCases[std::size(kCases) - 2]};
+  const Case* const cases[] = {&kCases[std::size(kCases) - 1], &kCases[13], &kCases[std::size(kCases) - 2],
+                               &kCases[std::size(kCases) - 3]};
   ASSERT_EQ(kCases[13].cin, 512);
   ASSERT_EQ(kCases[std::size(kCases) - 2].cout, 192);
+  ASSERT_EQ(kCases[std::size(kCases) - 3].cout, 384);
   ASSERT_EQ(kCases[std::size(kCases) - 1].k, 7);
   Stream stream;
   for (const Case* c : cases) {
