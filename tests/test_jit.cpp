@@ -762,6 +762,45 @@ TEST(Jit, GenericConvParametersAndGrid) {
   }
 }
 
+// CUINLINE_CONV2D_GENERIC_WIDE, read once in the process's first plan (each case a fresh process):
+// 1 takes the wide tiling wherever the vector form runs (a 1 x 1 of 8 K tiles, 64 output channels),
+// its K tiles split as the rule would where its tiles are few; 0 never (UNet's 512 -> 256 on 64²).
+TEST(JitDeathTest, TheGenericWideKnobOverridesTheRule) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto nhwc = Conv2dLayout::nhwc;
+  Conv2dParams q;
+  q.pad_h = q.pad_w = 1;
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_CONV2D_GENERIC_WIDE", "1", 1);
+        alignas(16) static const unsigned char buffer[16] = {};
+        const Arch sm90 = Arch::parse("sm_90");
+        const ci::GenericConvLaunch pointwise = ci::plan_generic_conv(
+            variant(256, 64, 64, 1024, 1, Conv2dParams{}, DType::bf16, nhwc, nhwc, nhwc), 8, sm90, buffer,
+            buffer, 132);
+        const ci::GenericConvLaunch narrow = ci::plan_generic_conv(
+            variant(512, 64, 64, 64, 3, q, DType::f16, nhwc, nhwc, nhwc), 8, sm90, buffer, buffer, 132);
+        // 512 -> 512 on 7² at batch 1: 4 wide tiles of 144 K tiles, 16 slices of 9.
+        const ci::GenericConvLaunch deep = ci::plan_generic_conv(
+            variant(512, 7, 7, 512, 3, q, DType::f16, nhwc, nhwc, nhwc), 1, sm90, buffer, buffer, 132);
+        const bool ok = pointwise.params.mode == 6 && pointwise.params.k_slices == 1 &&
+                        narrow.params.mode == 6 && deep.params.mode == 6 && deep.params.k_slices == 16 &&
+                        deep.partial_bytes == 4u * 16 * 128 * 128 * 4;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("CUINLINE_CONV2D_GENERIC_WIDE", "0", 1);
+        alignas(16) static const unsigned char buffer[16] = {};
+        const ci::GenericConvLaunch l =
+            ci::plan_generic_conv(variant(512, 64, 64, 256, 3, q, DType::bf16, nhwc, nhwc, nhwc), 8,
+                                  Arch::parse("sm_90"), buffer, buffer, 132);
+        std::exit(l.params.mode == 2 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // The epilogue's program holds the steps and opmath constants of the specialized conv's rendered
 // functor (render_conv2d_epilogue: the chain lowered at fp32 for f16 / bf16, fp64 for f64), its
 // channel operands as inputs 1.., in order.
