@@ -283,8 +283,8 @@ TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::conv2d);
   EXPECT_EQ(fatbin_entries(fatbin), (std::vector<std::pair<int, int>>{{1, 90}, {2, 75}, {2, 80}, {2, 90}}));
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-    for (int mode : {0, 1, 2, 3, 4, 5}) {
-      if ((mode == 2 || mode == 3) && dt != DType::f16 && dt != DType::bf16) continue;
+    for (int mode : {0, 1, 2, 3, 4, 5, 6}) {
+      if ((mode == 2 || mode == 3 || mode == 6) && dt != DType::f16 && dt != DType::bf16) continue;
       if (mode == 5 && dt != DType::f32) continue;
       const std::string k = ops::conv2d_impl::generic_conv_symbol(dt, mode);
       EXPECT_GE(occurrences(fatbin, k), 3u) << k << " in every SASS image";
@@ -298,6 +298,7 @@ TEST(Jit, GenericConvFatbinHoldsEveryKernelForEveryArch) {
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f16, 2), "cuinline_conv2d_rt_mma_f16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 3), "cuinline_conv2d_rt_mmag_bf16");
   EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::f32, 5), "cuinline_conv2d_rt_gemm_f32");
+  EXPECT_EQ(ops::conv2d_impl::generic_conv_symbol(DType::bf16, 6), "cuinline_conv2d_rt_mmaw_bf16");
   EXPECT_EQ(occurrences(fatbin, "cuinline_ewg_"), 0u) << "only the conv kernels";
 }
 
