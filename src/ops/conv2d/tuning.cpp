@@ -228,7 +228,7 @@ const std::vector<Knob>& knobs() {
          const int v = std::atoi(e);
          k.generic_split_k_min = is(e, "0") ? 0 : v >= 16 && v <= 4096 ? v : -1;
        }},
-      // Default: plan_generic_conv's rule (kGenericConvWideMinChannels, kGenericConvWideMinKTiles).
+      // Default: plan_generic_conv's rule (kGenericConvWideMinChannels, _MinKTiles, _MinSliceTiles).
       {{"CUINLINE_CONV2D_GENERIC_WIDE",
         "the generic tensor-core kernel's 128 x 128 tiles for a channels-last input: 0 never, 1 wherever "
         "its vector form runs (tuning)",
