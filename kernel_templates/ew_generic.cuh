@@ -17,8 +17,9 @@
 #ifndef CUINLINE_EW_GENERIC_CUH
 #define CUINLINE_EW_GENERIC_CUH
 
-#include "ew_nary.cuh"
 #include "ew_generic_steps.cuh"
+#include "ew_nary.cuh"
+#include "ew_table.cuh"
 
 #define EWG_FULL EWN_FULL
 #define EWG_SCALAR EWN_SCALAR
@@ -95,12 +96,14 @@ __device__ __forceinline__ void ewg_operand(const ew_nary_args& a, const ewg_pro
   }
 }
 
-// The chain on W elements at e: y holds input 0 and receives the result. A tensor operand is loaded
-// where a step uses it (few live registers: the occupancy a memory-bound chain needs). Functions:
-// the activation / math steps are compiled in (the light kernels run chains without them).
+// The chain's steps before `to` on W elements at e: y holds input 0 and receives the result. A
+// tensor operand is loaded where a step uses it (few live registers: the occupancy a memory-bound
+// chain needs). Functions: the activation / math steps are compiled in (the light kernels run
+// chains without them).
 template <class S, int W, bool Functions, class I>
-__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W]) {
-  for (int s = 0; s < p.steps; ++s) {
+__device__ __forceinline__ void ewg_run_to(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W],
+                                           int to) {
+  for (int s = 0; s < to; ++s) {
     const ewg_step& st = p.step[s];
     const ewg_opmath<S> k(st);
     if (st.fn >= EWG_ADD_T && st.fn <= EWG_WHERE_S) {  // a tensor operand or a condition
@@ -112,6 +115,12 @@ __device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program
       ewg_step_values<S, W, Functions>(st, k, y, y, y);
     }
   }
+}
+
+// The whole chain on W elements at e.
+template <class S, int W, bool Functions, class I>
+__device__ __forceinline__ void ewg_run(const ew_nary_args& a, const ewg_program& p, I e, S (&y)[W]) {
+  ewg_run_to<S, W, Functions, I>(a, p, e, y, p.steps);
 }
 
 // The scalar head (`head` elements) and tail (from `tail` to n) of a vector kernel, one element a
@@ -199,6 +208,104 @@ __device__ __forceinline__ void ew_generic_body_wide(const ew_nary_args& a, long
     EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, r.raw);
   }
   if (W > 1 && blockIdx.x == gridDim.x - 1) ewg_ends<S, Functions, I>(a, p, n, head, head + nv * W);
+}
+
+// The table form (ew_table.cuh) of a bf16 chain over one input whose steps from `from` on hold an
+// activation (the host's rule, src/ops/elementwise/table.cpp; no activation before it). The steps
+// before `from` (scalar arithmetic) run on each vector; the steps from `from` on fill the table and
+// serve the values outside it.
+__device__ __forceinline__ ew_bf16 ewg_run_from(const ewg_program& p, int from, ew_bf16 x) {
+  ew_bf16 y[1] = {x};
+  for (int s = from; s < p.steps; ++s) {
+    const ewg_step& st = p.step[s];
+    const ewg_opmath<ew_bf16> k(st);
+    ewg_step_values<ew_bf16, 1, true>(st, k, y, y, y);
+  }
+  return y[0];
+}
+
+// r[w] = the table's value of x[w]; the values outside the table go through one copy of the
+// interpreted run, on that rare path only (their arrays in local memory there): a copy a value
+// inline made the kernel's code too large to run at speed.
+template <int W>
+__device__ __forceinline__ void ewg_table_values(const unsigned short* table, const ewg_program& p, int from,
+                                                 const ew_bf16 (&x)[W], ew_bf16 (&r)[W]) {
+  unsigned mask = 0;
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    const unsigned t = ewt_slot(x[w].bits);
+    mask |= (t < EWT_SIZE ? 0u : 1u) << w;
+    r[w].bits = table[t < EWT_SIZE ? t : 0u];
+  }
+  if (mask != 0) {
+    ew_bf16 in[W], out[W];
+#pragma unroll
+    for (int w = 0; w < W; ++w) in[w] = x[w], out[w] = r[w];
+#pragma unroll 1
+    for (int w = 0; w < W; ++w) {
+      if ((mask >> w) & 1u) out[w] = ewg_run_from(p, from, in[w]);
+    }
+#pragma unroll
+    for (int w = 0; w < W; ++w) r[w] = out[w];
+  }
+}
+
+// Blocks of Block threads (each with its table), U block-strided vectors a thread, loaded an
+// iteration ahead.
+template <class I, int Block, int U>
+__device__ __forceinline__ void ew_generic_body_table(const ew_nary_args& a, long long n64, long long head64,
+                                                      const ewg_program& p, int from) {
+  static_assert(U == 1 || Block == EW_BLOCK, "ewg_load_vectors strides a thread's vectors by EW_BLOCK");
+  typedef ew_bf16 S;
+  typedef typename ew_raw<16>::type R;
+  enum { W = 8 };
+  __shared__ unsigned short table[EWT_SIZE];
+  const I n = static_cast<I>(n64), head = static_cast<I>(head64);
+  const I nv = (n - head) / W;
+  const I stride = static_cast<I>(gridDim.x) * (Block * U);
+  I first = static_cast<I>(blockIdx.x) * (Block * U) + threadIdx.x;
+  S x[U * W];
+  ewg_load_vectors<S, W, U, I>(a, p, 0, head, first, nv, x);  // in flight while the table is built
+  for (unsigned t = threadIdx.x; t < EWT_SIZE; t += Block)
+    table[t] = ewg_run_from(p, from, S{ewt_bits(t)}).bits;
+  __syncthreads();
+  for (; first < nv; first += stride) {
+    S y[U][W];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int w = 0; w < W; ++w) y[u][w] = x[u * W + w];
+    }
+    if (first + stride < nv) ewg_load_vectors<S, W, U, I>(a, p, 0, head, first + stride, nv, x);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const I v = first + static_cast<I>(u) * Block;
+      if (v >= nv) break;
+      for (int s = 0; s < from; ++s) {
+        const ewg_step& st = p.step[s];
+        const ewg_opmath<S> k(st);
+        ewg_step_values<S, W, false>(st, k, y[u], y[u], y[u]);
+      }
+      union {
+        R raw;
+        S s[W];
+      } r;
+      ewg_table_values(table, p, from, y[u], r.s);
+      EW_STORE(reinterpret_cast<R*>(static_cast<S*>(a.out[0]) + head) + v, r.raw);
+    }
+  }
+  if (blockIdx.x == gridDim.x - 1) {
+    const I tail = head + nv * W;
+    const I t = threadIdx.x;
+    if (t < head + (n - tail)) {
+      const I i = t < head ? t : tail + (t - head);
+      S y[1], r[1];
+      y[0] = ewg_load_one<S>(a, p, 0, i);
+      ewg_run_to<S, 1, false, I>(a, p, i, y, from);
+      ewg_table_values(table, p, from, y, r);
+      static_cast<S*>(a.out[0])[i] = r[0];
+    }
+  }
 }
 
 #endif  // CUINLINE_EW_GENERIC_CUH

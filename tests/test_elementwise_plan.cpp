@@ -12,6 +12,8 @@
 #include <cuinline/ops.hpp>
 
 #include "ops/elementwise/plan.hpp"
+#include "ops/elementwise/table.hpp"
+#include "ops/elementwise/variant.hpp"
 
 namespace {
 
@@ -219,4 +221,84 @@ TEST(ElementwisePlan, OneWholeTensorWithBroadcastOperandsTakesTwoVectorsAThread)
   EXPECT_NE(request.source.find("kWide = 1"), std::string::npos);
   const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse("sm_90"));
   EXPECT_FALSE(program.binary.empty());
+}
+
+// The bf16 table form (kernel_templates/ew_table.cuh, ops/elementwise/table.hpp): which chains
+// have it and where their table run starts (in steps and in lowered steps), which keys refuse it,
+// the size from which a call takes it, and the module that holds both kernels, compiled for sm_90.
+TEST(ElementwisePlan, Bf16ChainsEndingInACostlyRunHaveATableForm) {
+  detail::NaryKey key;
+  key.dtype = DType::bf16;
+  key.inputs = 2;
+  key.outputs = 1;
+  key.vector_width = 8;
+  struct Expect {
+    const char* op;
+    int start, lowered;
+  };
+  const Expect cases[] = {
+      {"gelu", 0, 0},
+      {"mul(0.5)|gelu|mul(2)", 0, 0},
+      {"relu|mish", 0, 0},
+      {"add(in1)|gelu", 1, 1},
+      {"div_leaky_relu(2, 0.1)|add(in1)|log", 2, 3},
+      {"add(in1)|mul(in1)|exp|log", 2, 2},
+      {"silu|tanh", 0, 0},  // two transcendental steps
+      {"silu", -1, -1},     // one that a lookup does not pay for
+      {"add(in1)|exp", -1, -1},
+      {"gelu|add(in1)", -1, -1},          // the run after the tensor step has no activation
+      {"sigmoid|add(in1)|gelu", -1, -1},  // an activation before the run
+      {"relu|clamp(0, 6)", -1, -1},
+  };
+  for (const Expect& e : cases) {
+    const Op op = parse_op(e.op);
+    EXPECT_EQ(detail::table_run_start(op, key), e.start) << e.op;
+    EXPECT_EQ(detail::table_run_start_lowered(op, key), e.lowered) << e.op;
+  }
+  const Op gelu = parse_op("gelu");
+  EXPECT_TRUE(detail::table_applies(gelu, key, detail::kTableMinElements));
+  EXPECT_FALSE(detail::table_applies(gelu, key, detail::kTableMinElements - 1));
+  detail::NaryKey planned = key;
+  planned.table = true;
+  EXPECT_FALSE(detail::generic_table_applies(planned));  // two inputs
+  planned.inputs = 1;
+  EXPECT_TRUE(detail::generic_table_applies(planned));
+  for (auto refuse :
+       {+[](detail::NaryKey& k) { k.dtype = DType::f16; }, +[](detail::NaryKey& k) { k.dtype = DType::f32; },
+        +[](detail::NaryKey& k) { k.vector_width = 4; }, +[](detail::NaryKey& k) { k.index64 = true; },
+        +[](detail::NaryKey& k) { k.strided = true; }, +[](detail::NaryKey& k) { k.outputs = 2; }}) {
+    detail::NaryKey k = key;
+    refuse(k);
+    EXPECT_EQ(detail::table_run_start(gelu, k), -1);
+  }
+  EXPECT_EQ(detail::table_run_start(Op::expr("x * 2.0f"), key), -1);
+
+  // The planner takes it from kTableMinElements on: its own module (the run's functor, ew_table.cuh,
+  // the table kernel), compiled for sm_90; below, and in f16, the plain kernel.
+  const Op add_gelu = parse_op("add(in1)|gelu");
+  const std::int64_t cols = 4096, rows = detail::kTableMinElements / cols;
+  const TensorView row = TensorView::contiguous(fake(kB), DType::bf16, {cols});
+  const TensorView x = TensorView::contiguous(fake(kA), DType::bf16, {rows, cols});
+  const TensorView y = TensorView::contiguous(fake(kC), DType::bf16, {rows, cols});
+  const TensorView x1 = TensorView::contiguous(fake(kA), DType::bf16, {rows - 1, cols});
+  const TensorView y1 = TensorView::contiguous(fake(kC), DType::bf16, {rows - 1, cols});
+  EXPECT_TRUE(detail::plan_nary(add_gelu, {x, row}, {y}).key.table);
+  EXPECT_FALSE(detail::plan_nary(add_gelu, {x1, row}, {y1}).key.table);
+  EXPECT_FALSE(detail::plan_nary(parse_op("add(in1)|relu"), {x, row}, {y}).key.table);
+  EXPECT_TRUE(plan(parse_op("gelu"), x, y).table);
+  const cuinline::CompileRequest request = make_request(add_gelu, {x, row}, {y});
+  ASSERT_EQ(request.name_expressions.size(), 1u);
+  EXPECT_EQ(request.name_expressions[0], detail::kernel_name(detail::plan_nary(add_gelu, {x, row}, {y}).key));
+  EXPECT_NE(request.name_expressions[0].find("ew_nary_table<"), std::string::npos);
+  EXPECT_NE(request.source.find("struct cuinline_ewn_run"), std::string::npos);
+  bool table_header = false;
+  for (const auto& h : request.headers) table_header = table_header || h.name == "ew_table.cuh";
+  EXPECT_TRUE(table_header);
+  const cuinline::CompiledProgram program = cuinline::compile(request, cuinline::Arch::parse("sm_90"));
+  EXPECT_FALSE(program.binary.empty());
+  EXPECT_EQ(make_request(add_gelu, {x1, row}, {y1}).source.find("cuinline_ewn_run"), std::string::npos);
+  const TensorView xh = TensorView::contiguous(fake(kA), DType::f16, {rows, cols});
+  const TensorView rowh = TensorView::contiguous(fake(kB), DType::f16, {cols});
+  const TensorView yh = TensorView::contiguous(fake(kC), DType::f16, {rows, cols});
+  EXPECT_FALSE(detail::plan_nary(add_gelu, {xh, rowh}, {yh}).key.table);
 }

@@ -223,7 +223,7 @@ std::size_t occurrences(std::string_view text, const std::string& what) {
 
 // SASS for sm_75, sm_80 and sm_90, and PTX for sm_90; each of the 32 kernels the host launches (full
 // and light, vectors and single elements, 32- and 64-bit indices: the names it builds, which carry
-// the vector kernels' vectors a thread) in every SASS image.
+// the vector kernels' vectors a thread) and the bf16 table kernel in every SASS image.
 TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
   if (!generic_kernels_built()) GTEST_SKIP() << "built with CUINLINE_GENERIC_KERNELS=OFF";
   const std::string_view fatbin = detail::generic_fatbin(detail::GenericFatbin::elementwise);
@@ -241,6 +241,8 @@ TEST(Jit, GenericFatbinHoldsEveryKernelForEveryArch) {
     }
   }
   EXPECT_EQ(names.size(), 32u);
+  EXPECT_GE(occurrences(fatbin, std::string(ops::detail::kGenericTableSymbol) + '\0'), 3u)
+      << "in every SASS image";
   EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f32, true, false, false), "cuinline_ewg_f32_v4_r2");
   EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::bf16, true, true, false), "cuinline_ewg_bf16_v8_r1_light");
   EXPECT_EQ(ops::detail::generic_kernel_symbol(DType::f64, false, false, true), "cuinline_ewg_f64_v1_i64");

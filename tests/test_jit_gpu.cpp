@@ -17,6 +17,8 @@
 #include <random>
 
 #include "elementwise_reference.hpp"
+#include "ops/elementwise/plan.hpp"
+#include "ops/elementwise/table.hpp"
 #include "test_support.hpp"
 
 namespace cuinline {
@@ -208,6 +210,81 @@ TEST_F(JitGpu, ExactSixteenBitStepsEqualTheGenericKernelOnEveryValue) {
       }
       EXPECT_EQ(bad, 0u) << text << " " << to_string(dt);
     }
+  }
+}
+
+// The bf16 table form (kernel_templates/ew_table.cuh): a large call looks its chain's last run of
+// one-input steps up in a table each block computed with the plain kernel's code. Its output, under
+// sync (the specialized table kernel) and generic (the generic table kernel for one input, the
+// generic kernel for two), against the same chain over row blocks small enough for the plain
+// kernel: the same bits on every element. Input 0 starts with every bf16 bit pattern (the values
+// outside the table: zeros, subnormals, |x| < 2^-16, |x| >= 2^16, Inf, NaN), then random values
+// with special ones; offset 3 gives the vector kernels a scalar head and tail.
+TEST_F(JitGpu, Bf16TableFormEqualsThePlainKernelBitForBit) {
+  const std::int64_t rows = 4096, cols = 8200, n = rows * cols, block_rows = 1024;
+  ASSERT_GE(n, ops::detail::kTableMinElements);
+  ASSERT_LT(block_rows * cols, ops::detail::kTableMinElements);
+  const Case cases[] = {{"gelu", 1, -8, 8},
+                        {"mul(0.5)|gelu|mul(2)", 1, -8, 8},
+                        {"div_leaky_relu(2, 0.1)|mish", 1, -12, 12},
+                        {"softplus|elu(0.3)", 1, -30, 30},
+                        {"log|selu", 1, -2, 10},
+                        {"silu|tanh", 1, -12, 12},
+                        {"add(in1)|gelu", 2, -6, 6},
+                        {"mul(in1)|add(0.5)|logsigmoid", 2, -30, 30}};
+  const std::size_t offset = 3;
+  for (const Case& c : cases) {
+    const Op op = ops::parse_op(c.op);
+    std::vector<unsigned char> x = random_bytes(DType::bf16, static_cast<std::size_t>(n), rng_, c.lo, c.hi);
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const auto h = static_cast<std::uint16_t>(b);
+      std::memcpy(x.data() + 2 * b, &h, 2);
+    }
+    std::vector<std::vector<unsigned char>> host = {x};
+    std::vector<std::vector<std::int64_t>> shapes = {{rows, cols}};
+    if (c.inputs == 2) {
+      host.push_back(random_bytes(DType::bf16, static_cast<std::size_t>(cols), rng_, c.lo, c.hi));
+      shapes.push_back({cols});
+    }
+    {  // the call takes the table form (the plan ops::apply makes for these tensors)
+      const TensorView in0 =
+          TensorView::contiguous(reinterpret_cast<void*>(std::uintptr_t{1} << 40), DType::bf16, {rows, cols});
+      const TensorView in1 =
+          TensorView::contiguous(reinterpret_cast<void*>(std::uintptr_t{2} << 40), DType::bf16, {cols});
+      const TensorView out =
+          TensorView::contiguous(reinterpret_cast<void*>(std::uintptr_t{3} << 40), DType::bf16, {rows, cols});
+      const TensorView ins[] = {in0, in1};
+      const auto plan = ops::detail::plan_nary(op, ops::TensorList(ins, static_cast<std::size_t>(c.inputs)),
+                                               ops::TensorList(&out, 1));
+      ASSERT_TRUE(plan.key.table) << c.op;
+      ASSERT_EQ(ops::detail::generic_table_applies(plan.key), c.inputs == 1) << c.op;
+    }
+    const auto table = run(op, DType::bf16, host, shapes, rows, cols, offset, JitPolicy::sync);
+    const auto generic = run(op, DType::bf16, host, shapes, rows, cols, offset, JitPolicy::generic);
+    std::vector<unsigned char> plain;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+      std::vector<std::vector<unsigned char>> part = host;
+      part[0].assign(x.begin() + r0 * cols * 2, x.begin() + (r0 + block_rows) * cols * 2);
+      std::vector<std::vector<std::int64_t>> part_shapes = shapes;
+      part_shapes[0] = {block_rows, cols};
+      const auto got = run(op, DType::bf16, part, part_shapes, block_rows, cols, offset, JitPolicy::sync);
+      plain.insert(plain.end(), got.begin(), got.end());
+    }
+    std::size_t bad_table = 0, bad_generic = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+      const std::uint64_t p = at(plain, DType::bf16, i), t = at(table, DType::bf16, i),
+                          g = at(generic, DType::bf16, i);
+      if (t != p && ++bad_table <= 3) {
+        ADD_FAILURE() << c.op << " element " << i << " (x = 0x" << std::hex << at(x, DType::bf16, i)
+                      << "): table 0x" << t << ", plain 0x" << p << std::dec << " (seed " << seed_ << ")";
+      }
+      if (g != p && ++bad_generic <= 3) {
+        ADD_FAILURE() << c.op << " element " << i << " (x = 0x" << std::hex << at(x, DType::bf16, i)
+                      << "): generic 0x" << g << ", plain 0x" << p << std::dec << " (seed " << seed_ << ")";
+      }
+    }
+    EXPECT_EQ(bad_table, 0u) << c.op;
+    EXPECT_EQ(bad_generic, 0u) << c.op;
   }
 }
 

@@ -62,3 +62,10 @@ CUINLINE_EWG_KERNELS(f32, float, 4, ew_generic_body_wide, 2, 6)
 CUINLINE_EWG_KERNELS(f64, double, 2, ew_generic_body, 1, 8)
 CUINLINE_EWG_KERNELS(f16, ew_half, 8, ew_generic_body_wide, 3, 4)
 CUINLINE_EWG_KERNELS(bf16, ew_bf16, 8, ew_generic_body_wide, 3, 4)
+// The bf16 table form (ew_table.cuh): the specialized table kernel's shape, 1024-thread blocks, two
+// a multiprocessor (one before sm_80), one vector a thread at a time; 32-bit indices only (the host
+// takes it under 2^31 elements).
+extern "C" __global__ void __launch_bounds__(EWT_BLOCK, EWT_MIN_BLOCKS)
+    cuinline_ewg_bf16_v8_table(ew_nary_args a, long long n, long long head, ewg_program p, int from) {
+  ew_generic_body_table<unsigned, EWT_BLOCK, 1>(a, n, head, p, from);
+}

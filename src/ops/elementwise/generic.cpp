@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ops/elementwise/render.hpp"
+#include "ops/elementwise/table.hpp"
 #include "ops/generic_fatbin.hpp"
 #include "ops/specialize.hpp"
 
@@ -96,7 +97,22 @@ GenericProgram generic_program(const Op& op, const NaryKey& key) {
   return p;
 }
 
-void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream stream) {
+namespace {
+
+Kernel generic_table_kernel() {
+  static std::mutex mutex;
+  static Kernel kernel;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!kernel) {
+    kernel = cuinline::detail::generic_module(cuinline::detail::GenericFatbin::elementwise)
+                 .kernel(kGenericTableSymbol);
+  }
+  return kernel;
+}
+
+}  // namespace
+
+void launch_generic(const Op& op, GenericProgram program, const NaryPlan& plan, int device, CUstream stream) {
   const NaryKey& key = plan.key;
   // 16-byte vectors where the plan aligned every operand for them, else single elements (head 0).
   const bool vector = key.vector_width == widest_vector(key.dtype);
@@ -123,9 +139,17 @@ void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream strea
     }
   }
   LaunchConfig cfg;
+  cfg.stream = stream;
+  if (generic_table_applies(key)) {  // the planner's table form (bf16, 32-bit indices), one input
+    cfg.grid = Dim3(table_grid(n, head, device));
+    cfg.block = Dim3(kTableBlock);
+    const int from = table_run_start_lowered(op, key);
+    generic_table_kernel().launch(cfg, plan.args, n, head, program, from);
+    count_generic_launch();
+    return;
+  }
   cfg.grid = Dim3(static_cast<unsigned>(blocks));
   cfg.block = Dim3(kBlock);
-  cfg.stream = stream;
   generic_kernel(key.dtype, vector, light, wide_index).launch(cfg, plan.args, n, head, program);
   count_generic_launch();
 }

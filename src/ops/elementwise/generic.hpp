@@ -40,6 +40,9 @@ static_assert(sizeof(GenericProgram) == 8 + 12 * kMaxInputs + 48 * kGenericMaxSt
 /// or not, 32- or 64-bit indices (src/ops/elementwise/ew_generic.cu).
 int generic_vectors_per_thread(DType dtype, bool light, bool wide_index);
 
+/// The generic bf16 table kernel (kernel_templates/ew_generic.cuh: ew_generic_body_table; table.hpp).
+inline constexpr const char* kGenericTableSymbol = "cuinline_ewg_bf16_v8_table";
+
 /// The generic kernel's symbol: "cuinline_ewg_f32_v4_r2", "cuinline_ewg_bf16_v8_r1_light",
 /// "cuinline_ewg_f64_v1_i64" (vector: 16-byte vectors, else single elements).
 std::string generic_kernel_symbol(DType dtype, bool vector, bool light, bool wide_index);
@@ -60,7 +63,8 @@ bool generic_applies(const Op& op, const NaryKey& key);
 /// functor has them). Call only where generic_applies.
 GenericProgram generic_program(const Op& op, const NaryKey& key);
 
-/// Runs the planned call on the generic kernel (loaded once per process).
-void launch_generic(GenericProgram program, const NaryPlan& plan, CUstream stream);
+/// Runs the planned call of `op` on `device` (the stream's) on the generic kernel (loaded once per process):
+/// its bf16 table form where the call takes one (table.hpp: table_applies).
+void launch_generic(const Op& op, GenericProgram program, const NaryPlan& plan, int device, CUstream stream);
 
 }  // namespace cuinline::ops::detail

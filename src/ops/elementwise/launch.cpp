@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "ops/elementwise/generic.hpp"
 #include "ops/elementwise/plan.hpp"
+#include "ops/elementwise/table.hpp"
 #include "ops/elementwise/variant.hpp"
 #include "ops/family.hpp"
 #include "ops/specialize.hpp"
@@ -52,6 +53,13 @@ const char* const kOutputNames[kMaxOutputs] = {"output 0", "output 1", "output 2
 // The specialized kernel's launch.
 void launch_specialized(const Kernel& kernel, int device, const Op& op, const detail::NaryPlan& p, CUstream stream) {
   LaunchConfig cfg;
+  if (p.key.table) {  // ew_table.cuh: 32-bit indices, its own grid
+    cfg.grid = Dim3(detail::table_grid(p.numel, p.head, device));
+    cfg.block = Dim3(detail::kTableBlock);
+    cfg.stream = stream;
+    kernel.launch(cfg, p.args, static_cast<unsigned>(p.numel), static_cast<unsigned>(p.head));
+    return;
+  }
   cfg.grid = Dim3(p.grid);
   cfg.block = Dim3(detail::kBlock);
   cfg.stream = stream;
@@ -115,7 +123,7 @@ void launch(ElementwiseMap& map, const Op& op, const detail::NaryPlan& p, detail
     }
     if (policy != JitPolicy::sync) {
       map.count_launch();
-      detail::launch_generic(detail::generic_program(op, p.key), p, stream);
+      detail::launch_generic(op, detail::generic_program(op, p.key), p, device, stream);
       return;
     }
   }
@@ -146,6 +154,7 @@ LaunchPlan plan(const Op& op, const TensorView& in, const TensorView& out) {
   plan.head = p.head;
   plan.grid = p.grid;
   plan.block = p.numel == 0 ? 0 : detail::kBlock;
+  plan.table = p.key.table;
   plan.in = p.args.in[0];
   plan.out = p.args.out[0];
   if (p.numel == 0) return plan;

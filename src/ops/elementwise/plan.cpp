@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "driver/tensor_access.hpp"
+#include "ops/elementwise/table.hpp"
 
 namespace cuinline::ops::detail {
 namespace {
@@ -295,6 +296,8 @@ NaryPlan plan_nary(const Op& op, TensorList inputs, TensorList outputs, bool who
     const std::int64_t blocks = std::max<std::int64_t>(1, (vectors + per_block - 1) / per_block);
     if (blocks > std::numeric_limits<std::int32_t>::max()) bad(op, "tensor too large for one launch");
     p.grid = static_cast<std::uint32_t>(blocks);
+    // A large bf16 call of a chain that ends in a costly run looks the run up (table.hpp).
+    p.key.table = table_applies(op, p.key, n);
     return p;
   }
   p.key.strided = true;

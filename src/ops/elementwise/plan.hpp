@@ -24,6 +24,9 @@ struct LaunchPlan {
   /// would need between one and two waves of resident blocks on the stream's device.
   std::uint32_t grid = 0;
   std::uint32_t block = 0;  ///< threads per block
+  /// The bf16 table form (table.hpp): its kernel is not `variant`'s, and its launch takes
+  /// kTableBlock threads a block and table_grid's blocks (grid and block above are the plain kernel's).
+  bool table = false;
   const void* in = nullptr;
   void* out = nullptr;
   int ndim = 0;  ///< after merging dimensions (contiguous: 1, shape {numel}, strides 1)

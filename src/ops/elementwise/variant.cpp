@@ -9,6 +9,7 @@
 
 #include "ops/elementwise/plan.hpp"
 #include "ops/elementwise/render.hpp"
+#include "ops/elementwise/table.hpp"
 #include "templates/template_source.hpp"
 
 namespace cuinline::ops {
@@ -96,27 +97,61 @@ Variant variant_of(const Op& op, const NaryKey& key) {
 }
 
 std::string kernel_name(const NaryKey& k) {
+  if (k.table) return "ew_nary_table<cuinline_ewn_shape, cuinline_ewn_pre, cuinline_ewn_run, unsigned int>";
   const std::string s = cuinline::detail::storage_type(k.dtype);
   if (k.strided) return "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, " + s + ">";
   return "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, " + s + ", " + std::to_string(k.vector_width) + ", " +
          (k.index64 ? "long long" : "unsigned int") + ">";
 }
 
+namespace {
+
+// The table form's two functors (ew_table.cuh): the chain's steps before its table run, as an N-ary
+// functor of one output (a copy of input 0 where there are none), and the run, as a one-input functor.
+// Each renders its steps exactly as the whole chain's functor does, so the two compose to its bits.
+std::string render_table_functors(const Op& op, const NaryKey& k, int start) {
+  Op pre, run;
+  pre.steps.assign(op.steps.begin(), op.steps.begin() + start);
+  run.steps.assign(op.steps.begin() + start, op.steps.end());
+  std::string out;
+  if (pre.steps.empty()) {
+    const std::string s = cuinline::detail::storage_type(k.dtype);
+    out += "struct cuinline_ewn_pre {\n  __device__ __forceinline__ void operator()(const " + s + " (&xs)[" +
+           std::to_string(k.inputs) + "], " + s + " (&ys)[1]) const { ys[0] = xs[0]; }\n};\n";
+  } else {
+    out += cuinline::detail::render_nary_functor(pre, k.dtype, k.inputs, "cuinline_ewn_pre");
+  }
+  out += cuinline::detail::render_op_functor(run, k.dtype, "cuinline_ewn_run");
+  return out;
+}
+
+}  // namespace
+
 CompileRequest make_request(const Op& op, const NaryKey& k) {
   CompileRequest request;
   request.name = "elementwise_nary.cu";
-  std::string src = "// cuinline elementwise kernel\n#include \"ew_nary.cuh\"\n\nstruct cuinline_ewn_shape {\n";
+  const int table_start = k.table ? table_run_start(op, k) : -1;
+  if (k.table && table_start < 0) {
+    throw InvalidArgument("elementwise " + op.describe() + ": no table form for this chain and key");
+  }
+  std::string src = std::string("// cuinline elementwise kernel\n#include \"") +
+                    (table_start >= 0 ? "ew_table.cuh" : "ew_nary.cuh") +
+                    "\"\n\nstruct cuinline_ewn_shape {\n";
   src += "  enum { kInputs = " + std::to_string(k.inputs) + ", kOutputs = " + std::to_string(k.outputs);
   for (int i = 0; i < kMaxInputs; ++i) src += ", kPattern" + std::to_string(i) + " = " + std::to_string(k.patterns[i]);
   src += std::string(", kWide = ") + (k.wide ? "1" : "0");
   src += " };\n};\n";
   // The source holds the constants only as rendered (opmath literals), so two ops whose constants
   // convert to the same opmath value are one program and one cache entry.
-  src += cuinline::detail::render_nary_functor(op, k.dtype, k.inputs, "cuinline_ewn_op");
+  // The table form (table.hpp): the steps before the run and the run; else the chain's functor.
+  src += table_start >= 0 ? render_table_functors(op, k, table_start)
+                          : cuinline::detail::render_nary_functor(op, k.dtype, k.inputs, "cuinline_ewn_op");
   request.source = std::move(src);
   for (const char* header : {"ew_common.cuh", "ew_ops.cuh", "elementwise.cuh", "ew_nary.cuh"}) {
     request.headers.push_back({header, cuinline::detail::template_text(header)});
   }
+  if (table_start >= 0)
+    request.headers.push_back({"ew_table.cuh", cuinline::detail::template_text("ew_table.cuh")});
   // A chain rounds after every step, like a sequence of PyTorch ops, and an expression is compiled
   // without contraction. A chain with activation steps (sigmoid, gelu, ...) is compiled with
   // contraction on, as nvcc compiles PyTorch's kernels, so their formulas round as PyTorch's do;
@@ -139,6 +174,7 @@ std::uint64_t hash_of(const Op& op, const NaryKey& key) {
   f.value(key.strided);
   f.value(key.index64);
   f.value(key.wide);
+  f.value(key.table);
   f.value(key.patterns);
   f.op(op);  // steps with their operands
   for (const std::string& n : op.input_names) f.bytes(n.data(), n.size() + 1);

@@ -27,11 +27,14 @@ struct NaryKey {
   /// Two 16-byte vectors a thread (ew_nary's Sh::kWide), with the registers for them: chosen for an
   /// expression over one whole tensor and broadcast operands (plan.cpp says why).
   bool wide = false;
+  /// The bf16 table form (kernel_templates/ew_table.cuh; table.hpp): the planner's choice for a
+  /// large call of a chain that has one. Its own module, so a variant's small calls compile none of it.
+  bool table = false;
   std::array<std::uint8_t, kMaxInputs> patterns{};
   friend bool operator==(const NaryKey& a, const NaryKey& b) noexcept {
     return a.dtype == b.dtype && a.inputs == b.inputs && a.outputs == b.outputs &&
            a.vector_width == b.vector_width && a.strided == b.strided && a.index64 == b.index64 &&
-           a.wide == b.wide && a.patterns == b.patterns;
+           a.wide == b.wide && a.table == b.table && a.patterns == b.patterns;
   }
 };
 
@@ -47,11 +50,13 @@ NaryKey key_of(const Variant& variant);
 /// The public variant of a one-input key (inputs == 1, whole-tensor pattern).
 Variant variant_of(const Op& op, const NaryKey& key);
 
-/// "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, float, 4, unsigned int>" or
-/// "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, float>".
+/// "ew_nary<cuinline_ewn_shape, cuinline_ewn_op, float, 4, unsigned int>",
+/// "ew_nary_strided<cuinline_ewn_shape, cuinline_ewn_op, float>" or, for key.table,
+/// "ew_nary_table<cuinline_ewn_shape, cuinline_ewn_pre, cuinline_ewn_run, unsigned int>".
 std::string kernel_name(const NaryKey& key);
 
-/// The program of (op, key): ew_nary.cuh, the shape struct and the op's functor; one name
+/// The program of (op, key): ew_nary.cuh, the shape struct and the op's functor; or, for key.table,
+/// ew_table.cuh with the chain's steps before its table run and the run as two functors. One name
 /// expression, kernel_name(key). Does not validate (the callers did).
 CompileRequest make_request(const Op& op, const NaryKey& key);
 
