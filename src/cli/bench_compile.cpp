@@ -123,6 +123,14 @@ std::vector<Row> rows_of(const std::vector<std::string>& families, const Arch& a
                         return ops::make_request(ops::parse_op("add(in1)|" + mul(k) + "|gelu"), {a, b}, {o});
                       }});
     }
+    // The same chain on 2^25 bf16 elements: the table form's module (docs/ops-families.md).
+    rows.push_back(
+        {"nary", "add(in1)|mul(k)|gelu, in1 a row, 8192 x 4096: the table form", DType::bf16, [](double k) {
+           const TensorView a = TensorView::contiguous(fake(1ull << 40), DType::bf16, {8192, 4096});
+           const TensorView b = TensorView::contiguous(fake(2ull << 40), DType::bf16, {4096});
+           const TensorView o = TensorView::contiguous(fake(3ull << 40), DType::bf16, {8192, 4096});
+           return ops::make_request(ops::parse_op("add(in1)|" + mul(k) + "|gelu"), {a, b}, {o});
+         }});
   }
   if (wanted("conv2d")) {
     rows.push_back({"conv2d", "2x12x50^2 -> 20, 3x3, + mul(k)|leaky_relu", DType::f32, [arch](double k) {
