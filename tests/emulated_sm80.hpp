@@ -202,6 +202,7 @@ struct Copy {
   void* dst;
   const void* src;
   bool valid;
+  int bytes = 16;
 };
 // A thread's copies: not yet committed, and its committed groups (by thread, set up for each block).
 struct ThreadCopies {
@@ -215,9 +216,9 @@ inline ThreadCopies& my_copies() {
 inline bool g_copies_at_issue = false;
 inline void perform(const Copy& c) {
   if (c.valid) {
-    std::memcpy(c.dst, c.src, 16);
+    std::memcpy(c.dst, c.src, c.bytes);
   } else {
-    std::memset(c.dst, 0, 16);
+    std::memset(c.dst, 0, c.bytes);
   }
 }
 template <int kL2Only>
@@ -229,6 +230,19 @@ inline void copy16_async(void* dst, const void* src, bool valid) {
     perform({dst, src, valid});
   } else {
     my_copies().uncommitted.push_back({dst, src, valid});
+  }
+}
+template <int kBytes>
+inline void copy_async(void* dst, const void* src) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dst) % kBytes, 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(src) % kBytes, 0u);
+  EXPECT_TRUE(in_a_tensor(src, kBytes)) << "a copy from outside every tensor";
+  if (!in_smem(smem_address(dst), kBytes)) return;
+  if (g_copies_at_issue) {
+    perform({dst, src, true, kBytes});
+  } else {
+    my_copies().uncommitted.push_back({dst, src, true, kBytes});
   }
 }
 inline void copy_commit() {

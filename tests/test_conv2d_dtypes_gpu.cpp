@@ -705,6 +705,76 @@ TEST(Conv2dDtypesGpu, SmallPlanesRunOnSmallTiles) {
   }
 }
 
+// The residual copied while the main loop runs (conv2d_hmma/plan.cuh's kResPrefetch: the cp.async
+// wgmma tiling where the k steps leave buffers unused): ResNet-50's block-closing 1 x 1 convs over 64
+// and 128 channels (one and two k steps) + bias + the residual + leaky ReLU, channels-last, and a 1 x 1
+// over 128 channels into 64 NCHW channels (the residual tile's rows are channels) on a plane of two
+// tiles, the second partial; f16 and bf16, against float64, every output written; the first shape
+// also captured in a CUDA graph and replayed on a new residual, equal bit for bit to the eager call.
+TEST(Conv2dDtypesGpu, ResidualCopiedWhileTheMainLoopRuns) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  const std::vector<std::pair<Shape, bool>> shapes = {
+      {{2, 64, 56, 56, 256, 1, 1, Conv2dParams{}, true, true}, true},
+      {{3, 128, 28, 28, 512, 1, 1, Conv2dParams{}, true, true}, true},
+      {{2, 128, 8, 17, 64, 1, 1, Conv2dParams{}, false, true}, false}};
+  const bool sm90 = device_target() == Conv2dTarget::sm90 && !hmma_disabled();
+  for (const auto& [s, nhwc] : shapes) {
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, true, rng);
+      const HostTensor wt = random_tensor(s.cout, s.cin, 1, 1, dt, true, rng);
+      const HostTensor b = random_tensor(1, s.cout, 1, 1, dt, false, rng);
+      const HostTensor r = random_tensor(s.n, s.cout, s.h, s.w, dt, nhwc, rng);
+      HostTensor y{s.n, s.cout, s.h, s.w, dt, nhwc, {}};
+      y.values.resize(r.size());
+      DeviceCopy dx = upload(x), dw = upload(wt), db = upload(b), dr = upload(r), dy = upload(y);
+      dy.buffer.fill_u32(0xffffffffu);
+      const TensorView bias = s.bias ? TensorView::contiguous(db.view.data, dt, {s.cout}) : TensorView{};
+      const Op epi = div_leaky_relu_epilogue(1.0, 0.125);  // (reference's)
+      const Conv2dVariant v =
+          conv2d_variant_for(dx.view, dw.view, bias, dy.view, s.p, epi, Conv2dPrecision::fp32, dr.view);
+      SCOPED_TRACE(v.name());
+      const Conv2dTiling t = planned(v);
+      if (sm90) {
+        // The cp.async wgmma tiling, with buffers the k steps leave unused.
+        ASSERT_TRUE(t.half_mma() && t.as_hmma().form == HmmaForm::wgmma);
+        EXPECT_GT(t.as_hmma().stages, (s.cin + 63) / 64);
+      }
+      conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view);
+      stream.synchronize();
+      std::vector<unsigned char> eager;
+      const double err = output_error(s, x, wt, b, r, y, dy, 0, &eager);
+      std::printf("  %-90s rel L2 %.2e\n", v.name().c_str(), err);
+      EXPECT_LE(err, tolerance(dt));  // NaN (an unwritten output) fails too
+      if (&s == &shapes[0].first) {
+        const Graph graph = Graph::capture(
+            stream.get(),
+            [&] {
+              conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view);
+            },
+            CaptureMode::global);
+        const HostTensor r2 = random_tensor(s.n, s.cout, s.h, s.w, dt, nhwc, rng);
+        const std::vector<unsigned char> raw2 = r2.storage();
+        dr.buffer.copy_from_host(raw2.data(), raw2.size());
+        dy.buffer.fill_u32(0xffffffffu);
+        graph.launch(stream.get());
+        stream.synchronize();
+        std::vector<unsigned char> replay(y.bytes()), again(y.bytes());
+        dy.buffer.copy_to_host(replay.data(), replay.size());
+        EXPECT_LE(output_error(s, x, wt, b, r2, y, dy), tolerance(dt));
+        dy.buffer.fill_u32(0xffffffffu);
+        conv2d(dx.view, dw.view, bias, dy.view, s.p, epi, stream, Conv2dPrecision::fp32, dr.view);
+        stream.synchronize();
+        dy.buffer.copy_to_host(again.data(), again.size());
+        EXPECT_EQ(replay, again);
+      }
+    }
+  }
+}
+
 // Split-K's layers (ResNet-50's 512-channel 3 x 3 on 7 x 7 and its stride-2 twin on 14 x 14, batch
 // 1: 4 output tiles on a GPU of 100+ multiprocessors; a window-form layer; two mid planes, whose
 // split form has tiles of its own) in f16 and bf16, channels-last and NCHW

@@ -413,6 +413,21 @@ HMMA_CASE(DeepSmall1x1Reg, ew_half, 384, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0,
 WGMMA_CASE(DeepSmall1x1, DeepSmall1x1Reg, 4, 1, 16, 64, 4, 2)
 HMMA_CASE(DeepSmall1x1ResReg, ew_bf16, 256, 5, 6, 40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 2, 2, 4, 4, 256, 64, 2)
 WGMMA_CASE(DeepSmall1x1Res, DeepSmall1x1ResReg, 4, 1, 8, 64, 4, 3)
+// The residual copied while the main loop runs (kResPrefetch: k steps that leave cp.async buffers
+// unused, the tile in its own swizzled place). A 1 x 1 over 64 channels (one k step of 64, three
+// buffers) on a 9 x 13 plane (a partial 128-pixel tile), 136 output channels (two 128-channel blocks,
+// the second partial), bias and a residual, channels-last output, bf16; and over 128 channels (two
+// steps) on an 8 x 17 plane into 64 NCHW channels (the tile's rows are channels), f16.
+HMMA_CASE(Res1x1Reg, ew_bf16, 64, 9, 13, 136, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 4, 4, 64, 64, 2)
+struct Res1x1 : Res1x1Reg {
+  static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = 2, kNT = 16, kBK = 64, kMinBlocks = 2, kAsyncDepth = 3,
+                       kWgmma = 1, kNotPlanned = 1;
+};
+HMMA_CASE(Res1x1NchwReg, ew_half, 128, 8, 17, 64, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 2, 2, 4, 4, 128, 64, 2)
+struct Res1x1Nchw : Res1x1NchwReg {
+  static constexpr int kWarpsM = 4, kWarpsN = 1, kMT = 2, kNT = 8, kBK = 64, kMinBlocks = 2, kAsyncDepth = 3,
+                       kWgmma = 1, kNotPlanned = 1;
+};
 // The split form (kSplitK: the reduction cut into slices, each a block; the last block of a tile to
 // arrive sums the partials in slice order and runs the epilogue): a 3 x 3 filter over 64 channels
 // in k steps of 32 (18 steps; 4 slices of 4, 5, 4 and 5 steps) on a 6 x 7 plane (one m64 tile), 40
@@ -856,6 +871,8 @@ TEST(Conv2dHmmaEmulated, EmulatedKernelMatchesTheReference) {
   check_case<SmallPlaneRes>(seed++);
   check_case<DeepSmall1x1>(seed++);
   check_case<DeepSmall1x1Res>(seed++);
+  check_case<Res1x1>(seed++);
+  check_case<Res1x1Nchw>(seed++);
   check_case<SeedHalo>(seed++);
   check_case<SeedHaloNhwc>(seed++);
   check_case<RgbHalo>(seed++);
@@ -913,6 +930,11 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
                 Plan<ResnetNhwc>::kHalfEpi && Plan<AsyncPadded>::kHalfEpi && Plan<DeepSmall1x1Res>::kHalfEpi &&
                 !Plan<Seed>::kHalfEpi && !Plan<Resnet>::kHalfEpi);
   static_assert(Plan<ResnetNhwc>::kOutVec == 8 && Plan<OutputMisaligned<SmallPlaneRes>>::kOutVec == 1);
+  // The residual prefetched where the k steps leave buffers (and the output 16-byte aligned); else
+  // copied after the main loop.
+  static_assert(Plan<Res1x1>::kResPrefetch && Plan<Res1x1Nchw>::kResPrefetch &&
+                !Plan<DeepSmall1x1Res>::kResPrefetch && !Plan<OutputMisaligned<Res1x1>>::kResPrefetch &&
+                !Plan<ResnetNhwc>::kResPrefetch);
   static_assert(Plan<NchwOut>::kOutVec == 8 && Plan<UnetNhwc>::kOutVec == 8 && Plan<OutputMisaligned<SeedNhwc>>::kOutVec == 1);
   static_assert(Plan<Seed>::kOutVec == 2 && Plan<SeedNhwc>::kOutVec == 8 && Plan<Resnet>::kOutVec == 4 &&
                 Plan<Unet>::kOutVec == 4 && Plan<Odd>::kOutVec == 1 && Plan<OutputMisaligned<Resnet>>::kOutVec == 1);
@@ -928,6 +950,9 @@ TEST(Conv2dHmmaEmulated, CopyTimingAndTheUnalignedVariants) {
   check_case<OutputMisaligned<SmallPlaneRes>>(seed++, Mode::misaligned_output);
   check_case<DeepSmall1x1>(seed++, Mode::copies_at_issue);
   check_case<OutputMisaligned<DeepSmall1x1Res>>(seed++, Mode::misaligned_output);
+  check_case<Res1x1>(seed++, Mode::copies_at_issue);
+  check_case<Res1x1Nchw>(seed++, Mode::copies_at_issue);
+  check_case<OutputMisaligned<Res1x1>>(seed++, Mode::misaligned_output);
   check_case<InputMisaligned<DeepSmall1x1Reg>>(seed++, Mode::misaligned_input);
   check_case<InputMisaligned<DeepSmall1x1ResReg>>(seed++, Mode::misaligned_input);
   check_case<OutputMisaligned<NchwOut>>(seed++, Mode::misaligned_output);

@@ -29,6 +29,13 @@ __device__ __forceinline__ void copy16_async(void* dst, const void* src, bool va
                  "r"(valid ? 16 : 0));
   }
 }
+// kBytes (4, 8 or 16) global -> shared, asynchronously, cached in L1 and L2 (.ca); both addresses
+// aligned to kBytes.
+template <int kBytes>
+__device__ __forceinline__ void copy_async(void* dst, const void* src) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_address(dst)), "l"(src), "n"(kBytes));
+}
 __device__ __forceinline__ void copy_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -240,9 +240,10 @@ __device__ __forceinline__ void store_tile_half(const unsigned short* s_h, typen
 }
 
 // kHalfEpi with a residual: the residual's tile into s_h, where write_half_tile reads it, kVec
-// consecutive values along the output's contiguous axis a load (store_tile_half's order and
+// consecutive values along the output's contiguous axis a copy (store_tile_half's order and
 // bounds; the places past the plane or the channels are left as they are: their outputs are never
-// stored).
+// stored). cp.async (kVec >= 2), every copy of the thread in flight at once, waited for here; the
+// caller's barrier then makes the tile visible to the block.
 template <class S, int kVec>
 __device__ __forceinline__ void load_tile_half(unsigned short* s_h, const typename S::storage* __restrict__ res_n,
                                                int p0, int m_end, int co0) {
@@ -262,15 +263,51 @@ __device__ __forceinline__ void load_tile_half(unsigned short* s_h, const typena
     if (m < m_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
       unsigned short* dst = s_h + (S::kOutNhwc ? m * P::kHPitch + c : c * P::kHPitch + m);
       const typename S::storage* src = res_n + out_offset<S>(p0 + m, co);
-      if constexpr (kVec == 8) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-      } else if constexpr (kVec == 4) {
-        *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
-      } else if constexpr (kVec == 2) {
-        *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src);
+      if constexpr (kVec >= 2) {
+        copy_async<2 * kVec>(dst, src);
       } else {
         *dst = *reinterpret_cast<const unsigned short*>(src);
       }
+    }
+  }
+  if constexpr (kVec >= 2) {
+    copy_commit();
+    copy_wait<0>();
+  }
+}
+
+// The place of element (r, c) — row r, column c — of the prefetched residual tile (P::kResPrefetch,
+// plan.cuh): rows of kFast values unpadded, 16-byte chunk c / 8 of row r at chunk (c / 8) ^ (r % 8).
+template <class S>
+__device__ __forceinline__ int residual_place(int r, int c) {
+  using P = Plan<S>;
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
+  return r * kFast + ((c >> 3) ^ (r & 7)) * 8 + (c & 7);
+}
+
+// P::kResPrefetch: the residual's tile copied into s_r (residual_place's layout) by cp.async, 16 bytes
+// a copy, issued before the main loop and committed by the caller; the main loop's last wait and
+// barrier make it visible to the block. The places past the plane or the channels are not written.
+template <class S>
+__device__ __forceinline__ void prefetch_residual(unsigned short* s_r,
+                                                  const typename S::storage* __restrict__ res_n, int p0,
+                                                  int m_end, int co0) {
+  using P = Plan<S>;
+  constexpr int kFast = S::kOutNhwc ? P::kBN : P::kBM;
+  constexpr int kSlow = S::kOutNhwc ? P::kBM : P::kBN;
+  constexpr int kFastVecs = kFast / 8;
+  constexpr int kSlowStep = P::kThreads / kFastVecs;
+  static_assert(P::kOutVec == 8 && kFast >= 64 && P::kThreads % kFastVecs == 0 && kSlow % kSlowStep == 0,
+                "16-byte copies, rows of 8 chunks or more, whole rows of chunks an iteration");
+  const int fast = (int)(threadIdx.x % kFastVecs) * 8;
+  const int slow0 = (int)(threadIdx.x / kFastVecs);
+#pragma unroll
+  for (int slow = slow0; slow < kSlow; slow += kSlowStep) {
+    const int m = S::kOutNhwc ? slow : fast;
+    const int c = S::kOutNhwc ? fast : slow;
+    const int co = co0 + c;
+    if (m < m_end && (S::kCout % P::kBN == 0 || co < S::kCout)) {
+      copy_async<16>(s_r + residual_place<S>(slow, fast), res_n + out_offset<S>(p0 + m, co));
     }
   }
 }
@@ -278,12 +315,13 @@ __device__ __forceinline__ void load_tile_half(unsigned short* s_h, const typena
 // kHalfEpi's tile: acc + bias, E and the one rounding in registers, into the 16-bit tile s_h
 // ([kBM][kHPitch] channels-last, [kBN][kHPitch] NCHW). kResidual: s_h holds the residual's tile
 // (load_tile_half, then a barrier), added after the bias as store_tile adds it; each value is read
-// by the lane that then writes its output in the same place. (The caller's barrier then orders the
-// tile's reads.)
+// by the lane that then writes its output in the same place. kResidual with s_r: the residual is the
+// prefetched tile there (prefetch_residual) instead. (The caller's barrier then orders the tile's
+// reads.)
 template <class S, class E, bool kResidual = false>
 __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kNT][4], unsigned short* s_h,
                                                 const typename S::storage* __restrict__ bias, int co0,
-                                                const E& ep) {
+                                                const E& ep, const unsigned short* s_r = nullptr) {
   using P = Plan<S>;
   using T = typename S::storage;
   const int lane = threadIdx.x % 32;
@@ -334,10 +372,15 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
       // The residual in the layout stmatrix writes: ldmatrix from the same rows.
       unsigned res[4] = {0, 0, 0, 0};
       if constexpr (kResidual) {
+        // (The prefetched tile: this lane's row of its matrix, as residual_place lays it out.)
+        const unsigned at_r = s_r == nullptr
+                                  ? at
+                                  : smem_address(s_r + (S::kOutNhwc ? residual_place<S>(m + mrow, cm)
+                                                                    : residual_place<S>(cm + mrow, m)));
         if (S::kOutNhwc) {
-          ldmatrix_x4(res, at);
+          ldmatrix_x4(res, at_r);
         } else {
-          ldmatrix_x4_trans(res, at);
+          ldmatrix_x4_trans(res, at_r);
         }
       }
       unsigned r[4];
@@ -371,8 +414,13 @@ __device__ __forceinline__ void write_half_tile(const float (&acc)[S::kMT][S::kN
         const int m = P::a_row0(wm, i) + g + 8 * h;
         unsigned short res0 = 0, res1 = 0;
         if constexpr (kResidual) {
-          res0 = S::kOutNhwc ? s_h[m * P::kHPitch + c] : s_h[c * P::kHPitch + m];
-          res1 = S::kOutNhwc ? s_h[m * P::kHPitch + c + 1] : s_h[(c + 1) * P::kHPitch + m];
+          if (s_r == nullptr) {
+            res0 = S::kOutNhwc ? s_h[m * P::kHPitch + c] : s_h[c * P::kHPitch + m];
+            res1 = S::kOutNhwc ? s_h[m * P::kHPitch + c + 1] : s_h[(c + 1) * P::kHPitch + m];
+          } else {
+            res0 = S::kOutNhwc ? s_r[residual_place<S>(m, c)] : s_r[residual_place<S>(c, m)];
+            res1 = S::kOutNhwc ? s_r[residual_place<S>(m, c + 1)] : s_r[residual_place<S>(c + 1, m)];
+          }
         }
         const unsigned r0 = out(i, j, 2 * h, b, res0), r1 = out(i, j, 2 * h + 1, b, res1);
         if (S::kOutNhwc) {

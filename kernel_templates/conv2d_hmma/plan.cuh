@@ -28,6 +28,7 @@ struct PlanShape {
   int in_nhwc, w_nhwc, out_nhwc, in_aligned, out_aligned;
   int warps_m, warps_n, mt, nt, ci_pad, bk, async_depth;
   int wgmma, halo, window, window_tiles, pointwise, tma;
+  int residual;
 };
 
 // A plan's figures; Plan<S> has each as the member k<Name> (kThreads, kSmemBytes, ...), where the
@@ -65,6 +66,8 @@ struct PlanFigures {
   int box_cols, box_rows, bar_offset, smem_bytes;
   long long run;
   int vec_max, out_vec;
+  bool res_prefetch;
+  int res_offset;
 };
 
 // Outputs a store: the largest of 8 (16-bit outputs rounded in registers, half_epi), 4, 2 that
@@ -251,6 +254,20 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanFigures plan_figures(const PlanShape& s)
   f.run = s.out_nhwc ? s.cout : f.halo ? s.ow : f.pixels;
   f.vec_max = f.half_epi ? 8 : 4;
   f.out_vec = plan_out_vec(f.run, f.half_epi, s.out_aligned != 0);
+  // The residual's tile copied while the main loop runs (kResPrefetch; conv2d_hmma/epilogue.cuh's
+  // prefetch_residual): the cp.async wgmma tiling's plain kernel, where its k steps leave buffers
+  // unused (kSteps < kStages: a short reduction, a 1 x 1 over 64-128 channels) and the tile fits
+  // there, after the buffers the steps use and the output tile, without growing the block's shared
+  // memory. The tile is [kBM][kBN] channels-last or [kBN][kBM] NCHW, rows unpadded and their 16-byte
+  // chunks swizzled by row (chunk c of row r at c ^ (r % 8): the 8 rows an ldmatrix reads fall on
+  // distinct bank quads), so rows of at least 64 values; 16-byte copies (kOutVec 8). Else the
+  // residual is copied into the output tile after the main loop.
+  const int res_fast = s.out_nhwc ? f.bn : f.bm;
+  const int used = (f.steps < f.stages ? f.steps : f.stages) * f.stage_elems * 2;
+  f.res_offset = ((used > f.out_bytes ? used : f.out_bytes) + 127) / 128 * 128;
+  f.res_prefetch = s.residual != 0 && f.half_epi && f.async && !f.window && !f.halo && !f.tma &&
+                   !f.pointwise && f.steps < f.stages && f.out_vec == 8 && res_fast >= 64 &&
+                   f.res_offset + f.bm * f.bn * 2 <= f.main_bytes;
   return f;
 }
 
@@ -262,7 +279,7 @@ CUINLINE_CONV2D_HMMA_PLAN_CONSTEXPR PlanShape plan_shape() {
                    S::kOH, S::kOW,
                    S::kInNhwc, S::kWNhwc, S::kOutNhwc, S::kInAligned, S::kOutAligned,
                    S::kWarpsM, S::kWarpsN, S::kMT, S::kNT, S::kCiPad, S::kBK, S::kAsyncDepth,
-                   S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise, S::kTma};
+                   S::kWgmma, S::kHalo, S::kWindow, S::kWindowTiles, S::kPointwise, S::kTma, S::kHasResidual};
 }
 
 // The figures of a shape struct S, evaluated once an instantiation. (A namespace-scope variable
@@ -382,6 +399,8 @@ struct Plan {
   static constexpr long long kRun = kPlanFigures<S>.run;
   static constexpr int kVecMax = kPlanFigures<S>.vec_max;
   static constexpr int kOutVec = kPlanFigures<S>.out_vec;
+  static constexpr bool kResPrefetch = kPlanFigures<S>.res_prefetch;
+  static constexpr int kResOffset = kPlanFigures<S>.res_offset;
 
   static_assert(S::kNT % 2 == 0, "B fragments are loaded two n tiles at a time");
   static_assert(kElem == 4 || (S::kCiPad == 8 ? S::kCin <= 8 && S::kBK == 16

@@ -46,6 +46,14 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
   const unsigned b_row =
       base + (P::kAElems + (wn * S::kNT * 8 + lane % 8 + lane / 16 * 8) * P::kPitch + (lane / 8) % 2 * 8) * 2;
 
+  // The residual's tile, copied while the main loop runs where its buffers leave room (plan.cuh's
+  // kResPrefetch; the plain kernel only): its copies are the oldest group the main loop waits for.
+  unsigned short* s_r = reinterpret_cast<unsigned short*>(smem + P::kResOffset);
+  constexpr bool kPrefetch = !kSplit && P::kResPrefetch;
+  if constexpr (kPrefetch) {
+    prefetch_residual<S>(s_r, residual + n * P::kOutN, p0, (int)(p_end - p0), co0);
+    copy_commit();
+  }
   float acc[S::kMT][S::kNT][4];
   zero_accumulators<S>(acc);
   // One main loop: cp.async where the layouts allow it and the host found both pointers 16-byte
@@ -55,8 +63,8 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     (void)a_row, (void)b_row;
   } else if constexpr (kSplit) {
     // (The slices' steps: as even as the division makes them.)
-    mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images, slice * P::kSteps / split.slices,
-                      (slice + 1) * P::kSteps / split.slices);
+    mainloop_async<S, false>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images,
+                             slice * P::kSteps / split.slices, (slice + 1) * P::kSteps / split.slices);
   } else if constexpr (P::kAsync) {
     mainloop_async<S>(acc, s_stage, a_row, b_row, in_n, weight, p0, co0, images);
   } else {
@@ -78,11 +86,15 @@ __device__ __forceinline__ void block_tile(unsigned char* smem, const typename S
     // the shared-memory bytes of the fp32 tile, which made the seed L1-bound (ncu, H200: L1 84 %,
     // DRAM 34 %) — then kOutVec outputs a load and store.
     unsigned short* s_h = reinterpret_cast<unsigned short*>(smem);
-    if constexpr (S::kHasResidual) {
-      load_tile_half<S, P::kOutVec>(s_h, residual + n * P::kOutN, p0, (int)(p_end - p0), co0);
-      __syncthreads();
+    if constexpr (kPrefetch) {
+      write_half_tile<S, E, true>(acc, s_h, bias, co0, ep, s_r);
+    } else {
+      if constexpr (S::kHasResidual) {
+        load_tile_half<S, P::kOutVec>(s_h, residual + n * P::kOutN, p0, (int)(p_end - p0), co0);
+        __syncthreads();
+      }
+      write_half_tile<S, E, S::kHasResidual>(acc, s_h, bias, co0, ep);
     }
-    write_half_tile<S, E, S::kHasResidual>(acc, s_h, bias, co0, ep);
     __syncthreads();
     store_tile_half<S, P::kOutVec>(s_h, out_n, p0, (int)(p_end - p0), co0);
   } else {

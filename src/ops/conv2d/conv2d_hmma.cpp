@@ -143,6 +143,7 @@ hmma_plan::PlanShape hmma_plan_shape_of(const Conv2dVariant& v, const HmmaTiling
   s.window_tiles = t.window() && t.row_tiles > 1 ? 1 : 0;
   s.pointwise = t.pointwise() ? 1 : 0;
   s.tma = t.tma() ? (t.tma_im2col ? 2 : 1) : 0;
+  s.residual = v.has_residual ? 1 : 0;
   return s;
 }
 
