@@ -47,22 +47,38 @@ TEST(ReductionPlan, FormByRowLength) {
     int v, per_thread, threads, cluster = 0;
   };
   const Want wants[] = {
-      {DType::f32, 1, RowForm::warp, 1, 1, 1},           {DType::f32, 7, RowForm::warp, 1, 1, 8},
-      {DType::f32, 64, RowForm::warp, 4, 4, 16},         {DType::f32, 128, RowForm::warp, 4, 4, 32},
-      {DType::f32, 1000, RowForm::warp, 4, 32, 32},      {DType::f16, 1024, RowForm::warp, 8, 32, 32},
-      {DType::f32, 1025, RowForm::block, 1, 16, 128},    {DType::f32, 4096, RowForm::block, 4, 16, 256},
-      {DType::bf16, 4096, RowForm::block, 8, 16, 256},   {DType::f32, 16384, RowForm::block, 4, 16, 1024},
-      {DType::f64, 4096, RowForm::block, 2, 8, 512},     {DType::f64, 8192, RowForm::block, 2, 8, 1024},
-      {DType::f64, 16384, RowForm::split_stats, 2, 32, 256}, {DType::f32, 32768, RowForm::block, 4, 32, 1024},
-      {DType::bf16, 32768, RowForm::block, 8, 32, 1024},    {DType::f32, 32769, RowForm::cluster, 1, 32, 256, 5},
-      // The cluster form: one chunk a block up to 8 chunks, then as few a block as a cluster of 8
-      // holds (2 at most), then as few blocks as hold them; longer rows split. Softmax takes it
-      // but in f64 (cluster_pays).
-      {DType::bf16, 65536, RowForm::cluster, 8, 64, 256, 4}, {DType::f32, 65537, RowForm::cluster, 1, 32, 512, 5},
-      {DType::f32, 131072, RowForm::cluster, 4, 32, 512, 8}, {DType::f16, 122880, RowForm::cluster, 8, 64, 256, 8},
-      {DType::f16, 40000, RowForm::cluster, 8, 64, 256, 3},  {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
-      {DType::bf16, 131073, RowForm::cluster, 1, 64, 512, 5}, {DType::f32, 262144, RowForm::split_stats, 4, 32, 256},
-      {DType::bf16, 262144, RowForm::cluster, 8, 64, 512, 8}, {DType::bf16, 262145, RowForm::split_stats, 1, 64, 256},
+      {DType::f32, 1, RowForm::warp, 1, 1, 1},
+      {DType::f32, 7, RowForm::warp, 1, 1, 8},
+      {DType::f32, 64, RowForm::warp, 4, 4, 16},
+      {DType::f32, 128, RowForm::warp, 4, 4, 32},
+      {DType::f32, 1000, RowForm::warp, 4, 32, 32},
+      {DType::f16, 1024, RowForm::warp, 8, 32, 32},
+      {DType::f32, 1025, RowForm::block, 1, 16, 128},
+      {DType::f32, 4096, RowForm::block, 4, 16, 256},
+      {DType::bf16, 4096, RowForm::block, 8, 16, 256},
+      {DType::f32, 16384, RowForm::block, 4, 16, 1024},
+      {DType::f64, 4096, RowForm::block, 2, 8, 512},
+      {DType::f64, 8192, RowForm::block, 2, 8, 1024},
+      {DType::f64, 16384, RowForm::split_stats, 2, 32, 256},
+      {DType::f32, 32768, RowForm::block, 4, 32, 1024},
+      {DType::bf16, 32768, RowForm::block, 8, 32, 1024},
+      {DType::f32, 32769, RowForm::cluster, 1, 32, 256, 5},
+      // The cluster form: one chunk a block up to 16 chunks (past 8 a non-portable cluster), then as
+      // few a block as a cluster of 16 holds (2 at most), then as few blocks as hold them; longer rows
+      // split. Softmax takes it but in f64 (cluster_pays).
+      {DType::bf16, 65536, RowForm::cluster, 8, 64, 256, 4},
+      {DType::f32, 65537, RowForm::cluster, 1, 32, 256, 9},
+      {DType::f32, 131072, RowForm::cluster, 4, 32, 256, 16},
+      {DType::f16, 122880, RowForm::cluster, 8, 64, 256, 8},
+      {DType::f16, 40000, RowForm::cluster, 8, 64, 256, 3},
+      {DType::f64, 65536, RowForm::split_stats, 2, 32, 256},
+      {DType::bf16, 131073, RowForm::cluster, 1, 64, 256, 9},
+      {DType::f32, 131073, RowForm::cluster, 1, 32, 512, 9},
+      {DType::f32, 262144, RowForm::cluster, 4, 32, 512, 16},
+      {DType::f32, 262145, RowForm::split_stats, 1, 32, 256},
+      {DType::bf16, 262144, RowForm::cluster, 8, 64, 256, 16},
+      {DType::bf16, 524288, RowForm::cluster, 8, 64, 512, 16},
+      {DType::bf16, 524289, RowForm::split_stats, 1, 64, 256},
       {DType::f16, (1 << 20) + 3, RowForm::split_stats, 1, 64, 256},
   };
   for (const Want& w : wants) {
@@ -105,26 +121,31 @@ TEST(ReductionPlan, FormByRowLength) {
 }
 
 // Which ops take the cluster form (the measured table, cluster_pays) and its blocks: one chunk a
-// block all but 16-bit layer_norm, two all but layer_norm and add_rms_norm, f64 none; and the
-// cluster form a split call can be made into whatever the table says (the emulated tests').
+// block every op (add_rms_norm up to the portable 8 blocks), two all but layer_norm and
+// add_rms_norm, f64 none; and the cluster form a split call can be made into whatever the table
+// says (the emulated tests').
 TEST(ReductionPlan, ClusterFormWhereItPays) {
   using cuinline::ops::detail::cluster_form;
   using cuinline::ops::detail::cluster_groups;
   using cuinline::ops::detail::cluster_pays;
   using cuinline::ops::detail::plan_row_call;
+  // (Clusters of up to 16 blocks: one chunk a block up to 16 chunks, then two.)
   EXPECT_EQ(cluster_groups(DType::f32, 5), 1);
-  EXPECT_EQ(cluster_groups(DType::bf16, 8), 1);
-  EXPECT_EQ(cluster_groups(DType::bf16, 9), 2);
-  EXPECT_EQ(cluster_groups(DType::f32, 16), 2);
-  EXPECT_EQ(cluster_groups(DType::f32, 17), 0);
-  EXPECT_EQ(cluster_groups(DType::f64, 8), 1);
-  EXPECT_EQ(cluster_groups(DType::f64, 9), 0);
+  EXPECT_EQ(cluster_groups(DType::bf16, 16), 1);
+  EXPECT_EQ(cluster_groups(DType::bf16, 17), 2);
+  EXPECT_EQ(cluster_groups(DType::f32, 32), 2);
+  EXPECT_EQ(cluster_groups(DType::f32, 33), 0);
+  EXPECT_EQ(cluster_groups(DType::f64, 16), 1);
+  EXPECT_EQ(cluster_groups(DType::f64, 17), 0);
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm, RowOp::layer_norm};
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     for (RowOp op : ops) {
-      EXPECT_EQ(cluster_pays(op, dt, 1), dt != DType::f64);
-      EXPECT_EQ(cluster_pays(op, dt, 2),
+      EXPECT_EQ(cluster_pays(op, dt, 2), dt != DType::f64);
+      EXPECT_EQ(cluster_pays(op, dt, 8), dt != DType::f64);
+      EXPECT_EQ(cluster_pays(op, dt, 16), dt != DType::f64 && op != RowOp::add_rms_norm);
+      EXPECT_EQ(cluster_pays(op, dt, 17),
                 dt != DType::f64 && op != RowOp::layer_norm && op != RowOp::add_rms_norm);
+      EXPECT_FALSE(cluster_pays(op, dt, 33));
       for (std::int64_t n : {40000, 100000}) {
         const TensorView x = rows_of(kIn, dt, 3, n), y = rows_of(kOut, dt, 3, n);
         const bool softmax = op == RowOp::softmax || op == RowOp::log_softmax;
@@ -135,7 +156,7 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
         const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, false);
         const std::int64_t chunks = (n + chunk - 1) / chunk;
         const std::int64_t groups = cluster_groups(dt, chunks);
-        const bool pays = groups != 0 && cluster_pays(op, dt, static_cast<int>(groups));
+        const bool pays = cluster_pays(op, dt, chunks);
         SCOPED_TRACE(call.plan.variant.name());
         EXPECT_EQ(call.plan.variant.form, pays ? RowForm::cluster : RowForm::split_stats);
         const auto made = cluster_form(call);
@@ -374,13 +395,14 @@ TEST(ReductionVariant, NamesAndChecks) {
       {RowOp::softmax, DType::f32, RowForm::looped, 4, 4, 512},
       {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 16, 256},
       {RowOp::softmax, DType::f32, RowForm::split_write, 4, 32, 1024},
-      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 1},     // one block: no cluster
-      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 9},     // past the portable 8
-      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 768, 8},     // 3 chunks a block
-      {RowOp::softmax, DType::f64, RowForm::cluster, 2, 32, 512, 8},     // f64: 1 a block
-      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 300, 8},     // not whole chunks
-      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 16, 256, 8},     // the split form's 32 a thread
-      {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 32, 256, 8},  // blocks a cluster off the cluster form
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 1},   // one block: no cluster
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 256, 17},  // past the 16 a cluster holds
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 768, 8},   // 3 chunks a block
+      {RowOp::softmax, DType::f64, RowForm::cluster, 2, 32, 512, 8},   // f64: 1 a block
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 32, 300, 8},   // not whole chunks
+      {RowOp::softmax, DType::f32, RowForm::cluster, 4, 16, 256, 8},   // the split form's 32 a thread
+      {RowOp::softmax, DType::f32, RowForm::split_stats, 4, 32, 256,
+       8},  // blocks a cluster off the cluster form
   };
   for (const RowVariant& bad : bads) {
     EXPECT_THROW(bad.validate(), InvalidArgument) << bad.name();
@@ -415,9 +437,9 @@ TEST(ReductionVariant, EveryFormCompiles) {
         {RowOp::softmax, dt, RowForm::split_write, scalar_split, split_per_thread(dt, false), 256},
         {RowOp::softmax, dt, RowForm::looped, scalar_looped, scalar_looped, 1024},
         {RowOp::softmax, dt, RowForm::warp, v, v, sub_warp_lanes[d]},
-        // The cluster form at its largest block (2 chunks a block, f64 1), a cluster of 8.
+        // The cluster form at its largest block (2 chunks a block, f64 1) and cluster (16 blocks).
         {RowOp::softmax, dt, RowForm::cluster, scalar_looped, split_per_thread(dt, false),
-         cuinline::ops::detail::cluster_max_groups(dt) * 256, 8},
+         cuinline::ops::detail::cluster_max_groups(dt) * 256, cuinline::ops::detail::kClusterMaxBlocks},
     };
     for (const RowVariant& form : forms) {
       RowVariant var = form;

@@ -155,7 +155,7 @@ inline float* rd_dynamic_smem() {
 // cluster's lanes; each lane arrives once before each wait), a group's named barrier (a round).
 #define CUINLINE_RD_CLUSTER_HOOKS
 #define RD_CLUSTER_DIMS(C)
-constexpr unsigned kMaxClusterBlocks = 8;
+constexpr unsigned kMaxClusterBlocks = 16;  // (reductions' kClusterMaxBlocks)
 unsigned g_cluster_arrivals[kMaxClusterLanes], g_cluster_waits[kMaxClusterLanes];
 inline unsigned cluster_rank() {
   EXPECT_NE(g_cluster_block, 0u) << "a cluster's hook outside a cluster launch";
@@ -164,7 +164,9 @@ inline unsigned cluster_rank() {
 template <class A, int N, int kTag>
 A* rd_cta_shared() {
   static A blocks[kMaxClusterBlocks][N];
-  return blocks[cluster_rank()];
+  const unsigned rank = cluster_rank();
+  EXPECT_LT(rank, kMaxClusterBlocks) << "a cluster past the emulation's blocks";
+  return blocks[rank < kMaxClusterBlocks ? rank : 0];
 }
 template <int N, class A>
 A rd_cluster_load(const A* local, int i, int rank) {
@@ -362,16 +364,20 @@ std::int64_t chunked(std::int64_t n, DType dt, bool chained = false) {
   return cuinline::dtype_size(dt) == 2 && !chained ? 2 * n : n;
 }
 
-// The cluster form of clusters of 5 blocks (the cases' rows of 5 chunks, one or two a block).
+// The cluster form of clusters of 5 blocks of one chunk (the cases' rows of 5 chunks) and of 9
+// blocks, past the portable 8, of one or two chunks (rows of 9 and of 17-18 chunks).
 template <int kOp, class S, int V, int E = kChunkE<S>, class P = rd_no_prologue, class Q = rd_no_epilogue,
           int K = 0, class Args>
 bool run_cluster(const RowVariant& v, unsigned grid, unsigned block, const Args& a) {
-  if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != E || v.cluster != 5) return false;
-  if (v.threads == 256) {
+  if (v.form != RowForm::cluster || v.vector_width != V || v.per_thread != E) return false;
+  if (v.threads == 256 && v.cluster == 5) {
     return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 5, P, Q, K>, grid, block, 5, a), true;
   }
-  if (v.threads == 512) {
-    return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 5, P, Q, K>, grid, block, 5, a), true;
+  if (v.threads == 256 && v.cluster == 9) {
+    return launch_cluster(rd_cluster<kOp, S, V, E, 256, 1, 9, P, Q, K>, grid, block, 9, a), true;
+  }
+  if (v.threads == 512 && v.cluster == 9) {
+    return launch_cluster(rd_cluster<kOp, S, V, E, 256, 2, 9, P, Q, K>, grid, block, 9, a), true;
   }
   return false;
 }
@@ -550,8 +556,7 @@ enum class Run { planned, cluster, split, looped, generic };
 // where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
 RowForm long_form(RowOp op, DType dt, std::int64_t n, bool chained = false) {
   const std::int64_t chunk = 256 * cuinline::ops::detail::split_per_thread(dt, chained);
-  const std::int64_t groups = cuinline::ops::detail::cluster_groups(dt, (n + chunk - 1) / chunk);
-  const bool pays = groups != 0 && cuinline::ops::detail::cluster_pays(op, dt, static_cast<int>(groups));
+  const bool pays = cuinline::ops::detail::cluster_pays(op, dt, (n + chunk - 1) / chunk);
   return pays ? RowForm::cluster : RowForm::split_stats;
 }
 
@@ -807,9 +812,10 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
   }
 }
 
-// The cluster form (rows of 5-16 chunks of the split form, f64 5-8; 8 blocks at most a cluster): a
-// cluster of 5 blocks of one chunk each (f32 rows of 33000-40960, 16-bit ones twice as long) and of
-// two (9 chunks but in f64: the last block's second group idle); scalar and 16-byte accesses,
+// The cluster form (rows of 2-32 chunks of the split form, f64 2-16; 16 blocks at most a cluster): a
+// cluster of 5 blocks of one chunk each (f32 rows of 33000-40960, 16-bit ones twice as long), of 9
+// blocks of one (9 chunks: past the portable cluster size) and of 9 of two (17 chunks but in f64:
+// the last block's second group idle); scalar and 16-byte accesses,
 // special values with eps 0, the fused chains; every op and dtype, whether the planner takes the
 // cluster form for it or not (cluster_pays). Its outputs and residuals are its split form's (the
 // GPUs without clusters) and the generic kernel's bit for bit, and the float64 reference's within
@@ -824,21 +830,24 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
       const RowOp op = kOps[k];
       struct Case {
         std::int64_t rows, n, pad_x, pad_y, offset;
-        int threads;
+        int threads, cluster;
         bool special, chains;
       };
       const Case cases[] = {
-          {2, 40960, 8, 16, 0, 256, false, false}, {2, 33001, 0, 1, 1, 256, false, false},
-          {2, 73000, 0, 0, 0, 512, false, false},  {7, 33000, 0, 0, 0, 256, true, false},
-          {2, 33001, 0, 1, 1, 256, false, true},  // (16-bit rows twice as long: chunked)
+          {2, 40960, 8, 16, 0, 256, 5, false, false},
+          {2, 33001, 0, 1, 1, 256, 5, false, false},
+          {2, 73000, 0, 0, 0, 256, 9, false, false},
+          {2, 139000, 0, 0, 0, 512, 9, false, false},
+          {7, 33000, 0, 0, 0, 256, 5, true, false},
+          {2, 33001, 0, 1, 1, 256, 5, false, true},  // (16-bit rows twice as long: chunked)
       };
       int index = 0;
       for (const Case& c : cases) {
         ++index;
-        if (c.threads > 256 && dt == DType::f64) continue;  // f64 holds one chunk a block (split past 8)
+        if (c.threads > 256 && dt == DType::f64) continue;  // f64 holds one chunk a block (split past 16)
 #ifdef RD_ASAN_FIBERS
         // Under AddressSanitizer one case an op and dtype, in turn.
-        if (index % 5 != (d + k) % 5) continue;
+        if (index % 6 != (d + k) % 6) continue;
 #else
         // The chains in one dtype an op (the dtypes in turn), as the other tests' looped runs.
         if (c.chains && d != k % 4) continue;
@@ -855,7 +864,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         const RowForm planned = long_form(op, dt, n, c.chains);
         const RowVariant v = emulate(p, planned, Run::cluster, &y, &r);
         EXPECT_EQ(v.threads, c.threads) << v.name();
-        EXPECT_EQ(v.cluster, 5) << v.name();
+        EXPECT_EQ(v.cluster, c.cluster) << v.name();
         emulate(p, planned, Run::split, &y_split, &r_split);
         emulate(p, planned, Run::generic, &y_generic, &r_generic);
         EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_split))

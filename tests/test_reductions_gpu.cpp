@@ -179,12 +179,14 @@ class ReductionsGpu : public ::testing::Test {
 };
 
 // The cluster form's kernels fit the GPU (cuOccupancyMaxActiveClusters, which the launch asks before
-// the first launch of each on a device): one and two chunks a block, clusters of 3 to 8, in bf16 and
-// f32; on a GPU before sm_90 the planner's cluster variants run their split form (not asked here).
+// the first launch of each on a device, a cluster past the portable 8 blocks allowed first): one and
+// two chunks a block, clusters of 3 to 16, in bf16 and f32; on a GPU before sm_90 the planner's
+// cluster variants run their split form (not asked here).
 TEST_F(ReductionsGpu, ClusterKernelsFitTheGpu) {
   if (cuinline::device_arch(0).number() < 90) GTEST_SKIP() << "no thread block clusters before sm_90";
   for (const DType dt : {DType::bf16, DType::f32}) {
-    for (const std::int64_t n : {std::int64_t{40000}, std::int64_t{65536}, std::int64_t{131072}}) {
+    for (const std::int64_t n :
+         {std::int64_t{40000}, std::int64_t{65536}, std::int64_t{131072}, std::int64_t{262144}}) {
       const cuinline::TensorView x = cuinline::TensorView::contiguous(reinterpret_cast<void*>(1ull << 30), dt, {64, n});
       const cuinline::TensorView y = cuinline::TensorView::contiguous(reinterpret_cast<void*>(2ull << 30), dt, {64, n});
       const cuinline::TensorView w = cuinline::TensorView::contiguous(reinterpret_cast<void*>(3ull << 30), dt, {n});
@@ -194,8 +196,9 @@ TEST_F(ReductionsGpu, ClusterKernelsFitTheGpu) {
       const cuinline::Module module =
           cuinline::default_cache().get(cuinline::ops::make_request(plan.variant), cuinline::device_arch(0));
       const cuinline::Kernel kernel = module.kernel(cuinline::ops::kernel_name(plan.variant));
+      if (plan.variant.cluster > 8) kernel.allow_non_portable_clusters(0);  // (past the portable size)
       cuinline::LaunchConfig cfg;
-      cfg.grid = cuinline::Dim3(plan.grid);
+      cfg.grid = cuinline::Dim3(static_cast<unsigned>(plan.variant.cluster));
       cfg.block = cuinline::Dim3(plan.block);
       EXPECT_GE(kernel.max_active_clusters(cfg, 0), 8) << "an H100 / H200 holds a cluster a GPC at least";
     }
@@ -203,7 +206,7 @@ TEST_F(ReductionsGpu, ClusterKernelsFitTheGpu) {
 }
 
 // More rows than the GPU holds clusters at once (the cluster form's grid is one cluster a row: they
-// run in waves): every op in f32, f16 and bf16, a row's chunks from 3 to 8 and the last one short,
+// run in waves): every op in f32, f16 and bf16, a row's chunks from 3 to 14 and the last one short,
 // rows strided with their gaps poisoned, in place, and nothing written past the last row; where
 // the planner keeps the split form (cluster_pays), that form on the same rows.
 TEST_F(ReductionsGpu, ClusterFormOnMoreRowsThanTheGpuHolds) {
@@ -214,11 +217,12 @@ TEST_F(ReductionsGpu, ClusterFormOnMoreRowsThanTheGpuHolds) {
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     const std::int64_t chunk = cuinline::dtype_size(dt) == 2 ? 16384 : 8192;
     for (RowOp op : kOps) {
-      // 2.5 chunks (3 blocks a cluster) and 8 whole ones, in turn; 1100 and 300 rows (an H200 holds
-      // 66 clusters of 3 blocks of 64 registers and 256 threads a multiprocessor at most).
-      const std::int64_t n = k % 2 == 0 ? chunk * 5 / 2 : chunk * 8;
-      const std::int64_t rows = k % 2 == 0 ? 1100 : 300;
-      const bool in_place = k % 3 == 1;
+      // 2.5 chunks (3 blocks a cluster), 8 whole ones and 13.5 (14 blocks: past the portable size),
+      // in turn; 1100, 300 and 200 rows (an H200 holds 66 clusters of 3 blocks of 64 registers and 256
+      // threads a multiprocessor at most).
+      const std::int64_t n = k % 3 == 0 ? chunk * 5 / 2 : k % 3 == 1 ? chunk * 8 : chunk * 27 / 2;
+      const std::int64_t rows = k % 3 == 0 ? 1100 : k % 3 == 1 ? 300 : 200;
+      const bool in_place = k % 4 == 1;
       ++k;
       Problem p = make_problem(op, dt, rows, n, rng_, in_place ? 0 : 16, in_place ? 0 : 8);
       p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
@@ -431,9 +435,10 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
       {2, (1 << 21) + 8192, 0, 0, 0, false, "", "", 0},
       {8, 1000, 0, 0, 0, true, "", "", 0},
       {8, 40000, 0, 0, 0, true, "", "", 0},
-      // The cluster form (sm_90 and later; the generic kernel runs its split form): blocks of two
-      // chunks, 7 a cluster (the last one's second idle), and 8 of two (f64: split, 13 and 16 chunks).
-      {3, 100000, 0, 4, 0, false, "", "", 0},
+      // The cluster form (sm_90 and later; the generic kernel runs its split form): f32 blocks of two
+      // chunks, 13 a cluster (the last one's second idle; 16-bit rows 13 blocks of one, f64 split),
+      // and 16 blocks of one chunk with chains.
+      {3, 200000, 0, 4, 0, false, "", "", 0},
       {8, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
       {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
       {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},

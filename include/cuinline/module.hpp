@@ -87,6 +87,10 @@ class Kernel {
   CUfunction function(int device = -1) const;
   /// Allows launches with more than 48 KiB of dynamic shared memory on `device` (-1: current).
   void set_max_dynamic_shared_bytes(unsigned bytes, int device = -1) const;
+  /// Allows clusters of more than the portable 8 blocks (a `__cluster_dims__` past 8) on `device`
+  /// (-1: current): CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED. Whether the GPU holds one
+  /// is max_active_clusters's to say.
+  void allow_non_portable_clusters(int device = -1) const;
 
   explicit operator bool() const noexcept { return state_ != nullptr; }
 

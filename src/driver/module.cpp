@@ -217,6 +217,16 @@ void Kernel::set_max_dynamic_shared_bytes(unsigned bytes, int device) const {
                ("setting the dynamic shared memory limit of '" + k.name + "'").c_str());
 }
 
+void Kernel::allow_non_portable_clusters(int device) const {
+  const detail::KernelState& k = checked(state_);
+  const int dev = device >= 0 ? device : current_device();
+  CUdevice handle = 0;
+  check_driver(k.api->cuDeviceGet(&handle, dev), "getting device");
+  check_driver(
+      k.api->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, k.kernel, handle),
+      ("allowing clusters past the portable size for '" + k.name + "'").c_str());
+}
+
 LaunchConfig Kernel::occupancy_config(std::size_t work_items, CUstream stream, unsigned shared_bytes,
                                       bool grid_stride) const {
   const detail::KernelState& k = checked(state_);

@@ -4,13 +4,14 @@
 // —, Kernel::launch with one rd_args: the cluster form's kernel (on a GPU with clusters; else its
 // split form), the split form's two kernels with a workspace, or the looped form where none can be
 // had. Only a miss renders the source and goes to KernelCache::get.
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
-#include <atomic>
+#include <map>
 #include <mutex>
-#include <set>
 
 #include "common/log.hpp"
 #include "driver/workspace.hpp"
@@ -30,42 +31,52 @@ ReductionMap& reduction_map() {
   return *map;
 }
 
-// The devices on which a cluster kernel did not fit (cuOccupancyMaxActiveClusters: 0, a GPU
-// partition without a GPC free for the cluster): their rows run the split form from then on. The
-// flag spares every other call the lock.
+// The cluster sizes a device refused (cuOccupancyMaxActiveClusters: 0, a GPU partition without a
+// GPC free for the cluster; or the driver refused the non-portable size): the smallest refused, so
+// its rows of that many blocks or more run the split form from then on. The flag spares every other
+// call the lock.
 std::atomic<bool> g_any_refused{false};
 std::mutex g_refused_mutex;
-std::set<int>& refused_devices() {
-  static auto* devices = new std::set<int>;  // never destroyed: ops may run during static teardown
+std::map<int, int>& refused_blocks() {
+  static auto* devices = new std::map<int, int>;  // never destroyed: ops may run during static teardown
   return *devices;
 }
-bool clusters_refused(int device) {
+bool clusters_refused(int device, int blocks) {
   if (!g_any_refused.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(g_refused_mutex);
-  return refused_devices().count(device) != 0;
+  const auto it = refused_blocks().find(device);
+  return it != refused_blocks().end() && blocks >= it->second;
 }
 
 // A cluster kernel just loaded: whether `device` holds one of its clusters (asked once, as the
-// kernel is loaded, off the launches' path); where not, the device is marked, with a warning.
-// Where the driver cannot tell, the kernel is launched as planned.
+// kernel is loaded, off the launches' path); where not, the size is marked refused on the device,
+// with a warning. A cluster past the portable size is allowed first. Where the driver cannot tell,
+// the kernel is launched as planned.
 void check_cluster_fits(const Kernel& kernel, const RowVariant& variant, int device) {
   LaunchConfig one;  // one cluster of the variant's blocks
   one.grid = Dim3(static_cast<unsigned>(variant.cluster));
   one.block = Dim3(static_cast<unsigned>(variant.threads));
   int clusters = -1;
   try {
-    clusters = kernel.max_active_clusters(one, device);
+    if (variant.cluster > detail::kClusterPortableBlocks) kernel.allow_non_portable_clusters(device);
+    try {
+      clusters = kernel.max_active_clusters(one, device);
+    } catch (const std::exception&) {
+      return;  // (unknown)
+    }
   } catch (const std::exception&) {
-    return;  // (unknown)
+    clusters = 0;  // the driver refused the size
   }
   if (clusters != 0) return;
   {
     std::lock_guard<std::mutex> lock(g_refused_mutex);
-    refused_devices().insert(device);
+    auto [it, fresh] = refused_blocks().emplace(device, variant.cluster);
+    if (!fresh) it->second = std::min(it->second, variant.cluster);
   }
   g_any_refused.store(true, std::memory_order_release);
-  logger()->warn("device {} holds no cluster of {} blocks of {} threads ({}): its long rows run the split form",
-                 device, variant.cluster, variant.threads, variant.name());
+  logger()->warn(
+      "device {} holds no cluster of {} blocks of {} threads ({}): rows of as many blocks run the split form",
+      device, variant.cluster, variant.threads, variant.name());
 }
 
 // The variant's kernel on `device` through the KernelCache, allowed the dynamic shared memory its
@@ -80,7 +91,7 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
 }
 
 // CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster
-// form (a partition whose GPCs cannot hold a cluster of 8 blocks; the two forms' A/B), "all" the
+// form (a partition whose GPCs cannot hold the clusters; the two forms' A/B), "all" the
 // cluster form wherever a cluster holds the row, measured or not (the A/B's other side); else the
 // planner's choice.
 enum class ClusterKnob { planned, off, all };
@@ -103,11 +114,14 @@ detail::RowCall long_row_form(detail::RowCall call, int device) {
   const RowForm form = call.plan.variant.form;
   if (form != RowForm::cluster && form != RowForm::split_stats) return call;
   const ClusterKnob knob = cluster_knob();
-  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch ||
-      clusters_refused(device)) {
+  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch) {
     return detail::split_form(call);
   }
-  return knob == ClusterKnob::all ? detail::cluster_form(call) : call;
+  if (knob == ClusterKnob::all) call = detail::cluster_form(call);
+  if (call.plan.variant.form == RowForm::cluster && clusters_refused(device, call.plan.variant.cluster)) {
+    return detail::split_form(call);
+  }
+  return call;
 }
 
 // The kernel of `variant` on `device`, from the map or loaded (KernelCache::get).
@@ -204,7 +218,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   cfg.stream = stream;
   if (call.plan.variant.form == RowForm::cluster) {
     const Kernel kernel = kernel_for(call.plan.variant, device);  // (its load asks whether it fits)
-    if (!clusters_refused(device)) {
+    if (!clusters_refused(device, call.plan.variant.cluster)) {
       reduction_map().count_launch();
       launch_rows(kernel, cfg, call.args, call.plan.variant);
       return;

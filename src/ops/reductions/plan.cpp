@@ -278,10 +278,8 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     a.e[k].p = extra[k].data;
     a.e[k].s = extra_stride[k];
   }
-  if (var.form == RowForm::split_stats) {
-    const std::int64_t groups = cluster_groups(dt, (n + a.chunk - 1) / a.chunk);
-    if (groups != 0 && cluster_pays(op, dt, static_cast<int>(groups))) return cluster_form(call);
-  }
+  if (var.form == RowForm::split_stats && cluster_pays(op, dt, (n + a.chunk - 1) / a.chunk))
+    return cluster_form(call);
   return call;
 }
 
@@ -290,7 +288,7 @@ std::int64_t cluster_groups(DType dtype, std::int64_t chunks) noexcept {
   return (chunks + kClusterMaxBlocks - 1) / kClusterMaxBlocks;
 }
 
-bool cluster_pays(RowOp op, DType dtype, int groups) noexcept {
+bool cluster_pays(RowOp op, DType dtype, std::int64_t chunks) noexcept {
   // Where the cluster form moved more bytes a second than the split form: H200, rows of 40000,
   // 65536, 131072 and 262144, bf16 and f16 (16-bit chunks of 256 x 64) and f32,
   // CUINLINE_ROWS_CLUSTER=0 against =all in one machine session each (docs/reductions.md, "Rows past
@@ -298,9 +296,19 @@ bool cluster_pays(RowOp op, DType dtype, int groups) noexcept {
   // add_rms_norm -1 to +5 % (one launch, no workspace), layer_norm f32 +5-8 %, f16 +19-20 %, bf16
   // 1528-2320 -> 2502-2905 GB/s (widened at each read: 64 registers a thread where it held 120 and
   // lost 14-23 %). Two: softmax +3-7 %, log_softmax +13-19 %, rms_norm +19-20 %, add_rms_norm -1 to
-  // -3 %, layer_norm -18-21 %. f64 not measured: it splits.
-  if (dtype == DType::f64) return false;
-  if (op == RowOp::layer_norm || op == RowOp::add_rms_norm) return groups == 1;
+  // -3 %, layer_norm -18-21 %. Clusters of 9-16 blocks (the tree with clusters of 8 at most against
+  // this one, one process each, one H200): bf16 x 262144 softmax 2655 -> 3084 GB/s (two chunks a
+  // block -> one), log_softmax 2759 -> 2993, rms_norm 3046 -> 3042, layer_norm 2318 -> 2596 (split ->
+  // one chunk a block), add_rms_norm 3098 -> 2907 (split -> one; f32 x 131072 3287 -> 3022); bf16 x
+  // 524288, split -> two a block: softmax 1998 -> 2478, log_softmax 2001 -> 2629, rms_norm 2417 ->
+  // 2763; f32 x 131072 softmax 2594 -> 3064, log_softmax 2786 -> 3294 (two -> one); f32 x 262144,
+  // split -> two: softmax 2302 -> 2414, log_softmax 2340 -> 2612, rms_norm 2626 -> 3108. So
+  // add_rms_norm keeps clusters of one chunk a block up to the portable 8. f64 not measured: it
+  // splits.
+  const std::int64_t groups = cluster_groups(dtype, chunks);
+  if (groups == 0 || dtype == DType::f64) return false;
+  if (op == RowOp::add_rms_norm) return groups == 1 && chunks <= kClusterPortableBlocks;
+  if (op == RowOp::layer_norm) return groups == 1;
   return true;
 }
 

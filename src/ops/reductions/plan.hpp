@@ -56,11 +56,14 @@ constexpr int split_per_thread(DType dtype, bool chained) noexcept {
   return (dtype == DType::f16 || dtype == DType::bf16) && !chained ? 64 : 32;
 }
 /// The cluster form (sm_90 and later): the split form's chunks, G a block (a group of kSplitThreads
-/// each), a row's blocks one cluster of at most kClusterMaxBlocks (the portable cluster size);
-/// rows of up to kClusterMaxBlocks * cluster_max_groups chunks: 2 a block (512 threads), f64 1
-/// (its values take two registers each). Past that a thread's chunk part spilled (1024 threads of
-/// f32 at 64 registers: up to 96 bytes; 512 of f64: 4; ptxas, sm_90, NVRTC 13.0).
-constexpr int kClusterMaxBlocks = 8;
+/// each), a row's blocks one cluster of at most kClusterMaxBlocks — past the portable 8, which the
+/// launch opts into (Kernel::allow_non_portable_clusters; sm_90 and sm_100 hold 16) and a device
+/// that holds no such cluster runs the split form; rows of up to kClusterMaxBlocks *
+/// cluster_max_groups chunks: 2 a block (512 threads), f64 1 (its values take two registers each).
+/// Past that a thread's chunk part spilled (1024 threads of f32 at 64 registers: up to 96 bytes;
+/// 512 of f64: 4; ptxas, sm_90, NVRTC 13.0).
+constexpr int kClusterMaxBlocks = 16;
+constexpr int kClusterPortableBlocks = 8;
 constexpr int kClusterMinArch = 90;
 constexpr int cluster_max_groups(DType dtype) noexcept {
   return dtype == DType::f64 ? 1 : 2;
@@ -109,9 +112,10 @@ RowCall looped_fallback(RowCall call);
 RowCall split_form(RowCall call);
 /// The chunks a block of the cluster form for a row of `chunks`, 0 where a cluster cannot hold it.
 std::int64_t cluster_groups(DType dtype, std::int64_t chunks) noexcept;
-/// Whether the planner takes the cluster form for an op, dtype and chunks a block (the measured
-/// table in plan.cpp); cluster_form makes it of a split call regardless (the tests' instantiations).
-bool cluster_pays(RowOp op, DType dtype, int groups) noexcept;
+/// Whether the planner takes the cluster form for an op and dtype on a row of `chunks` (a cluster
+/// holds it, and the measured table in plan.cpp says it pays there); cluster_form makes it of a split
+/// call regardless (the tests' instantiations).
+bool cluster_pays(RowOp op, DType dtype, std::int64_t chunks) noexcept;
 RowCall cluster_form(RowCall call);
 
 /// The in-process map's hash of a variant.
