@@ -137,10 +137,22 @@ std::vector<Row> rows_of(const std::vector<std::string>& families, const Arch& a
                       const TensorView x = TensorView::contiguous(fake(1ull << 30), DType::f32, {2, 12, 50, 50});
                       const TensorView w = TensorView::contiguous(fake(2ull << 30), DType::f32, {20, 12, 3, 3});
                       const TensorView y = TensorView::contiguous(fake(3ull << 30), DType::f32, {2, 20, 48, 48});
-                      const ops::Conv2dVariant v = ops::conv2d_variant_for(
-                          x, w, TensorView{}, y, ops::Conv2dParams{}, ops::parse_op(mul(k) + "|leaky_relu(0.01)"));
+                      const ops::Conv2dVariant v =
+                          ops::conv2d_variant_for(x, w, TensorView{}, y, ops::Conv2dParams{},
+                                                  ops::parse_op(mul(k) + "|leaky_relu(0.01)"));
                       return ops::make_request(ops::conv2d_variant_for_arch(v, arch));
                     }});
+    // The seed's conv (examples/specs/seeds.json): Winograd F(2x2, 3x3), the long pole of `warm` on the
+    // seeds.
+    rows.push_back(
+        {"conv2d", "seed 128x8x128^2 -> 64, 3x3, + mul(k)|leaky_relu", DType::f32, [arch](double k) {
+           const TensorView x = TensorView::contiguous(fake(1ull << 30), DType::f32, {128, 8, 128, 128});
+           const TensorView w = TensorView::contiguous(fake(2ull << 30), DType::f32, {64, 8, 3, 3});
+           const TensorView y = TensorView::contiguous(fake(3ull << 30), DType::f32, {128, 64, 126, 126});
+           const ops::Conv2dVariant v = ops::conv2d_variant_for(x, w, TensorView{}, y, ops::Conv2dParams{},
+                                                                ops::parse_op(mul(k) + "|leaky_relu(0.01)"));
+           return ops::make_request(ops::conv2d_variant_for_arch(v, arch));
+         }});
     for (DType dt : {DType::f16, DType::bf16}) {
       rows.push_back({"conv2d", "8x64x40^2 -> 96, 3x3, channels-last, + mul(k)|relu", dt, [arch, dt](double k) {
                         const ops::Conv2dVariant v = ops::conv2d_variant_for(
