@@ -722,7 +722,9 @@ TEST(Conv2dDtypesGpu, ResidualCopiedWhileTheMainLoopRuns) {
       {{3, 128, 28, 28, 512, 1, 1, Conv2dParams{}, true, true}, true},
       {{2, 128, 8, 17, 64, 1, 1, Conv2dParams{}, false, true}, false}};
   const bool sm90 = device_target() == Conv2dTarget::sm90 && !hmma_disabled();
-  for (const auto& [s, nhwc] : shapes) {
+  for (const auto& shape : shapes) {
+    const Shape& s = shape.first;  // (not a structured binding: the graph's lambda captures it)
+    const bool nhwc = shape.second;
     for (DType dt : {DType::f16, DType::bf16}) {
       const HostTensor x = random_tensor(s.n, s.cin, s.h, s.w, dt, true, rng);
       const HostTensor wt = random_tensor(s.cout, s.cin, 1, 1, dt, true, rng);
