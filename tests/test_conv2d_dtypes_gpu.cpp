@@ -1236,7 +1236,8 @@ TEST(Conv2dDtypesGpu, RandomWindowShapes) {
 }
 
 // The wgmma tiling's TMA form (sm_90; conv2d_hmma/mainloop_tma.cuh: channels-last input and weight
-// — or an NCHW input staged — with Cin a multiple of 64): random shapes (printed seed) until 4 of
+// — or an NCHW input staged — with Cin a multiple of 64, or both tensors staged where Cin rounded up
+// to 8 is one: every third shape, 1-7 channels short): random shapes (printed seed) until 4 of
 // each of its kinds ran — a box of the input a tile (stride 1, tiles of whole output rows or equal
 // parts of one), im2col copies for two warpgroups' tiles, and for per-image m64 tiles (planes of up
 // to 128 pixels) — of 64-256 input channels, 1-5 x 1-5 filters, row and column strides of 1-2,
@@ -1270,13 +1271,16 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
   // CUINLINE_CONV2D_TMA=im2col no tile takes a box: the row-shaped ones are im2col's too.)
   const bool boxes = !conv2d_impl::conv2d_knobs().tma_im2col;
   int kinds[3] = {boxes ? 0 : 4, 0, 0};
-  int tested = 0, drawn = 0;
+  int tested = 0, drawn = 0, staged = 0;
   while ((kinds[0] < 4 || kinds[1] < 4 || kinds[2] < 4) && drawn < 8000) {
     ++drawn;
     const bool any = coin(rng) == 1;  // any plane and stride (im2col), or box-shaped rows
     const int ow = any ? 1 + static_cast<int>(rng() % 60) : kColumns[rng() % 7],
               oh = 1 + static_cast<int>(rng() % 20);
-    Shape s{1 + static_cast<int>(rng() % 3), 64 * (1 + static_cast<int>(rng() % 4)), 1, 1,
+    // Every third shape's input channels 1-7 short of a multiple of 64: staged (both tensors copied
+    // with their channels rounded up to 8), the conv of the copies on the TMA form.
+    const int short_by = tested % 3 == 1 ? 1 + static_cast<int>(rng() % 7) : 0;
+    Shape s{1 + static_cast<int>(rng() % 3), 64 * (1 + static_cast<int>(rng() % 4)) - short_by, 1, 1,
             16 + static_cast<int>(rng() % 285), k(rng), k(rng), {}, coin(rng) == 1, coin(rng) == 1};
     s.p.pad_h = pad(rng), s.p.pad_w = pad(rng), s.p.dilation_h = dil(rng), s.p.dilation_w = dil(rng);
     if (any) s.p.stride_h = 1 + coin(rng), s.p.stride_w = 1 + coin(rng);
@@ -1304,6 +1308,7 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     const HmmaTiling& t = planned_tiling.as_hmma();
     const int kind = !t.tma_im2col ? 0 : t.threads() == 256 ? 1 : 2;
     if (kinds[kind] >= 4) continue;
+    if (short_by > 0) ASSERT_GT(t.stage_channels, 0) << v.name();  // (an NCHW input is staged too)
     SCOPED_TRACE(v.name() + " batch " + std::to_string(s.n));
     const auto run = [&](const DeviceCopy& out) {
       conv2d(dx.view, dw.view, bias, out.view, s.p, epi, stream, Conv2dPrecision::fp32, residual);
@@ -1314,11 +1319,11 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     std::vector<unsigned char> eager;
     const double err = output_error(s, x, wt, b, r, y, dy, out_shift, &eager);
     EXPECT_LE(err, tolerance(dt)) << "(NaN: an output left unwritten)";
-    std::printf("  %-100s %-13s rel L2 %.2e\n", v.name().c_str(),
+    std::printf("  %-100s %-13s%s rel L2 %.2e\n", v.name().c_str(),
                 kind == 0   ? "box"
                 : kind == 1 ? "im2col"
                             : "im2col m64",
-                err);
+                short_by > 0 ? " staged" : "", err);
     // Captured, replayed: the eager call's bits, then those of new inputs.
     Graph g = Graph::capture(stream.get(), [&] { run(dg); }, CaptureMode::global);
     dg.buffer.fill_u32(0xffffffffu);
@@ -1343,9 +1348,11 @@ TEST(Conv2dDtypesGpu, RandomTmaShapes) {
     EXPECT_LE(output_error(s, x2, wt, b, r, y, dy, out_shift), tolerance(dt));
     ++tested;
     ++kinds[kind];
+    if (short_by > 0) ++staged;
   }
   set_log_sink({});
   EXPECT_EQ(tested, boxes ? 12 : 8);
+  EXPECT_GE(staged, 2);
   for (const std::string& w : warnings) ADD_FAILURE() << "warning: " << w;
 }
 

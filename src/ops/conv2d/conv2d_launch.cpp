@@ -323,8 +323,11 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   cfg.block = Dim3(256);
   cfg.stream = stream;
   e.stage.launch(cfg, in_args, w_args, cp, conv2d_impl::hmma_stage_tile_channels(cp));
-  launch_conv(e, v, n, t.stage_input ? in_ws : input.data, t.stage_weight ? w_ws : weight.data, bias.data,
-              output.data, residual.data, chan, stream, device);
+  // The conv runs on the copies as the variant it was compiled for (make_hmma_request): their
+  // channels are stage_channels (Cin rounded up to 8), which the TMA form's tensor maps describe.
+  launch_conv(e, conv2d_impl::hmma_staged_variant(v), n, t.stage_input ? in_ws : input.data,
+              t.stage_weight ? w_ws : weight.data, bias.data, output.data, residual.data, chan, stream,
+              device);
   return true;
 }
 
