@@ -188,6 +188,32 @@ __device__ __forceinline__ float rd_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double rd_rsqrt(double v) { return rsqrt(v); }
 __device__ __forceinline__ float rd_neg_inf(float) { return __int_as_float(0xff800000); }
 __device__ __forceinline__ double rd_neg_inf(double) { return __longlong_as_double(0xfff0000000000000ll); }
+__device__ __forceinline__ float rd_nan(float) { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ double rd_nan(double) { return __longlong_as_double(0x7ff8000000000000ll); }
+// rms_norm's 1 / sqrt(mean(x^2) + eps) from the row's sum of squares ss; NaN where ss is infinite
+// (the row holds ±inf, or its squares pass the accumulation type's range), so that the row
+// normalizes to NaN as PyTorch's does (its Welford moments of a row holding ±inf take inf - inf).
+// rsqrt is 0 exactly there and positive for every finite argument.
+template <class A>
+__device__ __forceinline__ A rd_rms_rstd(A ss, long long n, double eps) {
+  const A r = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(eps));
+  return r == A(0) ? rd_nan(A(0)) : r;
+}
+__device__ __forceinline__ float rd_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rd_mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rd_add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double rd_add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float rd_fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double rd_fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+// layer_norm's output from d = x - mean and rstd, with its roundings spelled out (so that the
+// specialized kernels, compiled with contraction on, and the generic ones round alike), PyTorch's:
+// t = d * rstd rounded, then t * w + b in one fused multiply-add (t * w, t + b where one is absent).
+template <class A>
+__device__ __forceinline__ A rd_layer_out(A d, A rstd, bool has_w, A w, bool has_b, A b) {
+  const A t = rd_mul_rn(d, rstd);
+  if (has_w) return has_b ? rd_fma_rn(t, w, b) : rd_mul_rn(t, w);
+  return has_b ? rd_add_rn(t, b) : t;
+}
 __device__ __forceinline__ float rd_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ double rd_shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 
@@ -413,9 +439,8 @@ __device__ __forceinline__ void rd_finish(const Args& a, long long row, long lon
       if (a.w != 0) o = o * ew_traits<S>::to_op(w.v[j]);
     }
     if (kOp == RD_LAYER_NORM) {
-      o = (v[j] - s0) * s1;
-      if (a.w != 0) o = o * ew_traits<S>::to_op(w.v[j]);
-      if (a.b != 0) o = o + ew_traits<S>::to_op(b.v[j]);
+      o = rd_layer_out(v[j] - s0, s1, a.w != 0, a.w != 0 ? ew_traits<S>::to_op(w.v[j]) : A(1), a.b != 0,
+                       a.b != 0 ? ew_traits<S>::to_op(b.v[j]) : A(0));
     }
     v[j] = o;
   }
@@ -779,7 +804,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 #pragma unroll
     for (int e = 0; e < E; ++e) ss += v(e / V, e % V) * v(e / V, e % V);  // the padding is 0
     ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
-    s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+    s1 = rd_rms_rstd(ss, n, a.eps);
   } else {
     A sum = A(0);
 #pragma unroll
@@ -930,7 +955,7 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
     A ss = A(0);
     for (long long k = t; k < splits; k += T) ss += stat(k, 0);
     ss = rd_reduce_at(ss, rd_add(), A(0), sh, T, t, bar);
-    s1 = rd_rsqrt(ss / static_cast<A>(a.n) + static_cast<A>(a.eps));
+    s1 = rd_rms_rstd(ss, a.n, a.eps);
   } else {
     A sum = A(0);
     for (long long k = t; k < splits; k += T) sum += stat(k, 0);
@@ -1201,7 +1226,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
       for (int j = 0; j < V; ++j) ss += v[j] * v[j];
     }
     ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
-    s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+    s1 = rd_rms_rstd(ss, n, a.eps);
   } else {
     A sum = A(0);
     for (long long i = first; i < n; i += step) {

@@ -198,7 +198,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
       A ss = A(0);
       for (long long k = t; k < splits; k += T) ss += ws[2 * k];
       ss = rd_reduce_n(ss, rd_add(), A(0), sh, T);
-      s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+      s1 = rd_rms_rstd(ss, n, a.eps);
     } else {
       A sum = A(0);
       for (long long k = t; k < splits; k += T) sum += ws[2 * k];
@@ -256,7 +256,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     }
     ss = rd_reduce_n(ss, rd_add(), A(0), sh, T);
     s0 = ss;
-    s1 = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(a.eps));
+    s1 = rd_rms_rstd(ss, n, a.eps);
   } else {
     A sum = A(0);
     for (int it = 0; it < iters; ++it) {
@@ -285,7 +285,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     }
     sq = rd_reduce_n(sq, rd_add(), A(0), sh, T);
     s0 = g.phase == 1 ? sum : mean;
-    s1 = g.phase == 1 ? sq : rd_rsqrt(sq / static_cast<A>(n) + static_cast<A>(a.eps));
+    s1 = g.phase == 1 ? sq : rd_rms_rstd(sq, n, a.eps);
   }
   if (g.phase == 1) {
     // The chunk's statistics (rd_split_stats): (max, sum), the sum of squares, or (sum, squared
@@ -320,9 +320,8 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         if (has_w) o = o * ew_traits<S>::to_op(ws[j]);
       }
       if (kOp == RD_LAYER_NORM) {
-        o = (v[j] - s0) * s1;
-        if (has_w) o = o * ew_traits<S>::to_op(ws[j]);
-        if (has_b) o = o + ew_traits<S>::to_op(bs[j]);
+        o = rd_layer_out(v[j] - s0, s1, has_w, has_w ? ew_traits<S>::to_op(ws[j]) : A(1), has_b,
+                         has_b ? ew_traits<S>::to_op(bs[j]) : A(0));
       }
       out[j] = epi.steps > 0 ? rdg_chain_value<S>(a, epi, row, base + i + j, ew_traits<S>::from_op(o))
                               : ew_traits<S>::from_op(o);

@@ -107,6 +107,12 @@ inline float __fmul_rn(float a, float b) {
 inline double __dmul_rn(double a, double b) {
   return a * b;
 }
+inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+inline double __dadd_rn(double a, double b) {
+  return a + b;
+}
 inline float rsqrtf(float v) {
   return 1.0f / std::sqrt(v);
 }

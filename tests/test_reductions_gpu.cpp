@@ -448,7 +448,11 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
       for (const Case& c : cases) {
         Problem p = make_problem(op, dt, c.rows, c.n, rng_, c.pad_x, c.pad_y, c.offset);
         p.eps = op == RowOp::layer_norm ? 1e-5 : 1e-6;
-        p.weight = c.offset == 0;
+        // A weight but every fourth case from the third (and the misaligned one), a bias but every
+        // fourth from the fourth: layer_norm's output rounds alike with either absent.
+        const auto k = static_cast<std::size_t>(&c - cases);
+        p.weight = c.offset == 0 && k % 4 != 2;
+        p.bias = k % 4 != 3;
         if (c.special) {
           p.eps = 0;
           cuinline::test::add_special_rows(p, rng_);
