@@ -31,7 +31,8 @@
 #     PEERS=seed,resnet,unet   bench/conv2d_half_peers.py on those shapes (PEERS_DTYPES, default f16,bf16;
 #                   f32 too), with torch.compile unless PEERS_COMPILE=0
 #     CAPI=1        bench/torch_capi_check.py (the C API on PyTorch tensors)
-#     FUZZ=SECONDS, EWFUZZ=SECONDS   bench/conv2d_fuzz.py / bench/elementwise_fuzz.py (FUZZ_WORKERS at a
+#     FUZZ=SECONDS, EWFUZZ=SECONDS, RDFUZZ=SECONDS   bench/conv2d_fuzz.py / bench/elementwise_fuzz.py /
+#                   bench/reductions_fuzz.py (FUZZ_WORKERS at a
 #                   time, default 8) on their regression cases, then random calls
 #     KB=50,Y1,...  bench/kernelbench_conv.py --only KB ${KB_ARGS} in each dtype of KB_DTYPES (default f16),
 #                   under each set of AB
@@ -204,11 +205,12 @@ phase_custom() {
       "$build-shared/libcuinline.so" >"$OUT/capi.txt" 2>&1
     echo "-- exit $?"; grep -cE "^CHECK ok" "$OUT/capi.txt"; grep -E "FAIL|Traceback|Error" "$OUT/capi.txt" | cut -c1-220 | head -n 20
   fi
-  for fuzz in conv2d:${FUZZ:-} elementwise:${EWFUZZ:-}; do
+  for fuzz in conv2d:${FUZZ:-} elementwise:${EWFUZZ:-} reductions:${RDFUZZ:-}; do
     local name=${fuzz%%:*} seconds=${fuzz#*:}
     [ -n "$seconds" ] || continue
     echo "== ${name}_fuzz, regressions then ${seconds} s a worker ($(since))"
     for what in "--cases-file bench/${name}_fuzz_regressions.jsonl" "--seconds $seconds --workers ${FUZZ_WORKERS:-8}"; do
+      [ "${what%% *}" != --cases-file ] || [ -f "${what#* }" ] || continue
       # shellcheck disable=SC2086
       CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout $((seconds + 120)) python3 "bench/${name}_fuzz.py" \
         --lib "$build-shared/libcuinline.so" $what >>"$OUT/${name}_fuzz.txt" 2>&1
