@@ -12,12 +12,15 @@
 #include <cuinline/compiler.hpp>
 #include <cuinline/conv2d.hpp>
 #include <optional>
+#include <random>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "ops/conv2d/conv2d_internal.hpp"
 #include "ops/conv2d/select.hpp"
 #include "ops/conv2d/tuning.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -487,6 +490,60 @@ TEST(Conv2dHmma, WindowAndTmaTilingsCompile) {
     sm80.target = Conv2dTarget::sm80;
     EXPECT_FALSE(conv2d_tiling(sm80).tma());
   }
+}
+
+// Every launch the planner sends to the TMA form (plain and split forms) encodes tensor maps within
+// the driver's documented limits (tma_map_shapes / tma_map_problem: strides of 16 bytes, boxes,
+// im2col corners), for the variant the launch runs (launched_variant: a staged call's copies, whose
+// channels are Cin rounded up to 8): random f16 / bf16 shapes (printed seed) of 1-600 input
+// channels — a third of them 1-7 short of a multiple of 64 — either layout, 1-5 x 1-5 filters,
+// strides 1-3, padding 0-3, dilation 1-2, batches of 1-4. A staged variant's maps from the caller's
+// channel count would break them (the launch's former bug, which the GPU refused at the call).
+TEST(Conv2dHmma, TmaLaunchesEncodeWithinTheDriversLimits) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
+  };
+  int tma = 0, staged = 0, split = 0;
+  for (int draw = 0; draw < 3000; ++draw) {
+    const int cin = draw % 3 == 0 ? 64 * pick(1, 8) - pick(1, 7) : pick(1, 600);
+    const int kh = pick(1, 5), kw = pick(1, 5);
+    Conv2dParams p{pick(1, 3), pick(1, 3), pick(0, 3), pick(0, 3), pick(1, 2), pick(1, 2)};
+    const int h = pick(1, 80) + (kh - 1) * p.dilation_h, w = pick(1, 80) + (kw - 1) * p.dilation_w;
+    Conv2dVariant v = make_conv2d_variant(cin, h, w, pick(1, 300), kh, kw, p, rng() % 2 == 0,
+                                          div_leaky_relu_epilogue(2.0, 0.01));
+    v.dtype = rng() % 2 ? DType::bf16 : DType::f16;
+    v.input_layout = rng() % 3 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    v.weight_layout = rng() % 3 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    v.output_layout = rng() % 2 ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    v.has_residual = rng() % 4 == 0;
+    if (v.out_height() < 1 || v.out_width() < 1) continue;
+    const std::int64_t n = pick(1, 4);
+    const Conv2dTiling t = conv2d_tiling(v);
+    std::vector<HmmaTiling> launched;
+    if (t.tma()) launched.push_back(t.as_hmma());
+    const std::optional<HmmaTiling> s = conv2d_impl::split_tiling_of(conv2d_impl::conv2d_algo(v), v);
+    if (s && s->tma()) launched.push_back(*s), ++split;
+    for (const HmmaTiling& h16 : launched) {
+      SCOPED_TRACE(v.name() + " batch " + std::to_string(n));
+      const Conv2dVariant run = conv2d_impl::launched_variant(t, v);
+      EXPECT_EQ(conv2d_impl::tma_map_problem(conv2d_impl::tma_map_shapes(h16, run, n)), "");
+      EXPECT_EQ(run.in_channels % 64, 0);  // (the form's k steps: 64 unpadded channels)
+      ++tma;
+      if (t.staged()) {
+        ++staged;
+        if (v.in_channels % 8 != 0) {
+          EXPECT_NE(conv2d_impl::tma_map_problem(conv2d_impl::tma_map_shapes(h16, v, n)), "");
+        }
+      }
+    }
+  }
+  std::printf("%d TMA launches (%d split forms), %d of them staged\n", tma, split, staged);
+  EXPECT_GE(tma, 200);
+  EXPECT_GE(staged, 50);
+  EXPECT_GE(split, 10);
 }
 
 // f16 / bf16 output planes of at most 128 pixels take per-image tiles of one warpgroup of one m64

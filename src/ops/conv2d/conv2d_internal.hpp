@@ -141,6 +141,31 @@ bool hmma_wgmma_enabled(const Conv2dVariant& v);
 /// The variant the conv kernel of a staged call computes: channels-last input and weight with
 /// in_channels rounded up to 8.
 Conv2dVariant hmma_staged_variant(const Conv2dVariant& v);
+/// The variant whose kernel a call of v on tiling t launches, the one its request compiled: a staged
+/// call's conv runs on the copies (hmma_staged_variant), any other on v.
+Conv2dVariant launched_variant(const Conv2dTiling& t, const Conv2dVariant& v);
+
+/// The TMA form's two tensor maps (conv2d_launch.cpp's tma_maps) as cuTensorMapEncodeTiled /
+/// cuTensorMapEncodeIm2col take them, for a launch of n images of v (the launched variant) on
+/// tiling t: 16-bit elements, strides in bytes, the 128-byte swizzle.
+struct TmaMapShapes {
+  bool im2col = false;
+  std::uint64_t in_dims[4] = {};     // {C, W, H, N}
+  std::uint64_t in_strides[3] = {};  // W, H and N's, bytes
+  std::uint32_t in_box[4] = {};      // tiled: {k chunk, columns, rows, 1}
+  int lower[2] = {}, upper[2] = {};  // im2col: the bounding box's corners, W first
+  std::uint32_t channels_per_pixel = 0, pixels_per_column = 0;
+  std::uint32_t element_strides[4] = {1, 1, 1, 1};  // im2col: {1, stride w, stride h, 1}
+  std::uint64_t w_dims[2] = {};                     // {KH KW C, Cout}
+  std::uint64_t w_strides[1] = {};                  // bytes
+  std::uint32_t w_box[2] = {};                      // {k chunk, the block's channels}
+};
+TmaMapShapes tma_map_shapes(const HmmaTiling& t, const Conv2dVariant& v, std::int64_t n);
+/// Which of cuTensorMapEncodeTiled's / cuTensorMapEncodeIm2col's documented limits the maps break
+/// (dimensions within 2^32, strides multiples of 16 bytes under 2^40, boxes of 1-256 elements whose
+/// inner row is a multiple of 16 bytes and at most the 128-byte swizzle, element strides 1-8,
+/// im2col corners within [-128, 127], channels a pixel 1-256, pixels a column 1-1024), "" where none.
+std::string tma_map_problem(const TmaMapShapes& s);
 /// The channels of one tile of the staging copy for cp (stage_channels) channels: the largest of
 /// 64, 32, 16, 8 that divides cp (the kernel's `tc`).
 int hmma_stage_tile_channels(int cp);

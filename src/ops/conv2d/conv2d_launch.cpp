@@ -161,43 +161,43 @@ std::array<CUtensorMap, 2> tma_maps(const HmmaTiling& t, const Conv2dVariant& v,
   const auto& d = cuinline::detail::driver();
   const CUtensorMapDataType type =
       v.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const auto c = static_cast<cuuint64_t>(v.in_channels);
-  const auto box_cols = static_cast<cuuint32_t>(std::min<std::int64_t>(t.tile_cols, v.out_width()));
-  const auto box_rows = static_cast<cuuint32_t>(t.tile_cols) / box_cols;
-  const auto bk = static_cast<cuuint32_t>(t.ci_chunk);
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  // (The figures, and the driver's limits on them, are conv2d_impl::tma_map_shapes's: host-tested.)
+  const conv2d_impl::TmaMapShapes s = conv2d_impl::tma_map_shapes(t, v, n);
+  const auto u64 = [](const std::uint64_t* x, int count) {
+    std::array<cuuint64_t, 4> r{};
+    for (int i = 0; i < count; ++i) r[static_cast<std::size_t>(i)] = static_cast<cuuint64_t>(x[i]);
+    return r;
+  };
+  const auto u32 = [](const std::uint32_t* x, int count) {
+    std::array<cuuint32_t, 4> r{};
+    for (int i = 0; i < count; ++i) r[static_cast<std::size_t>(i)] = static_cast<cuuint32_t>(x[i]);
+    return r;
+  };
+  const std::array<cuuint32_t, 4> unit = {1, 1, 1, 1};
   std::array<CUtensorMap, 2> maps{};
-  const cuuint64_t in_dims[4] = {c, static_cast<cuuint64_t>(v.width), static_cast<cuuint64_t>(v.height),
-                                 static_cast<cuuint64_t>(n)};
-  const cuuint64_t in_strides[3] = {c * 2, c * 2 * in_dims[1], c * 2 * in_dims[1] * in_dims[2]};
-  if (t.tma_im2col) {
-    const Conv2dParams& p = v.params;
-    const int lower[2] = {-p.pad_w, -p.pad_h};
-    const int upper[2] = {p.pad_w - (v.kernel_w - 1) * p.dilation_w,
-                          p.pad_h - (v.kernel_h - 1) * p.dilation_h};
-    const cuuint32_t strides[4] = {1, static_cast<cuuint32_t>(p.stride_w),
-                                   static_cast<cuuint32_t>(p.stride_h), 1};
+  const std::array<cuuint64_t, 4> in_dims = u64(s.in_dims, 4), in_strides = u64(s.in_strides, 3);
+  if (s.im2col) {
+    const std::array<cuuint32_t, 4> strides = u32(s.element_strides, 4);
     check_driver(
-        d.cuTensorMapEncodeIm2col(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, lower, upper,
-                                  bk, static_cast<cuuint32_t>(t.tile_cols), strides,
+        d.cuTensorMapEncodeIm2col(&maps[0], type, 4, const_cast<void*>(in), in_dims.data(), in_strides.data(),
+                                  s.lower, s.upper, s.channels_per_pixel, s.pixels_per_column, strides.data(),
                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "encoding the conv2d input's im2col tensor map");
   } else {
-    const cuuint32_t in_box[4] = {bk, box_cols, box_rows, 1};
-    check_driver(
-        d.cuTensorMapEncodeTiled(&maps[0], type, 4, const_cast<void*>(in), in_dims, in_strides, in_box, unit,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "encoding the conv2d input's tensor map");
+    const std::array<cuuint32_t, 4> in_box = u32(s.in_box, 4);
+    check_driver(d.cuTensorMapEncodeTiled(
+                     &maps[0], type, 4, const_cast<void*>(in), in_dims.data(), in_strides.data(),
+                     in_box.data(), unit.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                 "encoding the conv2d input's tensor map");
   }
-  const cuuint64_t k = c * static_cast<cuuint64_t>(v.kernel_h) * static_cast<cuuint64_t>(v.kernel_w);
-  const cuuint64_t w_dims[2] = {k, static_cast<cuuint64_t>(v.out_channels)};
-  const cuuint64_t w_strides[1] = {k * 2};
-  const cuuint32_t w_box[2] = {bk, static_cast<cuuint32_t>(t.block_channels())};
-  check_driver(d.cuTensorMapEncodeTiled(&maps[1], type, 2, const_cast<void*>(w), w_dims, w_strides, w_box, unit,
-                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+  const std::array<cuuint64_t, 4> w_dims = u64(s.w_dims, 2), w_strides = u64(s.w_strides, 1);
+  const std::array<cuuint32_t, 4> w_box = u32(s.w_box, 2);
+  check_driver(d.cuTensorMapEncodeTiled(
+                   &maps[1], type, 2, const_cast<void*>(w), w_dims.data(), w_strides.data(), w_box.data(),
+                   unit.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                "encoding the conv2d weight's tensor map");
   return maps;
 }
@@ -325,7 +325,7 @@ bool launch_staged(const Launchable& e, const Conv2dVariant& v, std::int64_t n, 
   e.stage.launch(cfg, in_args, w_args, cp, conv2d_impl::hmma_stage_tile_channels(cp));
   // The conv runs on the copies as the variant it was compiled for (make_hmma_request): their
   // channels are stage_channels (Cin rounded up to 8), which the TMA form's tensor maps describe.
-  launch_conv(e, conv2d_impl::hmma_staged_variant(v), n, t.stage_input ? in_ws : input.data,
+  launch_conv(e, conv2d_impl::launched_variant(e.tiling, v), n, t.stage_input ? in_ws : input.data,
               t.stage_weight ? w_ws : weight.data, bias.data, output.data, residual.data, chan, stream,
               device);
   return true;
