@@ -188,16 +188,12 @@ __device__ __forceinline__ float rd_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double rd_rsqrt(double v) { return rsqrt(v); }
 __device__ __forceinline__ float rd_neg_inf(float) { return __int_as_float(0xff800000); }
 __device__ __forceinline__ double rd_neg_inf(double) { return __longlong_as_double(0xfff0000000000000ll); }
-__device__ __forceinline__ float rd_nan(float) { return __int_as_float(0x7fc00000); }
-__device__ __forceinline__ double rd_nan(double) { return __longlong_as_double(0x7ff8000000000000ll); }
-// rms_norm's 1 / sqrt(mean(x^2) + eps) from the row's sum of squares ss; NaN where ss is infinite
-// (the row holds ±inf, or its squares pass the accumulation type's range), so that the row
-// normalizes to NaN as PyTorch's does (its Welford moments of a row holding ±inf take inf - inf).
-// rsqrt is 0 exactly there and positive for every finite argument.
+// rms_norm's 1 / sqrt(mean(x^2) + eps) from the row's sum of squares ss: 0 where ss is infinite,
+// so that a row holding ±inf normalizes to ±0 at its finite elements and NaN at its infinite ones
+// (x * 0), as the definition and PyTorch's composite and vectorized kernels give.
 template <class A>
 __device__ __forceinline__ A rd_rms_rstd(A ss, long long n, double eps) {
-  const A r = rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(eps));
-  return r == A(0) ? rd_nan(A(0)) : r;
+  return rd_rsqrt(ss / static_cast<A>(n) + static_cast<A>(eps));
 }
 __device__ __forceinline__ float rd_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ double rd_mul_rn(double a, double b) { return __dmul_rn(a, b); }
@@ -213,6 +209,18 @@ __device__ __forceinline__ A rd_layer_out(A d, A rstd, bool has_w, A w, bool has
   const A t = rd_mul_rn(d, rstd);
   if (has_w) return has_b ? rd_fma_rn(t, w, b) : rd_mul_rn(t, w);
   return has_b ? rd_add_rn(t, b) : t;
+}
+// layer_norm's statistics by the corrected two-pass (Chan, Golub and LeVeque): from the summed mean
+// m of n elements, the sum c of their deviations x - m and the sum q of the deviations' squares, the
+// mean m + c / n (the summed mean's rounding taken back: exact on a constant row, as PyTorch's
+// Welford mean is, so such a row normalizes to exactly 0) and the squared deviations from it,
+// q - c * c / n (not below 0; NaN stays NaN).
+template <class A>
+__device__ __forceinline__ void rd_corrected(A m, A c, A q, A n, A& mean, A& m2) {
+  const A cn = c / n;
+  mean = rd_add_rn(m, cn);
+  const A r = rd_fma_rn(-c, cn, q);
+  m2 = r < A(0) ? A(0) : r;
 }
 __device__ __forceinline__ float rd_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ double rd_shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
@@ -269,6 +277,34 @@ __device__ __forceinline__ A rd_reduce_n(A v, F f, A identity, A* sh, int T) {
 template <int T, class A, class F>
 __device__ __forceinline__ A rd_reduce(A v, F f, A identity, A* sh) {
   return rd_reduce_n(v, f, identity, sh, T);
+}
+// Two sums reduced at once (layer_norm's deviations and their squares): sh and sh2 32 values each.
+template <class A, class B>
+__device__ __forceinline__ void rd_sum2_at(A& u, A& w, A* sh, A* sh2, int T, int t, B bar) {
+#pragma unroll
+  for (int o = (T < 32 ? T : 32) / 2; o > 0; o >>= 1) {
+    u += rd_shfl_xor(u, o);
+    w += rd_shfl_xor(w, o);
+  }
+  if (T <= 32) return;
+  const int lane = t & 31, warp = t >> 5;
+  if (lane == 0) {
+    sh[warp] = u;
+    sh2[warp] = w;
+  }
+  bar();
+  u = lane < T / 32 ? sh[lane] : A(0);
+  w = lane < T / 32 ? sh2[lane] : A(0);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    u += rd_shfl_xor(u, o);
+    w += rd_shfl_xor(w, o);
+  }
+  bar();
+}
+template <class A>
+__device__ __forceinline__ void rd_sum2_n(A& u, A& w, A* sh, A* sh2, int T) {
+  rd_sum2_at(u, w, sh, sh2, T, static_cast<int>(threadIdx.x), rd_block_bar());
 }
 
 // Online softmax state (running max m, sum s of exp(x - m)). A factor exp(mi - m) is exactly 1
@@ -749,7 +785,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     rd_regs(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
   enum { kIters = E / V, kRowsPerBlock = T <= 32 ? RD_WARP_BLOCK / T : 1 };
-  __shared__ A sh[32];
+  __shared__ A sh[32], sh2[32];
   const int t = T <= 32 ? (threadIdx.x & (T - 1)) : threadIdx.x;
   const long long mine =
       T <= 32 ? static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / T : blockIdx.x;
@@ -810,20 +846,22 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
 #pragma unroll
     for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
-    A sq = A(0);
+    A dev = A(0), sq = A(0);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < n) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
+          dev += d;
           sq += d * d;
         }
       }
     }
-    const A var = rd_reduce<T>(sq, rd_add(), A(0), sh) / static_cast<A>(n);
-    s0 = mean;
-    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+    rd_sum2_at(dev, sq, sh, sh2, T, t, rd_block_bar());
+    A m2;
+    rd_corrected(mean, dev, sq, static_cast<A>(n), s0, m2);
+    s1 = rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
   }
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
@@ -871,12 +909,13 @@ __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, l
   }
 }
 
-// A chunk's statistics over the T threads t that hold it (barrier `bar`): softmax's (max, sum of
-// exp(x - max)) — with a -inf max the -inf elements count 1 each, as in the online softmax —, the
-// sum of squares (st1 unset), or (sum, squared deviations from the chunk's own mean). Every thread
-// gets them.
+// A chunk's statistics over the T threads t that hold it (barrier `bar`; sh and sh2 32 values
+// each): softmax's (max, sum of exp(x - max)) — with a -inf max the -inf elements count 1 each, as
+// in the online softmax —, the sum of squares (st1 unset), or layer_norm's (mean, squared
+// deviations from it), both by the corrected two-pass (rd_corrected). Every thread gets them.
 template <int kOp, class S, int V, int E, int T, class A, class Row, class B>
-__device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A* sh, B bar, A& st0, A& st1) {
+__device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A* sh, A* sh2, B bar, A& st0,
+                                               A& st1) {
   enum { kIters = E / V };
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     const A ninf = rd_neg_inf(A(0));
@@ -921,27 +960,29 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
 #pragma unroll
     for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
     sum = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar);
-    const A mean = sum / static_cast<A>(count > 0 ? count : 1);
-    A sq = A(0);
+    const A nk = static_cast<A>(count > 0 ? count : 1);
+    const A mean = sum / nk;
+    A dev = A(0), sq = A(0);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < count) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
+          dev += d;
           sq += d * d;
         }
       }
     }
-    st0 = sum;
-    st1 = rd_reduce_at(sq, rd_add(), A(0), sh, T, t, bar);
+    rd_sum2_at(dev, sq, sh, sh2, T, t, bar);
+    rd_corrected(mean, dev, sq, nk, st0, st1);
   }
 }
 
 // A row's statistics from its `splits` chunks' (stat(k, 0), stat(k, 1)), merged by T threads t
 // (barrier `bar`; sh and sh2 32 values each): the online softmax's merge; sums; layer_norm's mean
-// from the sums, then its squared deviations as the sum over chunks of M2_i + n_i * (mean_i -
-// mean)^2. (s0, s1) as rd_finish takes them.
+// from the chunks' means, then its squared deviations as the sum over chunks of M2_i + n_i *
+// (mean_i - mean)^2. (s0, s1) as rd_finish takes them.
 template <int kOp, class S, int T, class A, class St, class B>
 __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long splits, St stat, int t, A* sh,
                                                 A* sh2, B bar, A& s0, A& s1) {
@@ -957,14 +998,20 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
     ss = rd_reduce_at(ss, rd_add(), A(0), sh, T, t, bar);
     s1 = rd_rms_rstd(ss, a.n, a.eps);
   } else {
-    A sum = A(0);
-    for (long long k = t; k < splits; k += T) sum += stat(k, 0);
-    const A mean = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n);
+    // The mean as chunk 0's plus the chunks' weighted offsets from it (exact where every chunk's
+    // mean is the same, as on a constant row), then Chan's merge of the squared deviations.
+    const A m0 = stat(0, 0);
+    A off = A(0);
+    for (long long k = t; k < splits; k += T) {
+      const long long lk = a.n - k * a.chunk;
+      off = rd_fma_rn(static_cast<A>(lk < a.chunk ? lk : a.chunk), stat(k, 0) - m0, off);
+    }
+    const A mean = rd_add_rn(m0, rd_reduce_at(off, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n));
     A m2 = A(0);
     for (long long k = t; k < splits; k += T) {
       const long long lk = a.n - k * a.chunk;
       const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
-      const A d = stat(k, 0) / nk - mean;
+      const A d = stat(k, 0) - mean;
       m2 += stat(k, 1) + nk * d * d;
     }
     const A var = rd_reduce_at(m2, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n);
@@ -980,7 +1027,7 @@ template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class
           int K = 0>
 __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type a) {
   typedef typename ew_traits<S>::op A;
-  __shared__ A sh[32];
+  __shared__ A sh[32], sh2[32];
   const long long splits = (a.n + a.chunk - 1) / a.chunk;
   const long long row = blockIdx.x / splits, base = (blockIdx.x % splits) * a.chunk;
   const long long left = a.n - base;
@@ -989,7 +1036,7 @@ __global__ void __launch_bounds__(T) rd_split_stats(typename rd_args_of<K>::type
   rd_row<S, V, E, rd_chunk_store<kOp, S, P, Q, K>::value, T> v;
   rd_chunk_load<kOp, S, V, E, T, P, true>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
-  rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
+  rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, sh2, rd_block_bar(), st0, st1);
   A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
   if (t == 0) {
     ws[0] = st0;
@@ -1166,9 +1213,9 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G, (rd_cluster_min_bloc
   rd_chunk_load<kOp, S, V, E, T, P, false>(a, row, base, count, t, v);
   A st0 = A(0), st1 = A(0);
   if (G == 1) {
-    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, rd_block_bar(), st0, st1);
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, sh + 32, rd_block_bar(), st0, st1);
   } else {
-    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, bar, st0, st1);
+    rd_chunk_stats<kOp, S, V, E, T>(v, count, t, sh, sh + 32, bar, st0, st1);
   }
   if (t == 0) {
     slots[2 * g] = st0;
@@ -1235,18 +1282,20 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
       for (int j = 0; j < V; ++j) sum += v[j];
     }
     const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
-    A sq = A(0);
+    A dev = A(0), sq = A(0);
     for (long long i = first; i < n; i += step) {
       rd_load_x<S, V, P, true>(x + i, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
+        dev += d;
         sq += d * d;
       }
     }
-    const A var = rd_reduce<T>(sq, rd_add(), A(0), sh) / static_cast<A>(n);
-    s0 = mean;
-    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+    rd_sum2_n(dev, sq, sh, sh2, T);
+    A m2;
+    rd_corrected(mean, dev, sq, static_cast<A>(n), s0, m2);
+    s1 = rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
   }
   for (long long i = first; i < n; i += step) {
     if (kOp == RD_ADD_RMS_NORM) {

@@ -200,14 +200,18 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
       ss = rd_reduce_n(ss, rd_add(), A(0), sh, T);
       s1 = rd_rms_rstd(ss, n, a.eps);
     } else {
-      A sum = A(0);
-      for (long long k = t; k < splits; k += T) sum += ws[2 * k];
-      const A mean = rd_reduce_n(sum, rd_add(), A(0), sh, T) / static_cast<A>(n);
+      const A m0 = ws[0];
+      A off = A(0);
+      for (long long k = t; k < splits; k += T) {
+        const long long lk = n - k * a.chunk;
+        off = rd_fma_rn(static_cast<A>(lk < a.chunk ? lk : a.chunk), ws[2 * k] - m0, off);
+      }
+      const A mean = rd_add_rn(m0, rd_reduce_n(off, rd_add(), A(0), sh, T) / static_cast<A>(n));
       A m2 = A(0);
       for (long long k = t; k < splits; k += T) {
         const long long lk = n - k * a.chunk;
         const A nk = static_cast<A>(lk < a.chunk ? lk : a.chunk);
-        const A d = ws[2 * k] / nk - mean;
+        const A d = ws[2 * k] - mean;
         m2 += ws[2 * k + 1] + nk * d * d;
       }
       const A var = rd_reduce_n(m2, rd_add(), A(0), sh, T) / static_cast<A>(n);
@@ -269,7 +273,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     }
     sum = rd_reduce_n(sum, rd_add(), A(0), sh, T);
     const A mean = sum / static_cast<A>(count);
-    A sq = A(0);
+    A dev = A(0), sq = A(0);
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
@@ -278,18 +282,20 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         for (int j = 0; j < W; ++j) {
           if (j < V) {
             const A d = v[j] - mean;
+            dev += d;
             sq += d * d;
           }
         }
       }
     }
-    sq = rd_reduce_n(sq, rd_add(), A(0), sh, T);
-    s0 = g.phase == 1 ? sum : mean;
-    s1 = g.phase == 1 ? sq : rd_rms_rstd(sq, n, a.eps);
+    rd_sum2_n(dev, sq, sh, sh2, T);
+    A m2;
+    rd_corrected(mean, dev, sq, static_cast<A>(count), s0, m2);
+    s1 = g.phase == 1 ? m2 : rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
   }
   if (g.phase == 1) {
-    // The chunk's statistics (rd_split_stats): (max, sum), the sum of squares, or (sum, squared
-    // deviations from the chunk's mean).
+    // The chunk's statistics (rd_split_stats): (max, sum), the sum of squares, or (mean, squared
+    // deviations from it).
     A* ws = static_cast<A*>(a.ws) + 2 * static_cast<long long>(blockIdx.x);
     if (t == 0) {
       ws[0] = s0;

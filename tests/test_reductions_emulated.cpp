@@ -940,4 +940,56 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
   }
 }
 
+// layer_norm of rows that each hold one value (not 0, nor one the mean's sum divides exactly):
+// x - mean is exactly 0, so every form gives the bias bit for bit (0 * w + b), as PyTorch's
+// Welford kernels and the float64 reference do. A mean summed in one pass is off by a rounding,
+// which rsqrt(0 + eps) then magnifies (about 1e-5 of the row's scale in f32 at eps 1e-5).
+using RunKind = Run;  // (in a test's body Run names testing::Test::Run)
+TEST(ReductionsEmulated, LayerNormOfAConstantRowIsExactlyTheBias) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  const double values[] = {0.15, -3.7, 1234.56, 1.0 / 3.0, -0.0123};
+  for (const DType dt : kDtypes) {
+    struct Shape {
+      std::int64_t n;
+      RowForm form;
+      RunKind run;
+    };
+    const std::int64_t c5 = chunked(33000, dt);
+    const RowForm split = long_form(RowOp::layer_norm, dt, c5);
+    for (const Shape& s :
+         {Shape{7, RowForm::warp, Run::planned}, Shape{1000, RowForm::warp, Run::planned},
+          Shape{3000, RowForm::block, Run::planned}, Shape{3000, RowForm::block, Run::generic},
+          Shape{c5, split, Run::planned}, Shape{c5, split, Run::split}, Shape{c5 + 1, split, Run::looped},
+          Shape{c5, split, Run::generic}}) {
+#ifdef RD_ASAN_FIBERS
+      if (s.n == c5 + 1 && dt != DType::f32) continue;  // (a 1024-thread block: the costly part)
+#endif
+      for (const bool weight : {true, false}) {
+        Problem p = cuinline::test::make_problem(RowOp::layer_norm, dt, 5, s.n, rng);
+        p.weight = weight;
+        for (std::int64_t row = 0; row < p.rows; ++row) {
+          const std::uint64_t bits = cuinline::test::bits_of(dt, values[row]);
+          for (std::int64_t i = 0; i < s.n; ++i) cuinline::test::set_bits(p.x, dt, row * p.sx + i, bits);
+        }
+        std::vector<unsigned char> y;
+        const RowVariant v = emulate(p, s.form, s.run, &y);
+        for (std::int64_t row = 0; row < p.rows; ++row) {
+          std::int64_t wrong = 0, first = -1;
+          for (std::int64_t i = 0; i < s.n; ++i) {
+            if (cuinline::test::get_bits(y, dt, row * p.sy + i) != cuinline::test::get_bits(p.b, dt, i)) {
+              wrong += 1;
+              if (first < 0) first = i;
+            }
+          }
+          EXPECT_EQ(wrong, 0) << cuinline::test::what(p) << " " << v.name() << " run "
+                              << static_cast<int>(s.run) << (weight ? "" : " without weight") << ": row "
+                              << row << " of " << values[row] << ", first at " << first;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace

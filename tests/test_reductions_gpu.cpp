@@ -332,6 +332,38 @@ TEST_F(ReductionsGpu, SpecialValues) {
   }
 }
 
+// layer_norm of rows that each hold one value: every form gives the bias bit for bit (x - mean is
+// exactly 0 with the corrected two-pass mean, as with PyTorch's Welford mean), with and without a
+// weight, on the GPU's contractions.
+TEST_F(ReductionsGpu, LayerNormOfAConstantRowIsExactlyTheBias) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  const double values[] = {0.15, -3.7, 1234.56, 1.0 / 3.0, -0.0123};
+  for (DType dt : kDtypes) {
+    for (std::int64_t n : {7, 1000, 3000, 20000, 70000, 300000}) {
+      for (const bool weight : {true, false}) {
+        Problem p = make_problem(RowOp::layer_norm, dt, 5, n, rng_);
+        p.weight = weight;
+        for (std::int64_t row = 0; row < p.rows; ++row) {
+          for (std::int64_t i = 0; i < n; ++i)
+            cuinline::test::set_bits(p.x, dt, row * p.sx + i, cuinline::test::bits_of(dt, values[row]));
+        }
+        const DeviceProblem d = to_device(p);
+        call(p, d);
+        std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy)) * cuinline::dtype_size(dt));
+        d.y.copy_to_host(y.data(), y.size());
+        for (std::int64_t row = 0; row < p.rows; ++row) {
+          std::int64_t wrong = 0;
+          for (std::int64_t i = 0; i < n; ++i) {
+            wrong += cuinline::test::get_bits(y, dt, row * p.sy + i) != cuinline::test::get_bits(p.b, dt, i);
+          }
+          EXPECT_EQ(wrong, 0) << cuinline::test::what(p) << (weight ? "" : " without weight") << ": row of "
+                              << values[row];
+        }
+      }
+    }
+  }
+}
+
 // Each op captured into a CUDA graph, replayed on new data; the second call of a variant is a
 // map hit.
 TEST_F(ReductionsGpu, GraphCaptureAndKernelMap) {

@@ -15,8 +15,8 @@ namespace cuinline::reference {
 /// The float64 reference of one row: `v` its n values (add_rms_norm: x + residual, already rounded
 /// to the dtype as the kernel rounds it), `w` and `b` the weight and bias (null: 1 and 0), into `y`.
 /// Softmax takes the max, then the sum of exp(v - max) (PyTorch's two passes); the norms the
-/// biased variance (layer_norm: from the mean, no cancellation); a row whose sum of squares is
-/// infinite (it holds ±inf) is NaN under rms_norm.
+/// biased variance (layer_norm: from the mean, corrected by the mean deviation from it, so no
+/// cancellation).
 inline void reduce_row(ops::RowOp op, const double* v, std::int64_t n, const double* w, const double* b, double eps,
                        double* y) {
   using ops::RowOp;
@@ -29,13 +29,14 @@ inline void reduce_row(ops::RowOp op, const double* v, std::int64_t n, const dou
   } else if (op == RowOp::rms_norm || op == RowOp::add_rms_norm) {
     double ss = 0;
     for (std::int64_t i = 0; i < n; ++i) ss += v[i] * v[i];
-    // (A row holding ±inf normalizes to NaN, as PyTorch's does: its Welford moments take inf - inf.)
-    const double r = std::isinf(ss) ? NAN : 1 / std::sqrt(ss / static_cast<double>(n) + eps);
+    const double r = 1 / std::sqrt(ss / static_cast<double>(n) + eps);
     for (std::int64_t i = 0; i < n; ++i) y[i] = v[i] * r * weight(i);
   } else {
-    double sum = 0, sq = 0;
+    double sum = 0, dev = 0, sq = 0;
     for (std::int64_t i = 0; i < n; ++i) sum += v[i];
-    const double mean = sum / static_cast<double>(n);
+    double mean = sum / static_cast<double>(n);
+    for (std::int64_t i = 0; i < n; ++i) dev += v[i] - mean;
+    mean += dev / static_cast<double>(n);  // the sum's rounding taken back (exact on a constant row)
     for (std::int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
     const double r = 1 / std::sqrt(sq / static_cast<double>(n) + eps);
     for (std::int64_t i = 0; i < n; ++i) y[i] = (v[i] - mean) * r * weight(i) + (b != nullptr ? b[i] : 0.0);
