@@ -211,17 +211,25 @@ __device__ __forceinline__ A rd_layer_out(A d, A rstd, bool has_w, A w, bool has
   return has_b ? rd_add_rn(t, b) : t;
 }
 // layer_norm's statistics by the corrected two-pass (Chan, Golub and LeVeque): from the summed mean
-// m of n elements, the sum c of their deviations x - m and the sum q of the deviations' squares, the
-// mean m + c / n (the summed mean's rounding taken back: exact on a constant row, as PyTorch's
-// Welford mean is, so such a row normalizes to exactly 0) and the squared deviations from it,
-// q - c * c / n (not below 0; NaN stays NaN).
+// m of n elements (inv = 1 / n), the sum c of their deviations x - m and the sum q of the
+// deviations' squares, the mean m + c / n (the summed mean's rounding taken back: exact on a
+// constant row, as PyTorch's Welford mean is, so such a row normalizes to exactly 0) and the squared
+// deviations from it, q - c * c / n (not below 0; NaN stays NaN).
 template <class A>
-__device__ __forceinline__ void rd_corrected(A m, A c, A q, A n, A& mean, A& m2) {
-  const A cn = c / n;
+__device__ __forceinline__ void rd_corrected(A m, A c, A q, A inv, A& mean, A& m2) {
+  const A cn = rd_mul_rn(c, inv);
   mean = rd_add_rn(m, cn);
   const A r = rd_fma_rn(-c, cn, q);
   m2 = r < A(0) ? A(0) : r;
 }
+// Where a thread's deviations' sum c comes from: 16-bit rows take it from the thread's own sum of
+// its `mine` elements, part - mine * m in one FMA, with no addition an element (their float sum is
+// exact wherever the values span few binades: a constant row's is, and so its c and mean); wider
+// rows add the deviations up as they take their squares.
+template <class S>
+struct rd_thread_dev {
+  enum { value = sizeof(S) == 2 };
+};
 __device__ __forceinline__ float rd_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ double rd_shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 
@@ -842,26 +850,31 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     ss = rd_reduce<T>(ss, rd_add(), A(0), sh);
     s1 = rd_rms_rstd(ss, n, a.eps);
   } else {
+    const A inv = A(1) / static_cast<A>(n);
     A sum = A(0);
 #pragma unroll
     for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
-    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
+    const A part = sum;
+    const A mean = rd_mul_rn(rd_reduce<T>(sum, rd_add(), A(0), sh), inv);
     A dev = A(0), sq = A(0);
+    int mine = 0;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < n) {
+        mine += V;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
-          dev += d;
+          if (!rd_thread_dev<S>::value) dev += d;
           sq += d * d;
         }
       }
     }
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
     rd_sum2_at(dev, sq, sh, sh2, T, t, rd_block_bar());
     A m2;
-    rd_corrected(mean, dev, sq, static_cast<A>(n), s0, m2);
-    s1 = rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
+    rd_corrected(mean, dev, sq, inv, s0, m2);
+    s1 = rd_rsqrt(rd_mul_rn(m2, inv) + static_cast<A>(a.eps));
   }
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
@@ -959,23 +972,26 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
     A sum = A(0);
 #pragma unroll
     for (int e = 0; e < E; ++e) sum += v(e / V, e % V);
-    sum = rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar);
-    const A nk = static_cast<A>(count > 0 ? count : 1);
-    const A mean = sum / nk;
+    const A inv = A(1) / static_cast<A>(count > 0 ? count : 1);
+    const A part = sum;
+    const A mean = rd_mul_rn(rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar), inv);
     A dev = A(0), sq = A(0);
+    int mine = 0;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < count) {
+        mine += V;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
-          dev += d;
+          if (!rd_thread_dev<S>::value) dev += d;
           sq += d * d;
         }
       }
     }
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
     rd_sum2_at(dev, sq, sh, sh2, T, t, bar);
-    rd_corrected(mean, dev, sq, nk, st0, st1);
+    rd_corrected(mean, dev, sq, inv, st0, st1);
   }
 }
 
@@ -1006,7 +1022,8 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
       const long long lk = a.n - k * a.chunk;
       off = rd_fma_rn(static_cast<A>(lk < a.chunk ? lk : a.chunk), stat(k, 0) - m0, off);
     }
-    const A mean = rd_add_rn(m0, rd_reduce_at(off, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n));
+    const A inv = A(1) / static_cast<A>(a.n);
+    const A mean = rd_add_rn(m0, rd_mul_rn(rd_reduce_at(off, rd_add(), A(0), sh, T, t, bar), inv));
     A m2 = A(0);
     for (long long k = t; k < splits; k += T) {
       const long long lk = a.n - k * a.chunk;
@@ -1014,9 +1031,8 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
       const A d = stat(k, 0) - mean;
       m2 += stat(k, 1) + nk * d * d;
     }
-    const A var = rd_reduce_at(m2, rd_add(), A(0), sh, T, t, bar) / static_cast<A>(a.n);
     s0 = mean;
-    s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+    s1 = rd_rsqrt(rd_mul_rn(rd_reduce_at(m2, rd_add(), A(0), sh, T, t, bar), inv) + static_cast<A>(a.eps));
   }
 }
 
@@ -1281,8 +1297,9 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
 #pragma unroll
       for (int j = 0; j < V; ++j) sum += v[j];
     }
-    const A mean = rd_reduce<T>(sum, rd_add(), A(0), sh) / static_cast<A>(n);
-    A dev = A(0), sq = A(0);
+    const A inv = A(1) / static_cast<A>(n);
+    const A mean = rd_mul_rn(rd_reduce<T>(sum, rd_add(), A(0), sh), inv);
+    A dev = A(0), sq = A(0);  // (the deviations added up in every dtype: a thread's sum here is long)
     for (long long i = first; i < n; i += step) {
       rd_load_x<S, V, P, true>(x + i, v);
 #pragma unroll
@@ -1294,8 +1311,8 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
     }
     rd_sum2_n(dev, sq, sh, sh2, T);
     A m2;
-    rd_corrected(mean, dev, sq, static_cast<A>(n), s0, m2);
-    s1 = rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
+    rd_corrected(mean, dev, sq, inv, s0, m2);
+    s1 = rd_rsqrt(rd_mul_rn(m2, inv) + static_cast<A>(a.eps));
   }
   for (long long i = first; i < n; i += step) {
     if (kOp == RD_ADD_RMS_NORM) {

@@ -206,7 +206,8 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         const long long lk = n - k * a.chunk;
         off = rd_fma_rn(static_cast<A>(lk < a.chunk ? lk : a.chunk), ws[2 * k] - m0, off);
       }
-      const A mean = rd_add_rn(m0, rd_reduce_n(off, rd_add(), A(0), sh, T) / static_cast<A>(n));
+      const A inv = A(1) / static_cast<A>(n);
+      const A mean = rd_add_rn(m0, rd_mul_rn(rd_reduce_n(off, rd_add(), A(0), sh, T), inv));
       A m2 = A(0);
       for (long long k = t; k < splits; k += T) {
         const long long lk = n - k * a.chunk;
@@ -214,9 +215,8 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         const A d = ws[2 * k] - mean;
         m2 += ws[2 * k + 1] + nk * d * d;
       }
-      const A var = rd_reduce_n(m2, rd_add(), A(0), sh, T) / static_cast<A>(n);
       s0 = mean;
-      s1 = rd_rsqrt(var + static_cast<A>(a.eps));
+      s1 = rd_rsqrt(rd_mul_rn(rd_reduce_n(m2, rd_add(), A(0), sh, T), inv) + static_cast<A>(a.eps));
     }
   } else if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     const A ninf = rd_neg_inf(A(0));
@@ -271,27 +271,31 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         if (j < V) sum += v[j];
       }
     }
-    sum = rd_reduce_n(sum, rd_add(), A(0), sh, T);
-    const A mean = sum / static_cast<A>(count);
+    const A inv = A(1) / static_cast<A>(count);  // (phase 0: count is n)
+    const A part = sum;
+    const A mean = rd_mul_rn(rd_reduce_n(sum, rd_add(), A(0), sh, T), inv);
     A dev = A(0), sq = A(0);
+    int mine = 0;
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
+        mine += V;
         rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           if (j < V) {
             const A d = v[j] - mean;
-            dev += d;
+            if (!rd_thread_dev<S>::value) dev += d;
             sq += d * d;
           }
         }
       }
     }
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
     rd_sum2_n(dev, sq, sh, sh2, T);
     A m2;
-    rd_corrected(mean, dev, sq, static_cast<A>(count), s0, m2);
-    s1 = g.phase == 1 ? m2 : rd_rsqrt(m2 / static_cast<A>(n) + static_cast<A>(a.eps));
+    rd_corrected(mean, dev, sq, inv, s0, m2);
+    s1 = g.phase == 1 ? m2 : rd_rsqrt(rd_mul_rn(m2, inv) + static_cast<A>(a.eps));
   }
   if (g.phase == 1) {
     // The chunk's statistics (rd_split_stats): (max, sum), the sum of squares, or (mean, squared
