@@ -1298,17 +1298,22 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
       for (int j = 0; j < V; ++j) sum += v[j];
     }
     const A inv = A(1) / static_cast<A>(n);
+    const A part = sum;
     const A mean = rd_mul_rn(rd_reduce<T>(sum, rd_add(), A(0), sh), inv);
-    A dev = A(0), sq = A(0);  // (the deviations added up in every dtype: a thread's sum here is long)
+    A dev = A(0), sq = A(0);
+    long long mine = 0;
     for (long long i = first; i < n; i += step) {
       rd_load_x<S, V, P, true>(x + i, v);
+      mine += V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
-        dev += d;
+        if (!rd_thread_dev<S>::value) dev += d;
         sq += d * d;
       }
     }
+    // (As the generic kernel's whole rows, whose bits these are.)
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
     rd_sum2_n(dev, sq, sh, sh2, T);
     A m2;
     rd_corrected(mean, dev, sq, inv, s0, m2);

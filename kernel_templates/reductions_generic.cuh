@@ -38,7 +38,8 @@ struct rdg_chain {
 
 // The row's split: T lanes a row, V elements an access (V == 16 / sizeof(S): one 16-byte access;
 // else V single loads), iters accesses a lane; phase 0: whole rows, 1 and 2: the split form's
-// chunk statistics to a.ws, then the chunks merged and written (two launches).
+// chunk statistics to a.ws, then the chunks merged and written (two launches), 3: whole rows as
+// the looped form (rd_long) takes them, softmax's statistics by its online softmax.
 struct rdg_shape {
   int threads;
   int vector;
@@ -165,7 +166,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
   // rd_split_write take them).
   long long row, base = 0, count = n;
   bool live = true;
-  if (g.phase == 0) {
+  if (g.phase == 0 || g.phase == 3) {
     const long long mine =
         T <= 32 ? static_cast<long long>(blockIdx.x) * (RD_WARP_BLOCK / T) + threadIdx.x / T : blockIdx.x;
     if (T == 32 && mine >= a.rows) return;  // a whole warp: no block barrier in the warp form
@@ -221,31 +222,46 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
   } else if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     const A ninf = rd_neg_inf(A(0));
     A m = ninf;
-    for (int it = 0; it < iters; ++it) {
-      const long long i = (static_cast<long long>(it) * T + t) * V;
-      if (i < count) {
-        rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          if (j < V) m = rd_max()(m, v[j]);
-        }
-      }
-    }
-    m = rd_reduce_n(m, rd_max(), ninf, sh, T);
     A s = A(0);
-    for (int it = 0; it < iters; ++it) {
-      const long long i = (static_cast<long long>(it) * T + t) * V;
-      if (i < count) {
-        rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
+    if (g.phase == 3) {
+      // The looped form's online softmax: each thread's running (max, sum) in element order, merged.
+      for (int it = 0; it < iters; ++it) {
+        const long long i = (static_cast<long long>(it) * T + t) * V;
+        if (i < count) {
+          rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          // A chunk's -inf elements count 1 each while its max is -inf (rd_split_stats), so the
-          // chunks' online merge treats them as the looped form does.
-          if (j < V) s += (g.phase == 1 && m == ninf && v[j] == ninf) ? A(1) : rd_exp<S>(v[j] - m);
+          for (int j = 0; j < W; ++j) {
+            if (j < V) rd_online_add<S>(m, s, v[j]);
+          }
         }
       }
+      rd_online_reduce_n<S>(m, s, sh, sh2, T);
+    } else {
+      for (int it = 0; it < iters; ++it) {
+        const long long i = (static_cast<long long>(it) * T + t) * V;
+        if (i < count) {
+          rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, true, v);
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            if (j < V) m = rd_max()(m, v[j]);
+          }
+        }
+      }
+      m = rd_reduce_n(m, rd_max(), ninf, sh, T);
+      for (int it = 0; it < iters; ++it) {
+        const long long i = (static_cast<long long>(it) * T + t) * V;
+        if (i < count) {
+          rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            // A chunk's -inf elements count 1 each while its max is -inf (rd_split_stats), so the
+            // chunks' online merge treats them as the looped form does.
+            if (j < V) s += (g.phase == 1 && m == ninf && v[j] == ninf) ? A(1) : rd_exp<S>(v[j] - m);
+          }
+        }
+      }
+      s = rd_reduce_n(s, rd_add(), A(0), sh, T);
     }
-    s = rd_reduce_n(s, rd_add(), A(0), sh, T);
     s0 = m;
     s1 = kOp == RD_SOFTMAX || g.phase == 1 ? s : rd_log(s);
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {

@@ -511,8 +511,9 @@ void generic_kernel(const GenericArgs& g) {
 }
 
 template <class S>
-void run_generic(const cuinline::ops::detail::RowCall& call) {
-  const cuinline::ops::detail::GenericRowLaunch l = cuinline::ops::detail::generic_rows_launch(call);
+void run_generic(const cuinline::ops::detail::RowCall& call, bool whole_rows = false) {
+  const cuinline::ops::detail::GenericRowLaunch l =
+      cuinline::ops::detail::generic_rows_launch(call, whole_rows);
   GenericArgs g;
   std::memcpy(&g.a, &call.args, sizeof g.a);
   std::memcpy(&g.shape, &l.shape, sizeof g.shape);
@@ -556,7 +557,7 @@ constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, R
 // What emulate runs: the planned kernel, the cluster form of a split or cluster call (whether the
 // planner takes it or not), the split form of either (a GPU without clusters), the looped fallback
 // of either, or the generic kernel.
-enum class Run { planned, cluster, split, looped, generic };
+enum class Run { planned, cluster, split, looped, generic, generic_whole_rows };
 
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
 // where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
@@ -568,7 +569,7 @@ RowForm long_form(RowOp op, DType dt, std::int64_t n, bool chained = false) {
 
 RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
                    std::vector<unsigned char>* y_out = nullptr, std::vector<unsigned char>* r_out = nullptr) {
-  const bool generic = run_as == Run::generic;
+  const bool generic = run_as == Run::generic || run_as == Run::generic_whole_rows;
   const std::size_t es = cuinline::dtype_size(p.dt);
   const std::int64_t tail_rows = p.n <= 1024 ? cuinline::ops::detail::kWarpBlock : 1;
   std::vector<unsigned char> y(static_cast<std::size_t>(p.span(p.sy) + tail_rows * p.sy) * es);
@@ -609,7 +610,7 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
   const auto run_dtype = [&](auto storage) {
     using S = decltype(storage);
     if (generic) {
-      run_generic<S>(call);
+      run_generic<S>(call, run_as == Run::generic_whole_rows);
     } else {
       ran = run_op<S>(p.op, v, call.plan.grid, call.plan.block, a);
     }
@@ -944,6 +945,49 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
 // x - mean is exactly 0, so every form gives the bias bit for bit (0 * w + b), as PyTorch's
 // Welford kernels and the float64 reference do. A mean summed in one pass is off by a rounding,
 // which rsqrt(0 + eps) then magnifies (about 1e-5 of the row's scale in f32 at eps 1e-5).
+// The looped form (rd_long: the split form's fallback where no workspace can be had) against the
+// generic kernel's whole rows (its fallback there, on 1024 lanes): the same element order, sums and
+// formulas, so the same bits, residuals included. Every op in every dtype (under AddressSanitizer
+// each op in one dtype, in turn): 16-byte and scalar accesses, special values (eps 0), and chains.
+TEST(ReductionsEmulated, LoopedFormIsTheGenericKernelsWholeRowsBitForBit) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  for (int d = 0; d < 4; ++d) {
+    for (int k = 0; k < 5; ++k) {
+      const DType dt = kDtypes[d];
+      const RowOp op = kOps[k];
+#ifdef RD_ASAN_FIBERS
+      if (d != k % 4) continue;
+#endif
+      struct Case {
+        std::int64_t rows, n, offset;
+        bool special, chains;
+      };
+      const std::int64_t c5 = chunked(33000, dt);
+      for (const Case& c : {Case{2, c5, 0, false, false}, Case{7, c5 + 1, 0, true, false},
+                            Case{2, chunked(33000, dt, true) + 1, 1, false, true}}) {
+        if (c.chains && d != k % 4) continue;  // (the chains in one dtype an op, in turn)
+        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, 0, 3, c.offset);
+        p.weight = c.offset == 0;
+        if (c.special) {
+          p.eps = 0;
+          cuinline::test::add_special_rows(p, rng);
+        }
+        if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+        const RowForm form = long_form(op, dt, c.n, c.chains);
+        std::vector<unsigned char> y, r, y_generic, r_generic;
+        const RowVariant v = emulate(p, form, Run::looped, &y, &r);
+        emulate(p, form, Run::generic_whole_rows, &y_generic, &r_generic);
+        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+            << cuinline::test::what(p) << " " << v.name() << ": the generic whole rows' outputs differ";
+        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name()
+                                    << ": the generic whole rows' residuals differ";
+      }
+    }
+  }
+}
+
 using RunKind = Run;  // (in a test's body Run names testing::Test::Run)
 TEST(ReductionsEmulated, LayerNormOfAConstantRowIsExactlyTheBias) {
   const std::uint64_t seed = cuinline::test::fresh_seed();

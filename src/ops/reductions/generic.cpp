@@ -78,6 +78,7 @@ GenericRowLaunch generic_rows_launch(const RowCall& planned, bool whole_rows) {
     g.shape.iters = static_cast<std::int32_t>((p.n + per_pass - 1) / per_pass);
     g.grid = static_cast<std::uint32_t>(p.rows);
     g.block = kLoopedThreads;
+    g.shape.phase = 3;  // as rd_long: softmax's statistics by the online softmax
   }
   g.prologue = lower(v.prologue, v.dtype);
   g.epilogue = lower(v.epilogue, v.dtype);

@@ -19,7 +19,8 @@ struct GenericRowChain {
 static_assert(sizeof(GenericRowChain) == 8 + 48 * kGenericMaxSteps, "must match rdg_chain");
 
 /// rdg_shape: lanes a row, elements an access, accesses a lane; the phase (0: whole rows; 1, 2: the
-/// split form's chunk statistics, then the chunks merged and written); the op (RowOp's value: RD_*).
+/// split form's chunk statistics, then the chunks merged and written; 3: whole rows as the looped
+/// form takes them, softmax by the online softmax); the op (RowOp's value: RD_*).
 struct GenericRowShape {
   std::int32_t threads = 0, vector = 0, iters = 0, phase = 0, op = 0;
 };
