@@ -19,7 +19,9 @@
 /// overlap of a written tensor with any other is allowed. The weight and bias are 1-D of the row
 /// length, contiguous; a view whose data is null means absent (w = 1, b = 0). eps must be finite
 /// and >= 0 (0 is allowed). Special values behave as in PyTorch: NaN propagates through its row, a
-/// row holding +inf or all -inf softmaxes to NaN. Empty tensors are a no-op. Bad input throws
+/// row holding +inf or all -inf softmaxes to NaN, a row holding ±inf layer_norms to NaN and
+/// rms_norms to ±0 at its finite elements and NaN at its infinite ones (x * rsqrt(mean(x^2) + eps),
+/// docs/reductions.md). Empty tensors are a no-op. Bad input throws
 /// InvalidArgument before anything is compiled or launched. The calls can be captured into a CUDA
 /// graph.
 ///
