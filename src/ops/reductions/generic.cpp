@@ -93,7 +93,9 @@ void launch_generic_rows(RowCall planned, int device, CUstream stream) {
   cfg.stream = stream;
   // The kernel takes rd_args_e<7>: every epilogue slot, the unused ones null.
   if (g.shape.phase == 1) {  // the split form
-    const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
+    const CUdeviceptr ws = rows_workspace_allowed()
+                               ? cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream)
+                               : 0;
     if (ws != 0) {
       cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
       call.args.ws = reinterpret_cast<void*>(ws);

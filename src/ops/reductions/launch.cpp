@@ -90,6 +90,24 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
   return kernel;
 }
 
+}  // namespace
+
+// CUINLINE_ROWS_WORKSPACE (read once): "0" takes no workspace, so split rows run the path of a
+// process where none can be had (the looped form; the generic kernel's whole rows): that path's
+// test family (tests/CMakeLists.txt, "looped.") and an A/B; else a workspace where one can be had.
+bool detail::rows_workspace_allowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("CUINLINE_ROWS_WORKSPACE");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return true;
+    if (std::strcmp(env, "0") == 0) return false;
+    logger()->warn("CUINLINE_ROWS_WORKSPACE={} is not 0 or 1: ignored", env);
+    return true;
+  }();
+  return allowed;
+}
+
+namespace {
+
 // CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster
 // form (a partition whose GPCs cannot hold the clusters; the two forms' A/B), "all" the
 // cluster form wherever a cluster holds the row, measured or not (the A/B's other side); else the
@@ -229,7 +247,9 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   }
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
-    const CUdeviceptr ws = cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream);
+    const CUdeviceptr ws = detail::rows_workspace_allowed()
+                               ? cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream)
+                               : 0;
     if (ws != 0) {
       cuinline::detail::WorkspaceGuard guard(ws, stream);  // freed after the launches (or a throw)
       RowVariant write = call.plan.variant;

@@ -107,6 +107,9 @@ std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) no
 
 /// The looped form of a split (or cluster) call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
+/// Whether a split call may take a workspace: false with CUINLINE_ROWS_WORKSPACE=0 (read once), and
+/// the split rows then run as where none can be had (launch.cpp).
+bool rows_workspace_allowed();
 /// The split form of a cluster call (a GPU without clusters; the generic kernels); other calls as
 /// they are.
 RowCall split_form(RowCall call);
