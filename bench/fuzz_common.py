@@ -71,9 +71,9 @@ def worker(args, lib, draw, run_case, describe):
     return fails
 
 
-def main(args, title, make_lib, draw, run_case, describe, worker_args=()):
+def main(args, title, make_lib, draw, run_case, describe, worker_args=(), worker_extra=lambda i: ()):
     """One worker in this process (--worker, given cases, or --workers 1), or --workers processes of
-    the calling script; exits 1 if any case failed."""
+    the calling script (worker i also given worker_extra(i)); exits 1 if any case failed."""
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     if args.worker or given_cases(args) is not None or args.workers <= 1:
@@ -82,7 +82,7 @@ def main(args, title, make_lib, draw, run_case, describe, worker_args=()):
     print(f"seeds {args.seed}..{args.seed + args.workers - 1}", flush=True)
     script = os.path.abspath(sys.argv[0])
     procs = [subprocess.Popen([sys.executable, script, "--lib", args.lib, "--seconds", str(args.seconds), "--seed",
-                               str(args.seed + i), *worker_args, "--worker"],
+                               str(args.seed + i), *worker_args, *worker_extra(i), "--worker"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(args.workers)]
     total = failed = 0

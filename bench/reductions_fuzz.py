@@ -22,15 +22,22 @@ row holding ±inf gives ±0 at its finite elements and NaN at its infinite ones.
 kernel (rows of a length not a multiple of 4, misaligned tensors, f64) takes Welford moments and
 gives NaN for the whole row; its float64 reference is the definition too.
 
+With several workers every fourth runs where no workspace can be had (`--no-workspace`:
+CUINLINE_ROWS_CLUSTER=0 and CUINLINE_ROWS_WORKSPACE=0, set before the library loads): rows past the
+block form on the looped form, the generic kernel's on its whole rows; its cases carry
+"workspace": false, and a rerun of such cases takes the same setting.
+
 A failing case prints `FAIL {json}`; `--case '{json}'` reruns it, and
 bench/reductions_fuzz_regressions.jsonl (`--cases-file`) keeps the cases that once failed, with why.
 
 Usage: reductions_fuzz.py --lib build-shared/libcuinline.so [--seconds 120] [--workers 4] [--seed S]
-                          [--case JSON]
+                          [--case JSON] [--no-workspace]
 """
 import argparse
 import ctypes
 import math
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -57,6 +64,10 @@ FUNCTIONS = [("relu", torch.relu), ("sigmoid", torch.sigmoid), ("tanh", torch.ta
 EPI_FNS = ["relu", "sigmoid", "tanh", "silu", "gelu", "softplus", "abs", "neg", "leaky_relu(0.2)"]
 PRO_SCALARS = ["mul(0.125)", "mul(0.08838834764831845)", "div(2)", "mul(3.0)", "add(1.5)", "sub(0.3)", "div(0.7)"]
 EPI_SCALARS = ["mul(0.5)", "mul(2.0)", "div(3.0)", "mul(1.7)"]
+
+
+# Set by --no-workspace (main): the process takes no workspace, and its cases say so.
+NO_WORKSPACE = False
 
 
 def draw(rng):
@@ -95,7 +106,7 @@ def draw(rng):
                 w_offset=rng.random() < 0.2, eps=rng.choice([1e-6, 1e-5, 0.0, 0.1]),
                 prologue=pro, epilogue=epi, extras=extras, policy=rng.choice(["async", "async", "sync", "generic"]),
                 side_stream=rng.random() < 0.15, graph=rng.random() < 0.1, specials=rng.random() < 0.5,
-                seed=rng.randrange(1 << 30))
+                seed=rng.randrange(1 << 30), workspace=not NO_WORKSPACE)
 
 
 def values(rows, n, dt, g, op, specials):
@@ -338,14 +349,30 @@ def describe(c):
         parts.append(f"eps {c['eps']:g}")
     if c["op"] == "layer_norm":
         parts.append("b" if c["bias"] else "no b")
-    return f"{c['op']} {c['dtype']} {shape} {', '.join(parts)}{chains}{' specials' if c['specials'] else ''}"
+    where = "" if c.get("workspace", True) else " no workspace"
+    return f"{c['op']} {c['dtype']} {shape} {', '.join(parts)}{chains}{' specials' if c['specials'] else ''}{where}"
 
 
 def main():
+    global NO_WORKSPACE
     ap = argparse.ArgumentParser()
     fuzz_common.add_arguments(ap, seconds=120)
+    ap.add_argument("--no-workspace", action="store_true",
+                    help="run where no workspace can be had (CUINLINE_ROWS_CLUSTER=0, CUINLINE_ROWS_WORKSPACE=0)")
     args = ap.parse_args()
-    fuzz_common.main(args, "reductions fuzz", lambda: Ops(args.lib), draw, run_case, describe)
+    given = fuzz_common.given_cases(args)
+    if given:
+        # Given cases run as they were drawn: all with a workspace or all without (one process).
+        without = {not c.get("workspace", True) for c in given}
+        if len(without) > 1:
+            sys.exit("the given cases mix \"workspace\": false with cases that had one: rerun them apart")
+        args.no_workspace = args.no_workspace or without.pop()
+    if args.no_workspace and (args.worker or given is not None or args.workers <= 1):
+        NO_WORKSPACE = True
+        os.environ["CUINLINE_ROWS_CLUSTER"] = "0"  # (read once, at the library's first call)
+        os.environ["CUINLINE_ROWS_WORKSPACE"] = "0"
+    fuzz_common.main(args, "reductions fuzz", lambda: Ops(args.lib), draw, run_case, describe,
+                     worker_extra=lambda i: ["--no-workspace"] if args.no_workspace or i % 4 == 3 else [])
 
 
 if __name__ == "__main__":
