@@ -223,7 +223,7 @@ __device__ __forceinline__ void rd_corrected(A m, A c, A q, A inv, A& mean, A& m
   m2 = r < A(0) ? A(0) : r;
 }
 // Where a thread's deviations' sum c comes from: 16-bit rows take it from the thread's own sum of
-// its `mine` elements, part - mine * m in one FMA, with no addition an element (their float sum is
+// its `held` elements, part - held * m in one FMA, with no addition an element (their float sum is
 // exact wherever the values span few binades: a constant row's is, and so its c and mean); wider
 // rows add the deviations up as they take their squares.
 template <class S>
@@ -857,11 +857,11 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     const A part = sum;
     const A mean = rd_mul_rn(rd_reduce<T>(sum, rd_add(), A(0), sh), inv);
     A dev = A(0), sq = A(0);
-    int mine = 0;
+    int held = 0;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < n) {
-        mine += V;
+        held += V;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
@@ -870,7 +870,7 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
         }
       }
     }
-    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(held), mean, part);
     rd_sum2_at(dev, sq, sh, sh2, T, t, rd_block_bar());
     A m2;
     rd_corrected(mean, dev, sq, inv, s0, m2);
@@ -976,11 +976,11 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
     const A part = sum;
     const A mean = rd_mul_rn(rd_reduce_at(sum, rd_add(), A(0), sh, T, t, bar), inv);
     A dev = A(0), sq = A(0);
-    int mine = 0;
+    int held = 0;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if ((it * T + t) * V < count) {
-        mine += V;
+        held += V;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A d = v(it, j) - mean;
@@ -989,7 +989,7 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
         }
       }
     }
-    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(held), mean, part);
     rd_sum2_at(dev, sq, sh, sh2, T, t, bar);
     rd_corrected(mean, dev, sq, inv, st0, st1);
   }
@@ -1301,10 +1301,10 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
     const A part = sum;
     const A mean = rd_mul_rn(rd_reduce<T>(sum, rd_add(), A(0), sh), inv);
     A dev = A(0), sq = A(0);
-    long long mine = 0;
+    long long held = 0;
     for (long long i = first; i < n; i += step) {
       rd_load_x<S, V, P, true>(x + i, v);
-      mine += V;
+      held += V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A d = v[j] - mean;
@@ -1313,7 +1313,7 @@ __global__ void __launch_bounds__(T) rd_long(typename rd_args_of<K>::type a) {
       }
     }
     // (As the generic kernel's whole rows, whose bits these are.)
-    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(held), mean, part);
     rd_sum2_n(dev, sq, sh, sh2, T);
     A m2;
     rd_corrected(mean, dev, sq, inv, s0, m2);

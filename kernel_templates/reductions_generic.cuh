@@ -291,11 +291,11 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     const A part = sum;
     const A mean = rd_mul_rn(rd_reduce_n(sum, rd_add(), A(0), sh, T), inv);
     A dev = A(0), sq = A(0);
-    int mine = 0;
+    int held = 0;
     for (int it = 0; it < iters; ++it) {
       const long long i = (static_cast<long long>(it) * T + t) * V;
       if (i < count) {
-        mine += V;
+        held += V;
         rdg_values<S>(kOp, a, pro, x, r, live, i, count, V, false, v);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
@@ -307,7 +307,7 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
         }
       }
     }
-    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(mine), mean, part);
+    if (rd_thread_dev<S>::value) dev = rd_fma_rn(-static_cast<A>(held), mean, part);
     rd_sum2_n(dev, sq, sh, sh2, T);
     A m2;
     rd_corrected(mean, dev, sq, inv, s0, m2);
