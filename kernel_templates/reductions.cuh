@@ -323,10 +323,12 @@ template <class S, class A>
 __device__ __forceinline__ A rd_rescale(A mi, A m) {
   return mi == m ? A(1) : rd_exp<S>(mi - m);
 }
+// A new max's rescale of the sum is one FMA, spelled out: left to contraction, the looped form
+// (NVRTC) and the generic kernel's whole rows (nvcc) rounded it differently in f64.
 template <class S, class A>
 __device__ __forceinline__ void rd_online_add(A& m, A& s, A v) {
   if (v > m) {
-    s = s * rd_exp<S>(m - v) + rd_exp<S>(v - v);
+    s = rd_fma_rn(s, rd_exp<S>(m - v), rd_exp<S>(v - v));
     m = v;
   } else {
     s += (v == m && v == rd_neg_inf(v)) ? A(1) : rd_exp<S>(v - m);
