@@ -18,6 +18,10 @@ one more tensor to read) — the chain's cost; and the unfused pair (the plain o
 Liger-Kernel (--liger, the liger-kernel package installed): its Triton forward of each op but
 log_softmax (LigerSoftmaxFunction, LigerRMSNormFunction with casting mode "llama",
 LigerFusedAddRMSNormFunction, LigerLayerNormFunction) in one more column, timed the same way.
+QuACK (--quack, the quack-kernels package and its CuTe DSL installed): its forward of each op but
+log_softmax (quack.softmax._softmax_fwd; quack.rmsnorm._rmsnorm_fwd for rms_norm, add_rms_norm with
+residual and residual_out, and layer_norm with is_layernorm), into buffers made once, in one more
+column timed the same way; its result's error against float64 is printed beside ours once a cell.
 The timings run under the sync JIT policy (CUINLINE_JIT_POLICY, unless set): every call runs the
 specialized kernel.
 --jit (alone, in a fresh process with an empty CUINLINE_CACHE_DIR): the JIT's no-wait path
@@ -26,7 +30,7 @@ sync, wall time of call + synchronize; then each op's generic kernel (the generi
 specialized one exists in the process) against its specialized kernel (sync), CUDA events as above,
 and whether their outputs are the same bits.
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
-       [--fused-only | --no-fused] [--liger] [--jit]
+       [--fused-only | --no-fused] [--liger] [--quack] [--jit]
 """
 import argparse
 import ctypes
@@ -243,14 +247,41 @@ def liger_op(op):
     return None
 
 
+def quack_op(op, x, w, b, res):
+    """QuACK's forward for op (CuTe DSL) as (call, output), writing into buffers made here; None where
+    it has none (log_softmax) or is not importable (the reason printed once)."""
+    global quack_missing
+    try:
+        from quack.rmsnorm import _rmsnorm_fwd
+        from quack.softmax import _softmax_fwd
+    except Exception as err:  # ImportError, or the DSL's own start-up failing
+        if not quack_missing:
+            print(f"QuACK not importable: {type(err).__name__}: {err}", flush=True)
+        quack_missing = True
+        return None
+    out = torch.empty_like(x)
+    if op == "softmax":
+        return (lambda: _softmax_fwd(x, out)), out
+    if op == "rms_norm":
+        return (lambda: _rmsnorm_fwd(x, w, out, None, None, None, None, None, 1e-5, False)), out
+    if op == "add_rms_norm":
+        res_out = torch.empty_like(res)
+        return (lambda: _rmsnorm_fwd(x, w, out, None, None, None, res, res_out, 1e-5, False)), out
+    if op == "layer_norm":
+        return (lambda: _rmsnorm_fwd(x, w, out, b, None, None, None, None, 1e-5, True)), out
+    return None
+
+
+quack_missing = False
 DEFAULT_SHAPES = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 1 << 22)]
 
 
-def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32), shapes=DEFAULT_SHAPES):
+def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32), shapes=DEFAULT_SHAPES,
+          quack=False):
     flush = l2_flush_buffer()
     lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |"
-             + (" Liger-Kernel GB/s |" if liger else ""),
-             "|---|---|---|---|---|---|---|" + ("---|" if liger else "")]
+             + (" Liger-Kernel GB/s |" if liger else "") + (" QuACK GB/s |" if quack else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if liger else "") + ("---|" if quack else "")]
     print("\n".join(lines), flush=True)
     for dt in dtypes:
         for rows, n in shapes:
@@ -275,10 +306,28 @@ def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32),
                             lig = time_ms(lambda: lf(x, w, b, res, 1e-5), flush)
                     except RuntimeError as err:  # Liger refuses rows past its Triton block (65536)
                         print(f"Liger-Kernel {op} [{rows}, {n}]: {str(err).splitlines()[0][:120]}", flush=True)
+                qk = float("nan")
+                qf = quack_op(op, x, w, b, res) if quack else None
+                if qf is not None:
+                    try:
+                        qcall, qout = qf
+                        qcall()
+                        ops.run(op, x, out, w, b, None if res is None else res.clone(), 1e-5)
+                        ref = torch_op(op, x.double(), None if w is None else w.double(),
+                                       None if b is None else b.double(), None if res is None else res.double(), 1e-5)
+                        ref = ref[0] if isinstance(ref, tuple) else ref
+                        print(f"error against float64, {op} [{rows}, {n}]: QuACK {max_err(qout, ref):.2e}, "
+                              f"cuinline {max_err(out, ref):.2e}", flush=True)
+                        del ref
+                        qk = time_ms(qcall, flush)
+                    except Exception as err:  # QuACK refuses a shape or dtype, or its compile fails
+                        print(f"QuACK {op} [{rows}, {n}]: {type(err).__name__}: {str(err).splitlines()[0][:160]}",
+                              flush=True)
                 gbs = lambda ms, b=nbytes: b / ms / 1e6
                 copy_gbs = 2 * x.numel() * x.element_size() / copy / 1e6
                 line = (f"| {op} | {str(dt).split('.')[-1]} | {rows}x{n} | {copy_gbs:.0f} | {gbs(ours):.0f} | "
-                        f"{gbs(eager):.0f} | {gbs(comp):.0f} |" + (f" {gbs(lig):.0f} |" if liger else ""))
+                        f"{gbs(eager):.0f} | {gbs(comp):.0f} |" + (f" {gbs(lig):.0f} |" if liger else "")
+                        + (f" {gbs(qk):.0f} |" if quack else ""))
                 lines.append(line)
                 print(line, flush=True)
             torch.cuda.empty_cache()
@@ -423,6 +472,7 @@ def main():
     ap.add_argument("--no-fused", action="store_true", help="no fused chains")
     ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes (bf16, f16, f32)")
     ap.add_argument("--liger", action="store_true", help="Liger-Kernel's forward beside (liger-kernel installed)")
+    ap.add_argument("--quack", action="store_true", help="QuACK's forward beside (quack-kernels installed)")
     ap.add_argument("--jit", action="store_true", help="only the JIT's first calls and generic kernels")
     ap.add_argument("--shapes", help="the timed shapes, ROWSxN,... (default: "
                     + ",".join(f"{r}x{n}" for r, n in DEFAULT_SHAPES) + ")")
@@ -441,7 +491,7 @@ def main():
     if not args.checks_only:
         dtypes = [{"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
         shapes = DEFAULT_SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes)
+        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes, args.quack)
         if not args.no_fused:
             lines += [""] + fused(ops)
         print(f"checks: {failures} failed", flush=True)
