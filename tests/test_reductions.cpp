@@ -177,6 +177,7 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
 // of 128 threads holds 128 / T rows, so the grid covers the rows with the last block's groups past the
 // last row (they store nothing).
 TEST(ReductionPlan, SubWarpLanesByDtypeAndRowLength) {
+  if (cuinline::ops::detail::rows_warp_vectors() != 1) GTEST_SKIP() << "CUINLINE_ROWS_WARP_VECTORS is set";
   struct Want {
     DType dt;
     std::int64_t n;
@@ -218,6 +219,32 @@ TEST(ReductionPlan, SubWarpLanesByDtypeAndRowLength) {
                                                  : std::string::npos);
       EXPECT_EQ(p.fallback, p.variant);
     }
+  }
+}
+
+// CUINLINE_ROWS_WARP_VECTORS=2 (the ctest warp2. run): the fewest lanes whose two accesses each
+// cover the row, a whole warp past 64 accesses; unset, one access a lane (the test above).
+TEST(ReductionPlan, WarpFormAccessesALaneFollowTheKnob) {
+  struct Want {
+    DType dt;
+    std::int64_t n;
+    int lanes1, per_thread1, lanes2, per_thread2;
+  };
+  const Want wants[] = {{DType::bf16, 128, 16, 8, 8, 16},  {DType::bf16, 64, 8, 8, 4, 16},
+                        {DType::bf16, 200, 32, 8, 16, 16}, {DType::bf16, 8, 1, 8, 1, 8},
+                        {DType::f32, 3, 4, 1, 2, 2},       {DType::f32, 128, 32, 4, 16, 8},
+                        {DType::f16, 24, 4, 8, 2, 16},     {DType::f32, 1024, 32, 32, 32, 32}};
+  const int k = cuinline::ops::detail::rows_warp_vectors();
+  ASSERT_TRUE(k == 1 || k == 2) << "the cases hold for 1 and 2 accesses a lane";
+  for (const Want& w : wants) {
+    const RowPlan p =
+        plan_rows(RowOp::layer_norm, rows_of(kIn, w.dt, 300, w.n), rows_of(kOut, w.dt, 300, w.n));
+    SCOPED_TRACE(p.variant.name());
+    EXPECT_EQ(p.variant.form, RowForm::warp);
+    EXPECT_EQ(p.variant.threads, k == 1 ? w.lanes1 : w.lanes2);
+    EXPECT_EQ(p.variant.per_thread, k == 1 ? w.per_thread1 : w.per_thread2);
+    EXPECT_EQ(p.grid, static_cast<unsigned>((300 + 128 / p.variant.threads - 1) / (128 / p.variant.threads)));
+    EXPECT_NO_THROW(p.variant.validate());
   }
 }
 
@@ -384,7 +411,7 @@ TEST(ReductionVariant, NamesAndChecks) {
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 64},  // more lanes than a warp
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 12},  // not a power of two
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 0},
-      {RowOp::softmax, DType::f32, RowForm::warp, 4, 8, 16},     // two accesses a lane with fewer than 32
+      {RowOp::softmax, DType::f32, RowForm::warp, 1, 16, 16},    // 16 accesses a lane with fewer than 32
       {RowOp::softmax, DType::f32, RowForm::warp, 8, 8, 32},     // 32 bytes an access
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 2, 32},     // fewer elements than one access
       {RowOp::softmax, DType::f32, RowForm::warp, 1, 64, 32},    // beyond the warp form's registers

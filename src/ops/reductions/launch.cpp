@@ -106,6 +106,20 @@ bool detail::rows_workspace_allowed() {
   return allowed;
 }
 
+// CUINLINE_ROWS_WARP_VECTORS (read once): the warp form's least accesses a lane.
+int detail::rows_warp_vectors() {
+  static const int vectors = [] {
+    const char* env = std::getenv("CUINLINE_ROWS_WARP_VECTORS");
+    if (env == nullptr || *env == '\0') return 1;
+    for (const char* ok : {"1", "2", "4", "8"}) {
+      if (std::strcmp(env, ok) == 0) return std::atoi(ok);
+    }
+    logger()->warn("CUINLINE_ROWS_WARP_VECTORS={} is not 1, 2, 4 or 8: ignored", env);
+    return 1;
+  }();
+  return vectors;
+}
+
 namespace {
 
 // CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster

@@ -230,7 +230,9 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
     // The fewest lanes whose accesses of v cover the row (one access each), else a whole warp with
     // more elements a lane.
     var.form = RowForm::warp;
-    const std::int64_t lanes = std::clamp<std::int64_t>(pow2_at_least((n + v - 1) / v), kWarpMinLanes, 32);
+    const std::int64_t least = std::int64_t{v} * rows_warp_vectors();
+    const std::int64_t lanes =
+        std::clamp<std::int64_t>(pow2_at_least((n + least - 1) / least), kWarpMinLanes, 32);
     var.threads = static_cast<int>(lanes);
     var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + lanes - 1) / lanes)));
     const std::int64_t rows_per_block = kWarpBlock / lanes;

@@ -107,6 +107,9 @@ std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) no
 
 /// The looped form of a split (or cluster) call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
+/// The warp form's least accesses a lane (1, 2, 4 or 8): CUINLINE_ROWS_WARP_VECTORS (read once), an
+/// A/B of the lanes a short row takes; else 1.
+int rows_warp_vectors();
 /// Whether a split call may take a workspace: false with CUINLINE_ROWS_WORKSPACE=0 (read once), and
 /// the split rows then run as where none can be had (launch.cpp).
 bool rows_workspace_allowed();

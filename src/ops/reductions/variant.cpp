@@ -91,12 +91,12 @@ void RowVariant::validate() const {
     case RowForm::warp:
       if (!pow2(threads) || threads < detail::kWarpMinLanes || threads > 32 || !pow2(per_thread) ||
           per_thread < vector_width || per_thread > detail::kWarpMaxPerThread ||
-          (threads < 32 && per_thread != vector_width)) {
+          (threads < 32 && per_thread > 8 * vector_width)) {
         throw InvalidArgument("reduction variant " + name() + ": the warp form has " +
                               std::to_string(detail::kWarpMinLanes) + "-32 lanes a row (a power of two) " +
                               "and a power of two of elements a lane, from the vector width to " +
                               std::to_string(detail::kWarpMaxPerThread) +
-                              "; fewer than 32 lanes hold one access (the vector width) each");
+                              "; fewer than 32 lanes hold at most 8 accesses (of the vector width) each");
       }
       return;
     case RowForm::block: {
