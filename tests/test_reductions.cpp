@@ -248,6 +248,36 @@ TEST(ReductionPlan, WarpFormAccessesALaneFollowTheKnob) {
   }
 }
 
+// CUINLINE_ROWS_WARP_MAX=512 (the ctest warpmax512. run): rows of 513-1024 on the block form of 128
+// threads instead of a whole warp; unset, the warp form up to 1024.
+TEST(ReductionPlan, WarpFormsLongestRowFollowsTheKnob) {
+  struct Want {
+    DType dt;
+    std::int64_t n;
+    RowForm form1024, form512;
+    int threads1024, per_thread1024, threads512, per_thread512;
+  };
+  const Want wants[] = {
+      {DType::f32, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
+      {DType::bf16, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
+      {DType::f32, 600, RowForm::warp, RowForm::block, 32, 32, 128, 8},
+      {DType::f64, 1000, RowForm::warp, RowForm::block, 32, 32, 128, 8},
+      {DType::f32, 512, RowForm::warp, RowForm::warp, 32, 16, 32, 16},
+      {DType::f32, 1025, RowForm::block, RowForm::block, 128, 16, 128, 16},
+  };
+  const std::int64_t longest = cuinline::ops::detail::rows_warp_max();
+  ASSERT_TRUE(longest == 1024 || longest == 512) << "the cases hold for rows of 1024 and of 512";
+  for (const Want& w : wants) {
+    const RowPlan p = plan_rows(RowOp::rms_norm, rows_of(kIn, w.dt, 70, w.n), rows_of(kOut, w.dt, 70, w.n));
+    SCOPED_TRACE(p.variant.name());
+    EXPECT_EQ(p.variant.form, longest == 1024 ? w.form1024 : w.form512);
+    EXPECT_EQ(p.variant.threads, longest == 1024 ? w.threads1024 : w.threads512);
+    EXPECT_EQ(p.variant.per_thread, longest == 1024 ? w.per_thread1024 : w.per_thread512);
+    EXPECT_GE(p.variant.max_row(), w.n);
+    EXPECT_NO_THROW(p.variant.validate());
+  }
+}
+
 TEST(ReductionPlan, VectorWidthFollowsAlignment) {
   const auto width = [](const TensorView& in, const TensorView& out, const TensorView& w = {}) {
     return plan_rows(RowOp::rms_norm, in, out, w, {}, {}, 1e-6).variant.vector_width;

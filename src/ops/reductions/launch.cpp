@@ -6,6 +6,7 @@
 // had. Only a miss renders the source and goes to KernelCache::get.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <cuinline/module.hpp>
@@ -118,6 +119,24 @@ int detail::rows_warp_vectors() {
     return 1;
   }();
   return vectors;
+}
+
+// CUINLINE_ROWS_WARP_MAX (read once): the longest row on the warp form.
+std::int64_t detail::rows_warp_max() {
+  static const std::int64_t longest = [] {
+    constexpr std::int64_t kDefault = std::int64_t{32} * kWarpMaxPerThread;
+    const char* env = std::getenv("CUINLINE_ROWS_WARP_MAX");
+    if (env == nullptr || *env == '\0') return kDefault;
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(env, &end, 10);
+    if (errno != 0 || *end != '\0' || value < 1 || value > kDefault) {
+      logger()->warn("CUINLINE_ROWS_WARP_MAX={} is not a row length of 1-{}: ignored", env, kDefault);
+      return kDefault;
+    }
+    return static_cast<std::int64_t>(value);
+  }();
+  return longest;
 }
 
 namespace {

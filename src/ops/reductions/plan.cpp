@@ -226,7 +226,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   RowVariant& var = p.variant;
   var.vector_width = v;
   std::int64_t grid = rows;
-  if (n <= std::int64_t{32} * kWarpMaxPerThread) {
+  if (n <= rows_warp_max()) {
     // The fewest lanes whose accesses of v cover the row (one access each), else a whole warp with
     // more elements a lane.
     var.form = RowForm::warp;

@@ -110,6 +110,9 @@ RowCall looped_fallback(RowCall call);
 /// The warp form's least accesses a lane (1, 2, 4 or 8): CUINLINE_ROWS_WARP_VECTORS (read once), an
 /// A/B of the lanes a short row takes; else 1.
 int rows_warp_vectors();
+/// The longest row the warp form takes: CUINLINE_ROWS_WARP_MAX (read once; 1-1024), an A/B of the
+/// warp form against the block form (of at least 128 threads) on the rows between; else 32 * 32.
+std::int64_t rows_warp_max();
 /// Whether a split call may take a workspace: false with CUINLINE_ROWS_WORKSPACE=0 (read once), and
 /// the split rows then run as where none can be had (launch.cpp).
 bool rows_workspace_allowed();
