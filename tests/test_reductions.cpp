@@ -2,18 +2,21 @@
 // planner's choice of form, vector width and grid on fake pointers, every misuse refused before
 // anything is compiled or launched (C++ and C API), empty tensors as a no-op, the variants' names
 // and checks, and every form of every op and dtype compiled to a cubin with NVRTC.
+#include <cuinline/cuinline.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cuinline/compiler.hpp>
-#include <cuinline/cuinline.h>
 #include <cuinline/error.hpp>
 #include <cuinline/reductions.hpp>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "ops/reductions/knobs.hpp"
 #include "ops/reductions/plan.hpp"
 #include "reductions_views.hpp"
 #include "test_support.hpp"
@@ -177,7 +180,8 @@ TEST(ReductionPlan, ClusterFormWhereItPays) {
 // of 128 threads holds 128 / T rows, so the grid covers the rows with the last block's groups past the
 // last row (they store nothing).
 TEST(ReductionPlan, SubWarpLanesByDtypeAndRowLength) {
-  if (cuinline::ops::detail::rows_warp_vectors() != 1) GTEST_SKIP() << "CUINLINE_ROWS_WARP_VECTORS is set";
+  if (cuinline::ops::detail::row_knobs().warp_vectors != 1)
+    GTEST_SKIP() << "CUINLINE_ROWS_WARP_VECTORS is set";
   struct Want {
     DType dt;
     std::int64_t n;
@@ -234,7 +238,7 @@ TEST(ReductionPlan, WarpFormAccessesALaneFollowTheKnob) {
                         {DType::bf16, 200, 32, 8, 16, 16}, {DType::bf16, 8, 1, 8, 1, 8},
                         {DType::f32, 3, 4, 1, 2, 2},       {DType::f32, 128, 32, 4, 16, 8},
                         {DType::f16, 24, 4, 8, 2, 16},     {DType::f32, 1024, 32, 32, 32, 32}};
-  const int k = cuinline::ops::detail::rows_warp_vectors();
+  const int k = cuinline::ops::detail::row_knobs().warp_vectors;
   ASSERT_TRUE(k == 1 || k == 2) << "the cases hold for 1 and 2 accesses a lane";
   for (const Want& w : wants) {
     const RowPlan p =
@@ -265,7 +269,7 @@ TEST(ReductionPlan, WarpFormsLongestRowFollowsTheKnob) {
       {DType::f32, 512, RowForm::warp, RowForm::warp, 32, 16, 32, 16},
       {DType::f32, 1025, RowForm::block, RowForm::block, 128, 16, 128, 16},
   };
-  const std::int64_t longest = cuinline::ops::detail::rows_warp_max();
+  const std::int64_t longest = cuinline::ops::detail::row_knobs().warp_max;
   ASSERT_TRUE(longest == 1024 || longest == 512) << "the cases hold for rows of 1024 and of 512";
   for (const Want& w : wants) {
     const RowPlan p = plan_rows(RowOp::rms_norm, rows_of(kIn, w.dt, 70, w.n), rows_of(kOut, w.dt, 70, w.n));
@@ -275,6 +279,66 @@ TEST(ReductionPlan, WarpFormsLongestRowFollowsTheKnob) {
     EXPECT_EQ(p.variant.per_thread, longest == 1024 ? w.per_thread1024 : w.per_thread512);
     EXPECT_GE(p.variant.max_row(), w.n);
     EXPECT_NO_THROW(p.variant.validate());
+  }
+}
+
+// The CUINLINE_ROWS_* knobs as read_row_knobs parses them from a lookup (row_knobs() reads the
+// environment the same way, once): each value each accepts; the refused ones keep the default, each
+// with its message; an empty value is unset.
+namespace {
+const char* const* g_knob_env = nullptr;
+const char* knob_lookup(const char* name) {
+  for (const char* const* e = g_knob_env; e != nullptr && *e != nullptr; e += 2) {
+    if (std::string(e[0]) == name) return e[1];
+  }
+  return nullptr;
+}
+}  // namespace
+TEST(ReductionKnobs, ParseAsDocumented) {
+  using cuinline::ops::detail::ClusterKnob;
+  using cuinline::ops::detail::read_row_knobs;
+  using cuinline::ops::detail::RowKnobs;
+  const auto read = [](std::initializer_list<const char*> env) {
+    std::vector<const char*> pairs(env);
+    pairs.push_back(nullptr);
+    g_knob_env = pairs.data();
+    RowKnobs k = read_row_knobs(knob_lookup);
+    g_knob_env = nullptr;
+    return k;
+  };
+  const RowKnobs none = read({});
+  EXPECT_EQ(none.cluster, ClusterKnob::planned);
+  EXPECT_TRUE(none.workspace);
+  EXPECT_EQ(none.warp_vectors, 1);
+  EXPECT_EQ(none.warp_max, 1024);
+  EXPECT_TRUE(none.refused.empty());
+
+  const RowKnobs set = read({"CUINLINE_ROWS_CLUSTER", "all", "CUINLINE_ROWS_WORKSPACE", "0",
+                             "CUINLINE_ROWS_WARP_VECTORS", "4", "CUINLINE_ROWS_WARP_MAX", "512"});
+  EXPECT_EQ(set.cluster, ClusterKnob::all);
+  EXPECT_FALSE(set.workspace);
+  EXPECT_EQ(set.warp_vectors, 4);
+  EXPECT_EQ(set.warp_max, 512);
+  EXPECT_TRUE(set.refused.empty());
+  EXPECT_EQ(read({"CUINLINE_ROWS_CLUSTER", "0"}).cluster, ClusterKnob::off);
+  EXPECT_EQ(read({"CUINLINE_ROWS_CLUSTER", "1"}).cluster, ClusterKnob::planned);
+  EXPECT_TRUE(read({"CUINLINE_ROWS_WORKSPACE", "1"}).workspace);
+  EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", "1"}).warp_max, 1);
+  EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", ""}).warp_max, 1024);
+
+  const RowKnobs bad = read({"CUINLINE_ROWS_CLUSTER", "yes", "CUINLINE_ROWS_WORKSPACE", "off",
+                             "CUINLINE_ROWS_WARP_VECTORS", "3", "CUINLINE_ROWS_WARP_MAX", "2048"});
+  EXPECT_EQ(bad.cluster, ClusterKnob::planned);
+  EXPECT_TRUE(bad.workspace);
+  EXPECT_EQ(bad.warp_vectors, 1);
+  EXPECT_EQ(bad.warp_max, 1024);
+  ASSERT_EQ(bad.refused.size(), 4u);
+  EXPECT_EQ(bad.refused[0], "CUINLINE_ROWS_CLUSTER=yes is not 0, 1 or all: ignored");
+  EXPECT_EQ(bad.refused[3], "CUINLINE_ROWS_WARP_MAX=2048 is not a row length of 1-1024: ignored");
+  for (const char* v : {"0", "-5", "512x", "99999999999999999999"}) {
+    const RowKnobs k = read({"CUINLINE_ROWS_WARP_MAX", v});
+    EXPECT_EQ(k.warp_max, 1024) << v;
+    EXPECT_EQ(k.refused.size(), 1u) << v;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "driver/workspace.hpp"
 #include "ops/elementwise/render.hpp"
 #include "ops/generic_fatbin.hpp"
+#include "ops/reductions/knobs.hpp"
 #include "ops/specialize.hpp"
 
 namespace cuinline::ops::detail {
@@ -93,7 +94,7 @@ void launch_generic_rows(RowCall planned, int device, CUstream stream) {
   cfg.stream = stream;
   // The kernel takes rd_args_e<7>: every epilogue slot, the unused ones null.
   if (g.shape.phase == 1) {  // the split form
-    const CUdeviceptr ws = rows_workspace_allowed()
+    const CUdeviceptr ws = row_knobs().workspace
                                ? cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream)
                                : 0;
     if (ws != 0) {

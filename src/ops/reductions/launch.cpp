@@ -6,9 +6,7 @@
 // had. Only a miss renders the source and goes to KernelCache::get.
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
+#include <cstddef>
 #include <cuinline/module.hpp>
 #include <cuinline/reductions.hpp>
 #include <map>
@@ -18,6 +16,7 @@
 #include "driver/workspace.hpp"
 #include "ops/family.hpp"
 #include "ops/reductions/generic.hpp"
+#include "ops/reductions/knobs.hpp"
 #include "ops/reductions/plan.hpp"
 #include "ops/specialize.hpp"
 
@@ -93,82 +92,18 @@ Kernel load_row_kernel(const RowVariant& variant, int device) {
 
 }  // namespace
 
-// CUINLINE_ROWS_WORKSPACE (read once): "0" takes no workspace, so split rows run the path of a
-// process where none can be had (the looped form; the generic kernel's whole rows): that path's
-// test family (tests/CMakeLists.txt, "looped.") and an A/B; else a workspace where one can be had.
-bool detail::rows_workspace_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("CUINLINE_ROWS_WORKSPACE");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-    logger()->warn("CUINLINE_ROWS_WORKSPACE={} is not 0 or 1: ignored", env);
-    return true;
-  }();
-  return allowed;
-}
-
-// CUINLINE_ROWS_WARP_VECTORS (read once): the warp form's least accesses a lane.
-int detail::rows_warp_vectors() {
-  static const int vectors = [] {
-    const char* env = std::getenv("CUINLINE_ROWS_WARP_VECTORS");
-    if (env == nullptr || *env == '\0') return 1;
-    for (const char* ok : {"1", "2", "4", "8"}) {
-      if (std::strcmp(env, ok) == 0) return std::atoi(ok);
-    }
-    logger()->warn("CUINLINE_ROWS_WARP_VECTORS={} is not 1, 2, 4 or 8: ignored", env);
-    return 1;
-  }();
-  return vectors;
-}
-
-// CUINLINE_ROWS_WARP_MAX (read once): the longest row on the warp form.
-std::int64_t detail::rows_warp_max() {
-  static const std::int64_t longest = [] {
-    constexpr std::int64_t kDefault = std::int64_t{32} * kWarpMaxPerThread;
-    const char* env = std::getenv("CUINLINE_ROWS_WARP_MAX");
-    if (env == nullptr || *env == '\0') return kDefault;
-    char* end = nullptr;
-    errno = 0;
-    const long long value = std::strtoll(env, &end, 10);
-    if (errno != 0 || *end != '\0' || value < 1 || value > kDefault) {
-      logger()->warn("CUINLINE_ROWS_WARP_MAX={} is not a row length of 1-{}: ignored", env, kDefault);
-      return kDefault;
-    }
-    return static_cast<std::int64_t>(value);
-  }();
-  return longest;
-}
-
 namespace {
 
-// CUINLINE_ROWS_CLUSTER (read once): "0" runs the split form where the planner took the cluster
-// form (a partition whose GPCs cannot hold the clusters; the two forms' A/B), "all" the
-// cluster form wherever a cluster holds the row, measured or not (the A/B's other side); else the
-// planner's choice.
-enum class ClusterKnob { planned, off, all };
-ClusterKnob cluster_knob() {
-  static const ClusterKnob knob = [] {
-    const char* env = std::getenv("CUINLINE_ROWS_CLUSTER");
-    if (env == nullptr || *env == '\0') return ClusterKnob::planned;
-    if (std::strcmp(env, "0") == 0) return ClusterKnob::off;
-    if (std::strcmp(env, "all") == 0) return ClusterKnob::all;
-    if (std::strcmp(env, "1") != 0)
-      logger()->warn("CUINLINE_ROWS_CLUSTER={} is not 0, 1 or all: ignored", env);
-    return ClusterKnob::planned;
-  }();
-  return knob;
-}
-
 // The form a split or cluster call runs on `device`: the cluster form only on a GPU with thread
-// block clusters (sm_90 and later) that has not refused one, as the knob above says.
+// block clusters (sm_90 and later) that has not refused one, as CUINLINE_ROWS_CLUSTER says (knobs.hpp).
 detail::RowCall long_row_form(detail::RowCall call, int device) {
   const RowForm form = call.plan.variant.form;
   if (form != RowForm::cluster && form != RowForm::split_stats) return call;
-  const ClusterKnob knob = cluster_knob();
-  if (knob == ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch) {
+  const detail::ClusterKnob knob = detail::row_knobs().cluster;
+  if (knob == detail::ClusterKnob::off || device_arch(device).number() < detail::kClusterMinArch) {
     return detail::split_form(call);
   }
-  if (knob == ClusterKnob::all) call = detail::cluster_form(call);
+  if (knob == detail::ClusterKnob::all) call = detail::cluster_form(call);
   if (call.plan.variant.form == RowForm::cluster && clusters_refused(device, call.plan.variant.cluster)) {
     return detail::split_form(call);
   }
@@ -280,7 +215,7 @@ void run(RowOp op, const TensorView& in, const TensorView& out, const TensorView
   }
   if (call.plan.variant.form == RowForm::split_stats) {
     // Two kernels over a stream-ordered workspace (a graph's allocation node inside a capture).
-    const CUdeviceptr ws = detail::rows_workspace_allowed()
+    const CUdeviceptr ws = detail::row_knobs().workspace
                                ? cuinline::detail::workspace_alloc(device, call.plan.workspace_bytes, stream)
                                : 0;
     if (ws != 0) {

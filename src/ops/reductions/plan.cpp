@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver/tensor_access.hpp"
+#include "ops/reductions/knobs.hpp"
 
 namespace cuinline::ops::detail {
 namespace {
@@ -226,11 +227,11 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   RowVariant& var = p.variant;
   var.vector_width = v;
   std::int64_t grid = rows;
-  if (n <= rows_warp_max()) {
+  if (n <= row_knobs().warp_max) {
     // The fewest lanes whose accesses of v cover the row (one access each), else a whole warp with
     // more elements a lane.
     var.form = RowForm::warp;
-    const std::int64_t least = std::int64_t{v} * rows_warp_vectors();
+    const std::int64_t least = std::int64_t{v} * row_knobs().warp_vectors;
     const std::int64_t lanes =
         std::clamp<std::int64_t>(pow2_at_least((n + least - 1) / least), kWarpMinLanes, 32);
     var.threads = static_cast<int>(lanes);

@@ -107,15 +107,6 @@ std::uint32_t row_shared_bytes(const RowVariant& variant, const Arch& target) no
 
 /// The looped form of a split (or cluster) call, for when its workspace cannot be had.
 RowCall looped_fallback(RowCall call);
-/// The warp form's least accesses a lane (1, 2, 4 or 8): CUINLINE_ROWS_WARP_VECTORS (read once), an
-/// A/B of the lanes a short row takes; else 1.
-int rows_warp_vectors();
-/// The longest row the warp form takes: CUINLINE_ROWS_WARP_MAX (read once; 1-1024), an A/B of the
-/// warp form against the block form (of at least 128 threads) on the rows between; else 32 * 32.
-std::int64_t rows_warp_max();
-/// Whether a split call may take a workspace: false with CUINLINE_ROWS_WORKSPACE=0 (read once), and
-/// the split rows then run as where none can be had (launch.cpp).
-bool rows_workspace_allowed();
 /// The split form of a cluster call (a GPU without clusters; the generic kernels); other calls as
 /// they are.
 RowCall split_form(RowCall call);
