@@ -306,11 +306,14 @@ TEST(ReductionKnobs, ParseAsDocumented) {
     g_knob_env = nullptr;
     return k;
   };
+  const auto expect_defaults = [](const RowKnobs& k) {
+    EXPECT_EQ(k.cluster, ClusterKnob::planned);
+    EXPECT_TRUE(k.workspace);
+    EXPECT_EQ(k.warp_vectors, 1);
+    EXPECT_EQ(k.warp_max, 1024);
+  };
   const RowKnobs none = read({});
-  EXPECT_EQ(none.cluster, ClusterKnob::planned);
-  EXPECT_TRUE(none.workspace);
-  EXPECT_EQ(none.warp_vectors, 1);
-  EXPECT_EQ(none.warp_max, 1024);
+  expect_defaults(none);
   EXPECT_TRUE(none.refused.empty());
 
   const RowKnobs set = read({"CUINLINE_ROWS_CLUSTER", "all", "CUINLINE_ROWS_WORKSPACE", "0",
@@ -328,10 +331,7 @@ TEST(ReductionKnobs, ParseAsDocumented) {
 
   const RowKnobs bad = read({"CUINLINE_ROWS_CLUSTER", "yes", "CUINLINE_ROWS_WORKSPACE", "off",
                              "CUINLINE_ROWS_WARP_VECTORS", "3", "CUINLINE_ROWS_WARP_MAX", "2048"});
-  EXPECT_EQ(bad.cluster, ClusterKnob::planned);
-  EXPECT_TRUE(bad.workspace);
-  EXPECT_EQ(bad.warp_vectors, 1);
-  EXPECT_EQ(bad.warp_max, 1024);
+  expect_defaults(bad);
   ASSERT_EQ(bad.refused.size(), 4u);
   EXPECT_EQ(bad.refused[0], "CUINLINE_ROWS_CLUSTER=yes is not 0, 1 or all: ignored");
   EXPECT_EQ(bad.refused[3], "CUINLINE_ROWS_WARP_MAX=2048 is not a row length of 1-1024: ignored");
