@@ -781,47 +781,20 @@ struct rd_row<S, V, E, RD_PARKED, T> {
 template <int kOp, class S, int T, int E, class P, class Q, int K>
 struct rd_regs_min_blocks {
   enum {
-    value = T == 1024 && rd_unchained<P, Q, K>::value &&
-                    (E == 16 || rd_packs<kOp, S, E, T, P, Q, K>::value || rd_parks<kOp, S, E, T, P, Q, K>::value)
-                ? 2
-                : 0
+    value =
+        T == 1024 && rd_unchained<P, Q, K>::value &&
+                (E == 16 || rd_packs<kOp, S, E, T, P, Q, K>::value || rd_parks<kOp, S, E, T, P, Q, K>::value)
+            ? 2
+            : 0
   };
 };
 
-// The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
-// T <= 32 (the warp form): row blockIdx.x * (128 / T) + threadIdx.x / T, lane threadIdx.x % T.
-template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue, int K = 0>
-__global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_blocks<kOp, S, T, E, P, Q, K>::value))
-    rd_regs(typename rd_args_of<K>::type a) {
-  typedef typename ew_traits<S>::op A;
-  enum { kIters = E / V, kRowsPerBlock = T <= 32 ? RD_WARP_BLOCK / T : 1 };
-  __shared__ A sh[32], sh2[32];
-  const int t = T <= 32 ? (threadIdx.x & (T - 1)) : threadIdx.x;
-  const long long mine =
-      T <= 32 ? static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / T : blockIdx.x;
-  if (T == 32 && mine >= a.rows) return;  // a whole warp: the warp form has no block barrier
-  // A group of fewer lanes past the last row shares its warp with groups that shuffle over the whole
-  // warp's mask, so it stays to the end: on the last row's pointers, loading nothing (it would race
-  // with add_rms_norm's write-back of that row's residual) and storing nothing. (Constant for T >= 32.)
-  const bool live = T >= 32 || mine < a.rows;
-  const long long row = live ? mine : a.rows - 1;
-  const int n = static_cast<int>(a.n);
-  const S* x = static_cast<const S*>(a.x) + row * a.sx;
-  S* y = static_cast<S*>(a.y) + row * a.sy;
-  enum {
-    kPacked = rd_packs<kOp, S, E, T, P, Q, K>::value,
-    kStore = kPacked ? RD_PACKED : rd_parks<kOp, S, E, T, P, Q, K>::value ? RD_PARKED : RD_OPMATH
-  };
-  rd_row<S, V, E, kStore, T> v;
-#pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const int i = (it * T + t) * V;
-    if (live && i < n) {  // n is a multiple of V when V > 1
-      v.template load<P, kOp>(it, x + i, kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + i : 0);
-    } else {
-      v.zero(it);
-    }
-  }
+// One row of rd_regs (below), its E elements a thread in v: the statistics, then the outputs; a
+// group whose row is past the last (live false) takes part in the shuffles and stores nothing.
+template <int kOp, class S, int V, int E, int T, class Q, int K, int kStore, class Args, class A>
+__device__ __forceinline__ void rd_regs_row(const Args& a, rd_row<S, V, E, kStore, T>& v, long long row,
+                                            bool live, S* y, int t, int n, A* sh, A* sh2) {
+  enum { kIters = E / V, kPacked = kStore == RD_PACKED };
   A s0 = A(0), s1 = A(0);
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
     A m = rd_neg_inf(A(0));
@@ -891,6 +864,81 @@ __global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T, (rd_regs_min_bloc
     } else {
       rd_finish<kOp, S, V, Q, K>(a, row, i, o, s0, s1, y);
     }
+  }
+}
+
+// The row in registers: E elements a thread, in E / V accesses of V; element (it * T + t) * V + j.
+// T <= 32 (the warp form): lane threadIdx.x % T of group g = threadIdx.x / T takes rows
+// (blockIdx.x * R + r) * (128 / T) + g, r = 0 .. R - 1 (R rows a group: every row's loads issued
+// before the first row's reductions; each row's arithmetic is the same as with R = 1, so are its bits).
+template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue,
+          int K = 0, int R = 1>
+__global__ void __launch_bounds__(T <= 32 ? RD_WARP_BLOCK : T,
+                                  (rd_regs_min_blocks<kOp, S, T, E, P, Q, K>::value))
+    rd_regs(typename rd_args_of<K>::type a) {
+  typedef typename ew_traits<S>::op A;
+  enum { kIters = E / V, kRowsPerBlock = T <= 32 ? RD_WARP_BLOCK / T : 1 };
+  __shared__ A sh[32], sh2[32];
+  const int t = T <= 32 ? (threadIdx.x & (T - 1)) : threadIdx.x;
+  const long long first =
+      T <= 32 ? static_cast<long long>(blockIdx.x) * R * kRowsPerBlock + threadIdx.x / T : blockIdx.x;
+  if (T == 32 && first >= a.rows) return;  // a whole warp: the warp form has no block barrier
+  enum {
+    kPacked = rd_packs<kOp, S, E, T, P, Q, K>::value,
+    kStore = kPacked                                  ? RD_PACKED
+             : rd_parks<kOp, S, E, T, P, Q, K>::value ? RD_PARKED
+                                                      : RD_OPMATH
+  };
+  // A group of fewer lanes past the last row shares its warp with groups that shuffle over the whole
+  // warp's mask, so it stays to the end: on the last row's pointers, loading nothing (it would race
+  // with add_rms_norm's write-back of that row's residual) and storing nothing. (Constant for T >= 32
+  // with one row a group; a whole warp of several stops at its first row past the last.)
+  if (R == 1) {
+    const bool live = T >= 32 || first < a.rows;
+    const long long row = live ? first : a.rows - 1;
+    const int n = static_cast<int>(a.n);
+    const S* x = static_cast<const S*>(a.x) + row * a.sx;
+    S* y = static_cast<S*>(a.y) + row * a.sy;
+    rd_row<S, V, E, kStore, T> v;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int i = (it * T + t) * V;
+      if (live && i < n) {  // n is a multiple of V when V > 1
+        v.template load<P, kOp>(it, x + i,
+                                kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + i : 0);
+      } else {
+        v.zero(it);
+      }
+    }
+    rd_regs_row<kOp, S, V, E, T, Q, K>(a, v, row, live, y, t, n, sh, sh2);
+    return;
+  }
+  const int n = static_cast<int>(a.n);
+  rd_row<S, V, E, kStore, T> rv[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const long long mine = first + static_cast<long long>(r) * kRowsPerBlock;
+    const bool live = mine < a.rows;
+    const long long row = live ? mine : a.rows - 1;
+    const S* x = static_cast<const S*>(a.x) + row * a.sx;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int i = (it * T + t) * V;
+      if (live && i < n) {
+        rv[r].template load<P, kOp>(it, x + i,
+                                    kOp == RD_ADD_RMS_NORM ? static_cast<S*>(a.r) + row * a.sr + i : 0);
+      } else {
+        rv[r].zero(it);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const long long mine = first + static_cast<long long>(r) * kRowsPerBlock;
+    const bool live = mine < a.rows;
+    if (T == 32 && !live) break;  // (the rows after it are past the last too)
+    const long long row = live ? mine : a.rows - 1;
+    rd_regs_row<kOp, S, V, E, T, Q, K>(a, rv[r], row, live, static_cast<S*>(a.y) + row * a.sy, t, n, sh, sh2);
   }
 }
 

@@ -310,17 +310,20 @@ TEST(ReductionKnobs, ParseAsDocumented) {
     EXPECT_EQ(k.cluster, ClusterKnob::planned);
     EXPECT_TRUE(k.workspace);
     EXPECT_EQ(k.warp_vectors, 1);
+    EXPECT_EQ(k.warp_rows, 1);
     EXPECT_EQ(k.warp_max, 1024);
   };
   const RowKnobs none = read({});
   expect_defaults(none);
   EXPECT_TRUE(none.refused.empty());
 
-  const RowKnobs set = read({"CUINLINE_ROWS_CLUSTER", "all", "CUINLINE_ROWS_WORKSPACE", "0",
-                             "CUINLINE_ROWS_WARP_VECTORS", "4", "CUINLINE_ROWS_WARP_MAX", "512"});
+  const RowKnobs set =
+      read({"CUINLINE_ROWS_CLUSTER", "all", "CUINLINE_ROWS_WORKSPACE", "0", "CUINLINE_ROWS_WARP_VECTORS", "4",
+            "CUINLINE_ROWS_WARP_ROWS", "8", "CUINLINE_ROWS_WARP_MAX", "512"});
   EXPECT_EQ(set.cluster, ClusterKnob::all);
   EXPECT_FALSE(set.workspace);
   EXPECT_EQ(set.warp_vectors, 4);
+  EXPECT_EQ(set.warp_rows, 8);
   EXPECT_EQ(set.warp_max, 512);
   EXPECT_TRUE(set.refused.empty());
   EXPECT_EQ(read({"CUINLINE_ROWS_CLUSTER", "0"}).cluster, ClusterKnob::off);
@@ -329,16 +332,51 @@ TEST(ReductionKnobs, ParseAsDocumented) {
   EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", "1"}).warp_max, 1);
   EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", ""}).warp_max, 1024);
 
-  const RowKnobs bad = read({"CUINLINE_ROWS_CLUSTER", "yes", "CUINLINE_ROWS_WORKSPACE", "off",
-                             "CUINLINE_ROWS_WARP_VECTORS", "3", "CUINLINE_ROWS_WARP_MAX", "2048"});
+  const RowKnobs bad =
+      read({"CUINLINE_ROWS_CLUSTER", "yes", "CUINLINE_ROWS_WORKSPACE", "off", "CUINLINE_ROWS_WARP_VECTORS",
+            "3", "CUINLINE_ROWS_WARP_ROWS", "16", "CUINLINE_ROWS_WARP_MAX", "2048"});
   expect_defaults(bad);
-  ASSERT_EQ(bad.refused.size(), 4u);
+  ASSERT_EQ(bad.refused.size(), 5u);
   EXPECT_EQ(bad.refused[0], "CUINLINE_ROWS_CLUSTER=yes is not 0, 1 or all: ignored");
-  EXPECT_EQ(bad.refused[3], "CUINLINE_ROWS_WARP_MAX=2048 is not a row length of 1-1024: ignored");
+  EXPECT_EQ(bad.refused[3], "CUINLINE_ROWS_WARP_ROWS=16 is not 1, 2, 4 or 8: ignored");
+  EXPECT_EQ(bad.refused[4], "CUINLINE_ROWS_WARP_MAX=2048 is not a row length of 1-1024: ignored");
   for (const char* v : {"0", "-5", "512x", "99999999999999999999"}) {
     const RowKnobs k = read({"CUINLINE_ROWS_WARP_MAX", v});
     EXPECT_EQ(k.warp_max, 1024) << v;
     EXPECT_EQ(k.refused.size(), 1u) << v;
+  }
+}
+
+// CUINLINE_ROWS_WARP_ROWS=4 (the ctest warprows4. run): the warp form's groups take four rows each
+// where a lane's elements over them stay at 64 and the rows fill a block's groups four times, else
+// two or one; the grid covers the rows once. Unset: one row a group.
+TEST(ReductionPlan, WarpFormRowsAGroupFollowTheKnob) {
+  struct Want {
+    DType dt;
+    std::int64_t n, rows;
+    int lanes, rows4;  // rows a group under the knob
+  };
+  const Want wants[] = {
+      {DType::bf16, 128, 65536, 16, 4}, {DType::f32, 128, 65537, 32, 4},  {DType::f32, 1024, 5000, 32, 2},
+      {DType::bf16, 512, 9000, 32, 4},  {DType::bf16, 128, 20, 16, 2},    {DType::bf16, 128, 9, 16, 1},
+      {DType::f64, 8, 1000, 4, 4},      {DType::f32, 2000, 5000, 128, 1},
+  };
+  const int k = cuinline::ops::detail::row_knobs().warp_rows;
+  ASSERT_TRUE(k == 1 || k == 4) << "the cases hold for 1 and 4 rows a group";
+  for (const Want& w : wants) {
+    const RowPlan p =
+        plan_rows(RowOp::softmax, rows_of(kIn, w.dt, w.rows, w.n), rows_of(kOut, w.dt, w.rows, w.n));
+    SCOPED_TRACE(p.variant.name());
+    EXPECT_EQ(p.variant.threads, w.lanes);
+    const int r = k == 1 ? 1 : w.rows4;
+    EXPECT_EQ(p.variant.rows_per_group, r);
+    if (p.variant.form == RowForm::warp) {
+      const std::int64_t per_block = std::int64_t{128} / w.lanes * r;
+      EXPECT_EQ(p.grid, static_cast<unsigned>((w.rows + per_block - 1) / per_block));
+    }
+    EXPECT_NO_THROW(p.variant.validate());
+    EXPECT_EQ(p.variant.name().find(",r"),
+              r == 1 ? std::string::npos : p.variant.name().find(",r" + std::to_string(r) + ">"));
   }
 }
 
@@ -500,6 +538,31 @@ TEST(ReductionVariant, NamesAndChecks) {
   const RowVariant whole{RowOp::rms_norm, DType::bf16, RowForm::warp, 8, 8, 32};
   EXPECT_EQ(whole.name(), "rms_norm<bf16,warp,v8,e8>");
   EXPECT_EQ(cuinline::ops::kernel_name(whole), "rd_regs<2, ew_bf16, 8, 8, 32>");
+  // Rows a group past one: named, a kernel argument after the chains' (spelled out where none), hashed.
+  RowVariant grouped = sub;
+  grouped.rows_per_group = 4;
+  EXPECT_EQ(grouped.name(), "rms_norm<bf16,warp,v8,e8,t16,r4>");
+  EXPECT_EQ(cuinline::ops::kernel_name(grouped),
+            "rd_regs<2, ew_bf16, 8, 8, 16, rd_no_prologue, rd_no_epilogue, 0, 4>");
+  EXPECT_NE(grouped, sub);
+  EXPECT_NE(cuinline::ops::detail::hash_of(grouped), cuinline::ops::detail::hash_of(sub));
+  EXPECT_NO_THROW(grouped.validate());
+  RowVariant gated = grouped;
+  gated.epilogue = cuinline::ops::Op::chain({cuinline::ops::Step::mul(2.0)});
+  EXPECT_EQ(cuinline::ops::kernel_name(gated),
+            "rd_regs<2, ew_bf16, 8, 8, 16, rd_no_prologue, rd_epilogue, 0, 4>");
+  for (const int r : {0, 3, 16}) {
+    RowVariant bad = sub;
+    bad.rows_per_group = r;
+    EXPECT_THROW(bad.validate(), InvalidArgument) << r;
+  }
+  RowVariant too_many = whole;  // 8 rows of 16 elements a lane: past 64
+  too_many.per_thread = 16;
+  too_many.rows_per_group = 8;
+  EXPECT_THROW(too_many.validate(), InvalidArgument);
+  RowVariant block_rows{RowOp::rms_norm, DType::bf16, RowForm::block, 8, 16, 256};
+  block_rows.rows_per_group = 2;
+  EXPECT_THROW(block_rows.validate(), InvalidArgument);
   EXPECT_NO_THROW((RowVariant{RowOp::softmax, DType::f32, RowForm::warp, 1, 1, 1}).validate());
   const RowVariant bads[] = {
       {RowOp::softmax, DType::f32, RowForm::warp, 4, 4, 64},  // more lanes than a warp

@@ -435,9 +435,26 @@ bool run_light(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
   return run_cluster<kOp, S, W, E, P>(v, grid, block, a);
 }
 
+// The warp form of four rows a group of 8, 16 or 32 lanes, one access each (Run::rows4).
+template <int kOp, class S>
+bool run_rows4(const RowVariant& v, unsigned grid, unsigned block, const rd_args& a) {
+  constexpr int W = static_cast<int>(16 / sizeof(S));
+  if (v.form != RowForm::warp || v.vector_width != W || v.per_thread != W) return false;
+  if (v.threads == 8)
+    return launch(rd_regs<kOp, S, W, W, 8, rd_no_prologue, rd_no_epilogue, 0, 4>, grid, block, a), true;
+  if (v.threads == 16)
+    return launch(rd_regs<kOp, S, W, W, 16, rd_no_prologue, rd_no_epilogue, 0, 4>, grid, block, a), true;
+  if (v.threads == 32)
+    return launch(rd_regs<kOp, S, W, W, 32, rd_no_prologue, rd_no_epilogue, 0, 4>, grid, block, a), true;
+  return false;
+}
+
 // The instantiations the cases below plan to (the test fails on any other).
 template <int kOp, class S>
 bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& planned) {
+  if (v.rows_per_group == 4 && !cuinline::ops::detail::fused(v)) {
+    return run_rows4<kOp, S>(v, grid, block, args_of<rd_args>(planned));
+  }
   if constexpr (sizeof(S) == 2) {
     if (cuinline::ops::detail::fused(v) && cuinline::ops::detail::light(v)) {
       return run_light<kOp, S>(v, grid, block, planned);
@@ -449,7 +466,8 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
   const auto is = [&](RowForm form, int width, int per_thread, int threads) {
     return v.form == form && v.vector_width == width && v.per_thread == per_thread && v.threads == threads;
   };
-  if (run_lanes<kOp, S, 1, 8>(v, grid, block, a) || run_lanes<kOp, S, W, 1, 2, 4, 8, 16>(v, grid, block, a)) {
+  if (run_lanes<kOp, S, 1, 8>(v, grid, block, a) ||
+      run_lanes<kOp, S, W, 1, 2, 4, 8, 16, 32>(v, grid, block, a)) {
     return true;
   }
   if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32>, grid, block, a), true;
@@ -557,7 +575,8 @@ constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, R
 // What emulate runs: the planned kernel, the cluster form of a split or cluster call (whether the
 // planner takes it or not), the split form of either (a GPU without clusters), the looped fallback
 // of either, or the generic kernel.
-enum class Run { planned, cluster, split, looped, generic, generic_whole_rows };
+// (rows4: the planned warp form with four rows a group, RowVariant::rows_per_group.)
+enum class Run { planned, cluster, split, looped, generic, generic_whole_rows, rows4 };
 
 // The form the planner gives a row of chunks (8192 elements) past the block form: the cluster form
 // where a cluster holds the row and the measured table takes it (cluster_pays), else the split form.
@@ -593,6 +612,14 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
   EXPECT_EQ(call.plan.variant.form, want_form) << call.plan.variant.name();
   if (run_as == Run::looped) call = cuinline::ops::detail::looped_fallback(call);
   if (run_as == Run::split) call = cuinline::ops::detail::split_form(call);
+  if (run_as == Run::rows4) {
+    RowVariant& v = call.plan.variant;
+    EXPECT_EQ(v.form, RowForm::warp);
+    v.rows_per_group = 4;
+    EXPECT_NO_THROW(v.validate());
+    const std::int64_t per_block = cuinline::ops::detail::kWarpBlock / v.threads * 4;
+    call.plan.grid = static_cast<std::uint32_t>((p.rows + per_block - 1) / per_block);
+  }
   if (run_as == Run::cluster) {
     call = cuinline::ops::detail::cluster_form(call);
     EXPECT_EQ(call.plan.variant.form, RowForm::cluster);
@@ -983,6 +1010,43 @@ TEST(ReductionsEmulated, LoopedFormIsTheGenericKernelsWholeRowsBitForBit) {
             << cuinline::test::what(p) << " " << v.name() << ": the generic whole rows' outputs differ";
         EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name()
                                     << ": the generic whole rows' residuals differ";
+      }
+    }
+  }
+}
+
+// Four rows a group of lanes (the warp form's rows_per_group): every row's outputs and residual the
+// bits of one row a group, on rows that fill the last block's groups and rows that do not (groups
+// past the last row in a warp of live ones; a whole warp stopping at its first such row), with
+// special values.
+TEST(ReductionsEmulated, RowsAGroupKeepEachRowsBits) {
+  const std::uint64_t seed = cuinline::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  for (int d = 0; d < 4; ++d) {
+    for (int k = 0; k < 5; ++k) {
+      const DType dt = kDtypes[d];
+      const RowOp op = kOps[k];
+#ifdef RD_ASAN_FIBERS
+      if (d != k % 4) continue;
+#endif
+      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+      struct Case {
+        std::int64_t rows, lanes;
+        bool special;
+      };
+      for (const Case& c : {Case{64, 16, false}, Case{77, 16, true}, Case{300, 8, false}, Case{37, 32, true},
+                            Case{3, 8, false}}) {
+        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.lanes * W, rng, 0, 0);
+        if (c.special) cuinline::test::add_special_rows(p, rng);
+        std::vector<unsigned char> y1, r1, y4, r4;
+        const RowVariant v = emulate(p, RowForm::warp, Run::planned, &y1, &r1);
+        ASSERT_EQ(v.threads, c.lanes) << v.name();
+        emulate(p, RowForm::warp, Run::rows4, &y4, &r4);
+        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y1, y4))
+            << cuinline::test::what(p) << " " << v.name() << ": four rows a group changed the outputs";
+        EXPECT_TRUE(r1 == r4) << cuinline::test::what(p) << " " << v.name()
+                              << ": four rows a group changed the residual";
       }
     }
   }

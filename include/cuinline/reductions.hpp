@@ -103,11 +103,15 @@ struct RowVariant {
   Op prologue;           ///< RowFusion's chains (empty: none)
   Op epilogue;
   int epilogue_inputs = 0;  ///< the epilogue's extra tensors (in1..in7)
+  /// The warp form: rows a group of lanes takes in turn, all their loads issued before the first
+  /// row's reductions (1, 2, 4 or 8; 1 for the other forms). The same bits as one row a group.
+  int rows_per_group = 1;
 
   /// "softmax<f32,warp,v4,e16>" (a whole warp a row), "softmax<bf16,warp,v8,e8,t16>" (fewer lanes),
   /// "layer_norm<bf16,block,v8,e16,t1024>", "rms_norm<f64,looped,v2>",
   /// "softmax<f32,split_stats,v4,e32,t256>", "rms_norm<bf16,cluster,v8,e64,t512,c8>"; with chains
-  /// "softmax<f32,warp,v4,e16,pro=mul(0.125)>", "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>".
+  /// "softmax<f32,warp,v4,e16,pro=mul(0.125)>", "rms_norm<bf16,block,v8,e8,t512,epi=mul(in1)>";
+  /// rows a group past one: "rms_norm<bf16,warp,v8,e8,t16,r4>".
   std::string name() const;
   /// Throws InvalidArgument for a combination the kernels do not have.
   void validate() const;
@@ -119,7 +123,8 @@ struct RowVariant {
   friend bool operator==(const RowVariant& a, const RowVariant& b) noexcept {
     return a.op == b.op && a.dtype == b.dtype && a.form == b.form && a.vector_width == b.vector_width &&
            a.per_thread == b.per_thread && a.threads == b.threads && a.cluster == b.cluster &&
-           a.prologue == b.prologue && a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs;
+           a.prologue == b.prologue && a.epilogue == b.epilogue && a.epilogue_inputs == b.epilogue_inputs &&
+           a.rows_per_group == b.rows_per_group;
   }
   friend bool operator!=(const RowVariant& a, const RowVariant& b) noexcept { return !(a == b); }
 };

@@ -70,7 +70,11 @@ GenericRowLaunch generic_rows_launch(const RowCall& planned, bool whole_rows) {
     // The specialized kernel's split: its lanes and accesses, its grid and block.
     g.shape.threads = v.threads;
     g.shape.iters = v.per_thread / v.vector_width;
-    g.grid = p.grid;
+    // (One row a group: a plan of several rows a group has fewer blocks.)
+    g.grid =
+        v.form == RowForm::warp && v.rows_per_group != 1
+            ? static_cast<std::uint32_t>((p.rows + kWarpBlock / v.threads - 1) / (kWarpBlock / v.threads))
+            : p.grid;
     g.block = p.block;
     g.shape.phase = v.form == RowForm::split_stats ? 1 : 0;
   } else {

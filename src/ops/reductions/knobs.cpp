@@ -38,16 +38,19 @@ RowKnobs read_row_knobs(const char* (*lookup)(const char* name)) {
       refuse("CUINLINE_ROWS_WORKSPACE", v, "0 or 1");
     }
   }
-  if (const char* v = set("CUINLINE_ROWS_WARP_VECTORS")) {
-    bool ok = false;
+  const auto power_of_two_to_8 = [&](const char* name, int& field) {
+    const char* v = set(name);
+    if (v == nullptr) return;
     for (const char* accepted : {"1", "2", "4", "8"}) {
       if (std::strcmp(v, accepted) == 0) {
-        k.warp_vectors = std::atoi(accepted);
-        ok = true;
+        field = std::atoi(accepted);
+        return;
       }
     }
-    if (!ok) refuse("CUINLINE_ROWS_WARP_VECTORS", v, "1, 2, 4 or 8");
-  }
+    refuse(name, v, "1, 2, 4 or 8");
+  };
+  power_of_two_to_8("CUINLINE_ROWS_WARP_VECTORS", k.warp_vectors);
+  power_of_two_to_8("CUINLINE_ROWS_WARP_ROWS", k.warp_rows);
   if (const char* v = set("CUINLINE_ROWS_WARP_MAX")) {
     char* end = nullptr;
     errno = 0;

@@ -29,6 +29,9 @@ struct RowKnobs {
   bool workspace = true;
   /// CUINLINE_ROWS_WARP_VECTORS: the warp form's least accesses a lane, 1, 2, 4 or 8.
   int warp_vectors = 1;
+  /// CUINLINE_ROWS_WARP_ROWS: the rows a group of the warp form takes (RowVariant::rows_per_group),
+  /// 1, 2, 4 or 8.
+  int warp_rows = 1;
   /// CUINLINE_ROWS_WARP_MAX: the longest row on the warp form, 1-kDefaultWarpMax; the longer rows
   /// take the block form.
   std::int64_t warp_max = kDefaultWarpMax;

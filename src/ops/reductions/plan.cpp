@@ -236,8 +236,16 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
         std::clamp<std::int64_t>(pow2_at_least((n + least - 1) / least), kWarpMinLanes, 32);
     var.threads = static_cast<int>(lanes);
     var.per_thread = static_cast<int>(std::max<std::int64_t>(v, pow2_at_least((n + lanes - 1) / lanes)));
+    // Rows a group past one (CUINLINE_ROWS_WARP_ROWS) where the lane's elements over them stay at 64
+    // at most (the variant's check) and the rows fill more than one block's groups once.
     const std::int64_t rows_per_block = kWarpBlock / lanes;
-    grid = (rows + rows_per_block - 1) / rows_per_block;
+    int group_rows = row_knobs().warp_rows;
+    while (group_rows > 1 &&
+           (std::int64_t{group_rows} * var.per_thread > 64 || rows < rows_per_block * group_rows)) {
+      group_rows /= 2;
+    }
+    var.rows_per_group = group_rows;
+    grid = (rows + rows_per_block * group_rows - 1) / (rows_per_block * group_rows);
     p.block = kWarpBlock;
   } else if (n <= std::int64_t{1024} * block_max_per_thread(p.variant)) {
     // At least 16 elements a thread (8 in f64) before more threads: a thread's loads are all in

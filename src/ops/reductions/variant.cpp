@@ -62,6 +62,7 @@ std::string RowVariant::name() const {
     s += ",t" + std::to_string(threads);
   }
   if (form == RowForm::cluster) s += ",c" + std::to_string(cluster);
+  if (rows_per_group != 1) s += ",r" + std::to_string(rows_per_group);
   if (!prologue.steps.empty() || !prologue.expression.empty()) s += ",pro=" + prologue.describe();
   if (!epilogue.steps.empty() || !epilogue.expression.empty()) s += ",epi=" + epilogue.describe();
   return s + ">";
@@ -86,6 +87,12 @@ void RowVariant::validate() const {
   detail::check_chains(*this);
   if (form != RowForm::cluster && cluster != 0) {
     throw InvalidArgument("reduction variant " + name() + ": only the cluster form has blocks a cluster");
+  }
+  if (rows_per_group != 1 && (form != RowForm::warp || !pow2(rows_per_group) || rows_per_group > 8 ||
+                              std::int64_t{rows_per_group} * per_thread > 64)) {
+    throw InvalidArgument("reduction variant " + name() +
+                          ": rows a group (1, 2, 4 or 8) are the warp form's, " +
+                          "with at most 64 elements a lane over them");
   }
   switch (form) {
     case RowForm::warp:
@@ -174,8 +181,14 @@ std::string kernel_name(const RowVariant& v) {
     return "rd_long<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.threads) +
            chains + ">";
   }
-  return "rd_regs<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " + std::to_string(v.per_thread) +
-         ", " + std::to_string(v.threads) + chains + ">";
+  // Rows a group past one: the chains' defaults spelled out before it (rd_regs's last parameter).
+  const std::string rows =
+      v.rows_per_group == 1
+          ? std::string()
+          : (chains.empty() ? std::string(", rd_no_prologue, rd_no_epilogue, 0") : std::string()) + ", " +
+                std::to_string(v.rows_per_group);
+  return "rd_regs<" + op + ", " + s + ", " + std::to_string(v.vector_width) + ", " +
+         std::to_string(v.per_thread) + ", " + std::to_string(v.threads) + chains + rows + ">";
 }
 
 CompileRequest make_request(const RowVariant& v) {
@@ -263,6 +276,7 @@ std::uint64_t hash_of(const RowVariant& v) {
   f.value(v.per_thread);
   f.value(v.threads);
   if (v.form == RowForm::cluster) f.value(v.cluster);
+  if (v.rows_per_group != 1) f.value(v.rows_per_group);
   if (fused(v)) {
     f.op(v.prologue);
     f.value(std::uint8_t{0xff});  // between the two chains
