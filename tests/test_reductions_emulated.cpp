@@ -670,103 +670,109 @@ RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
   return call.plan.variant;
 }
 
+// Each op in each dtype, with their indices in kDtypes and kOps. Under AddressSanitizer (about ten
+// times slower here) each op runs in one dtype, the dtypes in turn (d == k % 4): softmax f32,
+// log_softmax f16, rms_norm bf16, add_rms_norm f64, layer_norm f32.
+template <class F>
+void each_op_and_dtype(F f) {
+  for (int d = 0; d < 4; ++d) {
+    for (int k = 0; k < 5; ++k) {
+#ifdef RD_ASAN_FIBERS
+      if (d != k % 4) continue;
+#endif
+      f(kDtypes[d], kOps[k], d, k);
+    }
+  }
+}
+
 TEST(ReductionsEmulated, EveryFormOpAndDtype) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  for (int d = 0; d < 4; ++d) {
-    for (int k = 0; k < 5; ++k) {
-      const DType dt = kDtypes[d];
-      const RowOp op = kOps[k];
-#ifdef RD_ASAN_FIBERS
-      // Under AddressSanitizer (about ten times slower here) each op runs in one dtype, the dtypes in
-      // turn: softmax f32, log_softmax f16, rms_norm bf16, add_rms_norm f64, layer_norm f32.
-      if (d != k % 4) continue;
-#endif
-      struct Shape {
-        std::int64_t rows, n, pad_x, pad_y, offset;
-        RowForm form;
-      };
-      const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
-      const RowForm split = long_form(op, dt, c5);                     // cluster or split
-      const Shape shapes[] = {
-          {9, 7, 0, 3, 0, RowForm::warp},            {6, 1000, 0, 8, 0, RowForm::warp},
-          {3, 3000, 16, 8, 0, RowForm::block},       {3, 2001, 2, 0, 1, RowForm::block},
-          {2, c5, 8, 16, 0, split}, {2, c5odd, 0, 1, 1, split},
-      };
-      for (const Shape& s : shapes) {
+  each_op_and_dtype([&](DType dt, RowOp op, int d, int k) {
+    struct Shape {
+      std::int64_t rows, n, pad_x, pad_y, offset;
+      RowForm form;
+    };
+    const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
+    const RowForm split = long_form(op, dt, c5);                 // cluster or split
+    const Shape shapes[] = {
+        {9, 7, 0, 3, 0, RowForm::warp},
+        {6, 1000, 0, 8, 0, RowForm::warp},
+        {3, 3000, 16, 8, 0, RowForm::block},
+        {3, 2001, 2, 0, 1, RowForm::block},
+        {2, c5, 8, 16, 0, split},
+        {2, c5odd, 0, 1, 1, split},
+    };
+    for (const Shape& s : shapes) {
+      Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
+      p.weight = s.offset == 0;  // without weight on the misaligned rows
+      emulate(p, s.form);
+      if (s.form == split && s.offset != 0) emulate(p, s.form, Run::looped);  // the looped fallback
+    }
+    // The warp form with fewer lanes a row, one access of W (16 bytes) each: 1 to 16 lanes, some
+    // idle (3 of 4, 5 of 8, 12 of 16), strided rows, rows a block (128 / T) a whole number of times
+    // and not, one row; the last block's groups past the last row meet their warp's shuffles and
+    // write nothing. (9, 7 above: scalar accesses, 8 lanes.)
+    struct Lanes {
+      std::int64_t rows, accesses, pad_x, pad_y;  // pads in accesses
+      int lanes;
+    };
+    const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+    for (const Lanes& s :
+         {Lanes{130, 1, 0, 0, 1}, Lanes{67, 2, 1, 2, 2}, Lanes{64, 2, 0, 0, 2}, Lanes{33, 3, 0, 1, 4},
+          Lanes{19, 5, 2, 0, 8}, Lanes{1, 16, 0, 0, 16}, Lanes{11, 12, 1, 1, 16}}) {
+      Problem p = cuinline::test::make_problem(op, dt, s.rows, s.accesses * W, rng, s.pad_x * W, s.pad_y * W);
+      p.weight = s.rows != 64;
+      const RowVariant v = emulate(p, RowForm::warp);
+      EXPECT_EQ(v.threads, s.lanes) << v.name();
+      EXPECT_EQ(v.per_thread, W) << v.name();
+    }
+    // Special values in the warp and split forms for all; in the looped form (the online softmax)
+    // for softmax in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the
+    // costly part here).
+    const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
+                        (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
+    for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
+                           Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, c5, 0, 0, 0, split}}) {
+      Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
+      p.eps = 0;
+      cuinline::test::add_special_rows(p, rng);
+      emulate(p, s.form);
+      if (s.form == split && online) emulate(p, s.form, Run::looped);
+    }
+    // Fused: prologue and epilogue in the warp (8 lanes a row, scalar and 16-byte accesses), block
+    // and split forms, the looped one for each op in one dtype (the dtypes in turn); special values
+    // in the warp form (a whole warp a row and 4 lanes).
+    for (const Shape& s : {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
+                           Shape{3, 3000, 16, 8, 0, RowForm::block},
+                           Shape{2, 33001, 0, 1, 1, long_form(op, dt, 33001, true)}}) {
+      Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
+      cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+      emulate(p, s.form);
+      if (s.n == 33001 && d == k % 4) emulate(p, s.form, Run::looped);
+    }
+    // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm; 0.125 is one 16-bit
+    // step): the unchained layouts, the 16-bit packs of 1024 threads and chunks of 64 a thread.
+    if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
+      for (const Shape& s : {Shape{3, 3000, 16, 8, 0, RowForm::block},
+                             Shape{2, 20000, 0, 8, 0, RowForm::block}, Shape{2, c5, 8, 0, 0, split}}) {
         Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
-        p.weight = s.offset == 0;  // without weight on the misaligned rows
-        emulate(p, s.form);
-        if (s.form == split && s.offset != 0) emulate(p, s.form, Run::looped);  // the looped fallback
-      }
-      // The warp form with fewer lanes a row, one access of W (16 bytes) each: 1 to 16 lanes, some
-      // idle (3 of 4, 5 of 8, 12 of 16), strided rows, rows a block (128 / T) a whole number of times
-      // and not, one row; the last block's groups past the last row meet their warp's shuffles and
-      // write nothing. (9, 7 above: scalar accesses, 8 lanes.)
-      struct Lanes {
-        std::int64_t rows, accesses, pad_x, pad_y;  // pads in accesses
-        int lanes;
-      };
-      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
-      for (const Lanes& s :
-           {Lanes{130, 1, 0, 0, 1}, Lanes{67, 2, 1, 2, 2}, Lanes{64, 2, 0, 0, 2}, Lanes{33, 3, 0, 1, 4},
-            Lanes{19, 5, 2, 0, 8}, Lanes{1, 16, 0, 0, 16}, Lanes{11, 12, 1, 1, 16}}) {
-        Problem p =
-            cuinline::test::make_problem(op, dt, s.rows, s.accesses * W, rng, s.pad_x * W, s.pad_y * W);
-        p.weight = s.rows != 64;
-        const RowVariant v = emulate(p, RowForm::warp);
-        EXPECT_EQ(v.threads, s.lanes) << v.name();
-        EXPECT_EQ(v.per_thread, W) << v.name();
-      }
-      // Special values in the warp and split forms for all; in the looped form (the online softmax)
-      // for softmax in f32 and f64 and log_softmax in f16 and bf16 (a 1024-thread block is the
-      // costly part here).
-      const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
-                          (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
-      for (const Shape& s :
-           {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
-            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, c5, 0, 0, 0, split}}) {
-        Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
-        p.eps = 0;
-        cuinline::test::add_special_rows(p, rng);
-        emulate(p, s.form);
-        if (s.form == split && online) emulate(p, s.form, Run::looped);
-      }
-      // Fused: prologue and epilogue in the warp (8 lanes a row, scalar and 16-byte accesses), block
-      // and split forms, the looped one for each op in one dtype (the dtypes in turn); special values
-      // in the warp form (a whole warp a row and 4 lanes).
-      for (const Shape& s :
-           {Shape{9, 7, 0, 3, 0, RowForm::warp}, Shape{19, 5 * W, 2 * W, 0, 0, RowForm::warp},
-            Shape{3, 3000, 16, 8, 0, RowForm::block},
-            Shape{2, 33001, 0, 1, 1, long_form(op, dt, 33001, true)}}) {
-        Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
-        cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
-        emulate(p, s.form);
-        if (s.n == 33001 && d == k % 4) emulate(p, s.form, Run::looped);
-      }
-      // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm; 0.125 is one 16-bit
-      // step): the unchained layouts, the 16-bit packs of 1024 threads and chunks of 64 a thread.
-      if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
-        for (const Shape& s : {Shape{3, 3000, 16, 8, 0, RowForm::block},
-                               Shape{2, 20000, 0, 8, 0, RowForm::block}, Shape{2, c5, 8, 0, 0, split}}) {
-          Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng, s.pad_x, s.pad_y, s.offset);
-          cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
-          const RowVariant v = emulate(p, s.form);
-          EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
-          EXPECT_EQ(v.per_thread, s.n == 3000 ? 16 : s.n == 20000 ? 32 : 64) << v.name();
-        }
-      }
-      for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
-        Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
-        p.eps = 0;
-        cuinline::test::add_special_rows(p, rng);
-        cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
-        const RowVariant v = emulate(p, RowForm::warp);
-        EXPECT_EQ(v.threads, n == 1000 ? 32 : 4) << v.name();
+        cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
+        const RowVariant v = emulate(p, s.form);
+        EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
+        EXPECT_EQ(v.per_thread, s.n == 3000 ? 16 : s.n == 20000 ? 32 : 64) << v.name();
       }
     }
-  }
+    for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
+      Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
+      p.eps = 0;
+      cuinline::test::add_special_rows(p, rng);
+      cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+      const RowVariant v = emulate(p, RowForm::warp);
+      EXPECT_EQ(v.threads, n == 1000 ? 32 : 4) << v.name();
+    }
+  });
 }
 
 // The generic kernels (reductions_generic.cuh, the JIT's no-wait path) on the split the library
@@ -779,71 +785,69 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  for (int d = 0; d < 4; ++d) {
-    for (int k = 0; k < 5; ++k) {
-      const DType dt = kDtypes[d];
-      const RowOp op = kOps[k];
+  each_op_and_dtype([&](DType dt, RowOp op, int d, int k) {
+    const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+    const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
+    const RowForm split = long_form(op, dt, c5);                 // cluster or split
+    struct Case {
+      std::int64_t rows, n, pad_x, pad_y, offset;
+      RowForm form;
+      bool special, chains;
+    };
+    const Case cases[] = {
+        {9, 7, 0, 3, 0, RowForm::warp, false, false},
+        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
+        {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false},
+        {6, 1000, 0, 8, 0, RowForm::warp, false, false},
+        {3, 3000, 16, 8, 0, RowForm::block, false, false},
+        {3, 2001, 2, 0, 1, RowForm::block, false, false},
+        {2, c5odd, 0, 1, 1, split, false, false},
+        {6, c5, 0, 0, 0, split, true, false},
+        {7, 1000, 0, 0, 0, RowForm::warp, true, false},
+        {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},
+        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
+        {7, 3000, 0, 0, 0, RowForm::block, true, true},
+    };
+    for (const Case& c : cases) {
 #ifdef RD_ASAN_FIBERS
-      if (d != k % 4) continue;
+      // Under AddressSanitizer: one row length a form (the misaligned block and split rows, the
+      // whole-warp rows and the 2-access lanes only in the release build).
+      if (c.offset != 0 || c.n == 1000 || c.rows == 67) continue;
 #endif
-      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
-      const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
-      const RowForm split = long_form(op, dt, c5);                     // cluster or split
-      struct Case {
-        std::int64_t rows, n, pad_x, pad_y, offset;
-        RowForm form;
-        bool special, chains;
-      };
-      const Case cases[] = {
-          {9, 7, 0, 3, 0, RowForm::warp, false, false},        {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
-          {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false}, {6, 1000, 0, 8, 0, RowForm::warp, false, false},
-          {3, 3000, 16, 8, 0, RowForm::block, false, false},  {3, 2001, 2, 0, 1, RowForm::block, false, false},
-          {2, c5odd, 0, 1, 1, split, false, false}, {6, c5, 0, 0, 0, split, true, false},
-          {7, 1000, 0, 0, 0, RowForm::warp, true, false},
-          {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},     {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
-          {7, 3000, 0, 0, 0, RowForm::block, true, true},
-      };
-      for (const Case& c : cases) {
+      Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
+      p.weight = c.offset == 0;
+      if (c.special) {
+        p.eps = 0;
+        cuinline::test::add_special_rows(p, rng);
+      }
+      if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+      std::vector<unsigned char> y_generic, r_generic;
+      const RowVariant v = emulate(p, c.form, Run::generic, &y_generic, &r_generic);
+      std::vector<unsigned char> y, r;
+      emulate(p, c.form, Run::planned, &y, &r);
+      EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+          << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
+      EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
+    }
+    // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm): the unchained
+    // layouts' split (the block form of 16 elements a thread, chunks of 64), which the generic
+    // kernel follows.
 #ifdef RD_ASAN_FIBERS
-        // Under AddressSanitizer: one row length a form (the misaligned block and split rows, the
-        // whole-warp rows and the 2-access lanes only in the release build).
-        if (c.offset != 0 || c.n == 1000 || c.rows == 67) continue;
+    if (d != k % 4) continue;
 #endif
-        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
-        p.weight = c.offset == 0;
-        if (c.special) {
-          p.eps = 0;
-          cuinline::test::add_special_rows(p, rng);
-        }
-        if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
-        std::vector<unsigned char> y_generic, r_generic;
-        const RowVariant v = emulate(p, c.form, Run::generic, &y_generic, &r_generic);
-        std::vector<unsigned char> y, r;
-        emulate(p, c.form, Run::planned, &y, &r);
+    if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
+      for (const auto& [n, form] : {std::pair{std::int64_t{3000}, RowForm::block}, std::pair{c5, split}}) {
+        Problem p = cuinline::test::make_problem(op, dt, 3, n, rng);
+        cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
+        std::vector<unsigned char> y_generic, r_generic, y, r;
+        const RowVariant v = emulate(p, form, Run::generic, &y_generic, &r_generic);
+        emulate(p, form, Run::planned, &y, &r);
+        EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
         EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
             << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
-        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
-      }
-      // A light prologue alone (f16, bf16, but add_rms_norm and f16 rms_norm): the unchained
-      // layouts' split (the block form of 16 elements a thread, chunks of 64), which the generic
-      // kernel follows.
-#ifdef RD_ASAN_FIBERS
-      if (d != k % 4) continue;
-#endif
-      if (W == 8 && op != RowOp::add_rms_norm && !(op == RowOp::rms_norm && dt == DType::f16)) {
-        for (const auto& [n, form] : {std::pair{std::int64_t{3000}, RowForm::block}, std::pair{c5, split}}) {
-          Problem p = cuinline::test::make_problem(op, dt, 3, n, rng);
-          cuinline::test::add_chains(p, "mul(0.125)", "", 0, rng);
-          std::vector<unsigned char> y_generic, r_generic, y, r;
-          const RowVariant v = emulate(p, form, Run::generic, &y_generic, &r_generic);
-          emulate(p, form, Run::planned, &y, &r);
-          EXPECT_TRUE(cuinline::ops::detail::light(v)) << v.name();
-          EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
-              << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
-        }
       }
     }
-  }
+  });
 }
 
 // The cluster form (rows of 2-32 chunks of the split form, f64 2-16; 16 blocks at most a cluster): a
@@ -903,10 +907,12 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
         emulate(p, planned, Run::generic, &y_generic, &r_generic);
         EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_split))
             << cuinline::test::what(p) << " " << v.name() << ": the split form's outputs differ";
-        EXPECT_TRUE(r == r_split) << cuinline::test::what(p) << " " << v.name() << ": the split form's residuals differ";
+        EXPECT_TRUE(r == r_split) << cuinline::test::what(p) << " " << v.name()
+                                  << ": the split form's residuals differ";
         EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
             << cuinline::test::what(p) << " " << v.name() << ": the generic outputs differ";
-        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the generic residuals differ";
+        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name()
+                                    << ": the generic residuals differ";
       }
     }
   }
@@ -942,11 +948,12 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
           const bool parks = dt == DType::f32 && n > 16384 &&
                              (op == RowOp::softmax || op == RowOp::log_softmax || op == RowOp::rms_norm);
           EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v), parks ? 65536u : 0u) << v.name();
-          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{8, 0}), parks ? 65536u : 0u) << v.name();
+          EXPECT_EQ(cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{8, 0}), parks ? 65536u : 0u)
+              << v.name();
           // The host's list of targets that park is the template's (rd_arch_parks).
           const auto parks_on = [&](auto arch) {
-            return cuinline::ops::detail::row_shared_bytes(v, cuinline::Arch{decltype(arch)::value / 10,
-                                                                             decltype(arch)::value % 10}) != 0;
+            return cuinline::ops::detail::row_shared_bytes(
+                       v, cuinline::Arch{decltype(arch)::value / 10, decltype(arch)::value % 10}) != 0;
           };
           const auto same = [&](auto arch) {
             EXPECT_EQ(parks_on(arch), parks && rd_arch_parks<decltype(arch)::value>::value)
@@ -961,7 +968,8 @@ TEST(ReductionsEmulated, ThousandThreadBlocksFollowTheGenericKernel) {
                     std::integral_constant<int, 121>{});
           EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
               << cuinline::test::what(p) << " " << v.name() << ": the outputs differ";
-          EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
+          EXPECT_TRUE(r == r_generic)
+              << cuinline::test::what(p) << " " << v.name() << ": the residuals differ";
         }
       }
     }
@@ -980,39 +988,32 @@ TEST(ReductionsEmulated, LoopedFormIsTheGenericKernelsWholeRowsBitForBit) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  for (int d = 0; d < 4; ++d) {
-    for (int k = 0; k < 5; ++k) {
-      const DType dt = kDtypes[d];
-      const RowOp op = kOps[k];
-#ifdef RD_ASAN_FIBERS
-      if (d != k % 4) continue;
-#endif
-      struct Case {
-        std::int64_t rows, n, offset;
-        bool special, chains;
-      };
-      const std::int64_t c5 = chunked(33000, dt);
-      for (const Case& c : {Case{2, c5, 0, false, false}, Case{7, c5 + 1, 0, true, false},
-                            Case{2, chunked(33000, dt, true) + 1, 1, false, true}}) {
-        if (c.chains && d != k % 4) continue;  // (the chains in one dtype an op, in turn)
-        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, 0, 3, c.offset);
-        p.weight = c.offset == 0;
-        if (c.special) {
-          p.eps = 0;
-          cuinline::test::add_special_rows(p, rng);
-        }
-        if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
-        const RowForm form = long_form(op, dt, c.n, c.chains);
-        std::vector<unsigned char> y, r, y_generic, r_generic;
-        const RowVariant v = emulate(p, form, Run::looped, &y, &r);
-        emulate(p, form, Run::generic_whole_rows, &y_generic, &r_generic);
-        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
-            << cuinline::test::what(p) << " " << v.name() << ": the generic whole rows' outputs differ";
-        EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name()
-                                    << ": the generic whole rows' residuals differ";
+  each_op_and_dtype([&](DType dt, RowOp op, int d, int k) {
+    struct Case {
+      std::int64_t rows, n, offset;
+      bool special, chains;
+    };
+    const std::int64_t c5 = chunked(33000, dt);
+    for (const Case& c : {Case{2, c5, 0, false, false}, Case{7, c5 + 1, 0, true, false},
+                          Case{2, chunked(33000, dt, true) + 1, 1, false, true}}) {
+      if (c.chains && d != k % 4) continue;  // (the chains in one dtype an op, in turn)
+      Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, 0, 3, c.offset);
+      p.weight = c.offset == 0;
+      if (c.special) {
+        p.eps = 0;
+        cuinline::test::add_special_rows(p, rng);
       }
+      if (c.chains) cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
+      const RowForm form = long_form(op, dt, c.n, c.chains);
+      std::vector<unsigned char> y, r, y_generic, r_generic;
+      const RowVariant v = emulate(p, form, Run::looped, &y, &r);
+      emulate(p, form, Run::generic_whole_rows, &y_generic, &r_generic);
+      EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y, y_generic))
+          << cuinline::test::what(p) << " " << v.name() << ": the generic whole rows' outputs differ";
+      EXPECT_TRUE(r == r_generic) << cuinline::test::what(p) << " " << v.name()
+                                  << ": the generic whole rows' residuals differ";
     }
-  }
+  });
 }
 
 // Four rows a group of lanes (the warp form's rows_per_group): every row's outputs and residual the
@@ -1023,33 +1024,26 @@ TEST(ReductionsEmulated, RowsAGroupKeepEachRowsBits) {
   const std::uint64_t seed = cuinline::test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (CUINLINE_TEST_SEED replays it)");
   std::mt19937_64 rng(seed);
-  for (int d = 0; d < 4; ++d) {
-    for (int k = 0; k < 5; ++k) {
-      const DType dt = kDtypes[d];
-      const RowOp op = kOps[k];
-#ifdef RD_ASAN_FIBERS
-      if (d != k % 4) continue;
-#endif
-      const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
-      struct Case {
-        std::int64_t rows, lanes;
-        bool special;
-      };
-      for (const Case& c : {Case{64, 16, false}, Case{77, 16, true}, Case{300, 8, false}, Case{37, 32, true},
-                            Case{3, 8, false}}) {
-        Problem p = cuinline::test::make_problem(op, dt, c.rows, c.lanes * W, rng, 0, 0);
-        if (c.special) cuinline::test::add_special_rows(p, rng);
-        std::vector<unsigned char> y1, r1, y4, r4;
-        const RowVariant v = emulate(p, RowForm::warp, Run::planned, &y1, &r1);
-        ASSERT_EQ(v.threads, c.lanes) << v.name();
-        emulate(p, RowForm::warp, Run::rows4, &y4, &r4);
-        EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y1, y4))
-            << cuinline::test::what(p) << " " << v.name() << ": four rows a group changed the outputs";
-        EXPECT_TRUE(r1 == r4) << cuinline::test::what(p) << " " << v.name()
-                              << ": four rows a group changed the residual";
-      }
+  each_op_and_dtype([&](DType dt, RowOp op, int, int) {
+    const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
+    struct Case {
+      std::int64_t rows, lanes;
+      bool special;
+    };
+    for (const Case& c : {Case{64, 16, false}, Case{77, 16, true}, Case{300, 8, false}, Case{37, 32, true},
+                          Case{3, 8, false}}) {
+      Problem p = cuinline::test::make_problem(op, dt, c.rows, c.lanes * W, rng, 0, 0);
+      if (c.special) cuinline::test::add_special_rows(p, rng);
+      std::vector<unsigned char> y1, r1, y4, r4;
+      const RowVariant v = emulate(p, RowForm::warp, Run::planned, &y1, &r1);
+      ASSERT_EQ(v.threads, c.lanes) << v.name();
+      emulate(p, RowForm::warp, Run::rows4, &y4, &r4);
+      EXPECT_TRUE(cuinline::test::same_bits_or_nans(p.dt, y1, y4))
+          << cuinline::test::what(p) << " " << v.name() << ": four rows a group changed the outputs";
+      EXPECT_TRUE(r1 == r4) << cuinline::test::what(p) << " " << v.name()
+                            << ": four rows a group changed the residual";
     }
-  }
+  });
 }
 
 using RunKind = Run;  // (in a test's body Run names testing::Test::Run)
