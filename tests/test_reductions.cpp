@@ -54,7 +54,12 @@ TEST(ReductionPlan, FormByRowLength) {
       {DType::f32, 7, RowForm::warp, 1, 1, 8},
       {DType::f32, 64, RowForm::warp, 4, 4, 16},
       {DType::f32, 128, RowForm::warp, 4, 4, 32},
-      {DType::f32, 1000, RowForm::warp, 4, 32, 32},
+      // The warp form while a lane holds at most 64 bytes of the row (warp_form_max): f32 rows of
+      // 512, f64 of 256, 16-bit of 1024; longer rows one a block of at least 128 threads.
+      {DType::f32, 512, RowForm::warp, 4, 16, 32},
+      {DType::f32, 1000, RowForm::block, 4, 8, 128},
+      {DType::f64, 256, RowForm::warp, 2, 8, 32},
+      {DType::f64, 257, RowForm::block, 1, 4, 128},
       {DType::f16, 1024, RowForm::warp, 8, 32, 32},
       {DType::f32, 1025, RowForm::block, 1, 16, 128},
       {DType::f32, 4096, RowForm::block, 4, 16, 256},
@@ -194,7 +199,8 @@ TEST(ReductionPlan, SubWarpLanesByDtypeAndRowLength) {
       {DType::f64, 24, 2, 16, 2},   {DType::f32, 20, 4, 8, 4},     {DType::f16, 6, 2, 4, 2},
       {DType::f32, 3, 1, 4, 1},     {DType::f64, 1, 1, 1, 1},      {DType::f32, 33, 1, 32, 2},
       {DType::bf16, 200, 8, 32, 8}, {DType::bf16, 264, 8, 32, 16}, {DType::f64, 64, 2, 32, 2},
-      {DType::f64, 128, 2, 32, 4},  {DType::f16, 256, 8, 32, 8},   {DType::f32, 1024, 4, 32, 32},
+      {DType::f64, 128, 2, 32, 4},  {DType::f16, 256, 8, 32, 8},   {DType::f32, 256, 4, 32, 8},
+      {DType::f16, 512, 8, 32, 16},
   };
   const RowOp ops[] = {RowOp::softmax, RowOp::log_softmax, RowOp::rms_norm, RowOp::add_rms_norm,
                        RowOp::layer_norm};
@@ -237,7 +243,7 @@ TEST(ReductionPlan, WarpFormAccessesALaneFollowTheKnob) {
   const Want wants[] = {{DType::bf16, 128, 16, 8, 8, 16},  {DType::bf16, 64, 8, 8, 4, 16},
                         {DType::bf16, 200, 32, 8, 16, 16}, {DType::bf16, 8, 1, 8, 1, 8},
                         {DType::f32, 3, 4, 1, 2, 2},       {DType::f32, 128, 32, 4, 16, 8},
-                        {DType::f16, 24, 4, 8, 2, 16},     {DType::f32, 1024, 32, 32, 32, 32}};
+                        {DType::f16, 24, 4, 8, 2, 16},     {DType::f32, 512, 32, 16, 32, 16}};
   const int k = cuinline::ops::detail::row_knobs().warp_vectors;
   ASSERT_TRUE(k == 1 || k == 2) << "the cases hold for 1 and 2 accesses a lane";
   for (const Want& w : wants) {
@@ -253,30 +259,41 @@ TEST(ReductionPlan, WarpFormAccessesALaneFollowTheKnob) {
 }
 
 // CUINLINE_ROWS_WARP_MAX=512 (the ctest warpmax512. run): rows of 513-1024 on the block form of 128
-// threads instead of a whole warp; unset, the warp form up to 1024.
+// threads in every dtype and op; unset, the warp form while a lane holds at most 64 bytes of what
+// the row reads (16-bit rows of 1024, f32 512, f64 256; add_rms_norm, reading the residual too,
+// half as long).
 TEST(ReductionPlan, WarpFormsLongestRowFollowsTheKnob) {
   struct Want {
+    RowOp op;
     DType dt;
     std::int64_t n;
-    RowForm form1024, form512;
-    int threads1024, per_thread1024, threads512, per_thread512;
+    RowForm form_unset, form512;
+    int threads_unset, per_thread_unset, threads512, per_thread512;
   };
   const Want wants[] = {
-      {DType::f32, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
-      {DType::bf16, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
-      {DType::f32, 600, RowForm::warp, RowForm::block, 32, 32, 128, 8},
-      {DType::f64, 1000, RowForm::warp, RowForm::block, 32, 32, 128, 8},
-      {DType::f32, 512, RowForm::warp, RowForm::warp, 32, 16, 32, 16},
-      {DType::f32, 1025, RowForm::block, RowForm::block, 128, 16, 128, 16},
+      {RowOp::rms_norm, DType::f32, 1024, RowForm::block, RowForm::block, 128, 8, 128, 8},
+      {RowOp::rms_norm, DType::bf16, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
+      {RowOp::rms_norm, DType::f32, 600, RowForm::block, RowForm::block, 128, 8, 128, 8},
+      {RowOp::rms_norm, DType::f64, 1000, RowForm::block, RowForm::block, 128, 8, 128, 8},
+      {RowOp::rms_norm, DType::f64, 512, RowForm::block, RowForm::warp, 128, 4, 32, 16},
+      {RowOp::rms_norm, DType::f32, 512, RowForm::warp, RowForm::warp, 32, 16, 32, 16},
+      {RowOp::rms_norm, DType::f32, 1025, RowForm::block, RowForm::block, 128, 16, 128, 16},
+      {RowOp::add_rms_norm, DType::bf16, 1024, RowForm::block, RowForm::block, 128, 8, 128, 8},
+      {RowOp::add_rms_norm, DType::bf16, 512, RowForm::warp, RowForm::warp, 32, 16, 32, 16},
+      {RowOp::add_rms_norm, DType::f32, 512, RowForm::block, RowForm::warp, 128, 4, 32, 16},
+      {RowOp::add_rms_norm, DType::f32, 256, RowForm::warp, RowForm::warp, 32, 8, 32, 8},
+      {RowOp::layer_norm, DType::f16, 1024, RowForm::warp, RowForm::block, 32, 32, 128, 8},
   };
-  const std::int64_t longest = cuinline::ops::detail::row_knobs().warp_max;
-  ASSERT_TRUE(longest == 1024 || longest == 512) << "the cases hold for rows of 1024 and of 512";
+  const std::int64_t knob = cuinline::ops::detail::row_knobs().warp_max;
+  ASSERT_TRUE(knob == 0 || knob == 512) << "the cases hold unset and for rows of 512";
   for (const Want& w : wants) {
-    const RowPlan p = plan_rows(RowOp::rms_norm, rows_of(kIn, w.dt, 70, w.n), rows_of(kOut, w.dt, 70, w.n));
+    const bool add = w.op == RowOp::add_rms_norm;
+    const RowPlan p = plan_rows(w.op, rows_of(kIn, w.dt, 70, w.n), rows_of(kOut, w.dt, 70, w.n), {}, {},
+                                add ? rows_of(kRes, w.dt, 70, w.n) : TensorView{}, 1e-6);
     SCOPED_TRACE(p.variant.name());
-    EXPECT_EQ(p.variant.form, longest == 1024 ? w.form1024 : w.form512);
-    EXPECT_EQ(p.variant.threads, longest == 1024 ? w.threads1024 : w.threads512);
-    EXPECT_EQ(p.variant.per_thread, longest == 1024 ? w.per_thread1024 : w.per_thread512);
+    EXPECT_EQ(p.variant.form, knob == 0 ? w.form_unset : w.form512);
+    EXPECT_EQ(p.variant.threads, knob == 0 ? w.threads_unset : w.threads512);
+    EXPECT_EQ(p.variant.per_thread, knob == 0 ? w.per_thread_unset : w.per_thread512);
     EXPECT_GE(p.variant.max_row(), w.n);
     EXPECT_NO_THROW(p.variant.validate());
   }
@@ -311,7 +328,7 @@ TEST(ReductionKnobs, ParseAsDocumented) {
     EXPECT_TRUE(k.workspace);
     EXPECT_EQ(k.warp_vectors, 1);
     EXPECT_EQ(k.warp_rows, 1);
-    EXPECT_EQ(k.warp_max, 1024);
+    EXPECT_EQ(k.warp_max, 0);  // the planner's rule (warp_form_max)
   };
   const RowKnobs none = read({});
   expect_defaults(none);
@@ -330,7 +347,8 @@ TEST(ReductionKnobs, ParseAsDocumented) {
   EXPECT_EQ(read({"CUINLINE_ROWS_CLUSTER", "1"}).cluster, ClusterKnob::planned);
   EXPECT_TRUE(read({"CUINLINE_ROWS_WORKSPACE", "1"}).workspace);
   EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", "1"}).warp_max, 1);
-  EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", ""}).warp_max, 1024);
+  EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", "1024"}).warp_max, 1024);
+  EXPECT_EQ(read({"CUINLINE_ROWS_WARP_MAX", ""}).warp_max, 0);
 
   const RowKnobs bad =
       read({"CUINLINE_ROWS_CLUSTER", "yes", "CUINLINE_ROWS_WORKSPACE", "off", "CUINLINE_ROWS_WARP_VECTORS",
@@ -342,7 +360,7 @@ TEST(ReductionKnobs, ParseAsDocumented) {
   EXPECT_EQ(bad.refused[4], "CUINLINE_ROWS_WARP_MAX=2048 is not a row length of 1-1024: ignored");
   for (const char* v : {"0", "-5", "512x", "99999999999999999999"}) {
     const RowKnobs k = read({"CUINLINE_ROWS_WARP_MAX", v});
-    EXPECT_EQ(k.warp_max, 1024) << v;
+    EXPECT_EQ(k.warp_max, 0) << v;
     EXPECT_EQ(k.refused.size(), 1u) << v;
   }
 }
@@ -357,7 +375,7 @@ TEST(ReductionPlan, WarpFormRowsAGroupFollowTheKnob) {
     int lanes, rows4;  // rows a group under the knob
   };
   const Want wants[] = {
-      {DType::bf16, 128, 65536, 16, 4}, {DType::f32, 128, 65537, 32, 4},  {DType::f32, 1024, 5000, 32, 2},
+      {DType::bf16, 128, 65536, 16, 4}, {DType::f32, 128, 65537, 32, 4},  {DType::bf16, 1024, 5000, 32, 2},
       {DType::bf16, 512, 9000, 32, 4},  {DType::bf16, 128, 20, 16, 2},    {DType::bf16, 128, 9, 16, 1},
       {DType::f64, 8, 1000, 4, 4},      {DType::f32, 2000, 5000, 128, 1},
   };

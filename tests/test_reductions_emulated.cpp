@@ -361,6 +361,11 @@ bool run_lanes(const RowVariant& v, unsigned grid, unsigned block, const Args& a
   return ((v.threads == Ts && (launch_lanes<kOp, S, V, Ts>(grid, block, a), true)) || ...);
 }
 
+// The warp form's most elements a lane (its rows of warp_form_max, a whole warp each): 64 bytes of
+// what the row reads, add_rms_norm's residual too.
+template <int kOp, class S>
+constexpr int kWholeE = 64 / static_cast<int>(sizeof(S) * (kOp == RD_ADD_RMS_NORM ? 2 : 1));
+
 // The split and cluster forms' elements a thread (split_per_thread): unchained 16-bit chunks twice
 // as long.
 template <class S>
@@ -400,7 +405,9 @@ bool run_fused(const RowVariant& v, unsigned grid, unsigned block, const RowArgs
   if (run_lanes<kOp, S, 1, 8>(v, grid, block, a) || run_lanes<kOp, S, W, 4, 8>(v, grid, block, a)) {
     return true;
   }
-  if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
+  constexpr int WE = kWholeE<kOp, S>;
+  if (is(RowForm::warp, W, WE, 32))
+    return launch(rd_regs<kOp, S, W, WE, 32, EmuScale, EmuGate, 1>, grid, block, a), true;
   if constexpr (sizeof(S) == 8) {  // f64 holds at most 8 a thread; the others at least 16
     if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512, EmuScale, EmuGate, 1>, grid, block, a), true;
   } else {
@@ -470,7 +477,8 @@ bool run(const RowVariant& v, unsigned grid, unsigned block, const RowArgs& plan
       run_lanes<kOp, S, W, 1, 2, 4, 8, 16, 32>(v, grid, block, a)) {
     return true;
   }
-  if (is(RowForm::warp, W, 32, 32)) return launch(rd_regs<kOp, S, W, 32, 32>, grid, block, a), true;
+  constexpr int WE = kWholeE<kOp, S>;
+  if (is(RowForm::warp, W, WE, 32)) return launch(rd_regs<kOp, S, W, WE, 32>, grid, block, a), true;
   if constexpr (sizeof(S) == 8) {
     if (is(RowForm::block, W, 8, 512)) return launch(rd_regs<kOp, S, W, 8, 512>, grid, block, a), true;
     if (is(RowForm::block, 1, 8, 256)) return launch(rd_regs<kOp, S, 1, 8, 256>, grid, block, a), true;
@@ -586,6 +594,12 @@ RowForm long_form(RowOp op, DType dt, std::int64_t n, bool chained = false) {
   return pays ? RowForm::cluster : RowForm::split_stats;
 }
 
+// A row of a whole warp with the most elements a lane the warp form gives op in dt (kWholeE): 24
+// short of warp_form_max (bf16 rows of 1000, f32 488, f64 232; add_rms_norm's shorter).
+std::int64_t whole_warp_row(RowOp op, DType dt) {
+  return cuinline::ops::detail::warp_form_max(op, dt) - 24;
+}
+
 RowVariant emulate(Problem& p, RowForm want_form, Run run_as = Run::planned,
                    std::vector<unsigned char>* y_out = nullptr, std::vector<unsigned char>* r_out = nullptr) {
   const bool generic = run_as == Run::generic || run_as == Run::generic_whole_rows;
@@ -696,9 +710,10 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
     };
     const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
     const RowForm split = long_form(op, dt, c5);                 // cluster or split
+    const std::int64_t whole = whole_warp_row(op, dt);
     const Shape shapes[] = {
         {9, 7, 0, 3, 0, RowForm::warp},
-        {6, 1000, 0, 8, 0, RowForm::warp},
+        {6, whole, 0, 8, 0, RowForm::warp},
         {3, 3000, 16, 8, 0, RowForm::block},
         {3, 2001, 2, 0, 1, RowForm::block},
         {2, c5, 8, 16, 0, split},
@@ -733,7 +748,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
     // costly part here).
     const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
                         (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
-    for (const Shape& s : {Shape{7, 1000, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
+    for (const Shape& s : {Shape{7, whole, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
                            Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, c5, 0, 0, 0, split}}) {
       Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
       p.eps = 0;
@@ -764,13 +779,13 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
         EXPECT_EQ(v.per_thread, s.n == 3000 ? 16 : s.n == 20000 ? 32 : 64) << v.name();
       }
     }
-    for (const std::int64_t n : {std::int64_t{1000}, 3 * W}) {
+    for (const std::int64_t n : {whole, 3 * W}) {
       Problem p = cuinline::test::make_problem(op, dt, 7, n, rng);
       p.eps = 0;
       cuinline::test::add_special_rows(p, rng);
       cuinline::test::add_chains(p, "mul(0.125)", "mul(in1)", 1, rng);
       const RowVariant v = emulate(p, RowForm::warp);
-      EXPECT_EQ(v.threads, n == 1000 ? 32 : 4) << v.name();
+      EXPECT_EQ(v.threads, n == whole ? 32 : 4) << v.name();
     }
   });
 }
@@ -789,6 +804,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
     const std::int64_t W = 16 / static_cast<std::int64_t>(cuinline::dtype_size(dt));
     const std::int64_t c5 = chunked(33000, dt), c5odd = c5 + 1;  // rows of 5 chunks
     const RowForm split = long_form(op, dt, c5);                 // cluster or split
+    const std::int64_t whole = whole_warp_row(op, dt);
     struct Case {
       std::int64_t rows, n, pad_x, pad_y, offset;
       RowForm form;
@@ -798,12 +814,12 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
         {9, 7, 0, 3, 0, RowForm::warp, false, false},
         {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, false},
         {67, 2 * W, W, 2 * W, 0, RowForm::warp, false, false},
-        {6, 1000, 0, 8, 0, RowForm::warp, false, false},
+        {6, whole, 0, 8, 0, RowForm::warp, false, false},
         {3, 3000, 16, 8, 0, RowForm::block, false, false},
         {3, 2001, 2, 0, 1, RowForm::block, false, false},
         {2, c5odd, 0, 1, 1, split, false, false},
         {6, c5, 0, 0, 0, split, true, false},
-        {7, 1000, 0, 0, 0, RowForm::warp, true, false},
+        {7, whole, 0, 0, 0, RowForm::warp, true, false},
         {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},
         {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
         {7, 3000, 0, 0, 0, RowForm::block, true, true},
@@ -812,7 +828,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
 #ifdef RD_ASAN_FIBERS
       // Under AddressSanitizer: one row length a form (the misaligned block and split rows, the
       // whole-warp rows and the 2-access lanes only in the release build).
-      if (c.offset != 0 || c.n == 1000 || c.rows == 67) continue;
+      if (c.offset != 0 || c.n == whole || c.rows == 67) continue;
 #endif
       Problem p = cuinline::test::make_problem(op, dt, c.rows, c.n, rng, c.pad_x, c.pad_y, c.offset);
       p.weight = c.offset == 0;
@@ -1061,7 +1077,8 @@ TEST(ReductionsEmulated, LayerNormOfAConstantRowIsExactlyTheBias) {
     const std::int64_t c5 = chunked(33000, dt);
     const RowForm split = long_form(RowOp::layer_norm, dt, c5);
     for (const Shape& s :
-         {Shape{7, RowForm::warp, Run::planned}, Shape{1000, RowForm::warp, Run::planned},
+         {Shape{7, RowForm::warp, Run::planned},
+          Shape{whole_warp_row(RowOp::layer_norm, dt), RowForm::warp, Run::planned},
           Shape{3000, RowForm::block, Run::planned}, Shape{3000, RowForm::block, Run::generic},
           Shape{c5, split, Run::planned}, Shape{c5, split, Run::split}, Shape{c5 + 1, split, Run::looped},
           Shape{c5, split, Run::generic}}) {

@@ -10,7 +10,7 @@
 
 namespace cuinline::ops::detail {
 
-static_assert(kDefaultWarpMax == std::int64_t{32} * kWarpMaxPerThread,
+static_assert(kWarpLongestRow == std::int64_t{32} * kWarpMaxPerThread,
               "the warp form's longest row by default is 32 lanes of kWarpMaxPerThread");
 
 RowKnobs read_row_knobs(const char* (*lookup)(const char* name)) {
@@ -55,8 +55,8 @@ RowKnobs read_row_knobs(const char* (*lookup)(const char* name)) {
     char* end = nullptr;
     errno = 0;
     const long long value = std::strtoll(v, &end, 10);
-    if (errno != 0 || *end != '\0' || value < 1 || value > kDefaultWarpMax) {
-      refuse("CUINLINE_ROWS_WARP_MAX", v, ("a row length of 1-" + std::to_string(kDefaultWarpMax)).c_str());
+    if (errno != 0 || *end != '\0' || value < 1 || value > kWarpLongestRow) {
+      refuse("CUINLINE_ROWS_WARP_MAX", v, ("a row length of 1-" + std::to_string(kWarpLongestRow)).c_str());
     } else {
       k.warp_max = static_cast<std::int64_t>(value);
     }

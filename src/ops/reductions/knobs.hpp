@@ -16,8 +16,8 @@ enum class ClusterKnob {
   all,      ///< "all": the cluster form wherever a cluster holds the row
 };
 
-/// The warp form's longest row where CUINLINE_ROWS_WARP_MAX is unset: 32 lanes of kWarpMaxPerThread.
-constexpr std::int64_t kDefaultWarpMax = 1024;
+/// The longest row CUINLINE_ROWS_WARP_MAX takes: 32 lanes of kWarpMaxPerThread.
+constexpr std::int64_t kWarpLongestRow = 1024;
 
 /// Every knob's value as parsed; an unset variable, or a value a knob does not accept, leaves the
 /// default (the refused ones each a message in `refused`, which row_knobs() logs once).
@@ -32,9 +32,9 @@ struct RowKnobs {
   /// CUINLINE_ROWS_WARP_ROWS: the rows a group of the warp form takes (RowVariant::rows_per_group),
   /// 1, 2, 4 or 8.
   int warp_rows = 1;
-  /// CUINLINE_ROWS_WARP_MAX: the longest row on the warp form, 1-kDefaultWarpMax; the longer rows
-  /// take the block form.
-  std::int64_t warp_max = kDefaultWarpMax;
+  /// CUINLINE_ROWS_WARP_MAX: the longest row on the warp form, 1-kWarpLongestRow; the longer rows
+  /// take the block form. 0 (unset): the planner's rule (warp_form_max in plan.hpp).
+  std::int64_t warp_max = 0;
   std::vector<std::string> refused;
 };
 

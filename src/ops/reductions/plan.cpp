@@ -104,6 +104,13 @@ int block_max_per_thread(const RowVariant& v) noexcept {
   return heavy ? std::min(16, block_max_per_thread(v.dtype)) : block_max_per_thread(v.dtype);
 }
 
+std::int64_t warp_form_max(RowOp op, DType dtype) noexcept {
+  if (row_knobs().warp_max != 0) return row_knobs().warp_max;
+  const std::int64_t read =
+      static_cast<std::int64_t>(dtype_size(dtype)) * (op == RowOp::add_rms_norm ? 2 : 1);
+  return std::min<std::int64_t>(kWarpLongestRow, 32 * kWarpMaxLaneBytes / read);
+}
+
 int block_min_per_thread(DType dtype) noexcept {
   return dtype == DType::f64 ? 8 : 16;
 }
@@ -227,7 +234,7 @@ RowCall plan_row_call(RowOp op, const TensorView& in, const TensorView& out, con
   RowVariant& var = p.variant;
   var.vector_width = v;
   std::int64_t grid = rows;
-  if (n <= row_knobs().warp_max) {
+  if (n <= warp_form_max(op, dt)) {
     // The fewest lanes whose accesses of v cover the row (one access each), else a whole warp with
     // more elements a lane.
     var.form = RowForm::warp;

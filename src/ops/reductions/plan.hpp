@@ -45,6 +45,13 @@ constexpr std::size_t row_args_bytes(int extras) {
 constexpr int kWarpBlock = 128;
 constexpr int kWarpMinLanes = 1;
 constexpr int kWarpMaxPerThread = 32;
+/// The bytes of what a row reads (x; add_rms_norm's residual too) a lane of the warp form holds at
+/// most: rows past them take the block form (warp_form_max).
+constexpr int kWarpMaxLaneBytes = 64;
+/// The warp form's longest row for `op` on `dtype`: CUINLINE_ROWS_WARP_MAX where it is set, else 32
+/// lanes of kWarpMaxLaneBytes of what the row reads (16-bit rows of 1024, f32 512, f64 256;
+/// add_rms_norm, reading the residual as well, half of each), at most 32 lanes of kWarpMaxPerThread.
+std::int64_t warp_form_max(RowOp op, DType dtype) noexcept;
 /// The looped form's block.
 constexpr int kLoopedThreads = 1024;
 // The split form: a block of 256 threads a chunk of split_per_thread elements a thread, in
