@@ -24,7 +24,9 @@
 #   bench/run_gpu_all.sh rd  the row reductions (docs/reductions.md): their gpu tests; the C API on PyTorch
 #                            tensors against torch.softmax / F.rms_norm / F.layer_norm, then their bandwidth
 #                            beside PyTorch eager, torch.compile and a copy (bench/reductions_peers.py;
-#                            RD_COMPILE=0: no torch.compile)    → reductions_tests.log, reductions_peers.md
+#                            RD_COMPILE=0: no torch.compile; RD_ARGS: more of its arguments, e.g.
+#                            "--liger --quack" with bench/peers-requirements.txt installed)
+#                                                          → reductions_tests.log, reductions_peers.md
 #   bench/run_gpu_all.sh custom   what the variables below ask for, in this order:
 #     HALF=1        bench_conv2d_half (SHAPE=all|seed|resnet|unet, default unet; DTYPE, default "f16 bf16")
 #                   under each set of variables in AB ("NAME=VALUE+NAME=VALUE ..."; none: the defaults)
@@ -177,7 +179,7 @@ phase_rd() {
   echo "== reductions peers ($(since))"
   { CUINLINE_CACHE_DIR=$(mktemp -d) PYTHONUNBUFFERED=1 timeout 420 python3 bench/reductions_peers.py \
       --lib "$build-shared/libcuinline.so" --table "$OUT/reductions_peers.md" \
-      $([ "${RD_COMPILE:-1}" = 1 ] || echo --no-compile); } >"$OUT/reductions_peers.log" 2>&1 || status=1
+      $([ "${RD_COMPILE:-1}" = 1 ] || echo --no-compile) ${RD_ARGS:-}; } >"$OUT/reductions_peers.log" 2>&1 || status=1
   grep -E "^CHECK FAIL|^checks|^device|Traceback|Error" "$OUT/reductions_peers.log" | cut -c1-240 | head -n 20 | tee -a "$summary"
   { echo; echo "## reductions_peers.py"; cat "$OUT/reductions_peers.md" 2>/dev/null; } >>"$summary"
 }
