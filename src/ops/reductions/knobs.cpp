@@ -11,7 +11,7 @@
 namespace cuinline::ops::detail {
 
 static_assert(kWarpLongestRow == std::int64_t{32} * kWarpMaxPerThread,
-              "the warp form's longest row by default is 32 lanes of kWarpMaxPerThread");
+              "the warp form holds rows of at most 32 lanes of kWarpMaxPerThread");
 
 RowKnobs read_row_knobs(const char* (*lookup)(const char* name)) {
   RowKnobs k;
