@@ -361,10 +361,11 @@ bool run_lanes(const RowVariant& v, unsigned grid, unsigned block, const Args& a
   return ((v.threads == Ts && (launch_lanes<kOp, S, V, Ts>(grid, block, a), true)) || ...);
 }
 
-// The warp form's most elements a lane (its rows of warp_form_max, a whole warp each): 64 bytes of
+// The warp form's most elements a lane (its rows of warp_form_max, a whole warp each): kWarpMaxLaneBytes of
 // what the row reads, add_rms_norm's residual too.
 template <int kOp, class S>
-constexpr int kWholeE = 64 / static_cast<int>(sizeof(S) * (kOp == RD_ADD_RMS_NORM ? 2 : 1));
+constexpr int kWholeE = cuinline::ops::detail::kWarpMaxLaneBytes /
+                        static_cast<int>(sizeof(S) * (kOp == RD_ADD_RMS_NORM ? 2 : 1));
 
 // The split and cluster forms' elements a thread (split_per_thread): unchained 16-bit chunks twice
 // as long.
