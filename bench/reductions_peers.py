@@ -30,7 +30,8 @@ sync, wall time of call + synchronize; then each op's generic kernel (the generi
 specialized one exists in the process) against its specialized kernel (sync), CUDA events as above,
 and whether their outputs are the same bits.
 Usage: python3 bench/reductions_peers.py --lib path/to/libcuinline.so [--table out.md] [--no-compile]
-       [--fused-only | --no-fused] [--liger] [--quack] [--jit]
+       [--fused-only | --no-fused] [--liger] [--quack] [--jit] [--shapes ROWSxN,...] [--dtypes bf16,f32]
+       [--ops softmax,...] [--no-checks] [--no-eager]
 """
 import argparse
 import ctypes
@@ -277,7 +278,7 @@ DEFAULT_SHAPES = [(65536, 128), (16384, 1024), (4096, 8192), (1024, 32768), (4, 
 
 
 def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32), shapes=DEFAULT_SHAPES,
-          quack=False):
+          quack=False, op_names=OPS, eager_too=True):
     flush = l2_flush_buffer()
     lines = ["| op | dtype | shape | copy GB/s | cuinline GB/s | eager GB/s | torch.compile GB/s |"
              + (" Liger-Kernel GB/s |" if liger else "") + (" QuACK GB/s |" if quack else ""),
@@ -285,7 +286,7 @@ def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32),
     print("\n".join(lines), flush=True)
     for dt in dtypes:
         for rows, n in shapes:
-            for op in OPS:
+            for op in op_names:
                 x, w, b, res = inputs(op, rows, n, dt)
                 out = torch.empty_like(x)
                 y = torch.empty_like(x)
@@ -293,7 +294,7 @@ def bench(ops, compile_too, liger=False, dtypes=(torch.bfloat16, torch.float32),
                 copy = time_ms(lambda: y.copy_(x), flush)
                 ours = time_ms(lambda: ops.run(op, x, out, w, b, res, 1e-5), flush)
                 fn = lambda: torch_op(op, x, w, b, res, 1e-5)
-                eager = time_ms(fn, flush)
+                eager = time_ms(fn, flush) if eager_too else float("nan")
                 comp = float("nan")
                 if compile_too and dt == torch.bfloat16:  # one dtype: a compile per op and shape
                     compiled = torch.compile(fn)
@@ -468,6 +469,9 @@ def main():
     ap.add_argument("--table")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--checks-only", action="store_true")
+    ap.add_argument("--no-checks", action="store_true", help="timings only (an A/B of knobs)")
+    ap.add_argument("--no-eager", action="store_true", help="no PyTorch eager column")
+    ap.add_argument("--ops", default=",".join(OPS), help="the timed ops")
     ap.add_argument("--fused-only", action="store_true", help="only the fused chains' checks and timings")
     ap.add_argument("--no-fused", action="store_true", help="no fused chains")
     ap.add_argument("--dtypes", default="bf16,f32", help="the timed dtypes (bf16, f16, f32)")
@@ -485,13 +489,14 @@ def main():
             with open(args.table, "w") as f:
                 f.write("\n".join(lines) + "\n")
         return
-    if not args.fused_only:
+    if not args.fused_only and not args.no_checks:
         checks(ops)
     print(f"checks: {failures} failed", flush=True)
     if not args.checks_only:
         dtypes = [{"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[d] for d in args.dtypes.split(",")]
         shapes = DEFAULT_SHAPES if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes, args.quack)
+        lines = [] if args.fused_only else bench(ops, not args.no_compile, args.liger, dtypes, shapes, args.quack,
+                                                        args.ops.split(","), not args.no_eager)
         if not args.no_fused:
             lines += [""] + fused(ops)
         print(f"checks: {failures} failed", flush=True)

@@ -27,8 +27,8 @@
 // S is the storage type (float, double, ew_half, ew_bf16), V the elements of one access (16 bytes
 // when every row is aligned to it, else the widest that is). Accumulation is in ew_traits<S>::op:
 // float for f16 / bf16 / f32, double for f64. The formulas are PyTorch's: softmax
-// exp(x - max) / sum, log_softmax (x - max) - log(sum), rms x * rsqrt(mean(x^2) + eps) * w,
-// layer_norm (x - mean) * rsqrt(var + eps) * w + b with the biased variance.
+// exp(x - max) / sum (f32's chunked rows: rd_chunk_scale), log_softmax (x - max) - log(sum), rms x *
+// rsqrt(mean(x^2) + eps) * w, layer_norm (x - mean) * rsqrt(var + eps) * w + b with the biased variance.
 #ifndef CUINLINE_REDUCTIONS_CUH
 #define CUINLINE_REDUCTIONS_CUH
 
@@ -165,6 +165,28 @@ template <class S, int V>
 __device__ __forceinline__ void rd_exp_vector(const double* x, double s0, double* e) {
 #pragma unroll
   for (int j = 0; j < V; ++j) e[j] = rd_exp<S>(x[j] - s0);
+}
+// The chunk forms' softmax on f32 rows (rd_split_write, rd_cluster, and the generic kernel's chunks,
+// whose bits these are): an element's output is its exp(x - cm) over its chunk's max cm, as the
+// chunk's statistics took it (rd_exp_term), times rd_chunk_scale(cm, m, s) = exp(cm - m) / s over
+// the row's max m and sum s, in double and rounded once. One exp an element where exp(x - m) / s
+// took an exp and a division an element besides the statistics' exp: the cluster form keeps each
+// exp from its statistics (rd_chunk_stats), the split form takes it again from the same operands.
+// Its error is the exp's, the scale's half ulp and the product's half ulp. A chunk whose max is
+// -inf (no element above -inf) writes exp(x - m) / s.
+template <class S>
+struct rd_chunk_exp {
+  enum { value = 0 };
+};
+template <>
+struct rd_chunk_exp<float> {
+  enum { value = 1 };
+};
+__device__ __forceinline__ float rd_chunk_scale(float cm, float m, float s) {
+  return static_cast<float>(exp(static_cast<double>(cm) - static_cast<double>(m)) / static_cast<double>(s));
+}
+__device__ __forceinline__ double rd_chunk_scale(double cm, double m, double s) {
+  return exp(cm - m) / s;
 }
 // x / d for an output of storage type S: a 16-bit output multiplies by the reciprocal (1.5 ulp of
 // fp32 at most, under its rounding; one division a row instead of one an element).
@@ -977,7 +999,7 @@ __device__ __forceinline__ void rd_chunk_load(const rd_args& a, long long row, l
 // in the online softmax —, the sum of squares (st1 unset), or layer_norm's (mean, squared
 // deviations from it), both by the corrected two-pass (rd_corrected). Every thread gets them.
 template <int kOp, class S, int V, int E, int T, class A, class Row, class B>
-__device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A* sh, A* sh2, B bar, A& st0,
+__device__ __forceinline__ void rd_chunk_stats(Row& v, int count, int t, A* sh, A* sh2, B bar, A& st0,
                                                A& st1) {
   enum { kIters = E / V };
   if (kOp == RD_SOFTMAX || kOp == RD_LOG_SOFTMAX) {
@@ -1007,7 +1029,11 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
       for (int it = 0; it < kIters; ++it) {
         if ((it * T + t) * V < count) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) s += rd_exp_term<S>(v(it, j) - m);
+          for (int j = 0; j < V; ++j) {
+            const A e = rd_exp_term<S>(v(it, j) - m);
+            if (kOp == RD_SOFTMAX && rd_chunk_exp<S>::value) v.keep(it, j, e);  // rd_chunk_scale
+            s += e;
+          }
         }
       }
     }
@@ -1048,7 +1074,8 @@ __device__ __forceinline__ void rd_chunk_stats(const Row& v, int count, int t, A
 // A row's statistics from its `splits` chunks' (stat(k, 0), stat(k, 1)), merged by T threads t
 // (barrier `bar`; sh and sh2 32 values each): the online softmax's merge; sums; layer_norm's mean
 // from the chunks' means, then its squared deviations as the sum over chunks of M2_i + n_i *
-// (mean_i - mean)^2. (s0, s1) as rd_finish takes them.
+// (mean_i - mean)^2. (s0, s1) as rd_finish takes them, but softmax's s1: the row's sum, which
+// rd_chunk_softmax turns into the divisor.
 template <int kOp, class S, int T, class A, class St, class B>
 __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long splits, St stat, int t, A* sh,
                                                 A* sh2, B bar, A& s0, A& s1) {
@@ -1057,7 +1084,7 @@ __device__ __forceinline__ void rd_chunks_merge(const rd_args& a, long long spli
     for (long long k = t; k < splits; k += T) rd_online_merge<S>(m, s, stat(k, 0), stat(k, 1));
     rd_online_reduce_at<S>(m, s, sh, sh2, T, t, bar);
     s0 = m;
-    s1 = kOp == RD_SOFTMAX ? rd_divisor<S>(s) : rd_log(s);
+    s1 = kOp == RD_SOFTMAX ? s : rd_log(s);  // softmax: the sum (rd_chunk_softmax takes it)
   } else if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
     A ss = A(0);
     for (long long k = t; k < splits; k += T) ss += stat(k, 0);
@@ -1117,6 +1144,18 @@ struct rd_ws_stat {
   __device__ __forceinline__ A operator()(long long k, int j) const { return ws[2 * k + j]; }
 };
 
+// Softmax's writing of a chunk whose statistics were (cm, ...) once the row's (m, s) are merged:
+// `kept` where its outputs are exp(x - cm) * scale (rd_chunk_exp), and s made the divisor of
+// exp(x - m) / s for the others.
+template <int kOp, class S, class A>
+__device__ __forceinline__ bool rd_chunk_softmax(A cm, A m, A& s, A& scale) {
+  if (kOp != RD_SOFTMAX) return false;
+  const bool kept = rd_chunk_exp<S>::value && cm != rd_neg_inf(A(0));
+  scale = kept ? rd_chunk_scale(cm, m, s) : A(0);
+  s = rd_divisor<S>(s);
+  return kept;
+}
+
 // The split form, second kernel (same grid): the row's chunk statistics merged by the block
 // (rd_chunks_merge), then this chunk written.
 template <int kOp, class S, int V, int E, int T, class P = rd_no_prologue, class Q = rd_no_epilogue,
@@ -1133,6 +1172,9 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
   const rd_ws_stat<A> stat = {static_cast<const A*>(a.ws) + 2 * row * splits};
   A s0 = A(0), s1 = A(0);
   rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh2, rd_block_bar(), s0, s1);
+  const A cm = kOp == RD_SOFTMAX ? stat(blockIdx.x % splits, 0) : A(0);
+  A scale = A(0);
+  const bool kept = rd_chunk_softmax<kOp, S>(cm, s0, s1, scale);
   const S* x = static_cast<const S*>(a.x) + row * a.sx + base;
   const S* r = kOp == RD_ADD_RMS_NORM ? static_cast<const S*>(a.r) + row * a.sr + base : 0;
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
@@ -1147,7 +1189,13 @@ __global__ void __launch_bounds__(T) rd_split_write(typename rd_args_of<K>::type
       } else {
         rd_load_x<S, V, P, true>(x + i, v);
       }
-      rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
+      if (kept) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[j] = rd_exp_term<S>(v[j] - cm) * scale;
+        rd_store_out<S, V, Q, K>(shifted, row, i, y + i, v);
+      } else {
+        rd_finish<kOp, S, V, Q, K>(shifted, row, i, v, s0, s1, y);
+      }
     }
   }
 }
@@ -1297,12 +1345,22 @@ __global__ void RD_CLUSTER_DIMS(C) __launch_bounds__(T * G, (rd_cluster_min_bloc
     rd_chunks_merge<kOp, S, T>(a, splits, stat, t, sh, sh + 32, bar, s0, s1);
   }
   rd_cluster_arrive_relaxed();  // this block is done with the cluster's shared memory
+  A scale = A(0);
+  const bool kept = rd_chunk_softmax<kOp, S>(st0, s0, s1, scale);  // v holds exp(x - st0)
   S* y = static_cast<S*>(a.y) + row * a.sy + base;
   const typename rd_args_of<K>::type shifted = rd_at_chunk<S>(a, base);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = (it * T + t) * V;
-    if (i < count) rd_finish<kOp, S, V, Q, K>(shifted, row, i, v.at(it), s0, s1, y);
+    if (i >= count) continue;
+    if (kept) {
+      A* o = v.at(it);
+#pragma unroll
+      for (int j = 0; j < V; ++j) o[j] = o[j] * scale;
+      rd_store_out<S, V, Q, K>(shifted, row, i, y + i, o);
+    } else {
+      rd_finish<kOp, S, V, Q, K>(shifted, row, i, v.at(it), s0, s1, y);
+    }
   }
   rd_cluster_wait();  // the others are done with this block's
 }

@@ -324,6 +324,14 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     return;
   }
   if (!live) return;
+  // A chunk's softmax (rd_split_write): exp(x - cm) * scale where rd_chunk_exp keeps it.
+  A cm = A(0), scale = A(0);
+  bool kept = false;
+  if (kOp == RD_SOFTMAX && g.phase == 2) {
+    cm = static_cast<const A*>(a.ws)[2 * static_cast<long long>(blockIdx.x)];  // this chunk's max
+    A divisor = s1;
+    kept = rd_chunk_softmax<RD_SOFTMAX, S>(cm, s0, divisor, scale);
+  }
   const S* w = static_cast<const S*>(a.w);
   const S* b = static_cast<const S*>(a.b);
   for (int it = 0; it < iters; ++it) {
@@ -339,7 +347,8 @@ __device__ __forceinline__ void rd_generic_body(const rd_args_e<7>& a, const rdg
     for (int j = 0; j < W; ++j) {
       if (j >= V) break;
       A o;
-      if (kOp == RD_SOFTMAX) o = rd_div<S>(rd_exp<S>(v[j] - s0), s1);
+      if (kOp == RD_SOFTMAX)
+        o = kept ? rd_exp_term<S>(v[j] - cm) * scale : rd_div<S>(rd_exp<S>(v[j] - s0), s1);
       if (kOp == RD_LOG_SOFTMAX) o = (v[j] - s0) - s1;
       if (kOp == RD_RMS_NORM || kOp == RD_ADD_RMS_NORM) {
         o = v[j] * s1;

@@ -121,6 +121,12 @@ inline void add_special_rows(Problem& p, std::mt19937_64& rng) {
   if (p.rows > 7) {
     for (std::int64_t i = 0; i < n; ++i) set_bits(p.x, dt, 7 * p.sx + i, i == n / 3 ? nan : ninf);
   }
+  // The first half near -100, the rest near 0: softmax's chunks of the first half scale their
+  // exps by e^-100 / sum, under float's normal range (rd_chunk_scale).
+  if (p.rows > 8) {
+    for (std::int64_t i = 0; i < n; ++i)
+      set_bits(p.x, dt, 8 * p.sx + i, bits_of(dt, (i < n / 2 ? -100.0 : 0.0) - static_cast<double>(i % 7)));
+  }
   if (p.op == RowOp::add_rms_norm) {
     for (std::int64_t row = 0; row < 6; ++row) {
       for (std::int64_t i = 0; i < n; ++i) set_bits(p.r, dt, row * p.sr + i, row == 5 ? nzero : 0);

@@ -750,7 +750,7 @@ TEST(ReductionsEmulated, EveryFormOpAndDtype) {
     const bool online = (op == RowOp::softmax && (dt == DType::f32 || dt == DType::f64)) ||
                         (op == RowOp::log_softmax && (dt == DType::f16 || dt == DType::bf16));
     for (const Shape& s : {Shape{7, whole, 0, 0, 0, RowForm::warp}, Shape{9, 3 * W, 0, 0, 0, RowForm::warp},
-                           Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{7, c5, 0, 0, 0, split}}) {
+                           Shape{7, W, 0, 0, 0, RowForm::warp}, Shape{9, c5, 0, 0, 0, split}}) {
       Problem p = cuinline::test::make_problem(op, dt, s.rows, s.n, rng);
       p.eps = 0;
       cuinline::test::add_special_rows(p, rng);
@@ -819,7 +819,7 @@ TEST(ReductionsEmulated, GenericKernelsFollowTheSpecializedOnes) {
         {3, 3000, 16, 8, 0, RowForm::block, false, false},
         {3, 2001, 2, 0, 1, RowForm::block, false, false},
         {2, c5odd, 0, 1, 1, split, false, false},
-        {6, c5, 0, 0, 0, split, true, false},
+        {9, c5, 0, 0, 0, split, true, false},
         {7, whole, 0, 0, 0, RowForm::warp, true, false},
         {9, 3 * W, 0, 0, 0, RowForm::warp, true, false},
         {19, 5 * W, 2 * W, 0, 0, RowForm::warp, false, true},
@@ -893,7 +893,7 @@ TEST(ReductionsEmulated, ClusterFormIsTheSplitFormBitForBit) {
           {2, 33001, 0, 1, 1, 256, 5, false, false},
           {2, 73000, 0, 0, 0, 256, 9, false, false},
           {2, 139000, 0, 0, 0, 512, 9, false, false},
-          {7, 33000, 0, 0, 0, 256, 5, true, false},
+          {9, 33000, 0, 0, 0, 256, 5, true, false},
           {2, 33001, 0, 1, 1, 256, 5, false, true},  // (16-bit rows twice as long: chunked)
       };
       int index = 0;

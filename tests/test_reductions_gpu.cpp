@@ -314,13 +314,14 @@ TEST_F(ReductionsGpu, StridedMisalignedInPlaceAndOptionalParameters) {
 }
 
 // Special values, one kind a row, in each form: NaN, +inf, a row all -inf, -inf among finite
-// values, -0.0 with subnormals, all zeros; eps 0 for the norms.
+// values, -0.0 with subnormals, all zeros, terms through float's subnormals, a half 100 below the
+// rest; eps 0 for the norms. 40000: the chunked forms.
 TEST_F(ReductionsGpu, SpecialValues) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   for (DType dt : kDtypes) {
     for (RowOp op : kOps) {
-      for (std::int64_t n : {7, 24, 256, 3000, 20000}) {  // 7, 24: sub-warp rows
-        const std::int64_t rows = 8;
+      for (std::int64_t n : {7, 24, 256, 3000, 20000, 40000}) {  // 7, 24: sub-warp rows
+        const std::int64_t rows = 9;
         Problem p = make_problem(op, dt, rows, n, rng_);
         p.eps = 0;
         cuinline::test::add_special_rows(p, rng_);
@@ -465,13 +466,13 @@ TEST_F(ReductionsGpu, GenericKernelsMatchTheReferenceAndTheSpecializedKernels) {
       {3, 262144, 0, 0, 0, false, "", "", 0},
       {2, (1 << 21) + 8192 + 3, 0, 0, 0, false, "", "", 0},
       {2, (1 << 21) + 8192, 0, 0, 0, false, "", "", 0},
-      {8, 1000, 0, 0, 0, true, "", "", 0},
-      {8, 40000, 0, 0, 0, true, "", "", 0},
+      {9, 1000, 0, 0, 0, true, "", "", 0},
+      {9, 40000, 0, 0, 0, true, "", "", 0},
       // The cluster form (sm_90 and later; the generic kernel runs its split form): f32 blocks of two
       // chunks, 13 a cluster (the last one's second idle; 16-bit rows 13 blocks of one, f64 split),
       // and 16 blocks of one chunk with chains.
       {3, 200000, 0, 4, 0, false, "", "", 0},
-      {8, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
+      {9, 131072, 0, 0, 0, true, "mul(0.125)", "mul(in1)", 1},
       {7, 64, 8, 16, 0, true, "div(2)|clamp(-3,3)", "relu|mul(in1)|mul(in2)", 2},
       {7, 3000, 8, 16, 0, false, "mul(0.125)", "mul(in1)", 1},
   };
